@@ -1,0 +1,80 @@
+// The only reader of process.env: one schema of settings with documented defaults.
+// Everything else receives the parsed Config.
+import path from "node:path";
+
+export interface QuotaDefaults {
+  "sandboxes.running": number;
+  "sandboxes.total": number;
+  "sandboxes.workspace_capacity_gib": number;
+  "projects.total": number;
+}
+
+export interface Config {
+  listenHost: string;
+  listenPort: number;
+  dataDir: string;
+  /** PostgreSQL connection string; when empty the embedded PGlite store in dataDir is used. */
+  databaseUrl: string;
+  bootstrapApiKey: string;
+  bootstrapOrgSlug: string;
+  logLevel: string;
+  /** Client-visible sibling service URLs (GetServiceConfig). */
+  publicApiUrl: string;
+  sessionPlaneUrl: string;
+  sshHost: string;
+  feedbackWebhookUrl: string;
+  feedbackWebhookTimeoutMs: number;
+  bodyLimitBytes: number;
+  idempotencyRetentionHours: number;
+  authCacheTtlMs: number;
+  quotaDefaults: QuotaDefaults;
+}
+
+type Env = Record<string, string | undefined>;
+
+export class ConfigError extends Error {}
+
+function intSetting(env: Env, name: string, fallback: number, min: number, max: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === "") return fallback;
+  if (!/^\d+$/.test(raw)) throw new ConfigError(`${name} must be a whole number, got "${raw}"`);
+  const value = Number(raw);
+  if (value < min || value > max) throw new ConfigError(`${name} must be between ${min} and ${max}`);
+  return value;
+}
+
+function parseListen(raw: string): { host: string; port: number } {
+  const match = /^(.*):(\d{1,5})$/.exec(raw);
+  if (!match) throw new ConfigError(`WARREN_LISTEN must be host:port, got "${raw}"`);
+  const port = Number(match[2]);
+  if (port > 65535) throw new ConfigError("WARREN_LISTEN port must be at most 65535");
+  return { host: (match[1] ?? "").replace(/^\[|\]$/g, "") || "127.0.0.1", port };
+}
+
+export function loadConfig(env: Env = process.env): Config {
+  const listen = parseListen(env.WARREN_LISTEN || "127.0.0.1:8080");
+  const hostForUrl = listen.host.includes(":") ? `[${listen.host}]` : listen.host;
+  return {
+    listenHost: listen.host,
+    listenPort: listen.port,
+    dataDir: path.resolve(env.WARREN_DATA_DIR || "./data"),
+    databaseUrl: env.DATABASE_URL || "",
+    bootstrapApiKey: env.WARREN_BOOTSTRAP_API_KEY || "",
+    bootstrapOrgSlug: "default",
+    logLevel: env.WARREN_LOG_LEVEL || "info",
+    publicApiUrl: env.WARREN_PUBLIC_API_URL || `http://${hostForUrl}:${listen.port}`,
+    sessionPlaneUrl: env.WARREN_SESSION_PLANE_URL || "",
+    sshHost: env.WARREN_SSH_HOST || "",
+    feedbackWebhookUrl: env.WARREN_FEEDBACK_WEBHOOK_URL || "",
+    feedbackWebhookTimeoutMs: intSetting(env, "WARREN_FEEDBACK_WEBHOOK_TIMEOUT_MS", 5000, 100, 60000),
+    bodyLimitBytes: intSetting(env, "WARREN_BODY_LIMIT_BYTES", 1_048_576, 1024, 64 * 1_048_576),
+    idempotencyRetentionHours: intSetting(env, "WARREN_IDEMPOTENCY_RETENTION_HOURS", 24, 1, 24 * 30),
+    authCacheTtlMs: intSetting(env, "WARREN_AUTH_CACHE_TTL_MS", 2000, 0, 60000),
+    quotaDefaults: {
+      "sandboxes.running": intSetting(env, "WARREN_QUOTA_SANDBOXES_RUNNING", 10, 0, 1_000_000),
+      "sandboxes.total": intSetting(env, "WARREN_QUOTA_SANDBOXES_TOTAL", 50, 0, 1_000_000),
+      "sandboxes.workspace_capacity_gib": intSetting(env, "WARREN_QUOTA_WORKSPACE_GIB", 200, 0, 1_000_000_000),
+      "projects.total": intSetting(env, "WARREN_QUOTA_PROJECTS_TOTAL", 1000, 0, 1_000_000),
+    },
+  };
+}

@@ -1,0 +1,102 @@
+// Composition root: the one place that picks drivers (store, relay, clock) and wires the
+// services and routes together.
+import { mkdir } from "node:fs/promises";
+import type { Config } from "./config.js";
+import { buildHttp } from "./http/app.js";
+import { IdempotencyStore } from "./http/idempotency.js";
+import type { App } from "./http/types.js";
+import { type Clock, systemClock } from "./lib/clock.js";
+import type { Logger } from "./lib/logger.js";
+import { registerAdminRoutes } from "./modules/admin/routes.js";
+import { AdminService } from "./modules/admin/service.js";
+import { registerFeedbackRoutes } from "./modules/feedback/routes.js";
+import { type FeedbackRelay, FeedbackService, webhookRelay } from "./modules/feedback/service.js";
+import { registerIdentityRoutes } from "./modules/identity/routes.js";
+import { IdentityService } from "./modules/identity/service.js";
+import { registerMetaRoutes } from "./modules/meta/routes.js";
+import { registerSystemRoutes } from "./modules/meta/system-routes.js";
+import { registerProjectRoutes } from "./modules/projects/routes.js";
+import { ProjectService } from "./modules/projects/service.js";
+import { registerRunRoutes } from "./modules/runs/routes.js";
+import { noWorkloadsRegistered, RunService } from "./modules/runs/service.js";
+import { registerUsageRoutes } from "./modules/usage/routes.js";
+import { QuotaService } from "./modules/usage/service.js";
+import type { Db } from "./store/db.js";
+import { migrate } from "./store/migrate.js";
+import { openPglite } from "./store/pglite.js";
+import { openPostgres } from "./store/postgres.js";
+
+export interface Container {
+  config: Config;
+  log: Logger;
+  db: Db;
+  clock: Clock;
+  identity: IdentityService;
+  projects: ProjectService;
+  runs: RunService;
+  feedback: FeedbackService;
+  quotas: QuotaService;
+  admin: AdminService;
+  idempotency: IdempotencyStore;
+}
+
+export interface ContainerOverrides {
+  /** An already-open store (tests share one in-memory PGlite or a throwaway database). */
+  db?: Db;
+  clock?: Clock;
+  feedbackRelay?: FeedbackRelay;
+}
+
+export async function openStore(config: Config): Promise<Db> {
+  if (config.databaseUrl) return openPostgres(config.databaseUrl);
+  await mkdir(config.dataDir, { recursive: true });
+  return openPglite(`${config.dataDir}/pglite`);
+}
+
+export async function createContainer(config: Config, log: Logger, overrides: ContainerOverrides = {}) {
+  const db = overrides.db ?? (await openStore(config));
+  await migrate(db);
+  const clock = overrides.clock ?? systemClock();
+  const quotas = new QuotaService(db, config.quotaDefaults);
+  const projects = new ProjectService(db, clock, quotas);
+  const identity = new IdentityService(db, clock, projects, config.authCacheTtlMs);
+  const runs = new RunService(db, clock, projects, noWorkloadsRegistered);
+  const relay =
+    overrides.feedbackRelay ?? webhookRelay(config.feedbackWebhookUrl, config.feedbackWebhookTimeoutMs, log);
+  const feedback = new FeedbackService(db, clock, relay);
+  const admin = new AdminService(identity, quotas);
+  const idempotency = new IdempotencyStore(db, clock, config.idempotencyRetentionHours);
+  const container: Container = {
+    config,
+    log,
+    db,
+    clock,
+    identity,
+    projects,
+    runs,
+    feedback,
+    quotas,
+    admin,
+    idempotency,
+  };
+  return container;
+}
+
+export async function createApp(c: Container): Promise<App> {
+  const app = await buildHttp({
+    log: c.log,
+    bodyLimitBytes: c.config.bodyLimitBytes,
+    identity: c.identity,
+    idempotency: c.idempotency,
+  });
+  registerSystemRoutes(app, c.db);
+  registerMetaRoutes(app, c.config);
+  registerIdentityRoutes(app);
+  registerUsageRoutes(app, c.quotas);
+  registerFeedbackRoutes(app, c.feedback);
+  registerProjectRoutes(app, c.projects);
+  registerRunRoutes(app, c.runs);
+  registerAdminRoutes(app, c.admin);
+  await app.ready();
+  return app;
+}

@@ -1,0 +1,72 @@
+// Typed domain errors and the one mapping from a stable code to an HTTP status and to
+// the two envelopes of contract section 7.1. Services throw AppError; handlers never
+// build error JSON themselves.
+
+export const ERROR_STATUS = {
+  invalid_argument: 400,
+  failed_precondition: 400,
+  unauthenticated: 401,
+  permission_denied: 403,
+  not_found: 404,
+  method_not_allowed: 405,
+  already_exists: 409,
+  idempotency_conflict: 409,
+  name_conflict: 409,
+  operation_conflict: 409,
+  precondition_failed: 412,
+  payload_too_large: 413,
+  unsupported_media_type: 415,
+  unsupported_capability: 422,
+  quota_exceeded: 429,
+  rate_limited: 429,
+  internal: 500,
+  unavailable: 503,
+} as const;
+
+export type ErrorCode = keyof typeof ERROR_STATUS;
+
+export interface QuotaDetails {
+  metric: string;
+  limit: string;
+  current: string;
+  reserved: string;
+  retry_after_seconds: number;
+}
+
+export interface ErrorOptions {
+  retryAfterSeconds?: number;
+  quota?: QuotaDetails;
+  details?: Record<string, unknown>;
+}
+
+export class AppError extends Error {
+  readonly code: ErrorCode;
+  readonly status: number;
+  readonly retryAfterSeconds: number | undefined;
+  readonly details: Record<string, unknown> | undefined;
+
+  constructor(code: ErrorCode, message: string, options: ErrorOptions = {}) {
+    super(message);
+    this.code = code;
+    this.status = ERROR_STATUS[code];
+    this.retryAfterSeconds = options.retryAfterSeconds ?? options.quota?.retry_after_seconds;
+    const details = { ...options.details };
+    if (options.quota) details.quota = options.quota;
+    this.details = Object.keys(details).length > 0 ? details : undefined;
+  }
+}
+
+export const notFound = (what: string) => new AppError("not_found", `${what} not found`);
+export const invalid = (message: string) => new AppError("invalid_argument", message);
+export const denied = (message: string) => new AppError("permission_denied", message);
+
+/** Which envelope a route answers errors in (contract 7.1). */
+export type EnvelopeKind = "flat" | "standard";
+
+export function errorBody(error: AppError, requestId: string, envelope: EnvelopeKind): Record<string, unknown> {
+  if (envelope === "flat") return { code: error.code, message: error.message, request_id: requestId };
+  const body: Record<string, unknown> = { code: error.code, message: error.message };
+  if (error.details) body.details = error.details;
+  body.request_id = requestId;
+  return body;
+}

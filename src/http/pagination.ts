@@ -1,0 +1,61 @@
+// Keyset pagination: a page token is an opaque, versioned encoding of the sort key of the
+// last row served, so pages stay stable while rows are added and no OFFSET scan is needed.
+import { Type } from "@sinclair/typebox";
+import { AppError } from "./errors.js";
+
+export const DEFAULT_PAGE_SIZE = 50;
+export const MAX_PAGE_SIZE = 200;
+
+export const PageQuery = {
+  page_size: Type.Optional(
+    Type.Integer({
+      minimum: 1,
+      maximum: MAX_PAGE_SIZE,
+      description: `Rows per page; default ${DEFAULT_PAGE_SIZE}, at most ${MAX_PAGE_SIZE}.`,
+    }),
+  ),
+  page_token: Type.Optional(
+    Type.String({
+      maxLength: 512,
+      description: "next_page_token of the previous page; empty or omitted for the first page.",
+    }),
+  ),
+};
+
+/** The position after which the next page starts: a timestamp then an id, both descending. */
+export interface Cursor {
+  at: Date;
+  id: string;
+}
+
+export function encodeCursor(kind: string, cursor: Cursor): string {
+  return Buffer.from(JSON.stringify([kind, cursor.at.toISOString(), cursor.id])).toString("base64url");
+}
+
+export function decodeCursor(kind: string, token: string | undefined): Cursor | null {
+  if (!token) return null;
+  try {
+    const value: unknown = JSON.parse(Buffer.from(token, "base64url").toString("utf8"));
+    if (Array.isArray(value) && value.length === 3 && value[0] === kind) {
+      const [, at, id] = value;
+      const date = new Date(String(at));
+      if (typeof at === "string" && typeof id === "string" && !Number.isNaN(date.getTime())) return { at: date, id };
+    }
+  } catch {
+    // fall through to the error below
+  }
+  throw new AppError("invalid_argument", "page_token is not a token this list issued");
+}
+
+/** Takes one row more than the page to learn whether another page follows. */
+export function pageOf<T>(
+  kind: string,
+  rows: T[],
+  pageSize: number,
+  cursorOf: (row: T) => Cursor,
+): { items: T[]; nextPageToken: string } {
+  if (rows.length <= pageSize) return { items: rows, nextPageToken: "" };
+  const items = rows.slice(0, pageSize);
+  const last = items[items.length - 1] as T;
+  return { items, nextPageToken: encodeCursor(kind, cursorOf(last)) };
+}

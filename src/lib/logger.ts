@@ -1,0 +1,21 @@
+// Structured JSON logs (pino). Fields that could carry a credential are redacted wherever
+// they appear, as a second line of defence behind never logging them at all.
+import pino from "pino";
+
+export type Logger = pino.Logger;
+
+export const REDACT_PATHS = [
+  "req.headers.authorization",
+  "headers.authorization",
+  "authorization",
+  "api_key",
+  "*.api_key",
+  "value",
+  "*.value",
+  "secret",
+  "*.secret",
+];
+
+export function createLogger(level: string, destination?: pino.DestinationStream): Logger {
+  return pino({ level, redact: { paths: REDACT_PATHS, censor: "[redacted]" } }, destination);
+}

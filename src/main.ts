@@ -1,0 +1,47 @@
+// Entry point: loadConfig() -> createContainer() -> createApp() -> listen, plus first-start
+// bootstrap, the controllers and a clean shutdown on SIGINT/SIGTERM.
+import { loadConfig } from "./config.js";
+import { createApp, createContainer } from "./container.js";
+import { startControllers } from "./controllers/index.js";
+import { createLogger } from "./lib/logger.js";
+import { writeServerLock } from "./lib/server-lock.js";
+
+async function main(): Promise<void> {
+  const config = loadConfig();
+  const log = createLogger(config.logLevel);
+  const container = await createContainer(config, log);
+  const boot = await container.identity.bootstrap(config.bootstrapOrgSlug, config.bootstrapApiKey);
+  if (boot.created) {
+    log.info({ organization: config.bootstrapOrgSlug }, "bootstrapped the operator organization and its owner key");
+    if (boot.generatedKey) {
+      // Printed once, outside the structured log, so the key never lands in a log pipeline.
+      process.stderr.write(
+        `\nWarren bootstrap: owner API key of organization "${config.bootstrapOrgSlug}" (shown once, store it now):\n\n  ${boot.generatedKey}\n\n`,
+      );
+    }
+  }
+  const app = await createApp(container);
+  const controllers = startControllers(container);
+  const address = await app.listen({ host: config.listenHost, port: config.listenPort });
+  const releaseLock = config.databaseUrl ? async () => undefined : await writeServerLock(config.dataDir, address);
+  log.info({ address, store: container.db.kind }, "warren is serving");
+
+  let stopping = false;
+  const stop = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    log.info({ signal }, "shutting down");
+    controllers.stop();
+    await app.close();
+    await releaseLock();
+    await container.db.close();
+    process.exit(0);
+  };
+  process.on("SIGINT", () => void stop("SIGINT"));
+  process.on("SIGTERM", () => void stop("SIGTERM"));
+}
+
+main().catch((error: unknown) => {
+  process.stderr.write(`warren failed to start: ${error instanceof Error ? error.message : String(error)}\n`);
+  process.exit(1);
+});

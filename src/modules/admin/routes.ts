@@ -1,0 +1,174 @@
+import { Type } from "@sinclair/typebox";
+import { EmptyObject, standardResponses, Timestamp } from "../../http/schemas.js";
+import { type App, credentialOf } from "../../http/types.js";
+import { QuotaLimit } from "../usage/routes.js";
+import { QUOTA_METRICS } from "../usage/service.js";
+import type { AdminService } from "./service.js";
+
+const TAGS = ["AdminService"];
+const OrgRef = Type.String({ minLength: 1, maxLength: 64, description: "Organization id or slug" });
+const Slug = Type.String({ pattern: "^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$" });
+
+const Organization = Type.Object(
+  {
+    id: Type.String(),
+    slug: Type.String(),
+    name: Type.String(),
+    is_operator: Type.Optional(Type.Boolean()),
+    default_project_id: Type.Optional(Type.String()),
+    created_at: Timestamp,
+  },
+  { additionalProperties: false },
+);
+
+const ApiKeyInfo = Type.Object(
+  {
+    key_id: Type.String(),
+    key_name: Type.String(),
+    principal_id: Type.String(),
+    kind: Type.String(),
+    role: Type.String(),
+    email: Type.String(),
+    workload_name: Type.String(),
+    project_id: Type.String(),
+    created_at: Timestamp,
+    revoked_at: Type.String({ description: "Empty while the key is live" }),
+  },
+  { additionalProperties: false },
+);
+
+export function registerAdminRoutes(app: App, admin: AdminService): void {
+  const operatorOnly = async (request: { credential: Parameters<typeof credentialOf>[0]["credential"] }) =>
+    admin.authorize(credentialOf(request));
+
+  app.post(
+    "/v1/admin/organizations",
+    {
+      preHandler: operatorOnly,
+      schema: {
+        operationId: "AdminCreateOrganization",
+        tags: TAGS,
+        summary: "Create an organization (with its default project)",
+        body: Type.Object(
+          { slug: Slug, name: Type.Optional(Type.String({ maxLength: 200 })) },
+          { additionalProperties: false },
+        ),
+        response: standardResponses({ 200: Type.Object({ organization: Organization }) }),
+      },
+    },
+    async (request) => ({ organization: await admin.createOrganization(request.body.slug, request.body.name) }),
+  );
+
+  app.get(
+    "/v1/admin/organizations",
+    {
+      preHandler: operatorOnly,
+      schema: {
+        operationId: "AdminListOrganizations",
+        tags: TAGS,
+        summary: "List organizations",
+        response: standardResponses({ 200: Type.Object({ organizations: Type.Array(Organization) }) }),
+      },
+    },
+    async () => ({ organizations: await admin.listOrganizations() }),
+  );
+
+  app.post(
+    "/v1/admin/api-keys",
+    {
+      preHandler: operatorOnly,
+      schema: {
+        operationId: "AdminCreateApiKey",
+        tags: TAGS,
+        summary: "Issue an API key (for a new principal, or an existing one); the secret is returned once",
+        body: Type.Object(
+          {
+            organization: OrgRef,
+            name: Type.String({ minLength: 1, maxLength: 200 }),
+            kind: Type.Optional(
+              Type.Union([Type.Literal("user"), Type.Literal("service_account"), Type.Literal("workload")]),
+            ),
+            role: Type.Optional(Type.Union([Type.Literal("owner"), Type.Literal("admin"), Type.Literal("member")])),
+            email: Type.Optional(Type.String({ format: "email", maxLength: 320 })),
+            workload_name: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
+            principal_id: Type.Optional(Type.String({ maxLength: 64 })),
+            project_id: Type.Optional(Type.String({ maxLength: 64, description: "Default project of the key" })),
+          },
+          { additionalProperties: false },
+        ),
+        response: standardResponses({
+          200: Type.Object(
+            {
+              key_id: Type.String(),
+              key_name: Type.String(),
+              principal_id: Type.String(),
+              org_id: Type.String(),
+              api_key: Type.String({ description: "The secret; shown only in this response" }),
+            },
+            { additionalProperties: false },
+          ),
+        }),
+      },
+    },
+    async (request) => admin.createKey(request.body),
+  );
+
+  app.get(
+    "/v1/admin/organizations/:organization/api-keys",
+    {
+      preHandler: operatorOnly,
+      schema: {
+        operationId: "AdminListApiKeys",
+        tags: TAGS,
+        summary: "List an organization's API keys (never their secrets)",
+        params: Type.Object({ organization: OrgRef }),
+        response: standardResponses({ 200: Type.Object({ api_keys: Type.Array(ApiKeyInfo) }) }),
+      },
+    },
+    async (request) => ({ api_keys: await admin.listKeys(request.params.organization) }),
+  );
+
+  app.post(
+    "/v1/admin/api-keys/:key_id::revoke",
+    {
+      preHandler: operatorOnly,
+      schema: {
+        operationId: "AdminRevokeApiKey",
+        tags: TAGS,
+        summary: "Revoke an API key; it is refused from then on",
+        params: Type.Object({ key_id: Type.String({ minLength: 1, maxLength: 64 }) }),
+        response: standardResponses({ 200: EmptyObject }),
+      },
+    },
+    async (request) => {
+      await admin.revokeKey(request.params.key_id);
+      return {};
+    },
+  );
+
+  app.put(
+    "/v1/admin/organizations/:organization/quotas/:metric",
+    {
+      preHandler: operatorOnly,
+      schema: {
+        operationId: "AdminSetQuota",
+        tags: TAGS,
+        summary: "Set (or with limit null, reset to the default) one quota limit of an organization",
+        params: Type.Object({
+          organization: OrgRef,
+          metric: Type.Union(QUOTA_METRICS.map((m) => Type.Literal(m))),
+        }),
+        body: Type.Object(
+          { limit: Type.Union([Type.Integer({ minimum: 0, maximum: 1_000_000_000 }), Type.Null()]) },
+          { additionalProperties: false },
+        ),
+        response: standardResponses({
+          200: Type.Object({ snapshot: Type.Object({ limits: Type.Array(QuotaLimit) }) }),
+        }),
+      },
+    },
+    async (request) => ({
+      snapshot: await admin.setQuota(request.params.organization, request.params.metric, request.body.limit),
+    }),
+  );
+}

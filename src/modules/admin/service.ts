@@ -1,0 +1,77 @@
+// Operator administration: organizations, API keys of every kind and role, quota limits.
+// The same functions back the /v1/admin routes and the admin CLI's direct mode.
+import { AppError, denied } from "../../http/errors.js";
+import type { Credential, PrincipalKind, Role } from "../identity/credential.js";
+import type { IdentityService } from "../identity/service.js";
+import { isQuotaMetric, type QuotaService } from "../usage/service.js";
+
+export interface CreateKeyRequest {
+  organization: string;
+  name: string;
+  kind?: PrincipalKind | undefined;
+  role?: Role | undefined;
+  email?: string | undefined;
+  workload_name?: string | undefined;
+  principal_id?: string | undefined;
+  project_id?: string | undefined;
+}
+
+export class AdminService {
+  constructor(
+    private readonly identity: IdentityService,
+    private readonly quotas: QuotaService,
+  ) {}
+
+  /** Admin routes are for owners of the operator organization only. */
+  authorize(cred: Credential): void {
+    if (cred.sandbox || !cred.orgIsOperator || cred.role !== "owner") {
+      throw denied("administration requires an owner key of the operator organization");
+    }
+  }
+
+  async createOrganization(slug: string, name: string | undefined) {
+    const org = await this.identity.createOrganization({ slug, name });
+    return { ...org, created_at: org.created_at.toISOString() };
+  }
+
+  async listOrganizations() {
+    const rows = await this.identity.listOrganizations();
+    return rows.map((org) => ({
+      id: org.id,
+      slug: org.slug,
+      name: org.name,
+      is_operator: org.is_operator,
+      created_at: org.created_at.toISOString(),
+    }));
+  }
+
+  async createKey(input: CreateKeyRequest) {
+    const org = await this.identity.findOrganization(input.organization);
+    return this.identity.issueKey({
+      orgId: org.id,
+      name: input.name,
+      kind: input.kind,
+      role: input.role,
+      email: input.email,
+      workloadName: input.workload_name,
+      principalId: input.principal_id,
+      projectId: input.project_id,
+    });
+  }
+
+  async listKeys(organization: string) {
+    const org = await this.identity.findOrganization(organization);
+    return this.identity.listKeys(org.id);
+  }
+
+  revokeKey(keyId: string) {
+    return this.identity.revokeKey(keyId);
+  }
+
+  async setQuota(organization: string, metric: string, limit: number | null) {
+    if (!isQuotaMetric(metric)) throw new AppError("invalid_argument", `unknown quota metric "${metric}"`);
+    const org = await this.identity.findOrganization(organization);
+    await this.quotas.setLimit(org.id, metric, limit);
+    return this.quotas.snapshot(org.id);
+  }
+}

@@ -1,0 +1,137 @@
+// Product feedback: stored per organization, de-duplicated by fingerprint (derived from the
+// content when the caller gives none), and relayed to a configured webhook when one is set.
+import type { Clock } from "../../lib/clock.js";
+import { canonicalJson, sha256Hex } from "../../lib/hash.js";
+import { newId } from "../../lib/ids.js";
+import type { Logger } from "../../lib/logger.js";
+import type { Db } from "../../store/db.js";
+import type { Credential } from "../identity/credential.js";
+
+export const FEEDBACK_SURFACES = ["cli", "api", "web", "sandbox", "telemetry", "annotations", "docs", "other"] as const;
+export const FEEDBACK_SEVERITIES = ["critical", "high", "medium", "low", ""] as const;
+
+export interface FeedbackInput {
+  title: string;
+  surface: (typeof FEEDBACK_SURFACES)[number];
+  body?: string | undefined;
+  expected?: string | undefined;
+  actual?: string | undefined;
+  repro?: string | undefined;
+  severity?: (typeof FEEDBACK_SEVERITIES)[number] | undefined;
+  fingerprint?: string | undefined;
+  svc_version?: string | undefined;
+  evidence?: string[] | undefined;
+}
+
+export interface FeedbackRelay {
+  /** True only when the review channel accepted the report. */
+  relay(report: Record<string, unknown>): Promise<boolean>;
+}
+
+export function webhookRelay(url: string, timeoutMs: number, log: Logger): FeedbackRelay {
+  return {
+    relay: async (report) => {
+      if (!url) return false;
+      try {
+        const response = await fetch(url, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify(report),
+          signal: AbortSignal.timeout(timeoutMs),
+        });
+        await response.arrayBuffer().catch(() => undefined);
+        if (!response.ok) log.warn({ status: response.status }, "feedback relay refused the report");
+        return response.ok;
+      } catch (error) {
+        log.warn({ err: (error as Error).message }, "feedback relay failed");
+        return false;
+      }
+    },
+  };
+}
+
+/** The fingerprint of a report whose caller gave none: a digest of its content fields. */
+export function deriveFingerprint(input: FeedbackInput): string {
+  const content = {
+    title: input.title,
+    surface: input.surface,
+    body: input.body ?? "",
+    expected: input.expected ?? "",
+    actual: input.actual ?? "",
+    repro: input.repro ?? "",
+    severity: input.severity ?? "",
+    svc_version: input.svc_version ?? "",
+    evidence: input.evidence ?? [],
+  };
+  return `sha256:${sha256Hex(canonicalJson(content))}`;
+}
+
+export class FeedbackService {
+  constructor(
+    private readonly db: Db,
+    private readonly clock: Clock,
+    private readonly relay: FeedbackRelay,
+  ) {}
+
+  async create(cred: Credential, input: FeedbackInput): Promise<{ id: string; relayed: boolean }> {
+    const fingerprint = input.fingerprint || deriveFingerprint(input);
+    const existing = await this.findByFingerprint(cred.orgId, fingerprint);
+    if (existing) return existing;
+
+    const id = newId("fb");
+    const createdAt = this.clock.now();
+    const { rows } = await this.db.query<{ id: string }>(
+      `INSERT INTO feedback (id, org_id, principal_id, title, surface, body, expected, actual, repro, severity,
+                             fingerprint, svc_version, evidence, relayed, created_at)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13::jsonb, false, $14)
+       ON CONFLICT (org_id, fingerprint) DO NOTHING RETURNING id`,
+      [
+        id,
+        cred.orgId,
+        cred.principalId,
+        input.title,
+        input.surface,
+        input.body ?? "",
+        input.expected ?? "",
+        input.actual ?? "",
+        input.repro ?? "",
+        input.severity ?? "",
+        fingerprint,
+        input.svc_version ?? "",
+        JSON.stringify(input.evidence ?? []),
+        createdAt,
+      ],
+    );
+    if (!rows[0]) {
+      // A concurrent submission with the same fingerprint won the insert.
+      const winner = await this.findByFingerprint(cred.orgId, fingerprint);
+      if (winner) return winner;
+    }
+    const relayed = await this.relay.relay({
+      id,
+      organization: { id: cred.orgId, slug: cred.orgSlug },
+      principal_id: cred.principalId,
+      title: input.title,
+      surface: input.surface,
+      body: input.body ?? "",
+      expected: input.expected ?? "",
+      actual: input.actual ?? "",
+      repro: input.repro ?? "",
+      severity: input.severity ?? "",
+      fingerprint,
+      svc_version: input.svc_version ?? "",
+      evidence: input.evidence ?? [],
+      created_at: createdAt.toISOString(),
+    });
+    if (relayed) await this.db.query("UPDATE feedback SET relayed = true WHERE id = $1", [id]);
+    return { id, relayed };
+  }
+
+  private async findByFingerprint(orgId: string, fingerprint: string) {
+    const { rows } = await this.db.query<{ id: string; relayed: boolean }>(
+      "SELECT id, relayed FROM feedback WHERE org_id = $1 AND fingerprint = $2",
+      [orgId, fingerprint],
+    );
+    return rows[0] ?? null;
+  }
+}

@@ -1,0 +1,209 @@
+// Credentials: API keys are random secrets shown once and stored only as a SHA-256 hash
+// (they carry 256 bits of entropy, so a slow hash adds nothing). Resolved credentials are
+// cached briefly by hash; a revoke in this process evicts at once, other replicas within
+// the cache TTL.
+import { AppError, notFound } from "../../http/errors.js";
+import type { Clock } from "../../lib/clock.js";
+import { sha256Hex } from "../../lib/hash.js";
+import { newApiKeySecret, newId } from "../../lib/ids.js";
+import type { Db } from "../../store/db.js";
+import * as projectsRepo from "../projects/repo.js";
+import type { ProjectService } from "../projects/service.js";
+import type { Credential, PrincipalKind, Role } from "./credential.js";
+import * as repo from "./repo.js";
+
+const MAX_CACHED_CREDENTIALS = 10_000;
+
+export interface WhoAmI {
+  organization: { id: string; slug: string };
+  principal: {
+    id: string;
+    kind: PrincipalKind;
+    email: string;
+    key_id: string;
+    key_name: string;
+    workload_name: string;
+  };
+}
+
+export function whoAmIView(cred: Credential): WhoAmI {
+  return {
+    organization: { id: cred.orgId, slug: cred.orgSlug },
+    principal: {
+      id: cred.principalId,
+      kind: cred.principalKind,
+      email: cred.principalKind === "user" ? cred.email : "",
+      key_id: cred.keyId,
+      key_name: cred.keyName,
+      workload_name: cred.workloadName,
+    },
+  };
+}
+
+export interface IssuedKey {
+  key_id: string;
+  key_name: string;
+  principal_id: string;
+  org_id: string;
+  /** The secret itself: returned once, never stored. */
+  api_key: string;
+}
+
+export interface NewKeyInput {
+  orgId: string;
+  /** Reuse an existing principal of the organization, or create one of this kind and role. */
+  principalId?: string | undefined;
+  kind?: PrincipalKind | undefined;
+  role?: Role | undefined;
+  email?: string | undefined;
+  displayName?: string | undefined;
+  workloadName?: string | undefined;
+  name: string;
+  projectId?: string | undefined;
+  sandbox?: { sandboxId: string; lineagePath: string } | undefined;
+  /** A caller-chosen secret (the bootstrap key); generated when absent. */
+  secret?: string | undefined;
+}
+
+export class IdentityService {
+  private readonly cache = new Map<string, { cred: Credential; expiresAtMs: number }>();
+
+  constructor(
+    private readonly db: Db,
+    private readonly clock: Clock,
+    private readonly projects: ProjectService,
+    private readonly cacheTtlMs: number,
+  ) {}
+
+  /** Resolves a bearer secret to its credential; unknown or revoked is UNAUTHENTICATED. */
+  async authenticate(secret: string): Promise<Credential> {
+    const hash = sha256Hex(secret);
+    const nowMs = Date.now();
+    const hit = this.cache.get(hash);
+    if (hit && hit.expiresAtMs > nowMs) return hit.cred;
+    const cred = await repo.findCredentialByHash(this.db, hash);
+    if (!cred) {
+      this.cache.delete(hash);
+      throw new AppError("unauthenticated", "the API key is unknown or revoked");
+    }
+    if (!cred.orgId) throw new AppError("unauthenticated", "the credential has no organization scope");
+    if (this.cacheTtlMs > 0) {
+      if (this.cache.size >= MAX_CACHED_CREDENTIALS) this.cache.clear();
+      this.cache.set(hash, { cred, expiresAtMs: nowMs + this.cacheTtlMs });
+    }
+    return cred;
+  }
+
+  async createOrganization(input: { slug: string; name?: string; isOperator?: boolean }) {
+    return this.db.tx(async (q) => {
+      if (await repo.findOrganization(q, input.slug)) {
+        throw new AppError("already_exists", `an organization with slug "${input.slug}" already exists`);
+      }
+      const org: repo.OrganizationRow = {
+        id: newId("org"),
+        slug: input.slug,
+        name: input.name ?? input.slug,
+        is_operator: input.isOperator ?? false,
+        created_at: this.clock.now(),
+      };
+      await repo.insertOrganization(q, org);
+      const project = await this.projects.createDefault(q, org.id, "");
+      return { id: org.id, slug: org.slug, name: org.name, default_project_id: project.id, created_at: org.created_at };
+    });
+  }
+
+  async findOrganization(idOrSlug: string) {
+    const org = await repo.findOrganization(this.db, idOrSlug);
+    if (!org) throw notFound("organization");
+    return org;
+  }
+
+  listOrganizations() {
+    return repo.listOrganizations(this.db);
+  }
+
+  async issueKey(input: NewKeyInput): Promise<IssuedKey> {
+    return this.db.tx(async (q) => {
+      let principalId = input.principalId;
+      if (principalId) {
+        if (!(await repo.findPrincipal(q, input.orgId, principalId))) throw notFound("principal");
+      } else {
+        const kind = input.kind ?? "service_account";
+        if (kind === "user" && !input.email) throw new AppError("invalid_argument", "a user principal needs an email");
+        if (kind === "workload" && !input.workloadName) {
+          throw new AppError("invalid_argument", "a workload principal needs a workload name");
+        }
+        principalId = newId("prn");
+        await repo.insertPrincipal(q, {
+          id: principalId,
+          org_id: input.orgId,
+          kind,
+          role: input.role ?? "member",
+          email: kind === "user" ? (input.email ?? "") : "",
+          display_name: input.displayName ?? input.name,
+          workload_name: kind === "workload" ? (input.workloadName ?? "") : "",
+          created_at: this.clock.now(),
+        });
+      }
+      if (input.projectId && !(await projectsRepo.getProject(q, input.orgId, input.projectId))) {
+        throw notFound("project");
+      }
+      const secret = input.secret ?? newApiKeySecret();
+      const keyId = newId("key");
+      await repo.insertApiKey(q, {
+        id: keyId,
+        org_id: input.orgId,
+        principal_id: principalId,
+        name: input.name,
+        key_hash: sha256Hex(secret),
+        project_id: input.projectId ?? null,
+        sandbox_id: input.sandbox?.sandboxId ?? null,
+        lineage_path: input.sandbox?.lineagePath ?? null,
+        created_at: this.clock.now(),
+        revoked_at: null,
+      });
+      return { key_id: keyId, key_name: input.name, principal_id: principalId, org_id: input.orgId, api_key: secret };
+    });
+  }
+
+  async revokeKey(keyId: string): Promise<void> {
+    const hash = await repo.revokeApiKey(this.db, keyId, this.clock.now());
+    if (!hash) throw notFound("API key");
+    this.cache.delete(hash);
+  }
+
+  async listKeys(orgId: string) {
+    const rows = await repo.listApiKeys(this.db, orgId);
+    return rows.map((row) => ({
+      key_id: row.id,
+      key_name: row.name,
+      principal_id: row.principal_id,
+      kind: row.kind,
+      role: row.role,
+      email: row.email,
+      workload_name: row.workload_name,
+      project_id: row.project_id ?? "",
+      created_at: row.created_at.toISOString(),
+      revoked_at: row.revoked_at ? row.revoked_at.toISOString() : "",
+    }));
+  }
+
+  /**
+   * First start: with an empty store, create the operator organization `default` and an
+   * owner key. Returns the key only when this call generated it (so it can be shown once).
+   */
+  async bootstrap(slug: string, configuredSecret: string): Promise<{ created: boolean; generatedKey: string }> {
+    if ((await repo.countOrganizations(this.db)) > 0) return { created: false, generatedKey: "" };
+    const org = await this.createOrganization({ slug, name: slug, isOperator: true });
+    const issued = await this.issueKey({
+      orgId: org.id,
+      kind: "user",
+      role: "owner",
+      email: "owner@localhost",
+      displayName: "Bootstrap owner",
+      name: "bootstrap",
+      secret: configuredSecret || undefined,
+    });
+    return { created: true, generatedKey: configuredSecret ? "" : issued.api_key };
+  }
+}

@@ -1,0 +1,181 @@
+// Runs form trees: a run without a parent is a root; a child inherits its parent's project
+// and extends its dotted lineage path. Start and completion are written as telemetry
+// events in the same transaction as the run row.
+import { AppError, notFound } from "../../http/errors.js";
+import { type Cursor, decodeCursor, pageOf } from "../../http/pagination.js";
+import type { Clock } from "../../lib/clock.js";
+import { newId, newUlid } from "../../lib/ids.js";
+import type { Db, Queryable } from "../../store/db.js";
+import * as eventsRepo from "../events/repo.js";
+import { type Credential, requireOrgScoped } from "../identity/credential.js";
+import * as projectsRepo from "../projects/repo.js";
+import type { ProjectService } from "../projects/service.js";
+import * as repo from "./repo.js";
+
+export const RUN_LABEL_MAX_CHARS = 256;
+export const TERMINAL_RUN_STATUSES = ["succeeded", "failed", "canceled"] as const;
+export type TerminalRunStatus = (typeof TERMINAL_RUN_STATUSES)[number];
+
+/** Decides whether a credential may run as a registered workload (the workload issue supplies the real one). */
+export interface WorkloadLaunchPolicy {
+  authorizeLaunch(q: Queryable, cred: Credential, workloadName: string): Promise<void>;
+}
+
+/** Until workloads can be registered, every named workload is unknown. */
+export const noWorkloadsRegistered: WorkloadLaunchPolicy = {
+  authorizeLaunch: async (_q, _cred, workloadName) => {
+    throw new AppError("not_found", `workload "${workloadName}" not found`);
+  },
+};
+
+export interface RunView {
+  id: string;
+  project_id: string;
+  label: string;
+  parent_run_id?: string;
+  root_run_id: string;
+  lineage_path: string;
+  depth: number;
+  status: repo.RunStatus;
+  started_at: string;
+  ended_at?: string;
+  created_by: string;
+  execute_as_workload?: string;
+}
+
+export function runView(row: repo.RunRow): RunView {
+  const view: RunView = {
+    id: row.id,
+    project_id: row.project_id,
+    label: row.label,
+    root_run_id: row.root_run_id,
+    lineage_path: row.lineage_path,
+    depth: row.depth,
+    status: row.status,
+    started_at: row.started_at.toISOString(),
+    created_by: row.created_by,
+  };
+  if (row.parent_run_id) view.parent_run_id = row.parent_run_id;
+  if (row.ended_at) view.ended_at = row.ended_at.toISOString();
+  if (row.execute_as_workload) view.execute_as_workload = row.execute_as_workload;
+  return view;
+}
+
+export interface StartRunInput {
+  project_id?: string | undefined;
+  label?: string | undefined;
+  parent_run_id?: string | undefined;
+  execute_as_workload?: string | undefined;
+}
+
+export class RunService {
+  constructor(
+    private readonly db: Db,
+    private readonly clock: Clock,
+    private readonly projects: ProjectService,
+    private readonly workloads: WorkloadLaunchPolicy,
+  ) {}
+
+  async start(cred: Credential, input: StartRunInput): Promise<RunView> {
+    requireOrgScoped(cred, "start runs");
+    return this.db.tx((q) => this.startIn(q, cred, input));
+  }
+
+  /** Starts a run inside the caller's transaction (sandboxes start their ambient run this way). */
+  async startIn(q: Queryable, cred: Credential, input: StartRunInput): Promise<RunView> {
+    let parent: repo.RunRow | null = null;
+    if (input.parent_run_id) {
+      parent = await repo.getRun(q, cred.orgId, input.parent_run_id);
+      if (!parent) throw notFound("parent run");
+      if (input.project_id && input.project_id !== parent.project_id) {
+        throw new AppError("invalid_argument", "project_id must match the parent run's project (or be omitted)");
+      }
+    }
+    const project = parent
+      ? await projectsRepo.getProject(q, cred.orgId, parent.project_id)
+      : await this.projects.resolve(q, cred, input.project_id);
+    if (!project) throw notFound("project");
+    const workload = input.execute_as_workload ?? "";
+    if (workload) await this.workloads.authorizeLaunch(q, cred, workload);
+
+    const id = newId("run");
+    const startedAt = this.clock.now();
+    const row: repo.RunRow = {
+      id,
+      org_id: cred.orgId,
+      project_id: project.id,
+      label: input.label ?? "",
+      parent_run_id: parent?.id ?? null,
+      root_run_id: parent?.root_run_id ?? id,
+      lineage_path: parent ? `${parent.lineage_path}.${id}` : id,
+      depth: parent ? parent.depth + 1 : 0,
+      status: "running",
+      started_at: startedAt,
+      ended_at: null,
+      created_by: cred.principalId,
+      execute_as_workload: workload,
+    };
+    await repo.insertRun(q, row);
+    await projectsRepo.recordRunStarted(q, project.id, startedAt);
+    await eventsRepo.appendEvent(q, {
+      orgId: cred.orgId,
+      eventId: newUlid(),
+      projectId: project.id,
+      runId: id,
+      lineagePath: row.lineage_path,
+      tsWallNs: this.clock.nowNs(),
+      name: "run.started",
+      principal: cred.principalId,
+      payload: {
+        label: row.label,
+        parent_run_id: row.parent_run_id ?? "",
+        execute_as_workload: workload,
+      },
+    });
+    return runView(row);
+  }
+
+  async complete(cred: Credential, id: string, status: TerminalRunStatus): Promise<RunView> {
+    requireOrgScoped(cred, "complete runs");
+    return this.db.tx(async (q) => {
+      const run = await repo.getRun(q, cred.orgId, id, true);
+      if (!run) throw notFound("run");
+      if (run.status !== "running") {
+        throw new AppError("failed_precondition", `the run is already completed with status ${run.status}`);
+      }
+      const done = await repo.completeRun(q, id, status, this.clock.now());
+      await eventsRepo.appendEvent(q, {
+        orgId: cred.orgId,
+        eventId: newUlid(),
+        projectId: run.project_id,
+        runId: id,
+        lineagePath: run.lineage_path,
+        tsWallNs: this.clock.nowNs(),
+        name: "run.completed",
+        principal: cred.principalId,
+        payload: { status },
+      });
+      return runView(done);
+    });
+  }
+
+  async get(cred: Credential, id: string): Promise<RunView> {
+    requireOrgScoped(cred, "read runs");
+    const run = await repo.getRun(this.db, cred.orgId, id);
+    if (!run) throw notFound("run");
+    return runView(run);
+  }
+
+  async list(
+    cred: Credential,
+    filter: { projectId?: string | undefined; parentRunId?: string | undefined },
+    pageSize: number,
+    pageToken: string | undefined,
+  ) {
+    requireOrgScoped(cred, "list runs");
+    const after = decodeCursor("runs", pageToken);
+    const rows = await repo.listRuns(this.db, cred.orgId, filter, after, pageSize + 1);
+    const page = pageOf("runs", rows, pageSize, (row): Cursor => ({ at: row.started_at, id: row.id }));
+    return { runs: page.items.map(runView), next_page_token: page.nextPageToken };
+  }
+}

@@ -1,0 +1,40 @@
+import { Type } from "@sinclair/typebox";
+import { DecimalString, standardResponses } from "../../http/schemas.js";
+import { type App, credentialOf } from "../../http/types.js";
+import { requireOrgScoped } from "../identity/credential.js";
+import type { QuotaService } from "./service.js";
+
+export const QuotaLimit = Type.Object(
+  {
+    metric: Type.String({ description: "Stable quota name, e.g. sandboxes.running" }),
+    unit: Type.String(),
+    limit: DecimalString,
+    current: DecimalString,
+    reserved: DecimalString,
+  },
+  { additionalProperties: false },
+);
+
+export function registerUsageRoutes(app: App, quotas: QuotaService): void {
+  app.get(
+    "/v1/usage",
+    {
+      schema: {
+        operationId: "GetUsageSnapshot",
+        tags: ["UsageService"],
+        summary: "Every configured product quota of the organization with its limit and current use",
+        response: standardResponses({
+          200: Type.Object(
+            { snapshot: Type.Object({ limits: Type.Array(QuotaLimit) }, { additionalProperties: false }) },
+            { additionalProperties: false },
+          ),
+        }),
+      },
+    },
+    async (request) => {
+      const cred = credentialOf(request);
+      requireOrgScoped(cred, "read usage");
+      return { snapshot: await quotas.snapshot(cred.orgId) };
+    },
+  );
+}

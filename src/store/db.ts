@@ -1,0 +1,15 @@
+// The store: one SQL dialect (Postgres) behind a small interface, implemented by the
+// embedded PGlite and by a PostgreSQL pool. 64-bit integers come back as decimal strings
+// and timestamps as Dates on both.
+export interface Queryable {
+  query<T = Record<string, unknown>>(sql: string, params?: unknown[]): Promise<{ rows: T[] }>;
+  /** Runs a script of several statements without parameters (migrations). */
+  exec(sql: string): Promise<void>;
+}
+
+export interface Db extends Queryable {
+  readonly kind: "pglite" | "postgres";
+  /** Runs fn in one transaction; commits when it resolves, rolls back when it throws. */
+  tx<T>(fn: (q: Queryable) => Promise<T>): Promise<T>;
+  close(): Promise<void>;
+}
