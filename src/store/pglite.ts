@@ -1,10 +1,19 @@
 import { PGlite, types } from "@electric-sql/pglite";
 import type { Db, Queryable } from "./db.js";
 
-/** Opens the embedded store; dataDir undefined keeps it in memory (tests). */
-export async function openPglite(dataDir?: string): Promise<Db> {
+/**
+ * Opens the embedded store; dataDir undefined keeps it in memory (tests). A memory store
+ * may start from a dumped data directory (a tarball), which skips the slow initdb.
+ */
+export interface PgliteDb extends Db {
+  /** The data directory as a tarball, to start other memory stores from. */
+  dump(): Promise<Blob>;
+}
+
+export async function openPglite(dataDir?: string, loadDataDir?: Blob): Promise<PgliteDb> {
   const pg = await PGlite.create({
     dataDir,
+    ...(loadDataDir ? { loadDataDir } : {}),
     parsers: { [types.INT8]: (value: string) => value },
   });
   const wrap = (q: Pick<PGlite, "query" | "exec">): Queryable => ({
@@ -18,10 +27,11 @@ export async function openPglite(dataDir?: string): Promise<Db> {
   });
   const root = wrap(pg);
   return {
-    kind: "pglite",
+    kind: "pglite" as const,
     query: root.query,
     exec: root.exec,
     tx: (fn) => pg.transaction((tx) => fn(wrap(tx))),
     close: () => pg.close(),
+    dump: async () => (await pg.dumpDataDir("none")) as Blob,
   };
 }

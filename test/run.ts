@@ -1,0 +1,37 @@
+// Runs the whole test suite: one throwaway PostgreSQL cluster shared by every test file
+// (each file makes its own databases), stopped again however the run ends.
+import { spawn } from "node:child_process";
+import { startPgCluster } from "./support/pg-cluster.js";
+
+const files = process.argv.slice(2);
+const cluster = await startPgCluster();
+let exitCode = 1;
+const stop = () => {
+  try {
+    cluster.stop();
+  } catch (error) {
+    process.stderr.write(`could not stop the test cluster: ${(error as Error).message}\n`);
+  }
+};
+process.on("SIGINT", () => {
+  stop();
+  process.exit(130);
+});
+process.on("SIGTERM", () => {
+  stop();
+  process.exit(143);
+});
+try {
+  const patterns = files.length > 0 ? files : ["test/**/*.test.ts", "src/**/*.test.ts"];
+  exitCode = await new Promise<number>((resolve) => {
+    const child = spawn(
+      process.execPath,
+      ["--import", "tsx", "--test", "--test-concurrency=2", "--test-reporter=spec", ...patterns],
+      { stdio: "inherit", env: { ...process.env, WARREN_TEST_PG_URL: cluster.url } },
+    );
+    child.on("exit", (code, signal) => resolve(code ?? (signal ? 1 : 0)));
+  });
+} finally {
+  stop();
+}
+process.exit(exitCode);
