@@ -28,6 +28,10 @@ export interface Config {
   idempotencyRetentionHours: number;
   authCacheTtlMs: number;
   quotaDefaults: QuotaDefaults;
+  /** Admin CLI: the server to go through (else the lock file in dataDir, else the store directly). */
+  adminUrl: string;
+  /** Admin CLI: an owner key of the operator organization, for going through the server. */
+  adminApiKey: string;
 }
 
 type Env = Record<string, string | undefined>;
@@ -70,6 +74,8 @@ export function loadConfig(env: Env = process.env): Config {
     bodyLimitBytes: intSetting(env, "WARREN_BODY_LIMIT_BYTES", 1_048_576, 1024, 64 * 1_048_576),
     idempotencyRetentionHours: intSetting(env, "WARREN_IDEMPOTENCY_RETENTION_HOURS", 24, 1, 24 * 30),
     authCacheTtlMs: intSetting(env, "WARREN_AUTH_CACHE_TTL_MS", 2000, 0, 60000),
+    adminUrl: env.WARREN_ADMIN_URL || "",
+    adminApiKey: env.WARREN_API_KEY || "",
     quotaDefaults: {
       "sandboxes.running": intSetting(env, "WARREN_QUOTA_SANDBOXES_RUNNING", 10, 0, 1_000_000),
       "sandboxes.total": intSetting(env, "WARREN_QUOTA_SANDBOXES_TOTAL", 50, 0, 1_000_000),

@@ -5,6 +5,7 @@ import { createApp, createContainer } from "./container.js";
 import { startControllers } from "./controllers/index.js";
 import { createLogger } from "./lib/logger.js";
 import { writeServerLock } from "./lib/server-lock.js";
+import { bootstrapNotice } from "./modules/identity/service.js";
 
 async function main(): Promise<void> {
   const config = loadConfig();
@@ -15,9 +16,7 @@ async function main(): Promise<void> {
     log.info({ organization: config.bootstrapOrgSlug }, "bootstrapped the operator organization and its owner key");
     if (boot.generatedKey) {
       // Printed once, outside the structured log, so the key never lands in a log pipeline.
-      process.stderr.write(
-        `\nWarren bootstrap: owner API key of organization "${config.bootstrapOrgSlug}" (shown once, store it now):\n\n  ${boot.generatedKey}\n\n`,
-      );
+      process.stderr.write(bootstrapNotice(config.bootstrapOrgSlug, boot.generatedKey));
     }
   }
   const app = await createApp(container);

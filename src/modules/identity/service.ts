@@ -65,6 +65,11 @@ export interface NewKeyInput {
   secret?: string | undefined;
 }
 
+/** The one-time notice that shows a generated bootstrap key; written outside the structured log. */
+export function bootstrapNotice(orgSlug: string, key: string): string {
+  return `\nWarren bootstrap: owner API key of organization "${orgSlug}" (shown once, store it now):\n\n  ${key}\n\n`;
+}
+
 export class IdentityService {
   private readonly cache = new Map<string, { cred: Credential; expiresAtMs: number }>();
 
