@@ -4,13 +4,14 @@ import { Writable } from "node:stream";
 import { loadConfig } from "../src/config.js";
 import { createApp, createContainer } from "../src/container.js";
 import { createLogger } from "../src/lib/logger.js";
+import { Keyring } from "../src/modules/secrets/keyring.js";
 import { openPglite } from "../src/store/pglite.js";
 
 export async function openApiDocumentText(loadDataDir?: Blob): Promise<string> {
   const db = await openPglite(undefined, loadDataDir);
   const silent = new Writable({ write: (_chunk, _encoding, callback) => callback() });
   const config = { ...loadConfig({}), publicApiUrl: "http://127.0.0.1:8080" };
-  const c = await createContainer(config, createLogger("error", silent), { db });
+  const c = await createContainer(config, createLogger("error", silent), { db, keyring: Keyring.ephemeral() });
   const app = await createApp(c);
   try {
     return `${JSON.stringify(app.swagger(), null, 2)}\n`;

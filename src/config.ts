@@ -28,6 +28,10 @@ export interface Config {
   idempotencyRetentionHours: number;
   authCacheTtlMs: number;
   quotaDefaults: QuotaDefaults;
+  /** Base64 of 32 bytes wrapping the secret data keys; when empty, a key file in dataDir is used. */
+  masterKey: string;
+  /** Earlier master keys (base64), still accepted for unwrapping until a rotation re-wraps everything. */
+  masterKeyPrevious: string[];
   /** Admin CLI: the server to go through (else the lock file in dataDir, else the store directly). */
   adminUrl: string;
   /** Admin CLI: an owner key of the operator organization, for going through the server. */
@@ -74,6 +78,8 @@ export function loadConfig(env: Env = process.env): Config {
     bodyLimitBytes: intSetting(env, "WARREN_BODY_LIMIT_BYTES", 1_048_576, 1024, 64 * 1_048_576),
     idempotencyRetentionHours: intSetting(env, "WARREN_IDEMPOTENCY_RETENTION_HOURS", 24, 1, 24 * 30),
     authCacheTtlMs: intSetting(env, "WARREN_AUTH_CACHE_TTL_MS", 2000, 0, 60000),
+    masterKey: env.WARREN_MASTER_KEY || "",
+    masterKeyPrevious: (env.WARREN_MASTER_KEY_PREVIOUS || "").split(",").filter((key) => key.length > 0),
     adminUrl: env.WARREN_ADMIN_URL || "",
     adminApiKey: env.WARREN_API_KEY || "",
     quotaDefaults: {

@@ -18,9 +18,14 @@ import { registerSystemRoutes } from "./modules/meta/system-routes.js";
 import { registerProjectRoutes } from "./modules/projects/routes.js";
 import { ProjectService } from "./modules/projects/service.js";
 import { registerRunRoutes } from "./modules/runs/routes.js";
-import { noWorkloadsRegistered, RunService } from "./modules/runs/service.js";
+import { RunService } from "./modules/runs/service.js";
+import { Keyring } from "./modules/secrets/keyring.js";
+import { registerSecretRoutes } from "./modules/secrets/routes.js";
+import { SecretService } from "./modules/secrets/service.js";
 import { registerUsageRoutes } from "./modules/usage/routes.js";
 import { QuotaService } from "./modules/usage/service.js";
+import { registerWorkloadRoutes } from "./modules/workloads/routes.js";
+import { WorkloadService } from "./modules/workloads/service.js";
 import type { Db } from "./store/db.js";
 import { migrate } from "./store/migrate.js";
 import { openPglite } from "./store/pglite.js";
@@ -34,6 +39,8 @@ export interface Container {
   identity: IdentityService;
   projects: ProjectService;
   runs: RunService;
+  workloads: WorkloadService;
+  secrets: SecretService;
   feedback: FeedbackService;
   quotas: QuotaService;
   admin: AdminService;
@@ -45,6 +52,8 @@ export interface ContainerOverrides {
   db?: Db;
   clock?: Clock;
   feedbackRelay?: FeedbackRelay;
+  /** Master keys for secrets; tests use an ephemeral keyring instead of the data dir's key file. */
+  keyring?: Keyring;
 }
 
 export async function openStore(config: Config): Promise<Db> {
@@ -60,11 +69,15 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
   const quotas = new QuotaService(db, config.quotaDefaults);
   const projects = new ProjectService(db, clock, quotas);
   const identity = new IdentityService(db, clock, projects, config.authCacheTtlMs);
-  const runs = new RunService(db, clock, projects, noWorkloadsRegistered);
+  const workloads = new WorkloadService(db, clock);
+  const runs = new RunService(db, clock, projects, workloads);
+  if (!overrides.keyring && !config.masterKey) await mkdir(config.dataDir, { recursive: true });
+  const keyring = overrides.keyring ?? (await Keyring.load(config));
+  const secrets = new SecretService(db, clock, keyring);
   const relay =
     overrides.feedbackRelay ?? webhookRelay(config.feedbackWebhookUrl, config.feedbackWebhookTimeoutMs, log);
   const feedback = new FeedbackService(db, clock, relay);
-  const admin = new AdminService(identity, quotas);
+  const admin = new AdminService(identity, quotas, secrets);
   const idempotency = new IdempotencyStore(db, clock, config.idempotencyRetentionHours);
   const container: Container = {
     config,
@@ -74,6 +87,8 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
     identity,
     projects,
     runs,
+    workloads,
+    secrets,
     feedback,
     quotas,
     admin,
@@ -96,6 +111,8 @@ export async function createApp(c: Container): Promise<App> {
   registerFeedbackRoutes(app, c.feedback);
   registerProjectRoutes(app, c.projects);
   registerRunRoutes(app, c.runs);
+  registerWorkloadRoutes(app, c.workloads);
+  registerSecretRoutes(app, c.secrets);
   registerAdminRoutes(app, c.admin);
   await app.ready();
   return app;

@@ -10,6 +10,13 @@ import { bootstrapNotice } from "./modules/identity/service.js";
 async function main(): Promise<void> {
   const config = loadConfig();
   const log = createLogger(config.logLevel);
+  // Claimed before the store opens, so the admin CLI never opens PGlite beside the server.
+  const releaseLock = config.databaseUrl
+    ? async () => undefined
+    : await writeServerLock(
+        config.dataDir,
+        `http://${config.listenHost.includes(":") ? `[${config.listenHost}]` : config.listenHost}:${config.listenPort}`,
+      );
   const container = await createContainer(config, log);
   const boot = await container.identity.bootstrap(config.bootstrapOrgSlug, config.bootstrapApiKey);
   if (boot.created) {
@@ -22,7 +29,6 @@ async function main(): Promise<void> {
   const app = await createApp(container);
   const controllers = startControllers(container);
   const address = await app.listen({ host: config.listenHost, port: config.listenPort });
-  const releaseLock = config.databaseUrl ? async () => undefined : await writeServerLock(config.dataDir, address);
   log.info({ address, store: container.db.kind }, "warren is serving");
 
   let stopping = false;

@@ -12,6 +12,7 @@ import { type Config, loadConfig } from "../src/config.js";
 import { type Container, type ContainerOverrides, createApp, createContainer } from "../src/container.js";
 import type { App } from "../src/http/types.js";
 import { createLogger } from "../src/lib/logger.js";
+import { Keyring } from "../src/modules/secrets/keyring.js";
 import type { Db } from "../src/store/db.js";
 import { MIGRATIONS_DIR, migrate } from "../src/store/migrate.js";
 import { openPglite } from "../src/store/pglite.js";
@@ -156,6 +157,8 @@ async function seedOrg(c: Container, slug: string, operator: boolean): Promise<T
     keyIds[role] = issued.key_id;
     principalIds[role] = issued.principal_id;
   }
+  // The workload key is bound to a registered workload, as WhoAmI's workload_name requires.
+  await c.workloads.create(await c.identity.authenticate(keys.owner), { name: "agent" });
   return { id: org.id, slug, defaultProjectId: org.default_project_id, keys, keyIds, principalIds };
 }
 
@@ -170,7 +173,11 @@ export async function startTestApp(store: StoreKind, options: TestAppOptions = {
   });
   const config: Config = { ...loadConfig({}), authCacheTtlMs: 0, ...options.config };
   const log = createLogger("info", sink);
-  const c = await createContainer(config, log, { ...options.overrides, db: testStore.db });
+  const c = await createContainer(config, log, {
+    keyring: Keyring.ephemeral(),
+    ...options.overrides,
+    db: testStore.db,
+  });
   const app = await createApp(c);
   const orgA = await seedOrg(c, "org-a", true);
   const orgB = await seedOrg(c, "org-b", false);

@@ -18,6 +18,7 @@ interface AdminClient {
   listKeys(organization: string): Promise<unknown>;
   revokeKey(keyId: string): Promise<unknown>;
   setQuota(organization: string, metric: string, limit: number | null): Promise<unknown>;
+  rotateMasterKey(): Promise<unknown>;
   close(): Promise<void>;
 }
 
@@ -47,6 +48,7 @@ function httpClient(baseUrl: string, apiKey: string): AdminClient {
     revokeKey: (keyId) => call("POST", `/v1/admin/api-keys/${encodeURIComponent(keyId)}:revoke`),
     setQuota: (organization, metric, limit) =>
       call("PUT", `/v1/admin/organizations/${org(organization)}/quotas/${encodeURIComponent(metric)}`, { limit }),
+    rotateMasterKey: () => call("POST", "/v1/admin/master-key:rotate"),
     close: async () => undefined,
   };
 }
@@ -69,6 +71,7 @@ async function directClient(config: Config): Promise<AdminClient> {
     setQuota: async (organization, metric, limit) => ({
       snapshot: await c.admin.setQuota(organization, metric, limit),
     }),
+    rotateMasterKey: () => c.admin.rotateMasterKey(),
     close: () => db.close(),
   };
 }
@@ -162,6 +165,11 @@ program
   .action((options: { org: string; metric: string; limit: number | null }) =>
     withClient((client) => client.setQuota(options.org, options.metric, options.limit)),
   );
+
+program
+  .command("rotate-master-key")
+  .description("re-wrap every secret data key under a new master key (key file) or the configured WARREN_MASTER_KEY")
+  .action(() => withClient((client) => client.rotateMasterKey()));
 
 program.parseAsync().catch((error: unknown) => {
   process.stderr.write(`warren-admin: ${error instanceof Error ? error.message : String(error)}\n`);

@@ -8,7 +8,7 @@ import type { Logger } from "../lib/logger.js";
 import type { IdentityService } from "../modules/identity/service.js";
 import { AppError, errorBody } from "./errors.js";
 import type { IdempotencyStore } from "./idempotency.js";
-import { ErrorEnvelope, FlatErrorEnvelope } from "./schemas.js";
+import { EmptyObject, ErrorEnvelope, FlatErrorEnvelope } from "./schemas.js";
 import type { App } from "./types.js";
 import { describeValidationError, validatorCompiler } from "./validation.js";
 
@@ -113,6 +113,11 @@ export async function buildHttp(deps: HttpDeps): Promise<App> {
     },
   });
 
+  // Query strings are as strict as bodies: a route that declares no query parameters refuses any.
+  app.addHook("onRoute", (route) => {
+    if (!route.schema?.querystring) route.schema = { ...route.schema, querystring: EmptyObject };
+  });
+
   app.addHook("onRequest", async (request, reply) => {
     reply.header("x-request-id", request.id);
     if (request.routeOptions.config?.auth === false || !request.routeOptions.url) return;
@@ -120,6 +125,12 @@ export async function buildHttp(deps: HttpDeps): Promise<App> {
     const cred = await deps.identity.authenticate(secret);
     request.credential = cred;
     request.log = request.log.child({ org_id: cred.orgId, principal_id: cred.principalId });
+  });
+
+  // A POST without a body is read as `{}`, so verbs whose fields are all optional need none
+  // and a missing required field is named rather than "body must be object".
+  app.addHook("preValidation", async (request) => {
+    if (request.body === undefined && request.routeOptions.schema?.body) request.body = {};
   });
 
   app.addHook("preHandler", async (request, reply) => {

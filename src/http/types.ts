@@ -46,3 +46,12 @@ export function credentialOf(request: { credential: Credential | null }): Creden
   if (!request.credential) throw new Error("route reached without a credential; is auth disabled on it?");
   return request.credential;
 }
+
+/**
+ * The fastify path of a custom verb on a resource, `POST /v1/things/{id}:verb`. The id is a
+ * regex parameter so several verbs can share one resource path (find-my-way would otherwise
+ * read `:id::a` and `:id::b` as the same route).
+ */
+export function verbPath(collection: string, param: string, verb: string): string {
+  return `${collection}/:${param}(^[A-Za-z0-9_.-]+)::${verb}`;
+}

@@ -33,6 +33,15 @@ export function describeValidationError(part: string, errors: ErrorObject[]): st
   const error = errors[0];
   if (!error) return `${part} is invalid`;
   const field = `${part}${error.instancePath.replace(/\//g, ".")}`;
+  // A union (anyOf) fails once per branch; name every allowed value, or every allowed type.
+  const branches = errors.filter(
+    (e) => e.instancePath === error.instancePath && /\/anyOf\/\d+\/[^/]+$/.test(e.schemaPath),
+  );
+  const allowedValues = branches.filter((e) => e.keyword === "const").map((e) => JSON.stringify(e.params.allowedValue));
+  if (allowedValues.length > 1) return `${field}: must be one of ${allowedValues.join(", ")}`;
+  if (branches.length > 1 && branches.every((e) => e.keyword === "type")) {
+    return `${field}: must be ${branches.map((e) => String(e.params.type)).join(" or ")}`;
+  }
   switch (error.keyword) {
     case "additionalProperties":
       return `${field}: unknown field "${String(error.params.additionalProperty)}"`;

@@ -1,7 +1,7 @@
 // PGlite admits one process per data directory. The server records its pid and address in
 // the data dir so the admin CLI goes through the running server instead of opening the
 // store beside it.
-import { readFile, rm, writeFile } from "node:fs/promises";
+import { mkdir, readFile, rm, writeFile } from "node:fs/promises";
 import path from "node:path";
 
 export interface ServerLock {
@@ -13,6 +13,7 @@ const LOCK_FILE = "server.json";
 
 export async function writeServerLock(dataDir: string, url: string): Promise<() => Promise<void>> {
   const file = path.join(dataDir, LOCK_FILE);
+  await mkdir(dataDir, { recursive: true });
   await writeFile(file, JSON.stringify({ pid: process.pid, url } satisfies ServerLock), { mode: 0o600 });
   return () => rm(file, { force: true });
 }

@@ -38,13 +38,14 @@ const ApiKeyInfo = Type.Object(
 );
 
 export function registerAdminRoutes(app: App, admin: AdminService): void {
+  // Runs before validation, so a caller without rights gets 403 whatever the request holds.
   const operatorOnly = async (request: { credential: Parameters<typeof credentialOf>[0]["credential"] }) =>
     admin.authorize(credentialOf(request));
 
   app.post(
     "/v1/admin/organizations",
     {
-      preHandler: operatorOnly,
+      preValidation: operatorOnly,
       schema: {
         operationId: "AdminCreateOrganization",
         tags: TAGS,
@@ -62,7 +63,7 @@ export function registerAdminRoutes(app: App, admin: AdminService): void {
   app.get(
     "/v1/admin/organizations",
     {
-      preHandler: operatorOnly,
+      preValidation: operatorOnly,
       schema: {
         operationId: "AdminListOrganizations",
         tags: TAGS,
@@ -76,7 +77,7 @@ export function registerAdminRoutes(app: App, admin: AdminService): void {
   app.post(
     "/v1/admin/api-keys",
     {
-      preHandler: operatorOnly,
+      preValidation: operatorOnly,
       schema: {
         operationId: "AdminCreateApiKey",
         tags: TAGS,
@@ -116,7 +117,7 @@ export function registerAdminRoutes(app: App, admin: AdminService): void {
   app.get(
     "/v1/admin/organizations/:organization/api-keys",
     {
-      preHandler: operatorOnly,
+      preValidation: operatorOnly,
       schema: {
         operationId: "AdminListApiKeys",
         tags: TAGS,
@@ -128,10 +129,12 @@ export function registerAdminRoutes(app: App, admin: AdminService): void {
     async (request) => ({ api_keys: await admin.listKeys(request.params.organization) }),
   );
 
+  // A regex parameter, so the key id ends at the colon (a plain `:key_id::revoke` would be
+  // read as one parameter named "key_id::revoke").
   app.post(
-    "/v1/admin/api-keys/:key_id::revoke",
+    "/v1/admin/api-keys/:key_id([^:/]+)::revoke",
     {
-      preHandler: operatorOnly,
+      preValidation: operatorOnly,
       schema: {
         operationId: "AdminRevokeApiKey",
         tags: TAGS,
@@ -146,10 +149,30 @@ export function registerAdminRoutes(app: App, admin: AdminService): void {
     },
   );
 
+  app.post(
+    "/v1/admin/master-key::rotate",
+    {
+      preHandler: operatorOnly,
+      schema: {
+        operationId: "AdminRotateMasterKey",
+        tags: TAGS,
+        summary:
+          "Re-wrap every secret data key under the current master key (a new one when keys live in the data dir)",
+        response: standardResponses({
+          200: Type.Object(
+            { master_key_id: Type.String(), data_keys_rewrapped: Type.Integer() },
+            { additionalProperties: false },
+          ),
+        }),
+      },
+    },
+    async () => admin.rotateMasterKey(),
+  );
+
   app.put(
     "/v1/admin/organizations/:organization/quotas/:metric",
     {
-      preHandler: operatorOnly,
+      preValidation: operatorOnly,
       schema: {
         operationId: "AdminSetQuota",
         tags: TAGS,

@@ -3,6 +3,7 @@
 import { AppError, denied } from "../../http/errors.js";
 import type { Credential, PrincipalKind, Role } from "../identity/credential.js";
 import type { IdentityService } from "../identity/service.js";
+import type { SecretService } from "../secrets/service.js";
 import { isQuotaMetric, type QuotaService } from "../usage/service.js";
 
 export interface CreateKeyRequest {
@@ -20,7 +21,13 @@ export class AdminService {
   constructor(
     private readonly identity: IdentityService,
     private readonly quotas: QuotaService,
+    private readonly secrets: SecretService,
   ) {}
+
+  /** Re-wraps every secret data key under the current (or, with a key file, a new) master key. */
+  rotateMasterKey() {
+    return this.secrets.rotateMasterKey();
+  }
 
   /** Admin routes are for owners of the operator organization only. */
   authorize(cred: Credential): void {

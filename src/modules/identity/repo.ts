@@ -20,10 +20,11 @@ interface CredentialRow {
 export async function findCredentialByHash(q: Queryable, keyHash: string): Promise<Credential | null> {
   const { rows } = await q.query<CredentialRow>(
     `SELECT o.id AS org_id, o.slug AS org_slug, o.is_operator, p.id AS principal_id, p.kind, p.role,
-            p.email, p.workload_name, k.id AS key_id, k.name AS key_name, k.project_id, k.sandbox_id, k.lineage_path
+            p.email, COALESCE(w.name, '') AS workload_name, k.id AS key_id, k.name AS key_name, k.project_id, k.sandbox_id, k.lineage_path
        FROM api_keys k
        JOIN principals p ON p.id = k.principal_id
        JOIN organizations o ON o.id = k.org_id
+       LEFT JOIN workloads w ON w.org_id = p.org_id AND w.name = p.workload_name AND p.kind = 'workload'
       WHERE k.key_hash = $1 AND k.revoked_at IS NULL`,
     [keyHash],
   );

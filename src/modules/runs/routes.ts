@@ -2,7 +2,7 @@ import { Type } from "@sinclair/typebox";
 import { invalid } from "../../http/errors.js";
 import { DEFAULT_PAGE_SIZE, PageQuery } from "../../http/pagination.js";
 import { standardResponses, Timestamp } from "../../http/schemas.js";
-import { type App, credentialOf } from "../../http/types.js";
+import { type App, credentialOf, verbPath } from "../../http/types.js";
 import { RUN_LABEL_MAX_CHARS, type RunService, TERMINAL_RUN_STATUSES } from "./service.js";
 
 const TAGS = ["RunService"];
@@ -59,7 +59,7 @@ export function registerRunRoutes(app: App, runs: RunService): void {
   );
 
   app.post(
-    "/v1/runs/:id::complete",
+    verbPath("/v1/runs", "id", "complete"),
     {
       config: { idempotentOperation: "CompleteRun" },
       schema: {

@@ -16,17 +16,10 @@ export const RUN_LABEL_MAX_CHARS = 256;
 export const TERMINAL_RUN_STATUSES = ["succeeded", "failed", "canceled"] as const;
 export type TerminalRunStatus = (typeof TERMINAL_RUN_STATUSES)[number];
 
-/** Decides whether a credential may run as a registered workload (the workload issue supplies the real one). */
+/** Decides whether a credential may run as a registered workload (WorkloadService). */
 export interface WorkloadLaunchPolicy {
   authorizeLaunch(q: Queryable, cred: Credential, workloadName: string): Promise<void>;
 }
-
-/** Until workloads can be registered, every named workload is unknown. */
-export const noWorkloadsRegistered: WorkloadLaunchPolicy = {
-  authorizeLaunch: async (_q, _cred, workloadName) => {
-    throw new AppError("not_found", `workload "${workloadName}" not found`);
-  },
-};
 
 export interface RunView {
   id: string;

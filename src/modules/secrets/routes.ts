@@ -1,0 +1,193 @@
+import { Type } from "@sinclair/typebox";
+import { invalid } from "../../http/errors.js";
+import { DEFAULT_PAGE_SIZE, PageQuery } from "../../http/pagination.js";
+import { EmptyObject, standardResponses, Timestamp } from "../../http/schemas.js";
+import { type App, credentialOf, verbPath } from "../../http/types.js";
+import { DELIVERIES, MAX_GRANTS, SECRET_NAME_PATTERN, type SecretService, SUBJECT_KINDS } from "./service.js";
+
+const TAGS = ["SecretService"];
+const Delivery = Type.Union(DELIVERIES.map((d) => Type.Literal(d)));
+const SubjectKind = Type.Union(SUBJECT_KINDS.map((k) => Type.Literal(k)));
+const SecretId = Type.String({ minLength: 1, maxLength: 64 });
+const IdParams = Type.Object({ id: SecretId });
+const Value = Type.String({ minLength: 1, maxLength: 65_536, description: "Write-only; never returned" });
+
+export const SandboxSecret = Type.Object(
+  {
+    id: Type.String(),
+    name: Type.String(),
+    delivery: Delivery,
+    dest_host: Type.String({ description: "Exact public HTTPS host; empty for sandbox-environment delivery" }),
+    current_version: Type.Integer({ minimum: 1 }),
+    created_by: Type.String(),
+    created_at: Timestamp,
+    rotated_at: Type.Optional(Timestamp),
+    expires_at: Type.Optional(Timestamp),
+    revoked_at: Type.Optional(Timestamp),
+  },
+  { additionalProperties: false, description: "Metadata only: the value is never returned" },
+);
+const SecretResponse = Type.Object({ secret: SandboxSecret }, { additionalProperties: false });
+
+export const SandboxSecretGrant = Type.Object(
+  { secret_id: Type.String(), subject_kind: SubjectKind, subject_id: Type.String() },
+  { additionalProperties: false },
+);
+
+function samePathId(bodyId: string | undefined, pathId: string): void {
+  if (bodyId !== undefined && bodyId !== pathId) throw invalid("body id must equal the path id");
+}
+
+export function registerSecretRoutes(app: App, secrets: SecretService): void {
+  app.post(
+    "/v1/secrets",
+    {
+      config: { idempotentOperation: "CreateSandboxSecret" },
+      schema: {
+        operationId: "CreateSandboxSecret",
+        tags: TAGS,
+        summary: "Create a write-only secret (owner or admin); the creator is granted it",
+        body: Type.Object(
+          {
+            name: Type.String({ pattern: SECRET_NAME_PATTERN, maxLength: 128 }),
+            value: Value,
+            delivery: Type.Optional(Delivery),
+            dest_host: Type.Optional(Type.String({ maxLength: 253 })),
+            expires_at: Type.Optional(Type.String({ format: "date-time" })),
+          },
+          { additionalProperties: false },
+        ),
+        response: standardResponses({ 200: SecretResponse }),
+      },
+    },
+    async (request) => ({ secret: await secrets.create(credentialOf(request), request.body) }),
+  );
+
+  app.get(
+    "/v1/secrets",
+    {
+      schema: {
+        operationId: "ListSandboxSecrets",
+        tags: TAGS,
+        summary: "List secrets, newest first (metadata only)",
+        querystring: Type.Object(PageQuery, { additionalProperties: false }),
+        response: standardResponses({
+          200: Type.Object(
+            { secrets: Type.Array(SandboxSecret), next_page_token: Type.String() },
+            { additionalProperties: false },
+          ),
+        }),
+      },
+    },
+    async (request) =>
+      secrets.list(credentialOf(request), request.query.page_size ?? DEFAULT_PAGE_SIZE, request.query.page_token),
+  );
+
+  app.post(
+    "/v1/secrets/:id/grants",
+    {
+      schema: {
+        operationId: "GrantSandboxSecret",
+        tags: TAGS,
+        summary: `Grant a subject the use of a secret (owner or admin; idempotent; at most ${MAX_GRANTS} grants)`,
+        params: IdParams,
+        body: Type.Object(
+          {
+            id: Type.Optional(Type.String({ description: "When present, must equal the path id" })),
+            subject_kind: SubjectKind,
+            subject_id: Type.String({ minLength: 1, maxLength: 64 }),
+          },
+          { additionalProperties: false },
+        ),
+        response: standardResponses({
+          200: Type.Object({ grant: SandboxSecretGrant }, { additionalProperties: false }),
+        }),
+      },
+    },
+    async (request) => {
+      samePathId(request.body.id, request.params.id);
+      const { subject_kind, subject_id } = request.body;
+      return { grant: await secrets.grant(credentialOf(request), request.params.id, subject_kind, subject_id) };
+    },
+  );
+
+  app.delete(
+    "/v1/secrets/:id/grants/:subject_kind/:subject_id",
+    {
+      schema: {
+        operationId: "UngrantSandboxSecret",
+        tags: TAGS,
+        summary: "Remove a subject's grant (owner or admin; idempotent)",
+        params: Type.Object({
+          id: SecretId,
+          subject_kind: SubjectKind,
+          subject_id: Type.String({ minLength: 1, maxLength: 64 }),
+        }),
+        response: standardResponses({ 200: EmptyObject }),
+      },
+    },
+    async (request) => {
+      const { id, subject_kind, subject_id } = request.params;
+      await secrets.ungrant(credentialOf(request), id, subject_kind, subject_id);
+      return {};
+    },
+  );
+
+  app.get(
+    "/v1/secrets/:id/grants",
+    {
+      schema: {
+        operationId: "ListSandboxSecretGrants",
+        tags: TAGS,
+        summary: "List a secret's grants, sorted by subject kind then id",
+        params: IdParams,
+        response: standardResponses({
+          200: Type.Object({ grants: Type.Array(SandboxSecretGrant) }, { additionalProperties: false }),
+        }),
+      },
+    },
+    async (request) => ({ grants: await secrets.listGrants(credentialOf(request), request.params.id) }),
+  );
+
+  app.post(
+    verbPath("/v1/secrets", "id", "rotate"),
+    {
+      schema: {
+        operationId: "RotateSandboxSecret",
+        tags: TAGS,
+        summary: "Replace the value (owner or admin): current_version + 1, rotated_at stamped",
+        params: IdParams,
+        body: Type.Object(
+          { id: Type.Optional(Type.String({ description: "When present, must equal the path id" })), value: Value },
+          { additionalProperties: false },
+        ),
+        response: standardResponses({ 200: SecretResponse }),
+      },
+    },
+    async (request) => {
+      samePathId(request.body.id, request.params.id);
+      return { secret: await secrets.rotate(credentialOf(request), request.params.id, request.body.value) };
+    },
+  );
+
+  app.post(
+    verbPath("/v1/secrets", "id", "revoke"),
+    {
+      schema: {
+        operationId: "RevokeSandboxSecret",
+        tags: TAGS,
+        summary: "Revoke a secret (owner or admin): revoked_at stamped; it can never be delivered again",
+        params: IdParams,
+        body: Type.Object(
+          { id: Type.Optional(Type.String({ description: "When present, must equal the path id" })) },
+          { additionalProperties: false },
+        ),
+        response: standardResponses({ 200: SecretResponse }),
+      },
+    },
+    async (request) => {
+      samePathId(request.body.id, request.params.id);
+      return { secret: await secrets.revoke(credentialOf(request), request.params.id) };
+    },
+  );
+}

@@ -1,0 +1,404 @@
+// Write-only sandbox secrets. Values are sealed per version under the organization's data
+// key with the organization, secret id and version as additional data, and leave the
+// store in plaintext only through resolveSecretForDelivery, for a trusted data plane.
+// Metadata visibility is not authority: delivery needs an active secret, an exact grant
+// and the secret's own delivery channel.
+import { randomBytes } from "node:crypto";
+import { AppError, notFound } from "../../http/errors.js";
+import { type Cursor, decodeCursor, pageOf } from "../../http/pagination.js";
+import type { Clock } from "../../lib/clock.js";
+import { newId } from "../../lib/ids.js";
+import type { Db, Queryable } from "../../store/db.js";
+import { type Credential, requireOrgScoped, requireRole } from "../identity/credential.js";
+import * as workloadsRepo from "../workloads/repo.js";
+import { type Keyring, open, seal } from "./keyring.js";
+import * as repo from "./repo.js";
+
+export const DELIVERIES = [
+  "SANDBOX_SECRET_DELIVERY_UNSPECIFIED",
+  "SANDBOX_SECRET_DELIVERY_SECRET_EGRESS",
+  "SANDBOX_SECRET_DELIVERY_MODEL_GATEWAY",
+  "SANDBOX_SECRET_DELIVERY_SANDBOX_ENVIRONMENT",
+] as const;
+export type Delivery = Exclude<(typeof DELIVERIES)[number], "SANDBOX_SECRET_DELIVERY_UNSPECIFIED">;
+
+export const SUBJECT_KINDS = [
+  "SANDBOX_SECRET_GRANT_SUBJECT_KIND_UNSPECIFIED",
+  "SANDBOX_SECRET_GRANT_SUBJECT_KIND_USER",
+  "SANDBOX_SECRET_GRANT_SUBJECT_KIND_SERVICE_ACCOUNT",
+  "SANDBOX_SECRET_GRANT_SUBJECT_KIND_WORKLOAD",
+] as const;
+export type SubjectKind = Exclude<(typeof SUBJECT_KINDS)[number], "SANDBOX_SECRET_GRANT_SUBJECT_KIND_UNSPECIFIED">;
+
+export const MAX_GRANTS = 200;
+export const SECRET_NAME_PATTERN = "^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$";
+export const MAX_VALUE_BYTES = 65_536;
+
+// RFC 6761/2606 and common private suffixes: never a public HTTPS host.
+const NON_PUBLIC_SUFFIXES = [
+  ".localhost",
+  ".local",
+  ".internal",
+  ".lan",
+  ".home.arpa",
+  ".test",
+  ".example",
+  ".invalid",
+  ".onion",
+  ".arpa",
+];
+const HOST_LABEL = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
+
+/** An exact public HTTPS host: a lowercase DNS name with a public-looking TLD; no scheme, port, path, IP or wildcard. */
+export function checkDestHost(host: string): void {
+  const labels = host.split(".");
+  const tld = labels[labels.length - 1] ?? "";
+  const valid =
+    host.length <= 253 &&
+    labels.length >= 2 &&
+    labels.every((label) => HOST_LABEL.test(label)) &&
+    /^[a-z][a-z0-9-]*[a-z0-9]$/.test(tld) &&
+    !NON_PUBLIC_SUFFIXES.some((suffix) => `.${host}`.endsWith(suffix)) &&
+    host !== "localhost";
+  if (!valid) {
+    throw new AppError(
+      "invalid_argument",
+      "dest_host must be an exact public HTTPS host name such as api.openai.com (lowercase; no scheme, port, path, IP address or wildcard)",
+    );
+  }
+}
+
+export interface SecretView {
+  id: string;
+  name: string;
+  delivery: Delivery;
+  dest_host: string;
+  current_version: number;
+  created_by: string;
+  created_at: string;
+  rotated_at?: string;
+  expires_at?: string;
+  revoked_at?: string;
+}
+
+export function secretView(row: repo.SecretRow): SecretView {
+  const view: SecretView = {
+    id: row.id,
+    name: row.name,
+    delivery: row.delivery as Delivery,
+    dest_host: row.dest_host,
+    current_version: row.current_version,
+    created_by: row.created_by,
+    created_at: row.created_at.toISOString(),
+  };
+  if (row.rotated_at) view.rotated_at = row.rotated_at.toISOString();
+  if (row.expires_at) view.expires_at = row.expires_at.toISOString();
+  if (row.revoked_at) view.revoked_at = row.revoked_at.toISOString();
+  return view;
+}
+
+export interface GrantView {
+  secret_id: string;
+  subject_kind: SubjectKind;
+  subject_id: string;
+}
+
+const KIND_ORDER: Record<string, number> = Object.fromEntries(SUBJECT_KINDS.map((kind, i) => [kind, i]));
+
+export function sortGrants(grants: GrantView[]): GrantView[] {
+  return [...grants].sort(
+    (a, b) =>
+      (KIND_ORDER[a.subject_kind] ?? 99) - (KIND_ORDER[b.subject_kind] ?? 99) ||
+      (a.subject_id < b.subject_id ? -1 : a.subject_id > b.subject_id ? 1 : 0),
+  );
+}
+
+export interface DeliverySubject {
+  kind: SubjectKind;
+  id: string;
+}
+
+export type DeliveryResult =
+  | { ok: true; value: string; version: number; secretId: string; destHost: string }
+  | { ok: false; reason: "not_found" | "revoked" | "expired" | "not_granted" | "wrong_delivery" };
+
+const aadFor = (orgId: string, secretId: string, version: number) => `warren-secret:${orgId}:${secretId}:${version}`;
+const dekAad = (orgId: string, dataKeyId: string) => `warren-data-key:${orgId}:${dataKeyId}`;
+
+export interface CreateSecretInput {
+  name: string;
+  value: string;
+  delivery?: (typeof DELIVERIES)[number] | undefined;
+  dest_host?: string | undefined;
+  expires_at?: string | undefined;
+}
+
+export class SecretService {
+  constructor(
+    private readonly db: Db,
+    private readonly clock: Clock,
+    private readonly keyring: Keyring,
+  ) {}
+
+  private checkValue(value: string): Buffer {
+    const bytes = Buffer.from(value, "utf8");
+    if (bytes.length === 0 || bytes.length > MAX_VALUE_BYTES) {
+      throw new AppError("invalid_argument", `value must be 1 to ${MAX_VALUE_BYTES} bytes`);
+    }
+    return bytes;
+  }
+
+  /** The organization's data key in plaintext, created (and wrapped) on first use. */
+  private async dataKey(q: Queryable, orgId: string): Promise<{ id: string; key: Buffer }> {
+    let row = await repo.getDataKeyForOrg(q, orgId);
+    if (!row) {
+      const id = newId("dek");
+      const key = randomBytes(32);
+      const { masterKeyId, wrapped } = this.keyring.wrap(key, dekAad(orgId, id));
+      await repo.insertDataKey(q, { id, orgId, masterKeyId, wrapped, at: this.clock.now() });
+      row = await repo.getDataKeyForOrg(q, orgId);
+      if (!row) throw new AppError("internal", "could not create the organization's data key");
+    }
+    return {
+      id: row.id,
+      key: this.keyring.unwrap(row.master_key_id, Buffer.from(row.wrapped_key), dekAad(orgId, row.id)),
+    };
+  }
+
+  private async sealVersion(q: Queryable, orgId: string, secretId: string, version: number, value: Buffer) {
+    const dek = await this.dataKey(q, orgId);
+    const sealed = seal(dek.key, value, aadFor(orgId, secretId, version));
+    await repo.insertVersion(q, {
+      secretId,
+      version,
+      dataKeyId: dek.id,
+      nonce: sealed.nonce,
+      ciphertext: sealed.ciphertext,
+      at: this.clock.now(),
+    });
+  }
+
+  /** The creator's own grant subject: users by principal id, service accounts by key id, workloads by workload id. */
+  private async creatorSubject(q: Queryable, cred: Credential): Promise<DeliverySubject | null> {
+    if (cred.principalKind === "user") return { kind: "SANDBOX_SECRET_GRANT_SUBJECT_KIND_USER", id: cred.principalId };
+    if (cred.principalKind === "service_account") {
+      return { kind: "SANDBOX_SECRET_GRANT_SUBJECT_KIND_SERVICE_ACCOUNT", id: cred.keyId };
+    }
+    const workload = cred.workloadName ? await workloadsRepo.getWorkload(q, cred.orgId, cred.workloadName) : null;
+    return workload ? { kind: "SANDBOX_SECRET_GRANT_SUBJECT_KIND_WORKLOAD", id: workload.id } : null;
+  }
+
+  async create(cred: Credential, input: CreateSecretInput): Promise<SecretView> {
+    requireRole(cred, "admin", "create secrets");
+    const value = this.checkValue(input.value);
+    const delivery: Delivery =
+      !input.delivery || input.delivery === "SANDBOX_SECRET_DELIVERY_UNSPECIFIED"
+        ? "SANDBOX_SECRET_DELIVERY_SECRET_EGRESS"
+        : input.delivery;
+    const destHost = input.dest_host ?? "";
+    if (delivery === "SANDBOX_SECRET_DELIVERY_SANDBOX_ENVIRONMENT") {
+      if (destHost) throw new AppError("invalid_argument", "dest_host must be empty for sandbox-environment delivery");
+    } else {
+      if (!destHost)
+        throw new AppError("invalid_argument", "dest_host is required for egress and model-gateway delivery");
+      checkDestHost(destHost);
+    }
+    const now = this.clock.now();
+    let expiresAt: Date | null = null;
+    if (input.expires_at) {
+      expiresAt = new Date(input.expires_at);
+      if (Number.isNaN(expiresAt.getTime()))
+        throw new AppError("invalid_argument", "expires_at must be an RFC 3339 time");
+      if (expiresAt <= now) throw new AppError("invalid_argument", "expires_at must be in the future");
+    }
+    return this.db.tx(async (q) => {
+      const row: repo.SecretRow = {
+        id: newId("sec"),
+        org_id: cred.orgId,
+        name: input.name,
+        delivery,
+        dest_host: destHost,
+        current_version: 1,
+        created_by: cred.principalId,
+        created_at: now,
+        rotated_at: null,
+        expires_at: expiresAt,
+        revoked_at: null,
+      };
+      if (!(await repo.insertSecret(q, row))) {
+        throw new AppError("already_exists", `a secret named "${input.name}" already exists`);
+      }
+      await this.sealVersion(q, cred.orgId, row.id, 1, value);
+      const creator = await this.creatorSubject(q, cred);
+      if (creator) {
+        await repo.insertGrant(q, {
+          secretId: row.id,
+          kind: creator.kind,
+          subjectId: creator.id,
+          createdBy: cred.principalId,
+          at: now,
+        });
+      }
+      return secretView(row);
+    });
+  }
+
+  async list(cred: Credential, pageSize: number, pageToken: string | undefined) {
+    requireOrgScoped(cred, "list secrets");
+    const after = decodeCursor("secrets", pageToken);
+    const rows = await repo.listSecrets(this.db, cred.orgId, after, pageSize + 1);
+    const page = pageOf("secrets", rows, pageSize, (row): Cursor => ({ at: row.created_at, id: row.id }));
+    return { secrets: page.items.map(secretView), next_page_token: page.nextPageToken };
+  }
+
+  private async load(q: Queryable, cred: Credential, id: string, forUpdate = false): Promise<repo.SecretRow> {
+    const row = await repo.getSecret(q, cred.orgId, id, forUpdate);
+    if (!row) throw notFound("secret");
+    return row;
+  }
+
+  private async checkSubject(q: Queryable, orgId: string, kind: SubjectKind, subjectId: string): Promise<void> {
+    const exists =
+      kind === "SANDBOX_SECRET_GRANT_SUBJECT_KIND_USER"
+        ? await workloadsRepo.userPrincipalExists(q, orgId, subjectId)
+        : kind === "SANDBOX_SECRET_GRANT_SUBJECT_KIND_SERVICE_ACCOUNT"
+          ? await workloadsRepo.serviceAccountKeyExists(q, orgId, subjectId)
+          : (await workloadsRepo.getWorkloadById(q, orgId, subjectId)) !== null;
+    if (!exists) throw new AppError("invalid_argument", `no ${kind} subject "${subjectId}" in this organization`);
+  }
+
+  async grant(
+    cred: Credential,
+    id: string,
+    kind: (typeof SUBJECT_KINDS)[number],
+    subjectId: string,
+  ): Promise<GrantView> {
+    requireRole(cred, "admin", "grant secrets");
+    if (kind === "SANDBOX_SECRET_GRANT_SUBJECT_KIND_UNSPECIFIED") {
+      throw new AppError("invalid_argument", "subject_kind must be USER, SERVICE_ACCOUNT or WORKLOAD");
+    }
+    return this.db.tx(async (q) => {
+      const secret = await this.load(q, cred, id, true);
+      const view: GrantView = { secret_id: secret.id, subject_kind: kind, subject_id: subjectId };
+      if (await repo.hasGrant(q, secret.id, kind, subjectId)) return view;
+      if (secret.revoked_at)
+        throw new AppError("failed_precondition", "the secret is revoked; it can no longer be granted");
+      await this.checkSubject(q, cred.orgId, kind, subjectId);
+      const grants = await repo.listGrants(q, secret.id);
+      if (grants.length >= MAX_GRANTS) {
+        throw new AppError(
+          "failed_precondition",
+          `a secret holds at most ${MAX_GRANTS} grants, including the creator grant`,
+        );
+      }
+      await repo.insertGrant(q, {
+        secretId: secret.id,
+        kind,
+        subjectId,
+        createdBy: cred.principalId,
+        at: this.clock.now(),
+      });
+      return view;
+    });
+  }
+
+  async ungrant(cred: Credential, id: string, kind: (typeof SUBJECT_KINDS)[number], subjectId: string): Promise<void> {
+    requireRole(cred, "admin", "ungrant secrets");
+    await this.db.tx(async (q) => {
+      const secret = await this.load(q, cred, id, true);
+      await repo.deleteGrant(q, secret.id, kind, subjectId);
+    });
+  }
+
+  async listGrants(cred: Credential, id: string): Promise<GrantView[]> {
+    requireOrgScoped(cred, "list secret grants");
+    const secret = await this.load(this.db, cred, id);
+    const rows = await repo.listGrants(this.db, secret.id);
+    return sortGrants(
+      rows.map((row) => ({
+        secret_id: row.secret_id,
+        subject_kind: row.subject_kind as SubjectKind,
+        subject_id: row.subject_id,
+      })),
+    );
+  }
+
+  async rotate(cred: Credential, id: string, value: string): Promise<SecretView> {
+    requireRole(cred, "admin", "rotate secrets");
+    const bytes = this.checkValue(value);
+    return this.db.tx(async (q) => {
+      const secret = await this.load(q, cred, id, true);
+      if (secret.revoked_at) throw new AppError("failed_precondition", "the secret is revoked; it cannot be rotated");
+      const version = secret.current_version + 1;
+      await this.sealVersion(q, cred.orgId, secret.id, version, bytes);
+      return secretView(await repo.setRotated(q, secret.id, version, this.clock.now()));
+    });
+  }
+
+  async revoke(cred: Credential, id: string): Promise<SecretView> {
+    requireRole(cred, "admin", "revoke secrets");
+    return this.db.tx(async (q) => {
+      const secret = await this.load(q, cred, id, true);
+      return secretView(await repo.setRevoked(q, secret.id, this.clock.now()));
+    });
+  }
+
+  /**
+   * The only way a plaintext value leaves the store: for a trusted data plane delivering
+   * the secret by name to a subject over one channel.
+   */
+  async resolveSecretForDelivery(
+    orgId: string,
+    name: string,
+    subject: DeliverySubject,
+    delivery: Delivery,
+  ): Promise<DeliveryResult> {
+    const secret = await repo.getSecretByName(this.db, orgId, name);
+    if (!secret) return { ok: false, reason: "not_found" };
+    if (secret.revoked_at) return { ok: false, reason: "revoked" };
+    if (secret.expires_at && secret.expires_at <= this.clock.now()) return { ok: false, reason: "expired" };
+    if (secret.delivery !== delivery) return { ok: false, reason: "wrong_delivery" };
+    if (!(await repo.hasGrant(this.db, secret.id, subject.kind, subject.id)))
+      return { ok: false, reason: "not_granted" };
+    const version = await repo.getVersion(this.db, secret.id, secret.current_version);
+    if (!version) return { ok: false, reason: "not_found" };
+    const dekRow = await repo.getDataKey(this.db, version.data_key_id);
+    if (!dekRow || dekRow.org_id !== orgId) return { ok: false, reason: "not_found" };
+    const dek = this.keyring.unwrap(dekRow.master_key_id, Buffer.from(dekRow.wrapped_key), dekAad(orgId, dekRow.id));
+    const plaintext = open(
+      dek,
+      { nonce: Buffer.from(version.nonce), ciphertext: Buffer.from(version.ciphertext) },
+      aadFor(orgId, secret.id, version.version),
+    );
+    return {
+      ok: true,
+      value: plaintext.toString("utf8"),
+      version: version.version,
+      secretId: secret.id,
+      destHost: secret.dest_host,
+    };
+  }
+
+  /**
+   * Re-wraps every organization's data key under the current master key (after generating
+   * a new one when keys live in the data dir). Secret values are not touched.
+   */
+  async rotateMasterKey(): Promise<{ master_key_id: string; data_keys_rewrapped: number }> {
+    await this.keyring.beginRotation();
+    const count = await this.db.tx(async (q) => {
+      const rows = await repo.allDataKeys(q);
+      let rewrapped = 0;
+      for (const row of rows) {
+        if (row.master_key_id === this.keyring.currentId) continue;
+        const aad = dekAad(row.org_id, row.id);
+        const key = this.keyring.unwrap(row.master_key_id, Buffer.from(row.wrapped_key), aad);
+        const { masterKeyId, wrapped } = this.keyring.wrap(key, aad);
+        await repo.rewrapDataKey(q, row.id, masterKeyId, wrapped, this.clock.now());
+        rewrapped += 1;
+      }
+      return rewrapped;
+    });
+    await this.keyring.forgetOldKeys();
+    return { master_key_id: this.keyring.currentId, data_keys_rewrapped: count };
+  }
+}
