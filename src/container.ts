@@ -9,6 +9,9 @@ import { type Clock, systemClock } from "./lib/clock.js";
 import type { Logger } from "./lib/logger.js";
 import { registerAdminRoutes } from "./modules/admin/routes.js";
 import { AdminService } from "./modules/admin/service.js";
+import { AnnotationService } from "./modules/annotations/annotation-service.js";
+import { registerAnnotationRoutes } from "./modules/annotations/routes.js";
+import { AnnotationSchemaService } from "./modules/annotations/schema-service.js";
 import { registerFeedbackRoutes } from "./modules/feedback/routes.js";
 import { type FeedbackRelay, FeedbackService, webhookRelay } from "./modules/feedback/service.js";
 import { registerIdentityRoutes } from "./modules/identity/routes.js";
@@ -41,6 +44,8 @@ export interface Container {
   runs: RunService;
   workloads: WorkloadService;
   secrets: SecretService;
+  annotationSchemas: AnnotationSchemaService;
+  annotations: AnnotationService;
   feedback: FeedbackService;
   quotas: QuotaService;
   admin: AdminService;
@@ -74,6 +79,8 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
   if (!overrides.keyring && !config.masterKey) await mkdir(config.dataDir, { recursive: true });
   const keyring = overrides.keyring ?? (await Keyring.load(config));
   const secrets = new SecretService(db, clock, keyring);
+  const annotationSchemas = new AnnotationSchemaService(db, clock);
+  const annotations = new AnnotationService(db, clock);
   const relay =
     overrides.feedbackRelay ?? webhookRelay(config.feedbackWebhookUrl, config.feedbackWebhookTimeoutMs, log);
   const feedback = new FeedbackService(db, clock, relay);
@@ -89,6 +96,8 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
     runs,
     workloads,
     secrets,
+    annotationSchemas,
+    annotations,
     feedback,
     quotas,
     admin,
@@ -113,6 +122,7 @@ export async function createApp(c: Container): Promise<App> {
   registerRunRoutes(app, c.runs);
   registerWorkloadRoutes(app, c.workloads);
   registerSecretRoutes(app, c.secrets);
+  registerAnnotationRoutes(app, c.annotationSchemas, c.annotations);
   registerAdminRoutes(app, c.admin);
   await app.ready();
   return app;

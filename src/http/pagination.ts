@@ -28,23 +28,42 @@ export interface Cursor {
   id: string;
 }
 
-export function encodeCursor(kind: string, cursor: Cursor): string {
-  return Buffer.from(JSON.stringify([kind, cursor.at.toISOString(), cursor.id])).toString("base64url");
+/** A token carrying a list's name and the sort key (as strings) of the last row served. */
+export function encodePageToken(kind: string, key: string[]): string {
+  return Buffer.from(JSON.stringify([kind, ...key])).toString("base64url");
 }
 
-export function decodeCursor(kind: string, token: string | undefined): Cursor | null {
+/** The sort key of a token this list issued; null for the first page; 400 for anything else. */
+export function decodePageToken(kind: string, token: string | undefined, arity: number): string[] | null {
   if (!token) return null;
   try {
     const value: unknown = JSON.parse(Buffer.from(token, "base64url").toString("utf8"));
-    if (Array.isArray(value) && value.length === 3 && value[0] === kind) {
-      const [, at, id] = value;
-      const date = new Date(String(at));
-      if (typeof at === "string" && typeof id === "string" && !Number.isNaN(date.getTime())) return { at: date, id };
+    if (
+      Array.isArray(value) &&
+      value.length === arity + 1 &&
+      value[0] === kind &&
+      value.every((part) => typeof part === "string")
+    ) {
+      return value.slice(1) as string[];
     }
   } catch {
     // fall through to the error below
   }
   throw new AppError("invalid_argument", "page_token is not a token this list issued");
+}
+
+export function encodeCursor(kind: string, cursor: Cursor): string {
+  return encodePageToken(kind, [cursor.at.toISOString(), cursor.id]);
+}
+
+export function decodeCursor(kind: string, token: string | undefined): Cursor | null {
+  const key = decodePageToken(kind, token, 2);
+  if (!key) return null;
+  const [at, id] = key as [string, string];
+  const date = new Date(at);
+  if (Number.isNaN(date.getTime()))
+    throw new AppError("invalid_argument", "page_token is not a token this list issued");
+  return { at: date, id };
 }
 
 /** Takes one row more than the page to learn whether another page follows. */

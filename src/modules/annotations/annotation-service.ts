@@ -1,0 +1,346 @@
+// Annotations: typed telemetry events on a run (optionally on one of its events or a time
+// range) or on a project. Payloads are validated against the latest live schema version
+// and kept byte-exact; caller-minted event ids make retries safe; the newest annotation per
+// supersession key (schema, target, identity fields) hides older ones unless history is asked.
+import { AppError, invalid, notFound } from "../../http/errors.js";
+import { decodePageToken, encodePageToken } from "../../http/pagination.js";
+import type { Clock } from "../../lib/clock.js";
+import { canonicalJson, sha256Hex } from "../../lib/hash.js";
+import { isUlid, newUlid } from "../../lib/ids.js";
+import type { Db, Queryable } from "../../store/db.js";
+import { type Credential, requireOrgScoped } from "../identity/credential.js";
+import * as projectsRepo from "../projects/repo.js";
+import * as runsRepo from "../runs/repo.js";
+import * as repo from "./annotation-repo.js";
+import { describe, validatorFor } from "./json-schema.js";
+import * as schemaRepo from "./schema-repo.js";
+import { RESERVED_PREFIX } from "./schema-service.js";
+
+const NS_PATTERN = /^(0|[1-9]\d{0,18})$/;
+const MAX_NS = 9_223_372_036_854_775_807n;
+
+export interface AnnotateInput {
+  schema_name: string;
+  payload_json: string;
+  event_id?: string | undefined;
+  run_id?: string | undefined;
+  project_id?: string | undefined;
+  target_event_id?: string | undefined;
+}
+
+export interface AnnotateRangeInput {
+  run_id: string;
+  schema_name: string;
+  payload_json: string;
+  event_id?: string | undefined;
+  range_start_ns?: string | undefined;
+  range_end_ns?: string | undefined;
+  range_start_event_id?: string | undefined;
+  range_end_event_id?: string | undefined;
+}
+
+export interface ListInput {
+  run_id?: string | undefined;
+  project_id?: string | undefined;
+  schema_name?: string | undefined;
+  target_event_id?: string | undefined;
+  history?: boolean | undefined;
+  /** Equality filters on bloom-promoted fields: field name -> value (strings as-is, others as JSON). */
+  promoted: Record<string, string>;
+  pageSize: number;
+  pageToken?: string | undefined;
+}
+
+/** One annotation in the canonical encoding of contract 2.7. */
+export type AnnotationView = Record<string, string>;
+
+interface Target {
+  runId: string | null;
+  projectId: string;
+  lineagePath: string;
+  targetEventId: string | null;
+  range: repo.AnnotationInsert["range"];
+}
+
+/** A promoted value as stored and as filtered: strings as they are, anything else as JSON. */
+export function promotedText(value: unknown): string | null {
+  if (value === undefined) return null;
+  return typeof value === "string" ? value : JSON.stringify(value);
+}
+
+function parseNs(value: string, field: string): bigint {
+  if (!NS_PATTERN.test(value) || BigInt(value) > MAX_NS) {
+    throw invalid(`${field} must be a non-negative decimal string of nanoseconds`);
+  }
+  return BigInt(value);
+}
+
+/** Decodes a stored row into the canonical encoding, or says why it cannot. */
+export function decodeRow(row: repo.AnnotationRow): { ok: true; view: AnnotationView } | { ok: false; reason: string } {
+  if (row.payload_text === null || row.schema_name === null)
+    return { ok: false, reason: "missing payload or schema name" };
+  let payload: unknown;
+  try {
+    payload = JSON.parse(row.payload_text);
+  } catch {
+    return { ok: false, reason: "stored payload_json is not valid JSON" };
+  }
+  if (payload === null || typeof payload !== "object" || Array.isArray(payload)) {
+    return { ok: false, reason: "stored payload_json is not a JSON object" };
+  }
+  if (!/^\d+$/.test(row.ts_wall_ns)) return { ok: false, reason: "stored ts_wall_ns is not a decimal integer" };
+  const hasRange = row.range_start_ns !== null || row.range_end_ns !== null;
+  if (hasRange && (row.range_start_ns === null || row.range_end_ns === null)) {
+    return { ok: false, reason: "stored range has only one bound" };
+  }
+  if (hasRange && BigInt(row.range_start_ns as string) > BigInt(row.range_end_ns as string)) {
+    return { ok: false, reason: "stored range starts after it ends" };
+  }
+  const view: AnnotationView = { event_id: row.event_id };
+  if (row.run_id) view.run_id = row.run_id;
+  view.project_id = row.project_id;
+  if (row.lineage_path) view.lineage_path = row.lineage_path;
+  view.schema_name = row.schema_name;
+  if (row.schema_version !== null) view.schema_version = String(row.schema_version);
+  view.ts_wall_ns = row.ts_wall_ns;
+  if (row.principal) view.principal = row.principal;
+  if (row.target_event_id) view.target_event_id = row.target_event_id;
+  if (row.range_start_ns !== null) view.range_start_ns = row.range_start_ns;
+  if (row.range_end_ns !== null) view.range_end_ns = row.range_end_ns;
+  if (row.range_start_event_id) view.range_start_event_id = row.range_start_event_id;
+  if (row.range_end_event_id) view.range_end_event_id = row.range_end_event_id;
+  view.payload_json = row.payload_text;
+  return { ok: true, view };
+}
+
+export class AnnotationService {
+  constructor(
+    private readonly db: Db,
+    private readonly clock: Clock,
+  ) {}
+
+  async annotate(cred: Credential, input: AnnotateInput): Promise<{ event_id: string }> {
+    requireOrgScoped(cred, "annotate");
+    if (Boolean(input.run_id) === Boolean(input.project_id)) throw invalid("set exactly one of run_id or project_id");
+    if (input.target_event_id && !input.run_id) throw invalid("target_event_id is valid only with run_id");
+    return this.db.tx(async (q) => {
+      const target = input.run_id
+        ? await this.runTarget(q, cred, input.run_id, input.target_event_id)
+        : await this.projectTarget(q, cred, input.project_id as string);
+      return this.write(q, cred, input, target);
+    });
+  }
+
+  async annotateRange(cred: Credential, input: AnnotateRangeInput): Promise<{ event_id: string }> {
+    requireOrgScoped(cred, "annotate");
+    const byNs = input.range_start_ns !== undefined || input.range_end_ns !== undefined;
+    const byEvent = input.range_start_event_id !== undefined || input.range_end_event_id !== undefined;
+    if (byNs === byEvent) {
+      throw invalid(
+        "set exactly one window form: range_start_ns and range_end_ns, or range_start_event_id and range_end_event_id",
+      );
+    }
+    return this.db.tx(async (q) => {
+      const target = await this.runTarget(q, cred, input.run_id, undefined);
+      if (byNs) {
+        if (input.range_start_ns === undefined || input.range_end_ns === undefined) {
+          throw invalid("range_start_ns and range_end_ns must both be set");
+        }
+        const start = parseNs(input.range_start_ns, "range_start_ns");
+        const end = parseNs(input.range_end_ns, "range_end_ns");
+        if (start > end) throw invalid("range_start_ns must not be after range_end_ns");
+        target.range = { startNs: start.toString(), endNs: end.toString(), startEventId: null, endEventId: null };
+      } else {
+        if (!input.range_start_event_id || !input.range_end_event_id) {
+          throw invalid("range_start_event_id and range_end_event_id must both be set");
+        }
+        const start = await repo.runEventExists(q, cred.orgId, input.run_id, input.range_start_event_id);
+        if (!start) throw notFound(`event ${input.range_start_event_id} in run ${input.run_id}`);
+        const end = await repo.runEventExists(q, cred.orgId, input.run_id, input.range_end_event_id);
+        if (!end) throw notFound(`event ${input.range_end_event_id} in run ${input.run_id}`);
+        if (BigInt(start.ts_wall_ns) > BigInt(end.ts_wall_ns)) {
+          throw invalid("range_start_event_id must not be later than range_end_event_id");
+        }
+        target.range = {
+          startNs: start.ts_wall_ns,
+          endNs: end.ts_wall_ns,
+          startEventId: input.range_start_event_id,
+          endEventId: input.range_end_event_id,
+        };
+      }
+      return this.write(q, cred, input, target);
+    });
+  }
+
+  private async runTarget(
+    q: Queryable,
+    cred: Credential,
+    runId: string,
+    targetEventId: string | undefined,
+  ): Promise<Target> {
+    const run = await runsRepo.getRun(q, cred.orgId, runId);
+    if (!run) throw notFound("run");
+    if (targetEventId && !(await repo.runEventExists(q, cred.orgId, runId, targetEventId))) {
+      throw notFound(`event ${targetEventId} in run ${runId}`);
+    }
+    return {
+      runId,
+      projectId: run.project_id,
+      lineagePath: run.lineage_path,
+      targetEventId: targetEventId || null,
+      range: null,
+    };
+  }
+
+  private async projectTarget(q: Queryable, cred: Credential, projectId: string): Promise<Target> {
+    const project = await projectsRepo.getProject(q, cred.orgId, projectId);
+    if (!project) throw notFound("project");
+    return { runId: null, projectId, lineagePath: "", targetEventId: null, range: null };
+  }
+
+  private async write(
+    q: Queryable,
+    cred: Credential,
+    input: { schema_name: string; payload_json: string; event_id?: string | undefined },
+    target: Target,
+  ): Promise<{ event_id: string }> {
+    if (input.event_id !== undefined && !isUlid(input.event_id)) {
+      throw invalid("event_id must be a 26-character ULID (Crockford base32, upper case)");
+    }
+    let payload: unknown;
+    try {
+      payload = JSON.parse(input.payload_json);
+    } catch {
+      throw invalid("payload_json is not valid JSON");
+    }
+    if (payload === null || typeof payload !== "object" || Array.isArray(payload)) {
+      throw invalid("payload_json must be a JSON object");
+    }
+    const object = payload as Record<string, unknown>;
+    const reserved = Object.keys(object).filter((key) => key.startsWith(RESERVED_PREFIX));
+    if (reserved.length > 0) {
+      throw invalid(`payload keys under "${RESERVED_PREFIX}" are reserved for the platform: ${reserved.join(", ")}`);
+    }
+    const schema = await schemaRepo.latestLive(q, cred.orgId, input.schema_name);
+    if (!schema) throw notFound(`annotation schema "${input.schema_name}"`);
+    const validate = validatorFor(schema.id, schema.json_schema);
+    if (!validate(object)) {
+      throw invalid(
+        `payload_json does not match ${schema.name} version ${schema.version}: ${describe(validate.errors ?? [])}`,
+      );
+    }
+
+    const contentHash = sha256Hex(
+      canonicalJson({
+        schema: input.schema_name,
+        payload: input.payload_json,
+        run: target.runId,
+        project: target.projectId,
+        target: target.targetEventId,
+        range: target.range,
+      }),
+    );
+    const eventId = input.event_id ?? newUlid();
+    if (input.event_id !== undefined) {
+      const existing = await repo.findEvent(q, cred.orgId, eventId);
+      if (existing) return this.sameOrConflict(existing, contentHash);
+    }
+
+    const identity = schema.promoted_fields.filter((p) => p.identity).map((p) => [p.field, object[p.field] ?? null]);
+    const supersessionKey = sha256Hex(
+      canonicalJson([
+        input.schema_name,
+        target.runId ?? "",
+        target.runId ? "" : target.projectId,
+        target.targetEventId ?? "",
+        target.range ? [target.range.startNs, target.range.endNs] : "",
+        identity,
+      ]),
+    );
+    const slots: repo.AnnotationInsert["slots"] = {};
+    for (const promoted of schema.promoted_fields) {
+      slots[promoted.slot as repo.SlotColumn] = promotedText(object[promoted.field]);
+    }
+    const row: repo.AnnotationInsert = {
+      orgId: cred.orgId,
+      eventId,
+      projectId: target.projectId,
+      runId: target.runId,
+      lineagePath: target.lineagePath,
+      tsWallNs: this.clock.nowNs(),
+      schemaName: input.schema_name,
+      schemaVersion: schema.version,
+      principal: cred.principalId,
+      payload: object,
+      payloadText: input.payload_json,
+      contentHash,
+      supersessionKey,
+      targetEventId: target.targetEventId,
+      range: target.range,
+      slots,
+    };
+    if (!(await repo.insertAnnotation(q, row))) {
+      const existing = await repo.findEvent(q, cred.orgId, eventId);
+      if (existing) return this.sameOrConflict(existing, contentHash);
+    }
+    await repo.advanceHead(q, row);
+    return { event_id: eventId };
+  }
+
+  private sameOrConflict(existing: repo.StoredEvent, contentHash: string): { event_id: string } {
+    if (existing.kind === "annotation" && existing.content_hash === contentHash) return { event_id: existing.event_id };
+    throw new AppError(
+      "already_exists",
+      `event_id ${existing.event_id} is already used for different content; mint a new event_id for new content`,
+    );
+  }
+
+  async list(cred: Credential, input: ListInput) {
+    requireOrgScoped(cred, "list annotations");
+    const history = input.history ?? false;
+    const kind = history ? "annotations-history" : "annotations";
+    const key = decodePageToken(kind, input.pageToken, 2);
+    const slotEquals: [repo.SlotColumn, string][] = [];
+    const promotedNames = Object.keys(input.promoted);
+    if (promotedNames.length > 0) {
+      if (!input.schema_name) throw invalid("filters on promoted fields need schema_name");
+      const live = await schemaRepo.latestVersion(this.db, cred.orgId, input.schema_name);
+      for (const field of promotedNames) {
+        const promoted = live?.promoted_fields.find((p) => p.field === field);
+        if (!promoted?.bloom) throw invalid(`"${field}" is not a bloom-indexed promoted field of ${input.schema_name}`);
+        slotEquals.push([promoted.slot as repo.SlotColumn, input.promoted[field] as string]);
+      }
+    }
+    const filter: repo.AnnotationFilter = {
+      runId: input.run_id,
+      projectId: input.project_id,
+      schemaName: input.schema_name,
+      targetEventId: input.target_event_id,
+      slotEquals,
+      after: key ? { tsNs: key[0] as string, eventId: key[1] as string } : null,
+      limit: input.pageSize + 1,
+    };
+    if (filter.after && !/^\d+$/.test(filter.after.tsNs)) throw invalid("page_token is not a token this list issued");
+    const rows = history
+      ? await repo.listHistory(this.db, cred.orgId, filter)
+      : await repo.listLatest(this.db, cred.orgId, filter);
+    const page = rows.slice(0, input.pageSize);
+    const annotations: AnnotationView[] = [];
+    const skipped: { event_id: string; reason: string }[] = [];
+    let superseded = 0n;
+    for (const row of page) {
+      const decoded = decodeRow(row);
+      if (decoded.ok) annotations.push(decoded.view);
+      else skipped.push({ event_id: row.event_id, reason: decoded.reason });
+      if (!history && row.superseded_count) superseded += BigInt(row.superseded_count);
+    }
+    const last = page[page.length - 1];
+    return {
+      annotations,
+      skipped,
+      superseded_count: superseded.toString(),
+      next_page_token:
+        rows.length > input.pageSize && last ? encodePageToken(kind, [last.ts_wall_ns, last.event_id]) : "",
+    };
+  }
+}
