@@ -73,7 +73,7 @@ export async function getWorkloadById(q: Queryable, orgId: string, id: string): 
 
 export async function listWorkloads(q: Queryable, orgId: string, afterName: string | null, limit: number) {
   const { rows } = await q.query<WorkloadRow>(
-    `SELECT ${W} FROM workloads WHERE org_id = $1 AND ($2::text IS NULL OR name > $2::text) ORDER BY name LIMIT $3`,
+    `SELECT ${W} FROM workloads WHERE org_id = $1 AND ($2::text IS NULL OR name COLLATE "C" > $2::text) ORDER BY name COLLATE "C" LIMIT $3`,
     [orgId, afterName, limit],
   );
   return rows;
