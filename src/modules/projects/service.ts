@@ -52,7 +52,8 @@ function checkDescription(description: string | undefined): void {
 
 /** Parses an If-Match header: a decimal version, optionally quoted or weak-tagged as an ETag. */
 export function parseIfMatch(header: string | undefined): string | null {
-  if (header === undefined) return null;
+  // `*` matches any current version (RFC 9110), so the update is unconditional.
+  if (header === undefined || header.trim() === "*") return null;
   const match = /^\s*(?:W\/)?"?(\d{1,18})"?\s*$/.exec(header);
   if (!match?.[1]) throw new AppError("invalid_argument", 'If-Match must be the project version, e.g. "3"');
   return String(BigInt(match[1]));
