@@ -3,6 +3,10 @@ import type { Db, Queryable } from "./db.js";
 
 export async function openPostgres(connectionString: string, maxConnections = 10): Promise<Db> {
   const pool = new pg.Pool({ connectionString, max: maxConnections });
+  // An idle connection that breaks (server restart, terminated backend, a close racing a
+  // DROP DATABASE) is already discarded by the pool; unhandled, its error would crash the
+  // process. The next query opens a fresh connection.
+  pool.on("error", () => undefined);
   // Fail at start-up, not at the first request, when the database is unreachable.
   const probe = await pool.connect();
   probe.release();

@@ -152,7 +152,7 @@ export function registerAdminRoutes(app: App, admin: AdminService): void {
   app.post(
     "/v1/admin/master-key::rotate",
     {
-      preHandler: operatorOnly,
+      preValidation: operatorOnly,
       schema: {
         operationId: "AdminRotateMasterKey",
         tags: TAGS,

@@ -1,0 +1,217 @@
+// GetUsageSnapshot and product quotas: every metric with decimal-string limit and current,
+// configured defaults, per-organization overrides, and the quota_exceeded rejection of
+// CreateProject (429, Retry-After, details.quota, nothing created).
+import assert from "node:assert/strict";
+import { randomBytes } from "node:crypto";
+import { it } from "node:test";
+import { forEachStore, type TestApp } from "./harness.js";
+
+const METRICS = ["sandboxes.running", "sandboxes.total", "sandboxes.workspace_capacity_gib", "projects.total"];
+// Deliberately unlike the built-in defaults, so the test sees the configuration flow through.
+const DEFAULTS = {
+  "sandboxes.running": 7,
+  "sandboxes.total": 11,
+  "sandboxes.workspace_capacity_gib": 13,
+  "projects.total": 17,
+};
+
+interface Limit {
+  metric: string;
+  unit: string;
+  limit: string;
+  current: string;
+  reserved: string;
+}
+
+/** A fresh organization (with its default project) and an owner key, isolated from other tests. */
+async function freshOrg(t: TestApp): Promise<{ id: string; key: string }> {
+  const org = await t.c.identity.createOrganization({ slug: `usage-${randomBytes(4).toString("hex")}` });
+  const issued = await t.c.identity.issueKey({ orgId: org.id, kind: "service_account", role: "owner", name: "usage" });
+  return { id: org.id, key: issued.api_key };
+}
+
+async function snapshot(t: TestApp, key: string): Promise<Map<string, Limit>> {
+  const res = await t.request("GET", "/v1/usage", { key });
+  assert.equal(res.status, 200, res.raw);
+  assert.deepEqual(Object.keys(res.body), ["snapshot"]);
+  const snap = res.body.snapshot as { limits: Limit[] };
+  assert.deepEqual(Object.keys(snap), ["limits"]);
+  const byMetric = new Map(snap.limits.map((l) => [l.metric, l]));
+  assert.equal(byMetric.size, snap.limits.length, "each metric appears once");
+  return byMetric;
+}
+
+async function createProject(t: TestApp, key: string, slug: string) {
+  return t.request("POST", "/v1/projects", { key, body: { name: `Project ${slug}`, slug } });
+}
+
+async function projectCount(t: TestApp, orgId: string): Promise<number> {
+  const { rows } = await t.c.db.query<{ n: string }>("SELECT count(*)::text AS n FROM projects WHERE org_id = $1", [
+    orgId,
+  ]);
+  return Number(rows[0]?.n);
+}
+
+forEachStore(
+  "usage",
+  (t) => {
+    it("returns every configured quota with decimal-string limit, current and reserved", async () => {
+      const limits = await snapshot(t(), t().orgA.keys.member);
+      assert.deepEqual([...limits.keys()].sort(), [...METRICS].sort());
+      for (const metric of METRICS) {
+        const limit = limits.get(metric) as Limit;
+        assert.deepEqual(Object.keys(limit).sort(), ["current", "limit", "metric", "reserved", "unit"]);
+        for (const field of ["limit", "current", "reserved"] as const) {
+          assert.equal(typeof limit[field], "string", `${metric}.${field}`);
+          assert.match(limit[field], /^(0|[1-9][0-9]*)$/, `${metric}.${field}`);
+        }
+        assert.equal(limit.limit, String(DEFAULTS[metric as keyof typeof DEFAULTS]), metric);
+        assert.ok(limit.unit.length > 0);
+      }
+      assert.equal(limits.get("sandboxes.workspace_capacity_gib")?.unit, "GiB");
+    });
+
+    it("reports no sandbox use while no sandboxes exist", async () => {
+      const limits = await snapshot(t(), t().orgB.keys.owner);
+      for (const metric of ["sandboxes.running", "sandboxes.total", "sandboxes.workspace_capacity_gib"]) {
+        assert.equal(limits.get(metric)?.current, "0", metric);
+      }
+    });
+
+    it("answers every org-scoped key kind with its own organization's snapshot", async () => {
+      for (const role of ["owner", "admin", "member", "service", "workload"] as const) {
+        const limits = await snapshot(t(), t().orgB.keys[role]);
+        assert.equal(limits.get("projects.total")?.limit, "17");
+      }
+    });
+
+    it("refuses a sandbox-scoped credential with 403 permission_denied", async () => {
+      const sandboxId = `sbx-${"c".repeat(40)}`;
+      const issued = await t().issueKey(t().orgA, { role: "owner", sandbox: { sandboxId, lineagePath: sandboxId } });
+      const res = await t().request("GET", "/v1/usage", { key: issued.key });
+      assert.equal(res.status, 403, res.raw);
+      assert.equal(res.body.code, "permission_denied");
+      assert.equal(res.body.snapshot, undefined);
+    });
+
+    it("refuses a request without a credential", async () => {
+      const res = await t().request("GET", "/v1/usage");
+      assert.equal(res.status, 401);
+      assert.equal(res.body.code, "unauthenticated");
+    });
+
+    it("counts the default project, and each project CreateProject adds, for that organization only", async () => {
+      const org = await freshOrg(t());
+      const other = await freshOrg(t());
+      assert.equal((await snapshot(t(), org.key)).get("projects.total")?.current, "1");
+      for (const [i, slug] of ["alpha", "beta", "gamma"].entries()) {
+        const res = await createProject(t(), org.key, slug);
+        assert.equal(res.status, 200, res.raw);
+        assert.equal((await snapshot(t(), org.key)).get("projects.total")?.current, String(i + 2));
+      }
+      assert.equal(await projectCount(t(), org.id), 4);
+      assert.equal((await snapshot(t(), other.key)).get("projects.total")?.current, "1");
+    });
+
+    it("applies a per-organization override only to that organization, and resets it", async () => {
+      const org = await freshOrg(t());
+      const other = await freshOrg(t());
+      await t().c.admin.setQuota(org.id, "projects.total", 3);
+      await t().c.admin.setQuota(org.id, "sandboxes.running", 0);
+      const limits = await snapshot(t(), org.key);
+      assert.equal(limits.get("projects.total")?.limit, "3");
+      assert.equal(limits.get("sandboxes.running")?.limit, "0");
+      assert.equal(limits.get("sandboxes.total")?.limit, "11");
+      const otherLimits = await snapshot(t(), other.key);
+      assert.equal(otherLimits.get("projects.total")?.limit, "17");
+      assert.equal(otherLimits.get("sandboxes.running")?.limit, "7");
+
+      await t().c.admin.setQuota(org.id, "projects.total", null);
+      const reset = await snapshot(t(), org.key);
+      assert.equal(reset.get("projects.total")?.limit, "17");
+      assert.equal(reset.get("sandboxes.running")?.limit, "0");
+    });
+
+    it("carries a large limit exactly as a decimal string", async () => {
+      const org = await freshOrg(t());
+      await t().c.admin.setQuota(org.id, "sandboxes.workspace_capacity_gib", 1_000_000_000);
+      assert.equal((await snapshot(t(), org.key)).get("sandboxes.workspace_capacity_gib")?.limit, "1000000000");
+    });
+
+    it("refuses CreateProject at the projects.total limit with 429 quota_exceeded and creates nothing", async () => {
+      const org = await freshOrg(t());
+      await t().c.admin.setQuota(org.id, "projects.total", 2);
+      const ok = await createProject(t(), org.key, "within-limit");
+      assert.equal(ok.status, 200, ok.raw);
+
+      const refused = await createProject(t(), org.key, "over-limit");
+      assert.equal(refused.status, 429, refused.raw);
+      assert.equal(refused.body.code, "quota_exceeded");
+      assert.equal(typeof refused.body.message, "string");
+      assert.deepEqual(Object.keys(refused.body).sort(), ["code", "details", "message", "request_id"]);
+      assert.equal(refused.body.request_id, refused.headers["x-request-id"]);
+      const retryAfter = String(refused.headers["retry-after"]);
+      assert.match(retryAfter, /^[1-9][0-9]*$/, "Retry-After is a whole number of seconds");
+      const details = refused.body.details as { quota: Record<string, unknown> };
+      assert.deepEqual(details.quota, {
+        metric: "projects.total",
+        limit: "2",
+        current: "2",
+        reserved: "0",
+        retry_after_seconds: Number(retryAfter),
+      });
+
+      assert.equal(await projectCount(t(), org.id), 2);
+      const list = await t().request("GET", "/v1/projects", { key: org.key });
+      assert.equal(list.status, 200);
+      const slugs = (list.body.projects as { slug: string }[]).map((p) => p.slug).sort();
+      assert.deepEqual(slugs, ["default", "within-limit"]);
+      assert.equal((await snapshot(t(), org.key)).get("projects.total")?.current, "2");
+    });
+
+    it("refuses every CreateProject once the limit is below current use", async () => {
+      const org = await freshOrg(t());
+      await t().c.admin.setQuota(org.id, "projects.total", 0);
+      const refused = await createProject(t(), org.key, "none-allowed");
+      assert.equal(refused.status, 429, refused.raw);
+      const quota = (refused.body.details as { quota: Record<string, unknown> }).quota;
+      assert.equal(quota.limit, "0");
+      assert.equal(quota.current, "1");
+      assert.equal(await projectCount(t(), org.id), 1);
+    });
+
+    it("admits again once the limit is raised, and an override elsewhere changes nothing", async () => {
+      const org = await freshOrg(t());
+      const other = await freshOrg(t());
+      await t().c.admin.setQuota(org.id, "projects.total", 1);
+      await t().c.admin.setQuota(other.id, "projects.total", 1);
+      assert.equal((await createProject(t(), org.key, "blocked")).status, 429);
+      await t().c.admin.setQuota(other.id, "projects.total", 100);
+      assert.equal((await createProject(t(), org.key, "blocked")).status, 429);
+      await t().c.admin.setQuota(org.id, "projects.total", 2);
+      const res = await createProject(t(), org.key, "blocked");
+      assert.equal(res.status, 200, res.raw);
+      assert.equal((await createProject(t(), org.key, "blocked-again")).status, 429);
+    });
+
+    it("never overshoots the limit under concurrent CreateProject calls", async () => {
+      const org = await freshOrg(t());
+      await t().c.admin.setQuota(org.id, "projects.total", 3);
+      const results = await Promise.all(
+        Array.from({ length: 8 }, (_, i) => createProject(t(), org.key, `concurrent-${i}`)),
+      );
+      const statuses = results.map((r) => r.status).sort();
+      assert.deepEqual(statuses, [200, 200, 429, 429, 429, 429, 429, 429], results.map((r) => r.raw).join("\n"));
+      assert.equal(await projectCount(t(), org.id), 3);
+    });
+
+    it("does not count another organization's projects towards the limit", async () => {
+      const org = await freshOrg(t());
+      const busy = await freshOrg(t());
+      for (const slug of ["b1", "b2", "b3"]) assert.equal((await createProject(t(), busy.key, slug)).status, 200);
+      await t().c.admin.setQuota(org.id, "projects.total", 2);
+      assert.equal((await createProject(t(), org.key, "mine")).status, 200);
+    });
+  },
+  { config: { quotaDefaults: DEFAULTS } },
+);
