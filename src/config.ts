@@ -9,6 +9,27 @@ export interface QuotaDefaults {
   "projects.total": number;
 }
 
+export interface SandboxDefaults {
+  /** Image of a create that names none. */
+  defaultImage: string;
+  memoryMiB: number;
+  cpuMillis: number;
+  pids: number;
+  /** 0: no expiry unless the create asks for one. */
+  ttlSeconds: number;
+  /** 0: idle stopping disabled unless the create asks for it. */
+  idleTimeoutSeconds: number;
+  workspaceCapacityGiB: number;
+  /** How long failed and terminated rows stay readable. */
+  retentionSeconds: number;
+  execTimeoutSeconds: number;
+  execOutputCapBytes: number;
+  /** Registries (host[:port]) spoken to over plain HTTP besides loopback ones. */
+  insecureRegistries: string[];
+  /** Where the local runtime keeps images, bundles and workspaces; default <dataDir>/runtime. */
+  runtimeRoot: string;
+}
+
 export interface Config {
   listenHost: string;
   listenPort: number;
@@ -32,6 +53,7 @@ export interface Config {
   masterKey: string;
   /** Earlier master keys (base64), still accepted for unwrapping until a rotation re-wraps everything. */
   masterKeyPrevious: string[];
+  sandbox: SandboxDefaults;
   /** Admin CLI: the server to go through (else the lock file in dataDir, else the store directly). */
   adminUrl: string;
   /** Admin CLI: an owner key of the operator organization, for going through the server. */
@@ -80,6 +102,20 @@ export function loadConfig(env: Env = process.env): Config {
     authCacheTtlMs: intSetting(env, "WARREN_AUTH_CACHE_TTL_MS", 2000, 0, 60000),
     masterKey: env.WARREN_MASTER_KEY || "",
     masterKeyPrevious: (env.WARREN_MASTER_KEY_PREVIOUS || "").split(",").filter((key) => key.length > 0),
+    sandbox: {
+      defaultImage: env.WARREN_DEFAULT_IMAGE || "docker.io/library/debian:bookworm-slim",
+      memoryMiB: intSetting(env, "WARREN_SANDBOX_MEMORY_MB", 512, 16, 1_048_576),
+      cpuMillis: intSetting(env, "WARREN_SANDBOX_CPU_MILLIS", 1000, 50, 128_000),
+      pids: intSetting(env, "WARREN_SANDBOX_PIDS", 512, 16, 1_000_000),
+      ttlSeconds: intSetting(env, "WARREN_SANDBOX_TTL_SECONDS", 0, 0, 31_536_000),
+      idleTimeoutSeconds: intSetting(env, "WARREN_SANDBOX_IDLE_TIMEOUT_SECONDS", 0, 0, 86_400),
+      workspaceCapacityGiB: intSetting(env, "WARREN_WORKSPACE_GIB", 10, 1, 16_384),
+      retentionSeconds: intSetting(env, "WARREN_SANDBOX_RETENTION_SECONDS", 3600, 0, 31_536_000),
+      execTimeoutSeconds: intSetting(env, "WARREN_EXEC_TIMEOUT_SECONDS", 300, 1, 3600),
+      execOutputCapBytes: intSetting(env, "WARREN_EXEC_OUTPUT_CAP_BYTES", 1_048_576, 1024, 1_048_576),
+      insecureRegistries: (env.WARREN_INSECURE_REGISTRIES || "").split(",").filter((host) => host.length > 0),
+      runtimeRoot: path.resolve(env.WARREN_RUNTIME_ROOT || path.join(env.WARREN_DATA_DIR || "./data", "runtime")),
+    },
     adminUrl: env.WARREN_ADMIN_URL || "",
     adminApiKey: env.WARREN_API_KEY || "",
     quotaDefaults: {

@@ -29,6 +29,10 @@ import { registerUsageRoutes } from "./modules/usage/routes.js";
 import { QuotaService } from "./modules/usage/service.js";
 import { registerWorkloadRoutes } from "./modules/workloads/routes.js";
 import { WorkloadService } from "./modules/workloads/service.js";
+import type { RuntimeDriver } from "./drivers/runtime/interface.js";
+import { LocalRuntimeDriver } from "./drivers/runtime/local/driver.js";
+import { registerSandboxRoutes } from "./modules/sandboxes/routes.js";
+import { SandboxService } from "./modules/sandboxes/service.js";
 import type { Db } from "./store/db.js";
 import { migrate } from "./store/migrate.js";
 import { openPglite } from "./store/pglite.js";
@@ -46,6 +50,8 @@ export interface Container {
   secrets: SecretService;
   annotationSchemas: AnnotationSchemaService;
   annotations: AnnotationService;
+  sandboxes: SandboxService;
+  runtime: RuntimeDriver | null;
   feedback: FeedbackService;
   quotas: QuotaService;
   admin: AdminService;
@@ -57,6 +63,8 @@ export interface ContainerOverrides {
   db?: Db;
   clock?: Clock;
   feedbackRelay?: FeedbackRelay;
+  /** The sandbox runtime; null runs without one (sandbox routes answer 503). */
+  runtime?: RuntimeDriver | null;
   /** Master keys for secrets; tests use an ephemeral keyring instead of the data dir's key file. */
   keyring?: Keyring;
 }
@@ -65,6 +73,19 @@ export async function openStore(config: Config): Promise<Db> {
   if (config.databaseUrl) return openPostgres(config.databaseUrl);
   await mkdir(config.dataDir, { recursive: true });
   return openPglite(`${config.dataDir}/pglite`);
+}
+
+/** The local runc runtime, or null (with a warning) when this host cannot run sandboxes. */
+async function openRuntime(config: Config, log: Logger): Promise<RuntimeDriver | null> {
+  try {
+    return await LocalRuntimeDriver.open({
+      root: config.sandbox.runtimeRoot,
+      registry: { insecureRegistries: config.sandbox.insecureRegistries },
+    });
+  } catch (error) {
+    log.warn({ err: (error as Error).message }, "no sandbox runtime on this host; sandbox routes answer 503");
+    return null;
+  }
 }
 
 export async function createContainer(config: Config, log: Logger, overrides: ContainerOverrides = {}) {
@@ -79,12 +100,14 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
   if (!overrides.keyring && !config.masterKey) await mkdir(config.dataDir, { recursive: true });
   const keyring = overrides.keyring ?? (await Keyring.load(config));
   const secrets = new SecretService(db, clock, keyring);
+  const runtime = overrides.runtime !== undefined ? overrides.runtime : await openRuntime(config, log);
+  const sandboxes = new SandboxService(db, clock, log, config.sandbox, runtime, projects, runs, quotas, secrets);
   const annotationSchemas = new AnnotationSchemaService(db, clock);
   const annotations = new AnnotationService(db, clock);
   const relay =
     overrides.feedbackRelay ?? webhookRelay(config.feedbackWebhookUrl, config.feedbackWebhookTimeoutMs, log);
   const feedback = new FeedbackService(db, clock, relay);
-  const admin = new AdminService(identity, quotas, secrets);
+  const admin = new AdminService(identity, quotas, secrets, sandboxes);
   const idempotency = new IdempotencyStore(db, clock, config.idempotencyRetentionHours);
   const container: Container = {
     config,
@@ -98,6 +121,8 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
     secrets,
     annotationSchemas,
     annotations,
+    sandboxes,
+    runtime,
     feedback,
     quotas,
     admin,
@@ -123,6 +148,7 @@ export async function createApp(c: Container): Promise<App> {
   registerWorkloadRoutes(app, c.workloads);
   registerSecretRoutes(app, c.secrets);
   registerAnnotationRoutes(app, c.annotationSchemas, c.annotations);
+  registerSandboxRoutes(app, c.sandboxes);
   registerAdminRoutes(app, c.admin);
   await app.ready();
   return app;

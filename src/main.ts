@@ -27,7 +27,7 @@ async function main(): Promise<void> {
     }
   }
   const app = await createApp(container);
-  const controllers = startControllers(container);
+  const controllers = await startControllers(container);
   const address = await app.listen({ host: config.listenHost, port: config.listenPort });
   log.info({ address, store: container.db.kind }, "warren is serving");
 
@@ -36,7 +36,8 @@ async function main(): Promise<void> {
     if (stopping) return;
     stopping = true;
     log.info({ signal }, "shutting down");
-    controllers.stop();
+    await controllers.stop();
+    await container.runtime?.close();
     await app.close();
     await releaseLock();
     await container.db.close();

@@ -19,6 +19,7 @@ interface AdminClient {
   revokeKey(keyId: string): Promise<unknown>;
   setQuota(organization: string, metric: string, limit: number | null): Promise<unknown>;
   rotateMasterKey(): Promise<unknown>;
+  quarantine(sandboxId: string, quarantined: boolean, reason: string): Promise<unknown>;
   close(): Promise<void>;
 }
 
@@ -49,6 +50,10 @@ function httpClient(baseUrl: string, apiKey: string): AdminClient {
     setQuota: (organization, metric, limit) =>
       call("PUT", `/v1/admin/organizations/${org(organization)}/quotas/${encodeURIComponent(metric)}`, { limit }),
     rotateMasterKey: () => call("POST", "/v1/admin/master-key:rotate"),
+    quarantine: (sandboxId, quarantined, reason) =>
+      call("POST", `/v1/admin/sandboxes/${encodeURIComponent(sandboxId)}:${quarantined ? "quarantine" : "release"}`, {
+        reason,
+      }),
     close: async () => undefined,
   };
 }
@@ -56,7 +61,7 @@ function httpClient(baseUrl: string, apiKey: string): AdminClient {
 async function directClient(config: Config): Promise<AdminClient> {
   const silent = new Writable({ write: (_chunk, _encoding, callback) => callback() });
   const db = await openStore(config);
-  const c = await createContainer(config, createLogger("error", silent), { db });
+  const c = await createContainer(config, createLogger("error", silent), { db, runtime: null });
   const boot = await c.identity.bootstrap(config.bootstrapOrgSlug, config.bootstrapApiKey);
   if (boot.generatedKey) process.stderr.write(bootstrapNotice(config.bootstrapOrgSlug, boot.generatedKey));
   return {
@@ -72,6 +77,10 @@ async function directClient(config: Config): Promise<AdminClient> {
       snapshot: await c.admin.setQuota(organization, metric, limit),
     }),
     rotateMasterKey: () => c.admin.rotateMasterKey(),
+    quarantine: async (sandboxId, quarantined, reason) => {
+      await c.admin.quarantine(sandboxId, quarantined, reason);
+      return {};
+    },
     close: () => db.close(),
   };
 }
@@ -170,6 +179,17 @@ program
   .command("rotate-master-key")
   .description("re-wrap every secret data key under a new master key (key file) or the configured WARREN_MASTER_KEY")
   .action(() => withClient((client) => client.rotateMasterKey()));
+
+const sandboxes = program.command("sandbox").description("operator actions on sandboxes");
+sandboxes
+  .command("quarantine <sandboxId>")
+  .option("--reason <text>", "why (shown as the sandbox's state_reason)", "")
+  .action((sandboxId: string, options: { reason: string }) =>
+    withClient((client) => client.quarantine(sandboxId, true, options.reason)),
+  );
+sandboxes
+  .command("release <sandboxId>")
+  .action((sandboxId: string) => withClient((client) => client.quarantine(sandboxId, false, "")));
 
 program.parseAsync().catch((error: unknown) => {
   process.stderr.write(`warren-admin: ${error instanceof Error ? error.message : String(error)}\n`);

@@ -1,10 +1,19 @@
-// Background controllers. For now: the retention GC of idempotency records. Later issues
-// add the sandbox reconciler and idle/TTL timers here.
+// Background controllers: the sandbox reconciler (with its idle, expiry and retention
+// sweep) and the retention GC of idempotency records.
 import type { Container } from "../container.js";
+import { SandboxReconciler } from "./sandbox-reconciler.js";
 
 const GC_INTERVAL_MS = 10 * 60 * 1000;
 
-export function startControllers(c: Container): { stop(): void } {
+export async function startControllers(c: Container): Promise<{ stop(): Promise<void> }> {
+  const reconciler = c.runtime
+    ? new SandboxReconciler(c.db, c.clock, c.log, c.runtime, c.sandboxes, c.identity, {
+        pids: c.config.sandbox.pids,
+        retentionSeconds: c.config.sandbox.retentionSeconds,
+        publicApiUrl: c.config.publicApiUrl,
+      })
+    : null;
+  await reconciler?.start();
   const gc = setInterval(() => {
     c.idempotency
       .purgeExpired()
@@ -14,5 +23,10 @@ export function startControllers(c: Container): { stop(): void } {
       .catch((error: unknown) => c.log.warn({ err: (error as Error).message }, "idempotency GC failed"));
   }, GC_INTERVAL_MS);
   gc.unref();
-  return { stop: () => clearInterval(gc) };
+  return {
+    stop: async () => {
+      clearInterval(gc);
+      await reconciler?.stop();
+    },
+  };
 }

@@ -12,6 +12,11 @@ export const ERROR_STATUS = {
   already_exists: 409,
   idempotency_conflict: 409,
   name_conflict: 409,
+  quarantined: 409,
+  sandbox_not_running: 409,
+  sandbox_stopped: 409,
+  workspace_shrink_unsupported: 409,
+  spawn_failed: 422,
   operation_conflict: 409,
   precondition_failed: 412,
   payload_too_large: 413,
@@ -64,7 +69,22 @@ export const denied = (message: string) => new AppError("permission_denied", mes
 export type EnvelopeKind = "flat" | "standard";
 
 export function errorBody(error: AppError, requestId: string, envelope: EnvelopeKind): Record<string, unknown> {
-  if (envelope === "flat") return { code: error.code, message: error.message, request_id: requestId };
+  if (envelope === "flat") {
+    const quota = error.details?.quota as QuotaDetails | undefined;
+    if (error.code === "quota_exceeded" && quota) {
+      // Contract 7.1: the sandbox admission rejection carries the quota flat and at details.quota.metric.
+      return {
+        code: error.code,
+        message: error.message,
+        request_id: requestId,
+        metric: quota.metric,
+        limit: quota.limit,
+        retry_after_seconds: quota.retry_after_seconds,
+        details: { quota: { metric: quota.metric } },
+      };
+    }
+    return { code: error.code, message: error.message, request_id: requestId };
+  }
   const body: Record<string, unknown> = { code: error.code, message: error.message };
   if (error.details) body.details = error.details;
   body.request_id = requestId;

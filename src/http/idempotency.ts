@@ -24,6 +24,17 @@ interface StoredRow {
   created_at: Date;
 }
 
+/** The request's Idempotency-Key, undefined when absent; 400 when malformed. */
+export function idempotencyKeyOf(request: FastifyRequest): string | undefined {
+  const raw = request.headers[IDEMPOTENCY_HEADER];
+  if (raw === undefined) return undefined;
+  const key = Array.isArray(raw) ? raw[0] : raw;
+  if (!key || !KEY_PATTERN.test(key)) {
+    throw new AppError("invalid_argument", "Idempotency-Key must be 1 to 255 visible ASCII characters");
+  }
+  return key;
+}
+
 export class IdempotencyStore {
   constructor(
     private readonly db: Db,
@@ -33,12 +44,8 @@ export class IdempotencyStore {
 
   /** Returns true when the handler should run; false when a stored response was replayed. */
   async begin(request: FastifyRequest, reply: FastifyReply, orgId: string, operation: string): Promise<boolean> {
-    const raw = request.headers[IDEMPOTENCY_HEADER];
-    if (raw === undefined) return true;
-    const key = Array.isArray(raw) ? raw[0] : raw;
-    if (!key || !KEY_PATTERN.test(key)) {
-      throw new AppError("invalid_argument", "Idempotency-Key must be 1 to 255 visible ASCII characters");
-    }
+    const key = idempotencyKeyOf(request);
+    if (key === undefined) return true;
     const requestHash = sha256Hex(
       `${request.method} ${request.url.split("?")[0]}\n${canonicalJson(request.query ?? {})}\n${canonicalJson(request.body ?? null)}`,
     );

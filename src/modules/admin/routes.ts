@@ -1,6 +1,6 @@
 import { Type } from "@sinclair/typebox";
 import { EmptyObject, standardResponses, Timestamp } from "../../http/schemas.js";
-import { type App, credentialOf } from "../../http/types.js";
+import { type App, credentialOf, verbPath } from "../../http/types.js";
 import { QuotaLimit } from "../usage/routes.js";
 import { QUOTA_METRICS } from "../usage/service.js";
 import type { AdminService } from "./service.js";
@@ -168,6 +168,30 @@ export function registerAdminRoutes(app: App, admin: AdminService): void {
     },
     async () => admin.rotateMasterKey(),
   );
+
+  for (const verb of ["quarantine", "release"] as const) {
+    app.post(
+      verbPath("/v1/admin/sandboxes", "id", verb),
+      {
+        preValidation: operatorOnly,
+        schema: {
+          operationId: verb === "quarantine" ? "AdminQuarantineSandbox" : "AdminReleaseSandbox",
+          tags: TAGS,
+          summary:
+            verb === "quarantine"
+              ? "Quarantine a sandbox: the reconciler leaves it alone and every mutating verb is 409 quarantined"
+              : "Release a quarantined sandbox",
+          params: Type.Object({ id: Type.String({ minLength: 1, maxLength: 64 }) }),
+          body: Type.Object({ reason: Type.Optional(Type.String({ maxLength: 1024 })) }, { additionalProperties: false }),
+          response: standardResponses({ 200: EmptyObject }),
+        },
+      },
+      async (request) => {
+        await admin.quarantine(request.params.id, verb === "quarantine", request.body.reason ?? "");
+        return {};
+      },
+    );
+  }
 
   app.put(
     "/v1/admin/organizations/:organization/quotas/:metric",

@@ -3,6 +3,7 @@
 import { AppError, denied } from "../../http/errors.js";
 import type { Credential, PrincipalKind, Role } from "../identity/credential.js";
 import type { IdentityService } from "../identity/service.js";
+import type { SandboxService } from "../sandboxes/service.js";
 import type { SecretService } from "../secrets/service.js";
 import { isQuotaMetric, type QuotaService } from "../usage/service.js";
 
@@ -22,7 +23,13 @@ export class AdminService {
     private readonly identity: IdentityService,
     private readonly quotas: QuotaService,
     private readonly secrets: SecretService,
+    private readonly sandboxes: SandboxService,
   ) {}
+
+  /** Quarantine freezes a sandbox: the reconciler leaves it be and every mutating verb is 409. */
+  quarantine(sandboxId: string, quarantined: boolean, reason: string) {
+    return this.sandboxes.setQuarantine(sandboxId, quarantined, reason);
+  }
 
   /** Re-wraps every secret data key under the current (or, with a key file, a new) master key. */
   rotateMasterKey() {

@@ -6,7 +6,7 @@ import { AppError, notFound } from "../../http/errors.js";
 import type { Clock } from "../../lib/clock.js";
 import { sha256Hex } from "../../lib/hash.js";
 import { newApiKeySecret, newId } from "../../lib/ids.js";
-import type { Db } from "../../store/db.js";
+import type { Db, Queryable } from "../../store/db.js";
 import * as projectsRepo from "../projects/repo.js";
 import type { ProjectService } from "../projects/service.js";
 import type { Credential, PrincipalKind, Role } from "./credential.js";
@@ -128,7 +128,21 @@ export class IdentityService {
   }
 
   async issueKey(input: NewKeyInput): Promise<IssuedKey> {
-    return this.db.tx(async (q) => {
+    return this.db.tx((q) => this.issueKeyIn(q, input));
+  }
+
+  /** Revokes every key confined to a sandbox (when the sandbox is deleted). */
+  async revokeSandboxKeys(sandboxId: string): Promise<void> {
+    const { rows } = await this.db.query<{ key_hash: string }>(
+      "UPDATE api_keys SET revoked_at = COALESCE(revoked_at, $2) WHERE sandbox_id = $1 RETURNING key_hash",
+      [sandboxId, this.clock.now()],
+    );
+    for (const row of rows) this.cache.delete(row.key_hash);
+  }
+
+  /** Issues a key inside the caller's transaction. */
+  async issueKeyIn(q: Queryable, input: NewKeyInput): Promise<IssuedKey> {
+    {
       let principalId = input.principalId;
       if (principalId) {
         if (!(await repo.findPrincipal(q, input.orgId, principalId))) throw notFound("principal");
@@ -168,7 +182,7 @@ export class IdentityService {
         revoked_at: null,
       });
       return { key_id: keyId, key_name: input.name, principal_id: principalId, org_id: input.orgId, api_key: secret };
-    });
+    }
   }
 
   async revokeKey(keyId: string): Promise<void> {

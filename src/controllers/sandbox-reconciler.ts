@@ -1,0 +1,285 @@
+// The sandbox reconciler: drives each sandbox from its observed state towards its desired
+// state through the runtime driver, one step at a time, serialized per sandbox. It is kicked
+// by API mutations and driver exit events, and a sweep every second handles deadlines, idle
+// stops, expiry and retention. At start it adopts what the runtime still runs, removes what
+// the store does not know, and marks execs of the previous process indeterminate.
+import type { RuntimeDriver } from "../drivers/runtime/interface.js";
+import { RuntimeError } from "../drivers/runtime/interface.js";
+import type { Clock } from "../lib/clock.js";
+import type { Logger } from "../lib/logger.js";
+import type { IdentityService } from "../modules/identity/service.js";
+import * as repo from "../modules/sandboxes/repo.js";
+import type { SandboxService } from "../modules/sandboxes/service.js";
+import type { Db } from "../store/db.js";
+
+const SWEEP_INTERVAL_MS = 1000;
+const PIDS_PER_SANDBOX_FLOOR = 64;
+
+export interface ReconcilerOptions {
+  pids: number;
+  retentionSeconds: number;
+  publicApiUrl: string;
+}
+
+export class SandboxReconciler {
+  private readonly chains = new Map<string, Promise<void>>();
+  private readonly again = new Set<string>();
+  private sweepTimer: NodeJS.Timeout | null = null;
+  private unsubscribe: (() => void) | null = null;
+  private stopped = false;
+
+  constructor(
+    private readonly db: Db,
+    private readonly clock: Clock,
+    private readonly log: Logger,
+    private readonly driver: RuntimeDriver,
+    private readonly sandboxes: SandboxService,
+    private readonly identity: IdentityService,
+    private readonly options: ReconcilerOptions,
+  ) {}
+
+  async start(): Promise<void> {
+    const marked = await repo.markRunningExecsIndeterminate(
+      this.db,
+      this.clock.now(),
+      this.sandboxes.execsInFlightIds(),
+    );
+    if (marked > 0) this.log.warn({ execs: marked }, "execs of a previous server process are indeterminate");
+    const known = await repo.knownIds(this.db);
+    for (const id of await this.driver.list()) {
+      if (!known.has(id)) {
+        this.log.warn({ sandbox_id: id }, "removing a sandbox the store does not know");
+        await this.driver
+          .destroy(id)
+          .catch((error: unknown) =>
+            this.log.error({ err: (error as Error).message, sandbox_id: id }, "orphan cleanup failed"),
+          );
+      }
+    }
+    this.unsubscribe = this.driver.onExit((id) => this.kick(id));
+    this.sandboxes.setTrigger(this);
+    for (const id of await repo.liveIds(this.db)) this.kick(id);
+    this.sweepTimer = setInterval(() => void this.sweep(), SWEEP_INTERVAL_MS);
+    this.sweepTimer.unref();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.sweepTimer) clearInterval(this.sweepTimer);
+    this.unsubscribe?.();
+    await Promise.allSettled([...this.chains.values()]);
+  }
+
+  /** Schedules a reconcile of one sandbox; calls during a running one coalesce into one more pass. */
+  kick(id: string): void {
+    if (this.stopped) return;
+    if (this.chains.has(id)) {
+      this.again.add(id);
+      return;
+    }
+    const run = async () => {
+      do {
+        this.again.delete(id);
+        await this.reconcile(id).catch((error: unknown) =>
+          this.log.error({ err: (error as Error).message, sandbox_id: id }, "reconcile failed"),
+        );
+      } while (this.again.has(id) && !this.stopped);
+      this.chains.delete(id);
+    };
+    this.chains.set(id, run());
+  }
+
+  /** Resolves when no reconcile is running or queued (tests and benchmarks). */
+  async idle(): Promise<void> {
+    while (this.chains.size > 0) await Promise.allSettled([...this.chains.values()]);
+  }
+
+  private async sweep(): Promise<void> {
+    try {
+      const now = this.clock.now();
+      const { rows } = await this.db.query<{ id: string }>(
+        `SELECT id FROM sandboxes WHERE state NOT IN ('terminated', 'failed') AND NOT quarantined AND (
+           (state_deadline IS NOT NULL AND state_deadline < $1)
+           OR (expires_at IS NOT NULL AND expires_at < $1 AND desired_state <> 'deleted')
+           OR (state = 'running' AND idle_deadline IS NOT NULL AND idle_deadline < $1))`,
+        [now],
+      );
+      for (const row of rows) this.kick(row.id);
+      await repo.purgeFinished(this.db, new Date(now.getTime() - this.options.retentionSeconds * 1000));
+    } catch (error) {
+      this.log.warn({ err: (error as Error).message }, "sandbox sweep failed");
+    }
+  }
+
+  private async fail(row: repo.SandboxRow, code: string, message: string): Promise<void> {
+    await this.driver.destroy(row.id).catch(() => undefined);
+    await this.identity.revokeSandboxKeys(row.id);
+    await this.db.tx((q) =>
+      this.sandboxes.writeState(
+        q,
+        row,
+        "failed",
+        { desired_state: row.desired_state === "deleted" ? "deleted" : "stopped" },
+        { code, message },
+      ),
+    );
+  }
+
+  private async set(row: repo.SandboxRow, state: repo.SandboxRow["state"], change: Partial<repo.SandboxRow> = {}) {
+    return this.db.tx((q) => this.sandboxes.writeState(q, row, state, change));
+  }
+
+  /** One step towards the desired state; kicks itself again while more steps remain. */
+  private async reconcile(id: string): Promise<void> {
+    let row = await repo.getSandbox(this.db, id);
+    if (!row) {
+      await this.driver.destroy(id);
+      return;
+    }
+    if (row.quarantined || row.state === "terminated") return;
+    const now = this.clock.now();
+
+    if (row.desired_state === "deleted") {
+      if (row.state !== "terminating") row = await this.set(row, "terminating");
+      await this.driver.destroy(id);
+      await this.identity.revokeSandboxKeys(id);
+      await this.set(row, "terminated");
+      return;
+    }
+    if (row.state === "failed") return;
+    if (row.state_deadline && row.state_deadline < now && row.state !== "running" && row.state !== "stopped") {
+      await this.fail(row, `${row.state}_timeout`, `the sandbox stayed ${row.state} past its deadline`);
+      return;
+    }
+    if (row.expires_at && row.expires_at < now) {
+      // Expiry deletes the sandbox (docs/api-decisions.md): its time is up.
+      await this.db.tx(async (q) => {
+        const marked = await repo.updateSandbox(q, id, { desired_state: "deleted", updated_at: now });
+        await this.sandboxes.writeState(q, marked, "terminating");
+      });
+      this.kick(id);
+      return;
+    }
+
+    try {
+      switch (row.state) {
+        case "requested":
+          await this.set(row, "reserved");
+          break;
+        case "reserved":
+          await this.materialize(await this.set(row, "materializing"));
+          break;
+        case "materializing":
+          await this.materialize(row);
+          break;
+        case "ready":
+          if (row.desired_state === "running") await this.startProcess(row);
+          else await this.set(row, "stopped");
+          break;
+        case "running":
+          await this.whileRunning(row, now);
+          return;
+        case "stopped":
+          if (row.desired_state === "running") await this.startProcess(row);
+          return;
+        default:
+          return;
+      }
+    } catch (error) {
+      const code = error instanceof RuntimeError ? error.code : "runtime_error";
+      this.log.warn({ sandbox_id: id, code, err: (error as Error).message }, "sandbox step failed");
+      await this.fail(row, code, (error as Error).message);
+      return;
+    }
+    this.kick(id);
+  }
+
+  private async materialize(row: repo.SandboxRow): Promise<void> {
+    const image = await this.driver.prepareImage(row.image);
+    const observed = await this.driver.observe(row.id);
+    if (observed.status === "absent") {
+      // A create cut short by a crash leaves partial host state: clear it before trying again.
+      await this.driver.destroy(row.id);
+      await this.identity.revokeSandboxKeys(row.id);
+      const key = await this.identity.issueKey({
+        orgId: row.org_id,
+        principalId: row.created_by,
+        name: `sandbox ${row.id}`,
+        sandbox: { sandboxId: row.id, lineagePath: row.lineage_path },
+      });
+      await this.driver.create({
+        id: row.id,
+        image,
+        ...(row.command ? { command: row.command } : {}),
+        env: {
+          WARREN_SANDBOX_ID: row.id,
+          WARREN_RUN_ID: row.run_id,
+          WARREN_API_URL: this.options.publicApiUrl,
+          WARREN_SANDBOX_TOKEN: key.api_key,
+        },
+        resources: {
+          memoryMiB: row.resources.memory_mb,
+          cpuMillis: row.resources.cpu_millis,
+          pids: Math.max(PIDS_PER_SANDBOX_FLOOR, this.options.pids),
+        },
+        storageClass: row.storage_class,
+        ...(row.workspace_capacity_gib ? { workspaceCapacityGiB: row.workspace_capacity_gib } : {}),
+        network: row.network_access === "none" ? "none" : "public",
+      });
+      await this.set(row, "ready", { image_digest: image.digest, credential_key_id: key.key_id });
+      return;
+    }
+    await this.set(row, "ready", { image_digest: image.digest });
+  }
+
+  private async startProcess(row: repo.SandboxRow): Promise<void> {
+    await this.driver.start(row.id);
+    const now = this.clock.now();
+    await this.set(row, "running", {
+      idle_deadline: row.idle_timeout_seconds ? new Date(now.getTime() + row.idle_timeout_seconds * 1000) : null,
+    });
+  }
+
+  private async whileRunning(row: repo.SandboxRow, now: Date): Promise<void> {
+    const observed = await this.driver.observe(row.id);
+    if (observed.status === "absent") {
+      await this.fail(row, "runtime_lost", "the runtime no longer has this sandbox");
+      return;
+    }
+    if (observed.status !== "running") {
+      // The first process ended: the sandbox stops with it and stays stopped.
+      await this.db.tx(async (q) => {
+        const fresh = await repo.getSandbox(q, row.id, true);
+        if (!fresh) return;
+        await this.sandboxes.writeState(q, fresh, "stopped", { desired_state: "stopped", idle_deadline: null });
+      });
+      this.log.info(
+        { sandbox_id: row.id, exit_code: observed.exitCode, oom_killed: observed.oomKilled },
+        "first process ended",
+      );
+      return;
+    }
+    const idleDue = row.idle_deadline && row.idle_deadline < now;
+    if (row.desired_state === "stopped" || idleDue) {
+      if (idleDue && this.sandboxes.execsInFlightIds().length > 0 && (await this.hasExecInFlight(row.id))) return;
+      await this.driver.stop(row.id);
+      // An idle stop changes what is desired; a requested stop leaves a racing wake in place.
+      await this.set(
+        row,
+        "stopped",
+        idleDue && row.desired_state === "running"
+          ? { desired_state: "stopped", idle_deadline: null }
+          : { idle_deadline: null },
+      );
+      this.kick(row.id);
+    }
+  }
+
+  private async hasExecInFlight(sandboxId: string): Promise<boolean> {
+    const { rows } = await this.db.query(
+      "SELECT 1 FROM sandbox_execs WHERE sandbox_id = $1 AND outcome = 'running' LIMIT 1",
+      [sandboxId],
+    );
+    return rows.length > 0;
+  }
+}

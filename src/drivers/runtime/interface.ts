@@ -1,0 +1,168 @@
+// The runtime driver: what the sandbox service and its reconciler need from whatever runs
+// sandboxes (runc on this host today, Kubernetes later). Every implementation passes
+// contract.test.ts. The driver holds no desired state: it does what it is told and reports
+// what it observes, so a restarted server can list() what exists and adopt or remove it.
+
+/** `none`: a network namespace with loopback only. `public`: NAT to the outside, the host and private ranges blocked. */
+export type NetworkMode = "none" | "public";
+
+/** `standard`: a plain directory. `durable`: a filesystem of its own, capacity-limited, growable, never shrunk. */
+export type StorageClass = "standard" | "durable";
+
+/** The resolved compute shape (deployment defaults already applied by the service). */
+export interface ResourceSpec {
+  /** Memory limit, no swap beyond it. */
+  memoryMiB: number;
+  /** CPU quota: 1000 is one CPU. */
+  cpuMillis: number;
+  /** Most processes (threads included) alive at once in the sandbox. */
+  pids: number;
+}
+
+/** What a sandbox needs from its image; the driver keeps the rest (layers) to itself. */
+export interface PreparedImage {
+  /** The reference as asked for (`host:5000/repo:tag`). */
+  reference: string;
+  /** Digest of the platform manifest: the image's identity. */
+  digest: string;
+  config: {
+    entrypoint: string[] | null;
+    cmd: string[] | null;
+    /** `KEY=value` entries. */
+    env: string[];
+    workingDir: string;
+    /** `user`, `uid`, `user:group` or `uid:gid`; empty for root. */
+    user: string;
+  };
+}
+
+export interface SandboxSpec {
+  /** Lowercase letters, digits and `-`, at most 64 characters (`sbx-` + 40 hex in the API). */
+  id: string;
+  image: PreparedImage;
+  /** Replaces the image's ENTRYPOINT and CMD as the first process, executed directly. */
+  command?: string[];
+  /** Added to (and overriding) the image's environment, for the first process and every exec. */
+  env?: Record<string, string>;
+  resources: ResourceSpec;
+  storageClass: StorageClass;
+  /** Whole GiB; required for `durable`, ignored for `standard`. */
+  workspaceCapacityGiB?: number;
+  network: NetworkMode;
+}
+
+export type SandboxStatus = "absent" | "created" | "running" | "stopped";
+
+export interface SandboxObservation {
+  /**
+   * `absent`: no such sandbox, or one whose create never finished (list() still names it
+   * while host state is left; destroy() removes it). `created`: ready, never started.
+   * `running`: the first process is alive. `stopped`: it ran and is gone; files are kept.
+   */
+  status: SandboxStatus;
+  /** Host PID of the sandbox's init, while running. */
+  pid?: number;
+  /** Exit code of the first process (128 + signal when killed), when the driver saw it end. */
+  exitCode?: number;
+  /** True when the sandbox ended because its memory limit was hit. */
+  oomKilled?: boolean;
+  network?: NetworkMode;
+}
+
+export interface ExecRequest {
+  /** Executed directly (no shell); argv[0] is looked up in the sandbox's PATH when it has no `/`. */
+  argv: string[];
+  /** Added to the sandbox's environment for this command only. */
+  env?: Record<string, string>;
+  /** Defaults to the image's working directory. */
+  cwd?: string;
+  timeoutSeconds: number;
+  /** Combined cap on stdout + stderr; the head of the output is kept. */
+  maxOutputBytes: number;
+}
+
+export type ExecOutcome =
+  | { kind: "completed"; exit: number; stdout: string; stderr: string; truncated: boolean }
+  /** The time ran out: the command's process group was killed; output up to then is kept. */
+  | { kind: "timeout"; stdout: string; stderr: string; truncated: boolean }
+  /** The command did not run (a missing executable lands here, not as exit 127). */
+  | { kind: "spawn_failed"; message: string }
+  /** The sandbox is not running; the command did not run. */
+  | { kind: "sandbox_stopped" };
+
+/** What setNetwork() applied, naming the exact kernel objects so a caller can record it. */
+export interface NetworkReceipt {
+  mode: NetworkMode;
+  namespace: {
+    /** The namespace's name (`ip netns`), or the driver's equivalent. */
+    name: string;
+    /** The bind-mounted handle of the namespace. */
+    path: string;
+    /** Inode of the namespace (`net:[inode]`): its identity while it lives. */
+    inode: number;
+  };
+  /** For `public`: the veth pair and addresses. */
+  link?: { hostInterface: string; sandboxInterface: string; sandboxAddress: string; gatewayAddress: string };
+  /** The firewall rules now in force for this sandbox (empty for `none`). */
+  rules: { family: string; table: string; chain: string; handle: number; rule: string }[];
+}
+
+export type RuntimeErrorCode =
+  /** The spec or argument is malformed (a bad id, an empty command, a capacity below 1). */
+  | "invalid_spec"
+  | "not_found"
+  | "already_exists"
+  /** The image could not be pulled; `cause` holds the image layer's error. */
+  | "image_unavailable"
+  /** growWorkspace to a smaller capacity. */
+  | "workspace_shrink_unsupported"
+  /** growWorkspace on a standard sandbox. */
+  | "not_durable"
+  /** The first process could not be started (runc refused, or a missing executable). */
+  | "start_failed"
+  /** The host could not do what was asked (a tool failed); the message says which. */
+  | "host_failure";
+
+export class RuntimeError extends Error {
+  readonly code: RuntimeErrorCode;
+
+  constructor(code: RuntimeErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = "RuntimeError";
+    this.code = code;
+  }
+}
+
+export type ExitListener = (id: string, observation: SandboxObservation) => void;
+
+/**
+ * Lifecycle: create (resources allocated, not running) -> start -> running -> (the first
+ * process exits, or stop) -> stopped -> start again (rootfs changes and workspace kept) ...
+ * -> destroy (everything gone). Lifecycle calls on one sandbox are serialized by the
+ * driver; exec may run alongside them. Every method is safe to retry after a crash.
+ */
+export interface RuntimeDriver {
+  readonly kind: string;
+  /** Makes an image available (pulled and unpacked once, however many creates ask at once). */
+  prepareImage(reference: string): Promise<PreparedImage>;
+  /** Allocates the sandbox without starting it. RuntimeError already_exists when it exists. */
+  create(spec: SandboxSpec): Promise<void>;
+  /** Starts (or wakes) the first process; resolves once it runs. A no-op while running. */
+  start(id: string): Promise<void>;
+  /** Kills every process of the sandbox and waits until they are gone; files are kept. Idempotent. */
+  stop(id: string): Promise<void>;
+  exec(id: string, request: ExecRequest): Promise<ExecOutcome>;
+  /** Removes everything the sandbox has on the host. Idempotent; absent is fine. */
+  destroy(id: string): Promise<void>;
+  observe(id: string): Promise<SandboxObservation>;
+  /** Ids with any state on the host, complete or not (for adoption and cleanup after a crash). */
+  list(): Promise<string[]>;
+  /** Switches the network live (running or not) and reports exactly what is in force. */
+  setNetwork(id: string, mode: NetworkMode): Promise<NetworkReceipt>;
+  /** Grows a durable workspace to `capacityGiB` (the same value again is a no-op); never shrinks. */
+  growWorkspace(id: string, capacityGiB: number): Promise<void>;
+  /** Called whenever a sandbox's first process ends (stop() included). Returns an unsubscribe. */
+  onExit(listener: ExitListener): () => void;
+  /** Releases the driver's own resources (watchers); sandboxes keep running. */
+  close(): Promise<void>;
+}

@@ -1,0 +1,673 @@
+// The local RuntimeDriver: sandboxes on this Linux host through runc, overlayfs, cgroups,
+// network namespaces and nftables. Module map:
+//   layout.ts      where things live under the root; host-global names
+//   oci-config.ts  config.json and exec process specs (pure), seccomp.ts its filter
+//   mounts.ts      overlay rootfs, loop mounts, mountinfo
+//   workspace.ts   standard and durable /workspace, growth
+//   cgroups.ts     finding and removing cgroups, OOM counters
+//   network.ts     netns, veth, nftables
+//   supervisor.ts  the shim that runs `runc run` and records the exit
+//   exec.ts        `runc exec` with caps and timeouts
+//   runc.ts        runc state from disk
+// State on disk is the truth: a second driver on the same root (a restarted server) sees
+// and adopts everything the first one made.
+import { type FSWatcher, watch } from "node:fs";
+import { lstat, mkdir, readdir, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
+import path from "node:path";
+import { ImageError } from "../image/errors.js";
+import { LayerCache } from "../image/layer-cache.js";
+import { parseImageReference } from "../image/reference.js";
+import { RegistryClient, type RegistryClientOptions } from "../image/registry-client.js";
+import {
+  type ExecOutcome,
+  type ExecRequest,
+  type ExitListener,
+  type NetworkMode,
+  type NetworkReceipt,
+  type PreparedImage,
+  type ResourceSpec,
+  type RuntimeDriver,
+  RuntimeError,
+  type SandboxObservation,
+  type SandboxSpec,
+  type StorageClass,
+} from "../interface.js";
+import { childCgroups, oomCounterFile, removeCgroup } from "./cgroups.js";
+import { runExec } from "./exec.js";
+import { ensureHostPackages, TOOLS } from "./host.js";
+import { assertSandboxId, isSandboxId, Layout, type SandboxPaths } from "./layout.js";
+import { mountOverlay, unmountUnder } from "./mounts.js";
+import { parsePool, SANDBOX_INTERFACE, SandboxNetwork, slotAddresses } from "./network.js";
+import {
+  buildBundleConfig,
+  execProcessSpec,
+  hostsFile,
+  mergeEnv,
+  type ProcessIdentity,
+  resolveArgv,
+  sandboxEnv,
+  validateResources,
+} from "./oci-config.js";
+import { isInitAlive, killInit, type RuncState, readRuncState, runcDeleteForce } from "./runc.js";
+import { isShimAlive, readExitRecord, settledExitRecord, startShim } from "./supervisor.js";
+import { resolveUser } from "./users.js";
+import {
+  assertCapacity,
+  createDurableWorkspace,
+  createStandardWorkspace,
+  ensureDurableWorkspaceMounted,
+  growDurableWorkspace,
+} from "./workspace.js";
+
+export interface LocalRuntimeDriverOptions {
+  /** Everything of this driver lives below it (see layout.ts). */
+  root: string;
+  /** The image cache to use; by default one at `<root>/images` over a RegistryClient(`registry`). */
+  layerCache?: LayerCache;
+  registry?: RegistryClientOptions;
+  /** Pool of /30 sandbox subnets for `public` networking (default 10.213.0.0/16). */
+  subnetPool?: string;
+  /**
+   * IPv4 ranges sandboxes may not reach, beyond the private, loopback, link-local and
+   * multicast ones always blocked: e.g. the host's LAN when it uses public addresses.
+   */
+  extraBlockedRanges?: string[];
+  /** Install missing Debian packages at open (default true). */
+  installPackages?: boolean;
+  startTimeoutMs?: number;
+  stopTimeoutMs?: number;
+}
+
+/** What create() fixed, in `<sandbox>/sandbox.json` (written last: its presence means create finished). */
+interface SandboxRecord {
+  version: 1;
+  id: string;
+  createdAt: string;
+  image: { reference: string; digest: string; lowerDirs: string[] };
+  args: string[];
+  identity: ProcessIdentity;
+  resources: ResourceSpec;
+  storage: { class: StorageClass };
+  hostname: string;
+}
+
+/** Mutable network state, in `<sandbox>/network.json` (written before anything is attached). */
+interface NetworkRecord {
+  mode: NetworkMode;
+  slot: number | null;
+}
+
+const DEFAULT_POOL = "10.213.0.0/16";
+const MAX_ARGS = 4096;
+
+async function exists(file: string): Promise<boolean> {
+  return stat(file).then(
+    () => true,
+    () => false,
+  );
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+async function writeJsonAtomically(file: string, value: unknown): Promise<void> {
+  const temp = `${file}.${process.pid}.tmp`;
+  await writeFile(temp, `${JSON.stringify(value, null, 2)}\n`, { mode: 0o600 });
+  await rename(temp, file);
+}
+
+/** Reads a file of the image's rootfs without following symlinks out of it (empty when absent or a link). */
+async function readRootfsFile(rootfs: string, relative: string): Promise<string> {
+  let current = rootfs;
+  for (const part of relative.split("/")) {
+    current = path.join(current, part);
+    const info = await lstat(current).catch(() => null);
+    if (!info || info.isSymbolicLink()) return "";
+  }
+  return readFile(current, "utf8").catch(() => "");
+}
+
+async function hostMaxOpenFiles(): Promise<number> {
+  const limits = await readFile("/proc/self/limits", "utf8").catch(() => "");
+  const match = /^Max open files\s+\S+\s+(\d+)/m.exec(limits);
+  return Math.min(1_048_576, match ? Number(match[1]) : 1_048_576);
+}
+
+function validateSpec(spec: SandboxSpec): void {
+  assertSandboxId(spec.id);
+  validateResources(spec.resources);
+  if (spec.storageClass !== "standard" && spec.storageClass !== "durable") {
+    throw new RuntimeError("invalid_spec", `unknown storage class "${spec.storageClass}"`);
+  }
+  if (spec.storageClass === "durable") assertCapacity(spec.workspaceCapacityGiB);
+  if (spec.network !== "none" && spec.network !== "public") {
+    throw new RuntimeError("invalid_spec", `unknown network mode "${spec.network}"`);
+  }
+  if (spec.env !== undefined) mergeEnv(spec.env);
+  if (spec.command !== undefined) {
+    if (!Array.isArray(spec.command) || spec.command.length > MAX_ARGS || spec.command.some((a) => a.includes("\0"))) {
+      throw new RuntimeError("invalid_spec", "command must be an array of strings without NUL");
+    }
+  }
+}
+
+export class LocalRuntimeDriver implements RuntimeDriver {
+  readonly kind = "local";
+  readonly layout: Layout;
+  readonly network: SandboxNetwork;
+  private readonly cache: LayerCache;
+  private readonly startTimeoutMs: number;
+  private readonly stopTimeoutMs: number;
+  private readonly swapAccounting: boolean;
+  private readonly maxOpenFiles: number;
+  private readonly pool: ReturnType<typeof parsePool>;
+  private readonly locks = new Map<string, Promise<unknown>>();
+  private readonly exitWatchers = new Map<string, FSWatcher>();
+  private readonly exitWaiters = new Map<string, Set<() => void>>();
+  private readonly listeners = new Set<ExitListener>();
+  private closed = false;
+
+  private constructor(
+    options: LocalRuntimeDriverOptions,
+    host: { swapAccounting: boolean; maxOpenFiles: number },
+    layout: Layout,
+  ) {
+    this.layout = layout;
+    this.pool = parsePool(options.subnetPool ?? DEFAULT_POOL);
+    this.network = new SandboxNetwork(layout, options.subnetPool ?? DEFAULT_POOL, options.extraBlockedRanges);
+    this.cache =
+      options.layerCache ?? new LayerCache({ root: layout.imagesDir, client: new RegistryClient(options.registry) });
+    this.startTimeoutMs = options.startTimeoutMs ?? 15_000;
+    this.stopTimeoutMs = options.stopTimeoutMs ?? 10_000;
+    this.swapAccounting = host.swapAccounting;
+    this.maxOpenFiles = host.maxOpenFiles;
+  }
+
+  /** Prepares the host (packages, dirs) and adopts the sandboxes already running under `root`. */
+  static async open(options: LocalRuntimeDriverOptions): Promise<LocalRuntimeDriver> {
+    if (options.installPackages !== false) await ensureHostPackages();
+    const layout = new Layout(options.root);
+    for (const dir of [layout.root, layout.runcRoot, layout.sandboxesDir]) {
+      await mkdir(dir, { recursive: true, mode: 0o700 });
+    }
+    const host = {
+      swapAccounting: await exists("/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes"),
+      maxOpenFiles: await hostMaxOpenFiles(),
+    };
+    const driver = new LocalRuntimeDriver(options, host, layout);
+    for (const id of await driver.recordIds()) {
+      const state = await readRuncState(layout.runcRoot, id);
+      if (state && (await isInitAlive(state))) driver.watchExit(id);
+    }
+    return driver;
+  }
+
+  // ---- images ----
+
+  async prepareImage(reference: string): Promise<PreparedImage> {
+    try {
+      const { image } = await this.cache.pull(reference);
+      const { entrypoint, cmd, env, workingDir, user } = image.config;
+      return { reference, digest: image.digest, config: { entrypoint, cmd, env, workingDir, user } };
+    } catch (error) {
+      if (error instanceof ImageError) {
+        const code = error.code === "invalid_reference" ? "invalid_spec" : "image_unavailable";
+        throw new RuntimeError(code, error.message, { cause: error });
+      }
+      throw error;
+    }
+  }
+
+  /** The image's layer dirs, pulled again by digest if the cache lost them. */
+  private async lowerDirsOf(image: PreparedImage): Promise<string[]> {
+    const cached = await this.cache.getImage(image.digest);
+    if (cached && (await Promise.all(cached.lowerDirs.map(exists))).every(Boolean)) return cached.lowerDirs;
+    try {
+      const ref = { ...parseImageReference(image.reference), digest: image.digest };
+      return (await this.cache.pull(ref)).image.lowerDirs;
+    } catch (error) {
+      throw new RuntimeError("image_unavailable", `image ${image.reference}: ${(error as Error).message}`, {
+        cause: error,
+      });
+    }
+  }
+
+  // ---- lifecycle ----
+
+  async create(spec: SandboxSpec): Promise<void> {
+    validateSpec(spec);
+    const args = resolveArgv(spec.image.config, spec.command);
+    const hostname = this.layout.hostnameOf(spec.id);
+    await this.withLock(spec.id, async () => {
+      const paths = this.layout.sandbox(spec.id);
+      if (await exists(paths.record)) throw new RuntimeError("already_exists", `sandbox ${spec.id} exists`);
+      if (await this.hasHostState(spec.id)) await this.teardown(spec.id);
+      try {
+        await mkdir(paths.dir, { recursive: true, mode: 0o700 });
+        for (const dir of [paths.work, paths.rootfs, paths.runDir, paths.execDir]) await mkdir(dir, { mode: 0o700 });
+        // The merged root takes the upper dir's mode: it must let every user in, as / does.
+        await mkdir(paths.upper, { mode: 0o755 });
+        const network: NetworkRecord = { mode: spec.network, slot: null };
+        await writeJsonAtomically(path.join(paths.dir, "network.json"), network);
+
+        const lowerDirs = await this.lowerDirsOf(spec.image);
+        await mountOverlay({ lowerDirs, upper: paths.upper, work: paths.work, target: paths.rootfs });
+        const user = resolveUser(
+          spec.image.config.user,
+          await readRootfsFile(paths.rootfs, "etc/passwd"),
+          await readRootfsFile(paths.rootfs, "etc/group"),
+        );
+        const identity: ProcessIdentity = {
+          env: sandboxEnv({ imageEnv: spec.image.config.env, specEnv: spec.env, hostname, home: user.home }),
+          cwd: spec.image.config.workingDir || "/",
+          uid: user.uid,
+          gid: user.gid,
+          additionalGids: user.additionalGids,
+          maxOpenFiles: this.maxOpenFiles,
+        };
+        const owner = { uid: user.uid, gid: user.gid };
+        if (spec.storageClass === "durable") {
+          await createDurableWorkspace({
+            image: paths.workspaceImage,
+            mountPoint: paths.workspace,
+            capacityGiB: spec.workspaceCapacityGiB as number,
+            owner,
+          });
+        } else {
+          await createStandardWorkspace(paths.workspace, owner);
+        }
+        await writeFile(paths.hosts, hostsFile(hostname), { mode: 0o644 });
+        await writeFile(paths.hostname, `${hostname}\n`, { mode: 0o644 });
+
+        await this.network.createNamespace(spec.id);
+        if (spec.network === "public") await this.attachPublic(spec.id, paths, null);
+
+        const record: SandboxRecord = {
+          version: 1,
+          id: spec.id,
+          createdAt: new Date().toISOString(),
+          image: { reference: spec.image.reference, digest: spec.image.digest, lowerDirs },
+          args,
+          identity,
+          resources: { ...spec.resources },
+          storage: { class: spec.storageClass },
+          hostname,
+        };
+        await this.writeBundleConfig(record, paths);
+        await writeJsonAtomically(paths.record, record);
+      } catch (error) {
+        await this.teardown(spec.id).catch(() => undefined);
+        throw error;
+      }
+    });
+  }
+
+  async start(id: string): Promise<void> {
+    await this.withLock(id, async () => {
+      const { record, paths } = await this.load(id);
+      const state = await readRuncState(this.layout.runcRoot, id);
+      if (state && (await isInitAlive(state))) return;
+      // A run that just ended may still have its shim's bookkeeping (runc delete, exit.json)
+      // in flight; let it finish so a late exit.json cannot be taken for the new run's.
+      await this.stopContainer(id);
+      await settledExitRecord(paths, this.stopTimeoutMs);
+      // After a host reboot mounts and namespaces are gone; make them again.
+      await mountOverlay({
+        lowerDirs: record.image.lowerDirs,
+        upper: paths.upper,
+        work: paths.work,
+        target: paths.rootfs,
+      });
+      if (record.storage.class === "durable")
+        await ensureDurableWorkspaceMounted(paths.workspaceImage, paths.workspace);
+      if (!(await this.network.namespaceExists(id))) {
+        await this.network.createNamespace(id);
+        const network = await this.readNetwork(paths);
+        if (network.mode === "public") await this.attachPublic(id, paths, network.slot);
+      }
+      await this.writeBundleConfig(record, paths);
+      const oomFile = (await oomCounterFile(this.layout.cgroupPath(id))) ?? "/nonexistent";
+      await startShim({
+        runcRoot: this.layout.runcRoot,
+        id,
+        paths,
+        oomCounterFile: oomFile,
+        timeoutMs: this.startTimeoutMs,
+      });
+      await writeFile(path.join(paths.runDir, "started"), "");
+      this.watchExit(id);
+    });
+  }
+
+  async stop(id: string): Promise<void> {
+    await this.withLock(id, async () => {
+      await this.load(id);
+      await this.stopContainer(id);
+    });
+  }
+
+  /** Kills the container (if it runs) and waits for the shim to record the end. */
+  private async stopContainer(id: string): Promise<void> {
+    const paths = this.layout.sandbox(id);
+    const state = await readRuncState(this.layout.runcRoot, id);
+    if (!state) return;
+    if (await isInitAlive(state)) {
+      this.watchExit(id);
+      const exited = this.nextExit(id);
+      let settled = false;
+      // Marks this end as asked for, so an earlier OOM kill of an exec is not blamed for it.
+      await writeFile(path.join(paths.runDir, "stop-requested"), "").catch(() => undefined);
+      await killInit(state);
+      const recorded = await Promise.race([
+        // exit.json is removed at every start, so one that exists now is this run's.
+        readExitRecord(paths).then((record) => (record ? true : new Promise<boolean>(() => undefined))),
+        exited.promise.then(() => true),
+        this.unsupervisedEnd(state, paths, () => settled).then(() => false),
+      ]);
+      settled = true;
+      exited.cancel();
+      if (recorded) return;
+      if (await isInitAlive(state)) throw new RuntimeError("host_failure", `sandbox ${id} did not die on SIGKILL`);
+    }
+    // The init is gone. Its shim records that within moments; if the shim died too, the
+    // driver cleans up after it and records an unknown exit code.
+    const record = await settledExitRecord(paths, this.stopTimeoutMs);
+    if (await exists(this.layout.runcStateDir(id))) await runcDeleteForce(this.layout.runcRoot, id);
+    if (!record && (await exists(paths.runDir))) {
+      await writeJsonAtomically(paths.exitFile, { exitCode: -1, oomKills: 0 });
+    }
+  }
+
+  /**
+   * Resolves when both the init and its shim are gone (so no exit.json will come) or the stop
+   * timeout passes. Node cannot wait on processes it did not start, so this looks at /proc
+   * with a backoff; it is the fallback next to the exit.json event, for a killed shim.
+   */
+  private async unsupervisedEnd(state: RuncState, paths: SandboxPaths, stopped: () => boolean): Promise<void> {
+    const deadline = Date.now() + this.stopTimeoutMs;
+    for (let delay = 10; !stopped() && Date.now() < deadline; delay = Math.min(250, delay * 2)) {
+      if (!(await isInitAlive(state)) && !(await isShimAlive(paths))) return;
+      await sleep(delay);
+    }
+  }
+
+  async destroy(id: string): Promise<void> {
+    assertSandboxId(id);
+    await this.withLock(id, () => this.teardown(id));
+  }
+
+  /** Removes every trace of a sandbox, complete or half-made. Each step tolerates absence. */
+  private async teardown(id: string): Promise<void> {
+    const paths = this.layout.sandbox(id);
+    await this.stopContainer(id).catch(() => runcDeleteForce(this.layout.runcRoot, id));
+    this.unwatchExit(id);
+    await runcDeleteForce(this.layout.runcRoot, id);
+    await unmountUnder(paths.dir);
+    const network = await this.readNetwork(paths).catch(() => null);
+    await this.network.detachPublic(id, network?.slot ?? null);
+    await this.network.deleteNamespace(id);
+    const left = await removeCgroup(this.layout.cgroupPath(id));
+    if (left.length > 0) throw new RuntimeError("host_failure", `cgroups still in use: ${left.join(", ")}`);
+    await rm(paths.dir, { recursive: true, force: true });
+  }
+
+  // ---- exec ----
+
+  async exec(id: string, request: ExecRequest): Promise<ExecOutcome> {
+    const { record, paths } = await this.load(id);
+    const processSpec = execProcessSpec(record.identity, request);
+    if (!(request.timeoutSeconds > 0)) throw new RuntimeError("invalid_spec", "timeoutSeconds must be positive");
+    const state = await readRuncState(this.layout.runcRoot, id);
+    if (!state || !(await isInitAlive(state))) return { kind: "sandbox_stopped" };
+    return runExec({
+      runcRoot: this.layout.runcRoot,
+      id,
+      execDir: paths.execDir,
+      process: processSpec,
+      timeoutSeconds: request.timeoutSeconds,
+      maxOutputBytes: request.maxOutputBytes,
+    });
+  }
+
+  // ---- observation ----
+
+  async observe(id: string): Promise<SandboxObservation> {
+    assertSandboxId(id);
+    const paths = this.layout.sandbox(id);
+    if (!(await exists(paths.record))) return { status: "absent" };
+    const network = (await this.readNetwork(paths).catch(() => null))?.mode;
+    const withNetwork = (observation: SandboxObservation) => (network ? { ...observation, network } : observation);
+    const state = await readRuncState(this.layout.runcRoot, id);
+    if (state && (await isInitAlive(state))) {
+      this.watchExit(id);
+      return withNetwork({ status: "running", pid: state.initPid });
+    }
+    if (!(await exists(path.join(paths.runDir, "started")))) return withNetwork({ status: "created" });
+    return withNetwork(await this.stoppedObservation(paths));
+  }
+
+  private async stoppedObservation(paths: SandboxPaths): Promise<SandboxObservation> {
+    // Between the init's death and exit.json there are a few ms of the shim's bookkeeping.
+    const exit = await settledExitRecord(paths, 5000);
+    const observation: SandboxObservation = { status: "stopped" };
+    if (exit && exit.exitCode >= 0) {
+      observation.exitCode = exit.exitCode;
+      // The init (tini) ends with 137 when the kernel's OOM killer took its child (or it).
+      const stopRequested = await exists(path.join(paths.runDir, "stop-requested"));
+      observation.oomKilled = exit.exitCode === 137 && exit.oomKills > 0 && !stopRequested;
+    }
+    return observation;
+  }
+
+  async list(): Promise<string[]> {
+    const ids = new Set<string>();
+    for (const name of await readdir(this.layout.sandboxesDir).catch(() => [] as string[])) ids.add(name);
+    for (const name of await readdir(this.layout.runcRoot).catch(() => [] as string[])) ids.add(name);
+    for (const id of await this.network.listNamespaceIds()) ids.add(id);
+    for (const id of await childCgroups(this.layout.cgroupParent)) ids.add(id);
+    return [...ids].filter(isSandboxId).sort();
+  }
+
+  onExit(listener: ExitListener): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    for (const id of [...this.exitWatchers.keys()]) this.unwatchExit(id);
+  }
+
+  // ---- network ----
+
+  async setNetwork(id: string, mode: NetworkMode): Promise<NetworkReceipt> {
+    if (mode !== "none" && mode !== "public") throw new RuntimeError("invalid_spec", `unknown network mode "${mode}"`);
+    return this.withLock(id, async () => {
+      const { paths } = await this.load(id);
+      if (!(await this.network.namespaceExists(id))) await this.network.createNamespace(id);
+      const current = await this.readNetwork(paths);
+      if (mode === "none") {
+        await writeJsonAtomically(path.join(paths.dir, "network.json"), { mode: "none", slot: current.slot });
+        await this.network.detachPublic(id, current.slot);
+        await writeJsonAtomically(path.join(paths.dir, "network.json"), { mode: "none", slot: null });
+        return { mode, namespace: await this.network.namespaceIdentity(id), rules: [] };
+      }
+      return this.attachPublic(id, paths, current.slot);
+    });
+  }
+
+  /** Makes the sandbox public on `slot` (a fresh one when null) and records it. */
+  private async attachPublic(id: string, paths: SandboxPaths, slot: number | null): Promise<NetworkReceipt> {
+    const chosen = slot ?? (await this.network.allocateSlot(await this.slotsInUse(id)));
+    const networkFile = path.join(paths.dir, "network.json");
+    await writeJsonAtomically(networkFile, { mode: "public", slot: chosen } satisfies NetworkRecord);
+    try {
+      const attached =
+        (slot !== null ? await this.network.currentPublic(id, slot) : null) ??
+        (await this.network.attachPublic(id, chosen));
+      return {
+        mode: "public",
+        namespace: await this.network.namespaceIdentity(id),
+        link: {
+          hostInterface: attached.veth,
+          sandboxInterface: SANDBOX_INTERFACE,
+          sandboxAddress: attached.addresses.sandbox,
+          gatewayAddress: attached.addresses.gateway,
+        },
+        rules: attached.rules,
+      };
+    } finally {
+      this.network.releaseSlot(chosen);
+    }
+  }
+
+  /** Slots recorded by this root's other sandboxes. */
+  private async slotsInUse(except: string): Promise<Set<number>> {
+    const slots = new Set<number>();
+    for (const id of await readdir(this.layout.sandboxesDir).catch(() => [] as string[])) {
+      if (id === except || !isSandboxId(id)) continue;
+      const network = await this.readNetwork(this.layout.sandbox(id)).catch(() => null);
+      if (network?.slot !== null && network?.slot !== undefined) slots.add(network.slot);
+    }
+    return slots;
+  }
+
+  /** The addresses a public sandbox has (for tests and diagnostics). */
+  async addressesOf(id: string): Promise<{ sandbox: string; gateway: string } | null> {
+    const network = await this.readNetwork(this.layout.sandbox(id)).catch(() => null);
+    if (network?.mode !== "public" || network.slot === null) return null;
+    return slotAddresses(this.pool, network.slot);
+  }
+
+  // ---- workspace ----
+
+  async growWorkspace(id: string, capacityGiB: number): Promise<void> {
+    assertCapacity(capacityGiB);
+    await this.withLock(id, async () => {
+      const { record, paths } = await this.load(id);
+      if (record.storage.class !== "durable") {
+        throw new RuntimeError("not_durable", `sandbox ${id} has standard storage, which has no capacity to grow`);
+      }
+      const state = await readRuncState(this.layout.runcRoot, id);
+      const online = state !== null && (await isInitAlive(state));
+      await growDurableWorkspace({ image: paths.workspaceImage, mountPoint: paths.workspace, capacityGiB, online });
+    });
+  }
+
+  // ---- internals ----
+
+  private async load(id: string): Promise<{ record: SandboxRecord; paths: SandboxPaths }> {
+    const paths = this.layout.sandbox(id);
+    let text: string;
+    try {
+      text = await readFile(paths.record, "utf8");
+    } catch {
+      throw new RuntimeError("not_found", `no sandbox ${id}`);
+    }
+    return { record: JSON.parse(text) as SandboxRecord, paths };
+  }
+
+  private async readNetwork(paths: SandboxPaths): Promise<NetworkRecord> {
+    return JSON.parse(await readFile(path.join(paths.dir, "network.json"), "utf8")) as NetworkRecord;
+  }
+
+  private async recordIds(): Promise<string[]> {
+    const ids: string[] = [];
+    for (const id of await readdir(this.layout.sandboxesDir).catch(() => [] as string[])) {
+      if (isSandboxId(id) && (await exists(this.layout.sandbox(id).record))) ids.push(id);
+    }
+    return ids;
+  }
+
+  private async hasHostState(id: string): Promise<boolean> {
+    return (
+      (await exists(this.layout.sandbox(id).dir)) ||
+      (await exists(this.layout.runcStateDir(id))) ||
+      (await this.network.namespaceExists(id))
+    );
+  }
+
+  private async writeBundleConfig(record: SandboxRecord, paths: SandboxPaths): Promise<void> {
+    const config = buildBundleConfig({
+      hostname: record.hostname,
+      rootfs: paths.rootfs,
+      args: record.args,
+      identity: record.identity,
+      resources: record.resources,
+      netnsPath: this.network.netnsPath(record.id),
+      cgroupsPath: this.layout.cgroupPath(record.id),
+      workspaceSource: paths.workspace,
+      hostsFile: paths.hosts,
+      hostnameFile: paths.hostname,
+      tiniPath: TOOLS.tini,
+      swapAccounting: this.swapAccounting,
+      arch: process.arch,
+    });
+    await writeJsonAtomically(paths.bundleConfig, config);
+  }
+
+  /** Serializes lifecycle calls per sandbox within this process. */
+  private withLock<T>(id: string, work: () => Promise<T>): Promise<T> {
+    const previous = this.locks.get(id) ?? Promise.resolve();
+    const next = previous.then(work, work);
+    const tail = next.catch(() => undefined);
+    this.locks.set(id, tail);
+    void tail.then(() => {
+      if (this.locks.get(id) === tail) this.locks.delete(id);
+    });
+    return next;
+  }
+
+  /** Watches run/ for exit.json until the current run's end is seen, then tells the listeners. */
+  private watchExit(id: string): void {
+    if (this.closed || this.exitWatchers.has(id)) return;
+    const paths = this.layout.sandbox(id);
+    let watcher: FSWatcher;
+    try {
+      watcher = watch(paths.runDir, (_event, filename) => {
+        if (String(filename) === "exit.json") void check();
+      });
+    } catch {
+      return;
+    }
+    watcher.on("error", () => this.unwatchExit(id));
+    this.exitWatchers.set(id, watcher);
+    const check = async () => {
+      if (this.exitWatchers.get(id) !== watcher || !(await readExitRecord(paths))) return;
+      this.unwatchExit(id);
+      const observation = await this.stoppedObservation(paths);
+      for (const resolve of this.exitWaiters.get(id) ?? []) resolve();
+      for (const listener of this.listeners) {
+        try {
+          listener(id, { ...observation, network: (await this.readNetwork(paths).catch(() => null))?.mode });
+        } catch {
+          // A listener's failure is its own.
+        }
+      }
+    };
+    void check();
+  }
+
+  private unwatchExit(id: string): void {
+    this.exitWatchers.get(id)?.close();
+    this.exitWatchers.delete(id);
+  }
+
+  private nextExit(id: string): { promise: Promise<void>; cancel: () => void } {
+    let resolveExit: () => void = () => undefined;
+    const promise = new Promise<void>((resolve) => {
+      resolveExit = resolve;
+    });
+    const waiters = this.exitWaiters.get(id) ?? new Set();
+    waiters.add(resolveExit);
+    this.exitWaiters.set(id, waiters);
+    return {
+      promise,
+      cancel: () => {
+        waiters.delete(resolveExit);
+        if (waiters.size === 0) this.exitWaiters.delete(id);
+      },
+    };
+  }
+}

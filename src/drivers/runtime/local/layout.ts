@@ -1,0 +1,126 @@
+// Where a driver root keeps things, and the host-global names (network namespaces, veths,
+// nftables table, cgroup parent) derived from it. Every global name carries a short tag
+// hashed from the root, so two roots on one host (two test files at once) never collide.
+//
+//   <root>/runc/                    runc --root (container state)
+//   <root>/images/                  the layer cache (unless one is passed in)
+//   <root>/sandboxes/<id>/          sandbox.json (written last by create: the sandbox exists),
+//                                   network.json (mode and subnet slot), config.json (bundle),
+//                                   rootfs/ (overlay mount point), upper/ work/ (overlay),
+//                                   workspace/ (+ workspace.img when durable), hosts, hostname,
+//                                   run/ (shim.pid, pid, started, stop-requested, exit.json,
+//                                   runc.log, console.log), exec/ (per-exec process.json, log, pid)
+import { createHash } from "node:crypto";
+import path from "node:path";
+import { RuntimeError } from "../interface.js";
+
+const ID_RE = /^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$/;
+
+export function assertSandboxId(id: string): void {
+  if (!ID_RE.test(id)) {
+    throw new RuntimeError("invalid_spec", `invalid sandbox id "${id}" (lowercase letters, digits, "-"; 1-64 chars)`);
+  }
+}
+
+export function isSandboxId(id: string): boolean {
+  return ID_RE.test(id);
+}
+
+export interface SandboxPaths {
+  dir: string;
+  record: string;
+  bundleConfig: string;
+  rootfs: string;
+  upper: string;
+  work: string;
+  workspace: string;
+  workspaceImage: string;
+  hosts: string;
+  hostname: string;
+  runDir: string;
+  pidFile: string;
+  exitFile: string;
+  runcLog: string;
+  consoleLog: string;
+  execDir: string;
+}
+
+export class Layout {
+  readonly root: string;
+  /** 6 hex chars of sha256(root): the host-global names of this root carry it. */
+  readonly tag: string;
+  readonly runcRoot: string;
+  readonly imagesDir: string;
+  readonly sandboxesDir: string;
+  /** The nftables table (family inet) holding every rule of this root. */
+  readonly nftTable: string;
+  /** Prefix of this root's host-side veth names (`wr<tag>` + 4 hex of the subnet slot). */
+  readonly vethPrefix: string;
+  /** Prefix of this root's network namespace names (`ip netns`). */
+  readonly netnsPrefix: string;
+  /** Absolute cgroup path under which each sandbox gets `<cgroupParent>/<id>`. */
+  readonly cgroupParent: string;
+
+  constructor(root: string) {
+    this.root = path.resolve(root);
+    this.tag = createHash("sha256").update(this.root).digest("hex").slice(0, 6);
+    this.runcRoot = path.join(this.root, "runc");
+    this.imagesDir = path.join(this.root, "images");
+    this.sandboxesDir = path.join(this.root, "sandboxes");
+    this.nftTable = `warren_${this.tag}`;
+    this.vethPrefix = `wr${this.tag}`;
+    this.netnsPrefix = `warren-${this.tag}-`;
+    this.cgroupParent = `/warren/${this.tag}`;
+  }
+
+  sandbox(id: string): SandboxPaths {
+    assertSandboxId(id);
+    const dir = path.join(this.sandboxesDir, id);
+    const runDir = path.join(dir, "run");
+    return {
+      dir,
+      record: path.join(dir, "sandbox.json"),
+      bundleConfig: path.join(dir, "config.json"),
+      rootfs: path.join(dir, "rootfs"),
+      upper: path.join(dir, "upper"),
+      work: path.join(dir, "work"),
+      workspace: path.join(dir, "workspace"),
+      workspaceImage: path.join(dir, "workspace.img"),
+      hosts: path.join(dir, "hosts"),
+      hostname: path.join(dir, "hostname"),
+      runDir,
+      pidFile: path.join(runDir, "pid"),
+      exitFile: path.join(runDir, "exit.json"),
+      runcLog: path.join(runDir, "runc.log"),
+      consoleLog: path.join(runDir, "console.log"),
+      execDir: path.join(dir, "exec"),
+    };
+  }
+
+  runcStateDir(id: string): string {
+    return path.join(this.runcRoot, id);
+  }
+
+  netnsName(id: string): string {
+    return `${this.netnsPrefix}${id}`;
+  }
+
+  /** The sandbox id a netns name of this root belongs to, or null. */
+  idOfNetns(name: string): string | null {
+    return name.startsWith(this.netnsPrefix) ? name.slice(this.netnsPrefix.length) : null;
+  }
+
+  /** Host-side veth of the subnet slot `slot` (at most 15 characters, as the kernel requires). */
+  vethName(slot: number): string {
+    return `${this.vethPrefix}${slot.toString(16).padStart(4, "0")}`;
+  }
+
+  cgroupPath(id: string): string {
+    return `${this.cgroupParent}/${id}`;
+  }
+
+  /** The hostname a sandbox sees: its id (at most 63 characters). */
+  hostnameOf(id: string): string {
+    return id.slice(0, 63);
+  }
+}

@@ -1,0 +1,125 @@
+// Host mounts of a sandbox: the overlay rootfs (image layers read-only under a per-sandbox
+// upper dir) and the durable workspace's loop-mounted ext4. Whether something is mounted is
+// read from /proc/self/mountinfo, so every operation here can be repeated safely.
+import { readdir, readFile } from "node:fs/promises";
+import path from "node:path";
+import { RuntimeError } from "../interface.js";
+import { run, runOrFail, TOOLS } from "./host.js";
+
+export interface MountInfo {
+  mountPoint: string;
+  fsType: string;
+  source: string;
+  /** The path inside the mounted filesystem (`/` unless a bind of a subtree). */
+  root: string;
+}
+
+function unescapeMountField(field: string): string {
+  return field.replace(/\\([0-7]{3})/g, (_, octal: string) => String.fromCharCode(Number.parseInt(octal, 8)));
+}
+
+/** Parses /proc/<pid>/mountinfo (proc(5)). */
+export function parseMountInfo(text: string): MountInfo[] {
+  const mounts: MountInfo[] = [];
+  for (const line of text.split("\n")) {
+    if (!line) continue;
+    const fields = line.split(" ");
+    const separator = fields.indexOf("-", 6);
+    if (separator === -1 || fields.length < separator + 3) continue;
+    mounts.push({
+      root: unescapeMountField(fields[3] ?? ""),
+      mountPoint: unescapeMountField(fields[4] ?? ""),
+      fsType: fields[separator + 1] ?? "",
+      source: unescapeMountField(fields[separator + 2] ?? ""),
+    });
+  }
+  return mounts;
+}
+
+export async function readMounts(): Promise<MountInfo[]> {
+  return parseMountInfo(await readFile("/proc/self/mountinfo", "utf8"));
+}
+
+/** Mount points at or below `dir`, deepest first (the order to unmount them in). */
+export function mountsUnder(mounts: readonly MountInfo[], dir: string): string[] {
+  const prefix = dir.endsWith("/") ? dir : `${dir}/`;
+  const points = mounts.map((m) => m.mountPoint).filter((p) => p === dir || p.startsWith(prefix));
+  return [...new Set(points)].sort((a, b) => b.length - a.length || b.localeCompare(a));
+}
+
+export async function isMounted(mountPoint: string): Promise<boolean> {
+  return (await readMounts()).some((m) => m.mountPoint === mountPoint);
+}
+
+/**
+ * The overlayfs `lowerdir` option and the directory to mount from. Layer dirs that share a
+ * parent (the layer cache's layout) are given relative to it, so ~60 layers fit the one
+ * page the kernel accepts for mount options.
+ */
+export function overlayLowerDirOption(lowerDirs: readonly string[]): { lowerdir: string; cwd: string | undefined } {
+  if (lowerDirs.length === 0) throw new RuntimeError("invalid_spec", "an image needs at least one layer");
+  for (const dir of lowerDirs) {
+    if (!path.isAbsolute(dir) || /[,:\\]/.test(dir)) {
+      throw new RuntimeError("host_failure", `layer dir "${dir}" cannot be given to overlayfs`);
+    }
+  }
+  const parents = lowerDirs.map((dir) => path.dirname(path.dirname(dir)));
+  const shared = parents.every((parent) => parent === parents[0]) ? parents[0] : undefined;
+  if (!shared) return { lowerdir: lowerDirs.join(":"), cwd: undefined };
+  return { lowerdir: lowerDirs.map((dir) => path.relative(shared, dir)).join(":"), cwd: shared };
+}
+
+export async function mountOverlay(input: {
+  lowerDirs: readonly string[];
+  upper: string;
+  work: string;
+  target: string;
+}): Promise<void> {
+  if (await isMounted(input.target)) return;
+  const { lowerdir, cwd } = overlayLowerDirOption(input.lowerDirs);
+  const options = `lowerdir=${lowerdir},upperdir=${input.upper},workdir=${input.work}`;
+  await runOrFail(
+    "mounting the overlay rootfs",
+    TOOLS.mount,
+    ["-t", "overlay", "overlay", "-o", options, input.target],
+    {
+      cwd,
+    },
+  );
+}
+
+/** Mounts an ext4 image file through a loop device (detached again on unmount). */
+export async function mountLoopExt4(image: string, target: string): Promise<void> {
+  if (await isMounted(target)) return;
+  await runOrFail("mounting the workspace", TOOLS.mount, [
+    "-t",
+    "ext4",
+    "-o",
+    "loop,nosuid,nodev,noatime",
+    image,
+    target,
+  ]);
+}
+
+/** Unmounts everything at or below `dir`, deepest first; a busy mount is detached lazily. */
+export async function unmountUnder(dir: string): Promise<void> {
+  for (const point of mountsUnder(await readMounts(), dir)) {
+    try {
+      await run(TOOLS.umount, [point]);
+    } catch {
+      await run(TOOLS.umount, ["-l", point]).catch(() => undefined);
+    }
+  }
+  const left = mountsUnder(await readMounts(), dir);
+  if (left.length > 0) throw new RuntimeError("host_failure", `could not unmount ${left.join(", ")}`);
+}
+
+/** The loop device backing `image`, from sysfs (no shell). */
+export async function loopDeviceOf(image: string): Promise<string | null> {
+  for (const name of await readdir("/sys/block").catch(() => [] as string[])) {
+    if (!name.startsWith("loop")) continue;
+    const backing = await readFile(`/sys/block/${name}/loop/backing_file`, "utf8").catch(() => "");
+    if (backing.trim() === image) return `/dev/${name}`;
+  }
+  return null;
+}

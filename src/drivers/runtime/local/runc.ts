@@ -1,0 +1,67 @@
+// What runc knows about a container, read straight from its state file and /proc (no runc
+// process per observation), and the few runc commands the driver needs outside a start.
+import { readFile, rm } from "node:fs/promises";
+import path from "node:path";
+import { run, TOOLS } from "./host.js";
+
+export interface RuncState {
+  initPid: number;
+  /** Start time of the init process in clock ticks (field 22 of /proc/<pid>/stat), against PID reuse. */
+  initStart: number;
+}
+
+export async function readRuncState(runcRoot: string, id: string): Promise<RuncState | null> {
+  try {
+    const doc = JSON.parse(await readFile(path.join(runcRoot, id, "state.json"), "utf8")) as {
+      init_process_pid?: number;
+      init_process_start?: number;
+    };
+    return { initPid: doc.init_process_pid ?? 0, initStart: doc.init_process_start ?? 0 };
+  } catch {
+    return null;
+  }
+}
+
+/** `state` and `starttime` from the text of /proc/<pid>/stat (the command name may hold spaces and parens). */
+export function parseProcStat(text: string): { state: string; startTime: number } | null {
+  const close = text.lastIndexOf(")");
+  if (close === -1) return null;
+  const fields = text
+    .slice(close + 2)
+    .trim()
+    .split(" ");
+  // fields[0] is field 3 (state); starttime is field 22.
+  const state = fields[0];
+  const startTime = Number(fields[19]);
+  if (!state || !Number.isFinite(startTime)) return null;
+  return { state, startTime };
+}
+
+/** True when the container's init still runs (not gone, not a zombie, not a reused PID). */
+export async function isInitAlive(state: RuncState): Promise<boolean> {
+  if (state.initPid <= 0) return false;
+  const text = await readFile(`/proc/${state.initPid}/stat`, "utf8").catch(() => null);
+  const stat = text ? parseProcStat(text) : null;
+  return stat !== null && stat.state !== "Z" && stat.state !== "X" && stat.startTime === state.initStart;
+}
+
+export function runcArgs(runcRoot: string, ...args: string[]): string[] {
+  return ["--root", runcRoot, ...args];
+}
+
+/** Kills what is left and removes runc's state and cgroups of the container. Absent is fine. */
+export async function runcDeleteForce(runcRoot: string, id: string): Promise<void> {
+  await run(TOOLS.runc, runcArgs(runcRoot, "delete", "--force", id)).catch(() => undefined);
+  await rm(path.join(runcRoot, id), { recursive: true, force: true });
+}
+
+/** SIGKILL to the init kills the whole PID namespace, so every process of the sandbox. */
+export async function killInit(state: RuncState): Promise<boolean> {
+  if (!(await isInitAlive(state))) return false;
+  try {
+    process.kill(state.initPid, "SIGKILL");
+    return true;
+  } catch {
+    return false;
+  }
+}

@@ -1,0 +1,175 @@
+// Starting a sandbox's first process and learning when it ends. A small shell shim (dash,
+// about 1 MB) per sandbox runs `runc run --keep` in the foreground, in its own session, so
+// it outlives a crash of the server. When the container ends the shim reads the cgroup's
+// OOM kill counter, deletes the container from runc, and writes run/exit.json atomically.
+// The driver learns of a start from runc's pid file and of an end from exit.json, both
+// through inotify (fs.watch) on run/: no polling, and the same for sandboxes this process
+// started and for ones it adopted after a restart.
+import { spawn } from "node:child_process";
+import { type FSWatcher, watch } from "node:fs";
+import { readFile, rm, writeFile } from "node:fs/promises";
+import { RuntimeError } from "../interface.js";
+import { TOOLS } from "./host.js";
+import type { SandboxPaths } from "./layout.js";
+
+/** $1 runc, $2 runc root, $3 id, $4 bundle, $5 run dir, $6 OOM counter file (may not exist). */
+export const SHIM_SCRIPT = `
+runc=$1 root=$2 id=$3 bundle=$4 run=$5 oomfile=$6
+"$runc" --root "$root" --log "$run/runc.log" --log-format json run --keep --bundle "$bundle" --pid-file "$run/pid" "$id" </dev/null >>"$run/console.log" 2>&1
+code=$?
+oom=0
+if [ -r "$oomfile" ]; then
+  while read -r key value; do [ "$key" = oom_kill ] && oom=$value; done <"$oomfile"
+fi
+"$runc" --root "$root" delete --force "$id" >/dev/null 2>&1
+printf '{"exitCode":%d,"oomKills":%d}\\n' "$code" "$oom" >"$run/exit.tmp" && mv -f "$run/exit.tmp" "$run/exit.json"
+`;
+
+export interface ExitRecord {
+  exitCode: number;
+  oomKills: number;
+}
+
+export async function readExitRecord(paths: SandboxPaths): Promise<ExitRecord | null> {
+  try {
+    const doc = JSON.parse(await readFile(paths.exitFile, "utf8")) as Partial<ExitRecord>;
+    return { exitCode: Number(doc.exitCode ?? -1), oomKills: Number(doc.oomKills ?? 0) };
+  } catch {
+    return null;
+  }
+}
+
+export async function readPidFile(paths: SandboxPaths): Promise<number | null> {
+  const text = await readFile(paths.pidFile, "utf8").catch(() => null);
+  const pid = text === null ? Number.NaN : Number(text.trim());
+  return Number.isInteger(pid) && pid > 0 ? pid : null;
+}
+
+/** The first error runc logged (JSON lines), for a failed start or exec. */
+export function firstRuncError(log: string): string | null {
+  for (const line of log.split("\n")) {
+    if (!line.trim()) continue;
+    try {
+      const entry = JSON.parse(line) as { level?: string; msg?: string };
+      if ((entry.level === "error" || entry.level === "fatal") && entry.msg) return entry.msg;
+    } catch {
+      if (line.includes("level=error")) return line;
+    }
+  }
+  return null;
+}
+
+/**
+ * Resolves with the first of `names` that exists in `dir` (checked after the watch is set,
+ * so an event cannot slip between), or null when `timeoutMs` passes first.
+ */
+export function waitForFile(
+  dir: string,
+  names: readonly string[],
+  timeoutMs: number,
+  exists: (name: string) => Promise<boolean>,
+): Promise<string | null> {
+  return new Promise((resolve, reject) => {
+    let done = false;
+    let watcher: FSWatcher | null = null;
+    const finish = (value: string | null, error?: unknown) => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      watcher?.close();
+      if (error) reject(error);
+      else resolve(value);
+    };
+    const check = async () => {
+      for (const name of names) if (await exists(name)) return finish(name);
+    };
+    const timer = setTimeout(() => finish(null), timeoutMs);
+    try {
+      watcher = watch(dir, (_event, filename) => {
+        if (filename && names.includes(String(filename))) void check();
+      });
+      watcher.on("error", (error) => finish(null, error));
+    } catch (error) {
+      finish(null, error);
+      return;
+    }
+    void check();
+  });
+}
+
+function shimPidFile(paths: SandboxPaths): string {
+  return `${paths.runDir}/shim.pid`;
+}
+
+/** Whether the shim of the sandbox's current run is still alive (it then will write exit.json). */
+export async function isShimAlive(paths: SandboxPaths): Promise<boolean> {
+  const pid = Number((await readFile(shimPidFile(paths), "utf8").catch(() => "")).trim());
+  if (!Number.isInteger(pid) || pid <= 0) return false;
+  const cmdline = await readFile(`/proc/${pid}/cmdline`, "utf8").catch(() => "");
+  return cmdline.includes("warren-shim");
+}
+
+/**
+ * The exit record of a run that has ended, waiting (up to `timeoutMs`) for its live shim to
+ * finish writing it; null when there is none and no shim will write one. A run that is still
+ * starting (no pid file yet) is not waited for.
+ */
+export async function settledExitRecord(paths: SandboxPaths, timeoutMs: number): Promise<ExitRecord | null> {
+  const record = await readExitRecord(paths);
+  if (record || (await readPidFile(paths)) === null) return record;
+  // A shim gone by now may have written the record just after the first look.
+  if (!(await isShimAlive(paths))) return readExitRecord(paths);
+  await waitForFile(paths.runDir, ["exit.json"], timeoutMs, async () => (await readExitRecord(paths)) !== null);
+  return readExitRecord(paths);
+}
+
+export interface ShimInput {
+  runcRoot: string;
+  id: string;
+  paths: SandboxPaths;
+  oomCounterFile: string;
+  /** How long runc may take to start the container. */
+  timeoutMs: number;
+}
+
+/** Spawns the shim and resolves with the init's host PID once the container runs. */
+export async function startShim(input: ShimInput): Promise<number> {
+  const { paths } = input;
+  await rm(paths.exitFile, { force: true });
+  await rm(paths.pidFile, { force: true });
+  await rm(paths.runcLog, { force: true });
+  await rm(`${paths.runDir}/stop-requested`, { force: true });
+  const child = spawn(
+    TOOLS.sh,
+    [
+      "-c",
+      SHIM_SCRIPT,
+      "warren-shim",
+      TOOLS.runc,
+      input.runcRoot,
+      input.id,
+      paths.dir,
+      paths.runDir,
+      input.oomCounterFile,
+    ],
+    { detached: true, stdio: "ignore", cwd: paths.dir },
+  );
+  child.on("error", () => undefined);
+  child.unref();
+  if (child.pid) await writeFile(shimPidFile(paths), String(child.pid));
+  const fileExists = async (name: string) => {
+    if (name === "pid") return (await readPidFile(paths)) !== null;
+    return (await readExitRecord(paths)) !== null;
+  };
+  const which = await waitForFile(paths.runDir, ["pid", "exit.json"], input.timeoutMs, fileExists);
+  if (which === "pid") return (await readPidFile(paths)) as number;
+  if (which === null) {
+    throw new RuntimeError("start_failed", `runc did not start the sandbox within ${input.timeoutMs} ms`);
+  }
+  const log = await readFile(paths.runcLog, "utf8").catch(() => "");
+  const record = await readExitRecord(paths);
+  throw new RuntimeError(
+    "start_failed",
+    `runc could not start the sandbox (exit ${record?.exitCode}): ${firstRuncError(log) ?? "no message"}`,
+  );
+}

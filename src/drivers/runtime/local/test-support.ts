@@ -1,0 +1,214 @@
+// Shared by the runtime driver tests: a throwaway registry with the busybox test image, a
+// driver on a temp root, a probe listing every host trace of a sandbox, and a peer server
+// in a network namespace the test creates (sandboxes never reach the internet in tests).
+import { type ChildProcess, spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { mkdtemp, readdir, readFile, stat, writeFile } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import {
+  pushTestImages,
+  startTestRegistry,
+  type TestImages,
+  type TestRegistry,
+} from "../../../../test/support/registry.js";
+import type { NetworkReceipt, PreparedImage, ResourceSpec, SandboxSpec } from "../interface.js";
+import { cgroupDirs } from "./cgroups.js";
+import { LocalRuntimeDriver } from "./driver.js";
+import { ensureHostPackages, run, TOOLS } from "./host.js";
+import { Layout } from "./layout.js";
+import { mountsUnder, readMounts } from "./mounts.js";
+import { deleteLink, NETNS_DIR } from "./network.js";
+import { sweepRoot } from "./sweep.js";
+
+export const TEST_RESOURCES: ResourceSpec = { memoryMiB: 256, cpuMillis: 1000, pids: 256 };
+
+export function testId(prefix = "t"): string {
+  return `${prefix}-${randomBytes(5).toString("hex")}`;
+}
+
+export interface RuntimeFixture {
+  registry: TestRegistry;
+  images: TestImages;
+  /** `127.0.0.1:<port>/test/busybox:latest` */
+  busyboxRef: string;
+  root: string;
+  driver: LocalRuntimeDriver;
+  image: PreparedImage;
+  spec(overrides?: Partial<SandboxSpec>): SandboxSpec;
+  /** Destroys everything (sweep) and stops the registry; safe to call twice. */
+  cleanup(): Promise<void>;
+}
+
+const ROOT_PREFIX = "warren-runtime-";
+const PEER_PREFIX = "warren-test-";
+
+async function processAlive(pid: number): Promise<boolean> {
+  return (await readFile(`/proc/${pid}/cmdline`, "utf8").catch(() => "")).length > 0;
+}
+
+/**
+ * Sweeps what test processes that died without their after hooks (killed, crashed) left:
+ * driver roots in the temp dir and peer namespaces whose owning process is gone.
+ */
+export async function sweepStaleTestState(): Promise<void> {
+  for (const name of await readdir(os.tmpdir()).catch(() => [] as string[])) {
+    if (!name.startsWith(ROOT_PREFIX)) continue;
+    const root = path.join(os.tmpdir(), name);
+    const owner = Number(await readFile(path.join(root, "owner.pid"), "utf8").catch(() => "0"));
+    if (owner > 0 && !(await processAlive(owner))) await sweepRoot(root).catch(() => undefined);
+  }
+  for (const name of await readdir(NETNS_DIR).catch(() => [] as string[])) {
+    const owner = Number(/^warren-test-(\d+)-/.exec(name)?.[1] ?? 0);
+    if (owner > 0 && !(await processAlive(owner)))
+      await run(TOOLS.ip, ["netns", "delete", name]).catch(() => undefined);
+  }
+}
+
+/** A /24 of the default pool picked by the root's tag, so test files running at once rarely share one. */
+export function testSubnetPool(root: string): string {
+  return `10.213.${Number.parseInt(new Layout(root).tag.slice(0, 2), 16)}.0/24`;
+}
+
+export async function startRuntimeFixture(name: string): Promise<RuntimeFixture> {
+  await ensureHostPackages({ forTests: true });
+  await sweepStaleTestState();
+  const registry = await startTestRegistry();
+  const root = await mkdtemp(path.join(os.tmpdir(), `${ROOT_PREFIX}${name}-`));
+  await writeFile(path.join(root, "owner.pid"), String(process.pid));
+  let driver: LocalRuntimeDriver | null = null;
+  let cleaned = false;
+  const cleanup = async () => {
+    if (cleaned) return;
+    cleaned = true;
+    await driver?.close();
+    const report = await sweepRoot(root);
+    await registry.stop();
+    if (report.errors.length > 0) throw new Error(`sweep left errors: ${report.errors.join("; ")}`);
+  };
+  try {
+    const images = await pushTestImages(registry);
+    driver = await LocalRuntimeDriver.open({ root, subnetPool: testSubnetPool(root) });
+    const busyboxRef = `${registry.host}/test/busybox:latest`;
+    const image = await driver.prepareImage(busyboxRef);
+    const spec = (overrides: Partial<SandboxSpec> = {}): SandboxSpec => ({
+      id: testId(),
+      image,
+      command: ["sleep", "1000000"],
+      resources: TEST_RESOURCES,
+      storageClass: "standard",
+      network: "none",
+      ...overrides,
+    });
+    return { registry, images, busyboxRef, root, driver, image, spec, cleanup };
+  } catch (error) {
+    await cleanup().catch(() => undefined);
+    throw error;
+  }
+}
+
+async function exists(file: string): Promise<boolean> {
+  return stat(file).then(
+    () => true,
+    () => false,
+  );
+}
+
+/** Every trace of sandbox `id` left on the host, described; empty when there is none. */
+export async function hostTraces(layout: Layout, id: string): Promise<string[]> {
+  const traces: string[] = [];
+  const dir = layout.sandbox(id).dir;
+  for (const point of mountsUnder(await readMounts(), dir)) traces.push(`mount ${point}`);
+  const mountinfo = await readFile("/proc/self/mountinfo", "utf8");
+  if (mountinfo.includes(layout.netnsName(id))) traces.push("netns mount");
+  for (const cgroup of await cgroupDirs(layout.cgroupPath(id)))
+    if (await exists(cgroup)) traces.push(`cgroup ${cgroup}`);
+  if (await exists(layout.runcStateDir(id))) traces.push("runc state");
+  if (await exists(dir)) traces.push(`dir ${dir}`);
+  if (await exists(path.join(NETNS_DIR, layout.netnsName(id)))) traces.push("netns");
+  const rules = await run(TOOLS.nft, ["-a", "list", "table", "inet", layout.nftTable]).catch(() => "");
+  if (rules.includes(`warren:${id}"`)) traces.push("nftables rules");
+  return traces;
+}
+
+/** The namespace, host interface and rules a receipt names that still exist. */
+export async function receiptLeftovers(layout: Layout, receipt: NetworkReceipt): Promise<string[]> {
+  const left: string[] = [];
+  if (await exists(receipt.namespace.path)) left.push(`netns ${receipt.namespace.path}`);
+  if (receipt.link && (await exists(`/sys/class/net/${receipt.link.hostInterface}`))) {
+    left.push(`link ${receipt.link.hostInterface}`);
+  }
+  const listing = await run(TOOLS.nft, ["-a", "list", "table", "inet", layout.nftTable]).catch(() => "");
+  // Tables, sets and chains carry handles too; only rule lines count.
+  const ruleLines = listing.split("\n").filter((line) => !/^\s*(table|set|chain) /.test(line));
+  for (const rule of receipt.rules) {
+    if (ruleLines.some((line) => line.endsWith(`# handle ${rule.handle}`))) left.push(`rule ${rule.handle}`);
+  }
+  return left;
+}
+
+/** Host-side veths of a layout that exist now. */
+export async function vethsOf(layout: Layout): Promise<string[]> {
+  return (await readdir("/sys/class/net")).filter((name) => name.startsWith(layout.vethPrefix));
+}
+
+export interface TestPeer {
+  /** The peer's address: outside every blocked range (TEST-NET-3), like a public server. */
+  address: string;
+  port: number;
+  netns: string;
+  stop(): Promise<void>;
+}
+
+/**
+ * A TCP server answering "pong\n" inside a network namespace made for the test, linked to
+ * the host by a veth on a /30 of 203.0.113.0/24. Sandboxes reach it only through NAT.
+ */
+export async function startTestPeer(): Promise<TestPeer> {
+  const suffix = randomBytes(3).toString("hex");
+  const netns = `${PEER_PREFIX}${process.pid}-${suffix}`;
+  const veth = `wt${suffix}`;
+  const slot = Number.parseInt(suffix, 16) % 64;
+  const hostAddress = `203.0.113.${slot * 4 + 1}`;
+  const address = `203.0.113.${slot * 4 + 2}`;
+  const port = 18_000 + (Number.parseInt(suffix, 16) % 1000);
+  let server: ChildProcess | null = null;
+  const stop = async () => {
+    server?.kill("SIGKILL");
+    await deleteLink(veth).catch(() => undefined);
+    await run(TOOLS.ip, ["netns", "delete", netns]).catch(() => undefined);
+  };
+  try {
+    await run(TOOLS.ip, ["netns", "add", netns]);
+    await run(TOOLS.ip, ["-batch", "-"], {
+      input: [
+        `link add ${veth} type veth peer name eth0 netns ${netns}`,
+        `addr add ${hostAddress}/30 dev ${veth}`,
+        `link set ${veth} up`,
+        "",
+      ].join("\n"),
+    });
+    await run(TOOLS.ip, ["-n", netns, "-batch", "-"], {
+      input: [`addr add ${address}/30 dev eth0`, "link set eth0 up", "link set lo up", ""].join("\n"),
+    });
+    const code = `require("net").createServer((s) => s.end("pong\\n")).listen(${port}, "${address}", () => console.log("ready"));`;
+    const child = spawn(TOOLS.ip, ["netns", "exec", netns, process.execPath, "-e", code], {
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    server = child;
+    await new Promise<void>((resolve, reject) => {
+      let errors = "";
+      child.stderr?.on("data", (chunk) => {
+        errors += String(chunk);
+      });
+      child.stdout?.on("data", (chunk) => {
+        if (String(chunk).includes("ready")) resolve();
+      });
+      child.on("exit", (exitCode) => reject(new Error(`the test peer exited (${exitCode}): ${errors}`)));
+    });
+    return { address, port, netns, stop };
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+}

@@ -1,0 +1,292 @@
+import type { Queryable } from "../../store/db.js";
+import type { SandboxState } from "./schemas.js";
+
+export type DesiredState = "running" | "stopped" | "deleted";
+
+export interface ResolvedResources {
+  memory_mb: number;
+  cpu_millis: number;
+}
+
+export interface SandboxRow {
+  id: string;
+  org_id: string;
+  project_id: string;
+  name: string | null;
+  image: string;
+  workload_image: string;
+  image_digest: string | null;
+  storage_class: "standard" | "durable";
+  placement_class: "standard" | "non_preemptible";
+  network_access: "public" | "gateway_only" | "none";
+  lineage_path: string;
+  metadata: Record<string, string>;
+  command: string[] | null;
+  ports: number[];
+  resources: ResolvedResources;
+  workspace_capacity_gib: number | null;
+  idle_timeout_seconds: number | null;
+  expires_at: Date | null;
+  desired_state: DesiredState;
+  state: SandboxState;
+  state_reason_code: string | null;
+  state_reason_message: string | null;
+  state_deadline: Date | null;
+  quarantined: boolean;
+  run_id: string;
+  credential_key_id: string | null;
+  created_by: string;
+  created_by_kind: string;
+  created_by_key_id: string;
+  created_at: Date;
+  updated_at: Date;
+  last_activity_at: Date | null;
+  last_activity_source: "exec" | "session" | "update" | null;
+  idle_deadline: Date | null;
+  finished_at: Date | null;
+}
+
+const C = `id, org_id, project_id, name, image, workload_image, image_digest, storage_class, placement_class,
+  network_access, lineage_path, metadata, command, ports, resources, workspace_capacity_gib, idle_timeout_seconds,
+  expires_at, desired_state, state, state_reason_code, state_reason_message, state_deadline, quarantined, run_id,
+  credential_key_id, created_by, created_by_kind, created_by_key_id, created_at, updated_at, last_activity_at,
+  last_activity_source, idle_deadline, finished_at`;
+
+export async function insertSandbox(q: Queryable, s: SandboxRow): Promise<boolean> {
+  const { rows } = await q.query(
+    `INSERT INTO sandboxes (${C}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::jsonb, $13::jsonb,
+       $14::jsonb, $15::jsonb, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32,
+       $33, $34, $35)
+     ON CONFLICT DO NOTHING RETURNING id`,
+    [
+      s.id,
+      s.org_id,
+      s.project_id,
+      s.name,
+      s.image,
+      s.workload_image,
+      s.image_digest,
+      s.storage_class,
+      s.placement_class,
+      s.network_access,
+      s.lineage_path,
+      JSON.stringify(s.metadata),
+      s.command === null ? null : JSON.stringify(s.command),
+      JSON.stringify(s.ports),
+      JSON.stringify(s.resources),
+      s.workspace_capacity_gib,
+      s.idle_timeout_seconds,
+      s.expires_at,
+      s.desired_state,
+      s.state,
+      s.state_reason_code,
+      s.state_reason_message,
+      s.state_deadline,
+      s.quarantined,
+      s.run_id,
+      s.credential_key_id,
+      s.created_by,
+      s.created_by_kind,
+      s.created_by_key_id,
+      s.created_at,
+      s.updated_at,
+      s.last_activity_at,
+      s.last_activity_source,
+      s.idle_deadline,
+      s.finished_at,
+    ],
+  );
+  return rows.length > 0;
+}
+
+export async function getSandbox(q: Queryable, id: string, forUpdate = false): Promise<SandboxRow | null> {
+  const { rows } = await q.query<SandboxRow>(
+    `SELECT ${C} FROM sandboxes WHERE id = $1${forUpdate ? " FOR UPDATE" : ""}`,
+    [id],
+  );
+  return rows[0] ?? null;
+}
+
+export async function findByName(q: Queryable, projectId: string, name: string): Promise<SandboxRow | null> {
+  const { rows } = await q.query<SandboxRow>(
+    `SELECT ${C} FROM sandboxes WHERE project_id = $1 AND name = $2 ORDER BY (state = 'terminated'), created_at DESC LIMIT 1`,
+    [projectId, name],
+  );
+  return rows[0] ?? null;
+}
+
+export async function listSandboxes(
+  q: Queryable,
+  orgId: string,
+  projectId: string,
+  name: string | undefined,
+  after: { at: Date; id: string } | null,
+  limit: number,
+  visibleAfter: Date,
+): Promise<SandboxRow[]> {
+  const { rows } = await q.query<SandboxRow>(
+    `SELECT ${C} FROM sandboxes
+      WHERE org_id = $1 AND project_id = $2 AND ($3::text IS NULL OR name = $3::text)
+        AND (finished_at IS NULL OR finished_at > $4)
+        AND ($5::timestamptz IS NULL OR (created_at, id) < ($5::timestamptz, $6::text))
+      ORDER BY created_at DESC, id DESC LIMIT $7`,
+    [orgId, projectId, name ?? null, visibleAfter, after?.at ?? null, after?.id ?? "", limit],
+  );
+  return rows;
+}
+
+/** Applies a partial update and returns the new row. */
+export async function updateSandbox(
+  q: Queryable,
+  id: string,
+  change: Partial<Omit<SandboxRow, "id" | "org_id">>,
+): Promise<SandboxRow> {
+  const sets: string[] = [];
+  const params: unknown[] = [id];
+  for (const [column, value] of Object.entries(change)) {
+    const json = column === "metadata" || column === "command" || column === "ports" || column === "resources";
+    params.push(json && value !== null ? JSON.stringify(value) : value);
+    sets.push(`${column} = $${params.length}${json ? "::jsonb" : ""}`);
+  }
+  const { rows } = await q.query<SandboxRow>(
+    `UPDATE sandboxes SET ${sets.join(", ")} WHERE id = $1 RETURNING ${C}`,
+    params,
+  );
+  return rows[0] as SandboxRow;
+}
+
+/** Sandboxes the reconciler still has work or watch duty for. */
+export async function liveIds(q: Queryable): Promise<string[]> {
+  const { rows } = await q.query<{ id: string }>(
+    "SELECT id FROM sandboxes WHERE state NOT IN ('terminated', 'failed')",
+  );
+  return rows.map((row) => row.id);
+}
+
+export async function knownIds(q: Queryable): Promise<Set<string>> {
+  const { rows } = await q.query<{ id: string }>("SELECT id FROM sandboxes WHERE state <> 'terminated'");
+  return new Set(rows.map((row) => row.id));
+}
+
+export async function purgeFinished(q: Queryable, before: Date): Promise<number> {
+  const { rows } = await q.query<{ n: string }>(
+    `WITH gone AS (DELETE FROM sandboxes WHERE state IN ('terminated', 'failed') AND finished_at < $1 RETURNING 1)
+     SELECT count(*)::text AS n FROM gone`,
+    [before],
+  );
+  return Number(rows[0]?.n ?? 0);
+}
+
+export async function countRunning(q: Queryable, orgId: string): Promise<number> {
+  const { rows } = await q.query<{ n: string }>(
+    `SELECT count(*)::text AS n FROM sandboxes WHERE org_id = $1 AND desired_state = 'running'
+       AND state NOT IN ('failed', 'terminated', 'terminating', 'stopped')`,
+    [orgId],
+  );
+  return Number(rows[0]?.n ?? 0);
+}
+
+export async function countTotal(q: Queryable, orgId: string): Promise<number> {
+  const { rows } = await q.query<{ n: string }>(
+    `SELECT count(*)::text AS n FROM sandboxes WHERE org_id = $1 AND desired_state <> 'deleted'
+       AND state NOT IN ('failed', 'terminated')`,
+    [orgId],
+  );
+  return Number(rows[0]?.n ?? 0);
+}
+
+export async function sumWorkspaceGiB(q: Queryable, orgId: string): Promise<number> {
+  const { rows } = await q.query<{ n: string }>(
+    `SELECT COALESCE(sum(workspace_capacity_gib), 0)::text AS n FROM sandboxes WHERE org_id = $1
+       AND desired_state <> 'deleted' AND state NOT IN ('failed', 'terminated')`,
+    [orgId],
+  );
+  return Number(rows[0]?.n ?? 0);
+}
+
+export interface ExecRow {
+  id: string;
+  org_id: string;
+  sandbox_id: string;
+  idempotency_key: string | null;
+  request_hash: string;
+  outcome: "running" | "completed" | "timeout" | "indeterminate" | "spawn_failed" | "sandbox_stopped";
+  message: string | null;
+  exit_code: number | null;
+  stdout: Buffer | Uint8Array | null;
+  stderr: Buffer | Uint8Array | null;
+  truncated: boolean;
+  started_at: Date;
+  finished_at: Date | null;
+}
+
+const E =
+  "id, org_id, sandbox_id, idempotency_key, request_hash, outcome, message, exit_code, stdout, stderr, truncated, started_at, finished_at";
+
+export async function claimExec(
+  q: Queryable,
+  e: Pick<ExecRow, "id" | "org_id" | "sandbox_id" | "idempotency_key" | "request_hash" | "started_at">,
+): Promise<boolean> {
+  const { rows } = await q.query(
+    `INSERT INTO sandbox_execs (id, org_id, sandbox_id, idempotency_key, request_hash, outcome, started_at)
+     VALUES ($1, $2, $3, $4, $5, 'running', $6) ON CONFLICT DO NOTHING RETURNING id`,
+    [e.id, e.org_id, e.sandbox_id, e.idempotency_key, e.request_hash, e.started_at],
+  );
+  return rows.length > 0;
+}
+
+export async function findExecByKey(
+  q: Queryable,
+  orgId: string,
+  sandboxId: string,
+  key: string,
+): Promise<ExecRow | null> {
+  const { rows } = await q.query<ExecRow>(
+    `SELECT ${E} FROM sandbox_execs WHERE org_id = $1 AND sandbox_id = $2 AND idempotency_key = $3`,
+    [orgId, sandboxId, key],
+  );
+  return rows[0] ?? null;
+}
+
+export async function finishExec(
+  q: Queryable,
+  id: string,
+  result: {
+    outcome: ExecRow["outcome"];
+    message?: string | null;
+    exit?: number | null;
+    stdout?: string;
+    stderr?: string;
+    truncated?: boolean;
+    at: Date;
+  },
+): Promise<void> {
+  await q.query(
+    `UPDATE sandbox_execs SET outcome = $2, message = $3, exit_code = $4, stdout = $5, stderr = $6, truncated = $7,
+            finished_at = $8 WHERE id = $1`,
+    [
+      id,
+      result.outcome,
+      result.message ?? null,
+      result.exit ?? null,
+      Buffer.from(result.stdout ?? "", "utf8"),
+      Buffer.from(result.stderr ?? "", "utf8"),
+      result.truncated ?? false,
+      result.at,
+    ],
+  );
+}
+
+export async function deleteExec(q: Queryable, id: string): Promise<void> {
+  await q.query("DELETE FROM sandbox_execs WHERE id = $1", [id]);
+}
+
+/** After a restart no exec of the previous process can still be read: their outcomes are indeterminate. */
+export async function markRunningExecsIndeterminate(q: Queryable, at: Date, except: string[]): Promise<number> {
+  const { rows } = await q.query<{ n: string }>(
+    `WITH changed AS (UPDATE sandbox_execs SET outcome = 'indeterminate', finished_at = $1
+       WHERE outcome = 'running' AND NOT (id = ANY($2::text[])) RETURNING 1) SELECT count(*)::text AS n FROM changed`,
+    [at, except],
+  );
+  return Number(rows[0]?.n ?? 0);
+}

@@ -1,0 +1,216 @@
+import { Type } from "@sinclair/typebox";
+import { idempotencyKeyOf } from "../../http/idempotency.js";
+import { DEFAULT_PAGE_SIZE, PageQuery } from "../../http/pagination.js";
+import { FlatErrorRef } from "../../http/schemas.js";
+import { type App, credentialOf, verbPath } from "../../http/types.js";
+import {
+  CreateSandboxRequest,
+  ExecRequest,
+  ExecResponse,
+  RequestState,
+  SANDBOX_ID_PATTERN,
+  Sandbox,
+  StateEnum,
+  UpdateSandboxRequest,
+} from "./schemas.js";
+import type { SandboxService } from "./service.js";
+
+const TAGS = ["SandboxService"];
+const IdParams = Type.Object({
+  id: Type.String({ minLength: 1, maxLength: 128, description: "Sandbox id (or, for GetSandbox, a name)" }),
+});
+const FLAT = { envelope: "flat" as const };
+
+const FlatQuotaError = Type.Object(
+  {
+    code: Type.String(),
+    message: Type.String(),
+    request_id: Type.String(),
+    metric: Type.String({ description: "sandboxes.running, sandboxes.total or sandboxes.workspace_capacity_gib" }),
+    limit: Type.String({ description: "Configured limit for the organization (decimal string)" }),
+    retry_after_seconds: Type.Integer(),
+    details: Type.Object({ quota: Type.Object({ metric: Type.String() }) }),
+  },
+  { additionalProperties: false, description: "Quota rejection of sandbox admission" },
+);
+
+/** Flat-envelope error responses for the sandbox routes. */
+function flatResponses(success: Record<number, unknown>, quota = false): Record<string, unknown> {
+  return {
+    ...success,
+    ...(quota ? { 429: FlatQuotaError } : { 429: { ...FlatErrorRef, description: "Rate limited" } }),
+    default: { ...FlatErrorRef, description: "Error (flat envelope)" },
+  };
+}
+
+export function registerSandboxRoutes(app: App, sandboxes: SandboxService): void {
+  app.post(
+    "/v1/sandboxes",
+    {
+      config: { ...FLAT, idempotentOperation: "CreateSandbox" },
+      schema: {
+        operationId: "CreateSandbox",
+        tags: TAGS,
+        summary: "Create a sandbox from an image (or, with snapshot_id, from a snapshot); returns at once",
+        body: CreateSandboxRequest,
+        response: flatResponses(
+          {
+            200: Type.Object(
+              {
+                id: Type.String({ pattern: SANDBOX_ID_PATTERN }),
+                request_state: Type.Literal("requested"),
+                run_id: Type.String(),
+              },
+              { additionalProperties: false },
+            ),
+          },
+          true,
+        ) as never,
+      },
+    },
+    async (request) => sandboxes.create(credentialOf(request), request.body),
+  );
+
+  app.get(
+    "/v1/sandboxes/:id",
+    {
+      config: FLAT,
+      schema: {
+        operationId: "GetSandbox",
+        tags: TAGS,
+        summary: "Get a sandbox by id, or by name within the selected project; optionally wait for a state",
+        params: IdParams,
+        querystring: Type.Object(
+          {
+            wait_state: Type.Optional(StateEnum),
+            wait_timeout_seconds: Type.Optional(Type.Integer({ minimum: 1, maximum: 25 })),
+            project_id: Type.Optional(Type.String({ maxLength: 64, description: "Project a name is resolved in" })),
+          },
+          { additionalProperties: false },
+        ),
+        response: flatResponses({ 200: Type.Object({ sandbox: Sandbox }, { additionalProperties: false }) }) as never,
+      },
+    },
+    async (request) =>
+      sandboxes.get(credentialOf(request), request.params.id, {
+        projectId: request.query.project_id,
+        waitState: request.query.wait_state,
+        waitTimeoutSeconds: request.query.wait_timeout_seconds,
+      }),
+  );
+
+  app.get(
+    "/v1/sandboxes",
+    {
+      config: FLAT,
+      schema: {
+        operationId: "ListSandboxes",
+        tags: TAGS,
+        summary: "List the selected project's sandboxes, created_at descending then id descending",
+        querystring: Type.Object(
+          {
+            ...PageQuery,
+            name: Type.Optional(Type.String({ minLength: 1, maxLength: 63, description: "Exact name filter" })),
+            project_id: Type.Optional(Type.String({ maxLength: 64 })),
+          },
+          { additionalProperties: false },
+        ),
+        response: flatResponses({
+          200: Type.Object(
+            { sandboxes: Type.Array(Sandbox), next_page_token: Type.String() },
+            { additionalProperties: false },
+          ),
+        }) as never,
+      },
+    },
+    async (request) =>
+      sandboxes.list(credentialOf(request), {
+        name: request.query.name,
+        projectId: request.query.project_id,
+        pageSize: request.query.page_size ?? DEFAULT_PAGE_SIZE,
+        pageToken: request.query.page_token,
+      }),
+  );
+
+  app.patch(
+    "/v1/sandboxes/:id",
+    {
+      config: FLAT,
+      schema: {
+        operationId: "UpdateSandbox",
+        tags: TAGS,
+        summary: "Stop, wake, or change timeouts, metadata, workspace capacity or (alone) network access",
+        params: IdParams,
+        body: UpdateSandboxRequest,
+        response: flatResponses({
+          200: Type.Object(
+            {
+              id: Type.String(),
+              request_state: Type.Literal("requested"),
+              network_access_receipt: Type.Optional(
+                Type.Object(
+                  {
+                    network_access: Type.String(),
+                    pod_uid: Type.String(),
+                    pod_resource_version: Type.String(),
+                    policies: Type.Array(
+                      Type.Object(
+                        {
+                          policy_name: Type.String(),
+                          policy_endpoint_name: Type.String(),
+                          policy_endpoint_uid: Type.String(),
+                          policy_endpoint_resource_version: Type.String(),
+                        },
+                        { additionalProperties: false },
+                      ),
+                    ),
+                  },
+                  { additionalProperties: false },
+                ),
+              ),
+            },
+            { additionalProperties: false },
+          ),
+        }) as never,
+      },
+    },
+    async (request) => sandboxes.update(credentialOf(request), request.params.id, request.body),
+  );
+
+  app.delete(
+    "/v1/sandboxes/:id",
+    {
+      config: FLAT,
+      schema: {
+        operationId: "DeleteSandbox",
+        tags: TAGS,
+        summary: "Delete a sandbox: terminating, then terminated",
+        params: IdParams,
+        response: flatResponses({ 202: RequestState }) as never,
+      },
+    },
+    async (request, reply) => {
+      const result = await sandboxes.delete(credentialOf(request), request.params.id);
+      reply.code(202).header("location", `/v1/sandboxes/${result.id}`).header("retry-after", "1");
+      return result;
+    },
+  );
+
+  app.post(
+    verbPath("/v1/sandboxes", "id", "exec"),
+    {
+      config: FLAT,
+      schema: {
+        operationId: "ExecSandbox",
+        tags: TAGS,
+        summary: "Run a command in a running sandbox; completed, timed-out or indeterminate (all 200)",
+        params: IdParams,
+        body: ExecRequest,
+        response: flatResponses({ 200: ExecResponse }) as never,
+      },
+    },
+    async (request) => {
+      return sandboxes.exec(credentialOf(request), request.params.id, request.body, idempotencyKeyOf(request));
+    },
+  );
+}

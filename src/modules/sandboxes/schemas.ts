@@ -1,0 +1,225 @@
+// Wire schemas of SandboxService (contract 2.1, 4.1, 4.3 to 4.5, 8). Limits the schema can
+// state are stated here; the rest (metadata value bytes, argv[0] non-empty, variant rules)
+// are checked by the service with the same clear errors.
+import { Type } from "@sinclair/typebox";
+import { Timestamp } from "../../http/schemas.js";
+
+export const SANDBOX_STATES = [
+  "requested",
+  "reserved",
+  "materializing",
+  "ready",
+  "running",
+  "stopped",
+  "terminating",
+  "failed",
+  "terminated",
+  "quarantined",
+  "attention",
+] as const;
+export type SandboxState = (typeof SANDBOX_STATES)[number];
+
+export const SANDBOX_NAME_PATTERN = "^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$";
+export const SANDBOX_ID_PATTERN = "^sbx-[0-9a-f]{40}$";
+
+const Enum = <T extends string>(values: readonly T[], description?: string) =>
+  Type.Union(
+    values.map((v) => Type.Literal(v)),
+    description ? { description } : {},
+  );
+
+export const StateEnum = Enum(SANDBOX_STATES);
+export const NetworkAccess = Enum(["public", "gateway_only", "none"] as const);
+const Argv = Type.Array(Type.String({ maxLength: 4096 }), { minItems: 1, maxItems: 256 });
+const Metadata = Type.Record(Type.String({ maxLength: 128 }), Type.String(), {
+  maxProperties: 50,
+  description: "At most 50 entries, keys at most 128 characters, at most 4096 bytes of values in total",
+});
+
+export const ResourceSpec = Type.Object(
+  {
+    memory_mb: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_048_576 })),
+    cpu_millis: Type.Optional(Type.Integer({ minimum: 50, maximum: 128_000 })),
+    gpus: Type.Optional(
+      Type.Object(
+        {
+          count: Type.Integer({ minimum: 0, maximum: 64 }),
+          models: Type.Optional(Type.Array(Type.String({ maxLength: 128 }), { maxItems: 16 })),
+        },
+        { additionalProperties: false },
+      ),
+    ),
+  },
+  { additionalProperties: false },
+);
+
+export const CreateSandboxRequest = Type.Object(
+  {
+    image: Type.Optional(
+      Type.String({
+        minLength: 1,
+        maxLength: 512,
+        description: "From-image variant: OCI reference; omit for the platform default image",
+      }),
+    ),
+    snapshot_id: Type.Optional(
+      Type.String({ minLength: 1, maxLength: 128, description: "From-snapshot variant (required there)" }),
+    ),
+    image_override: Type.Optional(
+      Type.String({ minLength: 1, maxLength: 512, description: "From-snapshot variant only" }),
+    ),
+    project_id: Type.Optional(
+      Type.String({ maxLength: 64, description: "Omit for the credential's or organization's default project" }),
+    ),
+    command: Type.Optional(Argv),
+    idle_timeout_seconds: Type.Optional(Type.Integer({ minimum: 60, maximum: 86_400 })),
+    metadata: Type.Optional(Metadata),
+    name: Type.Optional(Type.String({ minLength: 1, maxLength: 63, pattern: SANDBOX_NAME_PATTERN })),
+    network_access: Type.Optional(NetworkAccess),
+    placement_class: Type.Optional(Enum(["standard", "non_preemptible"] as const)),
+    ports: Type.Optional(
+      Type.Array(Type.Integer({ minimum: 1, maximum: 65_535 }), { uniqueItems: true, maxItems: 64 }),
+    ),
+    resources: Type.Optional(ResourceSpec),
+    secrets: Type.Optional(
+      Type.Array(
+        Type.Object({ name: Type.String({ minLength: 1, maxLength: 128 }) }, { additionalProperties: false }),
+        {
+          maxItems: 64,
+        },
+      ),
+    ),
+    shared_filesystems: Type.Optional(
+      Type.Array(
+        Type.Object(
+          {
+            filesystem_id: Type.String({ maxLength: 128 }),
+            subdirectory: Type.String({ maxLength: 1024 }),
+            target_path: Type.String({ maxLength: 1024 }),
+          },
+          { additionalProperties: false },
+        ),
+        { maxItems: 16 },
+      ),
+    ),
+    storage_class: Type.Optional(Enum(["standard", "durable"] as const)),
+    ttl_seconds: Type.Optional(Type.Integer({ minimum: 1, maximum: 31_536_000 })),
+    volumes: Type.Optional(
+      Type.Array(
+        Type.Object(
+          { volume_id: Type.String({ maxLength: 128 }), target_path: Type.String({ maxLength: 1024 }) },
+          { additionalProperties: false },
+        ),
+        { maxItems: 16 },
+      ),
+    ),
+    workspace_capacity_gib: Type.Optional(Type.Integer({ minimum: 1, maximum: 16_384 })),
+  },
+  { additionalProperties: false },
+);
+
+export const UpdateSandboxRequest = Type.Object(
+  {
+    state: Type.Optional(Enum(["running", "stopped"] as const)),
+    idle_timeout_seconds: Type.Optional(Type.Integer({ minimum: 60, maximum: 86_400 })),
+    ttl_seconds: Type.Optional(Type.Integer({ minimum: 1, maximum: 31_536_000 })),
+    metadata: Type.Optional(Metadata),
+    workspace_capacity_gib: Type.Optional(Type.Integer({ minimum: 1, maximum: 16_384 })),
+    network_access: Type.Optional(NetworkAccess),
+  },
+  { additionalProperties: false, minProperties: 1 },
+);
+
+export const ExecRequest = Type.Object(
+  {
+    cmd: Argv,
+    secret_environment: Type.Optional(
+      Type.Array(
+        Type.Object(
+          {
+            secret_name: Type.String({ minLength: 1, maxLength: 128 }),
+            variable_name: Type.String({ minLength: 1, maxLength: 128, pattern: "^[A-Za-z_][A-Za-z0-9_]*$" }),
+          },
+          { additionalProperties: false },
+        ),
+        { maxItems: 64 },
+      ),
+    ),
+    timeout_seconds: Type.Optional(Type.Integer({ minimum: 1, maximum: 3600 })),
+  },
+  { additionalProperties: false },
+);
+
+const Output = { stdout: Type.String(), stderr: Type.String(), truncated: Type.Boolean() };
+const Marker = Type.Object({}, { additionalProperties: false });
+export const ExecResponse = Type.Union([
+  Type.Object({ exit: Type.Integer(), ...Output }, { additionalProperties: false, title: "ExecCompleted" }),
+  Type.Object({ timeout: Marker, ...Output }, { additionalProperties: false, title: "ExecTimedOut" }),
+  Type.Object({ indeterminate: Marker, ...Output }, { additionalProperties: false, title: "ExecIndeterminate" }),
+]);
+
+export const Sandbox = Type.Object(
+  {
+    id: Type.String({ pattern: SANDBOX_ID_PATTERN }),
+    state: StateEnum,
+    image: Type.Optional(Type.String({ description: "Root sandboxes only" })),
+    snapshot_id: Type.Optional(Type.String({ description: "Child sandboxes only" })),
+    storage_class: Enum(["standard", "durable"] as const),
+    placement_class: Enum(["standard", "non_preemptible"] as const),
+    endpoints: Type.Array(
+      Type.Object(
+        { port: Type.Integer({ minimum: 1, maximum: 65_535 }), url: Type.String() },
+        { additionalProperties: false },
+      ),
+    ),
+    lineage_path: Type.String(),
+    metadata: Type.Record(Type.String(), Type.String()),
+    created_at: Timestamp,
+    updated_at: Timestamp,
+    volumes: Type.Array(
+      Type.Object(
+        {
+          volume_id: Type.String(),
+          version: Type.String(),
+          target_path: Type.String(),
+          name: Type.Optional(Type.String()),
+        },
+        { additionalProperties: false },
+      ),
+    ),
+    workload_image: Type.String(),
+    expires_at: Type.Optional(Timestamp),
+    ssh: Type.Optional(
+      Type.Object({ host: Type.String(), port: Type.Integer(), user: Type.String() }, { additionalProperties: false }),
+    ),
+    state_reason: Type.Optional(
+      Type.Object({ code: Type.String(), message: Type.String() }, { additionalProperties: false }),
+    ),
+    name: Type.Optional(Type.String()),
+    resources: Type.Optional(ResourceSpec),
+    created_by: Type.Optional(Type.String()),
+    last_activity: Type.Optional(
+      Type.Object(
+        { at: Timestamp, source: Enum(["exec", "session", "update"] as const) },
+        { additionalProperties: false },
+      ),
+    ),
+    workspace_capacity_gib: Type.Optional(Type.Integer()),
+    idle_timeout_seconds: Type.Optional(Type.Integer()),
+    idle_deadline: Type.Optional(Timestamp),
+    shared_filesystems: Type.Optional(
+      Type.Array(
+        Type.Object(
+          { filesystem_id: Type.String(), subdirectory: Type.String(), target_path: Type.String() },
+          { additionalProperties: false },
+        ),
+      ),
+    ),
+  },
+  { additionalProperties: false },
+);
+
+export const RequestState = Type.Object(
+  { id: Type.String(), request_state: Type.Literal("requested") },
+  { additionalProperties: false },
+);

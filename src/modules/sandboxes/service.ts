@@ -1,0 +1,674 @@
+// SandboxService: the API side of sandboxes. Mutations write the desired state and return
+// `requested` at once; the reconciler (controllers/sandbox-reconciler.ts) drives the runtime
+// towards it and records what it observes. Exec runs synchronously through the driver and
+// records its outcome so an Idempotency-Key retry replays it, even across a restart.
+import { randomBytes } from "node:crypto";
+import { EventEmitter } from "node:events";
+import type { SandboxDefaults } from "../../config.js";
+import type { NetworkReceipt, RuntimeDriver } from "../../drivers/runtime/interface.js";
+import { AppError, notFound } from "../../http/errors.js";
+import { decodeCursor, encodeCursor } from "../../http/pagination.js";
+import type { Clock } from "../../lib/clock.js";
+import { canonicalJson, sha256Hex } from "../../lib/hash.js";
+import { newId, newUlid } from "../../lib/ids.js";
+import type { Logger } from "../../lib/logger.js";
+import type { Db, Queryable } from "../../store/db.js";
+import * as eventsRepo from "../events/repo.js";
+import { type Credential, requireOrgScoped } from "../identity/credential.js";
+import type { ProjectService } from "../projects/service.js";
+import type { RunService } from "../runs/service.js";
+import type { SecretService, SubjectKind } from "../secrets/service.js";
+import type { QuotaService } from "../usage/service.js";
+import * as repo from "./repo.js";
+import type { SandboxState } from "./schemas.js";
+import { checkArgv, checkMetadata, FINISHED_STATES, sandboxView } from "./view.js";
+
+const SANDBOX_ID = /^sbx-[0-9a-f]{40}$/;
+// How long each transitional state may last before the sandbox fails.
+export const STATE_DEADLINE_SECONDS: Partial<Record<SandboxState, number>> = {
+  requested: 30,
+  reserved: 30,
+  materializing: 600,
+  ready: 60,
+  terminating: 120,
+};
+const ACTIVITY_HEARTBEAT_MS = 30_000;
+
+export interface CreateSandboxInput {
+  image?: string | undefined;
+  snapshot_id?: string | undefined;
+  image_override?: string | undefined;
+  project_id?: string | undefined;
+  command?: string[] | undefined;
+  idle_timeout_seconds?: number | undefined;
+  metadata?: Record<string, string> | undefined;
+  name?: string | undefined;
+  network_access?: "public" | "gateway_only" | "none" | undefined;
+  placement_class?: "standard" | "non_preemptible" | undefined;
+  ports?: number[] | undefined;
+  resources?:
+    | { memory_mb?: number | undefined; cpu_millis?: number | undefined; gpus?: { count: number } | undefined }
+    | undefined;
+  secrets?: { name: string }[] | undefined;
+  shared_filesystems?: unknown[] | undefined;
+  storage_class?: "standard" | "durable" | undefined;
+  ttl_seconds?: number | undefined;
+  volumes?: unknown[] | undefined;
+  workspace_capacity_gib?: number | undefined;
+}
+
+export interface UpdateSandboxInput {
+  state?: "running" | "stopped" | undefined;
+  idle_timeout_seconds?: number | undefined;
+  ttl_seconds?: number | undefined;
+  metadata?: Record<string, string> | undefined;
+  workspace_capacity_gib?: number | undefined;
+  network_access?: "public" | "gateway_only" | "none" | undefined;
+}
+
+export interface ExecInput {
+  cmd: string[];
+  secret_environment?: { secret_name: string; variable_name: string }[] | undefined;
+  timeout_seconds?: number | undefined;
+}
+
+export type ExecResponse =
+  | { exit: number; stdout: string; stderr: string; truncated: boolean }
+  | { timeout: Record<string, never>; stdout: string; stderr: string; truncated: boolean }
+  | { indeterminate: Record<string, never>; stdout: string; stderr: string; truncated: boolean };
+
+const unsupported = (message: string) => new AppError("unsupported_capability", message);
+
+export function newSandboxId(): string {
+  return `sbx-${randomBytes(20).toString("hex")}`;
+}
+
+/** What the reconciler is told: which sandbox to look at now. */
+export interface ReconcileTrigger {
+  kick(id: string): void;
+}
+
+export class SandboxService {
+  /** Emits `<sandbox id>` whenever this process writes a sandbox's state. */
+  readonly changes = new EventEmitter();
+  private trigger: ReconcileTrigger = { kick: () => undefined };
+  /** Execs running in this process, so a retry with the same key waits for the outcome. */
+  private readonly execsInFlight = new Map<string, Promise<ExecResponse>>();
+
+  constructor(
+    private readonly db: Db,
+    private readonly clock: Clock,
+    private readonly log: Logger,
+    private readonly defaults: SandboxDefaults,
+    private readonly driver: RuntimeDriver | null,
+    private readonly projects: ProjectService,
+    private readonly runs: RunService,
+    private readonly quotas: QuotaService,
+    private readonly secrets: SecretService,
+  ) {
+    this.changes.setMaxListeners(0);
+    quotas.registerMeter("sandboxes.running", (q, orgId) => repo.countRunning(q, orgId));
+    quotas.registerMeter("sandboxes.total", (q, orgId) => repo.countTotal(q, orgId));
+    quotas.registerMeter("sandboxes.workspace_capacity_gib", (q, orgId) => repo.sumWorkspaceGiB(q, orgId));
+  }
+
+  setTrigger(trigger: ReconcileTrigger): void {
+    this.trigger = trigger;
+  }
+
+  execsInFlightIds(): string[] {
+    return [...this.execsInFlight.keys()];
+  }
+
+  private runtime(): RuntimeDriver {
+    if (!this.driver)
+      throw new AppError("unavailable", "this server has no sandbox runtime", { retryAfterSeconds: 30 });
+    return this.driver;
+  }
+
+  /** Records an observed state change (and its telemetry event) in one transaction. */
+  async writeState(
+    q: Queryable,
+    row: repo.SandboxRow,
+    state: SandboxState,
+    change: Partial<repo.SandboxRow> = {},
+    reason?: { code: string; message: string },
+  ): Promise<repo.SandboxRow> {
+    const now = this.clock.now();
+    const seconds = STATE_DEADLINE_SECONDS[state];
+    const updated = await repo.updateSandbox(q, row.id, {
+      ...change,
+      state,
+      state_deadline: seconds ? new Date(now.getTime() + seconds * 1000) : null,
+      ...(reason ? { state_reason_code: reason.code, state_reason_message: reason.message } : {}),
+      ...(FINISHED_STATES.includes(state) ? { finished_at: now } : {}),
+      updated_at: now,
+    });
+    if (row.state !== state) {
+      await eventsRepo.appendEvent(q, {
+        orgId: row.org_id,
+        eventId: newUlid(),
+        projectId: row.project_id,
+        runId: row.run_id,
+        lineagePath: row.lineage_path,
+        tsWallNs: this.clock.nowNs(),
+        name: "sandbox.state_changed",
+        principal: "",
+        payload: { sandbox_id: row.id, from: row.state, to: state, ...(reason ? { reason: reason.code } : {}) },
+      });
+    }
+    this.changes.emit(row.id, updated);
+    return updated;
+  }
+
+  private visible(row: repo.SandboxRow): boolean {
+    if (!row.finished_at) return true;
+    return row.finished_at.getTime() + this.defaults.retentionSeconds * 1000 > this.clock.now().getTime();
+  }
+
+  /** The sandbox a credential may see, or not_found (another org, another sandbox for a confined key, past retention). */
+  private async load(q: Queryable, cred: Credential, id: string, forUpdate = false): Promise<repo.SandboxRow> {
+    const row = SANDBOX_ID.test(id) ? await repo.getSandbox(q, id, forUpdate) : null;
+    if (!row || row.org_id !== cred.orgId || !this.visible(row)) throw notFound("sandbox");
+    if (cred.sandbox && cred.sandbox.sandboxId !== row.id) throw notFound("sandbox");
+    return row;
+  }
+
+  private async resolveRef(cred: Credential, ref: string, projectId: string | undefined): Promise<repo.SandboxRow> {
+    if (SANDBOX_ID.test(ref)) return this.load(this.db, cred, ref);
+    if (cred.sandbox) throw notFound("sandbox");
+    const project = await this.projects.resolve(this.db, cred, projectId);
+    const row = await repo.findByName(this.db, project.id, ref);
+    if (!row || !this.visible(row)) throw notFound("sandbox");
+    return row;
+  }
+
+  async create(
+    cred: Credential,
+    input: CreateSandboxInput,
+  ): Promise<{ id: string; request_state: "requested"; run_id: string }> {
+    requireOrgScoped(cred, "create sandboxes");
+    if (input.snapshot_id !== undefined) {
+      if (input.image !== undefined)
+        throw new AppError("invalid_argument", "set image (from image) or snapshot_id (from snapshot), not both");
+      throw notFound(`snapshot ${input.snapshot_id}`);
+    }
+    if (input.image_override !== undefined)
+      throw new AppError("invalid_argument", "image_override is valid only with snapshot_id");
+    checkArgv("command", input.command);
+    checkMetadata(input.metadata);
+    if ((input.resources?.gpus?.count ?? 0) > 0) throw unsupported("this deployment cannot schedule GPUs");
+    if (input.network_access === "gateway_only")
+      throw unsupported("gateway_only networking is not available in this deployment");
+    if (input.secrets?.length)
+      throw unsupported("secret bindings need the egress gateway, which this deployment does not run");
+    if (input.volumes?.length) throw unsupported("volumes are not available in this deployment");
+    if (input.shared_filesystems?.length)
+      throw new AppError("invalid_argument", "no shared filesystems are registered in this deployment");
+    const storageClass = input.storage_class ?? "standard";
+    if (input.workspace_capacity_gib !== undefined && storageClass !== "durable") {
+      throw new AppError("invalid_argument", "workspace_capacity_gib is valid only with storage_class durable");
+    }
+    this.runtime();
+    const capacity =
+      storageClass === "durable" ? (input.workspace_capacity_gib ?? this.defaults.workspaceCapacityGiB) : null;
+    const now = this.clock.now();
+    const ttl = input.ttl_seconds ?? this.defaults.ttlSeconds;
+    const idle = input.idle_timeout_seconds ?? (this.defaults.idleTimeoutSeconds || null);
+    const image = input.image ?? this.defaults.defaultImage;
+    const id = newSandboxId();
+    const result = await this.db.tx(async (q) => {
+      const project = await this.projects.resolve(q, cred, input.project_id);
+      await this.quotas.admit(q, cred.orgId, "sandboxes.total", 1);
+      await this.quotas.admit(q, cred.orgId, "sandboxes.running", 1);
+      if (capacity) await this.quotas.admit(q, cred.orgId, "sandboxes.workspace_capacity_gib", capacity);
+      const namesake = input.name ? await repo.findByName(q, project.id, input.name) : null;
+      if (namesake && namesake.state !== "terminated") {
+        throw new AppError("name_conflict", `a sandbox named "${input.name}" already exists in this project`);
+      }
+      const run = await this.runs.startIn(q, cred, { project_id: project.id, label: `sandbox ${id}` });
+      const row: repo.SandboxRow = {
+        id,
+        org_id: cred.orgId,
+        project_id: project.id,
+        name: input.name ?? null,
+        image,
+        workload_image: image,
+        image_digest: null,
+        storage_class: storageClass,
+        placement_class: input.placement_class ?? "standard",
+        network_access: input.network_access ?? "public",
+        lineage_path: id,
+        metadata: input.metadata ?? {},
+        command: input.command ?? null,
+        ports: input.ports ?? [],
+        resources: {
+          memory_mb: input.resources?.memory_mb ?? this.defaults.memoryMiB,
+          cpu_millis: input.resources?.cpu_millis ?? this.defaults.cpuMillis,
+        },
+        workspace_capacity_gib: capacity,
+        idle_timeout_seconds: idle,
+        expires_at: ttl > 0 ? new Date(now.getTime() + ttl * 1000) : null,
+        desired_state: "running",
+        state: "requested",
+        state_reason_code: null,
+        state_reason_message: null,
+        state_deadline: new Date(now.getTime() + (STATE_DEADLINE_SECONDS.requested ?? 30) * 1000),
+        quarantined: false,
+        run_id: run.id,
+        credential_key_id: null,
+        created_by: cred.principalId,
+        created_by_kind: cred.principalKind,
+        created_by_key_id: cred.keyId,
+        created_at: now,
+        updated_at: now,
+        last_activity_at: null,
+        last_activity_source: null,
+        idle_deadline: null,
+        finished_at: null,
+      };
+      if (!(await repo.insertSandbox(q, row))) {
+        throw new AppError("name_conflict", `a sandbox named "${input.name}" already exists in this project`);
+      }
+      return { id, request_state: "requested" as const, run_id: run.id };
+    });
+    this.trigger.kick(id);
+    return result;
+  }
+
+  async get(
+    cred: Credential,
+    ref: string,
+    options: {
+      projectId?: string | undefined;
+      waitState?: SandboxState | undefined;
+      waitTimeoutSeconds?: number | undefined;
+    },
+  ) {
+    let row = await this.resolveRef(cred, ref, options.projectId);
+    if (options.waitState && options.waitTimeoutSeconds) {
+      row = await this.waitFor(cred, row, options.waitState, options.waitTimeoutSeconds);
+    }
+    return { sandbox: sandboxView(row) };
+  }
+
+  /** Long-poll: resolves when the state is observed, or with the current row at the deadline. */
+  private async waitFor(cred: Credential, initial: repo.SandboxRow, state: SandboxState, timeoutSeconds: number) {
+    const shown = (row: repo.SandboxRow) => (row.quarantined ? "quarantined" : row.state);
+    if (shown(initial) === state) return initial;
+    const deadline = Date.now() + timeoutSeconds * 1000;
+    let row = initial;
+    while (Date.now() < deadline) {
+      // Woken by this process's writes at once; other replicas' writes are seen within a second.
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(done, Math.min(1000, Math.max(0, deadline - Date.now())));
+        function done() {
+          clearTimeout(timer);
+          resolve();
+        }
+        this.changes.once(initial.id, done);
+      });
+      row = await this.load(this.db, cred, initial.id).catch(() => row);
+      if (shown(row) === state) return row;
+    }
+    return row;
+  }
+
+  async list(
+    cred: Credential,
+    input: {
+      name?: string | undefined;
+      projectId?: string | undefined;
+      pageSize: number;
+      pageToken?: string | undefined;
+    },
+  ) {
+    if (cred.sandbox) {
+      const own = await this.load(this.db, cred, cred.sandbox.sandboxId).catch(() => null);
+      const matches = own && (!input.name || own.name === input.name);
+      return { sandboxes: matches ? [sandboxView(own)] : [], next_page_token: "" };
+    }
+    const project = await this.projects.resolve(this.db, cred, input.projectId);
+    const after = decodeCursor("sandboxes", input.pageToken);
+    const visibleAfter = new Date(this.clock.now().getTime() - this.defaults.retentionSeconds * 1000);
+    const rows = await repo.listSandboxes(
+      this.db,
+      cred.orgId,
+      project.id,
+      input.name,
+      after,
+      input.pageSize + 1,
+      visibleAfter,
+    );
+    const page = rows.slice(0, input.pageSize);
+    const last = page[page.length - 1];
+    return {
+      sandboxes: page.map(sandboxView),
+      next_page_token:
+        rows.length > input.pageSize && last ? encodeCursor("sandboxes", { at: last.created_at, id: last.id }) : "",
+    };
+  }
+
+  async update(cred: Credential, id: string, input: UpdateSandboxInput) {
+    requireOrgScoped(cred, "update sandboxes");
+    const fields = Object.keys(input).filter((key) => input[key as keyof UpdateSandboxInput] !== undefined);
+    if (fields.length === 0) throw new AppError("invalid_argument", "name at least one field to change");
+    if (input.network_access !== undefined && fields.length > 1) {
+      throw new AppError("invalid_argument", "network_access must be the only field of its update");
+    }
+    if (input.ttl_seconds === 0) throw new AppError("invalid_argument", "ttl_seconds must be positive");
+    checkMetadata(input.metadata);
+    const now = this.clock.now();
+    let receipt: NetworkReceipt | null = null;
+    await this.db.tx(async (q) => {
+      const row = await this.load(q, cred, id, true);
+      if (row.quarantined) throw new AppError("quarantined", "the sandbox is quarantined");
+      if (row.desired_state === "deleted" || FINISHED_STATES.includes(row.state)) {
+        throw new AppError(
+          "operation_conflict",
+          `the sandbox is ${row.desired_state === "deleted" ? "being deleted" : row.state}`,
+        );
+      }
+      const change: Partial<repo.SandboxRow> = {
+        updated_at: now,
+        last_activity_at: now,
+        last_activity_source: "update",
+      };
+      if (input.state !== undefined && input.state !== row.desired_state) {
+        if (input.state === "running") await this.quotas.admit(q, cred.orgId, "sandboxes.running", 1);
+        change.desired_state = input.state;
+      }
+      if (input.idle_timeout_seconds !== undefined) change.idle_timeout_seconds = input.idle_timeout_seconds;
+      if (input.ttl_seconds !== undefined) change.expires_at = new Date(now.getTime() + input.ttl_seconds * 1000);
+      if (input.metadata !== undefined) change.metadata = input.metadata;
+      if (input.workspace_capacity_gib !== undefined) {
+        if (row.storage_class !== "durable" || !row.workspace_capacity_gib) {
+          throw new AppError("invalid_argument", "workspace_capacity_gib applies only to durable storage");
+        }
+        if (input.workspace_capacity_gib < row.workspace_capacity_gib) {
+          throw new AppError(
+            "workspace_shrink_unsupported",
+            `the workspace is ${row.workspace_capacity_gib} GiB and cannot shrink`,
+          );
+        }
+        if (input.workspace_capacity_gib > row.workspace_capacity_gib) {
+          if (!["ready", "running", "stopped"].includes(row.state)) {
+            throw new AppError("operation_conflict", "the workspace grows only while the sandbox is stable");
+          }
+          await this.quotas.admit(
+            q,
+            cred.orgId,
+            "sandboxes.workspace_capacity_gib",
+            input.workspace_capacity_gib - row.workspace_capacity_gib,
+          );
+          await this.runtime().growWorkspace(row.id, input.workspace_capacity_gib);
+          change.workspace_capacity_gib = input.workspace_capacity_gib;
+        }
+      }
+      if (input.network_access !== undefined) {
+        if (input.network_access === "gateway_only")
+          throw unsupported("gateway_only networking is not available in this deployment");
+        if (!["ready", "running", "stopped"].includes(row.state)) {
+          throw new AppError(
+            "operation_conflict",
+            `the network can be switched once the sandbox exists (it is ${row.state})`,
+          );
+        }
+        receipt = await this.runtime().setNetwork(row.id, input.network_access);
+        change.network_access = input.network_access;
+      }
+      await repo.updateSandbox(q, row.id, change);
+    });
+    this.trigger.kick(id);
+    const response: Record<string, unknown> = { id, request_state: "requested" };
+    if (receipt) response.network_access_receipt = receiptView(receipt);
+    return response;
+  }
+
+  async delete(cred: Credential, id: string) {
+    requireOrgScoped(cred, "delete sandboxes");
+    await this.db.tx(async (q) => {
+      const row = await this.load(q, cred, id, true);
+      if (row.quarantined) throw new AppError("quarantined", "the sandbox is quarantined");
+      if (row.desired_state === "deleted" || row.state === "terminated") throw notFound("sandbox");
+      const updated = await repo.updateSandbox(q, row.id, { desired_state: "deleted", updated_at: this.clock.now() });
+      await this.writeState(q, updated, "terminating");
+    });
+    this.trigger.kick(id);
+    return { id, request_state: "requested" as const };
+  }
+
+  async exec(
+    cred: Credential,
+    id: string,
+    input: ExecInput,
+    idempotencyKey: string | undefined,
+  ): Promise<ExecResponse> {
+    checkArgv("cmd", input.cmd);
+    const row = await this.load(this.db, cred, id);
+    if (row.quarantined) throw new AppError("quarantined", "the sandbox is quarantined");
+    const requestHash = sha256Hex(canonicalJson(input));
+    if (idempotencyKey) {
+      const replay = await this.replayExec(cred.orgId, row.id, idempotencyKey, requestHash);
+      if (replay) return replay;
+    }
+    if (row.state !== "running" || row.desired_state !== "running") {
+      throw new AppError(
+        "sandbox_not_running",
+        `the sandbox is ${row.state}; exec needs it running (it never wakes implicitly)`,
+      );
+    }
+    const env = await this.secretEnvironment(row, input.secret_environment ?? []);
+    const execId = newId("exe");
+    const startedAt = this.clock.now();
+    if (
+      !(await repo.claimExec(this.db, {
+        id: execId,
+        org_id: cred.orgId,
+        sandbox_id: row.id,
+        idempotency_key: idempotencyKey ?? null,
+        request_hash: requestHash,
+        started_at: startedAt,
+      }))
+    ) {
+      const replay = idempotencyKey ? await this.replayExec(cred.orgId, row.id, idempotencyKey, requestHash) : null;
+      if (replay) return replay;
+      throw new AppError("operation_conflict", "a concurrent exec holds this Idempotency-Key");
+    }
+    const running = this.runExec(row, execId, input, env, startedAt);
+    this.execsInFlight.set(execId, running);
+    try {
+      return await running;
+    } finally {
+      this.execsInFlight.delete(execId);
+    }
+  }
+
+  private async replayExec(
+    orgId: string,
+    sandboxId: string,
+    key: string,
+    requestHash: string,
+  ): Promise<ExecResponse | null> {
+    const record = await repo.findExecByKey(this.db, orgId, sandboxId, key);
+    if (!record) return null;
+    if (record.request_hash !== requestHash) {
+      throw new AppError("idempotency_conflict", "this Idempotency-Key was already used with a different exec request");
+    }
+    if (record.outcome === "running") {
+      const inFlight = this.execsInFlight.get(record.id);
+      if (inFlight) return inFlight;
+      return { indeterminate: {}, stdout: "", stderr: "", truncated: false };
+    }
+    return execRecordResponse(record);
+  }
+
+  private async secretEnvironment(row: repo.SandboxRow, wanted: { secret_name: string; variable_name: string }[]) {
+    const env: Record<string, string> = {};
+    if (wanted.length === 0) return env;
+    const subject: { kind: SubjectKind; id: string } | null =
+      row.created_by_kind === "user"
+        ? { kind: "SANDBOX_SECRET_GRANT_SUBJECT_KIND_USER", id: row.created_by }
+        : row.created_by_kind === "service_account"
+          ? { kind: "SANDBOX_SECRET_GRANT_SUBJECT_KIND_SERVICE_ACCOUNT", id: row.created_by_key_id }
+          : null;
+    for (const item of wanted) {
+      const result = subject
+        ? await this.secrets.resolveSecretForDelivery(
+            row.org_id,
+            item.secret_name,
+            subject,
+            "SANDBOX_SECRET_DELIVERY_SANDBOX_ENVIRONMENT",
+          )
+        : ({ ok: false, reason: "not_granted" } as const);
+      if (!result.ok) {
+        // The same answer for every refusal, so a caller learns nothing about other secrets.
+        throw new AppError(
+          "invalid_argument",
+          `secret "${item.secret_name}" cannot be released into this sandbox's environment (it must be an active sandbox-environment secret granted to the sandbox's creator)`,
+        );
+      }
+      env[item.variable_name] = result.value;
+    }
+    return env;
+  }
+
+  private async runExec(
+    row: repo.SandboxRow,
+    execId: string,
+    input: ExecInput,
+    env: Record<string, string>,
+    startedAt: Date,
+  ): Promise<ExecResponse> {
+    const driver = this.runtime();
+    await this.touch(row, "exec");
+    const heartbeat = setInterval(() => void this.touch(row, "exec").catch(() => undefined), ACTIVITY_HEARTBEAT_MS);
+    let outcome: Awaited<ReturnType<RuntimeDriver["exec"]>>;
+    try {
+      outcome = await driver.exec(row.id, {
+        argv: input.cmd,
+        env,
+        timeoutSeconds: input.timeout_seconds ?? this.defaults.execTimeoutSeconds,
+        maxOutputBytes: this.defaults.execOutputCapBytes,
+      });
+    } catch (error) {
+      outcome = { kind: "spawn_failed", message: (error as Error).message };
+    } finally {
+      clearInterval(heartbeat);
+    }
+    const finishedAt = this.clock.now();
+    await this.touch(row, "exec");
+    const durationMs = finishedAt.getTime() - startedAt.getTime();
+    const common = { at: finishedAt };
+    if (outcome.kind === "spawn_failed" || outcome.kind === "sandbox_stopped") {
+      await repo.finishExec(this.db, execId, {
+        ...common,
+        outcome: outcome.kind,
+        message: outcome.kind === "spawn_failed" ? outcome.message : null,
+      });
+      await this.execEvent(row, input.cmd, { outcome: outcome.kind, duration_ms: durationMs });
+      throw execError(outcome.kind, outcome.kind === "spawn_failed" ? outcome.message : "");
+    }
+    await repo.finishExec(this.db, execId, {
+      ...common,
+      outcome: outcome.kind,
+      exit: outcome.kind === "completed" ? outcome.exit : null,
+      stdout: outcome.stdout,
+      stderr: outcome.stderr,
+      truncated: outcome.truncated,
+    });
+    await this.execEvent(row, input.cmd, {
+      outcome: outcome.kind,
+      ...(outcome.kind === "completed" ? { exit: outcome.exit } : {}),
+      duration_ms: durationMs,
+      stdout_bytes: Buffer.byteLength(outcome.stdout),
+      stderr_bytes: Buffer.byteLength(outcome.stderr),
+      truncated: outcome.truncated,
+    });
+    const output = { stdout: outcome.stdout, stderr: outcome.stderr, truncated: outcome.truncated };
+    return outcome.kind === "completed" ? { exit: outcome.exit, ...output } : { timeout: {}, ...output };
+  }
+
+  private async execEvent(row: repo.SandboxRow, argv: string[], payload: Record<string, unknown>) {
+    await eventsRepo.appendEvent(this.db, {
+      orgId: row.org_id,
+      eventId: newUlid(),
+      projectId: row.project_id,
+      runId: row.run_id,
+      lineagePath: row.lineage_path,
+      tsWallNs: this.clock.nowNs(),
+      name: "sandbox.exec",
+      principal: "",
+      payload: { sandbox_id: row.id, argv, ...payload },
+    });
+  }
+
+  /** Records activity; with an idle timeout, pushes the idle deadline out. */
+  private async touch(row: repo.SandboxRow, source: "exec" | "session" | "update") {
+    const now = this.clock.now();
+    const fresh = await repo.getSandbox(this.db, row.id);
+    const idle = fresh?.idle_timeout_seconds ?? null;
+    await repo.updateSandbox(this.db, row.id, {
+      last_activity_at: now,
+      last_activity_source: source,
+      idle_deadline: idle ? new Date(now.getTime() + idle * 1000) : null,
+    });
+  }
+
+  /** Operator action (admin CLI): quarantine or release a sandbox. */
+  async setQuarantine(id: string, quarantined: boolean, reason: string) {
+    await this.db.tx(async (q) => {
+      const row = await repo.getSandbox(q, id, true);
+      if (!row) throw notFound("sandbox");
+      await repo.updateSandbox(q, id, {
+        quarantined,
+        updated_at: this.clock.now(),
+        ...(quarantined
+          ? { state_reason_code: "operator_quarantine", state_reason_message: reason || "quarantined by an operator" }
+          : {}),
+      });
+    });
+    this.changes.emit(id);
+    if (!quarantined) this.trigger.kick(id);
+  }
+}
+
+function execError(kind: "spawn_failed" | "sandbox_stopped", message: string): AppError {
+  return kind === "spawn_failed"
+    ? new AppError("spawn_failed", `the command could not be started${message ? `: ${message}` : ""}`)
+    : new AppError("sandbox_stopped", "the sandbox stopped before the command ran");
+}
+
+export function execRecordResponse(record: repo.ExecRow): ExecResponse {
+  const output = {
+    stdout: record.stdout ? Buffer.from(record.stdout).toString("utf8") : "",
+    stderr: record.stderr ? Buffer.from(record.stderr).toString("utf8") : "",
+    truncated: record.truncated,
+  };
+  switch (record.outcome) {
+    case "completed":
+      return { exit: record.exit_code ?? 0, ...output };
+    case "timeout":
+      return { timeout: {}, ...output };
+    case "spawn_failed":
+    case "sandbox_stopped":
+      throw execError(record.outcome, record.message ?? "");
+    default:
+      return { indeterminate: {}, ...output };
+  }
+}
+
+/** The contract's receipt names Kubernetes objects; here they are the namespace and nftables rules applied. */
+export function receiptView(receipt: NetworkReceipt) {
+  return {
+    network_access: receipt.mode,
+    pod_uid: receipt.namespace.name,
+    pod_resource_version: String(receipt.namespace.inode),
+    policies: receipt.rules.map((rule) => ({
+      policy_name: `${rule.family} ${rule.table} ${rule.chain}`,
+      policy_endpoint_name: rule.rule,
+      policy_endpoint_uid: String(rule.handle),
+      policy_endpoint_resource_version: String(rule.handle),
+    })),
+  };
+}

@@ -1,0 +1,61 @@
+// Pure helpers of the sandbox service: the wire view of a row, create-request checks the
+// schema cannot state, and which states count as what.
+import { AppError } from "../../http/errors.js";
+import type { SandboxRow } from "./repo.js";
+import type { SandboxState } from "./schemas.js";
+
+export const METADATA_MAX_VALUE_BYTES = 4096;
+/** States a sandbox leaves on its own; each has a deadline after which it fails. */
+export const TRANSITIONAL_STATES: SandboxState[] = ["requested", "reserved", "materializing", "ready", "terminating"];
+export const FINISHED_STATES: SandboxState[] = ["terminated", "failed"];
+
+export function checkMetadata(metadata: Record<string, string> | undefined): void {
+  if (!metadata) return;
+  let bytes = 0;
+  for (const value of Object.values(metadata)) bytes += Buffer.byteLength(value, "utf8");
+  if (bytes > METADATA_MAX_VALUE_BYTES) {
+    throw new AppError(
+      "invalid_argument",
+      `metadata values may hold at most ${METADATA_MAX_VALUE_BYTES} bytes in total`,
+    );
+  }
+}
+
+export function checkArgv(field: string, argv: string[] | undefined): void {
+  if (argv && (argv[0] ?? "") === "")
+    throw new AppError("invalid_argument", `${field}[0] must be a non-empty executable`);
+  if (argv?.some((arg) => arg.includes("\0")))
+    throw new AppError("invalid_argument", `${field} entries may not contain NUL`);
+}
+
+export function sandboxView(row: SandboxRow): Record<string, unknown> {
+  const view: Record<string, unknown> = {
+    id: row.id,
+    state: row.quarantined ? "quarantined" : row.state,
+    image: row.image,
+    storage_class: row.storage_class,
+    placement_class: row.placement_class,
+    endpoints: [],
+    lineage_path: row.lineage_path,
+    metadata: row.metadata,
+    created_at: row.created_at.toISOString(),
+    updated_at: row.updated_at.toISOString(),
+    volumes: [],
+    workload_image: row.workload_image,
+  };
+  if (row.expires_at) view.expires_at = row.expires_at.toISOString();
+  if (row.state_reason_code && (row.state === "failed" || row.quarantined || row.state === "attention")) {
+    view.state_reason = { code: row.state_reason_code, message: row.state_reason_message ?? "" };
+  }
+  if (row.name) view.name = row.name;
+  view.resources = { memory_mb: row.resources.memory_mb, cpu_millis: row.resources.cpu_millis };
+  if (row.created_by) view.created_by = row.created_by;
+  if (row.last_activity_at && row.last_activity_source) {
+    view.last_activity = { at: row.last_activity_at.toISOString(), source: row.last_activity_source };
+  }
+  if (row.storage_class === "durable" && row.workspace_capacity_gib)
+    view.workspace_capacity_gib = row.workspace_capacity_gib;
+  if (row.idle_timeout_seconds) view.idle_timeout_seconds = row.idle_timeout_seconds;
+  if (row.idle_deadline && row.state === "running") view.idle_deadline = row.idle_deadline.toISOString();
+  return view;
+}

@@ -1,0 +1,224 @@
+// SandboxService end to end on real runc sandboxes: the API, the reconciler and the local
+// driver, against a throwaway docker-registry holding a busybox test image.
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+import { SandboxReconciler } from "../src/controllers/sandbox-reconciler.js";
+import { type RuntimeFixture, startRuntimeFixture } from "../src/drivers/runtime/local/test-support.js";
+import { STORE_KINDS, startTestApp, type TestApp } from "./harness.js";
+
+for (const store of STORE_KINDS) {
+  describe(`sandboxes [${store}]`, () => {
+    let fixture: RuntimeFixture;
+    let t: TestApp;
+    let reconciler: SandboxReconciler;
+    const owner = () => t.orgA.keys.owner;
+
+    before(async () => {
+      fixture = await startRuntimeFixture(`api-${store}`);
+      t = await startTestApp(store, {
+        overrides: { runtime: fixture.driver },
+        config: {
+          sandbox: {
+            ...(await import("../src/config.js")).loadConfig({}).sandbox,
+            defaultImage: fixture.busyboxRef,
+            memoryMiB: 128,
+            pids: 128,
+          },
+        },
+      });
+      reconciler = new SandboxReconciler(t.c.db, t.c.clock, t.c.log, fixture.driver, t.c.sandboxes, t.c.identity, {
+        pids: 128,
+        retentionSeconds: 3600,
+        publicApiUrl: "http://127.0.0.1:1",
+      });
+      await reconciler.start();
+    });
+
+    after(async () => {
+      await reconciler?.stop();
+      await t?.close();
+      await fixture?.cleanup();
+    });
+
+    const create = (body: Record<string, unknown>, key = owner(), headers: Record<string, string> = {}) =>
+      t.request("POST", "/v1/sandboxes", { key, body, headers });
+    const waitFor = async (id: string, state: string) => {
+      const res = await t.request("GET", `/v1/sandboxes/${id}`, {
+        key: owner(),
+        query: { wait_state: state, wait_timeout_seconds: "25" },
+      });
+      assert.equal(res.status, 200, res.raw);
+      const sandbox = res.body.sandbox as { state: string; state_reason?: unknown };
+      assert.equal(sandbox.state, state, res.raw);
+      return sandbox as Record<string, unknown>;
+    };
+    const exec = (
+      id: string,
+      cmd: string[],
+      extra: Record<string, unknown> = {},
+      headers: Record<string, string> = {},
+    ) => t.request("POST", `/v1/sandboxes/${id}:exec`, { key: owner(), body: { cmd, ...extra }, headers });
+
+    it("creates, runs, execs, stops, wakes with the workspace kept, and deletes", async () => {
+      const created = await create({ command: ["sleep", "3600"], name: "life", network_access: "none" });
+      assert.equal(created.status, 200, created.raw);
+      const id = created.body.id as string;
+      assert.match(id, /^sbx-[0-9a-f]{40}$/);
+      assert.equal(created.body.request_state, "requested");
+      assert.match(String(created.body.run_id), /^run_/);
+      const immediate = await t.request("GET", `/v1/sandboxes/${id}`, { key: owner() });
+      assert.equal(immediate.status, 200, "read-your-writes right after create");
+      const running = await waitFor(id, "running");
+      assert.equal(running.name, "life");
+      assert.deepEqual(running.resources, { memory_mb: 128, cpu_millis: 1000 });
+
+      const hi = await exec(id, ["echo", "hi"]);
+      assert.equal(hi.status, 200, hi.raw);
+      assert.deepEqual(hi.body, { exit: 0, stdout: "hi\n", stderr: "", truncated: false });
+      const err = await exec(id, ["sh", "-c", "echo oops >&2; exit 3"]);
+      assert.deepEqual(err.body, { exit: 3, stdout: "", stderr: "oops\n", truncated: false });
+      assert.equal((await exec(id, ["sh", "-c", "echo kept > /workspace/file"])).body.exit, 0);
+
+      const stop = await t.request("PATCH", `/v1/sandboxes/${id}`, { key: owner(), body: { state: "stopped" } });
+      assert.equal(stop.status, 200, stop.raw);
+      assert.deepEqual(stop.body, { id, request_state: "requested" });
+      await waitFor(id, "stopped");
+      const refused = await exec(id, ["true"]);
+      assert.equal(refused.status, 409);
+      assert.deepEqual(Object.keys(refused.body).sort(), ["code", "message", "request_id"]);
+      assert.equal(refused.body.code, "sandbox_not_running");
+
+      assert.equal(
+        (await t.request("PATCH", `/v1/sandboxes/${id}`, { key: owner(), body: { state: "running" } })).status,
+        200,
+      );
+      await waitFor(id, "running");
+      const kept = await exec(id, ["cat", "/workspace/file"]);
+      assert.deepEqual(kept.body, { exit: 0, stdout: "kept\n", stderr: "", truncated: false });
+
+      const del = await t.request("DELETE", `/v1/sandboxes/${id}`, { key: owner() });
+      assert.equal(del.status, 202, del.raw);
+      assert.deepEqual(del.body, { id, request_state: "requested" });
+      assert.equal(del.headers.location, `/v1/sandboxes/${id}`);
+      assert.match(String(del.headers["retry-after"]), /^\d+$/);
+      await waitFor(id, "terminated");
+      const again = await t.request("DELETE", `/v1/sandboxes/${id}`, { key: owner() });
+      assert.equal(again.status, 404);
+      assert.ok(!(await fixture.driver.list()).includes(id), "the runtime holds nothing of it");
+      const reuse = await create({ command: ["sleep", "1"], name: "life", network_access: "none" });
+      assert.equal(reuse.status, 200, "a terminated sandbox's name is free again");
+      await t.request("DELETE", `/v1/sandboxes/${reuse.body.id}`, { key: owner() });
+    });
+
+    it("stops a sandbox whose first process exits and records telemetry in its ambient run", async () => {
+      const created = await create({ command: ["sh", "-c", "exit 0"], network_access: "none" });
+      const id = created.body.id as string;
+      await waitFor(id, "stopped");
+      const { rows } = await t.c.db.query<{ name: string; payload: { to?: string } }>(
+        "SELECT name, payload FROM events WHERE run_id = $1 ORDER BY ts_wall_ns",
+        [created.body.run_id],
+      );
+      const states = rows.filter((r) => r.name === "sandbox.state_changed").map((r) => r.payload.to);
+      assert.deepEqual(states.slice(0, 4), ["reserved", "materializing", "ready", "running"]);
+      assert.equal(states.at(-1), "stopped");
+      await t.request("DELETE", `/v1/sandboxes/${id}`, { key: owner() });
+    });
+
+    it("replays an exec with the same Idempotency-Key instead of running it twice", async () => {
+      const id = (await create({ command: ["sleep", "3600"], network_access: "none" })).body.id as string;
+      await waitFor(id, "running");
+      const cmd = ["sh", "-c", "echo x >> /workspace/count; wc -l < /workspace/count"];
+      const first = await exec(id, cmd, {}, { "idempotency-key": "exec-1" });
+      const second = await exec(id, cmd, {}, { "idempotency-key": "exec-1" });
+      assert.deepEqual(second.body, first.body);
+      assert.equal((first.body as { stdout: string }).stdout.trim(), "1");
+      const conflict = await exec(id, ["true"], {}, { "idempotency-key": "exec-1" });
+      assert.equal(conflict.status, 409);
+      assert.equal(conflict.body.code, "idempotency_conflict");
+      const count = await exec(id, ["sh", "-c", "wc -l < /workspace/count"]);
+      assert.equal((count.body as { stdout: string }).stdout.trim(), "1", "the command ran once");
+      const timedOut = await exec(id, ["sh", "-c", "echo partial; sleep 30"], { timeout_seconds: 1 });
+      assert.equal(timedOut.status, 200);
+      assert.deepEqual(timedOut.body, { timeout: {}, stdout: "partial\n", stderr: "", truncated: false });
+      await t.request("DELETE", `/v1/sandboxes/${id}`, { key: owner() });
+    });
+
+    it("validates create and update bodies in the flat envelope", async () => {
+      const cases: [Record<string, unknown>, number, string][] = [
+        [{ name: "Bad_Name" }, 400, "invalid_argument"],
+        [{ name: "x".repeat(64) }, 400, "invalid_argument"],
+        [{ command: [""] }, 400, "invalid_argument"],
+        [{ command: Array(257).fill("a") }, 400, "invalid_argument"],
+        [{ idle_timeout_seconds: 59 }, 400, "invalid_argument"],
+        [{ resources: { memory_mb: 0 } }, 400, "invalid_argument"],
+        [{ resources: { cpu_millis: 49 } }, 400, "invalid_argument"],
+        [{ resources: { gpus: { count: 1 } } }, 422, "unsupported_capability"],
+        [{ ports: [80, 80] }, 400, "invalid_argument"],
+        [{ ports: [65536] }, 400, "invalid_argument"],
+        [{ metadata: { k: "v".repeat(4097) } }, 400, "invalid_argument"],
+        [
+          { metadata: Object.fromEntries(Array.from({ length: 51 }, (_, i) => [`k${i}`, "v"])) },
+          400,
+          "invalid_argument",
+        ],
+        [{ workspace_capacity_gib: 5 }, 400, "invalid_argument"],
+        [{ snapshot_id: "snap-1" }, 404, "not_found"],
+        [{ unknown: 1 }, 400, "invalid_argument"],
+      ];
+      for (const [body, status, code] of cases) {
+        const res = await create(body);
+        assert.equal(res.status, status, `${JSON.stringify(body).slice(0, 80)} -> ${res.raw}`);
+        assert.equal(res.body.code, code);
+        assert.deepEqual(Object.keys(res.body).sort(), ["code", "message", "request_id"]);
+      }
+    });
+
+    it("keeps organizations and sandbox-scoped credentials apart", async () => {
+      const id = (await create({ command: ["sleep", "3600"], network_access: "none" })).body.id as string;
+      await waitFor(id, "running");
+      for (const [method, url, body] of [
+        ["GET", `/v1/sandboxes/${id}`, undefined],
+        ["PATCH", `/v1/sandboxes/${id}`, { state: "stopped" }],
+        ["DELETE", `/v1/sandboxes/${id}`, undefined],
+        ["POST", `/v1/sandboxes/${id}:exec`, { cmd: ["true"] }],
+      ] as const) {
+        const res = await t.request(method, url, { key: t.orgB.keys.owner, ...(body ? { body } : {}) });
+        assert.equal(res.status, 404, `${method} ${url}`);
+      }
+      const confined = await t.issueKey(t.orgA, { sandbox: { sandboxId: id, lineagePath: id } });
+      const own = await t.request("GET", `/v1/sandboxes/${id}`, { key: confined.key });
+      assert.equal(own.status, 200);
+      const ownExec = await t.request("POST", `/v1/sandboxes/${id}:exec`, {
+        key: confined.key,
+        body: { cmd: ["true"] },
+      });
+      assert.equal(ownExec.status, 200);
+      assert.equal((await t.request("POST", "/v1/sandboxes", { key: confined.key, body: {} })).status, 403);
+      assert.equal((await t.request("DELETE", `/v1/sandboxes/${id}`, { key: confined.key })).status, 403);
+      const list = await t.request("GET", "/v1/sandboxes", { key: owner() });
+      assert.ok((list.body.sandboxes as { id: string }[]).some((s) => s.id === id));
+      assert.equal(
+        (await t.request("GET", "/v1/sandboxes", { key: t.orgB.keys.owner })).body.sandboxes instanceof Array,
+        true,
+      );
+      assert.ok(
+        !(
+          (await t.request("GET", "/v1/sandboxes", { key: t.orgB.keys.owner })).body.sandboxes as { id: string }[]
+        ).some((s) => s.id === id),
+      );
+      await t.request("DELETE", `/v1/sandboxes/${id}`, { key: owner() });
+    });
+
+    it("refuses admission past a quota with the flat quota fields", async () => {
+      await t.c.admin.setQuota(t.orgB.slug, "sandboxes.total", 0);
+      const res = await t.request("POST", "/v1/sandboxes", { key: t.orgB.keys.owner, body: { command: ["true"] } });
+      assert.equal(res.status, 429, res.raw);
+      assert.equal(res.body.code, "quota_exceeded");
+      assert.equal(res.body.metric, "sandboxes.total");
+      assert.equal(res.body.limit, "0");
+      assert.equal(typeof res.body.retry_after_seconds, "number");
+      assert.deepEqual(res.body.details, { quota: { metric: "sandboxes.total" } });
+      assert.match(String(res.headers["retry-after"]), /^\d+$/);
+    });
+  });
+}
