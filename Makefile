@@ -7,7 +7,7 @@ NODE := node --import tsx
 DEPS_STAMP := node_modules/.package-lock.json
 APT_INSTALL := DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends
 
-.PHONY: run test deps test-deps typecheck lint format openapi bench admin
+.PHONY: run test deps runtime-deps test-deps typecheck lint format openapi bench admin
 
 $(DEPS_STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund
@@ -15,14 +15,30 @@ $(DEPS_STAMP): package.json package-lock.json
 
 deps: $(DEPS_STAMP)
 
-# PostgreSQL for the store suite (tests start their own throwaway cluster with initdb).
-test-deps:
+# What the local sandbox runtime shells out to (binary:package), installed only when absent.
+RUNTIME_TOOLS := /usr/sbin/runc:runc /usr/bin/tini-static:tini /usr/sbin/nft:nftables /usr/sbin/ip:iproute2 \
+  /usr/sbin/mkfs.ext4:e2fsprogs /usr/sbin/resize2fs:e2fsprogs /usr/bin/setfattr:attr
+# Tests add a local registry, busybox for test images, and PostgreSQL (a throwaway cluster via initdb).
+TEST_TOOLS := /usr/bin/docker-registry:docker-registry /usr/bin/busybox:busybox-static
+
+define apt_install_missing
+	@missing=""; for pair in $(1); do bin=$${pair%%:*}; pkg=$${pair##*:}; \
+	  [ -x "$$bin" ] || missing="$$missing $$pkg"; done; \
+	if [ -n "$$missing" ]; then echo "installing:$$missing"; \
+	  apt-get update -qq && $(APT_INSTALL) $$missing; fi
+endef
+
+runtime-deps:
+	$(call apt_install_missing,$(RUNTIME_TOOLS))
+
+test-deps: runtime-deps
+	$(call apt_install_missing,$(TEST_TOOLS))
 	@if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
 	  echo "installing postgresql (tests start their own throwaway cluster)"; \
 	  apt-get update -qq && $(APT_INSTALL) postgresql; \
 	fi
 
-run: deps
+run: deps runtime-deps
 	$(NODE) src/main.ts
 
 test: deps test-deps
