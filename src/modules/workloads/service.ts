@@ -2,6 +2,7 @@
 // admins, cloud federation registrations with server-derived audiences, and the launch
 // check StartRun uses for execute_as_workload.
 import { AppError, notFound } from "../../http/errors.js";
+import { decodePageToken, encodePageToken } from "../../http/pagination.js";
 import type { Clock } from "../../lib/clock.js";
 import { newId } from "../../lib/ids.js";
 import type { Db, Queryable } from "../../store/db.js";
@@ -110,14 +111,14 @@ export class WorkloadService implements WorkloadLaunchPolicy {
 
   async list(cred: Credential, pageSize: number, pageToken: string | undefined) {
     requireOrgScoped(cred, "list workloads");
-    const after = pageToken ? decodeNameToken(pageToken) : null;
+    const after = decodePageToken("workloads", pageToken, 1)?.[0] ?? null;
     const rows = await repo.listWorkloads(this.db, cred.orgId, after, pageSize + 1);
     const more = rows.length > pageSize;
     const page = more ? rows.slice(0, pageSize) : rows;
     const workloads: WorkloadView[] = [];
     for (const row of page) workloads.push(await this.view(this.db, row));
     const last = page[page.length - 1];
-    return { workloads, next_page_token: more && last ? encodeNameToken(last.name) : "" };
+    return { workloads, next_page_token: more && last ? encodePageToken("workloads", [last.name]) : "" };
   }
 
   async delete(cred: Credential, name: string): Promise<void> {
@@ -219,18 +220,4 @@ export class WorkloadService implements WorkloadLaunchPolicy {
     if (workload.launchers.some((launcher) => matchesLauncher(cred, launcher))) return;
     throw new AppError("permission_denied", `the caller is not a listed launcher of workload "${workloadName}"`);
   }
-}
-
-function encodeNameToken(name: string): string {
-  return Buffer.from(JSON.stringify(["workloads", name])).toString("base64url");
-}
-
-function decodeNameToken(token: string): string {
-  try {
-    const value: unknown = JSON.parse(Buffer.from(token, "base64url").toString("utf8"));
-    if (Array.isArray(value) && value[0] === "workloads" && typeof value[1] === "string") return value[1];
-  } catch {
-    // fall through
-  }
-  throw new AppError("invalid_argument", "page_token is not a token this list issued");
 }
