@@ -91,6 +91,8 @@ interface Context {
   readonly active: Map<string, number>;
   /** Stable `{ not: branch }` objects, so cycle keys built from them repeat. */
   readonly negations: WeakMap<object, JsonObject>;
+  /** Settled answers of sameSchema, by pair of nodes. */
+  readonly same: Map<string, boolean>;
 }
 
 // Proving inclusion of recursive schemas can branch; past this many comparisons we refuse.
@@ -115,8 +117,9 @@ const UNSUPPORTED_KEYWORDS = [
   "dependencies",
 ];
 
-// Keywords proved only when an old conjunct carries the identical, $ref-free value: their meaning
-// depends only on that value and the instance, so the same value cannot reject an old payload.
+// Keywords proved only when an old conjunct carries the same value (its $refs leading to the same
+// schemas): their meaning depends only on that value and the instance, so the same value cannot
+// reject an old payload.
 const OPAQUE_GROUPS: readonly { keywords: readonly string[]; atoms: readonly Atom[] }[] = [
   { keywords: ["contains", "minContains", "maxContains"], atoms: ["array"] },
   { keywords: ["propertyNames"], atoms: ["object"] },
@@ -167,7 +170,14 @@ const CONSTRAINING_KEYWORDS = new Set([
 export function checkBackwardCompatible(oldSchema: unknown, newSchema: unknown): CompatibilityResult {
   const refused = precheck(oldSchema, newSchema);
   if (refused.length > 0) return result(refused);
-  const ctx: Context = { steps: 0, nextId: 0, ids: new WeakMap(), active: new Map(), negations: new WeakMap() };
+  const ctx: Context = {
+    steps: 0,
+    nextId: 0,
+    ids: new WeakMap(),
+    active: new Map(),
+    negations: new WeakMap(),
+    same: new Map(),
+  };
   const oldNode: Node = { schema: oldSchema, root: oldSchema, pointer: "" };
   const newNode: Node = { schema: newSchema, root: newSchema, pointer: "" };
   return result(compare(ctx, [{ node: oldNode, done: 0 }], newNode, 0, undefined));
@@ -252,11 +262,52 @@ function compare(
   if (ctx.steps > MAX_STEPS) return [tooComplex(target)];
   const expanded = expandConjuncts(ctx, olds);
   if (expanded === "empty") return [];
-  const split = splitFirstDisjunction(ctx, expanded, target, depth);
-  if (split) return split;
-  const view = viewOf(expanded);
+  if (expanded.some((conjunct) => sameSchema(ctx, conjunct.node, target))) return [];
+  return guardCycle(ctx, expanded, target, depth, () => [
+    ...targetParts(target).flatMap((part) => compare(ctx, expanded, part, depth, origin)),
+    ...compareSplit(ctx, expanded, target, depth, origin),
+  ]);
+}
+
+// The target's $ref target and allOf branches are proved one by one before the old side's
+// disjunctions are split, so an unchanged part is matched whole by sameSchema.
+function targetParts(target: Node): Node[] {
+  const schema = target.schema;
+  if (!isObject(schema)) return [];
+  const parts: Node[] = [];
+  if (typeof schema.$ref === "string") {
+    const resolved = resolveRef(target.root, schema.$ref);
+    if (typeof resolved === "object") parts.push({ ...resolved, root: target.root });
+  }
+  const branches = schema.allOf;
+  if (Array.isArray(branches) && branches.length > 0 && branches.every(isSchema)) {
+    parts.push(...branches.map((branch, i) => child(target, branch, `/allOf/${i}`)));
+  }
+  return parts;
+}
+
+// An old anyOf/oneOf is a disjunction: the old side is included in the target when each branch
+// (with the rest of the old conjuncts) is.
+function compareSplit(
+  ctx: Context,
+  olds: readonly Conjunct[],
+  target: Node,
+  depth: number,
+  origin: Origin | undefined,
+): Incompatibility[] {
+  ctx.steps += 1;
+  if (ctx.steps > MAX_STEPS) return [tooComplex(target)];
+  if (olds.some((conjunct) => sameSchema(ctx, conjunct.node, target))) return [];
+  const split = disjunctionBranches(ctx, olds);
+  if (split) {
+    return split.lists.flatMap((list) => {
+      const expanded = expandConjuncts(ctx, list);
+      return expanded === "empty" ? [] : compareSplit(ctx, expanded, target, depth, split.keyword);
+    });
+  }
+  const view = viewOf(olds);
   if (view.atoms.size === 0) return [];
-  return guardCycle(ctx, expanded, target, depth, () => compareTarget(ctx, expanded, view, target, depth, origin));
+  return compareTarget(ctx, olds, view, target, depth, origin);
 }
 
 function tooComplex(target: Node): Incompatibility {
@@ -337,15 +388,13 @@ function conjunctsInside(node: Node, schema: JsonObject): Conjunct[] {
   return out;
 }
 
-// An old anyOf/oneOf is a disjunction: the old side is included in the target when each branch
-// (with the rest of the old conjuncts) is. A oneOf branch also knows the other branches failed,
-// which the target's own oneOf or not may need; that is recorded as `{ not: otherBranch }`.
-function splitFirstDisjunction(
+// Splits the first old anyOf/oneOf not yet split into one conjunct list per branch. A oneOf branch
+// also knows the other branches failed, which the target's own oneOf or not may need; that is
+// recorded as `{ not: otherBranch }`.
+function disjunctionBranches(
   ctx: Context,
   olds: readonly Conjunct[],
-  target: Node,
-  depth: number,
-): Incompatibility[] | undefined {
+): { keyword: Origin; lists: Conjunct[][] } | undefined {
   for (const [index, conjunct] of olds.entries()) {
     const schema = conjunct.node.schema as JsonObject;
     for (const [keyword, flag] of [
@@ -355,12 +404,15 @@ function splitFirstDisjunction(
       const branches = schema[keyword];
       if (conjunct.done & flag || !Array.isArray(branches) || branches.length === 0) continue;
       const rest = olds.map((c, i) => (i === index ? { node: c.node, done: c.done | flag } : c));
-      return branches.flatMap((branch, j) => {
+      const lists = branches.map((branch, j) => {
         const chosen = { node: child(conjunct.node, branch, `/${keyword}/${j}`), done: 0 };
         const excluded =
-          keyword === "oneOf" ? branches.flatMap((other, k) => (k === j ? [] : [negation(ctx, conjunct.node, other)])) : [];
-        return compare(ctx, [...rest, chosen, ...excluded], target, depth, keyword);
+          keyword === "oneOf"
+            ? branches.flatMap((other, k) => (k === j ? [] : [negation(ctx, conjunct.node, other)]))
+            : [];
+        return [...rest, chosen, ...excluded];
       });
+      return { keyword, lists };
     }
   }
   return undefined;
@@ -404,11 +456,18 @@ interface OldView {
   readonly atoms: ReadonlySet<Atom>;
   /** When known, a finite superset of the payloads the old side accepts. */
   readonly values: readonly unknown[] | undefined;
+  /** Schemas the old side must not match (from `not`). */
+  readonly negated: readonly unknown[];
 }
 
 function viewOf(conjuncts: readonly Conjunct[]): OldView {
   const nodes = conjuncts.map((c) => c.node).filter((node) => isObject(node.schema));
-  let atoms = new Set(ALL_ATOMS);
+  // An old `not: X` (written, or recorded by a oneOf split) removes what X surely accepts.
+  const negated = nodes.flatMap((node) => {
+    const schema = node.schema as JsonObject;
+    return hasOwn(schema, "not") ? [plainSchema(child(node, schema.not, "/not"))] : [];
+  });
+  let atoms = new Set(ALL_ATOMS.filter((atom) => !negated.some((x) => acceptsWholeAtom(x, atom))));
   let values: unknown[] | undefined;
   for (const node of nodes) {
     const schema = node.schema as JsonObject;
@@ -420,12 +479,35 @@ function viewOf(conjuncts: readonly Conjunct[]): OldView {
   if (values === undefined && [...atoms].every((atom) => atom === "null" || atom === "boolean")) {
     values = [...(atoms.has("null") ? [null] : []), ...(atoms.has("boolean") ? [true, false] : [])];
   }
-  if (values === undefined) return { nodes, atoms, values };
+  if (values === undefined) return { nodes, atoms, values, negated };
   const accepted = values.filter((v) => {
     const atom = atomOf(v);
-    return atom !== undefined && atoms.has(atom) && nodes.every((node) => satisfiesScalars(node.schema as JsonObject, v));
+    if (atom === undefined || !atoms.has(atom) || negated.some((x) => surelyAccepts(x, v))) return false;
+    return nodes.every((node) => satisfiesScalars(node.schema as JsonObject, v));
   });
-  return { nodes, atoms: new Set(accepted.map((v) => atomOf(v) as Atom)), values: accepted };
+  return { nodes, atoms: new Set(accepted.map((v) => atomOf(v) as Atom)), values: accepted, negated };
+}
+
+/** Whether the old side may accept this concrete value (false only when it surely does not). */
+function mayAccept(view: OldView, value: unknown): boolean {
+  const atom = atomOf(value);
+  if (atom === undefined || !view.atoms.has(atom)) return false;
+  if (view.values && !view.values.some((w) => deepEqual(w, value))) return false;
+  if (view.negated.some((x) => surelyAccepts(x, value))) return false;
+  return view.nodes.every((node) => satisfiesScalars(node.schema as JsonObject, value));
+}
+
+// Follows a bare `{ $ref }` chain, so a negated `$ref` branch can still be read.
+function plainSchema(node: Node): unknown {
+  let schema = node.schema;
+  for (let hops = 0; hops < 16 && isObject(schema) && typeof schema.$ref === "string"; hops += 1) {
+    const constraining = Object.keys(schema).filter((keyword) => CONSTRAINING_KEYWORDS.has(keyword));
+    if (constraining.length > 1) break;
+    const target = resolveRef(node.root, schema.$ref);
+    if (typeof target !== "object") break;
+    schema = target.schema;
+  }
+  return schema;
 }
 
 function applies(view: OldView, atoms: readonly Atom[]): boolean {
@@ -492,20 +574,19 @@ function checkRef(step: Step): Incompatibility[] {
   if (resolved === "unresolvable") {
     return [issue(pointer, "unresolvable_ref", `${render(ref)} is not a JSON pointer to a schema in the document`)];
   }
-  const node = { ...resolved, root: step.target.root };
-  return compare(step.ctx, step.olds, node, step.depth, step.origin);
+  return []; // the target itself is compared by compare(), see targetParts
 }
 
 function checkAllOf(step: Step): Incompatibility[] {
-  const branches = branchNodes(step, "allOf");
-  if (!branches) return hasOwn(step.schema, "allOf") ? [invalid(at(step.target, "allOf"), "allOf")] : [];
-  return branches.flatMap((branch) => compare(step.ctx, step.olds, branch, step.depth, step.origin));
+  if (!hasOwn(step.schema, "allOf") || branchNodes(step, "allOf")) return []; // branches: see targetParts
+  return [invalid(at(step.target, "allOf"), "allOf")];
 }
 
 function checkAnyOf(step: Step): Incompatibility[] {
   const branches = branchNodes(step, "anyOf");
   if (!branches) return hasOwn(step.schema, "anyOf") ? [invalid(at(step.target, "anyOf"), "anyOf")] : [];
-  if (coveringBranch(step, branches) >= 0) return [];
+  const covered = (olds: readonly Conjunct[]) => coveringBranch(step, olds, branches) >= 0;
+  if (covered(step.olds) || splitByType(step)?.every(covered)) return [];
   const pointer = at(step.target, "anyOf");
   return step.origin
     ? [issue(pointer, "any_of_branch_removed", `a branch of the latest version's ${step.origin} fits no branch here`)]
@@ -516,32 +597,47 @@ function checkAnyOf(step: Step): Incompatibility[] {
 function checkOneOf(step: Step): Incompatibility[] {
   const branches = branchNodes(step, "oneOf");
   if (!branches) return hasOwn(step.schema, "oneOf") ? [invalid(at(step.target, "oneOf"), "oneOf")] : [];
-  const cover = coveringBranch(step, branches);
-  const pointer = at(step.target, "oneOf");
-  if (cover < 0) {
+  const whole = oneOfIssues(step, step.olds, branches);
+  if (whole.length === 0) return [];
+  const byType = splitByType(step);
+  if (byType?.every((olds) => oneOfIssues(step, olds, branches).length === 0)) return [];
+  return whole;
+}
+
+// Any covering branch will do if the others provably reject what it covers; the first one found
+// may be the wrong one when the old side is secretly empty (a value the old oneOf matched twice).
+function oneOfIssues(step: Step, olds: readonly Conjunct[], branches: readonly Node[]): Incompatibility[] {
+  const covers = branches.flatMap((branch, i) =>
+    compare(step.ctx, olds, branch, step.depth, step.origin).length === 0 ? [i] : [],
+  );
+  const first = covers[0];
+  if (first === undefined) {
+    const pointer = at(step.target, "oneOf");
     return step.origin
       ? [issue(pointer, "one_of_branch_removed", `a branch of the latest version's ${step.origin} fits no branch here`)]
-      : [issue(pointer, "one_of_added", "the latest version accepted payloads that fit no single branch of this oneOf")];
-  }
-  return branches.flatMap((branch, k) =>
-    k === cover || provablyDisjoint(step, branch)
-      ? []
       : [
           issue(
-            branch.pointer,
-            "cannot_prove_compatible",
-            `cannot prove oneOf branch ${k} rejects the old payloads branch ${cover} accepts (matching both fails oneOf)`,
+            pointer,
+            "one_of_added",
+            "the latest version accepted payloads that fit no single branch of this oneOf",
           ),
-        ],
-  );
+        ];
+  }
+  const overlaps = (cover: number) =>
+    branches.filter((branch, k) => k !== cover && !provablyDisjoint(step.ctx, olds, branch, step.depth));
+  if (covers.some((cover) => overlaps(cover).length === 0)) return [];
+  const message = `cannot prove this branch rejects the old payloads oneOf branch ${first} accepts (matching both fails oneOf)`;
+  return overlaps(first).map((branch) => issue(branch.pointer, "cannot_prove_compatible", message));
 }
 
 function checkNot(step: Step): Incompatibility[] {
   if (!hasOwn(step.schema, "not")) return [];
   const pointer = at(step.target, "not");
   if (!isSchema(step.schema.not)) return [invalid(pointer, "not")];
-  if (provablyDisjoint(step, child(step.target, step.schema.not, "/not"))) return [];
-  return [issue(pointer, "cannot_prove_compatible", "cannot prove that no payload the latest version accepted matches not")];
+  if (provablyDisjoint(step.ctx, step.olds, child(step.target, step.schema.not, "/not"), step.depth)) return [];
+  return [
+    issue(pointer, "cannot_prove_compatible", "cannot prove that no payload the latest version accepted matches not"),
+  ];
 }
 
 function branchNodes(step: Step, keyword: string): Node[] | undefined {
@@ -550,8 +646,25 @@ function branchNodes(step: Step, keyword: string): Node[] | undefined {
   return branches.map((branch, i) => child(step.target, branch, `/${keyword}/${i}`));
 }
 
-function coveringBranch(step: Step, branches: readonly Node[]): number {
-  return branches.findIndex((branch) => compare(step.ctx, step.olds, branch, step.depth, step.origin).length === 0);
+function coveringBranch(step: Step, olds: readonly Conjunct[], branches: readonly Node[]): number {
+  return branches.findIndex((branch) => compare(step.ctx, olds, branch, step.depth, step.origin).length === 0);
+}
+
+// A union type such as ["string", "null"] fits `oneOf: [{type: string}, {type: null}]` only
+// type by type: the old side is the union of its parts of each JSON type.
+const TYPE_PARTS: readonly { atoms: readonly Atom[]; node: Node }[] = [
+  ["null", ["null"]],
+  ["boolean", ["boolean"]],
+  ["object", ["object"]],
+  ["array", ["array"]],
+  ["string", ["string"]],
+  ["number", NUMERIC],
+].map(([type, atoms]) => ({ atoms: atoms as readonly Atom[], node: { schema: { type }, root: null, pointer: "" } }));
+
+function splitByType(step: Step): Conjunct[][] | undefined {
+  const parts = TYPE_PARTS.filter((part) => applies(step.view, part.atoms));
+  if (parts.length < 2) return undefined;
+  return parts.map((part) => [...step.olds, { node: part.node, done: 0 }]);
 }
 
 function checkType(step: Step): Incompatibility[] {
@@ -653,13 +766,25 @@ function boundImplies(side: Side, held: Bound, wanted: Bound): boolean {
 }
 
 function oldBounds(view: OldView, family: Family, side: Side): Bound[] {
-  return view.nodes.flatMap((node) => {
+  const bounds = view.nodes.flatMap((node) => {
     const schema = node.schema as JsonObject;
     const stated = [...BOUND_KEYWORDS]
-      .filter(([keyword, spec]) => spec.family === family && spec.side === side && isBoundValue(family, schema[keyword]))
+      .filter(
+        ([keyword, spec]) => spec.family === family && spec.side === side && isBoundValue(family, schema[keyword]),
+      )
       .map(([keyword, spec]) => ({ value: schema[keyword] as number, exclusive: spec.exclusive }));
     return [...stated, ...impliedBounds(schema, family, side)];
   });
+  const integersOnly = family === "number" && !view.atoms.has("fraction");
+  return integersOnly ? bounds.map((bound) => integerBound(side, bound)) : bounds;
+}
+
+// Over integers, `exclusiveMaximum: 5` is `maximum: 4` and `minimum: 0.5` is `minimum: 1`.
+function integerBound(side: Side, bound: Bound): Bound {
+  if (side === "lower") {
+    return { value: bound.exclusive ? Math.floor(bound.value) + 1 : Math.ceil(bound.value), exclusive: false };
+  }
+  return { value: bound.exclusive ? Math.ceil(bound.value) - 1 : Math.floor(bound.value), exclusive: false };
 }
 
 // Bounds other keywords imply: a closed tuple caps the length, required names floor the count,
@@ -720,7 +845,9 @@ function checkMultipleOf(step: Step): Incompatibility[] {
   const integersOnly = divisor === 1 && !step.view.atoms.has("fraction");
   const implied = step.view.nodes.some((node) => divides(divisor, (node.schema as JsonObject).multipleOf));
   if (!failures && (integersOnly || implied)) return [];
-  return [issue(pointer, "multiple_of_changed", `the latest version accepted numbers that are not multiples of ${divisor}`)];
+  return [
+    issue(pointer, "multiple_of_changed", `the latest version accepted numbers that are not multiples of ${divisor}`),
+  ];
 }
 
 // Only exact integer multiples are trusted; floating-point divisors must stay unchanged.
@@ -846,7 +973,9 @@ function checkPatternProperties(step: Step, patterns: JsonObject, oldNames: read
     const node = child(step.target, subschema, `/patternProperties/${escapeToken(pattern)}`);
     const named = oldNames
       .filter((name) => regex.test(name))
-      .flatMap((name) => compare(step.ctx, toConjuncts(governing(step.view.nodes, name).nodes), node, step.depth + 1, undefined));
+      .flatMap((name) =>
+        compare(step.ctx, toConjuncts(governing(step.view.nodes, name).nodes), node, step.depth + 1, undefined),
+      );
     const unnamed = compareUnnamedKeys(step, (old) => alternativesForPattern(old, pattern), node);
     if (unnamed.length === 0) return named;
     const message = `the latest version accepted keys matching ${render(pattern)} with values this schema rejects`;
@@ -867,7 +996,13 @@ function checkAdditionalProperties(
   const named = oldNames
     .filter((name) => !hasOwn(properties, name) && !regexes.some((regex) => regex.test(name)))
     .flatMap((name) => {
-      const issues = compare(step.ctx, toConjuncts(governing(step.view.nodes, name).nodes), node, step.depth + 1, undefined);
+      const issues = compare(
+        step.ctx,
+        toConjuncts(governing(step.view.nodes, name).nodes),
+        node,
+        step.depth + 1,
+        undefined,
+      );
       if (issues.length === 0 || additional !== false) return issues;
       const message = `the latest version accepted property ${render(name)}, which is no longer allowed`;
       return [issue(node.pointer, "property_removed_from_closed_content_model", message)];
@@ -928,7 +1063,11 @@ function alternativesForAdditional(node: Node, newPatterns: JsonObject): Node[] 
 
 function additionalOf(node: Node): Node {
   const schema = node.schema as JsonObject;
-  return child(node, hasOwn(schema, "additionalProperties") ? schema.additionalProperties : true, "/additionalProperties");
+  return child(
+    node,
+    hasOwn(schema, "additionalProperties") ? schema.additionalProperties : true,
+    "/additionalProperties",
+  );
 }
 
 function patternNodes(node: Node, keep: (pattern: string) => boolean): Node[] {
@@ -1011,11 +1150,11 @@ function checkOpaqueGroups(step: Step): Incompatibility[] {
     const unchanged = step.view.nodes.some((node) =>
       keywords.every((keyword) => {
         const held = (node.schema as JsonObject)[keyword];
-        return deepEqual(held, step.schema[keyword]) && !containsRef(held);
+        return sameValue(step.ctx, held, node.root, step.schema[keyword], step.target.root, new Set());
       }),
     );
     if (unchanged) return [];
-    const message = `cannot prove ${present.join("/")} compatible unless unchanged from the latest version and free of $ref`;
+    const message = `cannot prove ${present.join("/")} compatible unless unchanged from the latest version`;
     return [issue(at(step.target, first), "cannot_prove_compatible", message)];
   });
 }
@@ -1044,23 +1183,29 @@ const TARGET_CHECKS: readonly TargetCheck[] = [
 // ---------------------------------------------------------------------------------------------
 // Disjointness, for `not` and for oneOf exclusivity: proves no old payload matches `other`.
 
-function provablyDisjoint(step: Step, other: Node): boolean {
-  const viaNot = step.olds.some((conjunct) => {
+function provablyDisjoint(ctx: Context, olds: readonly Conjunct[], other: Node, depth: number): boolean {
+  const viaNot = olds.some((conjunct) => {
     const schema = conjunct.node.schema as JsonObject;
     if (!hasOwn(schema, "not") || !isSchema(schema.not)) return false;
     // old says "not M"; other ⊆ M means no old payload matches other.
     const negated = child(conjunct.node, schema.not, "/not");
-    return compare(step.ctx, [{ node: other, done: 0 }], negated, step.depth, undefined).length === 0;
+    return compare(ctx, [{ node: other, done: 0 }], negated, depth, undefined).length === 0;
   });
-  return viaNot || shapesDisjoint(step.ctx, step.olds, [{ node: other, done: 0 }], 0);
+  return viaNot || shapesDisjoint(ctx, olds, [{ node: other, done: 0 }], 0);
 }
 
-// Works on over-approximations (anyOf, oneOf and not are ignored), which is sound for disjointness.
+// Splits disjunctions on either side; other keywords it cannot read are ignored, which only
+// over-approximates both sides and keeps a "disjoint" answer sound.
 function shapesDisjoint(ctx: Context, a: readonly Conjunct[], b: readonly Conjunct[], level: number): boolean {
-  if (level > MAX_DISJOINT_DEPTH) return false;
+  ctx.steps += 1;
+  if (level > MAX_DISJOINT_DEPTH || ctx.steps > MAX_STEPS) return false;
   const left = expandConjuncts(ctx, a);
   const right = expandConjuncts(ctx, b);
   if (left === "empty" || right === "empty") return true;
+  const splitLeft = disjunctionBranches(ctx, left);
+  if (splitLeft) return splitLeft.lists.every((list) => shapesDisjoint(ctx, list, right, level));
+  const splitRight = disjunctionBranches(ctx, right);
+  if (splitRight) return splitRight.lists.every((list) => shapesDisjoint(ctx, left, list, level));
   const viewA = viewOf(left);
   const viewB = viewOf(right);
   return [...viewA.atoms].every(
@@ -1074,9 +1219,7 @@ function shapesDisjoint(ctx: Context, a: readonly Conjunct[], b: readonly Conjun
 
 function finiteRejected(finite: OldView, other: OldView, atom: Atom): boolean {
   if (!finite.values) return false;
-  return finite.values
-    .filter((v) => atomOf(v) === atom)
-    .every((v) => other.nodes.some((node) => !satisfiesScalars(node.schema as JsonObject, v)));
+  return finite.values.filter((v) => atomOf(v) === atom).every((v) => !mayAccept(other, v));
 }
 
 // Objects that both carry a key (required by one side) with provably disjoint values are disjoint:
@@ -1084,7 +1227,12 @@ function finiteRejected(finite: OldView, other: OldView, atom: Atom): boolean {
 function objectsDisjoint(ctx: Context, a: OldView, b: OldView, level: number): boolean {
   const names = new Set([...requiredNames(a), ...requiredNames(b)]);
   return [...names].some((name) =>
-    shapesDisjoint(ctx, toConjuncts(governing(a.nodes, name).nodes), toConjuncts(governing(b.nodes, name).nodes), level + 1),
+    shapesDisjoint(
+      ctx,
+      toConjuncts(governing(a.nodes, name).nodes),
+      toConjuncts(governing(b.nodes, name).nodes),
+      level + 1,
+    ),
   );
 }
 
@@ -1101,6 +1249,60 @@ function requiredNames(view: OldView): string[] {
 /** Whether `value` may satisfy every keyword of `schema` we can evaluate here (true if unsure). */
 function satisfiesScalars(schema: JsonObject, value: unknown): boolean {
   return Object.keys(schema).every((keyword) => keywordHolds(keyword, schema[keyword], value) !== false);
+}
+
+// The JSON types each type-specific keyword constrains; it says nothing about other values.
+const KEYWORD_ATOMS = new Map<string, readonly Atom[]>([
+  ...[...BOUND_KEYWORDS].map(([keyword, spec]) => [keyword, FAMILY_ATOMS[spec.family]] as const),
+  ["multipleOf", NUMERIC],
+  ["pattern", ["string"]],
+  ["format", ["string", ...NUMERIC]],
+  ...[
+    "items",
+    "prefixItems",
+    "uniqueItems",
+    "contains",
+    "minContains",
+    "maxContains",
+    "unevaluatedItems",
+    "additionalItems",
+  ].map((keyword) => [keyword, ["array"]] as const),
+  ...[
+    "properties",
+    "patternProperties",
+    "additionalProperties",
+    "required",
+    "propertyNames",
+    "dependentRequired",
+    "dependentSchemas",
+    "unevaluatedProperties",
+    "dependencies",
+  ].map((keyword) => [keyword, ["object"]] as const),
+]);
+
+/** `schema` accepts every value of this JSON type (judged from its keywords alone). */
+function acceptsWholeAtom(schema: unknown, atom: Atom): boolean {
+  if (typeof schema === "boolean") return schema;
+  if (!isObject(schema)) return false;
+  return Object.keys(schema).every((keyword) => {
+    if (!CONSTRAINING_KEYWORDS.has(keyword)) return true;
+    if (keyword === "type") return atomsOfType(schema.type)?.has(atom) === true;
+    const family = KEYWORD_ATOMS.get(keyword);
+    return family !== undefined && !family.includes(atom);
+  });
+}
+
+/** `schema` certainly accepts `value` (false when unsure). */
+function surelyAccepts(schema: unknown, value: unknown): boolean {
+  if (typeof schema === "boolean") return schema;
+  const atom = atomOf(value);
+  if (!isObject(schema) || atom === undefined) return false;
+  return Object.keys(schema).every((keyword) => {
+    if (!CONSTRAINING_KEYWORDS.has(keyword)) return true;
+    const family = KEYWORD_ATOMS.get(keyword);
+    if (family && !family.includes(atom)) return true;
+    return keywordHolds(keyword, schema[keyword], value) === true;
+  });
 }
 
 function keywordHolds(keyword: string, expected: unknown, value: unknown): boolean | undefined {
@@ -1136,6 +1338,59 @@ function boundHolds(keyword: string, expected: unknown, value: unknown): boolean
   if (!spec || !isBoundValue(spec.family, expected)) return undefined;
   const size = measure(spec.family, value);
   return size === undefined ? undefined : holdsBound(spec.side, { value: expected, exclusive: spec.exclusive }, size);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Structural identity: two schemas written the same way, whose $refs lead to schemas written the
+// same way, accept the same payloads. Most of a new version is unchanged, and this proves such
+// parts at once (it also keeps reflexive checks linear).
+
+function sameSchema(ctx: Context, a: Node, b: Node): boolean {
+  const visited = new Set<string>();
+  const same = sameNode(ctx, a, b, visited);
+  // A "true" leaned on the pairs still in progress, so it is settled only once the whole is true.
+  if (same) for (const key of visited) ctx.same.set(key, true);
+  return same;
+}
+
+function sameNode(ctx: Context, a: Node, b: Node, visited: Set<string>): boolean {
+  if (a.schema === b.schema && a.root === b.root) return true;
+  const key = `${conjunctKey(ctx, a)}=${conjunctKey(ctx, b)}`;
+  const settled = ctx.same.get(key);
+  if (settled !== undefined) return settled;
+  if (visited.has(key)) return true;
+  visited.add(key);
+  const same = sameValue(ctx, a.schema, a.root, b.schema, b.root, visited);
+  if (!same) ctx.same.set(key, false);
+  return same;
+}
+
+function sameValue(
+  ctx: Context,
+  x: unknown,
+  xRoot: unknown,
+  y: unknown,
+  yRoot: unknown,
+  visited: Set<string>,
+): boolean {
+  if (Array.isArray(x)) {
+    return (
+      Array.isArray(y) && x.length === y.length && x.every((v, i) => sameValue(ctx, v, xRoot, y[i], yRoot, visited))
+    );
+  }
+  if (!isObject(x) || !isObject(y)) return x === y;
+  const keys = Object.keys(x);
+  if (keys.length !== Object.keys(y).length) return false;
+  return keys.every((key) => {
+    if (!hasOwn(y, key) || key === "$dynamicRef" || key === "$recursiveRef") return false;
+    const ref = x[key];
+    if (key !== "$ref" || typeof ref !== "string") return sameValue(ctx, ref, xRoot, y[key], yRoot, visited);
+    if (ref !== y[key]) return false;
+    const left = resolveRef(xRoot, ref);
+    const right = resolveRef(yRoot, ref);
+    if (typeof left !== "object" || typeof right !== "object") return false;
+    return sameNode(ctx, { ...left, root: xRoot }, { ...right, root: yRoot }, visited);
+  });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1237,12 +1492,6 @@ function allUnique(values: readonly unknown[]): boolean {
   return values.every((v, i) => values.findIndex((w) => deepEqual(v, w)) === i);
 }
 
-function containsRef(value: unknown): boolean {
-  if (Array.isArray(value)) return value.some(containsRef);
-  if (!isObject(value)) return false;
-  return hasOwn(value, "$ref") || hasOwn(value, "$dynamicRef") || Object.values(value).some(containsRef);
-}
-
 function escapeToken(token: string): string {
   return token.replace(/~/g, "~0").replace(/\//g, "~1");
 }
@@ -1290,18 +1539,28 @@ const SINGLE_SUBSCHEMAS = [
 const LIST_SUBSCHEMAS = ["prefixItems", "allOf", "anyOf", "oneOf", "items"];
 const MAP_SUBSCHEMAS = ["properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies"];
 
-/** Visits every subschema in schema positions (never inside enum/const/default data). */
-function walkSchemas(schema: unknown, pointer: string, visit: (schema: JsonObject, pointer: string) => void): void {
-  if (!isObject(schema)) return;
+/** Visits every subschema in schema positions (never inside enum/const/default data), once each. */
+function walkSchemas(
+  schema: unknown,
+  pointer: string,
+  visit: (schema: JsonObject, pointer: string) => void,
+  seen: WeakSet<object> = new WeakSet(),
+): void {
+  // In-memory schemas (TypeBox, say) share subschema objects; visiting each once keeps this linear.
+  if (!isObject(schema) || seen.has(schema)) return;
+  seen.add(schema);
   visit(schema, pointer);
-  for (const keyword of SINGLE_SUBSCHEMAS) walkSchemas(schema[keyword], `${pointer}/${keyword}`, visit);
+  for (const keyword of SINGLE_SUBSCHEMAS) walkSchemas(schema[keyword], `${pointer}/${keyword}`, visit, seen);
   for (const keyword of LIST_SUBSCHEMAS) {
     const list = schema[keyword];
-    if (Array.isArray(list)) list.forEach((item, i) => walkSchemas(item, `${pointer}/${keyword}/${i}`, visit));
+    if (!Array.isArray(list)) continue;
+    for (const [i, item] of list.entries()) walkSchemas(item, `${pointer}/${keyword}/${i}`, visit, seen);
   }
   for (const keyword of MAP_SUBSCHEMAS) {
     const map = schema[keyword];
     if (!isObject(map)) continue;
-    for (const [name, item] of Object.entries(map)) walkSchemas(item, `${pointer}/${keyword}/${escapeToken(name)}`, visit);
+    for (const [name, item] of Object.entries(map)) {
+      walkSchemas(item, `${pointer}/${keyword}/${escapeToken(name)}`, visit, seen);
+    }
   }
 }
