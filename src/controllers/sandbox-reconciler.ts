@@ -10,6 +10,7 @@ import type { Logger } from "../lib/logger.js";
 import type { IdentityService } from "../modules/identity/service.js";
 import * as repo from "../modules/sandboxes/repo.js";
 import type { SandboxService } from "../modules/sandboxes/service.js";
+import { TRANSITIONAL_STATES } from "../modules/sandboxes/view.js";
 import type { Db } from "../store/db.js";
 
 const SWEEP_INTERVAL_MS = 1000;
@@ -24,6 +25,8 @@ export interface ReconcilerOptions {
 export class SandboxReconciler {
   private readonly chains = new Map<string, Promise<void>>();
   private readonly again = new Set<string>();
+  /** Gives up on the transitional step now running for a sandbox (its deadline passed). */
+  private readonly stepExpiries = new Map<string, { state: string; expire: () => void }>();
   private sweepTimer: NodeJS.Timeout | null = null;
   private unsubscribe: (() => void) | null = null;
   private stopped = false;
@@ -97,14 +100,19 @@ export class SandboxReconciler {
   private async sweep(): Promise<void> {
     try {
       const now = this.clock.now();
-      const { rows } = await this.db.query<{ id: string }>(
-        `SELECT id FROM sandboxes WHERE state NOT IN ('terminated', 'failed') AND NOT quarantined AND (
+      const { rows } = await this.db.query<{ id: string; state: string; overdue: boolean }>(
+        `SELECT id, state, (state_deadline IS NOT NULL AND state_deadline < $1) AS overdue FROM sandboxes
+          WHERE state NOT IN ('terminated', 'failed') AND NOT quarantined AND (
            (state_deadline IS NOT NULL AND state_deadline < $1)
            OR (expires_at IS NOT NULL AND expires_at < $1 AND desired_state <> 'deleted')
            OR (state = 'running' AND idle_deadline IS NOT NULL AND idle_deadline < $1))`,
         [now],
       );
-      for (const row of rows) this.kick(row.id);
+      for (const row of rows) {
+        const step = this.stepExpiries.get(row.id);
+        if (row.overdue && step?.state === row.state) step.expire();
+        this.kick(row.id);
+      }
       await repo.purgeFinished(this.db, new Date(now.getTime() - this.options.retentionSeconds * 1000));
     } catch (error) {
       this.log.warn({ err: (error as Error).message }, "sandbox sweep failed");
@@ -114,19 +122,30 @@ export class SandboxReconciler {
   private async fail(row: repo.SandboxRow, code: string, message: string): Promise<void> {
     await this.driver.destroy(row.id).catch(() => undefined);
     await this.identity.revokeSandboxKeys(row.id);
-    await this.db.tx((q) =>
-      this.sandboxes.writeState(
+    await this.db.tx(async (q) => {
+      const fresh = await repo.getSandbox(q, row.id, true);
+      if (!fresh || fresh.state === "terminated") return;
+      await this.sandboxes.writeState(
         q,
-        row,
+        fresh,
         "failed",
-        { desired_state: row.desired_state === "deleted" ? "deleted" : "stopped" },
+        { desired_state: fresh.desired_state === "deleted" ? "deleted" : "stopped" },
         { code, message },
-      ),
-    );
+      );
+    });
   }
 
+  /**
+   * Writes the next observed state, unless the sandbox left the state this step started
+   * from meanwhile (a delete set terminating, a deadline failed it): that write wins.
+   */
   private async set(row: repo.SandboxRow, state: repo.SandboxRow["state"], change: Partial<repo.SandboxRow> = {}) {
-    return this.db.tx((q) => this.sandboxes.writeState(q, row, state, change));
+    return this.db.tx(async (q) => {
+      const fresh = await repo.getSandbox(q, row.id, true);
+      if (!fresh) return row;
+      if (fresh.state !== row.state) return fresh;
+      return this.sandboxes.writeState(q, fresh, state, change);
+    });
   }
 
   /** One step towards the desired state; kicks itself again while more steps remain. */
@@ -141,13 +160,20 @@ export class SandboxReconciler {
 
     if (row.desired_state === "deleted") {
       if (row.state !== "terminating") row = await this.set(row, "terminating");
-      await this.driver.destroy(id);
+      try {
+        await this.driver.destroy(id);
+      } catch (error) {
+        // Retried on every sweep until the terminating deadline; then it ends failed, not stuck.
+        if (!row.state_deadline || row.state_deadline >= this.clock.now()) throw error;
+        await this.fail(row, "terminating_timeout", `the sandbox could not be removed: ${(error as Error).message}`);
+        return;
+      }
       await this.identity.revokeSandboxKeys(id);
       await this.set(row, "terminated");
       return;
     }
     if (row.state === "failed") return;
-    if (row.state_deadline && row.state_deadline < now && row.state !== "running" && row.state !== "stopped") {
+    if (row.state_deadline && row.state_deadline < now && TRANSITIONAL_STATES.includes(row.state)) {
       await this.fail(row, `${row.state}_timeout`, `the sandbox stayed ${row.state} past its deadline`);
       return;
     }
@@ -161,42 +187,70 @@ export class SandboxReconciler {
       return;
     }
 
+    // A transitional step runs against its state's deadline: a driver call that hangs (an
+    // image pull that never ends) must not keep the sandbox in that state past it. The sweep
+    // expires the step once the deadline has passed (see sweep).
+    if (!TRANSITIONAL_STATES.includes(row.state) || !row.state_deadline) {
+      if (await this.step(row, now, () => true)) this.kick(id);
+      return;
+    }
+    let abandoned = false;
+    const step = this.step(row, now, () => !abandoned);
+    const expired = new Promise<"expired">((resolve) =>
+      this.stepExpiries.set(id, { state: row.state, expire: () => resolve("expired") }),
+    );
+    const outcome = await Promise.race([step, expired]).finally(() => this.stepExpiries.delete(id));
+    if (outcome === "expired") {
+      // The step goes on in the background; it checks `live` before every side effect.
+      abandoned = true;
+      step.catch(() => undefined);
+      await this.fail(row, `${row.state}_timeout`, `the sandbox stayed ${row.state} past its deadline`);
+      return;
+    }
+    if (outcome) this.kick(id);
+  }
+
+  /** One step from the observed state; true when another step follows at once. */
+  private async step(row: repo.SandboxRow, now: Date, live: () => boolean): Promise<boolean> {
     try {
       switch (row.state) {
         case "requested":
           await this.set(row, "reserved");
-          break;
+          return true;
         case "reserved":
-          await this.materialize(await this.set(row, "materializing"));
-          break;
+          // A state of its own, so materializing runs against its own (longer) deadline.
+          await this.set(row, "materializing");
+          return true;
         case "materializing":
-          await this.materialize(row);
-          break;
+          await this.materialize(row, live);
+          return true;
         case "ready":
-          if (row.desired_state === "running") await this.startProcess(row);
+          if (row.desired_state === "running") await this.startProcess(row, live);
           else await this.set(row, "stopped");
-          break;
+          return true;
         case "running":
           await this.whileRunning(row, now);
-          return;
+          return false;
         case "stopped":
-          if (row.desired_state === "running") await this.startProcess(row);
-          return;
+          if (row.desired_state === "running") await this.startProcess(row, live);
+          return false;
         default:
-          return;
+          return false;
       }
     } catch (error) {
+      if (!live()) return false;
       const code = error instanceof RuntimeError ? error.code : "runtime_error";
-      this.log.warn({ sandbox_id: id, code, err: (error as Error).message }, "sandbox step failed");
+      this.log.warn({ sandbox_id: row.id, code, err: (error as Error).message }, "sandbox step failed");
       await this.fail(row, code, (error as Error).message);
-      return;
+      return false;
     }
-    this.kick(id);
   }
 
-  private async materialize(row: repo.SandboxRow): Promise<void> {
+  private async materialize(row: repo.SandboxRow, live: () => boolean): Promise<void> {
     const image = await this.driver.prepareImage(row.image);
+    if (!live()) return;
     const observed = await this.driver.observe(row.id);
+    if (!live()) return;
     if (observed.status === "absent") {
       // A create cut short by a crash leaves partial host state: clear it before trying again.
       await this.driver.destroy(row.id);
@@ -207,6 +261,13 @@ export class SandboxReconciler {
         name: `sandbox ${row.id}`,
         sandbox: { sandboxId: row.id, lineagePath: row.lineage_path },
       });
+      if (!live()) {
+        // Given up on meanwhile: the failure revoked keys, maybe before this one existed.
+        await this.identity.revokeSandboxKeys(row.id);
+        return;
+      }
+      // No await between the check above and this call: a failure that starts later queues
+      // its destroy() behind this create() on the driver's per-sandbox lock.
       await this.driver.create({
         id: row.id,
         image,
@@ -226,14 +287,17 @@ export class SandboxReconciler {
         ...(row.workspace_capacity_gib ? { workspaceCapacityGiB: row.workspace_capacity_gib } : {}),
         network: row.network_access === "none" ? "none" : "public",
       });
+      if (!live()) return;
       await this.set(row, "ready", { image_digest: image.digest, credential_key_id: key.key_id });
       return;
     }
     await this.set(row, "ready", { image_digest: image.digest });
   }
 
-  private async startProcess(row: repo.SandboxRow): Promise<void> {
+  private async startProcess(row: repo.SandboxRow, live: () => boolean): Promise<void> {
+    if (!live()) return;
     await this.driver.start(row.id);
+    if (!live()) return;
     const now = this.clock.now();
     await this.set(row, "running", {
       idle_deadline: row.idle_timeout_seconds ? new Date(now.getTime() + row.idle_timeout_seconds * 1000) : null,

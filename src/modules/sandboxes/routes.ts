@@ -142,36 +142,40 @@ export function registerSandboxRoutes(app: App, sandboxes: SandboxService): void
         summary: "Stop, wake, or change timeouts, metadata, workspace capacity or (alone) network access",
         params: IdParams,
         body: UpdateSandboxRequest,
-        response: flatResponses({
-          200: Type.Object(
-            {
-              id: Type.String(),
-              request_state: Type.Literal("requested"),
-              network_access_receipt: Type.Optional(
-                Type.Object(
-                  {
-                    network_access: Type.String(),
-                    pod_uid: Type.String(),
-                    pod_resource_version: Type.String(),
-                    policies: Type.Array(
-                      Type.Object(
-                        {
-                          policy_name: Type.String(),
-                          policy_endpoint_name: Type.String(),
-                          policy_endpoint_uid: Type.String(),
-                          policy_endpoint_resource_version: Type.String(),
-                        },
-                        { additionalProperties: false },
+        response: flatResponses(
+          {
+            200: Type.Object(
+              {
+                id: Type.String(),
+                request_state: Type.Literal("requested"),
+                network_access_receipt: Type.Optional(
+                  Type.Object(
+                    {
+                      network_access: Type.String(),
+                      pod_uid: Type.String(),
+                      pod_resource_version: Type.String(),
+                      policies: Type.Array(
+                        Type.Object(
+                          {
+                            policy_name: Type.String(),
+                            policy_endpoint_name: Type.String(),
+                            policy_endpoint_uid: Type.String(),
+                            policy_endpoint_resource_version: Type.String(),
+                          },
+                          { additionalProperties: false },
+                        ),
                       ),
-                    ),
-                  },
-                  { additionalProperties: false },
+                    },
+                    { additionalProperties: false },
+                  ),
                 ),
-              ),
-            },
-            { additionalProperties: false },
-          ),
-        }) as never,
+              },
+              { additionalProperties: false },
+            ),
+            // A wake admits sandboxes.running and a growth sandboxes.workspace_capacity_gib.
+          },
+          true,
+        ) as never,
       },
     },
     async (request) => sandboxes.update(credentialOf(request), request.params.id, request.body),

@@ -5,7 +5,7 @@
 import { randomBytes } from "node:crypto";
 import { EventEmitter } from "node:events";
 import type { SandboxDefaults } from "../../config.js";
-import type { NetworkReceipt, RuntimeDriver } from "../../drivers/runtime/interface.js";
+import { type NetworkReceipt, type RuntimeDriver, RuntimeError } from "../../drivers/runtime/interface.js";
 import { AppError, notFound } from "../../http/errors.js";
 import { decodeCursor, encodeCursor } from "../../http/pagination.js";
 import type { Clock } from "../../lib/clock.js";
@@ -301,12 +301,13 @@ export class SandboxService {
     while (Date.now() < deadline) {
       // Woken by this process's writes at once; other replicas' writes are seen within a second.
       await new Promise<void>((resolve) => {
-        const timer = setTimeout(done, Math.min(1000, Math.max(0, deadline - Date.now())));
-        function done() {
+        const done = () => {
           clearTimeout(timer);
+          this.changes.off(initial.id, done);
           resolve();
-        }
-        this.changes.once(initial.id, done);
+        };
+        const timer = setTimeout(done, Math.min(1000, Math.max(0, deadline - Date.now())));
+        this.changes.on(initial.id, done);
       });
       row = await this.load(this.db, cred, initial.id).catch(() => row);
       if (shown(row) === state) return row;
@@ -379,6 +380,9 @@ export class SandboxService {
         change.desired_state = input.state;
       }
       if (input.idle_timeout_seconds !== undefined) change.idle_timeout_seconds = input.idle_timeout_seconds;
+      // An update is activity: with idle stopping on, the idle period starts again (with the new timeout).
+      const idle = input.idle_timeout_seconds ?? row.idle_timeout_seconds;
+      if (idle) change.idle_deadline = new Date(now.getTime() + idle * 1000);
       if (input.ttl_seconds !== undefined) change.expires_at = new Date(now.getTime() + input.ttl_seconds * 1000);
       if (input.metadata !== undefined) change.metadata = input.metadata;
       if (input.workspace_capacity_gib !== undefined) {
@@ -401,7 +405,11 @@ export class SandboxService {
             "sandboxes.workspace_capacity_gib",
             input.workspace_capacity_gib - row.workspace_capacity_gib,
           );
-          await this.runtime().growWorkspace(row.id, input.workspace_capacity_gib);
+          await this.runtime()
+            .growWorkspace(row.id, input.workspace_capacity_gib)
+            .catch((error: unknown) => {
+              throw this.growFailure(row, error);
+            });
           change.workspace_capacity_gib = input.workspace_capacity_gib;
         }
       }
@@ -423,6 +431,22 @@ export class SandboxService {
     const response: Record<string, unknown> = { id, request_state: "requested" };
     if (receipt) response.network_access_receipt = receiptView(receipt);
     return response;
+  }
+
+  /** A driver refusal of workspace growth as the API's error; the driver's own words go to the log only. */
+  private growFailure(row: repo.SandboxRow, error: unknown): unknown {
+    if (!(error instanceof RuntimeError)) return error;
+    this.log.warn({ sandbox_id: row.id, code: error.code, err: error.message }, "workspace growth refused");
+    if (error.code === "workspace_shrink_unsupported")
+      return new AppError("workspace_shrink_unsupported", "the workspace cannot shrink");
+    if (row.state === "running") {
+      // The driver grows a mounted filesystem only where the host lets it (CAP_SYS_RESOURCE).
+      return new AppError(
+        "operation_conflict",
+        "this host cannot grow the workspace of a running sandbox; stop it, grow the workspace, then wake it",
+      );
+    }
+    return new AppError("unavailable", "the workspace could not be grown; try again later", { retryAfterSeconds: 30 });
   }
 
   async delete(cred: Credential, id: string) {

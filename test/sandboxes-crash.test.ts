@@ -1,0 +1,380 @@
+// Crash safety of the sandbox layer: the real server (src/main.ts) as a child process is
+// killed with SIGKILL while sandboxes run, creates are in flight and an exec is running,
+// then started again on the same data dir and runtime root. The restarted server must adopt
+// the running sandboxes, finish (or fail with a reason) the interrupted creates, answer the
+// interrupted exec as indeterminate under its Idempotency-Key, remove runtime state the
+// store does not know, and after the deletes leave nothing on the host: no runc state,
+// mount, cgroup, network namespace, veth, nftables rule or process of those sandboxes.
+//
+// This file runs on PGlite only: the server under test uses its default embedded store in
+// its data dir (a kill -9 of the process holding PGlite is the crash that matters here).
+import assert from "node:assert/strict";
+import { type ChildProcess, spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
+import net from "node:net";
+import os from "node:os";
+import path from "node:path";
+import { after, before, describe, it } from "node:test";
+import { LocalRuntimeDriver } from "../src/drivers/runtime/local/driver.js";
+import { run, TOOLS } from "../src/drivers/runtime/local/host.js";
+import { Layout } from "../src/drivers/runtime/local/layout.js";
+import { mountsUnder, readMounts } from "../src/drivers/runtime/local/mounts.js";
+import { sweepRoot } from "../src/drivers/runtime/local/sweep.js";
+import {
+  hostTraces,
+  type RuntimeFixture,
+  startRuntimeFixture,
+  TEST_RESOURCES,
+  vethsOf,
+} from "../src/drivers/runtime/local/test-support.js";
+
+type Json = Record<string, unknown>;
+interface Reply {
+  status: number;
+  body: Json;
+  raw: string;
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const REPO_DIR = path.resolve(import.meta.dirname, "..");
+
+async function freePort(): Promise<number> {
+  const server = net.createServer();
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as net.AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+async function eventually<T>(what: string, probe: () => Promise<T | undefined | null | false>, timeoutMs = 30_000) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe().catch(() => undefined);
+    if (value) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(100);
+  }
+}
+
+/** PIDs of live processes whose command line names `needle` (shims and runc calls of a root). */
+async function processesMentioning(needle: string): Promise<string[]> {
+  const found: string[] = [];
+  for (const pid of await readdir("/proc")) {
+    if (!/^\d+$/.test(pid) || Number(pid) === process.pid) continue;
+    const cmdline = await readFile(`/proc/${pid}/cmdline`, "utf8").catch(() => "");
+    if (cmdline.includes(needle)) found.push(`${pid}: ${cmdline.replaceAll("\0", " ").trim()}`);
+  }
+  return found;
+}
+
+describe("sandbox crash safety [pglite]", () => {
+  let fixture: RuntimeFixture;
+  let root = "";
+  let dataDir = "";
+  let port = 0;
+  let server: ChildProcess | null = null;
+  let serverLog = "";
+  const apiKey = `wrn_${randomBytes(32).toString("base64url")}`;
+
+  const startServer = async () => {
+    serverLog = "";
+    const env: NodeJS.ProcessEnv = {
+      ...process.env,
+      DATABASE_URL: "",
+      WARREN_DATA_DIR: dataDir,
+      WARREN_RUNTIME_ROOT: root,
+      WARREN_LISTEN: `127.0.0.1:${port}`,
+      WARREN_BOOTSTRAP_API_KEY: apiKey,
+      WARREN_DEFAULT_IMAGE: fixture.busyboxRef,
+      WARREN_LOG_LEVEL: "warn",
+      WARREN_SANDBOX_MEMORY_MB: "128",
+      WARREN_SANDBOX_PIDS: "128",
+    };
+    delete env.NODE_TEST_CONTEXT;
+    const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
+      cwd: REPO_DIR,
+      env,
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    server = child;
+    child.stdout?.on("data", (chunk) => {
+      serverLog += String(chunk);
+    });
+    child.stderr?.on("data", (chunk) => {
+      serverLog += String(chunk);
+    });
+    let exited = false;
+    child.once("exit", () => {
+      exited = true;
+    });
+    await eventually(
+      "the server to be ready",
+      async () => {
+        if (exited) throw new Error(`the server exited at start:\n${serverLog}`);
+        const res = await fetch(`http://127.0.0.1:${port}/readyz`);
+        return res.status === 200;
+      },
+      // PGlite's first start (initdb and migrations) takes seconds, more on a loaded host.
+      120_000,
+    ).catch((error: Error) => {
+      throw new Error(`${error.message}\n${serverLog}`);
+    });
+  };
+
+  const stopServer = async (signal: NodeJS.Signals) => {
+    const child = server;
+    server = null;
+    if (!child || child.exitCode !== null || child.signalCode !== null) return null;
+    const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+    child.kill(signal);
+    return exited;
+  };
+
+  const api = async (method: string, url: string, body?: unknown, headers: Record<string, string> = {}) => {
+    const res = await fetch(`http://127.0.0.1:${port}${url}`, {
+      method,
+      headers: {
+        authorization: `Bearer ${apiKey}`,
+        ...(body !== undefined ? { "content-type": "application/json" } : {}),
+        ...headers,
+      },
+      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+    });
+    const raw = await res.text();
+    let parsed: Json = {};
+    try {
+      parsed = raw ? (JSON.parse(raw) as Json) : {};
+    } catch {
+      parsed = {};
+    }
+    return { status: res.status, body: parsed, raw } satisfies Reply;
+  };
+  const sandboxOf = async (id: string, query = "") => {
+    const res = await api("GET", `/v1/sandboxes/${id}${query}`);
+    assert.equal(res.status, 200, res.raw);
+    return res.body.sandbox as { id: string; state: string; state_reason?: { code: string; message: string } };
+  };
+  const waitFor = async (id: string, state: string) => {
+    const sandbox = await sandboxOf(id, `?wait_state=${state}&wait_timeout_seconds=25`);
+    assert.equal(sandbox.state, state, JSON.stringify(sandbox));
+    return sandbox;
+  };
+  const exec = (id: string, cmd: string[], extra: Json = {}, headers: Record<string, string> = {}) =>
+    api("POST", `/v1/sandboxes/${id}:exec`, { cmd, ...extra }, headers);
+  const stdoutOf = (res: Reply) => {
+    assert.equal(res.status, 200, res.raw);
+    assert.equal(res.body.exit, 0, res.raw);
+    return res.body.stdout as string;
+  };
+  /** When the sandbox's first process started (field 22 of /proc/1/stat inside it). */
+  const initStart = async (id: string) => stdoutOf(await exec(id, ["cat", "/proc/1/stat"])).split(" ")[21];
+
+  before(async () => {
+    fixture = await startRuntimeFixture("crash-registry");
+    root = await mkdtemp(path.join(os.tmpdir(), "warren-runtime-crash-"));
+    // sweepStaleTestState() removes the root if this process dies without its after hook.
+    await writeFile(path.join(root, "owner.pid"), String(process.pid));
+    dataDir = await mkdtemp(path.join(os.tmpdir(), "warren-crash-data-"));
+    port = await freePort();
+  });
+
+  after(async () => {
+    await stopServer("SIGKILL");
+    if (root) {
+      // A driver opened on the server's root destroys whatever a failure left behind.
+      const report = await sweepRoot(root).catch((error: Error) => ({ errors: [error.message] }));
+      if (report.errors.length > 0) process.stderr.write(`crash test sweep: ${report.errors.join("; ")}\n`);
+    }
+    if (dataDir) await rm(dataDir, { recursive: true, force: true });
+    await fixture?.cleanup();
+  });
+
+  const running: string[] = [];
+  const inFlight: string[] = [];
+  const starts = new Map<string, string | undefined>();
+  let orphan = "";
+  let execBody: Json = {};
+  let interrupted: Promise<unknown> = Promise.resolve();
+  let completed: Reply | null = null;
+  let created: Reply | null = null;
+  const createBody = { command: ["sleep", "3600"], name: "keyed", network_access: "none" };
+
+  it("survives kill -9 while sandboxes run, creates are in flight and an exec runs", async (t) => {
+    await startServer();
+    for (const network_access of ["public", "none"]) {
+      const res = await api("POST", "/v1/sandboxes", { command: ["sleep", "3600"], network_access });
+      assert.equal(res.status, 200, res.raw);
+      running.push(res.body.id as string);
+    }
+    for (const id of running) {
+      await waitFor(id, "running");
+      starts.set(id, await initStart(id));
+    }
+    const [first] = running as [string];
+    // Recorded outcomes from before the crash: a finished exec and a create, both keyed.
+    completed = await exec(
+      first,
+      ["sh", "-c", "echo before >> /tmp/keyed-runs; echo done"],
+      {},
+      {
+        "idempotency-key": "done-before-crash",
+      },
+    );
+    assert.equal(completed.status, 200, completed.raw);
+    created = await api("POST", "/v1/sandboxes", createBody, { "idempotency-key": "create-before-crash" });
+    assert.equal(created.status, 200, created.raw);
+    running.push(created.body.id as string);
+    await waitFor(created.body.id as string, "running");
+    starts.set(created.body.id as string, await initStart(created.body.id as string));
+
+    execBody = {
+      cmd: ["sh", "-c", "echo run >> /tmp/exec-runs; touch /tmp/exec-started; sleep 30; echo finished"],
+      timeout_seconds: 120,
+    };
+    interrupted = api("POST", `/v1/sandboxes/${first}:exec`, execBody, { "idempotency-key": "crash-exec" }).then(
+      (res) => res,
+      (error: Error) => error,
+    );
+    await eventually(
+      "the exec to start",
+      async () => (await exec(first, ["test", "-e", "/tmp/exec-started"])).body.exit === 0,
+    );
+
+    // Creates caught at different points: two that got as far as materializing (or just
+    // past it) and one accepted a moment before the kill.
+    const createOne = async (n: number) => {
+      const res = await api("POST", "/v1/sandboxes", {
+        command: ["sleep", "3600"],
+        name: `in-flight-${n}`,
+        network_access: "none",
+      });
+      assert.equal(res.status, 200, res.raw);
+      inFlight.push(res.body.id as string);
+      return res.body.id as string;
+    };
+    const early = [await createOne(1), await createOne(2)];
+    const seen = await eventually(
+      "a create to be materializing",
+      async () => {
+        const states = await Promise.all(early.map(async (id) => (await sandboxOf(id)).state));
+        return states.some((state) => state !== "requested" && state !== "reserved") ? states : null;
+      },
+      10_000,
+    );
+    await createOne(3);
+    assert.equal(await stopServer("SIGKILL"), null, "killed, not exited");
+    t.diagnostic(`creates at the kill: ${seen.join(", ")}, requested`);
+    const lost = await interrupted;
+    assert.ok(lost instanceof Error, "the exec's connection died with the server");
+
+    // While the server is down, runtime state appears that the store knows nothing of.
+    orphan = `sbx-${randomBytes(20).toString("hex")}`;
+    const outsider = await LocalRuntimeDriver.open({ root, installPackages: false });
+    try {
+      const image = await outsider.prepareImage(fixture.busyboxRef);
+      await outsider.create({
+        id: orphan,
+        image,
+        command: ["sleep", "3600"],
+        resources: TEST_RESOURCES,
+        storageClass: "standard",
+        network: "none",
+      });
+      await outsider.start(orphan);
+      assert.equal((await outsider.observe(orphan)).status, "running");
+    } finally {
+      await outsider.close();
+    }
+  });
+
+  it("adopts the running sandboxes after a restart on the same data dir and root", async () => {
+    await startServer();
+    for (const id of running) {
+      assert.equal((await sandboxOf(id)).state, "running");
+      assert.equal(await initStart(id), starts.get(id), "the same first process: adopted, not restarted");
+      assert.equal(stdoutOf(await exec(id, ["echo", "alive"])), "alive\n");
+    }
+  });
+
+  it("answers the exec the crash interrupted as indeterminate under its Idempotency-Key", async () => {
+    const [first] = running as [string];
+    const replay = await exec(
+      first,
+      execBody.cmd as string[],
+      { timeout_seconds: 120 },
+      { "idempotency-key": "crash-exec" },
+    );
+    assert.equal(replay.status, 200, replay.raw);
+    assert.deepEqual(replay.body, { indeterminate: {}, stdout: "", stderr: "", truncated: false });
+    const again = await exec(
+      first,
+      execBody.cmd as string[],
+      { timeout_seconds: 120 },
+      { "idempotency-key": "crash-exec" },
+    );
+    assert.deepEqual(again.body, replay.body, "the same answer every time; the command is not run again");
+    const other = await exec(first, ["true"], {}, { "idempotency-key": "crash-exec" });
+    assert.equal(other.status, 409, other.raw);
+    assert.equal(other.body.code, "idempotency_conflict");
+    assert.equal(stdoutOf(await exec(first, ["cat", "/tmp/exec-runs"])), "run\n", "it ran once");
+
+    const done = await exec(
+      first,
+      ["sh", "-c", "echo before >> /tmp/keyed-runs; echo done"],
+      {},
+      { "idempotency-key": "done-before-crash" },
+    );
+    assert.deepEqual(done.body, completed?.body, "a finished exec replays its recorded outcome after a restart");
+    assert.equal(stdoutOf(await exec(first, ["cat", "/tmp/keyed-runs"])), "before\n", "and did not run again");
+    const recreated = await api("POST", "/v1/sandboxes", createBody, { "idempotency-key": "create-before-crash" });
+    assert.equal(recreated.status, 200, recreated.raw);
+    assert.deepEqual(recreated.body, created?.body, "a keyed create replays the same id and run_id after a restart");
+  });
+
+  it("finishes the creates the crash interrupted, or fails them with a reason", async () => {
+    for (const id of inFlight) {
+      const settled = await eventually(
+        `sandbox ${id} to settle`,
+        async () => {
+          const sandbox = await sandboxOf(id);
+          return sandbox.state === "running" || sandbox.state === "failed" ? sandbox : null;
+        },
+        60_000,
+      );
+      if (settled.state === "failed") {
+        assert.ok(settled.state_reason?.code, `failed with a reason: ${JSON.stringify(settled)}`);
+      } else {
+        assert.equal(stdoutOf(await exec(id, ["echo", "up"])), "up\n");
+      }
+    }
+  });
+
+  it("removes runtime state the store does not know", async () => {
+    const layout = new Layout(root);
+    await eventually("the orphan to be removed", async () => (await hostTraces(layout, orphan)).length === 0);
+    assert.deepEqual(await processesMentioning(orphan), []);
+  });
+
+  it("leaves nothing on the host once the sandboxes are deleted", async () => {
+    const all = [...running, ...inFlight];
+    for (const id of all) {
+      const res = await api("DELETE", `/v1/sandboxes/${id}`);
+      assert.equal(res.status, 202, res.raw);
+    }
+    for (const id of all) await waitFor(id, "terminated");
+    const layout = new Layout(root);
+    for (const id of [...all, orphan].filter(Boolean)) {
+      assert.deepEqual(await hostTraces(layout, id), [], `host traces of ${id}`);
+      assert.deepEqual(await processesMentioning(id), [], `processes of ${id}`);
+    }
+    assert.deepEqual(mountsUnder(await readMounts(), layout.sandboxesDir), [], "mounts under the root");
+    assert.deepEqual(await vethsOf(layout), [], "veths of the root");
+    const table = await run(TOOLS.nft, ["-a", "list", "table", "inet", layout.nftTable]).catch(() => "");
+    assert.ok(!/warren:sbx-/.test(table), `nftables rules left:\n${table}`);
+    assert.deepEqual(await readdir(layout.runcRoot), [], "runc state");
+    assert.deepEqual(await processesMentioning(layout.runcRoot), [], "shims and runc calls of the root");
+    assert.equal(await stopServer("SIGTERM"), 0, "a clean shutdown");
+    assert.ok(!/warren failed to start|reconcile failed/.test(serverLog), serverLog);
+  });
+});
