@@ -253,7 +253,7 @@ export class SandboxReconciler {
     if (!live()) return;
     if (observed.status === "absent") {
       // A create cut short by a crash leaves partial host state: clear it before trying again.
-      await this.driver.destroy(row.id);
+      if ((await this.driver.list()).includes(row.id)) await this.driver.destroy(row.id);
       await this.identity.revokeSandboxKeys(row.id);
       const key = await this.identity.issueKey({
         orgId: row.org_id,
