@@ -142,47 +142,45 @@ export class IdentityService {
 
   /** Issues a key inside the caller's transaction. */
   async issueKeyIn(q: Queryable, input: NewKeyInput): Promise<IssuedKey> {
-    {
-      let principalId = input.principalId;
-      if (principalId) {
-        if (!(await repo.findPrincipal(q, input.orgId, principalId))) throw notFound("principal");
-      } else {
-        const kind = input.kind ?? "service_account";
-        if (kind === "user" && !input.email) throw new AppError("invalid_argument", "a user principal needs an email");
-        if (kind === "workload" && !input.workloadName) {
-          throw new AppError("invalid_argument", "a workload principal needs a workload name");
-        }
-        principalId = newId("prn");
-        await repo.insertPrincipal(q, {
-          id: principalId,
-          org_id: input.orgId,
-          kind,
-          role: input.role ?? "member",
-          email: kind === "user" ? (input.email ?? "") : "",
-          display_name: input.displayName ?? input.name,
-          workload_name: kind === "workload" ? (input.workloadName ?? "") : "",
-          created_at: this.clock.now(),
-        });
+    let principalId = input.principalId;
+    if (principalId) {
+      if (!(await repo.findPrincipal(q, input.orgId, principalId))) throw notFound("principal");
+    } else {
+      const kind = input.kind ?? "service_account";
+      if (kind === "user" && !input.email) throw new AppError("invalid_argument", "a user principal needs an email");
+      if (kind === "workload" && !input.workloadName) {
+        throw new AppError("invalid_argument", "a workload principal needs a workload name");
       }
-      if (input.projectId && !(await projectsRepo.getProject(q, input.orgId, input.projectId))) {
-        throw notFound("project");
-      }
-      const secret = input.secret ?? newApiKeySecret();
-      const keyId = newId("key");
-      await repo.insertApiKey(q, {
-        id: keyId,
+      principalId = newId("prn");
+      await repo.insertPrincipal(q, {
+        id: principalId,
         org_id: input.orgId,
-        principal_id: principalId,
-        name: input.name,
-        key_hash: sha256Hex(secret),
-        project_id: input.projectId ?? null,
-        sandbox_id: input.sandbox?.sandboxId ?? null,
-        lineage_path: input.sandbox?.lineagePath ?? null,
+        kind,
+        role: input.role ?? "member",
+        email: kind === "user" ? (input.email ?? "") : "",
+        display_name: input.displayName ?? input.name,
+        workload_name: kind === "workload" ? (input.workloadName ?? "") : "",
         created_at: this.clock.now(),
-        revoked_at: null,
       });
-      return { key_id: keyId, key_name: input.name, principal_id: principalId, org_id: input.orgId, api_key: secret };
     }
+    if (input.projectId && !(await projectsRepo.getProject(q, input.orgId, input.projectId))) {
+      throw notFound("project");
+    }
+    const secret = input.secret ?? newApiKeySecret();
+    const keyId = newId("key");
+    await repo.insertApiKey(q, {
+      id: keyId,
+      org_id: input.orgId,
+      principal_id: principalId,
+      name: input.name,
+      key_hash: sha256Hex(secret),
+      project_id: input.projectId ?? null,
+      sandbox_id: input.sandbox?.sandboxId ?? null,
+      lineage_path: input.sandbox?.lineagePath ?? null,
+      created_at: this.clock.now(),
+      revoked_at: null,
+    });
+    return { key_id: keyId, key_name: input.name, principal_id: principalId, org_id: input.orgId, api_key: secret };
   }
 
   async revokeKey(keyId: string): Promise<void> {
