@@ -9,8 +9,11 @@ APT_INSTALL := DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-re
 
 .PHONY: run test deps runtime-deps test-deps typecheck lint format openapi bench admin
 
+# `npm ci` refuses this registry's lock file: it lacks biome's binaries for other platforms
+# (optional packages the registry does not carry), so a refused `npm ci` falls back to
+# `npm install`, which installs exactly the locked versions and leaves the lock unchanged.
 $(DEPS_STAMP): package.json package-lock.json
-	npm ci --no-audit --no-fund
+	npm ci --no-audit --no-fund || npm install --no-audit --no-fund
 	@touch $(DEPS_STAMP)
 
 deps: $(DEPS_STAMP)
