@@ -11,7 +11,11 @@ export async function openApiDocumentText(loadDataDir?: Blob): Promise<string> {
   const db = await openPglite(undefined, loadDataDir);
   const silent = new Writable({ write: (_chunk, _encoding, callback) => callback() });
   const config = { ...loadConfig({}), publicApiUrl: "http://127.0.0.1:8080" };
-  const c = await createContainer(config, createLogger("error", silent), { db, keyring: Keyring.ephemeral(), runtime: null });
+  const c = await createContainer(config, createLogger("error", silent), {
+    db,
+    keyring: Keyring.ephemeral(),
+    runtime: null,
+  });
   const app = await createApp(c);
   try {
     return `${JSON.stringify(app.swagger(), null, 2)}\n`;

@@ -2,6 +2,8 @@
 // services and routes together.
 import { mkdir } from "node:fs/promises";
 import type { Config } from "./config.js";
+import type { RuntimeDriver } from "./drivers/runtime/interface.js";
+import { LocalRuntimeDriver } from "./drivers/runtime/local/driver.js";
 import { buildHttp } from "./http/app.js";
 import { IdempotencyStore } from "./http/idempotency.js";
 import type { App } from "./http/types.js";
@@ -22,6 +24,8 @@ import { registerProjectRoutes } from "./modules/projects/routes.js";
 import { ProjectService } from "./modules/projects/service.js";
 import { registerRunRoutes } from "./modules/runs/routes.js";
 import { RunService } from "./modules/runs/service.js";
+import { registerSandboxRoutes } from "./modules/sandboxes/routes.js";
+import { SandboxService } from "./modules/sandboxes/service.js";
 import { Keyring } from "./modules/secrets/keyring.js";
 import { registerSecretRoutes } from "./modules/secrets/routes.js";
 import { SecretService } from "./modules/secrets/service.js";
@@ -29,10 +33,6 @@ import { registerUsageRoutes } from "./modules/usage/routes.js";
 import { QuotaService } from "./modules/usage/service.js";
 import { registerWorkloadRoutes } from "./modules/workloads/routes.js";
 import { WorkloadService } from "./modules/workloads/service.js";
-import type { RuntimeDriver } from "./drivers/runtime/interface.js";
-import { LocalRuntimeDriver } from "./drivers/runtime/local/driver.js";
-import { registerSandboxRoutes } from "./modules/sandboxes/routes.js";
-import { SandboxService } from "./modules/sandboxes/service.js";
 import type { Db } from "./store/db.js";
 import { migrate } from "./store/migrate.js";
 import { openPglite } from "./store/pglite.js";

@@ -197,10 +197,7 @@ for (const store of STORE_KINDS) {
       assert.equal((await t.request("DELETE", `/v1/sandboxes/${id}`, { key: confined.key })).status, 403);
       const list = await t.request("GET", "/v1/sandboxes", { key: owner() });
       assert.ok((list.body.sandboxes as { id: string }[]).some((s) => s.id === id));
-      assert.equal(
-        (await t.request("GET", "/v1/sandboxes", { key: t.orgB.keys.owner })).body.sandboxes instanceof Array,
-        true,
-      );
+      assert.ok(Array.isArray((await t.request("GET", "/v1/sandboxes", { key: t.orgB.keys.owner })).body.sandboxes));
       assert.ok(
         !(
           (await t.request("GET", "/v1/sandboxes", { key: t.orgB.keys.owner })).body.sandboxes as { id: string }[]

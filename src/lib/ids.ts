@@ -5,7 +5,20 @@ import { monotonicFactory } from "ulid";
 
 const nextUlid = monotonicFactory();
 
-export type IdPrefix = "org" | "prn" | "key" | "prj" | "run" | "fb" | "req" | "wl" | "fed" | "sec" | "dek" | "sch" | "exe";
+export type IdPrefix =
+  | "org"
+  | "prn"
+  | "key"
+  | "prj"
+  | "run"
+  | "fb"
+  | "req"
+  | "wl"
+  | "fed"
+  | "sec"
+  | "dek"
+  | "sch"
+  | "exe";
 
 export function newId(prefix: IdPrefix): string {
   return `${prefix}_${nextUlid().toLowerCase()}`;

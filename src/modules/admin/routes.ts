@@ -182,7 +182,10 @@ export function registerAdminRoutes(app: App, admin: AdminService): void {
               ? "Quarantine a sandbox: the reconciler leaves it alone and every mutating verb is 409 quarantined"
               : "Release a quarantined sandbox",
           params: Type.Object({ id: Type.String({ minLength: 1, maxLength: 64 }) }),
-          body: Type.Object({ reason: Type.Optional(Type.String({ maxLength: 1024 })) }, { additionalProperties: false }),
+          body: Type.Object(
+            { reason: Type.Optional(Type.String({ maxLength: 1024 })) },
+            { additionalProperties: false },
+          ),
           response: standardResponses({ 200: EmptyObject }),
         },
       },
