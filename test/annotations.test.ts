@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { randomBytes } from "node:crypto";
 import { describe, it } from "node:test";
 import { newUlid } from "../src/lib/ids.js";
 import { BAD_CREDENTIALS, forEachStore, type TestApp } from "./harness.js";
@@ -215,6 +216,102 @@ forEachStore("annotations", (t) => {
       const res = await annotate({ schema_name: name, payload_json: bad, run_id: runId });
       assert.equal(res.status, 400, bad);
     }
+  });
+
+  it("validates against the latest live version right after it changes, and sees deleted targets", async () => {
+    const { name, runId } = await setup();
+    const unsure = '{"label":"unsure"}';
+    const versionOf = async (eventId: string) => {
+      const rows = await list({ run_id: runId, history: "true", page_size: "100" });
+      const row = (rows.body.annotations as Record<string, string>[]).find((r) => r.event_id === eventId);
+      return row?.schema_version;
+    };
+    const first = await annotate({ schema_name: name, payload_json: '{"label":"good"}', run_id: runId });
+    assert.equal(first.status, 200, first.raw);
+    assert.equal((await annotate({ schema_name: name, payload_json: unsure, run_id: runId })).status, 400);
+    assert.equal((await register(t(), owner(), name, V2)).status, 200);
+    const onV2 = await annotate({ schema_name: name, payload_json: unsure, run_id: runId });
+    assert.equal(onV2.status, 200, onV2.raw);
+    assert.equal(await versionOf(String(onV2.body.event_id)), "2");
+    const archived = await t().request("POST", `/v1/annotation-schemas/${name}:archive`, {
+      key: owner(),
+      body: { version: "2" },
+    });
+    assert.equal(archived.status, 200, archived.raw);
+    assert.equal((await annotate({ schema_name: name, payload_json: unsure, run_id: runId })).status, 400);
+    const onV1 = await annotate({ schema_name: name, payload_json: '{"label":"bad"}', run_id: runId });
+    assert.equal(onV1.status, 200, onV1.raw);
+    assert.equal(await versionOf(String(onV1.body.event_id)), "1");
+
+    const project = await t().request("POST", "/v1/projects", {
+      key: owner(),
+      body: { name: `p ${name}`, slug: name },
+    });
+    assert.equal(project.status, 200, project.raw);
+    const projectId = (project.body.project as { id: string }).id;
+    const run = await t().request("POST", "/v1/runs", { key: owner(), body: { project_id: projectId } });
+    const doomedRun = (run.body.run as { id: string }).id;
+    const p = '{"label":"good"}';
+    assert.equal((await annotate({ schema_name: name, payload_json: p, run_id: doomedRun })).status, 200);
+    assert.equal((await annotate({ schema_name: name, payload_json: p, project_id: projectId })).status, 200);
+    const deleted = await t().request("DELETE", `/v1/projects/${projectId}`, {
+      key: owner(),
+      query: { cascade: "true" },
+    });
+    assert.equal(deleted.status, 200, deleted.raw);
+    assert.equal((await annotate({ schema_name: name, payload_json: p, run_id: doomedRun })).status, 404);
+    assert.equal((await annotate({ schema_name: name, payload_json: p, project_id: projectId })).status, 404);
+
+    await t().request("POST", `/v1/annotation-schemas/${name}:archive`, { key: owner(), body: { version: "1" } });
+    const gone = await annotate({ schema_name: name, payload_json: p, run_id: runId });
+    assert.equal(gone.status, 404, "no live version is left");
+  });
+
+  it("stores concurrent annotates independently: one the store refuses fails alone", async () => {
+    const { name, runId } = await setup();
+    // A promoted value too large for its index: valid for the schema, refused by the store.
+    const huge = randomBytes(6000).toString("base64");
+    const alone = await annotate({
+      schema_name: name,
+      payload_json: JSON.stringify({ label: "good", reviewer: huge }),
+      run_id: runId,
+    });
+    assert.equal(alone.status, 500, alone.raw);
+    const bodies = Array.from({ length: 12 }, (_, i) => ({
+      schema_name: name,
+      payload_json: JSON.stringify({ label: i % 2 ? "good" : "bad", reviewer: `r${i % 5}` }),
+      run_id: runId,
+    }));
+    const responses = await Promise.all([
+      ...bodies.map((body) => annotate(body)),
+      annotate({ schema_name: name, payload_json: JSON.stringify({ label: "bad", reviewer: huge }), run_id: runId }),
+    ]);
+    assert.deepEqual(
+      responses.map((r) => r.status),
+      [...bodies.map(() => 200), 500],
+    );
+    const history = await list({ run_id: runId, history: "true", page_size: "100" });
+    assert.equal((history.body.annotations as unknown[]).length, 12);
+    const latest = await list({ run_id: runId, page_size: "100" });
+    assert.equal((latest.body.annotations as unknown[]).length, 5, "one head per reviewer");
+    assert.equal(latest.body.superseded_count, "7");
+
+    // Written together right after a new version: each is validated against, and stamped with, it.
+    assert.equal((await register(t(), owner(), name, V2)).status, 200);
+    const after = await Promise.all(
+      ["x", "y", "z"].map((reviewer) =>
+        annotate({ schema_name: name, payload_json: JSON.stringify({ label: "good", reviewer }), run_id: runId }),
+      ),
+    );
+    assert.deepEqual(
+      after.map((r) => r.status),
+      [200, 200, 200],
+    );
+    const stamped = await list({ run_id: runId, history: "true", page_size: "3" });
+    assert.deepEqual(
+      (stamped.body.annotations as { schema_version: string }[]).map((r) => r.schema_version),
+      ["2", "2", "2"],
+    );
   });
 
   it("rejects the reserved svc.annotation. prefix", async () => {

@@ -1,5 +1,6 @@
 import { PGlite, types } from "@electric-sql/pglite";
 import type { Db, Queryable } from "./db.js";
+import { PgliteWire } from "./pglite-wire.js";
 
 /**
  * Opens the embedded store; dataDir undefined keeps it in memory (tests). A memory store
@@ -16,21 +17,47 @@ export async function openPglite(dataDir?: string, loadDataDir?: Blob): Promise<
     ...(loadDataDir ? { loadDataDir } : {}),
     parsers: { [types.INT8]: (value: string) => value },
   });
-  const wrap = (q: Pick<PGlite, "query" | "exec">): Queryable => ({
+  // Parameterised statements go through the prepared-statement path (see pglite-wire.ts),
+  // under the same locks PGlite's query() takes; scripts still use PGlite's exec().
+  const wire = new PgliteWire(pg);
+  const root: Queryable = {
     exec: async (sql: string) => {
-      await q.exec(sql);
+      await pg.exec(sql);
     },
     query: async <T>(sql: string, params?: unknown[]) => {
-      const result = await q.query<T>(sql, params as unknown[] | undefined);
-      return { rows: result.rows };
+      await pg._checkReady();
+      const rows = await pg._runExclusiveTransaction(() =>
+        pg._runExclusiveQuery(async () => {
+          const result = await wire.query<T>(sql, params ?? []);
+          await pg.syncToFs();
+          return result;
+        }),
+      );
+      return { rows };
     },
-  });
-  const root = wrap(pg);
+  };
   return {
     kind: "pglite" as const,
     query: root.query,
     exec: root.exec,
-    tx: (fn) => pg.transaction((tx) => fn(wrap(tx))),
+    tx: (fn) =>
+      pg.transaction(async (tx) => {
+        let open = true;
+        const q: Queryable = {
+          exec: async (sql: string) => {
+            await tx.exec(sql);
+          },
+          query: async <T>(sql: string, params?: unknown[]) => {
+            if (!open) throw new Error("Transaction is closed");
+            return { rows: await pg._runExclusiveQuery(() => wire.query<T>(sql, params ?? [])) };
+          },
+        };
+        try {
+          return await fn(q);
+        } finally {
+          open = false;
+        }
+      }),
     close: () => pg.close(),
     dump: async () => (await pg.dumpDataDir("none")) as Blob,
   };

@@ -1,4 +1,5 @@
 import type { Queryable } from "../../store/db.js";
+import type { SchemaRow } from "./schema-repo.js";
 
 export const SLOT_COLUMNS = ["p1", "p2", "p3", "p4", "p5", "p6", "p7", "p8"] as const;
 export type SlotColumn = (typeof SLOT_COLUMNS)[number];
@@ -22,74 +23,284 @@ export interface AnnotationInsert {
   slots: Partial<Record<SlotColumn, string | null>>;
 }
 
-/** Inserts the annotation event; false when the event id is already taken in the organization. */
-export async function insertAnnotation(q: Queryable, a: AnnotationInsert): Promise<boolean> {
+const SLOT_PARAMS = "$19, $20, $21, $22, $23, $24, $25, $26";
+const NEWER_SLOTS = SLOT_COLUMNS.map(
+  (c) =>
+    `${c} = CASE WHEN EXCLUDED.ts_wall_ns > annotation_heads.ts_wall_ns THEN EXCLUDED.${c} ELSE annotation_heads.${c} END`,
+).join(",\n         ");
+
+/** What the write re-checks in its own statement: the target as read, and the schema version validated against. */
+export type WriteGuard = "run" | "run-event" | "project";
+
+const RUN_GUARD =
+  "EXISTS (SELECT 1 FROM runs r WHERE r.org_id = $1 AND r.id = $4 AND r.project_id = $3 AND r.lineage_path = $5)";
+const GUARDS: Record<WriteGuard, string> = {
+  run: RUN_GUARD,
+  // By primary key, then run_id (see RUN_EVENT_CONTEXT).
+  "run-event": `${RUN_GUARD} AND COALESCE((SELECT e.run_id = $4 FROM events e WHERE e.org_id = $1 AND e.event_id = $11), false)`,
+  project: "EXISTS (SELECT 1 FROM projects p WHERE p.org_id = $1 AND p.id = $3)",
+};
+
+// The event and its supersession head in one statement (one round trip). Nothing is written
+// unless the target still exists and $27 is still the latest live version of the schema
+// ("fresh"), so a caller may validate against a cached schema; the head is written only
+// when the event was (a taken event id writes nothing).
+function writeSql(guard: WriteGuard): string {
+  return `WITH fresh AS (
+       SELECT 1 AS ok WHERE ${GUARDS[guard]}
+          AND (SELECT s.id FROM annotation_schemas s WHERE s.org_id = $1 AND s.name = $7 AND s.archived_at IS NULL
+                ORDER BY s.version DESC LIMIT 1) = $27
+     ), inserted AS (
+       INSERT INTO events (org_id, event_id, project_id, run_id, lineage_path, ts_wall_ns, name, principal, payload,
+                           kind, schema_name, schema_version, target_event_id, range_start_ns, range_end_ns,
+                           range_start_event_id, range_end_event_id, payload_text, content_hash, supersession_key,
+                           p1, p2, p3, p4, p5, p6, p7, p8)
+       SELECT $1, $2, $3, $4, $5, $6::bigint, $7, $8, $9::jsonb, 'annotation', $7, $10::integer, $11, $12::bigint,
+              $13::bigint, $14, $15, $16, $17, $18, ${SLOT_PARAMS}
+         FROM fresh
+       ON CONFLICT (org_id, event_id) DO NOTHING RETURNING event_id
+     ), head AS (
+       INSERT INTO annotation_heads (org_id, supersession_key, event_id, ts_wall_ns, project_id, run_id, schema_name,
+                                     target_event_id, superseded_count, p1, p2, p3, p4, p5, p6, p7, p8)
+       SELECT $1, $18, $2, $6::bigint, $3, $4, $7, $11, 0, ${SLOT_PARAMS} FROM inserted
+       ON CONFLICT (org_id, supersession_key) DO UPDATE SET
+         superseded_count = annotation_heads.superseded_count + 1,
+         event_id = CASE WHEN (EXCLUDED.ts_wall_ns, EXCLUDED.event_id) > (annotation_heads.ts_wall_ns, annotation_heads.event_id)
+                         THEN EXCLUDED.event_id ELSE annotation_heads.event_id END,
+         ts_wall_ns = GREATEST(EXCLUDED.ts_wall_ns, annotation_heads.ts_wall_ns),
+         ${NEWER_SLOTS}
+     )
+     SELECT EXISTS (SELECT 1 FROM fresh) AS fresh, EXISTS (SELECT 1 FROM inserted) AS inserted`;
+}
+const WRITE_SQL: Record<WriteGuard, string> = {
+  run: writeSql("run"),
+  "run-event": writeSql("run-event"),
+  project: writeSql("project"),
+};
+
+/**
+ * Inserts the annotation event and makes it the head of its supersession key when it is
+ * the newest, counting what it hides. "stale" (nothing written) when the target is gone or
+ * `schemaId` is no longer the latest live version of the schema name; "taken" (nothing
+ * written) when the event id is already used in the organization.
+ */
+export async function insertAnnotation(
+  q: Queryable,
+  a: AnnotationInsert,
+  guard: WriteGuard,
+  schemaId: string,
+): Promise<"inserted" | "taken" | "stale"> {
   const slotValues = SLOT_COLUMNS.map((column) => a.slots[column] ?? null);
-  const { rows } = await q.query(
-    `INSERT INTO events (org_id, event_id, project_id, run_id, lineage_path, ts_wall_ns, name, principal, payload,
-                         kind, schema_name, schema_version, target_event_id, range_start_ns, range_end_ns,
-                         range_start_event_id, range_end_event_id, payload_text, content_hash, supersession_key,
-                         p1, p2, p3, p4, p5, p6, p7, p8)
-     VALUES ($1, $2, $3, $4, $5, $6::bigint, $7, $8, $9::jsonb, 'annotation', $7, $10, $11, $12::bigint, $13::bigint,
-             $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26)
-     ON CONFLICT (org_id, event_id) DO NOTHING RETURNING event_id`,
-    [
-      a.orgId,
-      a.eventId,
-      a.projectId,
-      a.runId,
-      a.lineagePath,
-      a.tsWallNs.toString(),
-      a.schemaName,
-      a.principal,
-      JSON.stringify(a.payload),
-      a.schemaVersion,
-      a.targetEventId,
-      a.range?.startNs ?? null,
-      a.range?.endNs ?? null,
-      a.range?.startEventId ?? null,
-      a.range?.endEventId ?? null,
-      a.payloadText,
-      a.contentHash,
-      a.supersessionKey,
-      ...slotValues,
-    ],
-  );
-  return rows.length > 0;
+  const { rows } = await q.query<{ fresh: boolean; inserted: boolean }>(WRITE_SQL[guard], [
+    a.orgId,
+    a.eventId,
+    a.projectId,
+    a.runId,
+    a.lineagePath,
+    a.tsWallNs.toString(),
+    a.schemaName,
+    a.principal,
+    JSON.stringify(a.payload),
+    a.schemaVersion,
+    a.targetEventId,
+    a.range?.startNs ?? null,
+    a.range?.endNs ?? null,
+    a.range?.startEventId ?? null,
+    a.range?.endEventId ?? null,
+    a.payloadText,
+    a.contentHash,
+    a.supersessionKey,
+    ...slotValues,
+    schemaId,
+  ]);
+  const row = rows[0];
+  if (!row?.fresh) return "stale";
+  return row.inserted ? "inserted" : "taken";
 }
 
-/** Makes the new annotation the head of its key when it is the newest, counting what it hides. */
-export async function advanceHead(q: Queryable, a: AnnotationInsert): Promise<void> {
-  const slotValues = SLOT_COLUMNS.map((column) => a.slots[column] ?? null);
-  await q.query(
-    `INSERT INTO annotation_heads (org_id, supersession_key, event_id, ts_wall_ns, project_id, run_id, schema_name,
-                                   target_event_id, superseded_count, p1, p2, p3, p4, p5, p6, p7, p8)
-     VALUES ($1, $2, $3, $4::bigint, $5, $6, $7, $8, 0, $9, $10, $11, $12, $13, $14, $15, $16)
-     ON CONFLICT (org_id, supersession_key) DO UPDATE SET
-       superseded_count = annotation_heads.superseded_count + 1,
-       event_id = CASE WHEN (EXCLUDED.ts_wall_ns, EXCLUDED.event_id) > (annotation_heads.ts_wall_ns, annotation_heads.event_id)
-                       THEN EXCLUDED.event_id ELSE annotation_heads.event_id END,
-       ts_wall_ns = GREATEST(EXCLUDED.ts_wall_ns, annotation_heads.ts_wall_ns),
-       p1 = CASE WHEN EXCLUDED.ts_wall_ns > annotation_heads.ts_wall_ns THEN EXCLUDED.p1 ELSE annotation_heads.p1 END,
-       p2 = CASE WHEN EXCLUDED.ts_wall_ns > annotation_heads.ts_wall_ns THEN EXCLUDED.p2 ELSE annotation_heads.p2 END,
-       p3 = CASE WHEN EXCLUDED.ts_wall_ns > annotation_heads.ts_wall_ns THEN EXCLUDED.p3 ELSE annotation_heads.p3 END,
-       p4 = CASE WHEN EXCLUDED.ts_wall_ns > annotation_heads.ts_wall_ns THEN EXCLUDED.p4 ELSE annotation_heads.p4 END,
-       p5 = CASE WHEN EXCLUDED.ts_wall_ns > annotation_heads.ts_wall_ns THEN EXCLUDED.p5 ELSE annotation_heads.p5 END,
-       p6 = CASE WHEN EXCLUDED.ts_wall_ns > annotation_heads.ts_wall_ns THEN EXCLUDED.p6 ELSE annotation_heads.p6 END,
-       p7 = CASE WHEN EXCLUDED.ts_wall_ns > annotation_heads.ts_wall_ns THEN EXCLUDED.p7 ELSE annotation_heads.p7 END,
-       p8 = CASE WHEN EXCLUDED.ts_wall_ns > annotation_heads.ts_wall_ns THEN EXCLUDED.p8 ELSE annotation_heads.p8 END`,
-    [
-      a.orgId,
-      a.supersessionKey,
-      a.eventId,
-      a.tsWallNs.toString(),
-      a.projectId,
-      a.runId,
-      a.schemaName,
-      a.targetEventId,
-      ...slotValues,
-    ],
+export type WriteResult = Awaited<ReturnType<typeof insertAnnotation>>;
+
+export interface GuardedWrite {
+  row: AnnotationInsert;
+  guard: WriteGuard;
+  schemaId: string;
+}
+
+// insertAnnotation for many annotations in one statement: the same guard, insert and head
+// upsert per row (rows arrive as one JSON array). The rows of one call must not share an
+// event id or a supersession key (one statement cannot upsert a head twice); heads are
+// written in key order, so concurrent calls lock them in the same order.
+const WRITE_MANY_SQL = `WITH input AS (
+       SELECT * FROM json_to_recordset($1::json) AS i(
+         ord integer, guard text, schema_id text, org_id text, event_id text, project_id text, run_id text,
+         lineage_path text, ts_wall_ns bigint, schema_name text, principal text, payload jsonb, schema_version integer,
+         target_event_id text, range_start_ns bigint, range_end_ns bigint, range_start_event_id text,
+         range_end_event_id text, payload_text text, content_hash text, supersession_key text,
+         p1 text, p2 text, p3 text, p4 text, p5 text, p6 text, p7 text, p8 text)
+     ), fresh AS (
+       SELECT i.* FROM input i
+        WHERE CASE WHEN i.guard = 'project'
+                   THEN EXISTS (SELECT 1 FROM projects p WHERE p.org_id = i.org_id AND p.id = i.project_id)
+                   ELSE EXISTS (SELECT 1 FROM runs r WHERE r.org_id = i.org_id AND r.id = i.run_id
+                                   AND r.project_id = i.project_id AND r.lineage_path = i.lineage_path)
+                        AND (i.guard <> 'run-event'
+                             OR COALESCE((SELECT e.run_id = i.run_id FROM events e
+                                           WHERE e.org_id = i.org_id AND e.event_id = i.target_event_id), false))
+              END
+          AND (SELECT s.id FROM annotation_schemas s
+                WHERE s.org_id = i.org_id AND s.name = i.schema_name AND s.archived_at IS NULL
+                ORDER BY s.version DESC LIMIT 1) = i.schema_id
+     ), inserted AS (
+       INSERT INTO events (org_id, event_id, project_id, run_id, lineage_path, ts_wall_ns, name, principal, payload,
+                           kind, schema_name, schema_version, target_event_id, range_start_ns, range_end_ns,
+                           range_start_event_id, range_end_event_id, payload_text, content_hash, supersession_key,
+                           p1, p2, p3, p4, p5, p6, p7, p8)
+       SELECT org_id, event_id, project_id, run_id, lineage_path, ts_wall_ns, schema_name, principal, payload,
+              'annotation', schema_name, schema_version, target_event_id, range_start_ns, range_end_ns,
+              range_start_event_id, range_end_event_id, payload_text, content_hash, supersession_key,
+              p1, p2, p3, p4, p5, p6, p7, p8
+         FROM fresh ORDER BY org_id, event_id
+       ON CONFLICT (org_id, event_id) DO NOTHING RETURNING org_id, event_id
+     ), head AS (
+       INSERT INTO annotation_heads (org_id, supersession_key, event_id, ts_wall_ns, project_id, run_id, schema_name,
+                                     target_event_id, superseded_count, p1, p2, p3, p4, p5, p6, p7, p8)
+       SELECT f.org_id, f.supersession_key, f.event_id, f.ts_wall_ns, f.project_id, f.run_id, f.schema_name,
+              f.target_event_id, 0, f.p1, f.p2, f.p3, f.p4, f.p5, f.p6, f.p7, f.p8
+         FROM fresh f JOIN inserted n ON n.org_id = f.org_id AND n.event_id = f.event_id
+        ORDER BY f.org_id, f.supersession_key
+       ON CONFLICT (org_id, supersession_key) DO UPDATE SET
+         superseded_count = annotation_heads.superseded_count + 1,
+         event_id = CASE WHEN (EXCLUDED.ts_wall_ns, EXCLUDED.event_id) > (annotation_heads.ts_wall_ns, annotation_heads.event_id)
+                         THEN EXCLUDED.event_id ELSE annotation_heads.event_id END,
+         ts_wall_ns = GREATEST(EXCLUDED.ts_wall_ns, annotation_heads.ts_wall_ns),
+         ${NEWER_SLOTS}
+     )
+     SELECT i.ord,
+            EXISTS (SELECT 1 FROM fresh f WHERE f.ord = i.ord) AS fresh,
+            EXISTS (SELECT 1 FROM inserted n WHERE n.org_id = i.org_id AND n.event_id = i.event_id) AS inserted
+       FROM input i`;
+
+/** insertAnnotation for each write, in one statement; see WRITE_MANY_SQL for what the writes must not share. */
+export async function insertAnnotations(q: Queryable, writes: GuardedWrite[]): Promise<WriteResult[]> {
+  const input = writes.map(({ row: a, guard, schemaId }, ord) => ({
+    ord,
+    guard,
+    schema_id: schemaId,
+    org_id: a.orgId,
+    event_id: a.eventId,
+    project_id: a.projectId,
+    run_id: a.runId,
+    lineage_path: a.lineagePath,
+    ts_wall_ns: a.tsWallNs.toString(),
+    schema_name: a.schemaName,
+    principal: a.principal,
+    payload: a.payload,
+    schema_version: a.schemaVersion,
+    target_event_id: a.targetEventId,
+    range_start_ns: a.range?.startNs ?? null,
+    range_end_ns: a.range?.endNs ?? null,
+    range_start_event_id: a.range?.startEventId ?? null,
+    range_end_event_id: a.range?.endEventId ?? null,
+    payload_text: a.payloadText,
+    content_hash: a.contentHash,
+    supersession_key: a.supersessionKey,
+    ...Object.fromEntries(SLOT_COLUMNS.map((column) => [column, a.slots[column] ?? null])),
+  }));
+  const { rows } = await q.query<{ ord: number; fresh: boolean; inserted: boolean }>(WRITE_MANY_SQL, [
+    JSON.stringify(input),
+  ]);
+  const results: WriteResult[] = writes.map(() => "stale");
+  for (const row of rows) results[row.ord] = !row.fresh ? "stale" : row.inserted ? "inserted" : "taken";
+  return results;
+}
+
+/** What an annotate reads before it writes: its target and the schema it validates against. */
+export interface IngestContext {
+  /** The run (run_id targets), or null when the organization has no such run. */
+  run: { project_id: string; lineage_path: string } | null;
+  /** The project exists in the organization (project_id targets). */
+  projectFound: boolean;
+  /** The target event exists in the run (target_event_id). */
+  targetEventFound: boolean;
+  /** The latest live version of the schema name, or null when there is none. */
+  schema: Pick<SchemaRow, "id" | "name" | "version" | "json_schema" | "promoted_fields"> | null;
+}
+
+interface IngestContextRow {
+  run_project_id: string | null;
+  run_lineage_path: string | null;
+  project_found: boolean;
+  target_found: boolean;
+  schema_id: string | null;
+  schema_name: string | null;
+  schema_version: number | null;
+  json_schema: string | null;
+  promoted_fields: SchemaRow["promoted_fields"] | null;
+}
+
+const LATEST_LIVE_SCHEMA = `LEFT JOIN LATERAL (SELECT id, name, version, json_schema, promoted_fields FROM annotation_schemas
+                           WHERE org_id = $1 AND name = $2 AND archived_at IS NULL
+                           ORDER BY version DESC LIMIT 1) s ON true`;
+const SCHEMA_COLUMNS =
+  "s.id AS schema_id, s.name AS schema_name, s.version AS schema_version, s.json_schema, s.promoted_fields";
+// One text per target kind, so each prepared statement plans only the lookups it needs. The
+// target event is found by its primary key, then compared on run_id: the same answer as
+// `event_id = ? AND run_id = ?` without a plan that walks the run's events.
+const RUN_CONTEXT = `SELECT r.project_id AS run_project_id, r.lineage_path AS run_lineage_path, false AS project_found,
+       false AS target_found, ${SCHEMA_COLUMNS}
+  FROM (SELECT 1) AS one
+  LEFT JOIN runs r ON r.org_id = $1 AND r.id = $3
+  ${LATEST_LIVE_SCHEMA}`;
+const RUN_EVENT_CONTEXT = `SELECT r.project_id AS run_project_id, r.lineage_path AS run_lineage_path, false AS project_found,
+       COALESCE((SELECT e.run_id = $3 FROM events e WHERE e.org_id = $1 AND e.event_id = $4), false) AS target_found,
+       ${SCHEMA_COLUMNS}
+  FROM (SELECT 1) AS one
+  LEFT JOIN runs r ON r.org_id = $1 AND r.id = $3
+  ${LATEST_LIVE_SCHEMA}`;
+const PROJECT_CONTEXT = `SELECT NULL::text AS run_project_id, NULL::text AS run_lineage_path,
+       EXISTS (SELECT 1 FROM projects p WHERE p.org_id = $1 AND p.id = $3) AS project_found, false AS target_found,
+       ${SCHEMA_COLUMNS}
+  FROM (SELECT 1) AS one
+  ${LATEST_LIVE_SCHEMA}`;
+
+/**
+ * The target (a run and optionally one of its events, or a project) and the latest live
+ * version of the schema name, read in one round trip; each part is the same lookup the
+ * separate reads make (runs and projects by id in the organization, the event by id within
+ * the run, the newest unarchived schema version).
+ */
+export async function ingestContext(
+  q: Queryable,
+  orgId: string,
+  target: { runId: string; targetEventId: string | null } | { projectId: string },
+  schemaName: string,
+): Promise<IngestContext> {
+  const { rows } = await q.query<IngestContextRow>(
+    ...(("projectId" in target
+      ? [PROJECT_CONTEXT, [orgId, schemaName, target.projectId]]
+      : target.targetEventId
+        ? [RUN_EVENT_CONTEXT, [orgId, schemaName, target.runId, target.targetEventId]]
+        : [RUN_CONTEXT, [orgId, schemaName, target.runId]]) as [string, unknown[]]),
   );
+  const row = rows[0] as IngestContextRow;
+  return {
+    run:
+      row.run_project_id !== null
+        ? { project_id: row.run_project_id, lineage_path: row.run_lineage_path as string }
+        : null,
+    projectFound: row.project_found,
+    targetEventFound: row.target_found,
+    schema:
+      row.schema_id !== null
+        ? {
+            id: row.schema_id,
+            name: row.schema_name as string,
+            version: row.schema_version as number,
+            json_schema: row.json_schema as string,
+            promoted_fields: row.promoted_fields as SchemaRow["promoted_fields"],
+          }
+        : null,
+  };
 }
 
 export interface StoredEvent {

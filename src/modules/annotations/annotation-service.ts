@@ -9,8 +9,6 @@ import { canonicalJson, sha256Hex } from "../../lib/hash.js";
 import { isUlid, newUlid } from "../../lib/ids.js";
 import type { Db, Queryable } from "../../store/db.js";
 import { type Credential, requireOrgScoped } from "../identity/credential.js";
-import * as projectsRepo from "../projects/repo.js";
-import * as runsRepo from "../runs/repo.js";
 import * as repo from "./annotation-repo.js";
 import { describe, validatorFor } from "./json-schema.js";
 import * as schemaRepo from "./schema-repo.js";
@@ -113,7 +111,48 @@ export function decodeRow(row: repo.AnnotationRow): { ok: true; view: Annotation
   return { ok: true, view };
 }
 
+/** How many run and schema lookups each cache keeps before starting over. */
+const MAX_CACHED = 10_000;
+/** Writes found stale (target or schema changed meanwhile) before an annotate gives up. */
+const MAX_ATTEMPTS = 4;
+/** Most annotate writes one statement takes. */
+const MAX_BATCH = 64;
+
+type WriteResult = repo.WriteResult;
+
+interface QueuedWrite {
+  row: repo.AnnotationInsert;
+  guard: repo.WriteGuard;
+  schemaId: string;
+  resolve: (result: WriteResult) => void;
+  reject: (error: unknown) => void;
+}
+
+type LiveSchema = NonNullable<repo.IngestContext["schema"]>;
+type RunInfo = NonNullable<repo.IngestContext["run"]>;
+
+interface Prepared {
+  row: repo.AnnotationInsert;
+  contentHash: string;
+}
+
 export class AnnotationService {
+  // Reads an annotate may skip: a run's project and lineage never change, and the latest
+  // live schema version is re-checked by the write itself (repo.insertAnnotation's guard),
+  // so a stale entry costs one more round trip, never a wrong answer. Every error is
+  // decided on a fresh read, in the order of the uncached path.
+  private readonly runs = new Map<string, RunInfo>();
+  private readonly schemas = new Map<string, LiveSchema>();
+  // Annotate writes that queue up together go to the store as one statement: a write's
+  // fixed cost (statement start, opening two tables with all their indexes, the commit, on
+  // PostgreSQL a loopback round trip) outweighs the row itself. Each caller still answers
+  // only after its own write committed. One statement is in flight at a time: the writes
+  // that arrive meanwhile make the next one (on PostgreSQL, 16 clients wrote ~30% more per
+  // second this way than with 2 to 4 statements in flight, which made the batches smaller).
+  private readonly queue: QueuedWrite[] = [];
+  private flushScheduled = false;
+  private writing = false;
+
   constructor(
     private readonly db: Db,
     private readonly clock: Clock,
@@ -123,12 +162,45 @@ export class AnnotationService {
     requireOrgScoped(cred, "annotate");
     if (Boolean(input.run_id) === Boolean(input.project_id)) throw invalid("set exactly one of run_id or project_id");
     if (input.target_event_id && !input.run_id) throw invalid("target_event_id is valid only with run_id");
-    return this.db.tx(async (q) => {
-      const target = input.run_id
-        ? await this.runTarget(q, cred, input.run_id, input.target_event_id)
-        : await this.projectTarget(q, cred, input.project_id as string);
-      return this.write(q, cred, input, target);
-    });
+    const guard: repo.WriteGuard = input.run_id ? (input.target_event_id ? "run-event" : "run") : "project";
+    const schemaKey = `${cred.orgId}\u0000${input.schema_name}`;
+    const runKey = input.run_id ? `${cred.orgId}\u0000${input.run_id}` : "";
+    for (let attempt = 1; attempt <= MAX_ATTEMPTS; attempt++) {
+      // First from the caches when both are there (the write re-checks them), else read.
+      let context: repo.IngestContext | null = null;
+      const schema = attempt === 1 ? this.schemas.get(schemaKey) : undefined;
+      const run = input.run_id ? this.runs.get(runKey) : undefined;
+      if (schema && (run || !input.run_id)) {
+        context = { run: run ?? null, projectFound: true, targetEventFound: true, schema };
+      }
+      const cached = context !== null;
+      if (!context) {
+        context = await repo.ingestContext(
+          this.db,
+          cred.orgId,
+          input.run_id
+            ? { runId: input.run_id, targetEventId: input.target_event_id || null }
+            : { projectId: input.project_id as string },
+          input.schema_name,
+        );
+        this.remember(runKey, context.run, schemaKey, context.schema);
+      }
+      let prepared: Prepared;
+      try {
+        const target = input.run_id
+          ? this.runTarget(context, input.run_id, input.target_event_id)
+          : this.projectTarget(context, input.project_id as string);
+        prepared = this.prepare(cred, input, target, context.schema);
+      } catch (error) {
+        // A refusal is only ever given on what the store says now.
+        if (cached && error instanceof AppError) continue;
+        throw error;
+      }
+      const result = await this.insert(this.db, cred, prepared, guard, context.schema as LiveSchema, true);
+      if (result) return result;
+      this.forget(runKey, schemaKey);
+    }
+    throw new AppError("unavailable", "the run, project or schema kept changing while annotating; retry");
   }
 
   async annotateRange(cred: Credential, input: AnnotateRangeInput): Promise<{ event_id: string }> {
@@ -140,49 +212,69 @@ export class AnnotationService {
         "set exactly one window form: range_start_ns and range_end_ns, or range_start_event_id and range_end_event_id",
       );
     }
-    return this.db.tx(async (q) => {
-      const target = await this.runTarget(q, cred, input.run_id, undefined);
-      if (byNs) {
-        if (input.range_start_ns === undefined || input.range_end_ns === undefined) {
-          throw invalid("range_start_ns and range_end_ns must both be set");
+    for (let attempt = 1; attempt <= MAX_ATTEMPTS; attempt++) {
+      const result = await this.db.tx(async (q) => {
+        const context = await repo.ingestContext(
+          q,
+          cred.orgId,
+          { runId: input.run_id, targetEventId: null },
+          input.schema_name,
+        );
+        const target = this.runTarget(context, input.run_id, undefined);
+        if (byNs) {
+          if (input.range_start_ns === undefined || input.range_end_ns === undefined) {
+            throw invalid("range_start_ns and range_end_ns must both be set");
+          }
+          const start = parseNs(input.range_start_ns, "range_start_ns");
+          const end = parseNs(input.range_end_ns, "range_end_ns");
+          if (start > end) throw invalid("range_start_ns must not be after range_end_ns");
+          target.range = { startNs: start.toString(), endNs: end.toString(), startEventId: null, endEventId: null };
+        } else {
+          if (!input.range_start_event_id || !input.range_end_event_id) {
+            throw invalid("range_start_event_id and range_end_event_id must both be set");
+          }
+          const start = await repo.runEventExists(q, cred.orgId, input.run_id, input.range_start_event_id);
+          if (!start) throw notFound(`event ${input.range_start_event_id} in run ${input.run_id}`);
+          const end = await repo.runEventExists(q, cred.orgId, input.run_id, input.range_end_event_id);
+          if (!end) throw notFound(`event ${input.range_end_event_id} in run ${input.run_id}`);
+          if (BigInt(start.ts_wall_ns) > BigInt(end.ts_wall_ns)) {
+            throw invalid("range_start_event_id must not be later than range_end_event_id");
+          }
+          target.range = {
+            startNs: start.ts_wall_ns,
+            endNs: end.ts_wall_ns,
+            startEventId: input.range_start_event_id,
+            endEventId: input.range_end_event_id,
+          };
         }
-        const start = parseNs(input.range_start_ns, "range_start_ns");
-        const end = parseNs(input.range_end_ns, "range_end_ns");
-        if (start > end) throw invalid("range_start_ns must not be after range_end_ns");
-        target.range = { startNs: start.toString(), endNs: end.toString(), startEventId: null, endEventId: null };
-      } else {
-        if (!input.range_start_event_id || !input.range_end_event_id) {
-          throw invalid("range_start_event_id and range_end_event_id must both be set");
-        }
-        const start = await repo.runEventExists(q, cred.orgId, input.run_id, input.range_start_event_id);
-        if (!start) throw notFound(`event ${input.range_start_event_id} in run ${input.run_id}`);
-        const end = await repo.runEventExists(q, cred.orgId, input.run_id, input.range_end_event_id);
-        if (!end) throw notFound(`event ${input.range_end_event_id} in run ${input.run_id}`);
-        if (BigInt(start.ts_wall_ns) > BigInt(end.ts_wall_ns)) {
-          throw invalid("range_start_event_id must not be later than range_end_event_id");
-        }
-        target.range = {
-          startNs: start.ts_wall_ns,
-          endNs: end.ts_wall_ns,
-          startEventId: input.range_start_event_id,
-          endEventId: input.range_end_event_id,
-        };
-      }
-      return this.write(q, cred, input, target);
-    });
+        const prepared = this.prepare(cred, input, target, context.schema);
+        return this.insert(q, cred, prepared, "run", context.schema as LiveSchema, false);
+      });
+      if (result) return result;
+    }
+    throw new AppError("unavailable", "the run or schema kept changing while annotating; retry");
   }
 
-  private async runTarget(
-    q: Queryable,
-    cred: Credential,
-    runId: string,
-    targetEventId: string | undefined,
-  ): Promise<Target> {
-    const run = await runsRepo.getRun(q, cred.orgId, runId);
-    if (!run) throw notFound("run");
-    if (targetEventId && !(await repo.runEventExists(q, cred.orgId, runId, targetEventId))) {
-      throw notFound(`event ${targetEventId} in run ${runId}`);
+  private remember(runKey: string, run: RunInfo | null, schemaKey: string, schema: LiveSchema | null) {
+    if (runKey && run) {
+      if (this.runs.size >= MAX_CACHED) this.runs.clear();
+      this.runs.set(runKey, run);
     }
+    if (schema) {
+      if (this.schemas.size >= MAX_CACHED) this.schemas.clear();
+      this.schemas.set(schemaKey, schema);
+    }
+  }
+
+  private forget(runKey: string, schemaKey: string) {
+    if (runKey) this.runs.delete(runKey);
+    this.schemas.delete(schemaKey);
+  }
+
+  private runTarget(context: repo.IngestContext, runId: string, targetEventId: string | undefined): Target {
+    const run = context.run;
+    if (!run) throw notFound("run");
+    if (targetEventId && !context.targetEventFound) throw notFound(`event ${targetEventId} in run ${runId}`);
     return {
       runId,
       projectId: run.project_id,
@@ -192,18 +284,18 @@ export class AnnotationService {
     };
   }
 
-  private async projectTarget(q: Queryable, cred: Credential, projectId: string): Promise<Target> {
-    const project = await projectsRepo.getProject(q, cred.orgId, projectId);
-    if (!project) throw notFound("project");
+  private projectTarget(context: repo.IngestContext, projectId: string): Target {
+    if (!context.projectFound) throw notFound("project");
     return { runId: null, projectId, lineagePath: "", targetEventId: null, range: null };
   }
 
-  private async write(
-    q: Queryable,
+  /** Validates the payload against the schema and builds the row to store (no I/O). */
+  private prepare(
     cred: Credential,
     input: { schema_name: string; payload_json: string; event_id?: string | undefined },
     target: Target,
-  ): Promise<{ event_id: string }> {
+    schema: repo.IngestContext["schema"],
+  ): Prepared {
     if (input.event_id !== undefined && !isUlid(input.event_id)) {
       throw invalid("event_id must be a 26-character ULID (Crockford base32, upper case)");
     }
@@ -221,7 +313,6 @@ export class AnnotationService {
     if (reserved.length > 0) {
       throw invalid(`payload keys under "${RESERVED_PREFIX}" are reserved for the platform: ${reserved.join(", ")}`);
     }
-    const schema = await schemaRepo.latestLive(q, cred.orgId, input.schema_name);
     if (!schema) throw notFound(`annotation schema "${input.schema_name}"`);
     const validate = validatorFor(schema.id, schema.json_schema);
     if (!validate(object)) {
@@ -241,10 +332,6 @@ export class AnnotationService {
       }),
     );
     const eventId = input.event_id ?? newUlid();
-    if (input.event_id !== undefined) {
-      const existing = await repo.findEvent(q, cred.orgId, eventId);
-      if (existing) return this.sameOrConflict(existing, contentHash);
-    }
 
     const identity = schema.promoted_fields.filter((p) => p.identity).map((p) => [p.field, object[p.field] ?? null]);
     const supersessionKey = sha256Hex(
@@ -279,12 +366,105 @@ export class AnnotationService {
       range: target.range,
       slots,
     };
-    if (!(await repo.insertAnnotation(q, row))) {
-      const existing = await repo.findEvent(q, cred.orgId, eventId);
+    return { row, contentHash };
+  }
+
+  /** Stores a prepared annotation; null when the guard found the target or schema changed (nothing written). */
+  private async insert(
+    q: Queryable,
+    cred: Credential,
+    { row, contentHash }: Prepared,
+    guard: repo.WriteGuard,
+    schema: LiveSchema,
+    batched: boolean,
+  ): Promise<{ event_id: string } | null> {
+    // A caller-minted event id that is already taken writes nothing: the same content is a
+    // retry (the stored annotation's id), anything else a conflict. Should the taken row
+    // vanish before it is read back, the write is simply tried again.
+    for (let attempt = 1; attempt <= MAX_ATTEMPTS; attempt++) {
+      const result = batched
+        ? await this.enqueue(row, guard, schema.id)
+        : await repo.insertAnnotation(q, row, guard, schema.id);
+      if (result === "stale") return null;
+      if (result === "inserted") return { event_id: row.eventId };
+      const existing = await repo.findEvent(q, cred.orgId, row.eventId);
       if (existing) return this.sameOrConflict(existing, contentHash);
     }
-    await repo.advanceHead(q, row);
-    return { event_id: eventId };
+    throw new AppError("unavailable", "the annotation could not be written; retry");
+  }
+
+  private enqueue(row: repo.AnnotationInsert, guard: repo.WriteGuard, schemaId: string): Promise<WriteResult> {
+    return new Promise((resolve, reject) => {
+      this.queue.push({ row, guard, schemaId, resolve, reject });
+      this.scheduleFlush();
+    });
+  }
+
+  private scheduleFlush() {
+    if (this.flushScheduled || this.writing) return;
+    this.flushScheduled = true;
+    const flush = () => {
+      this.flushScheduled = false;
+      void this.flush();
+    };
+    // PGlite runs a statement on this thread, so the batch waits for the rest of this turn's
+    // I/O to join it. PostgreSQL runs it while this process serves other requests, so a write
+    // leaves at once when none is in flight, and the next batch gathers meanwhile.
+    if (this.db.kind === "pglite") setImmediate(flush);
+    else queueMicrotask(flush);
+  }
+
+  private async flush() {
+    if (this.queue.length === 0 || this.writing) return;
+    this.writing = true;
+    const batch = this.queue.splice(0, MAX_BATCH);
+    try {
+      // In order, runs of writes that share no event id and no supersession key.
+      let run: QueuedWrite[] = [];
+      const taken = new Set<string>();
+      for (const write of batch) {
+        const id = `${write.row.orgId}\u0000${write.row.eventId}`;
+        const key = `${write.row.orgId}\u0001${write.row.supersessionKey}`;
+        if (taken.has(id) || taken.has(key)) {
+          await this.writeRun(run);
+          run = [];
+          taken.clear();
+        }
+        run.push(write);
+        taken.add(id);
+        taken.add(key);
+      }
+      await this.writeRun(run);
+    } catch (error) {
+      // Not expected (writeRun settles every write); never leave a caller waiting.
+      for (const write of batch) write.reject(error);
+    } finally {
+      this.writing = false;
+      if (this.queue.length > 0) this.scheduleFlush();
+    }
+  }
+
+  private async writeRun(run: QueuedWrite[]) {
+    if (run.length > 1) {
+      let results: WriteResult[] | null = null;
+      try {
+        results = await repo.insertAnnotations(this.db, run);
+      } catch {
+        // One write failed and took the statement with it: below, each is written on its
+        // own, so only the failing one fails.
+      }
+      if (results) {
+        for (const [i, write] of run.entries()) write.resolve(results[i] as WriteResult);
+        return;
+      }
+    }
+    for (const write of run) {
+      try {
+        write.resolve(await repo.insertAnnotation(this.db, write.row, write.guard, write.schemaId));
+      } catch (error) {
+        write.reject(error);
+      }
+    }
   }
 
   private sameOrConflict(existing: repo.StoredEvent, contentHash: string): { event_id: string } {

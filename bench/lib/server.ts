@@ -1,0 +1,100 @@
+// Starts the real server (`node --import tsx src/main.ts`) as a child process with its log
+// written to a file, waits for GET /readyz, and stops it again.
+import { type ChildProcess, spawn } from "node:child_process";
+import { closeSync, openSync } from "node:fs";
+import { createServer } from "node:net";
+
+export interface ServerOptions {
+  root: string;
+  port: number;
+  env: Record<string, string>;
+  logFile: string;
+  /** Extra node flags for the server, e.g. --cpu-prof (not allowed in NODE_OPTIONS). */
+  nodeArgs?: string[];
+}
+
+export interface RunningServer {
+  child: ChildProcess;
+  baseUrl: string;
+  /** Milliseconds from spawn until GET /readyz answered 200. */
+  readyMs: number;
+  stop(): Promise<void>;
+}
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address();
+      const port = typeof address === "object" && address ? address.port : 0;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+const live = new Set<ChildProcess>();
+
+/** Kills every server still running (used on SIGINT and at exit). */
+export function killAllServers(): void {
+  for (const child of live) {
+    if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+  }
+  live.clear();
+}
+
+function waitForExit(child: ChildProcess, timeoutMs: number): Promise<boolean> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve(true);
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => resolve(false), timeoutMs);
+    child.once("exit", () => {
+      clearTimeout(timer);
+      resolve(true);
+    });
+  });
+}
+
+export async function startServer(opts: ServerOptions, timeoutMs = 60_000): Promise<RunningServer> {
+  const baseUrl = `http://127.0.0.1:${opts.port}`;
+  const logFd = openSync(opts.logFile, "a");
+  const started = performance.now();
+  const child = spawn(process.execPath, [...(opts.nodeArgs ?? []), "--import", "tsx", "src/main.ts"], {
+    cwd: opts.root,
+    env: { ...process.env, ...opts.env, WARREN_LISTEN: `127.0.0.1:${opts.port}` },
+    stdio: ["ignore", logFd, logFd],
+  });
+  closeSync(logFd);
+  live.add(child);
+  let exited = false;
+  child.once("exit", () => {
+    exited = true;
+    live.delete(child);
+  });
+
+  const stop = async () => {
+    if (exited) return;
+    child.kill("SIGTERM");
+    if (!(await waitForExit(child, 10_000))) {
+      child.kill("SIGKILL");
+      await waitForExit(child, 5_000);
+    }
+  };
+
+  // Poll readiness; connection refused until the server listens.
+  for (;;) {
+    if (exited) throw new Error(`the server exited during start-up (exit code ${child.exitCode}); see ${opts.logFile}`);
+    if (performance.now() - started > timeoutMs) {
+      await stop();
+      throw new Error(`the server was not ready within ${timeoutMs} ms; see ${opts.logFile}`);
+    }
+    try {
+      const response = await fetch(`${baseUrl}/readyz`, { signal: AbortSignal.timeout(1000) });
+      await response.arrayBuffer();
+      if (response.status === 200) break;
+    } catch {
+      // not listening yet
+    }
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+  return { child, baseUrl, readyMs: performance.now() - started, stop };
+}

@@ -1,0 +1,164 @@
+// Sandbox benchmarks through the API of a real server (`node --import tsx src/main.ts`) on
+// real runc sandboxes, with the image served by a throwaway local docker-registry:
+//   create -> running (image cached), 50 sequential creates: p50 <= 100 ms, p99 <= 250 ms
+//   exec `true`: p50 <= 20 ms; exec with 1 MiB of output: p50 <= 60 ms
+//   stop -> wake -> running: p50 <= 100 ms
+//   20 concurrent creates: all reach running
+// Usage: node --import tsx bench/sandboxes.ts [--creates 50] [--execs 100] [--network none|public]
+import { randomBytes } from "node:crypto";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { sweepRoot } from "../src/drivers/runtime/local/sweep.js";
+import { pushTestImages, startTestRegistry } from "../test/support/registry.js";
+import { freePort, killAllServers, startServer } from "./lib/server.js";
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+const args = new Map<string, string>();
+for (let i = 2; i < process.argv.length; i += 2)
+  args.set(String(process.argv[i]).replace(/^--/, ""), String(process.argv[i + 1]));
+const CREATES = Number(args.get("creates") ?? 50);
+const EXECS = Number(args.get("execs") ?? 100);
+const NETWORKS = (args.get("network") ?? "none,public").split(",");
+
+function percentile(values: number[], p: number): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] ?? Number.NaN;
+}
+const summary = (values: number[]) => ({
+  n: values.length,
+  p50: Math.round(percentile(values, 50) * 10) / 10,
+  p90: Math.round(percentile(values, 90) * 10) / 10,
+  p99: Math.round(percentile(values, 99) * 10) / 10,
+});
+
+const results: Record<string, unknown> = {};
+const registry = await startTestRegistry();
+const tmp = await mkdtemp(path.join(os.tmpdir(), "warren-bench-sbx-"));
+const runtimeRoot = path.join(tmp, "runtime");
+const key = `bench-${randomBytes(12).toString("hex")}`;
+let stopServer: (() => Promise<void>) | null = null;
+process.on("SIGINT", () => {
+  killAllServers();
+  process.exit(130);
+});
+try {
+  const images = await pushTestImages(registry);
+  void images;
+  const port = await freePort();
+  const server = await startServer({
+    root: ROOT,
+    port,
+    logFile: path.join(tmp, "server.log"),
+    env: {
+      WARREN_DATA_DIR: path.join(tmp, "data"),
+      WARREN_RUNTIME_ROOT: runtimeRoot,
+      WARREN_BOOTSTRAP_API_KEY: key,
+      WARREN_DEFAULT_IMAGE: `${registry.host}/test/busybox:latest`,
+      WARREN_QUOTA_SANDBOXES_RUNNING: "100",
+      WARREN_QUOTA_SANDBOXES_TOTAL: "200",
+    },
+  });
+  stopServer = server.stop;
+  const api = async (method: string, url: string, body?: unknown) => {
+    const response = await fetch(`${server.baseUrl}${url}`, {
+      method,
+      headers: { authorization: `Bearer ${key}`, ...(body ? { "content-type": "application/json" } : {}) },
+      ...(body ? { body: JSON.stringify(body) } : {}),
+    });
+    const json = (await response.json()) as Record<string, unknown>;
+    if (response.status >= 300) throw new Error(`${method} ${url} -> ${response.status} ${JSON.stringify(json)}`);
+    return json;
+  };
+  const waitState = async (id: string, state: string) => {
+    const got = (await api("GET", `/v1/sandboxes/${id}?wait_state=${state}&wait_timeout_seconds=25`)) as {
+      sandbox: { state: string; state_reason?: unknown };
+    };
+    if (got.sandbox.state !== state)
+      throw new Error(`${id} is ${got.sandbox.state}, not ${state}: ${JSON.stringify(got.sandbox)}`);
+  };
+  const createRunning = async (network: string) => {
+    const started = performance.now();
+    const created = (await api("POST", "/v1/sandboxes", { command: ["sleep", "3600"], network_access: network })) as {
+      id: string;
+    };
+    await waitState(created.id, "running");
+    return { id: created.id, ms: performance.now() - started };
+  };
+  const ids: string[] = [];
+  // Warm the image cache (the first create pulls and unpacks it).
+  const warm = await createRunning("none");
+  ids.push(warm.id);
+  results.firstCreateWithPullMs = Math.round(warm.ms);
+
+  for (const network of NETWORKS) {
+    const times: number[] = [];
+    for (let i = 0; i < CREATES; i++) {
+      const { id, ms } = await createRunning(network);
+      times.push(ms);
+      ids.push(id);
+    }
+    results[`createToRunning_${network}`] = summary(times);
+    for (const id of ids.splice(1)) {
+      await api("DELETE", `/v1/sandboxes/${id}`);
+      await waitState(id, "terminated");
+    }
+  }
+
+  const target = warm.id;
+  const execTimes: number[] = [];
+  for (let i = 0; i < EXECS; i++) {
+    const started = performance.now();
+    await api("POST", `/v1/sandboxes/${target}:exec`, { cmd: ["true"] });
+    execTimes.push(performance.now() - started);
+  }
+  results.execTrue = summary(execTimes);
+  const bigTimes: number[] = [];
+  for (let i = 0; i < Math.max(10, EXECS / 4); i++) {
+    const started = performance.now();
+    const out = (await api("POST", `/v1/sandboxes/${target}:exec`, {
+      cmd: ["sh", "-c", "head -c 1048576 /dev/zero | tr '\\0' a"],
+    })) as { stdout: string };
+    bigTimes.push(performance.now() - started);
+    if (out.stdout.length !== 1_048_576) throw new Error(`expected 1 MiB of output, got ${out.stdout.length}`);
+  }
+  results.exec1MiB = summary(bigTimes);
+
+  const wakeTimes: number[] = [];
+  for (let i = 0; i < 20; i++) {
+    await api("PATCH", `/v1/sandboxes/${target}`, { state: "stopped" });
+    await waitState(target, "stopped");
+    const started = performance.now();
+    await api("PATCH", `/v1/sandboxes/${target}`, { state: "running" });
+    await waitState(target, "running");
+    wakeTimes.push(performance.now() - started);
+  }
+  results.wakeToRunning = summary(wakeTimes);
+
+  const concurrent = await Promise.allSettled(Array.from({ length: 20 }, () => createRunning("none")));
+  const ok = concurrent.filter((r) => r.status === "fulfilled") as PromiseFulfilledResult<{ id: string; ms: number }>[];
+  results.concurrentCreates = {
+    requested: 20,
+    running: ok.length,
+    failures: concurrent.filter((r) => r.status === "rejected").map((r) => String((r as PromiseRejectedResult).reason)),
+    ...summary(ok.map((r) => r.value.ms)),
+  };
+  for (const r of ok) await api("DELETE", `/v1/sandboxes/${r.value.id}`);
+  await api("DELETE", `/v1/sandboxes/${target}`);
+
+  results.machine = {
+    cpus: os.cpus().length,
+    node: process.version,
+    load: os.loadavg().map((l) => Math.round(l * 100) / 100),
+  };
+  results.at = new Date().toISOString();
+  await writeFile(path.join(ROOT, "bench/results/sandboxes.json"), `${JSON.stringify(results, null, 2)}\n`);
+  process.stdout.write(`${JSON.stringify(results, null, 2)}\n`);
+} finally {
+  await stopServer?.().catch(() => undefined);
+  await sweepRoot(runtimeRoot).catch(() => undefined);
+  await registry.stop();
+  await rm(tmp, { recursive: true, force: true });
+}
+process.exit(0);
