@@ -149,7 +149,7 @@ async function countRequestLines(file: string): Promise<number> {
 function gitState(): { commit: string; dirtyFiles: string[] } {
   try {
     const commit = execFileSync("git", ["rev-parse", "--short", "HEAD"], { cwd: ROOT }).toString().trim();
-    const status = execFileSync("git", ["status", "--porcelain"], { cwd: ROOT }).toString().trim();
+    const status = execFileSync("git", ["status", "--porcelain"], { cwd: ROOT }).toString().trimEnd();
     return { commit, dirtyFiles: status ? status.split("\n").map((l) => l.slice(3)) : [] };
   } catch {
     return { commit: "unknown", dirtyFiles: [] };

@@ -1,11 +1,9 @@
 // The HTTP edge: request ids, authentication, strict validation, idempotency, the error
 // envelopes and the OpenAPI document. Modules add their routes; nothing here knows them.
-
-import { randomFillSync } from "node:crypto";
 import swagger from "@fastify/swagger";
 import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
 import Fastify, { type FastifyError, type FastifyReply, type FastifyRequest, LogController } from "fastify";
-import { monotonicFactory } from "ulid";
+import { newId } from "../lib/ids.js";
 import type { Logger } from "../lib/logger.js";
 import type { IdentityService } from "../modules/identity/service.js";
 import { AppError, errorBody } from "./errors.js";
@@ -22,23 +20,6 @@ export interface HttpDeps {
   bodyLimitBytes: number;
   identity: IdentityService;
   idempotency: IdempotencyStore;
-}
-
-// Request ids have the form of newId("req"): `req_` and a lower-case monotonic ULID. Their
-// random part comes from a pooled CSPRNG buffer: ulid's default source makes one
-// crypto.getRandomValues call per character, which was ~5% of a WhoAmI request's CPU.
-const randomPool = new Uint8Array(4096);
-let randomPoolAt = randomPool.length;
-const nextRequestUlid = monotonicFactory(() => {
-  if (randomPoolAt >= randomPool.length) {
-    randomFillSync(randomPool);
-    randomPoolAt = 0;
-  }
-  return (randomPool[randomPoolAt++] ?? 0) / 256;
-});
-
-function newRequestId(): string {
-  return `req_${nextRequestUlid().toLowerCase()}`;
 }
 
 function bearerSecret(header: string | undefined): string {
@@ -88,7 +69,7 @@ export async function buildHttp(deps: HttpDeps): Promise<App> {
     // One log line per request, written by the onResponse hook below with org and principal.
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: deps.bodyLimitBytes,
-    genReqId: newRequestId,
+    genReqId: () => newId("req"),
     // Fastify hands every request's child logger an options object (empty unless the route
     // sets a level or serializers), which sends pino down its slower child path; without
     // options the child is the same logger, built faster.
