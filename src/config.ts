@@ -26,6 +26,7 @@ export interface SandboxDefaults {
   execOutputCapBytes: number;
   /** Registries (host[:port]) spoken to over plain HTTP besides loopback ones. */
   insecureRegistries: string[];
+  imageTagTtlSeconds: number;
   /** Where the local runtime keeps images, bundles and workspaces; default <dataDir>/runtime. */
   runtimeRoot: string;
 }
@@ -114,6 +115,7 @@ export function loadConfig(env: Env = process.env): Config {
       execTimeoutSeconds: intSetting(env, "WARREN_EXEC_TIMEOUT_SECONDS", 300, 1, 3600),
       execOutputCapBytes: intSetting(env, "WARREN_EXEC_OUTPUT_CAP_BYTES", 1_048_576, 1024, 1_048_576),
       insecureRegistries: (env.WARREN_INSECURE_REGISTRIES || "").split(",").filter((host) => host.length > 0),
+      imageTagTtlSeconds: intSetting(env, "WARREN_IMAGE_TAG_TTL_SECONDS", 10, 0, 86_400),
       runtimeRoot: path.resolve(env.WARREN_RUNTIME_ROOT || path.join(env.WARREN_DATA_DIR || "./data", "runtime")),
     },
     adminUrl: env.WARREN_ADMIN_URL || "",

@@ -81,6 +81,7 @@ async function openRuntime(config: Config, log: Logger): Promise<RuntimeDriver |
     return await LocalRuntimeDriver.open({
       root: config.sandbox.runtimeRoot,
       registry: { insecureRegistries: config.sandbox.insecureRegistries },
+      imageTagTtlMs: config.sandbox.imageTagTtlSeconds * 1000,
     });
   } catch (error) {
     log.warn({ err: (error as Error).message }, "no sandbox runtime on this host; sandbox routes answer 503");

@@ -137,6 +137,18 @@ for (const store of STORE_KINDS) {
       assert.equal(conflict.body.code, "idempotency_conflict");
       const count = await exec(id, ["sh", "-c", "wc -l < /workspace/count"]);
       assert.equal((count.body as { stdout: string }).stdout.trim(), "1", "the command ran once");
+      // The output is kept only where a replay can ask for it (under a key).
+      const { rows: kept } = await t.c.db.query<{ key: string | null; out: string; exit_code: number }>(
+        "SELECT idempotency_key AS key, convert_from(coalesce(stdout, ''::bytea), 'UTF8') AS out, exit_code FROM sandbox_execs WHERE sandbox_id = $1 AND exit_code IS NOT NULL ORDER BY started_at",
+        [id],
+      );
+      assert.deepEqual(
+        kept.map((row) => [row.key, row.out.trim(), row.exit_code]),
+        [
+          ["exec-1", "1", 0],
+          [null, "", 0],
+        ],
+      );
       const timedOut = await exec(id, ["sh", "-c", "echo partial; sleep 30"], { timeout_seconds: 1 });
       assert.equal(timedOut.status, 200);
       assert.deepEqual(timedOut.body, { timeout: {}, stdout: "partial\n", stderr: "", truncated: false });

@@ -155,6 +155,15 @@ export async function updateSandbox(
   return rows[0] as SandboxRow;
 }
 
+/** Records activity in one statement; with an idle timeout, the idle deadline moves to `at` + timeout. */
+export async function touchSandbox(q: Queryable, id: string, at: Date, source: string): Promise<void> {
+  await q.query(
+    `UPDATE sandboxes SET last_activity_at = $2, last_activity_source = $3,
+            idle_deadline = $2::timestamptz + idle_timeout_seconds * interval '1 second' WHERE id = $1`,
+    [id, at, source],
+  );
+}
+
 /** Sandboxes the reconciler still has work or watch duty for. */
 export async function liveIds(q: Queryable): Promise<string[]> {
   const { rows } = await q.query<{ id: string }>(

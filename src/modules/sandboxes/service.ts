@@ -499,7 +499,7 @@ export class SandboxService {
       if (replay) return replay;
       throw new AppError("operation_conflict", "a concurrent exec holds this Idempotency-Key");
     }
-    const running = this.runExec(row, execId, input, env, startedAt);
+    const running = this.runExec(row, execId, input, env, startedAt, idempotencyKey !== undefined);
     this.execsInFlight.set(execId, running);
     try {
       return await running;
@@ -563,6 +563,7 @@ export class SandboxService {
     input: ExecInput,
     env: Record<string, string>,
     startedAt: Date,
+    keepOutput: boolean,
   ): Promise<ExecResponse> {
     const driver = this.runtime();
     await this.touch(row, "exec");
@@ -597,8 +598,8 @@ export class SandboxService {
       ...common,
       outcome: outcome.kind,
       exit: outcome.kind === "completed" ? outcome.exit : null,
-      stdout: outcome.stdout,
-      stderr: outcome.stderr,
+      // Only a replay (same Idempotency-Key) reads the output back; without a key it is not kept.
+      ...(keepOutput ? { stdout: outcome.stdout, stderr: outcome.stderr } : {}),
       truncated: outcome.truncated,
     });
     await this.execEvent(row, input.cmd, {
@@ -629,14 +630,7 @@ export class SandboxService {
 
   /** Records activity; with an idle timeout, pushes the idle deadline out. */
   private async touch(row: repo.SandboxRow, source: "exec" | "session" | "update") {
-    const now = this.clock.now();
-    const fresh = await repo.getSandbox(this.db, row.id);
-    const idle = fresh?.idle_timeout_seconds ?? null;
-    await repo.updateSandbox(this.db, row.id, {
-      last_activity_at: now,
-      last_activity_source: source,
-      idle_deadline: idle ? new Date(now.getTime() + idle * 1000) : null,
-    });
+    await repo.touchSandbox(this.db, row.id, this.clock.now(), source);
   }
 
   /** Operator action (admin CLI): quarantine or release a sandbox. */

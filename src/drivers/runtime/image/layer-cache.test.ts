@@ -187,6 +187,26 @@ describe("LayerCache against a local docker-registry", () => {
     assert.deepEqual(third.image.lowerDirs, second.image.lowerDirs);
   });
 
+  it("reuses a tag's resolution within tagTtlMs and asks the registry again after it", async () => {
+    const counter = countingFetch();
+    const cache = new LayerCache({
+      root: freshRoot(),
+      client: new RegistryClient({ fetch: counter.fetchImpl }),
+      tagTtlMs: 300,
+    });
+    const reference = `${registry.host}/test/busybox:latest`;
+    await cache.pull(reference);
+    const resolutions = () => counter.matching("/manifests/latest")[0]?.[1] ?? 0;
+    assert.equal(resolutions(), 1);
+    const again = await cache.pull(reference);
+    assert.equal(again.image.digest, images.busybox.digest);
+    assert.equal(again.downloaded, false);
+    assert.equal(resolutions(), 1, "within the TTL the registry is not asked");
+    await new Promise((resolve) => setTimeout(resolve, 350));
+    await cache.pull(reference);
+    assert.equal(resolutions(), 2, "past the TTL the tag is resolved again (it may have moved)");
+  });
+
   it("pulls again what was removed from under a cached record", async () => {
     const cache = new LayerCache({ root: freshRoot(), client: new RegistryClient() });
     const first = await cache.pull(`${registry.host}/test/busybox:latest`);

@@ -78,6 +78,11 @@ export interface LayerCacheOptions {
   client: RegistryClient;
   /** Layers fetched and unpacked at once per image. */
   layerConcurrency?: number;
+  /**
+   * How long a tag's resolution to a digest is reused before the registry is asked again
+   * (0: every pull asks). References by digest never ask once the image is cached.
+   */
+  tagTtlMs?: number;
 }
 
 const SUPPORTED_LAYER_TYPES = new Set<string>([
@@ -149,12 +154,16 @@ export class LayerCache {
   readonly root: string;
   private readonly client: RegistryClient;
   private readonly layerConcurrency: number;
+  private readonly tagTtlMs: number;
+  /** Tag (formatted reference) -> digest it resolved to, and when. */
+  private readonly resolvedTags = new Map<string, { digest: string; at: number }>();
   private readonly inflight = new Map<string, Promise<unknown>>();
 
   constructor(options: LayerCacheOptions) {
     this.root = path.resolve(options.root);
     this.client = options.client;
     this.layerConcurrency = options.layerConcurrency ?? 3;
+    this.tagTtlMs = options.tagTtlMs ?? 0;
   }
 
   blobPath(digest: string): string {
@@ -213,10 +222,18 @@ export class LayerCache {
   }
 
   private async pullUncached(ref: ImageReference): Promise<PullResult> {
+    const name = formatImageReference(ref);
+    const recent = ref.digest ? undefined : this.resolvedTags.get(name);
+    if (recent && Date.now() - recent.at < this.tagTtlMs) {
+      const cached = await this.getImage(recent.digest);
+      if (cached && (await this.isComplete(cached)))
+        return { image: { ...cached, reference: name }, downloaded: false };
+    }
     const resolved = (ref.digest && (await this.resolveFromCache(ref.digest))) || (await this.client.resolve(ref));
+    if (!ref.digest && this.tagTtlMs > 0) this.resolvedTags.set(name, { digest: resolved.digest, at: Date.now() });
     const cached = await this.getImage(resolved.digest);
     if (cached && (await this.isComplete(cached))) {
-      return { image: { ...cached, reference: formatImageReference(ref) }, downloaded: false };
+      return { image: { ...cached, reference: name }, downloaded: false };
     }
     for (const document of resolved.documents) await this.storeBlob(document.digest, document.bytes);
 

@@ -7,7 +7,8 @@
 //   cgroups.ts     finding and removing cgroups, OOM counters
 //   network.ts     netns, veth, nftables
 //   supervisor.ts  the shim that runs `runc run` and records the exit
-//   exec.ts        `runc exec` with caps and timeouts
+//   exec.ts        `runc exec` with caps and timeouts (the fallback)
+//   exec-agent.ts  the resident exec agent per running sandbox, started once by runc exec
 //   runc.ts        runc state from disk
 // State on disk is the truth: a second driver on the same root (a restarted server) sees
 // and adopts everything the first one made.
@@ -34,6 +35,13 @@ import {
 } from "../interface.js";
 import { childCgroups, oomCounterFile, removeCgroup } from "./cgroups.js";
 import { runExec } from "./exec.js";
+import {
+  AgentLostError,
+  AgentUnavailableError,
+  buildExecAgent,
+  EXEC_AGENT_PATH,
+  ExecAgent,
+} from "./exec-agent.js";
 import { ensureHostPackages, TOOLS } from "./host.js";
 import { assertSandboxId, isSandboxId, Layout, type SandboxPaths } from "./layout.js";
 import { mountOverlay, unmountUnder } from "./mounts.js";
@@ -49,6 +57,7 @@ import {
   validateResources,
 } from "./oci-config.js";
 import { isInitAlive, killInit, type RuncState, readRuncState, runcDeleteForce } from "./runc.js";
+import { spawner } from "./spawner.js";
 import { isShimAlive, readExitRecord, settledExitRecord, startShim } from "./supervisor.js";
 import { resolveUser } from "./users.js";
 import {
@@ -65,6 +74,8 @@ export interface LocalRuntimeDriverOptions {
   /** The image cache to use; by default one at `<root>/images` over a RegistryClient(`registry`). */
   layerCache?: LayerCache;
   registry?: RegistryClientOptions;
+  /** How long a tag's resolution is reused for creates before asking the registry again (default 0). */
+  imageTagTtlMs?: number;
   /** Pool of /30 sandbox subnets for `public` networking (default 10.213.0.0/16). */
   subnetPool?: string;
   /**
@@ -76,7 +87,27 @@ export interface LocalRuntimeDriverOptions {
   installPackages?: boolean;
   startTimeoutMs?: number;
   stopTimeoutMs?: number;
+  /**
+   * Run execs through a resident exec agent per sandbox (exec-agent.ts; default true). When
+   * false, or when the agent cannot be built or started, every exec is its own `runc exec`.
+   */
+  execAgent?: boolean;
+  /** Where the agent binary is built and cached (default `<tmpdir>/warren-exec-agent`). */
+  execAgentCacheDir?: string;
+  /** Start a sandbox's agent in the background right after start() (default true). */
+  prestartExecAgent?: boolean;
 }
+
+/** The exec agent of one sandbox run (init pid + start time), or the failure to start it. */
+interface AgentEntry {
+  initPid: number;
+  initStart: number;
+  agent: Promise<ExecAgent | null>;
+  /** When starting it failed (0 while it has not): another try comes AGENT_RETRY_MS later. */
+  failedAt: number;
+}
+
+const AGENT_RETRY_MS = 10_000;
 
 /** What create() fixed, in `<sandbox>/sandbox.json` (written last: its presence means create finished). */
 interface SandboxRecord {
@@ -166,6 +197,12 @@ export class LocalRuntimeDriver implements RuntimeDriver {
   private readonly exitWatchers = new Map<string, FSWatcher>();
   private readonly exitWaiters = new Map<string, Set<() => void>>();
   private readonly listeners = new Set<ExitListener>();
+  private readonly agents = new Map<string, AgentEntry>();
+  private readonly execAgentEnabled: boolean;
+  private readonly execAgentCacheDir: string | undefined;
+  private readonly prestartExecAgent: boolean;
+  private agentBinary: string | null = null;
+  private agentBuildWarned = false;
   private closed = false;
 
   private constructor(
@@ -177,15 +214,24 @@ export class LocalRuntimeDriver implements RuntimeDriver {
     this.pool = parsePool(options.subnetPool ?? DEFAULT_POOL);
     this.network = new SandboxNetwork(layout, options.subnetPool ?? DEFAULT_POOL, options.extraBlockedRanges);
     this.cache =
-      options.layerCache ?? new LayerCache({ root: layout.imagesDir, client: new RegistryClient(options.registry) });
+      options.layerCache ??
+      new LayerCache({
+        root: layout.imagesDir,
+        client: new RegistryClient(options.registry),
+        tagTtlMs: options.imageTagTtlMs ?? 0,
+      });
     this.startTimeoutMs = options.startTimeoutMs ?? 15_000;
     this.stopTimeoutMs = options.stopTimeoutMs ?? 10_000;
+    this.execAgentEnabled = options.execAgent !== false;
+    this.execAgentCacheDir = options.execAgentCacheDir;
+    this.prestartExecAgent = options.prestartExecAgent !== false;
     this.swapAccounting = host.swapAccounting;
     this.maxOpenFiles = host.maxOpenFiles;
   }
 
   /** Prepares the host (packages, dirs) and adopts the sandboxes already running under `root`. */
   static async open(options: LocalRuntimeDriverOptions): Promise<LocalRuntimeDriver> {
+    spawner.warm();
     if (options.installPackages !== false) await ensureHostPackages();
     const layout = new Layout(options.root);
     for (const dir of [layout.root, layout.runcRoot, layout.sandboxesDir]) {
@@ -196,6 +242,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
       maxOpenFiles: await hostMaxOpenFiles(),
     };
     const driver = new LocalRuntimeDriver(options, host, layout);
+    await driver.execAgentBinary();
     for (const id of await driver.recordIds()) {
       const state = await readRuncState(layout.runcRoot, id);
       if (state && (await isInitAlive(state))) driver.watchExit(id);
@@ -337,6 +384,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
       });
       await writeFile(path.join(paths.runDir, "started"), "");
       this.watchExit(id);
+      this.prestartAgent(id);
     });
   }
 
@@ -349,6 +397,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
 
   /** Kills the container (if it runs) and waits for the shim to record the end. */
   private async stopContainer(id: string): Promise<void> {
+    this.forgetAgent(id);
     const paths = this.layout.sandbox(id);
     const state = await readRuncState(this.layout.runcRoot, id);
     if (!state) return;
@@ -399,6 +448,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
 
   /** Removes every trace of a sandbox, complete or half-made. Each step tolerates absence. */
   private async teardown(id: string): Promise<void> {
+    this.forgetAgent(id);
     const paths = this.layout.sandbox(id);
     await this.stopContainer(id).catch(() => runcDeleteForce(this.layout.runcRoot, id));
     this.unwatchExit(id);
@@ -420,6 +470,27 @@ export class LocalRuntimeDriver implements RuntimeDriver {
     if (!(request.timeoutSeconds > 0)) throw new RuntimeError("invalid_spec", "timeoutSeconds must be positive");
     const state = await readRuncState(this.layout.runcRoot, id);
     if (!state || !(await isInitAlive(state))) return { kind: "sandbox_stopped" };
+    const agent = await this.agentFor(id, record, paths, state);
+    if (agent) {
+      try {
+        return await agent.run(
+          { argv: processSpec.args, env: processSpec.env, cwd: processSpec.cwd },
+          { timeoutSeconds: request.timeoutSeconds, maxOutputBytes: request.maxOutputBytes },
+        );
+      } catch (error) {
+        if (error instanceof AgentLostError) {
+          // The command ran. Killed together with its sandbox, it ended as runc exec would
+          // report it (SIGKILL); otherwise its outcome is unknown and the exec failed.
+          if (error.exit !== null) return { kind: "completed", exit: error.exit, ...error.output };
+          if (!(await isInitAlive(state))) return { kind: "completed", exit: 137, ...error.output };
+          throw new RuntimeError("host_failure", `sandbox ${id}: ${error.message}; the command's outcome is unknown`, {
+            cause: error,
+          });
+        }
+        if (!(error instanceof AgentUnavailableError)) throw error;
+        // Nothing was sent: the command runs through runc exec below.
+      }
+    }
     return runExec({
       runcRoot: this.layout.runcRoot,
       id,
@@ -476,6 +547,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
 
   async close(): Promise<void> {
     this.closed = true;
+    for (const id of [...this.agents.keys()]) this.forgetAgent(id, true);
     for (const id of [...this.exitWatchers.keys()]) this.unwatchExit(id);
   }
 
@@ -589,6 +661,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
   }
 
   private async writeBundleConfig(record: SandboxRecord, paths: SandboxPaths): Promise<void> {
+    const execAgentPath = await this.execAgentBinary();
     const config = buildBundleConfig({
       hostname: record.hostname,
       rootfs: paths.rootfs,
@@ -601,10 +674,119 @@ export class LocalRuntimeDriver implements RuntimeDriver {
       hostsFile: paths.hosts,
       hostnameFile: paths.hostname,
       tiniPath: TOOLS.tini,
+      execAgentPath,
       swapAccounting: this.swapAccounting,
       arch: process.arch,
     });
     await writeJsonAtomically(paths.bundleConfig, config);
+  }
+
+  // ---- exec agent ----
+
+  /** The agent binary to mount into sandboxes (built when missing), or undefined: no agent. */
+  private async execAgentBinary(): Promise<string | undefined> {
+    if (!this.execAgentEnabled) return undefined;
+    if (this.agentBinary && (await exists(this.agentBinary))) return this.agentBinary;
+    try {
+      this.agentBinary = await buildExecAgent(this.execAgentCacheDir);
+      return this.agentBinary;
+    } catch (error) {
+      this.agentBinary = null;
+      if (!this.agentBuildWarned) {
+        this.agentBuildWarned = true;
+        process.emitWarning(`the exec agent could not be built, execs use runc exec: ${(error as Error).message}`);
+      }
+      return undefined;
+    }
+  }
+
+  /**
+   * The live agent of this sandbox run, started on first use (concurrent first execs share
+   * one start); null when there is none to use (then runc exec runs the command).
+   */
+  private async agentFor(
+    id: string,
+    record: SandboxRecord,
+    paths: SandboxPaths,
+    state: RuncState,
+  ): Promise<ExecAgent | null> {
+    if (!this.execAgentEnabled || this.closed) return null;
+    for (let attempt = 0; attempt < 2; attempt++) {
+      let entry = this.agents.get(id);
+      if (entry && (entry.initPid !== state.initPid || entry.initStart !== state.initStart)) {
+        this.forgetAgent(id);
+        entry = undefined;
+      }
+      entry ??= this.startAgent(id, record, paths, state);
+      const agent = await entry.agent;
+      if (agent?.alive) return agent;
+      if (this.agents.get(id) !== entry) continue;
+      if (!agent && Date.now() - entry.failedAt < AGENT_RETRY_MS) return null;
+      // It died (or failed long enough ago): start another.
+      this.agents.delete(id);
+    }
+    return null;
+  }
+
+  private startAgent(id: string, record: SandboxRecord, paths: SandboxPaths, state: RuncState): AgentEntry {
+    const entry: AgentEntry = { initPid: state.initPid, initStart: state.initStart, agent: Promise.resolve(null), failedAt: 0 };
+    entry.agent = (async () => {
+      // A run started before the agent existed (or without its binary) has no mount of it.
+      if (!(await this.execAgentBinary()) || !(await exists(`/proc/${state.initPid}/root${EXEC_AGENT_PATH}`))) {
+        return null;
+      }
+      const agent = await ExecAgent.start({
+        runcRoot: this.layout.runcRoot,
+        id,
+        execDir: paths.execDir,
+        // The sandbox identity and environment of any exec; each request brings its own cwd.
+        process: execProcessSpec(record.identity, { argv: [EXEC_AGENT_PATH], cwd: "/" }),
+      });
+      if (this.agents.get(id) !== entry) {
+        // Stopped, destroyed or closed meanwhile.
+        agent.close();
+        return null;
+      }
+      return agent;
+    })()
+      .catch(() => null)
+      .then((agent) => {
+        if (!agent) entry.failedAt = Date.now();
+        return agent;
+      });
+    this.agents.set(id, entry);
+    return entry;
+  }
+
+  /** Starts the agent of a sandbox that just started, in the background (errors are dropped). */
+  private prestartAgent(id: string): void {
+    if (!this.execAgentEnabled || !this.prestartExecAgent || this.closed) return;
+    setImmediate(() => {
+      void (async () => {
+        const { record, paths } = await this.load(id);
+        const state = await readRuncState(this.layout.runcRoot, id);
+        if (state && (await isInitAlive(state))) await this.agentFor(id, record, paths, state);
+      })().catch(() => undefined);
+    });
+  }
+
+  /**
+   * Drops the sandbox's agent from the map. An idle one is told to exit (a stop kills it
+   * with the sandbox anyway); a busy one keeps running its commands until the sandbox ends.
+   */
+  private forgetAgent(id: string, always = false): void {
+    const entry = this.agents.get(id);
+    if (!entry) return;
+    this.agents.delete(id);
+    void entry.agent.then((agent) => {
+      if (agent && (always || agent.inFlight === 0)) agent.close();
+    });
+  }
+
+  /** The host PID of the sandbox's live agent, if it has one (for tests and diagnostics). */
+  async execAgentPid(id: string): Promise<number | null> {
+    const agent = await this.agents.get(id)?.agent;
+    return agent?.alive ? agent.hostPid : null;
   }
 
   /** Serializes lifecycle calls per sandbox within this process. */

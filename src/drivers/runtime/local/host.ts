@@ -3,6 +3,7 @@
 import { execFile, spawn } from "node:child_process";
 import { access, constants } from "node:fs/promises";
 import { RuntimeError } from "../interface.js";
+import { SpawnerUnavailable, type SpawnResult, spawner } from "./spawner.js";
 
 export const TOOLS = {
   runc: "/usr/sbin/runc",
@@ -116,8 +117,23 @@ export interface RunOptions {
   cwd?: string;
 }
 
-/** Runs a host tool; resolves with stdout, rejects with a CommandError carrying stderr. */
-export function run(file: string, args: readonly string[], options: RunOptions = {}): Promise<string> {
+/** Runs a host tool (through the spawner process, see spawner.ts); resolves with stdout, rejects with a CommandError carrying stderr. */
+export async function run(file: string, args: readonly string[], options: RunOptions = {}): Promise<string> {
+  const name = `${file.split("/").pop()} ${args.slice(0, 3).join(" ")}`;
+  let result: SpawnResult;
+  try {
+    result = await spawner.run(file, args, options);
+  } catch (error) {
+    if (error instanceof SpawnerUnavailable) return runHere(file, args, options);
+    throw new CommandError(name, null, (error as Error).message);
+  }
+  if (result.code === 0) return result.stdout;
+  const how = result.code === null ? ` killed by ${result.signal}` : "";
+  throw new CommandError(name, result.code, `${result.stderr}${how}`);
+}
+
+/** run() from this process, when the spawner process cannot be used. */
+function runHere(file: string, args: readonly string[], options: RunOptions): Promise<string> {
   return new Promise((resolve, reject) => {
     const child = execFile(
       file,

@@ -11,6 +11,7 @@ import { readFile, rm, writeFile } from "node:fs/promises";
 import { RuntimeError } from "../interface.js";
 import { TOOLS } from "./host.js";
 import type { SandboxPaths } from "./layout.js";
+import { SpawnerUnavailable, spawner } from "./spawner.js";
 
 /** $1 runc, $2 runc root, $3 id, $4 bundle, $5 run dir, $6 OOM counter file (may not exist). */
 export const SHIM_SCRIPT = `
@@ -139,24 +140,30 @@ export async function startShim(input: ShimInput): Promise<number> {
   await rm(paths.pidFile, { force: true });
   await rm(paths.runcLog, { force: true });
   await rm(`${paths.runDir}/stop-requested`, { force: true });
-  const child = spawn(
-    TOOLS.sh,
-    [
-      "-c",
-      SHIM_SCRIPT,
-      "warren-shim",
-      TOOLS.runc,
-      input.runcRoot,
-      input.id,
-      paths.dir,
-      paths.runDir,
-      input.oomCounterFile,
-    ],
-    { detached: true, stdio: "ignore", cwd: paths.dir },
-  );
-  child.on("error", () => undefined);
-  child.unref();
-  if (child.pid) await writeFile(shimPidFile(paths), String(child.pid));
+  const shimArgs = [
+    "-c",
+    SHIM_SCRIPT,
+    "warren-shim",
+    TOOLS.runc,
+    input.runcRoot,
+    input.id,
+    paths.dir,
+    paths.runDir,
+    input.oomCounterFile,
+  ];
+  let shimPid: number | undefined;
+  try {
+    shimPid = await spawner.detach(TOOLS.sh, shimArgs, { cwd: paths.dir });
+  } catch (error) {
+    if (!(error instanceof SpawnerUnavailable)) {
+      throw new RuntimeError("start_failed", `could not start the shim: ${(error as Error).message}`);
+    }
+    const child = spawn(TOOLS.sh, shimArgs, { detached: true, stdio: "ignore", cwd: paths.dir });
+    child.on("error", () => undefined);
+    child.unref();
+    shimPid = child.pid;
+  }
+  if (shimPid) await writeFile(shimPidFile(paths), String(shimPid));
   const fileExists = async (name: string) => {
     if (name === "pid") return (await readPidFile(paths)) !== null;
     return (await readExitRecord(paths)) !== null;
