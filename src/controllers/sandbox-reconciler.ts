@@ -214,11 +214,18 @@ export class SandboxReconciler {
   private async step(row: repo.SandboxRow, now: Date, live: () => boolean): Promise<boolean> {
     try {
       switch (row.state) {
-        case "requested":
-          await this.set(row, "reserved");
+        case "requested": {
+          // A single host reserves nothing beyond the quota admitted at create: reserved is
+          // recorded and left in the same transaction. Materializing is a state of its own,
+          // so it runs against its own (longer) deadline.
+          await this.db.tx(async (q) => {
+            const fresh = await repo.getSandbox(q, row.id, true);
+            if (!fresh || fresh.state !== row.state) return;
+            await this.sandboxes.writeState(q, await this.sandboxes.writeState(q, fresh, "reserved"), "materializing");
+          });
           return true;
+        }
         case "reserved":
-          // A state of its own, so materializing runs against its own (longer) deadline.
           await this.set(row, "materializing");
           return true;
         case "materializing":
@@ -247,9 +254,7 @@ export class SandboxReconciler {
   }
 
   private async materialize(row: repo.SandboxRow, live: () => boolean): Promise<void> {
-    const image = await this.driver.prepareImage(row.image);
-    if (!live()) return;
-    const observed = await this.driver.observe(row.id);
+    const [image, observed] = await Promise.all([this.driver.prepareImage(row.image), this.driver.observe(row.id)]);
     if (!live()) return;
     if (observed.status === "absent") {
       // A create cut short by a crash leaves partial host state: clear it before trying again.
