@@ -616,7 +616,7 @@ describe("sandbox lifecycle", { concurrency: STORE_KINDS.length }, () => {
         assertFlatError(await exec(failedId, ["true"]), 409, "sandbox_not_running");
       });
 
-      it("fails a delete that cannot finish by its terminating deadline, rather than leaving it terminating", async () => {
+      it("puts a delete that cannot clean up by its terminating deadline in attention, and finishes it once it can", async () => {
         const id = await createRunning();
         assert.equal((await patch(id, { state: "stopped" })).status, 200);
         await waitFor(id, "stopped");
@@ -636,15 +636,44 @@ describe("sandbox lifecycle", { concurrency: STORE_KINDS.length }, () => {
             id,
             new Date(Date.now() - 1000),
           ]);
-          const failed = await waitFor(id, "failed");
-          assert.equal(failed.state_reason?.code, "terminating_timeout");
+          // Not failed: the sandbox still holds host state, which someone may need to look at.
+          const attention = await waitFor(id, "attention");
+          assert.equal(attention.state_reason?.code, "terminating_timeout");
+          assert.match(attention.state_reason?.message ?? "", /retried every 10 s: .*cgroups still in use/);
           assertFlatError(await del(id), 404, "not_found");
           assertFlatError(await patch(id, { state: "running" }), 409, "operation_conflict");
+          assertFlatError(await exec(id, ["true"]), 409, "sandbox_not_running");
+          // While the cgroup stays busy, a retry leaves it in attention.
+          await t.c.db.query("UPDATE sandboxes SET state_deadline = $2 WHERE id = $1", [
+            id,
+            new Date(Date.now() - 1000),
+          ]);
+          await eventually("a retry to push the next one out", async () => {
+            const { rows } = await t.c.db.query<{ due: boolean }>(
+              "SELECT state_deadline > now() AS due FROM sandboxes WHERE id = $1",
+              [id],
+            );
+            return rows[0]?.due === true;
+          });
+          assert.equal((await sandboxOf(id)).state, "attention");
         } finally {
           squatter.kill("SIGKILL");
         }
         await new Promise((resolve) => squatter.once("exit", resolve));
-        await fixture.driver.destroy(id);
+        // The next retry (every 10 s; brought forward here) removes it from the host.
+        await t.c.db.query("UPDATE sandboxes SET state_deadline = $2 WHERE id = $1", [id, new Date(Date.now() - 1000)]);
+        const terminated = await waitFor(id, "terminated");
+        assert.equal(terminated.state_reason, undefined);
+        assert.ok(!(await fixture.driver.list()).includes(id), "nothing of it is left on the host");
+        const { rows } = await t.c.db.query<{ name: string; to: string }>(
+          "SELECT name, payload->>'to' AS to FROM events WHERE name = 'sandbox.state_changed' AND payload->>'sandbox_id' = $1 ORDER BY ts_wall_ns",
+          [id],
+        );
+        assert.deepEqual(
+          rows.map((row) => row.to).slice(-3),
+          ["terminating", "attention", "terminated"],
+          "one event per state change; the retries wrote none",
+        );
       });
 
       it("fails a create whose image does not exist with the driver's reason", async () => {

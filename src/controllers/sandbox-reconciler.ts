@@ -9,7 +9,7 @@ import type { Clock } from "../lib/clock.js";
 import type { Logger } from "../lib/logger.js";
 import type { IdentityService } from "../modules/identity/service.js";
 import * as repo from "../modules/sandboxes/repo.js";
-import type { SandboxService } from "../modules/sandboxes/service.js";
+import { type SandboxService, STATE_DEADLINE_SECONDS } from "../modules/sandboxes/service.js";
 import { TRANSITIONAL_STATES } from "../modules/sandboxes/view.js";
 import type { Db } from "../store/db.js";
 
@@ -119,20 +119,52 @@ export class SandboxReconciler {
     }
   }
 
+  /**
+   * Ends a sandbox as failed. When its host state cannot be removed (a cgroup still in use,
+   * a busy mount), it is `attention` instead: it still holds host resources and an operator
+   * may need to look. The cleanup is retried (see reconcile); once it succeeds the sandbox
+   * ends `failed` (or `terminated` when deleted) with the same reason.
+   */
   private async fail(row: repo.SandboxRow, code: string, message: string): Promise<void> {
-    await this.driver.destroy(row.id).catch(() => undefined);
+    const cleanup = await this.driver.destroy(row.id).then(
+      () => null,
+      (error: unknown) => error as Error,
+    );
     await this.identity.revokeSandboxKeys(row.id);
     await this.db.tx(async (q) => {
       const fresh = await repo.getSandbox(q, row.id, true);
       if (!fresh || fresh.state === "terminated") return;
-      await this.sandboxes.writeState(
-        q,
-        fresh,
-        "failed",
-        { desired_state: fresh.desired_state === "deleted" ? "deleted" : "stopped" },
-        { code, message },
-      );
+      const change = { desired_state: fresh.desired_state === "deleted" ? "deleted" : "stopped" } as const;
+      if (!cleanup) {
+        await this.sandboxes.writeState(q, fresh, "failed", change, { code, message });
+        return;
+      }
+      await this.sandboxes.writeState(q, fresh, "attention", change, {
+        code,
+        message: `${message}; removing it from the host failed and is retried every ${STATE_DEADLINE_SECONDS.attention} s: ${cleanup.message}`,
+      });
     });
+    if (cleanup) {
+      this.log.error(
+        { sandbox_id: row.id, code, err: cleanup.message },
+        "sandbox needs attention: host cleanup failed",
+      );
+    }
+  }
+
+  /** Retries the host cleanup of a sandbox in `attention` once its retry time has come. */
+  private async retryCleanup(row: repo.SandboxRow, now: Date): Promise<void> {
+    if (row.state_deadline && row.state_deadline > now) return;
+    try {
+      await this.driver.destroy(row.id);
+    } catch (error) {
+      // Still stuck: the same state with the next retry time, and no new event.
+      await this.set(row, "attention");
+      this.log.warn({ sandbox_id: row.id, err: (error as Error).message }, "host cleanup still failing");
+      return;
+    }
+    await this.identity.revokeSandboxKeys(row.id);
+    await this.set(row, row.desired_state === "deleted" ? "terminated" : "failed");
   }
 
   /**
@@ -157,6 +189,10 @@ export class SandboxReconciler {
     }
     if (row.quarantined || row.state === "terminated") return;
     const now = this.clock.now();
+    if (row.state === "attention") {
+      await this.retryCleanup(row, now);
+      return;
+    }
 
     if (row.desired_state === "deleted") {
       if (row.state !== "terminating") row = await this.set(row, "terminating");

@@ -24,13 +24,15 @@ import type { SandboxState } from "./schemas.js";
 import { checkArgv, checkMetadata, FINISHED_STATES, sandboxView } from "./view.js";
 
 const SANDBOX_ID = /^sbx-[0-9a-f]{40}$/;
-// How long each transitional state may last before the sandbox fails.
+// How long each transitional state may last before the sandbox fails; for `attention`, when
+// the host cleanup that failed is tried again.
 export const STATE_DEADLINE_SECONDS: Partial<Record<SandboxState, number>> = {
   requested: 30,
   reserved: 30,
   materializing: 600,
   ready: 60,
   terminating: 120,
+  attention: 10,
 };
 const ACTIVITY_HEARTBEAT_MS = 30_000;
 
@@ -364,7 +366,7 @@ export class SandboxService {
     await this.db.tx(async (q) => {
       const row = await this.load(q, cred, id, true);
       if (row.quarantined) throw new AppError("quarantined", "the sandbox is quarantined");
-      if (row.desired_state === "deleted" || FINISHED_STATES.includes(row.state)) {
+      if (row.desired_state === "deleted" || FINISHED_STATES.includes(row.state) || row.state === "attention") {
         throw new AppError(
           "operation_conflict",
           `the sandbox is ${row.desired_state === "deleted" ? "being deleted" : row.state}`,
