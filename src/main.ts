@@ -3,13 +3,13 @@
 import { loadConfig } from "./config.js";
 import { createApp, createContainer } from "./container.js";
 import { startControllers } from "./controllers/index.js";
-import { createLogger } from "./lib/logger.js";
+import { createServerLogger } from "./lib/logger.js";
 import { writeServerLock } from "./lib/server-lock.js";
 import { bootstrapNotice } from "./modules/identity/service.js";
 
 async function main(): Promise<void> {
   const config = loadConfig();
-  const log = createLogger(config.logLevel);
+  const log = createServerLogger(config.logLevel);
   // Claimed before the store opens, so the admin CLI never opens PGlite beside the server.
   const releaseLock = config.databaseUrl
     ? async () => undefined

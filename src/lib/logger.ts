@@ -19,3 +19,12 @@ export const REDACT_PATHS = [
 export function createLogger(level: string, destination?: pino.DestinationStream): Logger {
   return pino({ level, redact: { paths: REDACT_PATHS, censor: "[redacted]" } }, destination);
 }
+
+/**
+ * The server's log on stdout, written asynchronously: lines logged while a write is under
+ * way go out together in the next one, so a busy server makes one write per batch instead of
+ * one per request. What is queued is flushed synchronously at exit (pino registers it).
+ */
+export function createServerLogger(level: string): Logger {
+  return createLogger(level, pino.destination({ dest: 1, sync: false }));
+}
