@@ -35,13 +35,7 @@ import {
 } from "../interface.js";
 import { childCgroups, oomCounterFile, removeCgroup } from "./cgroups.js";
 import { runExec } from "./exec.js";
-import {
-  AgentLostError,
-  AgentUnavailableError,
-  buildExecAgent,
-  EXEC_AGENT_PATH,
-  ExecAgent,
-} from "./exec-agent.js";
+import { AgentLostError, AgentUnavailableError, buildExecAgent, EXEC_AGENT_PATH, ExecAgent } from "./exec-agent.js";
 import { ensureHostPackages, TOOLS } from "./host.js";
 import { assertSandboxId, isSandboxId, Layout, type SandboxPaths } from "./layout.js";
 import { mountOverlay, unmountUnder } from "./mounts.js";
@@ -479,10 +473,14 @@ export class LocalRuntimeDriver implements RuntimeDriver {
         );
       } catch (error) {
         if (error instanceof AgentLostError) {
-          // The command ran. Killed together with its sandbox, it ended as runc exec would
-          // report it (SIGKILL); otherwise its outcome is unknown and the exec failed.
+          // The agent went away after the request went out. With the sandbox gone too, a
+          // started command was killed with it (SIGKILL, as runc exec reports it) and an
+          // unstarted one never ran; with the sandbox alive the command's fate is unknown
+          // (it may still run), so the exec failed rather than run a second time.
           if (error.exit !== null) return { kind: "completed", exit: error.exit, ...error.output };
-          if (!(await isInitAlive(state))) return { kind: "completed", exit: 137, ...error.output };
+          if (await this.initEndsSoon(state)) {
+            return error.started ? { kind: "completed", exit: 137, ...error.output } : { kind: "sandbox_stopped" };
+          }
           throw new RuntimeError("host_failure", `sandbox ${id}: ${error.message}; the command's outcome is unknown`, {
             cause: error,
           });
@@ -729,13 +727,18 @@ export class LocalRuntimeDriver implements RuntimeDriver {
   }
 
   private startAgent(id: string, record: SandboxRecord, paths: SandboxPaths, state: RuncState): AgentEntry {
-    const entry: AgentEntry = { initPid: state.initPid, initStart: state.initStart, agent: Promise.resolve(null), failedAt: 0 };
+    const entry: AgentEntry = {
+      initPid: state.initPid,
+      initStart: state.initStart,
+      agent: Promise.resolve(null),
+      failedAt: 0,
+    };
     entry.agent = (async () => {
       // A run started before the agent existed (or without its binary) has no mount of it.
-      if (!(await this.execAgentBinary()) || !(await exists(`/proc/${state.initPid}/root${EXEC_AGENT_PATH}`))) {
-        return null;
-      }
+      const binary = await this.execAgentBinary();
+      if (!binary || !(await exists(`/proc/${state.initPid}/root${EXEC_AGENT_PATH}`))) return null;
       const agent = await ExecAgent.start({
+        binary,
         runcRoot: this.layout.runcRoot,
         id,
         execDir: paths.execDir,
@@ -781,6 +784,19 @@ export class LocalRuntimeDriver implements RuntimeDriver {
     void entry.agent.then((agent) => {
       if (agent && (always || agent.inFlight === 0)) agent.close();
     });
+  }
+
+  /**
+   * Whether the init is gone or goes within a moment. A sandbox's processes die while its
+   * init is still exiting (it kills the PID namespace first), so an agent can be gone
+   * before the init looks dead.
+   */
+  private async initEndsSoon(state: RuncState): Promise<boolean> {
+    for (let waited = 0; waited < 1000; waited += 20) {
+      if (!(await isInitAlive(state))) return true;
+      await sleep(20);
+    }
+    return !(await isInitAlive(state));
   }
 
   /** The host PID of the sandbox's live agent, if it has one (for tests and diagnostics). */

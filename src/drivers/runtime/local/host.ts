@@ -18,7 +18,11 @@ export const TOOLS = {
   e2fsck: "/usr/sbin/e2fsck",
   setfattr: "/usr/bin/setfattr",
   sh: "/bin/sh",
+  gcc: "/usr/bin/gcc",
 } as const;
+
+/** glibc's static archive, which `gcc -static` links the exec agent against. */
+export const STATIC_LIBC = `/usr/lib/${process.arch === "arm64" ? "aarch64" : "x86_64"}-linux-gnu/libc.a`;
 
 /** Debian package per binary the driver needs at run time. */
 const RUNTIME_PACKAGES: [binary: string, pkg: string][] = [
@@ -32,6 +36,9 @@ const RUNTIME_PACKAGES: [binary: string, pkg: string][] = [
   [TOOLS.resize2fs, "e2fsprogs"],
   [TOOLS.e2fsck, "e2fsprogs"],
   [TOOLS.setfattr, "attr"],
+  // The exec agent (exec-agent.c) is compiled on the host, statically.
+  [TOOLS.gcc, "gcc"],
+  [STATIC_LIBC, "libc6-dev"],
 ];
 
 /** Only the tests need these: a registry to pull from and a busybox to build images of. */
@@ -41,7 +48,8 @@ const TEST_PACKAGES: [binary: string, pkg: string][] = [
 ];
 
 async function present(file: string): Promise<boolean> {
-  return access(file, constants.X_OK).then(
+  // Archives (libc.a) only need to be there; binaries need to be executable.
+  return access(file, file.endsWith(".a") ? constants.R_OK : constants.X_OK).then(
     () => true,
     () => false,
   );
@@ -82,7 +90,7 @@ async function install(wanted: [string, string][]): Promise<void> {
 
 /**
  * Installs (as root, from Debian) whatever the local driver needs and the host lacks:
- * runc, tini, nftables, iproute2, e2fsprogs, attr; with `forTests`, docker-registry and
+ * runc, tini, nftables, iproute2, e2fsprogs, attr, gcc and libc6-dev; with `forTests`, docker-registry and
  * busybox-static too. Runs once per process; later calls share the first.
  */
 export function ensureHostPackages(options: { forTests?: boolean } = {}): Promise<void> {

@@ -1,7 +1,7 @@
 // The OCI runtime config (runc's config.json) of a sandbox and the process spec of an exec,
 // as pure functions of their inputs. Defaults follow Docker's: its capability set, masked
 // and read-only /proc paths, /dev and /sys mounts; plus tini as PID 1, no-new-privileges
-// and a seccomp filter (seccomp.ts).
+// and a seccomp filter (seccomp.ts), and the exec agent's binary mounted beside tini.
 import type { ResourceSpec } from "../interface.js";
 import { RuntimeError } from "../interface.js";
 import { type SeccompProfile, seccompProfile } from "./seccomp.js";
@@ -44,6 +44,9 @@ export const DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/
 /** Where tini is bind-mounted (read-only) in every sandbox; /dev is a fresh tmpfs, so nothing lands in the rootfs. */
 export const INIT_PATH = "/dev/init";
 
+/** Where the exec agent (exec-agent.c) is bind-mounted (read-only) in every sandbox, beside tini. */
+export const EXEC_AGENT_PATH = "/dev/.warren-exec";
+
 const CPU_PERIOD_US = 100_000;
 
 /** The sandbox's process identity and environment, fixed at create. */
@@ -73,6 +76,8 @@ export interface BundleInput {
   hostsFile: string;
   hostnameFile: string;
   tiniPath: string;
+  /** The exec agent binary (exec-agent.ts), bind-mounted read-only at EXEC_AGENT_PATH; none when absent. */
+  execAgentPath?: string;
   /** Whether the host's memory cgroup accounts swap (memory.memsw.*): then swap is pinned to the limit. */
   swapAccounting: boolean;
   /** `process.arch`, for the seccomp filter. */
@@ -264,6 +269,7 @@ export function buildBundleConfig(input: BundleInput): OciConfig {
         options: ["nosuid", "noexec", "nodev", "relatime", "ro"],
       },
       bind(INIT_PATH, input.tiniPath, ["ro"]),
+      ...(input.execAgentPath ? [bind(EXEC_AGENT_PATH, input.execAgentPath, ["ro"])] : []),
       bind("/etc/hosts", input.hostsFile),
       bind("/etc/hostname", input.hostnameFile),
       bind("/workspace", input.workspaceSource),

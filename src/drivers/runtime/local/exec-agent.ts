@@ -1,0 +1,495 @@
+// The exec agent (exec-agent.c): one small static C process per running sandbox, started
+// once per run with `runc exec --detach`, that runs each command as a fork + execve of its
+// own. Every command so inherits exactly runc's exec setup (namespaces, cgroup,
+// capabilities, seccomp, no_new_privs, rlimits, identity) without paying for `runc exec`
+// (two Go processes, 20-40 ms on a small host) per command. This file builds the binary
+// (gcc -static, cached by the source's hash), speaks the frame protocol documented at the
+// top of exec-agent.c over the agent's stdin/stdout, and gives run() the semantics of
+// runExec (exec.ts): separate stdout/stderr under one cap, timeout kills the process group,
+// a short drain after the exit, a missing executable as spawn_failed.
+import { type ChildProcess, spawn } from "node:child_process";
+import { createHash, randomBytes } from "node:crypto";
+import { chmod, lstat, mkdir, readFile, rename, rm, writeFile } from "node:fs/promises";
+import net from "node:net";
+import os from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import type { ExecOutcome } from "../interface.js";
+import { OutputCollector } from "./exec.js";
+import { run, TOOLS } from "./host.js";
+import type { OciProcess } from "./oci-config.js";
+import { runcArgs } from "./runc.js";
+import { firstRuncError } from "./supervisor.js";
+
+export { EXEC_AGENT_PATH } from "./oci-config.js";
+
+export const FRAME_HEADER = 9;
+/** The largest payload the agent accepts (MAX_PAYLOAD in exec-agent.c). */
+export const MAX_REQUEST_PAYLOAD = 4 << 20;
+/** How many execs one agent runs at once (MAX_EXECS in exec-agent.c); beyond, runc exec is used. */
+export const MAX_AGENT_EXECS = 256;
+/** As in runExec: how long pipes may stay open after the exit (the agent enforces it). */
+const DRAIN_GRACE_MS = 200;
+const START_TIMEOUT_MS = 10_000;
+/** How long a killed or exited command's agent may take to say 'D' before the exec gives up on it. */
+const AGENT_SLACK_MS = 5_000;
+
+export type FrameType = "R" | "K" | "H" | "P" | "O" | "E" | "X" | "F" | "D";
+
+export interface Frame {
+  execId: number;
+  type: string;
+  payload: Buffer;
+}
+
+export interface AgentRequest {
+  argv: string[];
+  /** The whole environment, KEY=value. */
+  env: string[];
+  /** Absolute. */
+  cwd: string;
+}
+
+export function encodeFrame(execId: number, type: FrameType, payload: Buffer = Buffer.alloc(0)): Buffer {
+  const header = Buffer.alloc(FRAME_HEADER);
+  header.writeUInt32LE(execId >>> 0, 0);
+  header.writeUInt8(type.charCodeAt(0), 4);
+  header.writeUInt32LE(payload.length, 5);
+  return Buffer.concat([header, payload]);
+}
+
+function encodeStrings(values: string[]): Buffer[] {
+  const parts: Buffer[] = [u32(values.length)];
+  for (const value of values) {
+    const bytes = Buffer.from(value, "utf8");
+    parts.push(u32(bytes.length), bytes);
+  }
+  return parts;
+}
+
+function u32(value: number): Buffer {
+  const b = Buffer.alloc(4);
+  b.writeUInt32LE(value >>> 0, 0);
+  return b;
+}
+
+/** The 'R' payload: argv, env and cwd as counted lists of u32-length-prefixed UTF-8 strings. */
+export function encodeRequest(request: AgentRequest): Buffer {
+  const cwd = Buffer.from(request.cwd, "utf8");
+  return Buffer.concat([...encodeStrings(request.argv), ...encodeStrings(request.env), u32(cwd.length), cwd]);
+}
+
+/** The inverse of encodeRequest (what the agent does in C), for tests. */
+export function decodeRequest(payload: Buffer): AgentRequest {
+  let at = 0;
+  const take = (): string => {
+    const length = payload.readUInt32LE(at);
+    at += 4;
+    if (at + length > payload.length) throw new Error("string runs past the payload");
+    const text = payload.subarray(at, at + length).toString("utf8");
+    at += length;
+    return text;
+  };
+  const list = (): string[] => {
+    const count = payload.readUInt32LE(at);
+    at += 4;
+    return Array.from({ length: count }, take);
+  };
+  const argv = list();
+  const env = list();
+  const cwd = take();
+  if (at !== payload.length) throw new Error("trailing bytes after the cwd");
+  return { argv, env, cwd };
+}
+
+/** Splits a byte stream into frames; keeps a partial frame for the next push (linear in the bytes). */
+export class FrameDecoder {
+  private chunks: Buffer[] = [];
+  private size = 0;
+
+  push(chunk: Buffer): Frame[] {
+    const frames: Frame[] = [];
+    if (chunk.length > 0) {
+      this.chunks.push(chunk);
+      this.size += chunk.length;
+    }
+    while (this.size >= FRAME_HEADER) {
+      let head = this.chunks[0] as Buffer;
+      if (head.length < FRAME_HEADER) head = this.merge();
+      const length = head.readUInt32LE(5);
+      if (this.size < FRAME_HEADER + length) break;
+      if (head.length < FRAME_HEADER + length) head = this.merge();
+      frames.push({
+        execId: head.readUInt32LE(0),
+        type: String.fromCharCode(head[4] as number),
+        payload: head.subarray(FRAME_HEADER, FRAME_HEADER + length),
+      });
+      const rest = head.subarray(FRAME_HEADER + length);
+      if (rest.length > 0) this.chunks[0] = rest;
+      else this.chunks.shift();
+      this.size -= FRAME_HEADER + length;
+    }
+    return frames;
+  }
+
+  /** Bytes of an incomplete frame held back. */
+  get buffered(): number {
+    return this.size;
+  }
+
+  private merge(): Buffer {
+    const all = Buffer.concat(this.chunks, this.size);
+    this.chunks = [all];
+    return all;
+  }
+}
+
+// ---- building ----
+
+const SOURCE_FILE = fileURLToPath(new URL("./exec-agent.c", import.meta.url));
+export const COMPILER = "/usr/bin/gcc";
+
+/** The default cache: root-owned, 0700, in the temp dir, shared by every driver on the host. */
+export function defaultExecAgentCacheDir(): string {
+  return path.join(os.tmpdir(), "warren-exec-agent");
+}
+
+const builds = new Map<string, Promise<string>>();
+
+/**
+ * The path of the agent binary built from exec-agent.c, compiling it (`gcc -static`) when
+ * the cache has no binary for this source's hash. Builds go to a temp name and are renamed
+ * into place, so concurrent builders (two test files) never see half a binary. The cache
+ * dir must belong to this user and be writable by no one else (it is refused otherwise).
+ */
+export async function buildExecAgent(cacheDir = defaultExecAgentCacheDir()): Promise<string> {
+  const source = await readFile(SOURCE_FILE);
+  const hash = createHash("sha256").update(source).digest("hex").slice(0, 12);
+  const binary = path.join(cacheDir, `exec-agent-${hash}`);
+  const existing = await lstat(binary).catch(() => null);
+  if (existing?.isFile() && existing.uid === process.getuid?.() && (existing.mode & 0o022) === 0) return binary;
+  let building = builds.get(binary);
+  if (!building) {
+    building = compile(cacheDir, binary).finally(() => builds.delete(binary));
+    builds.set(binary, building);
+  }
+  return building;
+}
+
+async function compile(cacheDir: string, binary: string): Promise<string> {
+  await mkdir(cacheDir, { recursive: true, mode: 0o700 });
+  const dir = await lstat(cacheDir);
+  if (!dir.isDirectory() || dir.uid !== process.getuid?.() || (dir.mode & 0o022) !== 0) {
+    throw new Error(`${cacheDir} is not a private directory of this user`);
+  }
+  const temp = `${binary}.${process.pid}.${randomBytes(4).toString("hex")}.tmp`;
+  try {
+    await run(COMPILER, ["-static", "-O2", "-Wall", "-Wextra", "-Werror", "-o", temp, SOURCE_FILE]);
+    await chmod(temp, 0o755);
+    await rename(temp, binary);
+  } finally {
+    await rm(temp, { force: true });
+  }
+  return binary;
+}
+
+// ---- the client ----
+
+/** The agent could not be started, or was gone before the request was sent: use runc exec. */
+export class AgentUnavailableError extends Error {
+  override name = "AgentUnavailableError";
+}
+
+/**
+ * The agent went away after the request was sent: whether and how the command ended is not
+ * known here. `started` tells whether the agent had reported the command's start; `exit`
+ * is its exit status if that came; `output` is what arrived.
+ */
+export class AgentLostError extends Error {
+  override name = "AgentLostError";
+  readonly output: { stdout: string; stderr: string; truncated: boolean };
+  readonly started: boolean;
+  readonly exit: number | null;
+
+  constructor(
+    message: string,
+    output: { stdout: string; stderr: string; truncated: boolean },
+    started: boolean,
+    exit: number | null,
+  ) {
+    super(message);
+    this.output = output;
+    this.started = started;
+    this.exit = exit;
+  }
+}
+
+export interface ExecAgentStartInput {
+  /** The agent binary on the host (buildExecAgent); it also runs runc as the agent's reaper. */
+  binary: string;
+  runcRoot: string;
+  id: string;
+  /** Where the process spec and runc's log go for the moment of the start (the sandbox's exec dir). */
+  execDir: string;
+  /** The agent's process: the sandbox identity, argv [EXEC_AGENT_PATH]. */
+  process: OciProcess;
+  timeoutMs?: number;
+}
+
+interface PendingExec {
+  onFrame(frame: Frame): void;
+  onLost(): void;
+}
+
+/**
+ * A connected pair of Unix stream sockets: `ours`, and `theirs` (not read from) for a child's
+ * stdin and stdout. Not the child's own stdio pipes: Node destroys a child's stdin when the
+ * child exits, and here the child (runc) exits at once, handing the pipes to the agent.
+ */
+async function socketPair(dir: string): Promise<{ ours: net.Socket; theirs: net.Socket }> {
+  const file = path.join(dir, `agent-${randomBytes(6).toString("hex")}.sock`);
+  if (Buffer.byteLength(file) > 100) throw new AgentUnavailableError(`socket path too long: ${file}`);
+  const server = net.createServer({ pauseOnConnect: true });
+  try {
+    await new Promise<void>((resolve, reject) => {
+      server.once("error", reject);
+      server.listen(file, resolve);
+    });
+    const accepted = new Promise<net.Socket>((resolve) => server.once("connection", resolve));
+    const ours = net.connect(file);
+    await new Promise<void>((resolve, reject) => {
+      ours.once("error", reject);
+      ours.once("connect", resolve);
+    });
+    return { ours, theirs: await accepted };
+  } finally {
+    server.close();
+    await rm(file, { force: true });
+  }
+}
+
+/** One running agent in one sandbox run; many execs at once. */
+export class ExecAgent {
+  /** The agent's PID on the host. */
+  readonly hostPid: number;
+  private readonly socket: net.Socket;
+  private readonly pending = new Map<number, PendingExec>();
+  private nextId = 1;
+  private gone = false;
+
+  private constructor(socket: net.Socket, hostPid: number) {
+    this.socket = socket;
+    this.hostPid = hostPid;
+  }
+
+  get alive(): boolean {
+    return !this.gone;
+  }
+
+  get inFlight(): number {
+    return this.pending.size;
+  }
+
+  /** `runc exec --detach` of the agent on a socket; resolves once the agent said hello. */
+  static async start(input: ExecAgentStartInput): Promise<ExecAgent> {
+    const name = `agent-${Date.now().toString(36)}-${randomBytes(6).toString("hex")}`;
+    const processFile = path.join(input.execDir, `${name}.json`);
+    const logFile = path.join(input.execDir, `${name}.log`);
+    const pidFile = path.join(input.execDir, `${name}.pid`);
+    await writeFile(processFile, JSON.stringify(input.process), { mode: 0o600 });
+    let socket: net.Socket | null = null;
+    try {
+      const pair = await socketPair(input.execDir);
+      socket = pair.ours;
+      const ours = pair.ours;
+      // The agent must not keep the server alive; a running exec's timer does that.
+      ours.unref();
+      ours.on("error", () => undefined);
+      let spawned: ChildProcess;
+      try {
+        // runc hands its stdio to the agent as they are (--detach without a terminal). The
+        // agent binary's --reap mode runs runc and then reaps the orphaned agent (see
+        // exec-agent.c); in its own session, it outlives a crash of the server.
+        spawned = spawn(
+          input.binary,
+          [
+            "--reap",
+            TOOLS.runc,
+            ...runcArgs(
+              input.runcRoot,
+              "--log",
+              logFile,
+              "--log-format",
+              "json",
+              "exec",
+              "--detach",
+              "--process",
+              processFile,
+              "--pid-file",
+              pidFile,
+              input.id,
+            ),
+          ],
+          { stdio: [pair.theirs, pair.theirs, "pipe"], detached: true },
+        );
+      } finally {
+        pair.theirs.destroy();
+      }
+      spawned.unref();
+      let diagnostics = "";
+      let reportRuncExit: (code: number | null) => void = () => undefined;
+      // With --detach, runc exits as soon as the agent runs (or could not be started).
+      const runcExit = new Promise<number | null>((resolve) => {
+        reportRuncExit = resolve;
+        spawned.on("error", () => resolve(null));
+        spawned.on("exit", (code) => resolve(code === 0 ? null : code));
+      });
+      (spawned.stderr as net.Socket | null)?.unref();
+      spawned.stderr?.on("data", (chunk: Buffer) => {
+        if (diagnostics.length < 4096) diagnostics += chunk.toString("utf8");
+        const reported = /warren-exec-agent: runc exited (\d+)/.exec(diagnostics);
+        if (reported) reportRuncExit(Number(reported[1]));
+      });
+      const decoder = new FrameDecoder();
+      let agent: ExecAgent | null = null;
+      let ended = false;
+      const timeoutMs = input.timeoutMs ?? START_TIMEOUT_MS;
+      let timer: NodeJS.Timeout | undefined;
+      const deadline = new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new AgentUnavailableError("the exec agent did not start in time")), timeoutMs);
+      });
+      const hello = new Promise<void>((resolve, reject) => {
+        ours.on("data", (chunk: Buffer) => {
+          for (const frame of decoder.push(chunk)) {
+            if (agent) agent.dispatch(frame);
+            else if (frame.type === "H" && frame.execId === 0) resolve();
+          }
+        });
+        ours.on("close", () => {
+          ended = true;
+          agent?.lost();
+          reject(new AgentUnavailableError(`the exec agent ended: ${diagnostics.trim() || "no message"}`));
+        });
+      });
+      hello.catch(() => undefined);
+      try {
+        const code = await Promise.race([runcExit, deadline]);
+        if (code !== 0) {
+          const error = firstRuncError(await readFile(logFile, "utf8").catch(() => ""));
+          throw new AgentUnavailableError(`runc exec of the agent failed (${code}): ${error ?? diagnostics.trim()}`);
+        }
+        await Promise.race([hello, deadline]);
+      } finally {
+        clearTimeout(timer);
+      }
+      const hostPid = Number((await readFile(pidFile, "utf8")).trim());
+      if (!Number.isInteger(hostPid) || hostPid <= 0) throw new AgentUnavailableError("no pid of the agent");
+      agent = new ExecAgent(ours, hostPid);
+      if (ended) agent.lost();
+      return agent;
+    } catch (error) {
+      socket?.destroy();
+      throw error instanceof AgentUnavailableError ? error : new AgentUnavailableError(String(error));
+    } finally {
+      await Promise.all([rm(processFile, { force: true }), rm(logFile, { force: true }), rm(pidFile, { force: true })]);
+    }
+  }
+
+  /**
+   * Runs one command. Resolves like runExec; rejects with AgentUnavailableError when the
+   * request could not be sent (nothing ran) and AgentLostError when the agent went away
+   * while the command ran (its fate is unknown to the agent's side).
+   */
+  run(request: AgentRequest, limits: { timeoutSeconds: number; maxOutputBytes: number }): Promise<ExecOutcome> {
+    if (this.gone) return Promise.reject(new AgentUnavailableError("the exec agent is gone"));
+    if (this.pending.size >= MAX_AGENT_EXECS) return Promise.reject(new AgentUnavailableError("the agent is full"));
+    const payload = encodeRequest(request);
+    if (payload.length > MAX_REQUEST_PAYLOAD) {
+      return Promise.reject(new AgentUnavailableError("the request is too large for the agent"));
+    }
+    const execId = this.nextId;
+    this.nextId = this.nextId >= 0xffff_fff0 ? 1 : this.nextId + 1;
+    return new Promise<ExecOutcome>((resolve, reject) => {
+      const output = new OutputCollector(limits.maxOutputBytes);
+      let exit: number | null = null;
+      let started = false;
+      let timedOut = false;
+      let slackTimer: NodeJS.Timeout | null = null;
+      const finish = (outcome: ExecOutcome | Error) => {
+        if (!this.pending.delete(execId)) return;
+        clearTimeout(timeoutTimer);
+        if (slackTimer) clearTimeout(slackTimer);
+        if (outcome instanceof Error) reject(outcome);
+        else resolve(outcome);
+      };
+      const settle = () => {
+        const captured = output.result();
+        if (timedOut) finish({ kind: "timeout", ...captured });
+        else if (exit !== null) finish({ kind: "completed", exit, ...captured });
+        else
+          finish(new AgentLostError("the exec agent ended the exec without an exit status", captured, started, null));
+      };
+      // If the agent stops answering, the exec must still end: what is known is returned.
+      const giveUpLater = () => {
+        if (slackTimer) return;
+        slackTimer = setTimeout(() => {
+          if (exit !== null || timedOut) settle();
+          else finish(new AgentLostError("the exec agent stopped answering", output.result(), started, null));
+        }, DRAIN_GRACE_MS + AGENT_SLACK_MS);
+      };
+      this.pending.set(execId, {
+        onFrame: (frame) => {
+          switch (frame.type) {
+            case "P":
+              started = true;
+              break;
+            case "O":
+              output.push("stdout", frame.payload);
+              break;
+            case "E":
+              output.push("stderr", frame.payload);
+              break;
+            case "X":
+              exit = frame.payload.readInt32LE(0);
+              giveUpLater();
+              break;
+            case "F":
+              finish({ kind: "spawn_failed", message: frame.payload.toString("utf8") });
+              break;
+            case "D":
+              settle();
+              break;
+          }
+        },
+        onLost: () =>
+          finish(new AgentLostError("the exec agent went away during the exec", output.result(), started, exit)),
+      });
+      const timeoutTimer = setTimeout(() => {
+        timedOut = true;
+        this.send(encodeFrame(execId, "K"));
+        giveUpLater();
+      }, limits.timeoutSeconds * 1000);
+      this.send(encodeFrame(execId, "R", payload));
+    });
+  }
+
+  /** Ends the agent: it exits on stdin EOF (running commands keep running). */
+  close(): void {
+    this.socket.end();
+  }
+
+  private send(frame: Buffer): void {
+    if (!this.gone) this.socket.write(frame);
+  }
+
+  private dispatch(frame: Frame): void {
+    this.pending.get(frame.execId)?.onFrame(frame);
+  }
+
+  private lost(): void {
+    if (this.gone) return;
+    this.gone = true;
+    this.socket.destroy();
+    for (const exec of [...this.pending.values()]) exec.onLost();
+  }
+}
