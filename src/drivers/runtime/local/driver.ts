@@ -13,7 +13,8 @@
 // State on disk is the truth: a second driver on the same root (a restarted server) sees
 // and adopts everything the first one made.
 import { type FSWatcher, watch } from "node:fs";
-import { lstat, mkdir, readdir, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
+import { lstat, mkdir, mkdtemp, readdir, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
+import os from "node:os";
 import path from "node:path";
 import { ImageError } from "../image/errors.js";
 import { LayerCache } from "../image/layer-cache.js";
@@ -198,6 +199,8 @@ export class LocalRuntimeDriver implements RuntimeDriver {
   private agentBinary: string | null = null;
   private agentBuildWarned = false;
   private closed = false;
+  /** Short private dir for the agents' start-up sockets (see ExecAgentStartInput.socketDir). */
+  private agentSocketDir: Promise<string> | null = null;
 
   private constructor(
     options: LocalRuntimeDriverOptions,
@@ -546,6 +549,8 @@ export class LocalRuntimeDriver implements RuntimeDriver {
   async close(): Promise<void> {
     this.closed = true;
     for (const id of [...this.agents.keys()]) this.forgetAgent(id, true);
+    const socketDir = await this.agentSocketDir?.catch(() => null);
+    if (socketDir) await rm(socketDir, { recursive: true, force: true });
     for (const id of [...this.exitWatchers.keys()]) this.unwatchExit(id);
   }
 
@@ -737,8 +742,10 @@ export class LocalRuntimeDriver implements RuntimeDriver {
       // A run started before the agent existed (or without its binary) has no mount of it.
       const binary = await this.execAgentBinary();
       if (!binary || !(await exists(`/proc/${state.initPid}/root${EXEC_AGENT_PATH}`))) return null;
+      this.agentSocketDir ??= mkdtemp(path.join(os.tmpdir(), "warren-agent-"));
       const agent = await ExecAgent.start({
         binary,
+        socketDir: await this.agentSocketDir,
         runcRoot: this.layout.runcRoot,
         id,
         execDir: paths.execDir,

@@ -2,7 +2,9 @@
 // it is used and reused, runs many commands at once, caps output, survives nothing it
 // should not, and that the driver falls back to runc exec whenever there is no agent.
 import assert from "node:assert/strict";
+import { randomBytes } from "node:crypto";
 import { readdir, readFile } from "node:fs/promises";
+import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import type { ExecOutcome, ExecRequest, RuntimeError, SandboxSpec } from "../interface.js";
 import { LocalRuntimeDriver } from "./driver.js";
@@ -153,6 +155,14 @@ describe("exec agent in sandboxes", () => {
     const [ppid, pgrp, session] = [fields[1], fields[2], fields[3]];
     assert.equal(pgrp, session);
     assert.notEqual(ppid, "1");
+  });
+
+  it("uses the agent for a real sandbox id under a deep root (a Unix socket path has ~100 bytes)", async () => {
+    const id = `sbx-${randomBytes(20).toString("hex")}`;
+    assert.ok(Buffer.byteLength(path.join(f.driver.layout.sandbox(id).dir, "exec", "agent-000000000000.sock")) > 100);
+    await sandbox(f.driver, { id });
+    assert.equal(completed(await exec(id, ["echo", "long"])).stdout, "long\n");
+    assert.ok((await f.driver.execAgentPid(id)) !== null, "the exec went through the agent, not runc exec");
   });
 
   it("gives commands what runc exec gives them: identity, caps, seccomp, limits, env, stdin", async () => {

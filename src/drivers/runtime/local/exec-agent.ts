@@ -233,6 +233,11 @@ export interface ExecAgentStartInput {
   execDir: string;
   /** The agent's process: the sandbox identity, argv [EXEC_AGENT_PATH]. */
   process: OciProcess;
+  /**
+   * A short private (0700) dir for the moment's listening socket: a Unix socket path has
+   * room for ~100 bytes, which a sandbox's exec dir under a real root exceeds. Default execDir.
+   */
+  socketDir?: string;
   timeoutMs?: number;
 }
 
@@ -299,7 +304,7 @@ export class ExecAgent {
     await writeFile(processFile, JSON.stringify(input.process), { mode: 0o600 });
     let socket: net.Socket | null = null;
     try {
-      const pair = await socketPair(input.execDir);
+      const pair = await socketPair(input.socketDir ?? input.execDir);
       socket = pair.ours;
       const ours = pair.ours;
       // The agent must not keep the server alive; a running exec's timer does that.
