@@ -4,10 +4,10 @@
 import assert from "node:assert/strict";
 import { createHash, randomBytes } from "node:crypto";
 import { it } from "node:test";
-import { forEachStore, type TestApp, type TestResponse } from "./harness.js";
+import { forEachStore, type TestApp } from "./harness.js";
+import { assertErrorEnvelope, fieldOf } from "./support/assertions.js";
 
 const SANDBOX_ID = `sbx-${"b".repeat(40)}`;
-const ENVELOPE_KEYS = ["code", "message", "details", "request_id"];
 const KEY_INFO_FIELDS = [
   "created_at",
   "email",
@@ -20,13 +20,6 @@ const KEY_INFO_FIELDS = [
   "role",
   "workload_name",
 ];
-
-function assertError(res: TestResponse, status: number, code: string) {
-  assert.equal(res.status, status, res.raw);
-  assert.equal(res.body.code, code, res.raw);
-  assert.equal(res.body.request_id, res.headers["x-request-id"]);
-  for (const key of Object.keys(res.body)) assert.ok(ENVELOPE_KEYS.includes(key), `unexpected field ${key}`);
-}
 
 const uniqueSlug = (prefix: string) => `${prefix}-${randomBytes(4).toString("hex")}`;
 const sha256 = (value: string) => createHash("sha256").update(value).digest("hex");
@@ -60,8 +53,7 @@ forEachStore("admin", (t) => {
 
   async function createOrg(slug = uniqueSlug("acme"), name?: string) {
     const res = await admin("POST", "/v1/admin/organizations", name === undefined ? { slug } : { slug, name });
-    assert.equal(res.status, 200, res.raw);
-    return res.body.organization as Record<string, string>;
+    return fieldOf<Record<string, string>>(res, "organization");
   }
 
   async function createKey(body: Record<string, unknown>) {
@@ -82,7 +74,7 @@ forEachStore("admin", (t) => {
     it(`refuses ${who} on every admin route with 403 permission_denied`, async () => {
       for (const call of adminCalls(t())) {
         const res = await t().request(call.method, call.url, { key: key(), body: call.body });
-        assertError(res, 403, "permission_denied");
+        assertErrorEnvelope(res, 403, "permission_denied");
       }
       // Nothing happened: the member key still works, org-b keeps its default quota.
       assert.equal((await t().request("GET", "/v1/whoami", { key: t().orgA.keys.member })).status, 200);
@@ -99,7 +91,7 @@ forEachStore("admin", (t) => {
       sandbox: { sandboxId: SANDBOX_ID, lineagePath: SANDBOX_ID },
     });
     for (const call of adminCalls(t())) {
-      assertError(
+      assertErrorEnvelope(
         await t().request(call.method, call.url, { key: issued.key, body: call.body }),
         403,
         "permission_denied",
@@ -118,13 +110,13 @@ forEachStore("admin", (t) => {
       ["POST", "/v1/admin/api-keys/key_unknown:revoke", undefined],
     ];
     for (const [method, url, body] of calls) {
-      assertError(await t().request(method, url, { key, body }), 403, "permission_denied");
+      assertErrorEnvelope(await t().request(method, url, { key, body }), 403, "permission_denied");
     }
   });
 
   it("refuses admin routes without a credential with 401", async () => {
     for (const call of adminCalls(t())) {
-      assertError(await t().request(call.method, call.url, { body: call.body }), 401, "unauthenticated");
+      assertErrorEnvelope(await t().request(call.method, call.url, { body: call.body }), 401, "unauthenticated");
     }
   });
 
@@ -173,8 +165,8 @@ forEachStore("admin", (t) => {
   it("refuses a duplicate slug with 409 already_exists", async () => {
     const slug = uniqueSlug("twice");
     await createOrg(slug);
-    assertError(await admin("POST", "/v1/admin/organizations", { slug }), 409, "already_exists");
-    assertError(await admin("POST", "/v1/admin/organizations", { slug: "org-a" }), 409, "already_exists");
+    assertErrorEnvelope(await admin("POST", "/v1/admin/organizations", { slug }), 409, "already_exists");
+    assertErrorEnvelope(await admin("POST", "/v1/admin/organizations", { slug: "org-a" }), 409, "already_exists");
   });
 
   it("refuses an invalid organization body with 400", async () => {
@@ -186,7 +178,7 @@ forEachStore("admin", (t) => {
       { slug: "ok-slug", name: "n".repeat(201) },
       { slug: "ok-slug", is_operator: true },
     ]) {
-      assertError(await admin("POST", "/v1/admin/organizations", body), 400, "invalid_argument");
+      assertErrorEnvelope(await admin("POST", "/v1/admin/organizations", body), 400, "invalid_argument");
     }
   });
 
@@ -291,7 +283,7 @@ forEachStore("admin", (t) => {
       string
     >[];
     assert.equal(keys.find((k) => k.key_id === bound.key_id)?.project_id, org.default_project_id);
-    assertError(
+    assertErrorEnvelope(
       await admin("POST", "/v1/admin/api-keys", {
         organization: org.slug,
         name: "foreign",
@@ -319,7 +311,7 @@ forEachStore("admin", (t) => {
       [{ organization: org.slug, name: "p", principal_id: "prn_unknown" }, 404, "not_found"],
     ];
     for (const [body, status, code] of cases) {
-      assertError(await admin("POST", "/v1/admin/api-keys", body), status, code);
+      assertErrorEnvelope(await admin("POST", "/v1/admin/api-keys", body), status, code);
     }
     const keys = (await admin("GET", `/v1/admin/organizations/${org.slug}/api-keys`)).body.api_keys as unknown[];
     assert.equal(keys.length, 0, "no key was issued by a refused request");
@@ -369,7 +361,7 @@ forEachStore("admin", (t) => {
   });
 
   it("refuses to list the keys of an unknown organization with 404", async () => {
-    assertError(await admin("GET", "/v1/admin/organizations/no-such-org/api-keys"), 404, "not_found");
+    assertErrorEnvelope(await admin("GET", "/v1/admin/organizations/no-such-org/api-keys"), 404, "not_found");
   });
 
   // Revocation.
@@ -382,7 +374,7 @@ forEachStore("admin", (t) => {
     const res = await admin("POST", `/v1/admin/api-keys/${doomed.key_id}:revoke`);
     assert.equal(res.status, 200, res.raw);
     assert.deepEqual(res.body, {});
-    assertError(await t().request("GET", "/v1/whoami", { key: doomed.api_key }), 401, "unauthenticated");
+    assertErrorEnvelope(await t().request("GET", "/v1/whoami", { key: doomed.api_key }), 401, "unauthenticated");
     assert.equal((await t().request("GET", "/v1/whoami", { key: kept.api_key })).status, 200);
 
     const keys = (await admin("GET", `/v1/admin/organizations/${org.slug}/api-keys`)).body.api_keys as Record<
@@ -400,18 +392,18 @@ forEachStore("admin", (t) => {
       string
     >[];
     assert.equal(again.find((k) => k.key_id === doomed.key_id)?.revoked_at, revokedAt);
-    assertError(await t().request("GET", "/v1/whoami", { key: doomed.api_key }), 401, "unauthenticated");
+    assertErrorEnvelope(await t().request("GET", "/v1/whoami", { key: doomed.api_key }), 401, "unauthenticated");
   });
 
   it("revokes a key of another organization", async () => {
     const issued = await t().issueKey(t().orgB, { role: "owner", kind: "user" });
     assert.equal((await admin("POST", `/v1/admin/api-keys/${issued.keyId}:revoke`)).status, 200);
-    assertError(await t().request("GET", "/v1/whoami", { key: issued.key }), 401, "unauthenticated");
+    assertErrorEnvelope(await t().request("GET", "/v1/whoami", { key: issued.key }), 401, "unauthenticated");
     assert.equal((await t().request("GET", "/v1/whoami", { key: t().orgB.keys.owner })).status, 200);
   });
 
   it("refuses to revoke an unknown key with 404", async () => {
-    assertError(await admin("POST", "/v1/admin/api-keys/key_unknown:revoke"), 404, "not_found");
+    assertErrorEnvelope(await admin("POST", "/v1/admin/api-keys/key_unknown:revoke"), 404, "not_found");
   });
 
   it("does not route a revoke without the :revoke verb", async () => {
@@ -461,11 +453,11 @@ forEachStore("admin", (t) => {
     const key = await createKey({ organization: org.slug, name: "builder" });
     await admin("PUT", `/v1/admin/organizations/${org.slug}/quotas/projects.total`, { limit: 1 });
     const res = await t().request("POST", "/v1/projects", { key: key.api_key, body: { name: "P", slug: "p" } });
-    assertError(res, 429, "quota_exceeded");
+    assertErrorEnvelope(res, 429, "quota_exceeded");
   });
 
   it("refuses a quota for an unknown organization with 404", async () => {
-    assertError(
+    assertErrorEnvelope(
       await admin("PUT", "/v1/admin/organizations/no-such-org/quotas/projects.total", { limit: 1 }),
       404,
       "not_found",
@@ -484,7 +476,11 @@ forEachStore("admin", (t) => {
       ["projects.total", { limit: 1, metric: "sandboxes.total" }],
     ];
     for (const [metric, body] of cases) {
-      assertError(await admin("PUT", `/v1/admin/organizations/org-b/quotas/${metric}`, body), 400, "invalid_argument");
+      assertErrorEnvelope(
+        await admin("PUT", `/v1/admin/organizations/org-b/quotas/${metric}`, body),
+        400,
+        "invalid_argument",
+      );
     }
     const usage = await t().request("GET", "/v1/usage", { key: t().orgB.keys.member });
     const limits = (usage.body.snapshot as { limits: { metric: string; limit: string }[] }).limits;

@@ -6,10 +6,12 @@ import { randomBytes } from "node:crypto";
 import { describe, it } from "node:test";
 import type { Clock } from "../src/lib/clock.js";
 import { forEachStore, type TestApp, type TestResponse } from "./harness.js";
+import { ERROR_KEYS } from "./support/assertions.js";
+import { countRows } from "./support/fixtures.js";
 
-const ERROR_KEYS = ["code", "message", "details", "request_id"];
 const REPLAYED = "idempotent-replayed";
 
+/** A looser error check than the shared assertError: the message and request id need only be strings. */
 function assertError(res: TestResponse, status: number, code: string): void {
   assert.equal(res.status, status, res.raw);
   assert.equal(res.body.code, code, res.raw);
@@ -27,11 +29,6 @@ function withKey(key: string) {
 
 function post(t: TestApp, url: string, apiKey: string, body: unknown, idemKey?: string) {
   return t.request("POST", url, { key: apiKey, body, ...(idemKey !== undefined ? { headers: withKey(idemKey) } : {}) });
-}
-
-async function count(t: TestApp, sql: string, params: unknown[]): Promise<number> {
-  const { rows } = await t.c.db.query<{ n: string }>(`SELECT count(*)::text AS n FROM ${sql}`, params);
-  return Number(rows[0]?.n);
 }
 
 function assertFresh(res: TestResponse): void {
@@ -70,7 +67,7 @@ forEachStore("idempotency", (t) => {
 
       const third = await post(t(), "/v1/projects", t().orgA.keys.owner, body, key);
       assertReplayOf(third, first);
-      assert.equal(await count(t(), "projects WHERE org_id = $1 AND slug = $2", [t().orgA.id, slug]), 1);
+      assert.equal(await countRows(t(), "projects WHERE org_id = $1 AND slug = $2", [t().orgA.id, slug]), 1);
     });
 
     it("replays even after the created project is gone (a replay, not a re-execution)", async () => {
@@ -83,7 +80,7 @@ forEachStore("idempotency", (t) => {
       assert.equal(deleted.status, 200, deleted.raw);
       const again = await post(t(), "/v1/projects", t().orgA.keys.owner, body, key);
       assertReplayOf(again, first);
-      assert.equal(await count(t(), "projects WHERE org_id = $1 AND slug = $2", [t().orgA.id, body.slug]), 0);
+      assert.equal(await countRows(t(), "projects WHERE org_id = $1 AND slug = $2", [t().orgA.id, body.slug]), 0);
     });
 
     it("is 409 idempotency_conflict for the same key with a different body, creating nothing", async () => {
@@ -100,7 +97,7 @@ forEachStore("idempotency", (t) => {
         assertError(res, 409, "idempotency_conflict");
         assert.equal(res.headers[REPLAYED], undefined);
       }
-      assert.equal(await count(t(), "projects WHERE slug = $1", [otherSlug]), 0);
+      assert.equal(await countRows(t(), "projects WHERE slug = $1", [otherSlug]), 0);
       // The original is still replayable.
       const slug = (first.body.project as { slug: string }).slug;
       const replay = await post(t(), "/v1/projects", t().orgA.keys.owner, { name: "A", slug }, key);
@@ -117,7 +114,7 @@ forEachStore("idempotency", (t) => {
       const aId = (a.body.project as { id: string }).id;
       const bId = (b.body.project as { id: string }).id;
       assert.notEqual(aId, bId);
-      assert.equal(await count(t(), "projects WHERE org_id = $1 AND slug = $2", [t().orgB.id, body.slug]), 1);
+      assert.equal(await countRows(t(), "projects WHERE org_id = $1 AND slug = $2", [t().orgB.id, body.slug]), 1);
       const bGet = await t().request("GET", `/v1/projects/${bId}`, { key: t().orgB.keys.owner });
       assert.equal(bGet.status, 200);
       // orgB with a different body is not a conflict with orgA's record either.
@@ -148,7 +145,7 @@ forEachStore("idempotency", (t) => {
       const del = await t().request("DELETE", `/v1/projects/${existing.rows[0]?.id}`, { key: t().orgA.keys.owner });
       assert.equal(del.status, 200, del.raw);
       assertReplayOf(await post(t(), "/v1/projects", t().orgA.keys.owner, body, key), failed);
-      assert.equal(await count(t(), "projects WHERE org_id = $1 AND slug = $2", [t().orgA.id, slug]), 0);
+      assert.equal(await countRows(t(), "projects WHERE org_id = $1 AND slug = $2", [t().orgA.id, slug]), 0);
     });
 
     it("does not spend the key on a request rejected before it ran (validation, authentication)", async () => {
@@ -172,10 +169,10 @@ forEachStore("idempotency", (t) => {
         const res = await post(t(), "/v1/projects", t().orgA.keys.owner, { name: "Bad key", slug }, bad);
         assertError(res, 400, "invalid_argument");
       }
-      const runsBefore = await count(t(), "runs WHERE org_id = $1", [t().orgA.id]);
+      const runsBefore = await countRows(t(), "runs WHERE org_id = $1", [t().orgA.id]);
       assertError(await post(t(), "/v1/runs", t().orgA.keys.owner, {}, "x".repeat(300)), 400, "invalid_argument");
-      assert.equal(await count(t(), "runs WHERE org_id = $1", [t().orgA.id]), runsBefore);
-      assert.equal(await count(t(), "projects WHERE slug = $1", [slug]), 0);
+      assert.equal(await countRows(t(), "runs WHERE org_id = $1", [t().orgA.id]), runsBefore);
+      assert.equal(await countRows(t(), "projects WHERE slug = $1", [slug]), 0);
     });
 
     it("accepts keys of 1 and 255 visible ASCII characters", async () => {
@@ -212,14 +209,14 @@ forEachStore("idempotency", (t) => {
       assertReplayOf(second, first);
       assert.equal((second.body.run as { id: string }).id, runId);
 
-      assert.equal(await count(t(), "runs WHERE project_id = $1", [projectId]), 1);
-      assert.equal(await count(t(), "events WHERE project_id = $1 AND name = 'run.started'", [projectId]), 1);
+      assert.equal(await countRows(t(), "runs WHERE project_id = $1", [projectId]), 1);
+      assert.equal(await countRows(t(), "events WHERE project_id = $1 AND name = 'run.started'", [projectId]), 1);
       const project = await t().request("GET", `/v1/projects/${projectId}`, { key: t().orgA.keys.owner });
       assert.equal((project.body.project as { run_count: string }).run_count, "1");
 
       const conflict = await post(t(), "/v1/runs", t().orgA.keys.owner, { ...body, label: "changed" }, key);
       assertError(conflict, 409, "idempotency_conflict");
-      assert.equal(await count(t(), "runs WHERE project_id = $1", [projectId]), 1);
+      assert.equal(await countRows(t(), "runs WHERE project_id = $1", [projectId]), 1);
     });
 
     it("replays a StartRun error (404 for an unknown parent) as-is", async () => {
@@ -239,7 +236,7 @@ forEachStore("idempotency", (t) => {
       assert.equal((first.body.run as { status: string }).status, "succeeded");
       const retry = await post(t(), `/v1/runs/${runId}:complete`, t().orgA.keys.owner, { status: "succeeded" }, key);
       assertReplayOf(retry, first);
-      assert.equal(await count(t(), "events WHERE run_id = $1 AND name = 'run.completed'", [runId]), 1);
+      assert.equal(await countRows(t(), "events WHERE run_id = $1 AND name = 'run.completed'", [runId]), 1);
 
       // Without the key (or with a new one) the second completion is refused.
       assertError(
@@ -281,7 +278,7 @@ forEachStore("idempotency", (t) => {
       const bRun = b.body.run as { id: string; project_id: string };
       assert.notEqual((a.body.run as { id: string }).id, bRun.id);
       assert.equal(bRun.project_id, t().orgB.defaultProjectId);
-      assert.equal(await count(t(), "runs WHERE id = $1 AND org_id = $2", [bRun.id, t().orgB.id]), 1);
+      assert.equal(await countRows(t(), "runs WHERE id = $1 AND org_id = $2", [bRun.id, t().orgB.id]), 1);
     });
   });
 
@@ -296,16 +293,19 @@ forEachStore("idempotency", (t) => {
       assert.match(id, /^fb_/);
       const replay = await post(t(), "/v1/feedback", t().orgA.keys.member, body, key);
       assertReplayOf(replay, first);
-      assert.equal(await count(t(), "feedback WHERE org_id = $1 AND fingerprint = $2", [t().orgA.id, fingerprint]), 1);
+      assert.equal(
+        await countRows(t(), "feedback WHERE org_id = $1 AND fingerprint = $2", [t().orgA.id, fingerprint]),
+        1,
+      );
 
       // A replay does not consult the feedback table: it answers even after the row is gone.
       await t().c.db.query("DELETE FROM feedback WHERE id = $1", [id]);
       assertReplayOf(await post(t(), "/v1/feedback", t().orgA.keys.member, body, key), first);
-      assert.equal(await count(t(), "feedback WHERE fingerprint = $1", [fingerprint]), 0);
+      assert.equal(await countRows(t(), "feedback WHERE fingerprint = $1", [fingerprint]), 0);
 
       const conflict = await post(t(), "/v1/feedback", t().orgA.keys.member, { ...body, title: "Changed" }, key);
       assertError(conflict, 409, "idempotency_conflict");
-      assert.equal(await count(t(), "feedback WHERE fingerprint = $1", [fingerprint]), 0);
+      assert.equal(await countRows(t(), "feedback WHERE fingerprint = $1", [fingerprint]), 0);
     });
   });
 
@@ -359,7 +359,7 @@ forEachStore("idempotency", (t) => {
       assert.equal((a.body.project as { version: string }).version, "2");
       assert.equal((b.body.project as { version: string }).version, "3");
       assert.equal(b.headers[REPLAYED], undefined);
-      assert.equal(await count(t(), "idempotency_keys WHERE idempotency_key = $1", [key]), 0);
+      assert.equal(await countRows(t(), "idempotency_keys WHERE idempotency_key = $1", [key]), 0);
     });
   });
 
@@ -385,7 +385,7 @@ forEachStore("idempotency", (t) => {
           assert.equal(res.headers["retry-after"], "1");
         }
       }
-      assert.equal(await count(t(), "runs WHERE project_id = $1", [projectId]), 1);
+      assert.equal(await countRows(t(), "runs WHERE project_id = $1", [projectId]), 1);
     });
 
     it("is 409 operation_conflict while a claim is pending, and a claim abandoned for long is taken over", async () => {
@@ -457,10 +457,10 @@ forEachStore(
     it("purges expired records", async () => {
       const key = newKey();
       assertFresh(await post(t(), "/v1/runs", t().orgA.keys.owner, {}, key));
-      assert.equal(await count(t(), "idempotency_keys WHERE idempotency_key = $1", [key]), 1);
+      assert.equal(await countRows(t(), "idempotency_keys WHERE idempotency_key = $1", [key]), 1);
       clock.advanceMs(3 * 60 * 60 * 1000);
       assert.ok((await t().c.idempotency.purgeExpired()) >= 1);
-      assert.equal(await count(t(), "idempotency_keys WHERE idempotency_key = $1", [key]), 0);
+      assert.equal(await countRows(t(), "idempotency_keys WHERE idempotency_key = $1", [key]), 0);
     });
   },
   { config: { idempotencyRetentionHours: 2 }, overrides: { clock } },

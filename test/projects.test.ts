@@ -4,9 +4,10 @@
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { describe, it } from "node:test";
-import { BAD_CREDENTIALS, forEachStore, type TestApp, type TestResponse } from "./harness.js";
+import { forEachStore, type TestApp, type TestResponse } from "./harness.js";
+import { assertError, assertUnauthenticatedOnEvery, fieldOf } from "./support/assertions.js";
+import { countRows, freshOrg, listPages } from "./support/fixtures.js";
 
-const ERROR_KEYS = ["code", "message", "details", "request_id"];
 const SANDBOX_ID = `sbx-${"a".repeat(40)}`;
 
 interface ProjectJson {
@@ -23,21 +24,9 @@ interface ProjectJson {
   is_default: boolean;
 }
 
-function assertError(res: TestResponse, status: number, code: string): void {
-  assert.equal(res.status, status, res.raw);
-  assert.equal(res.body.code, code, res.raw);
-  assert.equal(typeof res.body.message, "string");
-  assert.notEqual(res.body.message, "");
-  assert.equal(res.body.request_id, res.headers["x-request-id"]);
-  for (const key of Object.keys(res.body)) assert.ok(ERROR_KEYS.includes(key), `unexpected error field ${key}`);
-}
-
 const uniqueSlug = (prefix = "p") => `${prefix}-${randomBytes(5).toString("hex")}`;
 
-function projectOf(res: TestResponse): ProjectJson {
-  assert.equal(res.status, 200, res.raw);
-  return res.body.project as ProjectJson;
-}
+const projectOf = (res: TestResponse) => fieldOf<ProjectJson>(res, "project");
 
 async function createProject(t: TestApp, key: string, body: Record<string, unknown> = {}): Promise<ProjectJson> {
   const res = await t.request("POST", "/v1/projects", {
@@ -48,50 +37,29 @@ async function createProject(t: TestApp, key: string, body: Record<string, unkno
 }
 
 async function startRun(t: TestApp, key: string, body: Record<string, unknown> = {}) {
-  const res = await t.request("POST", "/v1/runs", { key, body });
+  return fieldOf<{ id: string; started_at: string; project_id: string }>(
+    await t.request("POST", "/v1/runs", { key, body }),
+    "run",
+  );
+}
+
+const NOTHING_DELETED = { api_keys_deleted: "0", runs_deleted: "0", secrets_deleted: "0", volumes_deleted: "0" };
+
+/** Asserts a DeleteProject answered 200 with exactly these counts (the ones not named are "0"). */
+function assertDeleted(res: TestResponse, counts: Partial<typeof NOTHING_DELETED> = {}): void {
   assert.equal(res.status, 200, res.raw);
-  return res.body.run as { id: string; started_at: string; project_id: string };
+  assert.deepEqual(res.body, { ...NOTHING_DELETED, ...counts });
 }
 
-async function countProjects(t: TestApp, orgId: string): Promise<number> {
-  const { rows } = await t.c.db.query<{ n: string }>("SELECT count(*)::text AS n FROM projects WHERE org_id = $1", [
-    orgId,
-  ]);
-  return Number(rows[0]?.n);
-}
+const countProjects = (t: TestApp, orgId: string) => countRows(t, "projects WHERE org_id = $1", [orgId]);
 
-/** A new organization with one owner key, so list tests see only their own rows. */
-async function freshOrg(t: TestApp) {
-  const slug = `org-${randomBytes(4).toString("hex")}`;
-  const org = await t.c.identity.createOrganization({ slug });
-  const issued = await t.c.identity.issueKey({
-    orgId: org.id,
-    kind: "user",
-    role: "owner",
-    email: `owner@${slug}.test`,
-    name: "owner",
-  });
-  return { id: org.id, defaultProjectId: org.default_project_id, key: issued.api_key };
-}
-
-async function listAll(t: TestApp, key: string, pageSize: number) {
-  const pages: ProjectJson[][] = [];
-  let token = "";
-  for (let i = 0; i < 100; i++) {
-    const res = await t.request("GET", "/v1/projects", {
-      key,
-      query: { page_size: String(pageSize), ...(token ? { page_token: token } : {}) },
-    });
-    assert.equal(res.status, 200, res.raw);
-    pages.push(res.body.projects as ProjectJson[]);
-    token = res.body.next_page_token as string;
-    assert.equal(typeof token, "string");
-    if (!token) return pages;
-  }
-  throw new Error("paging did not end");
-}
+const listAll = (t: TestApp, key: string, pageSize: number) =>
+  listPages<ProjectJson>(t, "/v1/projects", "projects", key, pageSize);
 
 forEachStore("projects", (t) => {
+  /** GetProject for the id, as org A's owner. */
+  const ownerGet = (id: string) => t().request("GET", `/v1/projects/${id}`, { key: t().orgA.keys.owner });
+
   describe("CreateProject", () => {
     it("creates a project with every field and returns it", async () => {
       const slug = uniqueSlug();
@@ -268,7 +236,7 @@ forEachStore("projects", (t) => {
       assert.equal(res.headers.etag, '"1"');
 
       await t().request("PATCH", `/v1/projects/${project.id}`, { key: t().orgA.keys.owner, body: { name: "v2" } });
-      const again = await t().request("GET", `/v1/projects/${project.id}`, { key: t().orgA.keys.owner });
+      const again = await ownerGet(project.id);
       assert.equal(projectOf(again).version, "2");
       assert.equal(again.headers.etag, '"2"');
     });
@@ -290,7 +258,7 @@ forEachStore("projects", (t) => {
 
   describe("ListProjects", () => {
     it("pages newest first with no duplicates or gaps and an empty token on the last page", async () => {
-      const org = await freshOrg(t());
+      const org = await freshOrg(t(), "owner");
       const created: string[] = [];
       for (let i = 0; i < 7; i++) {
         created.push((await createProject(t(), org.key, { name: `P${i}` })).id);
@@ -319,7 +287,7 @@ forEachStore("projects", (t) => {
     });
 
     it("returns everything with an empty token when the page is exactly full or larger", async () => {
-      const org = await freshOrg(t());
+      const org = await freshOrg(t(), "owner");
       await createProject(t(), org.key);
       await createProject(t(), org.key);
       const exact = await listAll(t(), org.key, 3);
@@ -332,7 +300,7 @@ forEachStore("projects", (t) => {
     });
 
     it("keeps a page token stable while new projects are created", async () => {
-      const org = await freshOrg(t());
+      const org = await freshOrg(t(), "owner");
       const created: string[] = [];
       for (let i = 0; i < 4; i++) created.push((await createProject(t(), org.key)).id);
       const first = await t().request("GET", "/v1/projects", { key: org.key, query: { page_size: "2" } });
@@ -417,7 +385,7 @@ forEachStore("projects", (t) => {
       assert.equal(described.description, "changed");
       assert.equal(described.version, "3");
 
-      const got = projectOf(await t().request("GET", `/v1/projects/${project.id}`, { key: t().orgA.keys.owner }));
+      const got = projectOf(await ownerGet(project.id));
       assert.deepEqual(got, described);
     });
 
@@ -431,7 +399,7 @@ forEachStore("projects", (t) => {
       );
       assert.equal(updated.description, "");
       assert.equal(updated.name, project.name);
-      const got = projectOf(await t().request("GET", `/v1/projects/${project.id}`, { key: t().orgA.keys.owner }));
+      const got = projectOf(await ownerGet(project.id));
       assert.equal(got.description, "");
     });
 
@@ -442,7 +410,7 @@ forEachStore("projects", (t) => {
         body: { slug: uniqueSlug(), name: "renamed" },
       });
       assertError(res, 400, "invalid_argument");
-      const got = projectOf(await t().request("GET", `/v1/projects/${project.id}`, { key: t().orgA.keys.owner }));
+      const got = projectOf(await ownerGet(project.id));
       assert.deepEqual(got, project);
     });
 
@@ -477,7 +445,7 @@ forEachStore("projects", (t) => {
           body: { name: "Second" },
         }),
       );
-      const current = projectOf(await t().request("GET", `/v1/projects/${project.id}`, { key: t().orgA.keys.owner }));
+      const current = projectOf(await ownerGet(project.id));
       for (const stale of ['"1"', "1", '"3"', '"0"']) {
         const res = await t().request("PATCH", `/v1/projects/${project.id}`, {
           key: t().orgA.keys.owner,
@@ -486,7 +454,7 @@ forEachStore("projects", (t) => {
         });
         assertError(res, 412, "precondition_failed");
       }
-      const after = projectOf(await t().request("GET", `/v1/projects/${project.id}`, { key: t().orgA.keys.owner }));
+      const after = projectOf(await ownerGet(project.id));
       assert.deepEqual(after, current);
       assert.equal(after.version, "2");
       assert.equal(after.name, "Second");
@@ -502,7 +470,7 @@ forEachStore("projects", (t) => {
         });
         assertError(res, 400, "invalid_argument");
       }
-      const got = projectOf(await t().request("GET", `/v1/projects/${project.id}`, { key: t().orgA.keys.owner }));
+      const got = projectOf(await ownerGet(project.id));
       assert.deepEqual(got, project);
     });
 
@@ -515,7 +483,7 @@ forEachStore("projects", (t) => {
       });
       assertError(mismatch, 400, "invalid_argument");
       for (const p of [project, other]) {
-        const got = projectOf(await t().request("GET", `/v1/projects/${p.id}`, { key: t().orgA.keys.owner }));
+        const got = projectOf(await ownerGet(p.id));
         assert.deepEqual(got, p);
       }
       const same = await t().request("PATCH", `/v1/projects/${project.id}`, {
@@ -554,18 +522,8 @@ forEachStore("projects", (t) => {
     it("deletes an empty project and reports all four counts as zero", async () => {
       const project = await createProject(t(), t().orgA.keys.owner);
       const res = await t().request("DELETE", `/v1/projects/${project.id}`, { key: t().orgA.keys.owner });
-      assert.equal(res.status, 200, res.raw);
-      assert.deepEqual(res.body, {
-        api_keys_deleted: "0",
-        runs_deleted: "0",
-        secrets_deleted: "0",
-        volumes_deleted: "0",
-      });
-      assertError(
-        await t().request("GET", `/v1/projects/${project.id}`, { key: t().orgA.keys.owner }),
-        404,
-        "not_found",
-      );
+      assertDeleted(res);
+      assertError(await ownerGet(project.id), 404, "not_found");
       assertError(
         await t().request("DELETE", `/v1/projects/${project.id}`, { key: t().orgA.keys.owner }),
         404,
@@ -586,7 +544,7 @@ forEachStore("projects", (t) => {
         });
         assertError(res, 400, "failed_precondition");
       }
-      const got = projectOf(await t().request("GET", `/v1/projects/${project.id}`, { key: t().orgA.keys.owner }));
+      const got = projectOf(await ownerGet(project.id));
       assert.equal(got.run_count, "1");
       const runRes = await t().request("GET", `/v1/runs/${run.id}`, { key: t().orgA.keys.owner });
       assert.equal(runRes.status, 200);
@@ -621,19 +579,9 @@ forEachStore("projects", (t) => {
         key: t().orgA.keys.admin,
         query: { cascade: "true" },
       });
-      assert.equal(res.status, 200, res.raw);
-      assert.deepEqual(res.body, {
-        api_keys_deleted: "2",
-        runs_deleted: "3",
-        secrets_deleted: "0",
-        volumes_deleted: "0",
-      });
+      assertDeleted(res, { api_keys_deleted: "2", runs_deleted: "3" });
 
-      assertError(
-        await t().request("GET", `/v1/projects/${project.id}`, { key: t().orgA.keys.owner }),
-        404,
-        "not_found",
-      );
+      assertError(await ownerGet(project.id), 404, "not_found");
       assertError(await t().request("GET", `/v1/runs/${root.id}`, { key: t().orgA.keys.owner }), 404, "not_found");
       const { rows: runs } = await t().c.db.query("SELECT id FROM runs WHERE project_id = $1", [project.id]);
       assert.equal(runs.length, 0);
@@ -657,13 +605,7 @@ forEachStore("projects", (t) => {
         key: t().orgA.keys.owner,
         query: { cascade: "true" },
       });
-      assert.equal(res.status, 200, res.raw);
-      assert.deepEqual(res.body, {
-        api_keys_deleted: "0",
-        runs_deleted: "0",
-        secrets_deleted: "0",
-        volumes_deleted: "0",
-      });
+      assertDeleted(res);
     });
 
     it("never deletes the default project", async () => {
@@ -687,7 +629,7 @@ forEachStore("projects", (t) => {
         });
         assertError(res, 403, "permission_denied");
       }
-      assert.equal((await t().request("GET", `/v1/projects/${project.id}`, { key: t().orgA.keys.owner })).status, 200);
+      assert.equal((await ownerGet(project.id)).status, 200);
 
       const byAdmin = await t().request("DELETE", `/v1/projects/${project.id}`, { key: t().orgA.keys.admin });
       assert.equal(byAdmin.status, 200, byAdmin.raw);
@@ -703,7 +645,7 @@ forEachStore("projects", (t) => {
         query: { cascade: "maybe" },
       });
       assertError(res, 400, "invalid_argument");
-      assert.equal((await t().request("GET", `/v1/projects/${project.id}`, { key: t().orgA.keys.owner })).status, 200);
+      assert.equal((await ownerGet(project.id)).status, 200);
     });
   });
 
@@ -714,7 +656,7 @@ forEachStore("projects", (t) => {
       assert.equal(project.last_run_at, undefined);
 
       const first = await startRun(t(), t().orgA.keys.owner, { project_id: project.id });
-      let got = projectOf(await t().request("GET", `/v1/projects/${project.id}`, { key: t().orgA.keys.owner }));
+      let got = projectOf(await ownerGet(project.id));
       assert.equal(got.run_count, "1");
       assert.equal(got.last_run_at, first.started_at);
       assert.equal(got.version, "1");
@@ -723,7 +665,7 @@ forEachStore("projects", (t) => {
       const third = await startRun(t(), t().orgA.keys.owner, { project_id: project.id });
       // Runs elsewhere do not count here.
       await startRun(t(), t().orgA.keys.owner, {});
-      got = projectOf(await t().request("GET", `/v1/projects/${project.id}`, { key: t().orgA.keys.owner }));
+      got = projectOf(await ownerGet(project.id));
       assert.equal(got.run_count, "3");
       assert.match(got.run_count, /^[0-9]+$/);
       assert.equal(got.last_run_at, third.started_at);
@@ -734,7 +676,7 @@ forEachStore("projects", (t) => {
         key: t().orgA.keys.owner,
         body: { status: "failed" },
       });
-      const after = projectOf(await t().request("GET", `/v1/projects/${project.id}`, { key: t().orgA.keys.owner }));
+      const after = projectOf(await ownerGet(project.id));
       assert.equal(after.run_count, "3");
 
       const listed = await listAll(t(), t().orgA.keys.owner, 200);
@@ -756,19 +698,8 @@ forEachStore("projects", (t) => {
     it("answers 401 unauthenticated with {code,message,request_id} on every route", async () => {
       const project = await createProject(t(), t().orgA.keys.owner);
       const before = await countProjects(t(), t().orgA.id);
-      for (const route of routes(project.id)) {
-        for (const bad of BAD_CREDENTIALS) {
-          const res = await t().request(route.method, route.url, {
-            headers: bad.headers,
-            ...(route.body ? { body: route.body } : {}),
-          });
-          assert.equal(res.status, 401, `${route.name} ${bad.name}: ${res.raw}`);
-          assert.deepEqual(Object.keys(res.body).sort(), ["code", "message", "request_id"], route.name);
-          assert.equal(res.body.code, "unauthenticated");
-          assert.equal(res.body.request_id, res.headers["x-request-id"]);
-        }
-      }
-      const got = projectOf(await t().request("GET", `/v1/projects/${project.id}`, { key: t().orgA.keys.owner }));
+      await assertUnauthenticatedOnEvery(t(), routes(project.id));
+      const got = projectOf(await ownerGet(project.id));
       assert.deepEqual(got, project);
       assert.equal(await countProjects(t(), t().orgA.id), before);
     });
@@ -802,7 +733,7 @@ forEachStore("projects", (t) => {
         404,
         "not_found",
       );
-      const got = projectOf(await t().request("GET", `/v1/projects/${project.id}`, { key: t().orgA.keys.owner }));
+      const got = projectOf(await ownerGet(project.id));
       assert.deepEqual(got, project);
     });
 
@@ -825,7 +756,7 @@ forEachStore("projects", (t) => {
         body: { id: "prj_other", name: "x" },
       });
       assertError(mismatched, 403, "permission_denied");
-      const got = projectOf(await t().request("GET", `/v1/projects/${project.id}`, { key: t().orgA.keys.owner }));
+      const got = projectOf(await ownerGet(project.id));
       assert.deepEqual(got, project);
       assert.equal(await countProjects(t(), t().orgA.id), before);
     });

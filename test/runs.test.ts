@@ -3,9 +3,10 @@
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { describe, it } from "node:test";
-import { BAD_CREDENTIALS, forEachStore, type TestApp, type TestResponse } from "./harness.js";
+import { forEachStore, type TestApp, type TestResponse } from "./harness.js";
+import { assertError, assertUnauthenticatedOnEvery, fieldOf } from "./support/assertions.js";
+import { countRows, freshOrg, listPages } from "./support/fixtures.js";
 
-const ERROR_KEYS = ["code", "message", "details", "request_id"];
 const SANDBOX_ID = `sbx-${"b".repeat(40)}`;
 
 interface RunJson {
@@ -23,19 +24,7 @@ interface RunJson {
   execute_as_workload?: string;
 }
 
-function assertError(res: TestResponse, status: number, code: string): void {
-  assert.equal(res.status, status, res.raw);
-  assert.equal(res.body.code, code, res.raw);
-  assert.equal(typeof res.body.message, "string");
-  assert.notEqual(res.body.message, "");
-  assert.equal(res.body.request_id, res.headers["x-request-id"]);
-  for (const key of Object.keys(res.body)) assert.ok(ERROR_KEYS.includes(key), `unexpected error field ${key}`);
-}
-
-function runOf(res: TestResponse): RunJson {
-  assert.equal(res.status, 200, res.raw);
-  return res.body.run as RunJson;
-}
+const runOf = (res: TestResponse) => fieldOf<RunJson>(res, "run");
 
 async function startRun(t: TestApp, key: string, body: Record<string, unknown> = {}): Promise<RunJson> {
   return runOf(await t.request("POST", "/v1/runs", { key, body }));
@@ -50,20 +39,17 @@ async function createProject(t: TestApp, key: string): Promise<string> {
     key,
     body: { name: "Runs", slug: `r-${randomBytes(5).toString("hex")}` },
   });
-  assert.equal(res.status, 200, res.raw);
-  return (res.body.project as { id: string }).id;
+  return fieldOf<{ id: string }>(res, "project").id;
 }
 
 async function getProject(t: TestApp, key: string, id: string) {
-  const res = await t.request("GET", `/v1/projects/${id}`, { key });
-  assert.equal(res.status, 200, res.raw);
-  return res.body.project as { run_count: string; last_run_at?: string };
+  return fieldOf<{ run_count: string; last_run_at?: string }>(
+    await t.request("GET", `/v1/projects/${id}`, { key }),
+    "project",
+  );
 }
 
-async function countRuns(t: TestApp, orgId: string): Promise<number> {
-  const { rows } = await t.c.db.query<{ n: string }>("SELECT count(*)::text AS n FROM runs WHERE org_id = $1", [orgId]);
-  return Number(rows[0]?.n);
-}
+const countRuns = (t: TestApp, orgId: string) => countRows(t, "runs WHERE org_id = $1", [orgId]);
 
 async function eventsOf(t: TestApp, runId: string) {
   const { rows } = await t.c.db.query<{
@@ -80,36 +66,8 @@ async function eventsOf(t: TestApp, runId: string) {
   return rows;
 }
 
-/** A new organization with one owner key, so list tests see only their own rows. */
-async function freshOrg(t: TestApp) {
-  const slug = `org-${randomBytes(4).toString("hex")}`;
-  const org = await t.c.identity.createOrganization({ slug });
-  const issued = await t.c.identity.issueKey({
-    orgId: org.id,
-    kind: "user",
-    role: "member",
-    email: `member@${slug}.test`,
-    name: "member",
-  });
-  return { id: org.id, defaultProjectId: org.default_project_id, key: issued.api_key };
-}
-
-async function listAll(t: TestApp, key: string, pageSize: number, filter: Record<string, string> = {}) {
-  const pages: RunJson[][] = [];
-  let token = "";
-  for (let i = 0; i < 100; i++) {
-    const res = await t.request("GET", "/v1/runs", {
-      key,
-      query: { ...filter, page_size: String(pageSize), ...(token ? { page_token: token } : {}) },
-    });
-    assert.equal(res.status, 200, res.raw);
-    pages.push(res.body.runs as RunJson[]);
-    token = res.body.next_page_token as string;
-    assert.equal(typeof token, "string");
-    if (!token) return pages;
-  }
-  throw new Error("paging did not end");
-}
+const listAll = (t: TestApp, key: string, pageSize: number, filter: Record<string, string> = {}) =>
+  listPages<RunJson>(t, "/v1/runs", "runs", key, pageSize, filter);
 
 forEachStore("runs", (t) => {
   describe("StartRun", () => {
@@ -411,7 +369,7 @@ forEachStore("runs", (t) => {
 
   describe("ListRuns", () => {
     it("pages newest first with no duplicates or gaps and an empty token on the last page", async () => {
-      const org = await freshOrg(t());
+      const org = await freshOrg(t(), "member");
       const ids: string[] = [];
       for (let i = 0; i < 7; i++) ids.push((await startRun(t(), org.key, { label: `r${i}` })).id);
       const expected = [...ids].reverse();
@@ -443,14 +401,14 @@ forEachStore("runs", (t) => {
     });
 
     it("returns an empty list for an organization without runs", async () => {
-      const org = await freshOrg(t());
+      const org = await freshOrg(t(), "member");
       const res = await t().request("GET", "/v1/runs", { key: org.key });
       assert.equal(res.status, 200);
       assert.deepEqual(res.body, { runs: [], next_page_token: "" });
     });
 
     it("filters by project_id and by parent_run_id, with paging", async () => {
-      const org = await freshOrg(t());
+      const org = await freshOrg(t(), "member");
       const projRes = await t().request("POST", "/v1/projects", {
         key: org.key,
         body: { name: "Filtered", slug: "filtered" },
@@ -493,7 +451,7 @@ forEachStore("runs", (t) => {
     });
 
     it("keeps a page token stable while new runs start", async () => {
-      const org = await freshOrg(t());
+      const org = await freshOrg(t(), "member");
       const ids: string[] = [];
       for (let i = 0; i < 4; i++) ids.push((await startRun(t(), org.key, {})).id);
       const first = await t().request("GET", "/v1/runs", { key: org.key, query: { page_size: "2" } });
@@ -548,18 +506,7 @@ forEachStore("runs", (t) => {
     it("answers 401 unauthenticated with {code,message,request_id} on every route", async () => {
       const run = await startRun(t(), t().orgA.keys.owner, {});
       const before = await countRuns(t(), t().orgA.id);
-      for (const route of routes(run.id)) {
-        for (const bad of BAD_CREDENTIALS) {
-          const res = await t().request(route.method, route.url, {
-            headers: bad.headers,
-            ...(route.body ? { body: route.body } : {}),
-          });
-          assert.equal(res.status, 401, `${route.name} ${bad.name}: ${res.raw}`);
-          assert.deepEqual(Object.keys(res.body).sort(), ["code", "message", "request_id"], route.name);
-          assert.equal(res.body.code, "unauthenticated");
-          assert.equal(res.body.request_id, res.headers["x-request-id"]);
-        }
-      }
+      await assertUnauthenticatedOnEvery(t(), routes(run.id));
       assert.equal(
         runOf(await t().request("GET", `/v1/runs/${run.id}`, { key: t().orgA.keys.owner })).status,
         "running",

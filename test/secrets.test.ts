@@ -19,8 +19,9 @@ import {
   type TestOrg,
   type TestResponse,
 } from "./harness.js";
+import { assertError, bodyOf } from "./support/assertions.js";
+import { countRows, sandboxScopedKey } from "./support/fixtures.js";
 
-const ERROR_KEYS = ["code", "message", "details", "request_id"];
 const SANDBOX_ID = `sbx-${"d".repeat(40)}`;
 const EGRESS = "SANDBOX_SECRET_DELIVERY_SECRET_EGRESS";
 const GATEWAY = "SANDBOX_SECRET_DELIVERY_MODEL_GATEWAY";
@@ -53,19 +54,8 @@ interface GrantJson {
   subject_id: string;
 }
 
-function assertError(res: TestResponse, status: number, code: string): void {
-  assert.equal(res.status, status, res.raw);
-  assert.equal(res.body.code, code, res.raw);
-  assert.equal(typeof res.body.message, "string");
-  assert.notEqual(res.body.message, "");
-  assert.equal(res.body.request_id, res.headers["x-request-id"]);
-  for (const key of Object.keys(res.body)) assert.ok(ERROR_KEYS.includes(key), `unexpected error field ${key}`);
-}
-
 function secretOf(res: TestResponse): SecretJson {
-  assert.equal(res.status, 200, res.raw);
-  assert.deepEqual(Object.keys(res.body), ["secret"]);
-  const secret = res.body.secret as SecretJson;
+  const secret = bodyOf<SecretJson>(res, "secret");
   for (const key of SECRET_KEYS) assert.ok(key in secret, `missing ${key}`);
   assert.equal("value" in secret, false);
   return secret;
@@ -92,10 +82,7 @@ function ungrant(t: TestApp, key: string, id: string, kind: string, subjectId: s
 }
 
 async function grantsOf(t: TestApp, key: string, id: string): Promise<GrantJson[]> {
-  const res = await t.request("GET", `/v1/secrets/${id}/grants`, { key });
-  assert.equal(res.status, 200, res.raw);
-  assert.deepEqual(Object.keys(res.body), ["grants"]);
-  return res.body.grants as GrantJson[];
+  return bodyOf<GrantJson[]>(await t.request("GET", `/v1/secrets/${id}/grants`, { key }), "grants");
 }
 
 function rotate(t: TestApp, key: string, id: string, body: Record<string, unknown>) {
@@ -106,18 +93,10 @@ function revoke(t: TestApp, key: string, id: string, body?: Record<string, unkno
   return t.request("POST", `/v1/secrets/${id}:revoke`, { key, ...(body ? { body } : {}) });
 }
 
-async function sandboxKey(t: TestApp, org: TestOrg, role: "owner" | "admin" | "member" = "owner") {
-  return (await t.issueKey(org, { kind: "user", role, sandbox: { sandboxId: SANDBOX_ID, lineagePath: SANDBOX_ID } }))
-    .key;
-}
+const sandboxKey = (t: TestApp, org: TestOrg, role?: "owner" | "admin" | "member") =>
+  sandboxScopedKey(t, org, SANDBOX_ID, role);
 
-async function countSecrets(t: TestApp, orgId: string): Promise<number> {
-  const { rows } = await t.c.db.query<{ n: string }>(
-    "SELECT count(*)::text AS n FROM sandbox_secrets WHERE org_id = $1",
-    [orgId],
-  );
-  return Number(rows[0]?.n);
-}
+const countSecrets = (t: TestApp, orgId: string) => countRows(t, "sandbox_secrets WHERE org_id = $1", [orgId]);
 
 async function versionRows(t: TestApp, secretId: string) {
   const { rows } = await t.c.db.query<{
@@ -146,6 +125,11 @@ async function dataKeyRows(t: TestApp) {
 
 const userSubject = (org: TestOrg, role: "owner" | "admin" | "member") =>
   ({ kind: USER, id: org.principalIds[role] }) as const;
+
+/** Resolves the secret `name` of `org` for egress delivery to that organization's owner. */
+function deliverToOwner(secrets: SecretService, org: TestOrg, name: string): Promise<DeliveryResult> {
+  return secrets.resolveSecretForDelivery(org.id, name, userSubject(org, "owner"), EGRESS);
+}
 
 /** Asserts a delivery did not release the value: either a refusal reason or a thrown decryption error. */
 async function assertNotDelivered(attempt: Promise<DeliveryResult>, value: string): Promise<void> {
@@ -186,12 +170,7 @@ forEachStore(
           (listed.body.secrets as SecretJson[]).find((s) => s.id === secret.id),
           secret,
         );
-        const delivered = await t().c.secrets.resolveSecretForDelivery(
-          t().orgA.id,
-          name,
-          userSubject(t().orgA, "owner"),
-          EGRESS,
-        );
+        const delivered = await deliverToOwner(t().c.secrets, t().orgA, name);
         assert.deepEqual(delivered, {
           ok: true,
           value: "sk-live-abcdef",
@@ -344,12 +323,7 @@ forEachStore(
         const max = await createSecret(t(), t().orgA.keys.owner, { value: "v".repeat(65_536) });
         const maxTwoByte = await createSecret(t(), t().orgA.keys.owner, { value: "é".repeat(32_768) });
         for (const secret of [max, maxTwoByte]) {
-          const delivered = await t().c.secrets.resolveSecretForDelivery(
-            t().orgA.id,
-            secret.name,
-            userSubject(t().orgA, "owner"),
-            EGRESS,
-          );
+          const delivered = await deliverToOwner(t().c.secrets, t().orgA, secret.name);
           assert.equal(delivered.ok, true);
           if (delivered.ok) assert.equal(Buffer.byteLength(delivered.value, "utf8"), 65_536);
         }
@@ -412,12 +386,7 @@ forEachStore(
           dest_host: "api.openai.com",
         });
         assertError(dup, 409, "already_exists");
-        const delivered = await t().c.secrets.resolveSecretForDelivery(
-          t().orgA.id,
-          first.name,
-          userSubject(t().orgA, "owner"),
-          EGRESS,
-        );
+        const delivered = await deliverToOwner(t().c.secrets, t().orgA, first.name);
         assert.equal(delivered.ok && delivered.value, "first");
         const other = await createSecret(t(), t().orgB.keys.owner, { name: first.name, value: "org-b" });
         assert.notEqual(other.id, first.id);
@@ -478,12 +447,7 @@ forEachStore(
           409,
           "idempotency_conflict",
         );
-        const delivered = await t().c.secrets.resolveSecretForDelivery(
-          t().orgA.id,
-          name,
-          userSubject(t().orgA, "owner"),
-          EGRESS,
-        );
+        const delivered = await deliverToOwner(t().c.secrets, t().orgA, name);
         assert.equal(delivered.ok && delivered.value, "first-value");
       });
     });
@@ -754,12 +718,7 @@ forEachStore(
           await rotate(t(), t().orgA.keys.owner, secret.id, { id: secret.id, value: "version-3" }),
         );
         assert.equal(third.current_version, 3);
-        const delivered = await t().c.secrets.resolveSecretForDelivery(
-          t().orgA.id,
-          secret.name,
-          userSubject(t().orgA, "owner"),
-          EGRESS,
-        );
+        const delivered = await deliverToOwner(t().c.secrets, t().orgA, secret.name);
         assert.deepEqual(delivered, {
           ok: true,
           value: "version-3",
@@ -869,15 +828,7 @@ forEachStore(
           (listed.body.secrets as SecretJson[]).find((s) => s.id === secret.id)?.revoked_at,
           revoked.revoked_at,
         );
-        assert.deepEqual(
-          await t().c.secrets.resolveSecretForDelivery(
-            t().orgA.id,
-            secret.name,
-            userSubject(t().orgA, "owner"),
-            EGRESS,
-          ),
-          { ok: false, reason: "revoked" },
-        );
+        assert.deepEqual(await deliverToOwner(t().c.secrets, t().orgA, secret.name), { ok: false, reason: "revoked" });
       });
     });
 
@@ -1024,17 +975,9 @@ forEachStore(
           "UPDATE sandbox_secret_versions SET nonce = $2, ciphertext = $3, data_key_id = $4 WHERE secret_id = $1 AND version = 1",
           [target.id, from.nonce, from.ciphertext, from.dataKeyId],
         );
-        await assertNotDelivered(
-          t().c.secrets.resolveSecretForDelivery(t().orgA.id, target.name, userSubject(t().orgA, "owner"), EGRESS),
-          "source-value",
-        );
+        await assertNotDelivered(deliverToOwner(t().c.secrets, t().orgA, target.name), "source-value");
         // The source itself is untouched.
-        const still = await t().c.secrets.resolveSecretForDelivery(
-          t().orgA.id,
-          source.name,
-          userSubject(t().orgA, "owner"),
-          EGRESS,
-        );
+        const still = await deliverToOwner(t().c.secrets, t().orgA, source.name);
         assert.equal(still.ok && still.value, "source-value");
       });
 
@@ -1050,19 +993,13 @@ forEachStore(
           "UPDATE sandbox_secret_versions SET nonce = $2, ciphertext = $3 WHERE secret_id = $1 AND version = 1",
           [target.id, from.nonce, from.ciphertext],
         );
-        await assertNotDelivered(
-          t().c.secrets.resolveSecretForDelivery(t().orgA.id, target.name, userSubject(t().orgA, "owner"), EGRESS),
-          "org-b-value",
-        );
+        await assertNotDelivered(deliverToOwner(t().c.secrets, t().orgA, target.name), "org-b-value");
         // With org B's data key id as well: a data key of another organization is never used.
         await t().c.db.query(
           "UPDATE sandbox_secret_versions SET data_key_id = $2 WHERE secret_id = $1 AND version = 1",
           [target.id, from.dataKeyId],
         );
-        await assertNotDelivered(
-          t().c.secrets.resolveSecretForDelivery(t().orgA.id, target.name, userSubject(t().orgA, "owner"), EGRESS),
-          "org-b-value",
-        );
+        await assertNotDelivered(deliverToOwner(t().c.secrets, t().orgA, target.name), "org-b-value");
       });
 
       it("fails to decrypt an older version's ciphertext replayed as the current version", async () => {
@@ -1074,10 +1011,7 @@ forEachStore(
           "UPDATE sandbox_secret_versions SET nonce = $2, ciphertext = $3 WHERE secret_id = $1 AND version = 2",
           [secret.id, v1.nonce, v1.ciphertext],
         );
-        await assertNotDelivered(
-          t().c.secrets.resolveSecretForDelivery(t().orgA.id, secret.name, userSubject(t().orgA, "owner"), EGRESS),
-          "old-value",
-        );
+        await assertNotDelivered(deliverToOwner(t().c.secrets, t().orgA, secret.name), "old-value");
       });
 
       it("fails to unwrap a data key moved to another organization's row", async () => {
@@ -1091,19 +1025,11 @@ forEachStore(
         const secret = await createSecret(t(), t().orgA.keys.owner, { value: "wrapped-check" });
         try {
           await t().c.db.query("UPDATE secret_data_keys SET wrapped_key = $2 WHERE id = $1", [a.id, b.wrapped_key]);
-          await assertNotDelivered(
-            t().c.secrets.resolveSecretForDelivery(t().orgA.id, secret.name, userSubject(t().orgA, "owner"), EGRESS),
-            "wrapped-check",
-          );
+          await assertNotDelivered(deliverToOwner(t().c.secrets, t().orgA, secret.name), "wrapped-check");
         } finally {
           await t().c.db.query("UPDATE secret_data_keys SET wrapped_key = $2 WHERE id = $1", [a.id, a.wrapped_key]);
         }
-        const restored = await t().c.secrets.resolveSecretForDelivery(
-          t().orgA.id,
-          secret.name,
-          userSubject(t().orgA, "owner"),
-          EGRESS,
-        );
+        const restored = await deliverToOwner(t().c.secrets, t().orgA, secret.name);
         assert.equal(restored.ok && restored.value, "wrapped-check");
       });
 
@@ -1139,33 +1065,16 @@ forEachStore(
 
         // Only the new key is needed now; a server holding only the old one can no longer read.
         const onlyNew = new SecretService(t().c.db, t().c.clock, Keyring.fromConfig(MASTER_2, []));
-        const readA = await onlyNew.resolveSecretForDelivery(
-          t().orgA.id,
-          a.name,
-          userSubject(t().orgA, "owner"),
-          EGRESS,
-        );
+        const readA = await deliverToOwner(onlyNew, t().orgA, a.name);
         assert.equal(readA.ok && readA.value, "before-rotation-a");
-        const readB = await onlyNew.resolveSecretForDelivery(
-          t().orgB.id,
-          b.name,
-          userSubject(t().orgB, "owner"),
-          EGRESS,
-        );
+        const readB = await deliverToOwner(onlyNew, t().orgB, b.name);
         assert.equal(readB.ok && readB.value, "before-rotation-b");
-        await assert.rejects(
-          t().c.secrets.resolveSecretForDelivery(t().orgA.id, a.name, userSubject(t().orgA, "owner"), EGRESS),
-        );
+        await assert.rejects(deliverToOwner(t().c.secrets, t().orgA, a.name));
 
         // Rotate back so the suite's own keyring (MASTER_1) serves the remaining tests.
         const back = new SecretService(t().c.db, t().c.clock, Keyring.fromConfig(MASTER_1, [MASTER_2]));
         assert.equal((await back.rotateMasterKey()).data_keys_rewrapped, keysBefore.length);
-        const readBack = await t().c.secrets.resolveSecretForDelivery(
-          t().orgA.id,
-          a.name,
-          userSubject(t().orgA, "owner"),
-          EGRESS,
-        );
+        const readBack = await deliverToOwner(t().c.secrets, t().orgA, a.name);
         assert.equal(readBack.ok && readBack.value, "before-rotation-a");
       });
     });
@@ -1401,30 +1310,15 @@ for (const store of STORE_KINDS) {
         [t().orgA, a, "file-key-a"],
         [t().orgB, b, "file-key-b"],
       ] as const) {
-        const read = await t().c.secrets.resolveSecretForDelivery(
-          org.id,
-          secret.name,
-          userSubject(org, "owner"),
-          EGRESS,
-        );
+        const read = await deliverToOwner(t().c.secrets, org, secret.name);
         assert.equal(read.ok && read.value, value);
       }
       // A restarted server reads the rotated file and still decrypts; new secrets work too.
       const restarted = new SecretService(t().c.db, t().c.clock, await Keyring.fromDataDir(dir));
-      const read = await restarted.resolveSecretForDelivery(
-        t().orgA.id,
-        a.name,
-        userSubject(t().orgA, "owner"),
-        EGRESS,
-      );
+      const read = await deliverToOwner(restarted, t().orgA, a.name);
       assert.equal(read.ok && read.value, "file-key-a");
       const later = await createSecret(t(), t().orgA.keys.owner, { value: "after-rotation" });
-      const readLater = await restarted.resolveSecretForDelivery(
-        t().orgA.id,
-        later.name,
-        userSubject(t().orgA, "owner"),
-        EGRESS,
-      );
+      const readLater = await deliverToOwner(restarted, t().orgA, later.name);
       assert.equal(readLater.ok && readLater.value, "after-rotation");
     });
   });

@@ -5,6 +5,8 @@ import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { it } from "node:test";
 import { forEachStore, type TestApp } from "./harness.js";
+import { bodyOf } from "./support/assertions.js";
+import { countRows } from "./support/fixtures.js";
 
 const METRICS = ["sandboxes.running", "sandboxes.total", "sandboxes.workspace_capacity_gib", "projects.total"];
 // Deliberately unlike the built-in defaults, so the test sees the configuration flow through.
@@ -31,10 +33,7 @@ async function freshOrg(t: TestApp): Promise<{ id: string; key: string }> {
 }
 
 async function snapshot(t: TestApp, key: string): Promise<Map<string, Limit>> {
-  const res = await t.request("GET", "/v1/usage", { key });
-  assert.equal(res.status, 200, res.raw);
-  assert.deepEqual(Object.keys(res.body), ["snapshot"]);
-  const snap = res.body.snapshot as { limits: Limit[] };
+  const snap = bodyOf<{ limits: Limit[] }>(await t.request("GET", "/v1/usage", { key }), "snapshot");
   assert.deepEqual(Object.keys(snap), ["limits"]);
   const byMetric = new Map(snap.limits.map((l) => [l.metric, l]));
   assert.equal(byMetric.size, snap.limits.length, "each metric appears once");
@@ -45,12 +44,7 @@ async function createProject(t: TestApp, key: string, slug: string) {
   return t.request("POST", "/v1/projects", { key, body: { name: `Project ${slug}`, slug } });
 }
 
-async function projectCount(t: TestApp, orgId: string): Promise<number> {
-  const { rows } = await t.c.db.query<{ n: string }>("SELECT count(*)::text AS n FROM projects WHERE org_id = $1", [
-    orgId,
-  ]);
-  return Number(rows[0]?.n);
-}
+const projectCount = (t: TestApp, orgId: string) => countRows(t, "projects WHERE org_id = $1", [orgId]);
 
 forEachStore(
   "usage",

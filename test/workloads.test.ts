@@ -5,8 +5,9 @@ import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { describe, it } from "node:test";
 import { BAD_CREDENTIALS, forEachStore, type TestApp, type TestOrg, type TestResponse } from "./harness.js";
+import { assertError, bodyOf } from "./support/assertions.js";
+import { countRows, freshOrg, sandboxScopedKey } from "./support/fixtures.js";
 
-const ERROR_KEYS = ["code", "message", "details", "request_id"];
 const SANDBOX_ID = `sbx-${"c".repeat(40)}`;
 const MEMBERS = "WORKLOAD_LAUNCH_POLICY_MEMBERS";
 const RESTRICTED = "WORKLOAD_LAUNCH_POLICY_RESTRICTED";
@@ -41,26 +42,8 @@ interface WorkloadJson {
   updated_at: string;
 }
 
-function assertError(res: TestResponse, status: number, code: string): void {
-  assert.equal(res.status, status, res.raw);
-  assert.equal(res.body.code, code, res.raw);
-  assert.equal(typeof res.body.message, "string");
-  assert.notEqual(res.body.message, "");
-  assert.equal(res.body.request_id, res.headers["x-request-id"]);
-  for (const key of Object.keys(res.body)) assert.ok(ERROR_KEYS.includes(key), `unexpected error field ${key}`);
-}
-
-function workloadOf(res: TestResponse): WorkloadJson {
-  assert.equal(res.status, 200, res.raw);
-  assert.deepEqual(Object.keys(res.body), ["workload"]);
-  return res.body.workload as WorkloadJson;
-}
-
-function federationOf(res: TestResponse): FederationJson {
-  assert.equal(res.status, 200, res.raw);
-  assert.deepEqual(Object.keys(res.body), ["federation_config"]);
-  return res.body.federation_config as FederationJson;
-}
+const workloadOf = (res: TestResponse) => bodyOf<WorkloadJson>(res, "workload");
+const federationOf = (res: TestResponse) => bodyOf<FederationJson>(res, "federation_config");
 
 const uniqueName = (prefix = "wl") => `${prefix}-${randomBytes(5).toString("hex")}`;
 
@@ -83,44 +66,13 @@ function addFederation(t: TestApp, key: string, name: string, body: unknown, hea
 
 const AWS = { cloud: "aws", descriptor: { role_arn: "arn:aws:iam::123456789012:role/deploy" } };
 
-async function countWorkloads(t: TestApp, orgId: string): Promise<number> {
-  const { rows } = await t.c.db.query<{ n: string }>("SELECT count(*)::text AS n FROM workloads WHERE org_id = $1", [
-    orgId,
-  ]);
-  return Number(rows[0]?.n);
-}
+const countWorkloads = (t: TestApp, orgId: string) => countRows(t, "workloads WHERE org_id = $1", [orgId]);
+const countFederations = (t: TestApp, where: string, params: unknown[]) =>
+  countRows(t, `workload_federations WHERE ${where}`, params);
+const countRuns = (t: TestApp, orgId: string) => countRows(t, "runs WHERE org_id = $1", [orgId]);
 
-async function countFederations(t: TestApp, where: string, params: unknown[]): Promise<number> {
-  const { rows } = await t.c.db.query<{ n: string }>(
-    `SELECT count(*)::text AS n FROM workload_federations WHERE ${where}`,
-    params,
-  );
-  return Number(rows[0]?.n);
-}
-
-async function countRuns(t: TestApp, orgId: string): Promise<number> {
-  const { rows } = await t.c.db.query<{ n: string }>("SELECT count(*)::text AS n FROM runs WHERE org_id = $1", [orgId]);
-  return Number(rows[0]?.n);
-}
-
-async function sandboxKey(t: TestApp, org: TestOrg, role: "owner" | "admin" | "member" = "owner") {
-  return (await t.issueKey(org, { kind: "user", role, sandbox: { sandboxId: SANDBOX_ID, lineagePath: SANDBOX_ID } }))
-    .key;
-}
-
-/** A fresh organization with an owner and a member key, so list tests see only their own rows. */
-async function freshOrg(t: TestApp) {
-  const slug = `org-${randomBytes(4).toString("hex")}`;
-  const org = await t.c.identity.createOrganization({ slug });
-  const owner = await t.c.identity.issueKey({
-    orgId: org.id,
-    kind: "user",
-    role: "owner",
-    email: `owner@${slug}.test`,
-    name: "owner",
-  });
-  return { id: org.id, key: owner.api_key };
-}
+const sandboxKey = (t: TestApp, org: TestOrg, role?: "owner" | "admin" | "member") =>
+  sandboxScopedKey(t, org, SANDBOX_ID, role);
 
 function startRun(t: TestApp, key: string, workload: string) {
   return t.request("POST", "/v1/runs", { key, body: { execute_as_workload: workload } });
@@ -322,7 +274,7 @@ forEachStore("workloads", (t) => {
     });
 
     it("lists by name across pages, only the caller's organization", async () => {
-      const org = await freshOrg(t());
+      const org = await freshOrg(t(), "owner");
       const names = ["b-two", "a-one", "d-four", "c-three", "e.five", "a0"];
       for (const name of names) {
         workloadOf(await t().request("POST", "/v1/workloads", { key: org.key, body: { name } }));
@@ -356,7 +308,7 @@ forEachStore("workloads", (t) => {
     });
 
     it("includes each workload's live federation configs in the list", async () => {
-      const org = await freshOrg(t());
+      const org = await freshOrg(t(), "owner");
       workloadOf(await t().request("POST", "/v1/workloads", { key: org.key, body: { name: "fed" } }));
       const fed = federationOf(await addFederation(t(), org.key, "fed", AWS));
       const res = await t().request("GET", "/v1/workloads", { key: org.key });
