@@ -25,7 +25,8 @@
  * EOF (the server is gone) the agent closes the command pipes and exits; commands already
  * running keep running. The agent ignores SIGPIPE and learns of exits through a signalfd.
  *
- * `exec-agent --reap /path/to/runc args...` is the same binary on the host side: it runs
+ * `exec-agent [--connect SOCKET] --reap /path/to/runc args...` is the same binary on the host
+ * side (with --connect, its stdin and stdout are first connected to the server's socket): it runs
  * `runc exec --detach` of the agent as a child subreaper, so the agent, orphaned when runc
  * exits, becomes its child instead of the host's PID 1's. It reports runc's exit status on
  * stderr ("warren-exec-agent: runc exited N"), reaps the agent promptly when it ends (a
@@ -43,9 +44,11 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/uio.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -377,7 +380,28 @@ static int reaper(char **command) {
 	}
 }
 
+/* Connects to the host's Unix socket at `path` and makes it stdin and stdout. */
+static void connect_stdio(const char *path) {
+	struct sockaddr_un address = {.sun_family = AF_UNIX};
+	if (strlen(path) >= sizeof address.sun_path) {
+		errno = ENAMETOOLONG;
+		die("connect");
+	}
+	strcpy(address.sun_path, path);
+	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	if (fd < 0) die("socket");
+	if (connect(fd, (struct sockaddr *)&address, sizeof address) != 0) die("connect");
+	if (dup2(fd, 0) < 0 || dup2(fd, 1) < 0) die("dup2");
+	if (fd > 1) close(fd);
+}
+
 int main(int argc, char **argv) {
+	/* `--connect PATH --reap ...`: started without stdio (by the server's spawner process). */
+	if (argc >= 5 && strcmp(argv[1], "--connect") == 0) {
+		connect_stdio(argv[2]);
+		argc -= 2;
+		argv += 2;
+	}
 	if (argc >= 3 && strcmp(argv[1], "--reap") == 0) return reaper(argv + 2);
 	sigset_t mask;
 	if (signal(SIGPIPE, SIG_IGN) == SIG_ERR) die("signal");

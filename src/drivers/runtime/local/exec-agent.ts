@@ -7,7 +7,7 @@
 // top of exec-agent.c over the agent's stdin/stdout, and gives run() the semantics of
 // runExec (exec.ts): separate stdout/stderr under one cap, timeout kills the process group,
 // a short drain after the exit, a missing executable as spawn_failed.
-import { type ChildProcess, spawn } from "node:child_process";
+import { spawn } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
 import { chmod, lstat, mkdir, readFile, rename, rm, writeFile } from "node:fs/promises";
 import net from "node:net";
@@ -19,6 +19,7 @@ import { OutputCollector } from "./exec.js";
 import { run, TOOLS } from "./host.js";
 import type { OciProcess } from "./oci-config.js";
 import { runcArgs } from "./runc.js";
+import { SpawnerUnavailable, spawner } from "./spawner.js";
 import { firstRuncError } from "./supervisor.js";
 
 export { EXEC_AGENT_PATH } from "./oci-config.js";
@@ -247,30 +248,30 @@ interface PendingExec {
 }
 
 /**
- * A connected pair of Unix stream sockets: `ours`, and `theirs` (not read from) for a child's
- * stdin and stdout. Not the child's own stdio pipes: Node destroys a child's stdin when the
- * child exits, and here the child (runc) exits at once, handing the pipes to the agent.
+ * A listening Unix socket for the agent's reaper to connect to (`--connect`): its
+ * connection becomes the agent's stdin and stdout. Not a child's own stdio pipes: the
+ * reaper is started by the spawner process (a fork of the server would block it for tens of
+ * ms), and Node destroys a child's stdin when the child exits.
  */
-async function socketPair(dir: string): Promise<{ ours: net.Socket; theirs: net.Socket }> {
+async function listenOnce(
+  dir: string,
+): Promise<{ file: string; connection: Promise<net.Socket>; close(): Promise<void> }> {
   const file = path.join(dir, `agent-${randomBytes(6).toString("hex")}.sock`);
   if (Buffer.byteLength(file) > 100) throw new AgentUnavailableError(`socket path too long: ${file}`);
-  const server = net.createServer({ pauseOnConnect: true });
-  try {
-    await new Promise<void>((resolve, reject) => {
-      server.once("error", reject);
-      server.listen(file, resolve);
-    });
-    const accepted = new Promise<net.Socket>((resolve) => server.once("connection", resolve));
-    const ours = net.connect(file);
-    await new Promise<void>((resolve, reject) => {
-      ours.once("error", reject);
-      ours.once("connect", resolve);
-    });
-    return { ours, theirs: await accepted };
-  } finally {
-    server.close();
-    await rm(file, { force: true });
-  }
+  const server = net.createServer();
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(file, resolve);
+  });
+  const connection = new Promise<net.Socket>((resolve) => server.once("connection", resolve));
+  return {
+    file,
+    connection,
+    close: async () => {
+      server.close();
+      await rm(file, { force: true });
+    },
+  };
 }
 
 /** One running agent in one sandbox run; many execs at once. */
@@ -303,66 +304,56 @@ export class ExecAgent {
     const pidFile = path.join(input.execDir, `${name}.pid`);
     await writeFile(processFile, JSON.stringify(input.process), { mode: 0o600 });
     let socket: net.Socket | null = null;
+    const timeoutMs = input.timeoutMs ?? START_TIMEOUT_MS;
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new AgentUnavailableError("the exec agent did not start in time")), timeoutMs);
+    });
+    deadline.catch(() => undefined);
+    const listener = await listenOnce(input.socketDir ?? input.execDir);
     try {
-      const pair = await socketPair(input.socketDir ?? input.execDir);
-      socket = pair.ours;
-      const ours = pair.ours;
+      // runc hands its stdio (the connection) to the agent as they are (--detach without a
+      // terminal). The agent binary's --reap mode runs runc and then reaps the orphaned agent
+      // (see exec-agent.c); in its own session, it outlives a crash of the server.
+      const args = [
+        "--connect",
+        listener.file,
+        "--reap",
+        TOOLS.runc,
+        ...runcArgs(
+          input.runcRoot,
+          "--log",
+          logFile,
+          "--log-format",
+          "json",
+          "exec",
+          "--detach",
+          "--process",
+          processFile,
+          "--pid-file",
+          pidFile,
+          input.id,
+        ),
+      ];
+      try {
+        await spawner.detach(input.binary, args, {});
+      } catch (error) {
+        if (!(error instanceof SpawnerUnavailable)) throw new AgentUnavailableError((error as Error).message);
+        const child = spawn(input.binary, args, { stdio: "ignore", detached: true });
+        child.on("error", () => undefined);
+        child.unref();
+      }
+      const ours = await Promise.race([listener.connection, deadline]);
+      socket = ours;
+      await listener.close();
       // The agent must not keep the server alive; a running exec's timer does that.
       ours.unref();
       ours.on("error", () => undefined);
-      let spawned: ChildProcess;
-      try {
-        // runc hands its stdio to the agent as they are (--detach without a terminal). The
-        // agent binary's --reap mode runs runc and then reaps the orphaned agent (see
-        // exec-agent.c); in its own session, it outlives a crash of the server.
-        spawned = spawn(
-          input.binary,
-          [
-            "--reap",
-            TOOLS.runc,
-            ...runcArgs(
-              input.runcRoot,
-              "--log",
-              logFile,
-              "--log-format",
-              "json",
-              "exec",
-              "--detach",
-              "--process",
-              processFile,
-              "--pid-file",
-              pidFile,
-              input.id,
-            ),
-          ],
-          { stdio: [pair.theirs, pair.theirs, "pipe"], detached: true },
-        );
-      } finally {
-        pair.theirs.destroy();
-      }
-      spawned.unref();
-      let diagnostics = "";
-      let reportRuncExit: (code: number | null) => void = () => undefined;
-      // With --detach, runc exits as soon as the agent runs (or could not be started).
-      const runcExit = new Promise<number | null>((resolve) => {
-        reportRuncExit = resolve;
-        spawned.on("error", () => resolve(null));
-        spawned.on("exit", (code) => resolve(code === 0 ? null : code));
-      });
-      (spawned.stderr as net.Socket | null)?.unref();
-      spawned.stderr?.on("data", (chunk: Buffer) => {
-        if (diagnostics.length < 4096) diagnostics += chunk.toString("utf8");
-        const reported = /warren-exec-agent: runc exited (\d+)/.exec(diagnostics);
-        if (reported) reportRuncExit(Number(reported[1]));
-      });
+      const diagnostics = async () =>
+        firstRuncError(await readFile(logFile, "utf8").catch(() => "")) ?? "no message from runc";
       const decoder = new FrameDecoder();
       let agent: ExecAgent | null = null;
       let ended = false;
-      const timeoutMs = input.timeoutMs ?? START_TIMEOUT_MS;
-      let timer: NodeJS.Timeout | undefined;
-      const deadline = new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new AgentUnavailableError("the exec agent did not start in time")), timeoutMs);
-      });
       const hello = new Promise<void>((resolve, reject) => {
         ours.on("data", (chunk: Buffer) => {
           for (const frame of decoder.push(chunk)) {
@@ -373,21 +364,20 @@ export class ExecAgent {
         ours.on("close", () => {
           ended = true;
           agent?.lost();
-          reject(new AgentUnavailableError(`the exec agent ended: ${diagnostics.trim() || "no message"}`));
+          // Before the hello, runc could not start the agent (or the agent died at once).
+          void diagnostics().then((message) =>
+            reject(new AgentUnavailableError(`runc exec of the agent failed: ${message}`)),
+          );
         });
       });
       hello.catch(() => undefined);
-      try {
-        const code = await Promise.race([runcExit, deadline]);
-        if (code !== 0) {
-          const error = firstRuncError(await readFile(logFile, "utf8").catch(() => ""));
-          throw new AgentUnavailableError(`runc exec of the agent failed (${code}): ${error ?? diagnostics.trim()}`);
-        }
-        await Promise.race([hello, deadline]);
-      } finally {
-        clearTimeout(timer);
+      await Promise.race([hello, deadline]);
+      // The agent may say hello a moment before runc, exiting, has written its pid file.
+      let hostPid = Number.NaN;
+      for (let waited = 0; waited <= 2000 && !(hostPid > 0); waited += 5) {
+        hostPid = Number((await readFile(pidFile, "utf8").catch(() => "")).trim());
+        if (!(hostPid > 0)) await new Promise((resolve) => setTimeout(resolve, 5));
       }
-      const hostPid = Number((await readFile(pidFile, "utf8")).trim());
       if (!Number.isInteger(hostPid) || hostPid <= 0) throw new AgentUnavailableError("no pid of the agent");
       agent = new ExecAgent(ours, hostPid);
       if (ended) agent.lost();
@@ -396,6 +386,8 @@ export class ExecAgent {
       socket?.destroy();
       throw error instanceof AgentUnavailableError ? error : new AgentUnavailableError(String(error));
     } finally {
+      clearTimeout(timer);
+      await listener.close();
       await Promise.all([rm(processFile, { force: true }), rm(logFile, { force: true }), rm(pidFile, { force: true })]);
     }
   }
