@@ -287,6 +287,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
       const paths = this.layout.sandbox(spec.id);
       if (await exists(paths.record)) throw new RuntimeError("already_exists", `sandbox ${spec.id} exists`);
       if (await this.hasHostState(spec.id)) await this.teardown(spec.id);
+      let networkDone: Promise<void> = Promise.resolve();
       try {
         await mkdir(paths.dir, { recursive: true, mode: 0o700 });
         for (const dir of [paths.work, paths.rootfs, paths.runDir, paths.execDir]) await mkdir(dir, { mode: 0o700 });
@@ -295,6 +296,18 @@ export class LocalRuntimeDriver implements RuntimeDriver {
         const network: NetworkRecord = { mode: spec.network, slot: null };
         await writeJsonAtomically(path.join(paths.dir, "network.json"), network);
 
+        // The network (namespace, and for `public` veth, addresses and rules) is made while
+        // the root filesystem and workspace are: separate host tools, no shared state.
+        // create() began by clearing what an earlier attempt left, so a public attachment
+        // here has nothing to remove first.
+        const networkReady = (async () => {
+          await this.network.createNamespace(spec.id);
+          if (spec.network === "public") await this.attachPublic(spec.id, paths, null, true);
+        })();
+        networkDone = networkReady.then(
+          () => undefined,
+          () => undefined,
+        );
         const lowerDirs = await this.lowerDirsOf(spec.image);
         await mountOverlay({ lowerDirs, upper: paths.upper, work: paths.work, target: paths.rootfs });
         const user = resolveUser(
@@ -324,8 +337,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
         await writeFile(paths.hosts, hostsFile(hostname), { mode: 0o644 });
         await writeFile(paths.hostname, `${hostname}\n`, { mode: 0o644 });
 
-        await this.network.createNamespace(spec.id);
-        if (spec.network === "public") await this.attachPublic(spec.id, paths, null);
+        await networkReady;
 
         const record: SandboxRecord = {
           version: 1,
@@ -341,6 +353,8 @@ export class LocalRuntimeDriver implements RuntimeDriver {
         await this.writeBundleConfig(record, paths);
         await writeJsonAtomically(paths.record, record);
       } catch (error) {
+        // Let a network step still under way finish before undoing it.
+        await networkDone;
         await this.teardown(spec.id).catch(() => undefined);
         throw error;
       }
@@ -573,14 +587,19 @@ export class LocalRuntimeDriver implements RuntimeDriver {
   }
 
   /** Makes the sandbox public on `slot` (a fresh one when null) and records it. */
-  private async attachPublic(id: string, paths: SandboxPaths, slot: number | null): Promise<NetworkReceipt> {
+  private async attachPublic(
+    id: string,
+    paths: SandboxPaths,
+    slot: number | null,
+    fresh = false,
+  ): Promise<NetworkReceipt> {
     const chosen = slot ?? (await this.network.allocateSlot(await this.slotsInUse(id)));
     const networkFile = path.join(paths.dir, "network.json");
     await writeJsonAtomically(networkFile, { mode: "public", slot: chosen } satisfies NetworkRecord);
     try {
       const attached =
         (slot !== null ? await this.network.currentPublic(id, slot) : null) ??
-        (await this.network.attachPublic(id, chosen));
+        (await this.network.attachPublic(id, chosen, { fresh: fresh && slot === null }));
       return {
         mode: "public",
         namespace: await this.network.namespaceIdentity(id),

@@ -365,14 +365,17 @@ export class SandboxNetwork {
     };
   }
 
-  /** Adds the veth, addresses, route and rules of `public` (after removing any half-made ones). */
-  async attachPublic(id: string, slot: number): Promise<PublicAttachment> {
+  /**
+   * Adds the veth, addresses, route and rules of `public`, after removing any half-made ones;
+   * `fresh` (a namespace this create just made, on a slot just allocated) has none to remove.
+   */
+  async attachPublic(id: string, slot: number, options: { fresh?: boolean } = {}): Promise<PublicAttachment> {
     await this.ensureTable();
     await enableForwarding();
     const name = this.layout.netnsName(id);
     const veth = this.layout.vethName(slot);
     const addresses = slotAddresses(this.pool, slot);
-    await this.detachPublic(id, slot);
+    if (!options.fresh) await this.detachPublic(id, slot);
     await runOrFail("creating the veth pair", TOOLS.ip, ["-batch", "-"], {
       input: [
         `link add ${veth} type veth peer name ${SANDBOX_INTERFACE} netns ${name}`,
