@@ -299,11 +299,11 @@ export class LocalRuntimeDriver implements RuntimeDriver {
         // The network (namespace, and for `public` veth, addresses and rules) is made while
         // the root filesystem and workspace are: separate host tools, no shared state.
         // create() began by clearing what an earlier attempt left, so a public attachment
-        // here has nothing to remove first.
-        const networkReady = (async () => {
-          await this.network.createNamespace(spec.id);
-          if (spec.network === "public") await this.attachPublic(spec.id, paths, null, true);
-        })();
+        // makes the namespace itself and has nothing to remove first.
+        const networkReady =
+          spec.network === "public"
+            ? this.attachPublic(spec.id, paths, null, true)
+            : this.network.createNamespace(spec.id);
         networkDone = networkReady.then(
           () => undefined,
           () => undefined,
@@ -591,7 +591,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
     id: string,
     paths: SandboxPaths,
     slot: number | null,
-    fresh = false,
+    creating = false,
   ): Promise<NetworkReceipt> {
     const chosen = slot ?? (await this.network.allocateSlot(await this.slotsInUse(id)));
     const networkFile = path.join(paths.dir, "network.json");
@@ -599,7 +599,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
     try {
       const attached =
         (slot !== null ? await this.network.currentPublic(id, slot) : null) ??
-        (await this.network.attachPublic(id, chosen, { fresh: fresh && slot === null }));
+        (await this.network.attachPublic(id, chosen, { createNamespace: creating && slot === null }));
       return {
         mode: "public",
         namespace: await this.network.namespaceIdentity(id),

@@ -368,16 +368,17 @@ export class SandboxNetwork {
   }
 
   /**
-   * Adds the veth, addresses, route and rules of `public`, after removing any half-made ones;
-   * `fresh` (a namespace this create just made, on a slot just allocated) has none to remove.
+   * Adds the veth, addresses, route and rules of `public`, after removing any half-made ones.
+   * With `createNamespace` (a create, on a slot just allocated) the namespace is made in the
+   * same `ip` process, and there is nothing half-made to remove.
    */
-  async attachPublic(id: string, slot: number, options: { fresh?: boolean } = {}): Promise<PublicAttachment> {
+  async attachPublic(id: string, slot: number, options: { createNamespace?: boolean } = {}): Promise<PublicAttachment> {
     await this.ensureTable();
     await enableForwarding();
     const name = this.layout.netnsName(id);
     const veth = this.layout.vethName(slot);
     const addresses = slotAddresses(this.pool, slot);
-    if (!options.fresh) await this.detachPublic(id, slot);
+    if (!options.createNamespace) await this.detachPublic(id, slot);
     // The rules match the veth by name and the sandbox by address, so they can go in while
     // the link is being made: two host tools at once instead of one after the other.
     const rules = publicRules({ id, veth, vethPrefix: this.layout.vethPrefix, address: addresses.sandbox });
@@ -388,6 +389,7 @@ export class SandboxNetwork {
       }),
       runOrFail("creating the veth pair and the sandbox's interface", TOOLS.ip, ["-batch", "-"], {
         input: [
+          ...(options.createNamespace ? [`netns add ${name}`, `netns exec ${name} ${TOOLS.ip} link set lo up`] : []),
           `link add ${veth} type veth peer name ${SANDBOX_INTERFACE} netns ${name}`,
           `addr add ${addresses.gateway}/30 dev ${veth}`,
           `link set ${veth} up`,
