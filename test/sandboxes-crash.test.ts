@@ -1,4 +1,5 @@
-// Crash safety of the sandbox layer: the real server (src/main.ts) as a child process is
+// Crash safety of the sandbox layer: the real server (src/main.ts, bundled as `make run`
+// runs it) as a child process is
 // killed with SIGKILL while sandboxes run, creates are in flight and an exec is running,
 // then started again on the same data dir and runtime root. The restarted server must adopt
 // the running sandboxes, finish (or fail with a reason) the interrupted creates, answer the
@@ -16,6 +17,7 @@ import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
+import { buildServerBundle } from "../scripts/server-bundle.js";
 import { LocalRuntimeDriver } from "../src/drivers/runtime/local/driver.js";
 import { run, TOOLS } from "../src/drivers/runtime/local/host.js";
 import { Layout } from "../src/drivers/runtime/local/layout.js";
@@ -38,6 +40,7 @@ interface Reply {
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const REPO_DIR = path.resolve(import.meta.dirname, "..");
+let bundle = "";
 
 async function freePort(): Promise<number> {
   const server = net.createServer();
@@ -92,7 +95,7 @@ describe("sandbox crash safety [pglite]", () => {
       WARREN_SANDBOX_PIDS: "128",
     };
     delete env.NODE_TEST_CONTEXT;
-    const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
+    const child = spawn(process.execPath, ["--enable-source-maps", bundle], {
       cwd: REPO_DIR,
       env,
       stdio: ["ignore", "pipe", "pipe"],
@@ -177,6 +180,8 @@ describe("sandbox crash safety [pglite]", () => {
     await writeFile(path.join(root, "owner.pid"), String(process.pid));
     dataDir = await mkdtemp(path.join(os.tmpdir(), "warren-crash-data-"));
     port = await freePort();
+    // The server as `make run` starts it: the bundle (its own file, beside make run's).
+    bundle = await buildServerBundle(path.join(REPO_DIR, "build", `warren-crash-test-${process.pid}.mjs`));
   });
 
   after(async () => {
@@ -187,6 +192,7 @@ describe("sandbox crash safety [pglite]", () => {
       if (report.errors.length > 0) process.stderr.write(`crash test sweep: ${report.errors.join("; ")}\n`);
     }
     if (dataDir) await rm(dataDir, { recursive: true, force: true });
+    if (bundle) await Promise.all([rm(bundle, { force: true }), rm(`${bundle}.map`, { force: true })]);
     await fixture?.cleanup();
   });
 

@@ -1,8 +1,10 @@
-// Starts the real server (`node --import tsx src/main.ts`) as a child process with its log
-// written to a file, waits for GET /readyz, and stops it again.
+// Starts the real server as `make run` does (src/main.ts bundled into build/warren.mjs, run
+// by node) as a child process with its log written to a file, waits for GET /readyz, and
+// stops it again.
 import { type ChildProcess, spawn } from "node:child_process";
 import { closeSync, openSync } from "node:fs";
 import { createServer } from "node:net";
+import { buildServerBundle, SERVER_BUNDLE } from "../../scripts/server-bundle.js";
 
 export interface ServerOptions {
   root: string;
@@ -35,6 +37,13 @@ export async function freePort(): Promise<number> {
 
 const live = new Set<ChildProcess>();
 
+let bundled: Promise<string> | null = null;
+/** Builds the server bundle once per benchmark process (from the tree as it is now). */
+function bundleOnce(): Promise<string> {
+  bundled ??= buildServerBundle();
+  return bundled;
+}
+
 /** Kills every server still running (used on SIGINT and at exit). */
 export function killAllServers(): void {
   for (const child of live) {
@@ -57,8 +66,9 @@ function waitForExit(child: ChildProcess, timeoutMs: number): Promise<boolean> {
 export async function startServer(opts: ServerOptions, timeoutMs = 60_000): Promise<RunningServer> {
   const baseUrl = `http://127.0.0.1:${opts.port}`;
   const logFd = openSync(opts.logFile, "a");
+  await bundleOnce();
   const started = performance.now();
-  const child = spawn(process.execPath, [...(opts.nodeArgs ?? []), "--import", "tsx", "src/main.ts"], {
+  const child = spawn(process.execPath, [...(opts.nodeArgs ?? []), "--enable-source-maps", SERVER_BUNDLE], {
     cwd: opts.root,
     env: { ...process.env, ...opts.env, WARREN_LISTEN: `127.0.0.1:${opts.port}` },
     stdio: ["ignore", logFd, logFd],

@@ -2,10 +2,10 @@
 // its own transaction; the same files run on PGlite and PostgreSQL.
 import { readdir, readFile } from "node:fs/promises";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
+import { projectFile } from "../lib/paths.js";
 import type { Db } from "./db.js";
 
-export const MIGRATIONS_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../migrations");
+export const MIGRATIONS_DIR = projectFile("migrations");
 
 // Replicas starting together must not apply the same migration twice.
 const MIGRATION_LOCK_KEY = 7_310_420_001;

