@@ -544,7 +544,8 @@ async function main() {
     finished: new Date().toISOString(),
     machine: { nproc: cpus.length, cpuModel: cpus[0]?.model ?? "unknown", node: process.version },
     method: {
-      server: "node --import tsx src/main.ts (defaults; WARREN_LOG_LEVEL=info; stdout+stderr to a log file)",
+      server:
+        "node --enable-source-maps build/warren.mjs, the make run bundle (defaults; WARREN_LOG_LEVEL=info; stdout+stderr to a log file)",
       rows: rowCount,
       keys: keyCount,
       runs: runCount,

@@ -446,7 +446,8 @@ async function main() {
     },
     git,
     method: {
-      server: "node --import tsx src/main.ts (defaults; WARREN_LOG_LEVEL=info; stdout+stderr to a log file)",
+      server:
+        "node --enable-source-maps build/warren.mjs, the make run bundle (defaults; WARREN_LOG_LEVEL=info; stdout+stderr to a log file)",
       durationSec,
       warmupSec,
       connections: connectionCounts,

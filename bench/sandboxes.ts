@@ -1,4 +1,4 @@
-// Sandbox benchmarks through the API of a real server (`node --import tsx src/main.ts`) on
+// Sandbox benchmarks through the API of a real server (the `make run` bundle) on
 // real runc sandboxes, with the image served by a throwaway local docker-registry:
 //   create -> running (image cached), 50 sequential creates: p50 <= 100 ms, p99 <= 250 ms
 //   exec `true`: p50 <= 20 ms; exec with 1 MiB of output: p50 <= 60 ms
