@@ -18,7 +18,7 @@ import type { ExecOutcome } from "../interface.js";
 import { OutputCollector } from "./exec.js";
 import { run, TOOLS } from "./host.js";
 import type { OciProcess } from "./oci-config.js";
-import { runcArgs } from "./runc.js";
+import { runcExecCall } from "./runc.js";
 import { SpawnerUnavailable, spawner } from "./spawner.js";
 import { firstRuncError } from "./supervisor.js";
 
@@ -299,9 +299,8 @@ export class ExecAgent {
   /** `runc exec --detach` of the agent on a socket; resolves once the agent said hello. */
   static async start(input: ExecAgentStartInput): Promise<ExecAgent> {
     const name = `agent-${Date.now().toString(36)}-${randomBytes(6).toString("hex")}`;
-    const processFile = path.join(input.execDir, `${name}.json`);
-    const logFile = path.join(input.execDir, `${name}.log`);
-    const pidFile = path.join(input.execDir, `${name}.pid`);
+    const call = runcExecCall(input.runcRoot, input.id, input.execDir, name, { detach: true });
+    const { processFile, logFile, pidFile } = call;
     await writeFile(processFile, JSON.stringify(input.process), { mode: 0o600 });
     let socket: net.Socket | null = null;
     const timeoutMs = input.timeoutMs ?? START_TIMEOUT_MS;
@@ -315,26 +314,7 @@ export class ExecAgent {
       // runc hands its stdio (the connection) to the agent as they are (--detach without a
       // terminal). The agent binary's --reap mode runs runc and then reaps the orphaned agent
       // (see exec-agent.c); in its own session, it outlives a crash of the server.
-      const args = [
-        "--connect",
-        listener.file,
-        "--reap",
-        TOOLS.runc,
-        ...runcArgs(
-          input.runcRoot,
-          "--log",
-          logFile,
-          "--log-format",
-          "json",
-          "exec",
-          "--detach",
-          "--process",
-          processFile,
-          "--pid-file",
-          pidFile,
-          input.id,
-        ),
-      ];
+      const args = ["--connect", listener.file, "--reap", TOOLS.runc, ...call.args];
       try {
         await spawner.detach(input.binary, args, {});
       } catch (error) {

@@ -6,11 +6,10 @@ import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { readFile, rm, writeFile } from "node:fs/promises";
 import { constants } from "node:os";
-import path from "node:path";
 import type { ExecOutcome } from "../interface.js";
 import { TOOLS } from "./host.js";
 import type { OciProcess } from "./oci-config.js";
-import { runcArgs } from "./runc.js";
+import { runcExecCall } from "./runc.js";
 import { firstRuncError } from "./supervisor.js";
 
 /** The length of the longest prefix of `bytes` that does not end inside a UTF-8 sequence. */
@@ -82,30 +81,12 @@ const NOT_RUNNING_RE =
 
 export async function runExec(input: ExecInput): Promise<ExecOutcome> {
   const name = `${Date.now().toString(36)}-${randomBytes(6).toString("hex")}`;
-  const processFile = path.join(input.execDir, `${name}.json`);
-  const logFile = path.join(input.execDir, `${name}.log`);
-  const pidFile = path.join(input.execDir, `${name}.pid`);
+  const { processFile, logFile, pidFile, args } = runcExecCall(input.runcRoot, input.id, input.execDir, name);
   await writeFile(processFile, JSON.stringify(input.process), { mode: 0o600 });
   try {
     return await new Promise<ExecOutcome>((resolve) => {
       const output = new OutputCollector(input.maxOutputBytes);
-      const child = spawn(
-        TOOLS.runc,
-        runcArgs(
-          input.runcRoot,
-          "--log",
-          logFile,
-          "--log-format",
-          "json",
-          "exec",
-          "--process",
-          processFile,
-          "--pid-file",
-          pidFile,
-          input.id,
-        ),
-        { stdio: ["ignore", "pipe", "pipe"] },
-      );
+      const child = spawn(TOOLS.runc, args, { stdio: ["ignore", "pipe", "pipe"] });
       let timedOut = false;
       let settled = false;
       let killTimer: NodeJS.Timeout | null = null;

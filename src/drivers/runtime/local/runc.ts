@@ -49,6 +49,30 @@ export function runcArgs(runcRoot: string, ...args: string[]): string[] {
   return ["--root", runcRoot, ...args];
 }
 
+/** One `runc exec` of a process spec file: its files in `dir` (spec, JSON log, pid) and argv. */
+export interface RuncExecCall {
+  processFile: string;
+  logFile: string;
+  pidFile: string;
+  args: string[];
+}
+
+export function runcExecCall(
+  runcRoot: string,
+  id: string,
+  dir: string,
+  name: string,
+  options: { detach?: boolean } = {},
+): RuncExecCall {
+  const processFile = path.join(dir, `${name}.json`);
+  const logFile = path.join(dir, `${name}.log`);
+  const pidFile = path.join(dir, `${name}.pid`);
+  const detach = options.detach ? ["--detach"] : [];
+  const args = runcArgs(runcRoot, "--log", logFile, "--log-format", "json", "exec", ...detach);
+  args.push("--process", processFile, "--pid-file", pidFile, id);
+  return { processFile, logFile, pidFile, args };
+}
+
 /** Kills what is left and removes runc's state and cgroups of the container. Absent is fine. */
 export async function runcDeleteForce(runcRoot: string, id: string): Promise<void> {
   await run(TOOLS.runc, runcArgs(runcRoot, "delete", "--force", id)).catch(() => undefined);
