@@ -564,7 +564,8 @@ export class LocalRuntimeDriver implements RuntimeDriver {
     this.closed = true;
     for (const id of [...this.agents.keys()]) this.forgetAgent(id, true);
     const socketDir = await this.agentSocketDir?.catch(() => null);
-    if (socketDir) await rm(socketDir, { recursive: true, force: true });
+    if (socketDir?.startsWith(path.join(os.tmpdir(), "warren-agent-")))
+      await rm(socketDir, { recursive: true, force: true });
     for (const id of [...this.exitWatchers.keys()]) this.unwatchExit(id);
   }
 
@@ -750,6 +751,19 @@ export class LocalRuntimeDriver implements RuntimeDriver {
     return null;
   }
 
+  /**
+   * `<root>/sock` (kept, reused after a restart), or a private temp dir removed at close when
+   * the root is so deep that a socket path below it would pass the ~100 bytes Unix allows.
+   */
+  private async makeAgentSocketDir(): Promise<string> {
+    const dir = path.join(this.layout.root, "sock");
+    if (Buffer.byteLength(path.join(dir, "agent-000000000000.sock")) > 100) {
+      return mkdtemp(path.join(os.tmpdir(), "warren-agent-"));
+    }
+    await mkdir(dir, { recursive: true, mode: 0o700 });
+    return dir;
+  }
+
   private startAgent(id: string, record: SandboxRecord, paths: SandboxPaths, state: RuncState): AgentEntry {
     const entry: AgentEntry = {
       initPid: state.initPid,
@@ -761,7 +775,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
       // A run started before the agent existed (or without its binary) has no mount of it.
       const binary = await this.execAgentBinary();
       if (!binary || !(await exists(`/proc/${state.initPid}/root${EXEC_AGENT_PATH}`))) return null;
-      this.agentSocketDir ??= mkdtemp(path.join(os.tmpdir(), "warren-agent-"));
+      this.agentSocketDir ??= this.makeAgentSocketDir();
       const agent = await ExecAgent.start({
         binary,
         socketDir: await this.agentSocketDir,
