@@ -15,14 +15,11 @@
 //     [--rows 1000000] [--keys 100000] [--requests 300] [--tools autocannon,wrk]
 //     [--connections 16] [--duration 10] [--warmup 3] [--quiet-wait 120] [--retries 2] [--pglite-analyze]
 //     [--keep] [--output bench/results/annotations.json]
-import { randomBytes } from "node:crypto";
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
-import pg from "pg";
-import { type PgCluster, startPgCluster } from "../test/support/pg-cluster.js";
 import type { IngestLoadSpec } from "./annotations/annotate-load.js";
 import { bulkLoad, check, connect, type LoadCheck } from "./annotations/bulk-load.js";
 import {
@@ -34,14 +31,15 @@ import {
   type Slots,
 } from "./annotations/data.js";
 import { runIngestLoad } from "./annotations/ingest-load.js";
-import { type CpuUsage, machineLoad, postgresPids, sampleCpu } from "./lib/cpu.js";
-import { ensureWrk, type LoadResult, type Tool } from "./lib/load.js";
-import { freePort, killAllServers, type RunningServer, startServer } from "./lib/server.js";
+import { api, call } from "./lib/api.js";
+import { awaitQuiet, type CpuUsage, cpuDuring, leastDisturbed, QUIET_PCT } from "./lib/cpu.js";
+import { type LoadResult, pickTools, type Tool } from "./lib/load.js";
+import { freePort, type RunningServer, SERVER_METHOD, startServer } from "./lib/server.js";
+import { installCleanup, prepareStore, runMain, type Store, stopCluster } from "./lib/store.js";
+import { textTable } from "./lib/table.js";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const RESULTS_FILE = path.join(ROOT, "bench/results/annotations.json");
-
-type Store = "pglite" | "postgres";
 
 const TARGETS = {
   ingestPerSec: { pglite: 2_000, postgres: 4_000 },
@@ -82,65 +80,14 @@ const durationSec = Number(args.duration);
 const warmupSec = Number(args.warmup);
 const quietWaitSec = Number(args["quiet-wait"]);
 const retries = Number(args.retries);
-const QUIET_PCT = 25;
 const log = (line: string) => process.stderr.write(`[bench:annotations] ${line}\n`);
 
 // ---- cleanup ------------------------------------------------------------------------------
-let cluster: PgCluster | null = null;
-const tempDirs: string[] = [];
-function cleanup() {
-  killAllServers();
-  try {
-    cluster?.stop();
-  } catch {
-    // best effort
-  }
-  cluster = null;
-  if (!args.keep) for (const dir of tempDirs.splice(0)) rmSync(dir, { recursive: true, force: true });
-}
-process.on("exit", cleanup);
-for (const signal of ["SIGINT", "SIGTERM"] as const) {
-  process.on(signal, () => {
-    log(`${signal}: stopping the server and the cluster`);
-    cleanup();
-    process.exit(130);
-  });
-}
+installCleanup(log, { keep: args.keep });
 
 // ---- helpers ------------------------------------------------------------------------------
 function loadAverage(): number {
   return os.loadavg()[0] ?? 0;
-}
-
-async function awaitQuiet(): Promise<number> {
-  const deadline = performance.now() + quietWaitSec * 1000;
-  let busy = await machineLoad(1000);
-  while (busy > QUIET_PCT && performance.now() < deadline) {
-    log(`machine busy (${busy.toFixed(0)}% of one core from other processes); waiting`);
-    busy = await machineLoad(2000);
-  }
-  return busy;
-}
-
-interface ApiResponse<T> {
-  status: number;
-  body: T;
-}
-
-async function call<T>(base: string, key: string, method: string, route: string, body?: unknown) {
-  const response = await fetch(`${base}${route}`, {
-    method,
-    headers: { authorization: `Bearer ${key}`, ...(body ? { "content-type": "application/json" } : {}) },
-    ...(body ? { body: JSON.stringify(body) } : {}),
-  });
-  const text = await response.text();
-  return { status: response.status, body: JSON.parse(text) as T } satisfies ApiResponse<T>;
-}
-
-async function api<T>(base: string, key: string, method: string, route: string, body?: unknown): Promise<T> {
-  const res = await call<T>(base, key, method, route, body);
-  if (res.status !== 200) throw new Error(`${method} ${route}: ${res.status} ${JSON.stringify(res.body)}`);
-  return res.body;
 }
 
 function assert(condition: boolean, message: string): asserts condition {
@@ -229,7 +176,7 @@ async function timeList(base: string, key: string, store: Store, q: ListQuery): 
   };
   const first = await once();
   for (let i = 0; i < 20; i++) await once(); // warm-up
-  const busyBeforePct = await awaitQuiet();
+  const busyBeforePct = await awaitQuiet(quietWaitSec, log);
   const load = loadAverage();
   const samples: number[] = [];
   let rows = 0;
@@ -328,15 +275,7 @@ async function ingestRun(
   dbPids: () => number[],
 ): Promise<{ result: LoadResult; cpu: CpuUsage }> {
   const load = runIngestLoad(tool, spec);
-  const margin = Math.min(1000, (spec.durationSec * 1000) / 4);
-  const cpu = new Promise<CpuUsage>((resolve) => {
-    setTimeout(() => {
-      const sampler = sampleCpu({ server: server.child.pid ?? -1, loadgen: load.pid, db: dbPids });
-      setTimeout(() => resolve(sampler.stop()), spec.durationSec * 1000 - 2 * margin);
-    }, margin);
-  });
-  const [result, usage] = await Promise.all([load.result, cpu]);
-  return { result, cpu: usage };
+  return cpuDuring({ server: server.child.pid ?? -1, loadgen: load.pid, db: dbPids }, spec.durationSec, load.result);
 }
 
 // ---- one store ----------------------------------------------------------------------------
@@ -349,30 +288,7 @@ interface StoreReport {
 }
 
 async function benchStore(store: Store, tools: Tool[]): Promise<StoreReport> {
-  const dir = mkdtempSync(path.join(os.tmpdir(), `warren-bench-annotations-${store}-`));
-  tempDirs.push(dir);
-  const logFile = path.join(dir, "server.log");
-  const key = `wrn_${randomBytes(32).toString("base64url")}`;
-  const dataDir = path.join(dir, "data");
-  const env: Record<string, string> = {
-    WARREN_DATA_DIR: dataDir,
-    WARREN_BOOTSTRAP_API_KEY: key,
-    WARREN_LOG_LEVEL: "info",
-  };
-  let dbPids = () => [] as number[];
-  if (store === "postgres") {
-    log("starting a throwaway PostgreSQL cluster");
-    cluster = await startPgCluster();
-    const admin = new pg.Client({ connectionString: cluster.url });
-    await admin.connect();
-    await admin.query("CREATE DATABASE warren_bench");
-    await admin.end();
-    const url = new URL(cluster.url);
-    url.pathname = "/warren_bench";
-    env.DATABASE_URL = url.toString();
-    const port = Number(url.port);
-    dbPids = () => postgresPids(port);
-  }
+  const { dir, dataDir, logFile, key, env, dbPids } = await prepareStore(store, "warren-bench-annotations", log);
   const target = store === "postgres" ? { databaseUrl: env.DATABASE_URL } : { pgliteDir: path.join(dataDir, "pglite") };
   const port = await freePort();
   log(`${store}: first start (${dir})`);
@@ -452,20 +368,16 @@ async function benchStore(store: Store, tools: Tool[]): Promise<StoreReport> {
         }
         // A run during which other processes took more than QUIET_PCT of a core is repeated
         // (up to --retries times); the least disturbed attempt is kept.
-        let kept: { result: LoadResult; cpu: CpuUsage; busyBeforePct: number; load: number } | null = null;
-        let attempts = 0;
-        while (attempts <= retries) {
-          attempts++;
-          const busyBeforePct = await awaitQuiet();
-          const load = loadAverage();
-          const run = await ingestRun(server, tool, spec, dbPids);
-          written += run.result.ok2xx;
-          loadRuns++;
-          if (!kept || run.cpu.otherPct < kept.cpu.otherPct) kept = { ...run, busyBeforePct, load };
-          if (run.cpu.otherPct <= QUIET_PCT) break;
-          log(`${store} ingest ${tool}: other processes took ${run.cpu.otherPct.toFixed(0)}% of a core; repeating`);
-        }
-        if (!kept) throw new Error("no run was made");
+        const { kept, attempts } = await leastDisturbed(
+          { retries, quietWaitSec, log, label: `${store} ingest ${tool}` },
+          async () => {
+            const load = loadAverage();
+            const run = await ingestRun(server, tool, spec, dbPids);
+            written += run.result.ok2xx;
+            loadRuns++;
+            return { ...run, load };
+          },
+        );
         const { result, cpu, busyBeforePct, load } = kept;
         const clean = result.non2xx === 0 && result.errors === 0 && result.timeouts === 0;
         const row: IngestResult = {
@@ -507,27 +419,13 @@ async function benchStore(store: Store, tools: Tool[]): Promise<StoreReport> {
   } finally {
     await conn.close();
   }
-  if (store === "postgres") {
-    cluster?.stop();
-    cluster = null;
-  }
+  if (store === "postgres") stopCluster();
   return report;
 }
 
 // ---- output -------------------------------------------------------------------------------
-function pad(rows: string[][]): string {
-  const widths = (rows[0] ?? []).map((_, i) => Math.max(...rows.map((r) => (r[i] ?? "").length)));
-  const fmt = (cells: string[]) => `| ${cells.map((c, i) => c.padEnd(widths[i] ?? 0)).join(" | ")} |`;
-  const [header, ...rest] = rows;
-  return [fmt(header ?? []), fmt(widths.map((w) => "-".repeat(w))), ...rest.map(fmt)].join("\n");
-}
-
 async function main() {
-  const tools = args.tools.split(",") as Tool[];
-  if (tools.includes("wrk") && !ensureWrk(log)) {
-    log("wrk is not available; running autocannon only");
-    tools.splice(tools.indexOf("wrk"), 1);
-  }
+  const tools = pickTools(args.tools, log);
   const started = new Date();
   log(
     `load average before the run: ${os
@@ -544,8 +442,7 @@ async function main() {
     finished: new Date().toISOString(),
     machine: { nproc: cpus.length, cpuModel: cpus[0]?.model ?? "unknown", node: process.version },
     method: {
-      server:
-        "node --enable-source-maps build/warren.mjs, the make run bundle (defaults; WARREN_LOG_LEVEL=info; stdout+stderr to a log file)",
+      server: SERVER_METHOD,
       rows: rowCount,
       keys: keyCount,
       runs: runCount,
@@ -565,7 +462,7 @@ async function main() {
       `\nListAnnotations, page_size=100, ${rowCount} annotations / ${keyCount} keys, ${requestCount} sequential requests\n\n`,
     );
     process.stdout.write(
-      `${pad([
+      `${textTable([
         ["store", "query", "rows", "p50 ms", "p95 ms", "p99 ms", "max ms", "first ms", "load 1m", "target"],
         ...listRows.map((r) => [
           r.store,
@@ -586,7 +483,7 @@ async function main() {
   if (ingestRows.length > 0) {
     process.stdout.write(`\nAnnotate, ${connections} connections, ${durationSec} s after ${warmupSec} s warm-up\n\n`);
     process.stdout.write(
-      `${pad([
+      `${textTable([
         [
           "store",
           "tool",
@@ -621,13 +518,4 @@ async function main() {
   process.stdout.write(`\nresults written to ${path.relative(ROOT, args.output)}\n`);
 }
 
-main()
-  .then(() => {
-    cleanup();
-    process.exit(0);
-  })
-  .catch((error: unknown) => {
-    log(`failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
-    cleanup();
-    process.exit(1);
-  });
+runMain(main, log);

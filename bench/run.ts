@@ -8,22 +8,21 @@
 //     [--stores pglite,postgres] [--tools autocannon,wrk] [--cold-starts 5] [--quiet-wait 120]
 //     [--no-diagnostics] [--output bench/results/latest.json]
 import { execFileSync } from "node:child_process";
-import { randomBytes } from "node:crypto";
-import { createReadStream, mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { createReadStream, mkdirSync, statSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
-import pg from "pg";
-import { type PgCluster, startPgCluster } from "../test/support/pg-cluster.js";
-import { type CpuUsage, machineLoad, postgresPids, sampleCpu } from "./lib/cpu.js";
-import { ensureWrk, type LoadResult, runLoad, type Tool } from "./lib/load.js";
-import { freePort, killAllServers, type RunningServer, startServer } from "./lib/server.js";
+import { api } from "./lib/api.js";
+import { awaitQuiet, type CpuUsage, cpuDuring, leastDisturbed, machineLoad, QUIET_PCT } from "./lib/cpu.js";
+import { type LoadResult, pickTools, runLoad, type Tool } from "./lib/load.js";
+import { freePort, type RunningServer, SERVER_METHOD, startServer } from "./lib/server.js";
+import { installCleanup, prepareStore, runMain, type Store, stopCluster } from "./lib/store.js";
+import { textTable } from "./lib/table.js";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const RESULTS_FILE = path.join(ROOT, "bench/results/latest.json");
 
-type Store = "pglite" | "postgres";
 type Endpoint = "WhoAmI" | "GetProject";
 
 const TARGETS = {
@@ -57,7 +56,6 @@ const connectionCounts = args.connections.split(",").map(Number);
 const stores = args.stores.split(",") as Store[];
 const coldStarts = Number(args["cold-starts"]);
 const quietWaitSec = Number(args["quiet-wait"]);
-const QUIET_PCT = 25;
 const retries = Number(args.retries);
 const log = (line: string) => process.stderr.write(`[bench] ${line}\n`);
 
@@ -93,43 +91,13 @@ interface StoreNotes {
 }
 
 // ---- cleanup: servers and the cluster are always stopped --------------------------------
-let cluster: PgCluster | null = null;
-const tempDirs: string[] = [];
-function cleanup() {
-  killAllServers();
-  try {
-    cluster?.stop();
-  } catch {
-    // best effort
-  }
-  cluster = null;
-  for (const dir of tempDirs.splice(0)) rmSync(dir, { recursive: true, force: true });
-}
-process.on("exit", cleanup);
-for (const signal of ["SIGINT", "SIGTERM"] as const) {
-  process.on(signal, () => {
-    log(`${signal}: stopping the server and the cluster`);
-    cleanup();
-    process.exit(130);
-  });
-}
+installCleanup(log);
 
 // ---- helpers ------------------------------------------------------------------------------
 function median(values: number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
   const mid = Math.floor(sorted.length / 2);
   return sorted.length % 2 ? (sorted[mid] ?? 0) : ((sorted[mid - 1] ?? 0) + (sorted[mid] ?? 0)) / 2;
-}
-
-async function api<T>(baseUrl: string, key: string, method: string, route: string, body?: unknown): Promise<T> {
-  const response = await fetch(`${baseUrl}${route}`, {
-    method,
-    headers: { authorization: `Bearer ${key}`, ...(body ? { "content-type": "application/json" } : {}) },
-    ...(body ? { body: JSON.stringify(body) } : {}),
-  });
-  const text = await response.text();
-  if (response.status !== 200) throw new Error(`${method} ${route}: ${response.status} ${text}`);
-  return JSON.parse(text) as T;
 }
 
 const isApiRequestLine = (line: string) => line.includes('"msg":"request"') && line.includes('"url":"/v1/');
@@ -156,17 +124,6 @@ function gitState(): { commit: string; dirtyFiles: string[] } {
   }
 }
 
-/** Waits (up to --quiet-wait seconds) until the machine is quiet; returns the last reading. */
-async function awaitQuiet(): Promise<number> {
-  const deadline = performance.now() + quietWaitSec * 1000;
-  let busy = await machineLoad(1000);
-  while (busy > QUIET_PCT && performance.now() < deadline) {
-    log(`machine busy (${busy.toFixed(0)}% of one core from other processes); waiting`);
-    busy = await machineLoad(2000);
-  }
-  return busy;
-}
-
 interface RunSpec {
   tool: Tool;
   connections: number;
@@ -188,17 +145,7 @@ async function loadRun(
     durationSec: spec.seconds,
     ...(spec.rate ? { rate: spec.rate } : {}),
   });
-  // CPU is sampled inside the run (1 s after start to 1 s before the end), while both
-  // processes are alive and the load is steady.
-  const margin = Math.min(1000, (spec.seconds * 1000) / 4);
-  const cpu = new Promise<CpuUsage>((resolve) => {
-    setTimeout(() => {
-      const sampler = sampleCpu({ server: server.child.pid ?? -1, loadgen: load.pid, db: dbPids });
-      setTimeout(() => resolve(sampler.stop()), spec.seconds * 1000 - 2 * margin);
-    }, margin);
-  });
-  const [result, usage] = await Promise.all([load.result, cpu]);
-  return { result, cpu: usage };
+  return cpuDuring({ server: server.child.pid ?? -1, loadgen: load.pid, db: dbPids }, spec.seconds, load.result);
 }
 
 // ---- one store ----------------------------------------------------------------------------
@@ -206,29 +153,7 @@ async function benchStore(
   store: Store,
   tools: Tool[],
 ): Promise<{ rows: LoadRow[]; diagnostics: LoadRow[]; cold: ColdStart; notes: StoreNotes }> {
-  const dir = mkdtempSync(path.join(os.tmpdir(), `warren-bench-${store}-`));
-  tempDirs.push(dir);
-  const logFile = path.join(dir, "server.log");
-  const key = `wrn_${randomBytes(32).toString("base64url")}`;
-  const env: Record<string, string> = {
-    WARREN_DATA_DIR: path.join(dir, "data"),
-    WARREN_BOOTSTRAP_API_KEY: key,
-    WARREN_LOG_LEVEL: "info",
-  };
-  let dbPids = () => [] as number[];
-  if (store === "postgres") {
-    log("starting a throwaway PostgreSQL cluster");
-    cluster = await startPgCluster();
-    const admin = new pg.Client({ connectionString: cluster.url });
-    await admin.connect();
-    await admin.query("CREATE DATABASE warren_bench");
-    await admin.end();
-    const url = new URL(cluster.url);
-    url.pathname = "/warren_bench";
-    env.DATABASE_URL = url.toString();
-    const port = Number(url.port);
-    dbPids = () => postgresPids(port);
-  }
+  const { logFile, key, env, dbPids } = await prepareStore(store, "warren-bench", log);
   const port = await freePort();
 
   // First start: creates the data dir (or migrates the empty database) and bootstraps.
@@ -240,7 +165,7 @@ async function benchStore(
   // Cold start on the existing data dir / database: spawn -> GET /readyz 200.
   const restartsMs: number[] = [];
   for (let i = 0; i < coldStarts; i++) {
-    await awaitQuiet();
+    await awaitQuiet(quietWaitSec, log);
     server = await startServer({ root: ROOT, port, env, logFile });
     restartsMs.push(server.readyMs);
     log(`${store}: restart ${i + 1}/${coldStarts} ready in ${server.readyMs.toFixed(0)} ms`);
@@ -281,18 +206,14 @@ async function benchStore(
         const warm = await loadRun(server, url, key, { ...spec, seconds: warmupSec }, dbPids);
         requestsServed += warm.result.requests;
       }
-      let kept: { result: LoadResult; cpu: CpuUsage; busyBeforePct: number } | null = null;
-      let attempts = 0;
-      while (attempts <= retries) {
-        attempts++;
-        const busyBeforePct = await awaitQuiet();
-        const run = await loadRun(server, url, key, spec, dbPids);
-        requestsServed += run.result.requests;
-        if (!kept || run.cpu.otherPct < kept.cpu.otherPct) kept = { ...run, busyBeforePct };
-        if (run.cpu.otherPct <= QUIET_PCT) break;
-        log(`${store} ${endpoint}: other processes took ${run.cpu.otherPct.toFixed(0)}% of a core; repeating`);
-      }
-      if (!kept) throw new Error("no run was made");
+      const { kept, attempts } = await leastDisturbed(
+        { retries, quietWaitSec, log, label: `${store} ${endpoint}` },
+        async () => {
+          const run = await loadRun(server, url, key, spec, dbPids);
+          requestsServed += run.result.requests;
+          return run;
+        },
+      );
       const { result, cpu, busyBeforePct } = kept;
       const disturbed = cpu.otherPct > QUIET_PCT;
       const target = TARGETS[endpoint];
@@ -336,7 +257,7 @@ async function benchStore(
       const url = `${server.baseUrl}/v1/whoami`;
       const connections = connectionCounts[0] ?? 50;
       if (warmupSec > 0) await loadRun(server, url, key, { tool, connections, seconds: warmupSec }, dbPids);
-      const busyBeforePct = await awaitQuiet();
+      const busyBeforePct = await awaitQuiet(quietWaitSec, log);
       const { result, cpu } = await loadRun(server, url, key, { tool, connections, seconds: durationSec }, dbPids);
       diagnostics.push({
         store,
@@ -362,10 +283,7 @@ async function benchStore(
     requestLogLines: await countRequestLines(logFile),
     requestsServed,
   };
-  if (store === "postgres") {
-    cluster?.stop();
-    cluster = null;
-  }
+  if (store === "postgres") stopCluster();
   return { rows, diagnostics, cold, notes };
 }
 
@@ -403,17 +321,11 @@ function table(rows: LoadRow[]): string {
     `${r.cpu.otherPct.toFixed(0)}%${r.disturbed ? " (!)" : ""}`,
     r.logLevel === "info" ? (r.pass ? "PASS" : "MISS") : "diagnostic",
   ]);
-  const widths = header.map((h, i) => Math.max(h.length, ...lines.map((l) => (l[i] ?? "").length)));
-  const fmt = (cells: string[]) => `| ${cells.map((c, i) => c.padEnd(widths[i] ?? 0)).join(" | ")} |`;
-  return [fmt(header), fmt(widths.map((w) => "-".repeat(w))), ...lines.map(fmt)].join("\n");
+  return textTable([header, ...lines]);
 }
 
 async function main() {
-  const tools = args.tools.split(",") as Tool[];
-  if (tools.includes("wrk") && !ensureWrk(log)) {
-    log("wrk is not available; running autocannon only");
-    tools.splice(tools.indexOf("wrk"), 1);
-  }
+  const tools = pickTools(args.tools, log);
   const git = gitState();
   const idleLoadPct = await machineLoad(2000);
   log(`machine busy before the run: ${idleLoadPct.toFixed(0)}% of one core`);
@@ -446,8 +358,7 @@ async function main() {
     },
     git,
     method: {
-      server:
-        "node --enable-source-maps build/warren.mjs, the make run bundle (defaults; WARREN_LOG_LEVEL=info; stdout+stderr to a log file)",
+      server: SERVER_METHOD,
       durationSec,
       warmupSec,
       connections: connectionCounts,
@@ -492,13 +403,4 @@ async function main() {
   process.stdout.write(`\nresults written to ${path.relative(ROOT, args.output)}\n`);
 }
 
-main()
-  .then(() => {
-    cleanup();
-    process.exit(0);
-  })
-  .catch((error: unknown) => {
-    log(`failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
-    cleanup();
-    process.exit(1);
-  });
+runMain(main, log);

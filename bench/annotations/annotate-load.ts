@@ -5,7 +5,7 @@
 //
 //   node --import tsx bench/annotations/annotate-load.ts '<json IngestLoadSpec>'
 import { createRequire } from "node:module";
-import type { LoadResult } from "../lib/load.js";
+import { type AutocannonReport, autocannonResult } from "../lib/load.js";
 import { LABELS, payloadJson, REVIEWERS } from "./data.js";
 
 export interface IngestLoadSpec {
@@ -28,19 +28,9 @@ interface AutocannonRequest {
   body?: string;
 }
 
-interface AutocannonResult {
-  duration: number;
-  errors: number;
-  timeouts: number;
-  non2xx: number;
-  "2xx": number;
-  requests: { total: number };
-  latency: { average: number; p50: number; p90: number; p99: number; max: number };
-}
-
 type Autocannon = (
   options: Record<string, unknown>,
-  done: (error: Error | null, result: AutocannonResult) => void,
+  done: (error: Error | null, result: AutocannonReport) => void,
 ) => unknown;
 
 const autocannon = createRequire(import.meta.url)("autocannon") as Autocannon;
@@ -80,25 +70,7 @@ function main() {
         process.stderr.write(`${error.stack ?? error.message}\n`);
         process.exit(1);
       }
-      const result: LoadResult = {
-        tool: "autocannon",
-        connections: spec.connections,
-        rate: null,
-        durationSec: report.duration,
-        reqPerSec: report["2xx"] / report.duration,
-        requests: report.requests.total,
-        ok2xx: report["2xx"],
-        non2xx: report.non2xx,
-        errors: report.errors,
-        timeouts: report.timeouts,
-        latencyMs: {
-          mean: report.latency.average,
-          p50: report.latency.p50,
-          p90: report.latency.p90,
-          p99: report.latency.p99,
-          max: report.latency.max,
-        },
-      };
+      const result = autocannonResult(report, spec.connections, null);
       process.stdout.write(`${JSON.stringify(result)}\n`);
       process.exit(0);
     },

@@ -2,7 +2,7 @@
 -- payload per request whose identity field is drawn from a pool of keys, the same shape as
 -- bench/annotations/annotate-load.ts. Arguments after `--`: keys, item prefix,
 -- comma-separated schema names, comma-separated run ids.
--- Prints wrk's summary as one JSON line (prefixed WRK_JSON), as bench/lib/wrk-report.lua does.
+-- Prints wrk's summary as one JSON line (prefixed WRK_JSON) with bench/lib/wrk-report.lua's done().
 
 local labels = { "good", "bad", "unsure", "skip", "flag" }
 local keys, prefix, schemas, runs
@@ -32,11 +32,8 @@ function request()
   return wrk.format(nil, nil, nil, body)
 end
 
-done = function(summary, latency, requests)
-  local e = summary.errors
-  io.write(string.format(
-    'WRK_JSON {"duration_us":%d,"requests":%d,"errors":{"connect":%d,"read":%d,"write":%d,"status":%d,"timeout":%d},' ..
-    '"latency_us":{"mean":%.1f,"p50":%d,"p90":%d,"p99":%d,"max":%d}}\n',
-    summary.duration, summary.requests, e.connect, e.read, e.write, e.status, e.timeout,
-    latency.mean, latency:percentile(50), latency:percentile(90), latency:percentile(99), latency.max))
-end
+-- done(): the WRK_JSON report of bench/lib/wrk-report.lua, loaded from there (wrk takes one
+-- script; this one's path, as given to -s, locates the other). ingest-load.ts sets WRK_RATE
+-- empty, so that script's pacing stays off.
+local here = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or "."
+dofile(here .. "/../lib/wrk-report.lua")

@@ -100,3 +100,60 @@ export async function machineLoad(ms: number): Promise<number> {
   const b = machineTicks();
   return ((b.busy - a.busy) / TICKS_PER_SEC / (ms / 1000)) * 100;
 }
+
+/** Other processes above this share of one core make a machine busy and a run disturbed. */
+export const QUIET_PCT = 25;
+
+/** Waits (up to `waitSec` seconds) until the machine is quiet; returns the last reading. */
+export async function awaitQuiet(waitSec: number, log: (line: string) => void): Promise<number> {
+  const deadline = performance.now() + waitSec * 1000;
+  let busy = await machineLoad(1000);
+  while (busy > QUIET_PCT && performance.now() < deadline) {
+    log(`machine busy (${busy.toFixed(0)}% of one core from other processes); waiting`);
+    busy = await machineLoad(2000);
+  }
+  return busy;
+}
+
+/**
+ * Waits for a load run of `seconds` and samples CPU inside it (1 s after start to 1 s before
+ * the end), while both processes are alive and the load is steady.
+ */
+export async function cpuDuring<T>(
+  groups: { server: number; loadgen: number; db: () => number[] },
+  seconds: number,
+  done: Promise<T>,
+): Promise<{ result: T; cpu: CpuUsage }> {
+  const margin = Math.min(1000, (seconds * 1000) / 4);
+  const cpu = new Promise<CpuUsage>((resolve) => {
+    setTimeout(() => {
+      const sampler = sampleCpu(groups);
+      setTimeout(() => resolve(sampler.stop()), seconds * 1000 - 2 * margin);
+    }, margin);
+  });
+  const [result, usage] = await Promise.all([done, cpu]);
+  return { result, cpu: usage };
+}
+
+/**
+ * Makes a measured run, each attempt after waiting for a quiet machine; an attempt during
+ * which other processes took more than QUIET_PCT of a core is repeated (up to `retries`
+ * times) and the least disturbed attempt is kept, with the machine reading before it.
+ */
+export async function leastDisturbed<R extends { cpu: CpuUsage }>(
+  opts: { retries: number; quietWaitSec: number; log: (line: string) => void; label: string },
+  attempt: () => Promise<R>,
+): Promise<{ kept: R & { busyBeforePct: number }; attempts: number }> {
+  let kept: (R & { busyBeforePct: number }) | null = null;
+  let attempts = 0;
+  while (attempts <= opts.retries) {
+    attempts++;
+    const busyBeforePct = await awaitQuiet(opts.quietWaitSec, opts.log);
+    const run = await attempt();
+    if (!kept || run.cpu.otherPct < kept.cpu.otherPct) kept = { ...run, busyBeforePct };
+    if (run.cpu.otherPct <= QUIET_PCT) break;
+    opts.log(`${opts.label}: other processes took ${run.cpu.otherPct.toFixed(0)}% of a core; repeating`);
+  }
+  if (!kept) throw new Error("no run was made");
+  return { kept, attempts };
+}

@@ -43,12 +43,13 @@ const ROOT = path.resolve(HERE, "../..");
 export const AUTOCANNON_JS = path.join(ROOT, "node_modules/autocannon/autocannon.js");
 const WRK_REPORT_LUA = path.join(HERE, "wrk-report.lua");
 
-function collect(
+/** Spawns a load generator, gathers its stdout and stderr, and parses its report on exit 0. */
+export function collect(
   command: string,
   args: string[],
   parse: (stdout: string) => LoadResult,
   env: Record<string, string> = {},
-): { pid: number; result: Promise<LoadResult> } {
+): RunningLoad {
   const child = spawn(command, args, { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, ...env } });
   let stdout = "";
   let stderr = "";
@@ -75,14 +76,38 @@ function collect(
   return { pid: child.pid ?? -1, result };
 }
 
-interface AutocannonReport {
+/** autocannon's report (the CLI's --json line, or the programmatic API's result). */
+export interface AutocannonReport {
   duration: number;
   errors: number;
   timeouts: number;
   non2xx: number;
   "2xx": number;
-  requests: { total: number; average: number };
+  requests: { total: number };
   latency: { average: number; p50: number; p90: number; p99: number; max: number };
+}
+
+/** An autocannon report as a LoadResult. */
+export function autocannonResult(report: AutocannonReport, connections: number, rate: number | null): LoadResult {
+  return {
+    tool: "autocannon",
+    connections,
+    rate,
+    durationSec: report.duration,
+    reqPerSec: report["2xx"] / report.duration,
+    requests: report.requests.total,
+    ok2xx: report["2xx"],
+    non2xx: report.non2xx,
+    errors: report.errors,
+    timeouts: report.timeouts,
+    latencyMs: {
+      mean: report.latency.average,
+      p50: report.latency.p50,
+      p90: report.latency.p90,
+      p99: report.latency.p99,
+      max: report.latency.max,
+    },
+  };
 }
 
 export function runAutocannon(spec: LoadSpec): RunningLoad {
@@ -95,26 +120,7 @@ export function runAutocannon(spec: LoadSpec): RunningLoad {
   args.push(spec.url);
   return collect(process.execPath, args, (stdout) => {
     const line = stdout.trim().split("\n").pop() ?? "";
-    const report = JSON.parse(line) as AutocannonReport;
-    return {
-      tool: "autocannon",
-      connections: spec.connections,
-      rate: spec.rate ?? null,
-      durationSec: report.duration,
-      reqPerSec: report["2xx"] / report.duration,
-      requests: report.requests.total,
-      ok2xx: report["2xx"],
-      non2xx: report.non2xx,
-      errors: report.errors,
-      timeouts: report.timeouts,
-      latencyMs: {
-        mean: report.latency.average,
-        p50: report.latency.p50,
-        p90: report.latency.p90,
-        p99: report.latency.p99,
-        max: report.latency.max,
-      },
-    };
+    return autocannonResult(JSON.parse(line) as AutocannonReport, spec.connections, spec.rate ?? null);
   });
 }
 
@@ -123,6 +129,35 @@ interface WrkReport {
   requests: number;
   errors: { connect: number; read: number; write: number; status: number; timeout: number };
   latency_us: { mean: number; p50: number; p90: number; p99: number; max: number };
+}
+
+/** The WRK_JSON line that wrk-report.lua's done() prints, as a LoadResult. */
+export function wrkResult(stdout: string, connections: number, rate: number | null): LoadResult {
+  const line = stdout.split("\n").find((l) => l.startsWith("WRK_JSON "));
+  if (!line) throw new Error("no WRK_JSON line");
+  const report = JSON.parse(line.slice("WRK_JSON ".length)) as WrkReport;
+  const durationSec = report.duration_us / 1e6;
+  const e = report.errors;
+  const ok2xx = report.requests - e.status;
+  return {
+    tool: "wrk",
+    connections,
+    rate,
+    durationSec,
+    reqPerSec: ok2xx / durationSec,
+    requests: report.requests,
+    ok2xx,
+    non2xx: e.status,
+    errors: e.connect + e.read + e.write,
+    timeouts: e.timeout,
+    latencyMs: {
+      mean: report.latency_us.mean / 1000,
+      p50: report.latency_us.p50 / 1000,
+      p90: report.latency_us.p90 / 1000,
+      p99: report.latency_us.p99 / 1000,
+      max: report.latency_us.max / 1000,
+    },
+  };
 }
 
 export function wrkAvailable(): boolean {
@@ -149,40 +184,19 @@ export function runWrk(spec: LoadSpec): RunningLoad {
   args.push(spec.url);
   // With a rate, wrk-report.lua paces the requests (see there).
   const env: Record<string, string> = spec.rate ? { WRK_RATE: String(spec.rate) } : {};
-  return collect(
-    "wrk",
-    args,
-    (stdout) => {
-      const line = stdout.split("\n").find((l) => l.startsWith("WRK_JSON "));
-      if (!line) throw new Error("no WRK_JSON line");
-      const report = JSON.parse(line.slice("WRK_JSON ".length)) as WrkReport;
-      const durationSec = report.duration_us / 1e6;
-      const e = report.errors;
-      const ok2xx = report.requests - e.status;
-      return {
-        tool: "wrk",
-        connections: spec.connections,
-        rate: spec.rate ?? null,
-        durationSec,
-        reqPerSec: ok2xx / durationSec,
-        requests: report.requests,
-        ok2xx,
-        non2xx: e.status,
-        errors: e.connect + e.read + e.write,
-        timeouts: e.timeout,
-        latencyMs: {
-          mean: report.latency_us.mean / 1000,
-          p50: report.latency_us.p50 / 1000,
-          p90: report.latency_us.p90 / 1000,
-          p99: report.latency_us.p99 / 1000,
-          max: report.latency_us.max / 1000,
-        },
-      };
-    },
-    env,
-  );
+  return collect("wrk", args, (stdout) => wrkResult(stdout, spec.connections, spec.rate ?? null), env);
 }
 
 export function runLoad(tool: Tool, spec: LoadSpec): RunningLoad {
   return tool === "wrk" ? runWrk(spec) : runAutocannon(spec);
+}
+
+/** The tools named in a comma-separated list; wrk is dropped (with a note) when it cannot be installed. */
+export function pickTools(names: string, log: (line: string) => void): Tool[] {
+  const tools = names.split(",") as Tool[];
+  if (tools.includes("wrk") && !ensureWrk(log)) {
+    log("wrk is not available; running autocannon only");
+    tools.splice(tools.indexOf("wrk"), 1);
+  }
+  return tools;
 }

@@ -3,8 +3,8 @@
 // stops it again.
 import { type ChildProcess, spawn } from "node:child_process";
 import { closeSync, openSync } from "node:fs";
-import { createServer } from "node:net";
 import { buildServerBundle, SERVER_BUNDLE } from "../../scripts/server-bundle.js";
+import { freePort } from "../../test/support/ports.js";
 
 export interface ServerOptions {
   root: string;
@@ -23,17 +23,7 @@ export interface RunningServer {
   stop(): Promise<void>;
 }
 
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      const port = typeof address === "object" && address ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-  });
-}
+export { freePort };
 
 const live = new Set<ChildProcess>();
 
@@ -108,3 +98,7 @@ export async function startServer(opts: ServerOptions, timeoutMs = 60_000): Prom
   }
   return { child, baseUrl, readyMs: performance.now() - started, stop };
 }
+
+/** How the benchmarks run the server, as recorded in their results. */
+export const SERVER_METHOD =
+  "node --enable-source-maps build/warren.mjs, the make run bundle (defaults; WARREN_LOG_LEVEL=info; stdout+stderr to a log file)";

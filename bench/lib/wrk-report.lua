@@ -1,7 +1,8 @@
 -- wrk script for bench/lib/load.ts: prints wrk's summary as one JSON line (prefixed
--- WRK_JSON), and with WRK_RATE set paces requests to that many per second (per wrk thread):
--- each request takes the next slot of a fixed schedule, so the load arrives at a constant
--- rate however fast the server answers (open loop, up to the connection count).
+-- WRK_JSON; bench/annotations/annotate.lua loads this file for that), and with WRK_RATE set
+-- paces requests to that many per second (per wrk thread): each request takes the next slot
+-- of a fixed schedule, so the load arrives at a constant rate however fast the server
+-- answers (open loop, up to the connection count).
 local rate = tonumber(os.getenv("WRK_RATE") or "")
 
 if rate and rate > 0 then

@@ -3,9 +3,9 @@
 // (initdb refuses root). Installs Debian's postgresql when no initdb is found.
 import { execFileSync, spawnSync } from "node:child_process";
 import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
 import os from "node:os";
 import path from "node:path";
+import { freePort } from "./ports.js";
 
 export interface PgCluster {
   /** Connection string of the cluster's `postgres` database (superuser). */
@@ -33,18 +33,6 @@ export function ensurePostgresInstalled(): string {
   bin = findBinDir();
   if (!bin) throw new Error("postgresql installed but no initdb found under /usr/lib/postgresql");
   return bin;
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      const port = typeof address === "object" && address ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 export async function startPgCluster(): Promise<PgCluster> {

@@ -4,11 +4,11 @@
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { gzipSync } from "node:zlib";
 import { encodeTar, type TarWriteEntry } from "../../src/drivers/runtime/image/tar.js";
+import { freePort } from "./ports.js";
 
 export interface TestRegistry {
   /** `127.0.0.1:<port>`, as written in image references. */
@@ -39,18 +39,6 @@ export function ensureImageTestTools(): void {
   ensureDebianPackage("/usr/bin/docker-registry", "docker-registry");
   ensureDebianPackage("/usr/bin/busybox", "busybox-static");
   ensureDebianPackage("/usr/bin/setfattr", "attr");
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      const port = typeof address === "object" && address ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 function waitForExit(child: ChildProcess, timeoutMs: number): Promise<boolean> {
