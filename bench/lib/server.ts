@@ -4,7 +4,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { closeSync, openSync } from "node:fs";
 import { buildServerBundle, SERVER_BUNDLE } from "../../scripts/server-bundle.js";
-import { freePort } from "../../test/support/ports.js";
+import { freePort, waitForExit } from "../../test/support/ports.js";
 
 export interface ServerOptions {
   root: string;
@@ -40,17 +40,6 @@ export function killAllServers(): void {
     if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
   }
   live.clear();
-}
-
-function waitForExit(child: ChildProcess, timeoutMs: number): Promise<boolean> {
-  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve(true);
-  return new Promise((resolve) => {
-    const timer = setTimeout(() => resolve(false), timeoutMs);
-    child.once("exit", () => {
-      clearTimeout(timer);
-      resolve(true);
-    });
-  });
 }
 
 export async function startServer(opts: ServerOptions, timeoutMs = 60_000): Promise<RunningServer> {

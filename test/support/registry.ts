@@ -1,14 +1,14 @@
 // A throwaway CNCF distribution registry (Debian's `docker-registry`) on a free loopback
 // port with temp storage, and helpers that build test images from node-written tar layers
 // (busybox-static for a runnable base) and push them through the registry HTTP API.
-import { type ChildProcess, spawn, spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { gzipSync } from "node:zlib";
 import { encodeTar, type TarWriteEntry } from "../../src/drivers/runtime/image/tar.js";
-import { freePort } from "./ports.js";
+import { freePort, waitForExit } from "./ports.js";
 
 export interface TestRegistry {
   /** `127.0.0.1:<port>`, as written in image references. */
@@ -39,17 +39,6 @@ export function ensureImageTestTools(): void {
   ensureDebianPackage("/usr/bin/docker-registry", "docker-registry");
   ensureDebianPackage("/usr/bin/busybox", "busybox-static");
   ensureDebianPackage("/usr/bin/setfattr", "attr");
-}
-
-function waitForExit(child: ChildProcess, timeoutMs: number): Promise<boolean> {
-  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve(true);
-  return new Promise((resolve) => {
-    const timer = setTimeout(() => resolve(false), timeoutMs);
-    child.once("exit", () => {
-      clearTimeout(timer);
-      resolve(true);
-    });
-  });
 }
 
 export async function startTestRegistry(): Promise<TestRegistry> {

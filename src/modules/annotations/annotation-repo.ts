@@ -29,6 +29,14 @@ const NEWER_SLOTS = SLOT_COLUMNS.map(
     `${c} = CASE WHEN EXCLUDED.ts_wall_ns > annotation_heads.ts_wall_ns THEN EXCLUDED.${c} ELSE annotation_heads.${c} END`,
 ).join(",\n         ");
 
+/** A new version of a key bumps the head's count; the newest version (by time, then id) is the head. */
+const HEAD_UPSERT = `ON CONFLICT (org_id, supersession_key) DO UPDATE SET
+         superseded_count = annotation_heads.superseded_count + 1,
+         event_id = CASE WHEN (EXCLUDED.ts_wall_ns, EXCLUDED.event_id) > (annotation_heads.ts_wall_ns, annotation_heads.event_id)
+                         THEN EXCLUDED.event_id ELSE annotation_heads.event_id END,
+         ts_wall_ns = GREATEST(EXCLUDED.ts_wall_ns, annotation_heads.ts_wall_ns),
+         ${NEWER_SLOTS}`;
+
 /** What the write re-checks in its own statement: the target as read, and the schema version validated against. */
 export type WriteGuard = "run" | "run-event" | "project";
 
@@ -63,12 +71,7 @@ function writeSql(guard: WriteGuard): string {
        INSERT INTO annotation_heads (org_id, supersession_key, event_id, ts_wall_ns, project_id, run_id, schema_name,
                                      target_event_id, superseded_count, p1, p2, p3, p4, p5, p6, p7, p8)
        SELECT $1, $18, $2, $6::bigint, $3, $4, $7, $11, 0, ${SLOT_PARAMS} FROM inserted
-       ON CONFLICT (org_id, supersession_key) DO UPDATE SET
-         superseded_count = annotation_heads.superseded_count + 1,
-         event_id = CASE WHEN (EXCLUDED.ts_wall_ns, EXCLUDED.event_id) > (annotation_heads.ts_wall_ns, annotation_heads.event_id)
-                         THEN EXCLUDED.event_id ELSE annotation_heads.event_id END,
-         ts_wall_ns = GREATEST(EXCLUDED.ts_wall_ns, annotation_heads.ts_wall_ns),
-         ${NEWER_SLOTS}
+       ${HEAD_UPSERT}
      )
      SELECT EXISTS (SELECT 1 FROM fresh) AS fresh, EXISTS (SELECT 1 FROM inserted) AS inserted`;
 }
@@ -168,12 +171,7 @@ const WRITE_MANY_SQL = `WITH input AS (
               f.target_event_id, 0, f.p1, f.p2, f.p3, f.p4, f.p5, f.p6, f.p7, f.p8
          FROM fresh f JOIN inserted n ON n.org_id = f.org_id AND n.event_id = f.event_id
         ORDER BY f.org_id, f.supersession_key
-       ON CONFLICT (org_id, supersession_key) DO UPDATE SET
-         superseded_count = annotation_heads.superseded_count + 1,
-         event_id = CASE WHEN (EXCLUDED.ts_wall_ns, EXCLUDED.event_id) > (annotation_heads.ts_wall_ns, annotation_heads.event_id)
-                         THEN EXCLUDED.event_id ELSE annotation_heads.event_id END,
-         ts_wall_ns = GREATEST(EXCLUDED.ts_wall_ns, annotation_heads.ts_wall_ns),
-         ${NEWER_SLOTS}
+       ${HEAD_UPSERT}
      )
      SELECT i.ord,
             EXISTS (SELECT 1 FROM fresh f WHERE f.ord = i.ord) AS fresh,

@@ -147,16 +147,10 @@ export class SandboxService {
       updated_at: now,
     });
     if (row.state !== state) {
-      await eventsRepo.appendEvent(q, {
-        orgId: row.org_id,
-        eventId: newUlid(),
-        projectId: row.project_id,
-        runId: row.run_id,
-        lineagePath: row.lineage_path,
-        tsWallNs: this.clock.nowNs(),
-        name: "sandbox.state_changed",
-        principal: "",
-        payload: { sandbox_id: row.id, from: row.state, to: state, ...(reason ? { reason: reason.code } : {}) },
+      await this.sandboxEvent(q, row, "sandbox.state_changed", {
+        from: row.state,
+        to: state,
+        ...(reason ? { reason: reason.code } : {}),
       });
     }
     this.changes.emit(row.id, updated);
@@ -617,16 +611,21 @@ export class SandboxService {
   }
 
   private async execEvent(row: repo.SandboxRow, argv: string[], payload: Record<string, unknown>) {
-    await eventsRepo.appendEvent(this.db, {
+    await this.sandboxEvent(this.db, row, "sandbox.exec", { argv, ...payload });
+  }
+
+  /** A telemetry event of the sandbox in its ambient run. */
+  private async sandboxEvent(q: Queryable, row: repo.SandboxRow, name: string, payload: Record<string, unknown>) {
+    await eventsRepo.appendEvent(q, {
       orgId: row.org_id,
       eventId: newUlid(),
       projectId: row.project_id,
       runId: row.run_id,
       lineagePath: row.lineage_path,
       tsWallNs: this.clock.nowNs(),
-      name: "sandbox.exec",
+      name,
       principal: "",
-      payload: { sandbox_id: row.id, argv, ...payload },
+      payload: { sandbox_id: row.id, ...payload },
     });
   }
 

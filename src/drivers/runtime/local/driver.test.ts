@@ -11,7 +11,14 @@ import { RegistryClient } from "../image/registry-client.js";
 import type { ExecOutcome, RuntimeError, SandboxSpec } from "../interface.js";
 import { LocalRuntimeDriver } from "./driver.js";
 import { run, TOOLS } from "./host.js";
-import { hostTraces, type RuntimeFixture, startRuntimeFixture, testId, testSubnetPool } from "./test-support.js";
+import {
+  hostTraces,
+  type RuntimeFixture,
+  startRuntimeFixture,
+  startSandbox,
+  testId,
+  testSubnetPool,
+} from "./test-support.js";
 import { canResizeOnline } from "./workspace.js";
 
 function completed(outcome: ExecOutcome): Extract<ExecOutcome, { kind: "completed" }> {
@@ -22,13 +29,7 @@ function completed(outcome: ExecOutcome): Extract<ExecOutcome, { kind: "complete
 describe("local driver on the host", () => {
   let f: RuntimeFixture;
   const made: string[] = [];
-  const sandbox = async (overrides: Partial<SandboxSpec> = {}) => {
-    const spec = f.spec(overrides);
-    made.push(spec.id);
-    await f.driver.create(spec);
-    await f.driver.start(spec.id);
-    return spec.id;
-  };
+  const sandbox = (overrides: Partial<SandboxSpec> = {}) => startSandbox(f, made, overrides);
   const sh = (id: string, script: string) =>
     f.driver.exec(id, { argv: ["sh", "-c", script], timeoutSeconds: 30, maxOutputBytes: 1 << 20 });
 

@@ -10,7 +10,7 @@ import type { ExecOutcome, ExecRequest, RuntimeError, SandboxSpec } from "../int
 import { LocalRuntimeDriver } from "./driver.js";
 import { decodeRequest, encodeFrame, encodeRequest, FrameDecoder } from "./exec-agent.js";
 import { buildBundleConfig, EXEC_AGENT_PATH } from "./oci-config.js";
-import { type RuntimeFixture, startRuntimeFixture, testSubnetPool } from "./test-support.js";
+import { type RuntimeFixture, startRuntimeFixture, startSandbox, testSubnetPool } from "./test-support.js";
 
 function completed(outcome: ExecOutcome): Extract<ExecOutcome, { kind: "completed" }> {
   assert.equal(outcome.kind, "completed", `expected completed, got ${JSON.stringify(outcome).slice(0, 500)}`);
@@ -113,13 +113,8 @@ describe("exec agent in sandboxes", () => {
   let f: RuntimeFixture;
   const made: string[] = [];
   const drivers: LocalRuntimeDriver[] = [];
-  const sandbox = async (driver: LocalRuntimeDriver = f.driver, overrides: Partial<SandboxSpec> = {}) => {
-    const spec = f.spec(overrides);
-    made.push(spec.id);
-    await driver.create(spec);
-    await driver.start(spec.id);
-    return spec.id;
-  };
+  const sandbox = (driver: LocalRuntimeDriver = f.driver, overrides: Partial<SandboxSpec> = {}) =>
+    startSandbox(f, made, overrides, driver);
   const exec = (id: string, argv: string[], extra: Partial<ExecRequest> = {}, driver = f.driver) =>
     driver.exec(id, { argv, timeoutSeconds: 30, maxOutputBytes: 1 << 20, ...extra });
   const sh = (id: string, script: string, extra: Partial<ExecRequest> = {}, driver = f.driver) =>

@@ -10,7 +10,13 @@ import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import type { ExecOutcome, ExecRequest, SandboxSpec } from "../interface.js";
 import { DOCKER_DEFAULT_CAPABILITIES, MASKED_PATHS } from "./oci-config.js";
-import { type RuntimeFixture, startRuntimeFixture, startTestPeer, type TestPeer } from "./test-support.js";
+import {
+  type RuntimeFixture,
+  startRuntimeFixture,
+  startSandbox,
+  startTestPeer,
+  type TestPeer,
+} from "./test-support.js";
 
 function completed(outcome: ExecOutcome): Extract<ExecOutcome, { kind: "completed" }> {
   assert.equal(outcome.kind, "completed", `expected completed, got ${JSON.stringify(outcome).slice(0, 500)}`);
@@ -42,13 +48,7 @@ describe("local driver isolation", () => {
   const made: string[] = [];
   const hostFile = path.join(os.tmpdir(), `warren-isolation-${randomBytes(4).toString("hex")}`);
 
-  const sandbox = async (overrides: Partial<SandboxSpec> = {}) => {
-    const spec = f.spec(overrides);
-    made.push(spec.id);
-    await f.driver.create(spec);
-    await f.driver.start(spec.id);
-    return spec.id;
-  };
+  const sandbox = (overrides: Partial<SandboxSpec> = {}) => startSandbox(f, made, overrides);
   const exec = (id: string, script: string, extra: Partial<ExecRequest> = {}) =>
     f.driver.exec(id, { argv: ["sh", "-c", script], timeoutSeconds: 30, maxOutputBytes: 1 << 20, ...extra });
 

@@ -27,6 +27,23 @@ export function testId(prefix = "t"): string {
   return `${prefix}-${randomBytes(5).toString("hex")}`;
 }
 
+/**
+ * Creates and starts a sandbox from `f.spec(overrides)` on `driver` (the fixture's by default),
+ * noting its id in `made` for the test file's own cleanup; resolves with the id.
+ */
+export async function startSandbox(
+  f: RuntimeFixture,
+  made: string[],
+  overrides: Partial<SandboxSpec> = {},
+  driver: LocalRuntimeDriver = f.driver,
+): Promise<string> {
+  const spec = f.spec(overrides);
+  made.push(spec.id);
+  await driver.create(spec);
+  await driver.start(spec.id);
+  return spec.id;
+}
+
 export interface RuntimeFixture {
   registry: TestRegistry;
   images: TestImages;
