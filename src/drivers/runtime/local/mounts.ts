@@ -3,6 +3,7 @@
 // read from /proc/self/mountinfo, so every operation here can be repeated safely.
 import { readdir, readFile } from "node:fs/promises";
 import path from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
 import { RuntimeError } from "../interface.js";
 import { run, runOrFail, TOOLS } from "./host.js";
 
@@ -122,4 +123,22 @@ export async function loopDeviceOf(image: string): Promise<string | null> {
     if (backing.trim() === image) return `/dev/${name}`;
   }
   return null;
+}
+
+/**
+ * Waits until no loop device backs `image`. `mount -o loop` sets autoclear, so the device goes
+ * once the last mount of it does, and a stopped sandbox's mount namespace (which holds a bind
+ * of the workspace) is torn down by the kernel a moment after its last process is reaped.
+ * Until then the old device, with the old size, would be reused by the next mount.
+ */
+export async function awaitLoopReleased(image: string, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (let delay = 5; ; delay = Math.min(200, delay * 2)) {
+    const device = await loopDeviceOf(image);
+    if (!device) return;
+    if (Date.now() >= deadline) {
+      throw new RuntimeError("host_failure", `the workspace is still attached to ${device}; try again shortly`);
+    }
+    await sleep(delay);
+  }
 }

@@ -5,12 +5,13 @@
 import { chown, mkdir, open, readFile, rmdir, stat, truncate } from "node:fs/promises";
 import { RuntimeError } from "../interface.js";
 import { run, runOrFail, TOOLS } from "./host.js";
-import { isMounted, loopDeviceOf, mountLoopExt4 } from "./mounts.js";
+import { awaitLoopReleased, isMounted, loopDeviceOf, mountLoopExt4 } from "./mounts.js";
 
 const GIB = 1024 ** 3;
 export const MAX_WORKSPACE_GIB = 16 * 1024;
 
 const CAP_SYS_RESOURCE = 24n;
+const LOOP_RELEASE_TIMEOUT_MS = 5000;
 
 /** Whether this process may grow a mounted ext4 (the kernel's online resize needs CAP_SYS_RESOURCE). */
 export async function canResizeOnline(): Promise<boolean> {
@@ -80,6 +81,8 @@ export async function growDurableWorkspace(input: {
   mountPoint: string;
   capacityGiB: number;
   online: boolean;
+  /** How long to wait for a just-stopped sandbox's last mount of the workspace to go. */
+  releaseTimeoutMs?: number;
 }): Promise<void> {
   assertCapacity(input.capacityGiB);
   const current = await workspaceCapacityGiB(input.image);
@@ -95,11 +98,11 @@ export async function growDurableWorkspace(input: {
       "this host withholds CAP_SYS_RESOURCE from Warren, which growing a running sandbox's workspace needs; stop the sandbox to grow it",
     );
   }
-  if (input.capacityGiB > current) await truncate(input.image, input.capacityGiB * GIB);
   // Run the resize even at the same size: it finishes a growth a crash interrupted, and is a no-op otherwise.
   if (input.online) {
     const device = await loopDeviceOf(input.image);
     if (!device) throw new RuntimeError("host_failure", "the running sandbox's workspace has no loop device");
+    if (input.capacityGiB > current) await truncate(input.image, input.capacityGiB * GIB);
     await runOrFail("telling the loop device its new size", TOOLS.losetup, ["-c", device]);
     try {
       await run(TOOLS.resize2fs, [device]);
@@ -113,6 +116,15 @@ export async function growDurableWorkspace(input: {
     return;
   }
   if (await isMounted(input.mountPoint)) await runOrFail("unmounting the workspace", TOOLS.umount, [input.mountPoint]);
+  // Checking or growing a filesystem that a dying sandbox still has mounted is not safe, and
+  // the old loop device keeps the old size.
+  try {
+    await awaitLoopReleased(input.image, input.releaseTimeoutMs ?? LOOP_RELEASE_TIMEOUT_MS);
+  } catch (error) {
+    await mountLoopExt4(input.image, input.mountPoint).catch(() => undefined);
+    throw error;
+  }
+  if (input.capacityGiB > current) await truncate(input.image, input.capacityGiB * GIB);
   try {
     await run(TOOLS.e2fsck, ["-f", "-p", input.image]);
   } catch (error) {
