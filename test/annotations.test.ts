@@ -261,6 +261,12 @@ forEachStore("annotations", (t) => {
     assert.equal(deleted.status, 200, deleted.raw);
     assert.equal((await annotate({ schema_name: name, payload_json: p, run_id: doomedRun })).status, 404);
     assert.equal((await annotate({ schema_name: name, payload_json: p, project_id: projectId })).status, 404);
+    // The deleted project's annotations were the newest: none of them may cut a page short.
+    const firstPage = await list({ schema_name: name, page_size: "1" });
+    assert.deepEqual(
+      (firstPage.body.annotations as { event_id: string }[]).map((r) => r.event_id),
+      [onV1.body.event_id],
+    );
 
     await t().request("POST", `/v1/annotation-schemas/${name}:archive`, { key: owner(), body: { version: "1" } });
     const gone = await annotate({ schema_name: name, payload_json: p, run_id: runId });
