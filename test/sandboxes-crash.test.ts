@@ -17,7 +17,7 @@ import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
-import { buildServerBundle } from "../scripts/server-bundle.js";
+import { buildServerBundle, bundleFiles } from "../scripts/server-bundle.js";
 import { LocalRuntimeDriver } from "../src/drivers/runtime/local/driver.js";
 import { run, TOOLS } from "../src/drivers/runtime/local/host.js";
 import { Layout } from "../src/drivers/runtime/local/layout.js";
@@ -192,7 +192,7 @@ describe("sandbox crash safety [pglite]", () => {
       if (report.errors.length > 0) process.stderr.write(`crash test sweep: ${report.errors.join("; ")}\n`);
     }
     if (dataDir) await rm(dataDir, { recursive: true, force: true });
-    if (bundle) await Promise.all([rm(bundle, { force: true }), rm(`${bundle}.map`, { force: true })]);
+    if (bundle) await Promise.all(bundleFiles(bundle).map((file) => rm(file, { force: true })));
     await fixture?.cleanup();
   });
 

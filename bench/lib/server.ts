@@ -47,7 +47,10 @@ export async function startServer(opts: ServerOptions, timeoutMs = 60_000): Prom
   const logFd = openSync(opts.logFile, "a");
   await bundleOnce();
   const started = performance.now();
-  const child = spawn(process.execPath, [...(opts.nodeArgs ?? []), "--enable-source-maps", SERVER_BUNDLE], {
+  // WARREN_BENCH_SERVER_NODE_ARGS adds node flags to every server a benchmark starts (e.g.
+  // "--cpu-prof --cpu-prof-dir=/tmp/prof" to see where a run's server time goes).
+  const extra = process.env.WARREN_BENCH_SERVER_NODE_ARGS?.split(/\s+/).filter(Boolean) ?? [];
+  const child = spawn(process.execPath, [...extra, ...(opts.nodeArgs ?? []), "--enable-source-maps", SERVER_BUNDLE], {
     cwd: opts.root,
     env: { ...process.env, ...opts.env, WARREN_LISTEN: `127.0.0.1:${opts.port}` },
     stdio: ["ignore", logFd, logFd],

@@ -13,6 +13,7 @@ import * as repo from "./annotation-repo.js";
 import { describe, validatorFor } from "./json-schema.js";
 import * as schemaRepo from "./schema-repo.js";
 import { RESERVED_PREFIX } from "./schema-service.js";
+import { type AnnotationWriter, WriteBatcher } from "./write-batcher.js";
 
 const NS_PATTERN = /^(0|[1-9]\d{0,18})$/;
 const MAX_NS = 9_223_372_036_854_775_807n;
@@ -115,18 +116,6 @@ export function decodeRow(row: repo.AnnotationRow): { ok: true; view: Annotation
 const MAX_CACHED = 10_000;
 /** Writes found stale (target or schema changed meanwhile) before an annotate gives up. */
 const MAX_ATTEMPTS = 4;
-/** Most annotate writes one statement takes. */
-const MAX_BATCH = 64;
-
-type WriteResult = repo.WriteResult;
-
-interface QueuedWrite {
-  row: repo.AnnotationInsert;
-  guard: repo.WriteGuard;
-  schemaId: string;
-  resolve: (result: WriteResult) => void;
-  reject: (error: unknown) => void;
-}
 
 type LiveSchema = NonNullable<repo.IngestContext["schema"]>;
 type RunInfo = NonNullable<repo.IngestContext["run"]>;
@@ -143,20 +132,17 @@ export class AnnotationService {
   // decided on a fresh read, in the order of the uncached path.
   private readonly runs = new Map<string, RunInfo>();
   private readonly schemas = new Map<string, LiveSchema>();
-  // Annotate writes that queue up together go to the store as one statement: a write's
-  // fixed cost (statement start, opening two tables with all their indexes, the commit, on
-  // PostgreSQL a loopback round trip) outweighs the row itself. Each caller still answers
-  // only after its own write committed. One statement is in flight at a time: the writes
-  // that arrive meanwhile make the next one (on PostgreSQL, 16 clients wrote ~30% more per
-  // second this way than with 2 to 4 statements in flight, which made the batches smaller).
-  private readonly queue: QueuedWrite[] = [];
-  private flushScheduled = false;
-  private writing = false;
-
   constructor(
     private readonly db: Db,
     private readonly clock: Clock,
+    /** Where annotate writes go outside a transaction (batched; see write-batcher.ts). */
+    private readonly writer: AnnotationWriter = new WriteBatcher(db),
   ) {}
+
+  /** Waits for the annotate writes under way. */
+  close(): Promise<void> {
+    return this.writer.close();
+  }
 
   async annotate(cred: Credential, input: AnnotateInput): Promise<{ event_id: string }> {
     requireOrgScoped(cred, "annotate");
@@ -383,7 +369,7 @@ export class AnnotationService {
     // vanish before it is read back, the write is simply tried again.
     for (let attempt = 1; attempt <= MAX_ATTEMPTS; attempt++) {
       const result = batched
-        ? await this.enqueue(row, guard, schema.id)
+        ? await this.writer.write({ row, guard, schemaId: schema.id })
         : await repo.insertAnnotation(q, row, guard, schema.id);
       if (result === "stale") return null;
       if (result === "inserted") return { event_id: row.eventId };
@@ -391,80 +377,6 @@ export class AnnotationService {
       if (existing) return this.sameOrConflict(existing, contentHash);
     }
     throw new AppError("unavailable", "the annotation could not be written; retry");
-  }
-
-  private enqueue(row: repo.AnnotationInsert, guard: repo.WriteGuard, schemaId: string): Promise<WriteResult> {
-    return new Promise((resolve, reject) => {
-      this.queue.push({ row, guard, schemaId, resolve, reject });
-      this.scheduleFlush();
-    });
-  }
-
-  private scheduleFlush() {
-    if (this.flushScheduled || this.writing) return;
-    this.flushScheduled = true;
-    const flush = () => {
-      this.flushScheduled = false;
-      void this.flush();
-    };
-    // PGlite runs a statement on this thread, so the batch waits for the rest of this turn's
-    // I/O to join it. PostgreSQL runs it while this process serves other requests, so a write
-    // leaves at once when none is in flight, and the next batch gathers meanwhile.
-    if (this.db.kind === "pglite") setImmediate(flush);
-    else queueMicrotask(flush);
-  }
-
-  private async flush() {
-    if (this.queue.length === 0 || this.writing) return;
-    this.writing = true;
-    const batch = this.queue.splice(0, MAX_BATCH);
-    try {
-      // In order, runs of writes that share no event id and no supersession key.
-      let run: QueuedWrite[] = [];
-      const taken = new Set<string>();
-      for (const write of batch) {
-        const id = `${write.row.orgId}\u0000${write.row.eventId}`;
-        const key = `${write.row.orgId}\u0001${write.row.supersessionKey}`;
-        if (taken.has(id) || taken.has(key)) {
-          await this.writeRun(run);
-          run = [];
-          taken.clear();
-        }
-        run.push(write);
-        taken.add(id);
-        taken.add(key);
-      }
-      await this.writeRun(run);
-    } catch (error) {
-      // Not expected (writeRun settles every write); never leave a caller waiting.
-      for (const write of batch) write.reject(error);
-    } finally {
-      this.writing = false;
-      if (this.queue.length > 0) this.scheduleFlush();
-    }
-  }
-
-  private async writeRun(run: QueuedWrite[]) {
-    if (run.length > 1) {
-      let results: WriteResult[] | null = null;
-      try {
-        results = await repo.insertAnnotations(this.db, run);
-      } catch {
-        // One write failed and took the statement with it: below, each is written on its
-        // own, so only the failing one fails.
-      }
-      if (results) {
-        for (const [i, write] of run.entries()) write.resolve(results[i] as WriteResult);
-        return;
-      }
-    }
-    for (const write of run) {
-      try {
-        write.resolve(await repo.insertAnnotation(this.db, write.row, write.guard, write.schemaId));
-      } catch (error) {
-        write.reject(error);
-      }
-    }
   }
 
   private sameOrConflict(existing: repo.StoredEvent, contentHash: string): { event_id: string } {
