@@ -2,14 +2,21 @@
 // envelopes and the OpenAPI document. Modules add their routes; nothing here knows them.
 import swagger from "@fastify/swagger";
 import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
-import Fastify, { type FastifyError, type FastifyReply, type FastifyRequest, LogController } from "fastify";
+import Fastify, {
+  type FastifyError,
+  type FastifyReply,
+  type FastifyRequest,
+  LogController,
+  type onSendAsyncHookHandler,
+  type preHandlerAsyncHookHandler,
+} from "fastify";
 import { newId } from "../lib/ids.js";
 import type { Logger } from "../lib/logger.js";
 import type { IdentityService } from "../modules/identity/service.js";
 import { AppError, errorBody } from "./errors.js";
 import type { IdempotencyStore } from "./idempotency.js";
 import { EmptyObject, ErrorEnvelope, FlatErrorEnvelope } from "./schemas.js";
-import type { App } from "./types.js";
+import type { App, RouteSettings } from "./types.js";
 import { describeValidationError, validatorCompiler } from "./validation.js";
 
 export const API_TITLE = "Warren control-plane API";
@@ -33,6 +40,12 @@ function bearerSecret(header: string | undefined): string {
 function callerFields(request: FastifyRequest): { org_id?: string; principal_id?: string } {
   const cred = request.credential;
   return cred ? { org_id: cred.orgId, principal_id: cred.principalId } : {};
+}
+
+/** A route's own hooks of one kind as a list (fastify takes one function or an array). */
+function hooksOf<T>(hooks: T | T[] | undefined): T[] {
+  if (hooks === undefined) return [];
+  return Array.isArray(hooks) ? hooks : [hooks];
 }
 
 function toAppError(error: FastifyError | AppError | Error): AppError {
@@ -127,9 +140,29 @@ export async function buildHttp(deps: HttpDeps): Promise<App> {
     },
   });
 
-  // Query strings are as strict as bodies: a route that declares no query parameters refuses any.
+  // Idempotency-Key handling, on the routes that take one (a hook on every route costs every request).
+  const claimIdempotencyKey: preHandlerAsyncHookHandler = async (request, reply) => {
+    const operation = request.routeOptions.config?.idempotentOperation;
+    if (!operation || !request.credential) return;
+    const proceed = await deps.idempotency.begin(request, reply, request.credential.orgId, operation);
+    if (!proceed) return reply;
+  };
+  const storeIdempotentResponse: onSendAsyncHookHandler = async (request, reply, payload) => {
+    const claim = request.idempotencyClaim;
+    if (claim) {
+      request.idempotencyClaim = null;
+      await deps.idempotency.finish(claim, reply.statusCode, typeof payload === "string" ? payload : "");
+    }
+    return payload;
+  };
+
   app.addHook("onRoute", (route) => {
+    // Query strings are as strict as bodies: a route that declares no query parameters refuses any.
     if (!route.schema?.querystring) route.schema = { ...route.schema, querystring: EmptyObject };
+    if ((route.config as RouteSettings | undefined)?.idempotentOperation) {
+      route.preHandler = [...hooksOf(route.preHandler), claimIdempotencyKey];
+      route.onSend = [...hooksOf(route.onSend), storeIdempotentResponse];
+    }
   });
 
   app.addHook("onRequest", async (request, reply) => {
@@ -142,27 +175,12 @@ export async function buildHttp(deps: HttpDeps): Promise<App> {
 
   // A POST without a body is read as `{}`, so verbs whose fields are all optional need none
   // and a missing required field is named rather than "body must be object".
-  app.addHook("preValidation", async (request) => {
+  app.addHook("preValidation", (request, _reply, done) => {
     if (request.body === undefined && request.routeOptions.schema?.body) request.body = {};
+    done();
   });
 
-  app.addHook("preHandler", async (request, reply) => {
-    const operation = request.routeOptions.config?.idempotentOperation;
-    if (!operation || !request.credential) return;
-    const proceed = await deps.idempotency.begin(request, reply, request.credential.orgId, operation);
-    if (!proceed) return reply;
-  });
-
-  app.addHook("onSend", async (request, reply, payload) => {
-    const claim = request.idempotencyClaim;
-    if (claim) {
-      request.idempotencyClaim = null;
-      await deps.idempotency.finish(claim, reply.statusCode, typeof payload === "string" ? payload : "");
-    }
-    return payload;
-  });
-
-  app.addHook("onResponse", async (request, reply) => {
+  app.addHook("onResponse", (request, reply, done) => {
     request.log.info(
       {
         ...callerFields(request),
@@ -173,6 +191,7 @@ export async function buildHttp(deps: HttpDeps): Promise<App> {
       },
       "request",
     );
+    done();
   });
 
   app.setErrorHandler((error: FastifyError | AppError, request, reply) => {
