@@ -345,6 +345,16 @@ async function benchStore(store: Store, tools: Tool[]): Promise<StoreReport> {
           query: { page_size: "100", schema_name: "bench.quality", "promoted.reviewer": "r07" },
         },
         { name: "latest, second page", query: { page_size: "100", page_token: firstPage.next_page_token } },
+        // Every version, not only the latest: no target of its own, held to the same bar.
+        { name: "history, schema_name", query: { page_size: "100", schema_name: "bench.quality", history: "true" } },
+        {
+          name: "history, schema_name + promoted.reviewer",
+          query: { page_size: "100", schema_name: "bench.quality", "promoted.reviewer": "r07", history: "true" },
+        },
+        {
+          name: "history, schema_name + promoted.item (one key)",
+          query: { page_size: "100", schema_name: "bench.quality", "promoted.item": "item-0000400", history: "true" },
+        },
       ];
       for (const q of queries) report.list.push(await timeList(server.baseUrl, key, store, q));
     }

@@ -442,6 +442,27 @@ forEachStore("annotations", (t) => {
       (bad.body.annotations as { event_id: string }[]).map((r) => r.event_id),
       [ids[1]],
     );
+    // History filters see every version that had the value, not only the latest ones.
+    const relabelled = await annotate({
+      schema_name: name,
+      payload_json: JSON.stringify({ label: "bad", reviewer: "r0" }),
+      run_id: runId,
+    });
+    assert.equal(relabelled.status, 200, relabelled.raw);
+    const idsOf = async (query: Record<string, string>) =>
+      ((await list({ schema_name: name, ...query })).body.annotations as { event_id: string }[]).map((r) => r.event_id);
+    assert.deepEqual(await idsOf({ "promoted.label": "good" }), [ids[4], ids[2]]);
+    assert.deepEqual(await idsOf({ "promoted.label": "good", history: "true" }), [ids[4], ids[2], ids[0]]);
+    assert.deepEqual(await idsOf({ "promoted.reviewer": "r0", history: "true" }), [relabelled.body.event_id, ids[0]]);
+    assert.deepEqual(await idsOf({ "promoted.reviewer": "r0", "promoted.label": "bad", history: "true" }), [
+      relabelled.body.event_id,
+    ]);
+    assert.deepEqual(
+      await idsOf({ "promoted.reviewer": "r0\u001f2\u001fgood", history: "true" }),
+      [],
+      "no key forging",
+    );
+    assert.deepEqual(await idsOf({ "promoted.label": "good", history: "true", page_size: "1" }), [ids[4]]);
     assert.equal((await list({ "promoted.label": "good" })).status, 400, "needs schema_name");
     assert.equal((await list({ schema_name: name, "promoted.score": "1" })).status, 400, "not promoted");
     const seen: string[] = [];
@@ -452,7 +473,7 @@ forEachStore("annotations", (t) => {
       seen.push(...(page.body.annotations as { event_id: string }[]).map((r) => r.event_id));
       token = String(page.body.next_page_token);
     } while (token);
-    assert.deepEqual(seen, [...ids].reverse());
+    assert.deepEqual(seen, [relabelled.body.event_id, ...ids.slice(1).reverse()], "r0's new version hides its old one");
     assert.equal((await list({ page_token: "garbage" })).status, 400);
   });
 

@@ -352,7 +352,23 @@ const ROW_COLUMNS = `e.event_id, e.run_id, e.project_id, e.lineage_path, e.ts_wa
   e.schema_name, e.schema_version, e.target_event_id, e.range_start_ns::text AS range_start_ns,
   e.range_end_ns::text AS range_end_ns, e.range_start_event_id, e.range_end_event_id, e.payload_text`;
 
-function whereOf(alias: string, orgId: string, f: AnnotationFilter): { sql: string; params: unknown[] } {
+/** The keys migration 0007's GIN index on events holds for an annotation's promoted values. */
+function promotedKeysOf(alias: string): string {
+  const slots = SLOT_COLUMNS.map((column) => `${alias}.${column}`).join(", ");
+  return `annotation_promoted_keys(${alias}.org_id, ${alias}.schema_name, ${slots})`;
+}
+
+/** One key of PROMOTED_KEYS: organization, schema name, slot number and value joined by U+001F. */
+function promotedKey(orgId: string, schemaName: string, column: SlotColumn, value: string): string {
+  return [orgId, schemaName, column.slice(1), value].join("\u001f");
+}
+
+function whereOf(
+  alias: string,
+  orgId: string,
+  f: AnnotationFilter,
+  opts: { promotedKeys?: boolean } = {},
+): { sql: string; params: unknown[] } {
   const params: unknown[] = [orgId];
   const where = [`${alias}.org_id = $1`];
   const add = (sql: string, value: unknown) => {
@@ -364,6 +380,10 @@ function whereOf(alias: string, orgId: string, f: AnnotationFilter): { sql: stri
   if (f.schemaName) add(`${alias}.schema_name = ?`, f.schemaName);
   if (f.targetEventId) add(`${alias}.target_event_id = ?`, f.targetEventId);
   for (const [column, value] of f.slotEquals) add(`${alias}.${column} = ?`, value);
+  if (opts.promotedKeys && f.schemaName && f.slotEquals.length > 0) {
+    const keys = f.slotEquals.map(([column, value]) => promotedKey(orgId, f.schemaName as string, column, value));
+    add(`${promotedKeysOf(alias)} @> ?::text[]`, keys);
+  }
   if (f.after) {
     params.push(f.after.tsNs, f.after.eventId);
     where.push(`(${alias}.ts_wall_ns, ${alias}.event_id) < ($${params.length - 1}::bigint, $${params.length}::text)`);
@@ -374,7 +394,7 @@ function whereOf(alias: string, orgId: string, f: AnnotationFilter): { sql: stri
 
 /** Every stored version, newest first. */
 export async function listHistory(q: Queryable, orgId: string, f: AnnotationFilter): Promise<AnnotationRow[]> {
-  const { sql, params } = whereOf("e", orgId, f);
+  const { sql, params } = whereOf("e", orgId, f, { promotedKeys: true });
   const { rows } = await q.query<AnnotationRow>(
     `SELECT ${ROW_COLUMNS} FROM events e WHERE e.kind = 'annotation' AND ${sql}
       ORDER BY e.ts_wall_ns DESC, e.event_id DESC LIMIT $${params.length}`,
