@@ -8,7 +8,7 @@ import { AppError } from "../../http/errors.js";
 import type { GuardedWrite, WriteResult } from "./annotation-repo.js";
 import type { AnnotationWriter } from "./write-batcher.js";
 
-export type WriterRequest = { id: number; write: GuardedWrite } | { close: true };
+export type WriterRequest = { writes: { id: number; write: GuardedWrite }[] } | { close: true };
 export type WriterReply = { id: number; result: WriteResult } | { id: number; error: string };
 
 /** What the bundle's file name gets for the thread's module (scripts/server-bundle.ts). */
@@ -41,16 +41,27 @@ export class WorkerWriter implements AnnotationWriter {
   private worker: Worker | null = null;
   private nextId = 1;
   private readonly pending = new Map<number, Pending>();
+  private outbox: { id: number; write: GuardedWrite }[] = [];
 
   constructor(private readonly connectionString: string) {}
 
   write(write: GuardedWrite): Promise<WriteResult> {
-    const worker = this.worker ?? this.start();
+    if (!this.worker) this.start();
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
       this.pending.set(id, { resolve, reject });
-      worker.postMessage({ id, write } satisfies WriterRequest);
+      // The writes of one turn of the event loop (the requests read together) go over
+      // together, so they can make one statement.
+      if (this.outbox.length === 0) setImmediate(() => this.send());
+      this.outbox.push({ id, write });
     });
+  }
+
+  private send() {
+    const writes = this.outbox;
+    this.outbox = [];
+    const worker = this.worker ?? this.start();
+    worker.postMessage({ writes } satisfies WriterRequest);
   }
 
   async close(): Promise<void> {
@@ -82,11 +93,14 @@ export class WorkerWriter implements AnnotationWriter {
   private lost(worker: Worker) {
     if (this.worker !== worker) return;
     this.worker = null;
-    for (const pending of this.pending.values()) {
+    // Writes not yet handed over go to the next thread; only what this one held is lost.
+    const waiting = new Set(this.outbox.map((entry) => entry.id));
+    for (const [id, pending] of this.pending) {
+      if (waiting.has(id)) continue;
+      this.pending.delete(id);
       pending.reject(
         new AppError("unavailable", "the annotation could not be written; retry", { retryAfterSeconds: 1 }),
       );
     }
-    this.pending.clear();
   }
 }

@@ -37,8 +37,8 @@ async function write(id: number, request: GuardedWrite) {
 }
 
 port.on("message", async (message: WriterRequest) => {
-  if ("write" in message) {
-    void write(message.id, message.write);
+  if ("writes" in message) {
+    for (const { id, write: request } of message.writes) void write(id, request);
     return;
   }
   const store = await opened.catch(() => null);
