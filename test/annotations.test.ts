@@ -477,6 +477,50 @@ forEachStore("annotations", (t) => {
     assert.equal((await list({ page_token: "garbage" })).status, 400);
   });
 
+  it("pages a history filter that matches many versions as one that matches few", async () => {
+    const { name, runId } = await setup();
+    // More matches than the store counts as few (annotation-repo.ts FEW_MATCHES), so the
+    // page comes from walking the annotations newest first rather than from the GIN index.
+    const good: string[] = [];
+    for (let chunk = 0; chunk < 21; chunk++) {
+      const answers = await Promise.all(
+        Array.from({ length: 50 }, (_, i) =>
+          annotate({
+            schema_name: name,
+            payload_json: JSON.stringify({ label: "good", reviewer: `r${chunk * 50 + i}` }),
+            run_id: runId,
+          }),
+        ),
+      );
+      for (const answer of answers) {
+        assert.equal(answer.status, 200, answer.raw);
+        good.push(String(answer.body.event_id));
+      }
+    }
+    const bad = await annotate({ schema_name: name, payload_json: '{"label":"bad","reviewer":"x"}', run_id: runId });
+    const newestFirst = async (query: Record<string, string>) => {
+      const page = await list({ schema_name: name, history: "true", page_size: "100", ...query });
+      assert.equal(page.status, 200, page.raw);
+      return page.body;
+    };
+    const idsIn = (body: Record<string, unknown>) =>
+      (body.annotations as { event_id: string }[]).map((r) => r.event_id);
+    const first = await newestFirst({});
+    const all = [...idsIn(first), ...idsIn(await newestFirst({ page_token: String(first.next_page_token) }))];
+    const many = await newestFirst({ "promoted.label": "good" });
+    assert.deepEqual(
+      (many.annotations as { event_id: string }[]).map((r) => r.event_id),
+      all.filter((id) => id !== bad.body.event_id).slice(0, 100),
+    );
+    const next = await newestFirst({ "promoted.label": "good", page_token: String(many.next_page_token) });
+    assert.equal((next.annotations as unknown[]).length, 100);
+    assert.deepEqual(
+      ((await newestFirst({ "promoted.label": "bad" })).annotations as { event_id: string }[]).map((r) => r.event_id),
+      [bad.body.event_id],
+    );
+    assert.equal(good.length, 1050);
+  });
+
   it("annotates ranges by nanosecond bounds and by event ids", async () => {
     const { name, runId } = await setup();
     const p = '{"label":"good"}';

@@ -1,4 +1,4 @@
-import type { Queryable } from "../../store/db.js";
+import type { Db, Queryable } from "../../store/db.js";
 import type { SchemaRow } from "./schema-repo.js";
 
 export const SLOT_COLUMNS = ["p1", "p2", "p3", "p4", "p5", "p6", "p7", "p8"] as const;
@@ -392,15 +392,33 @@ function whereOf(
   return { sql: where.join(" AND "), params };
 }
 
-/** Every stored version, newest first. */
-export async function listHistory(q: Queryable, orgId: string, f: AnnotationFilter): Promise<AnnotationRow[]> {
+/** Up to this many versions matching a history filter on promoted fields count as few. */
+const FEW_MATCHES = 1000;
+
+/**
+ * Every stored version, newest first. A filter on promoted fields is answered one of two
+ * ways, chosen by counting matches through the GIN index (migration 0007) up to FEW_MATCHES:
+ * few are all fetched through it and sorted; many are found walking the organization's
+ * annotations newest first, where a page fills quickly. The planner would choose the same
+ * on PostgreSQL after ANALYZE, but PGlite never gets statistics, and without them it walked
+ * every annotation to find the ten versions of one key (about a second over 1,000,000).
+ */
+export async function listHistory(db: Db, orgId: string, f: AnnotationFilter): Promise<AnnotationRow[]> {
   const { sql, params } = whereOf("e", orgId, f, { promotedKeys: true });
-  const { rows } = await q.query<AnnotationRow>(
-    `SELECT ${ROW_COLUMNS} FROM events e WHERE e.kind = 'annotation' AND ${sql}
-      ORDER BY e.ts_wall_ns DESC, e.event_id DESC LIMIT $${params.length}`,
-    params,
-  );
-  return rows;
+  const text = `SELECT ${ROW_COLUMNS} FROM events e WHERE e.kind = 'annotation' AND ${sql}
+      ORDER BY e.ts_wall_ns DESC, e.event_id DESC LIMIT $${params.length}`;
+  if (!f.schemaName || f.slotEquals.length === 0) return (await db.query<AnnotationRow>(text, params)).rows;
+  return db.tx(async (q) => {
+    // Only a bitmap scan is left to the planner, and the GIN index is the one that fits.
+    await q.exec("SET LOCAL enable_indexscan = off; SET LOCAL enable_seqscan = off");
+    const { rows } = await q.query<{ n: number }>(
+      `SELECT count(*)::integer AS n FROM (SELECT 1 FROM events e WHERE e.kind = 'annotation' AND ${sql}
+          LIMIT ${FEW_MATCHES + 1}) few`,
+      params.slice(0, -1),
+    );
+    if ((rows[0]?.n ?? 0) > FEW_MATCHES) await q.exec("SET LOCAL enable_indexscan = on; SET LOCAL enable_seqscan = on");
+    return (await q.query<AnnotationRow>(text, params)).rows;
+  });
 }
 
 /** The latest version per supersession key, newest first, with how many versions each hides. */
