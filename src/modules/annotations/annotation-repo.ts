@@ -363,12 +363,7 @@ function promotedKey(orgId: string, schemaName: string, column: SlotColumn, valu
   return [orgId, schemaName, column.slice(1), value].join("\u001f");
 }
 
-function whereOf(
-  alias: string,
-  orgId: string,
-  f: AnnotationFilter,
-  opts: { promotedKeys?: boolean } = {},
-): { sql: string; params: unknown[] } {
+function whereOf(alias: string, orgId: string, f: AnnotationFilter): { sql: string; params: unknown[] } {
   const params: unknown[] = [orgId];
   const where = [`${alias}.org_id = $1`];
   const add = (sql: string, value: unknown) => {
@@ -380,10 +375,6 @@ function whereOf(
   if (f.schemaName) add(`${alias}.schema_name = ?`, f.schemaName);
   if (f.targetEventId) add(`${alias}.target_event_id = ?`, f.targetEventId);
   for (const [column, value] of f.slotEquals) add(`${alias}.${column} = ?`, value);
-  if (opts.promotedKeys && f.schemaName && f.slotEquals.length > 0) {
-    const keys = f.slotEquals.map(([column, value]) => promotedKey(orgId, f.schemaName as string, column, value));
-    add(`${promotedKeysOf(alias)} @> ?::text[]`, keys);
-  }
   if (f.after) {
     params.push(f.after.tsNs, f.after.eventId);
     where.push(`(${alias}.ts_wall_ns, ${alias}.event_id) < ($${params.length - 1}::bigint, $${params.length}::text)`);
@@ -397,28 +388,46 @@ const FEW_MATCHES = 1000;
 
 /**
  * Every stored version, newest first. A filter on promoted fields is answered one of two
- * ways, chosen by counting matches through the GIN index (migration 0007) up to FEW_MATCHES:
- * few are all fetched through it and sorted; many are found walking the organization's
- * annotations newest first, where a page fills quickly. The planner would choose the same
- * on PostgreSQL after ANALYZE, but PGlite never gets statistics, and without them it walked
- * every annotation to find the ten versions of one key (about a second over 1,000,000).
+ * ways, chosen by looking the values up in the GIN index (migration 0007), up to
+ * FEW_MATCHES versions: few are then read by primary key; many are found walking the
+ * organization's annotations newest first, where a page fills quickly. Left to itself the
+ * planner chooses well on PostgreSQL after ANALYZE, but PGlite never gets statistics, and
+ * without them it walked every annotation to find the ten versions of one key (about a
+ * second over 1,000,000).
  */
 export async function listHistory(db: Db, orgId: string, f: AnnotationFilter): Promise<AnnotationRow[]> {
-  const { sql, params } = whereOf("e", orgId, f, { promotedKeys: true });
-  const text = `SELECT ${ROW_COLUMNS} FROM events e WHERE e.kind = 'annotation' AND ${sql}
-      ORDER BY e.ts_wall_ns DESC, e.event_id DESC LIMIT $${params.length}`;
-  if (!f.schemaName || f.slotEquals.length === 0) return (await db.query<AnnotationRow>(text, params)).rows;
-  return db.tx(async (q) => {
-    // Only a bitmap scan is left to the planner, and the GIN index is the one that fits.
-    await q.exec("SET LOCAL enable_indexscan = off; SET LOCAL enable_seqscan = off");
-    const { rows } = await q.query<{ n: number }>(
-      `SELECT count(*)::integer AS n FROM (SELECT 1 FROM events e WHERE e.kind = 'annotation' AND ${sql}
-          LIMIT ${FEW_MATCHES + 1}) few`,
-      params.slice(0, -1),
-    );
-    if ((rows[0]?.n ?? 0) > FEW_MATCHES) await q.exec("SET LOCAL enable_indexscan = on; SET LOCAL enable_seqscan = on");
-    return (await q.query<AnnotationRow>(text, params)).rows;
-  });
+  let eventIds: string[] | undefined;
+  if (f.schemaName && f.slotEquals.length > 0) {
+    const schemaName = f.schemaName;
+    const keys = f.slotEquals.map(([column, value]) => promotedKey(orgId, schemaName, column, value));
+    const matches = await db.tx(async (q) => {
+      // The GIN condition is the only one an index can serve here; with plain index and
+      // sequential scans off, the planner takes it.
+      await q.exec("SET LOCAL enable_indexscan = off; SET LOCAL enable_seqscan = off");
+      const { rows } = await q.query<{ event_id: string }>(
+        `SELECT e.event_id FROM events e WHERE e.kind = 'annotation' AND ${promotedKeysOf("e")} @> $1::text[]
+          LIMIT ${FEW_MATCHES + 1}`,
+        [keys],
+      );
+      return rows.map((row) => row.event_id);
+    });
+    if (matches.length <= FEW_MATCHES) eventIds = matches;
+  }
+  const { sql, params } = whereOf("e", orgId, f);
+  let from = "events e";
+  if (eventIds) {
+    // The few are read by primary key first, then filtered and sorted: planned together, the
+    // planner without statistics took the filters for selective and walked the organization.
+    params.splice(params.length - 1, 0, eventIds);
+    from = `(WITH few AS MATERIALIZED (SELECT e.* FROM unnest($${params.length - 1}::text[]) AS wanted(event_id)
+               JOIN events e ON e.org_id = $1 AND e.event_id = wanted.event_id) SELECT * FROM few) e`;
+  }
+  const { rows } = await db.query<AnnotationRow>(
+    `SELECT ${ROW_COLUMNS} FROM ${from} WHERE e.kind = 'annotation' AND ${sql}
+      ORDER BY e.ts_wall_ns DESC, e.event_id DESC LIMIT $${params.length}`,
+    params,
+  );
+  return rows;
 }
 
 /** The latest version per supersession key, newest first, with how many versions each hides. */
