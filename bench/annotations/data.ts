@@ -1,7 +1,7 @@
 // The annotation benchmark's data: the registered schemas, the bodies the load sends, and
 // the SQL that bulk-loads a large annotation history directly into the store, writing
 // exactly the rows AnnotationService writes (see annotation-service.ts write() and
-// annotation-repo.ts insertAnnotation/advanceHead):
+// annotation-repo.ts WRITE_SQL):
 //
 //   events: kind 'annotation', name = schema_name, schema_version, principal, payload (jsonb)
 //           and payload_text (the object as sent), content_hash = sha256(canonicalJson({schema,

@@ -14,7 +14,6 @@ export interface AnnotationInsert {
   schemaName: string;
   schemaVersion: number;
   principal: string;
-  payload: Record<string, unknown>;
   payloadText: string;
   contentHash: string;
   supersessionKey: string;
@@ -23,7 +22,6 @@ export interface AnnotationInsert {
   slots: Partial<Record<SlotColumn, string | null>>;
 }
 
-const SLOT_PARAMS = "$19, $20, $21, $22, $23, $24, $25, $26";
 const NEWER_SLOTS = SLOT_COLUMNS.map(
   (c) =>
     `${c} = CASE WHEN EXCLUDED.ts_wall_ns > annotation_heads.ts_wall_ns THEN EXCLUDED.${c} ELSE annotation_heads.${c} END`,
@@ -40,106 +38,81 @@ const HEAD_UPSERT = `ON CONFLICT (org_id, supersession_key) DO UPDATE SET
 /** What the write re-checks in its own statement: the target as read, and the schema version validated against. */
 export type WriteGuard = "run" | "run-event" | "project";
 
-const RUN_GUARD =
-  "EXISTS (SELECT 1 FROM runs r WHERE r.org_id = $1 AND r.id = $4 AND r.project_id = $3 AND r.lineage_path = $5)";
-const GUARDS: Record<WriteGuard, string> = {
-  run: RUN_GUARD,
-  // By primary key, then run_id (see RUN_EVENT_CONTEXT).
-  "run-event": `${RUN_GUARD} AND COALESCE((SELECT e.run_id = $4 FROM events e WHERE e.org_id = $1 AND e.event_id = $11), false)`,
-  project: "EXISTS (SELECT 1 FROM projects p WHERE p.org_id = $1 AND p.id = $3)",
-};
-
-// The event and its supersession head in one statement (one round trip). Nothing is written
-// unless the target still exists and $27 is still the latest live version of the schema
-// ("fresh"), so a caller may validate against a cached schema; the head is written only
-// when the event was (a taken event id writes nothing).
-function writeSql(guard: WriteGuard): string {
-  return `WITH fresh AS (
-       SELECT 1 AS ok WHERE ${GUARDS[guard]}
-          AND (SELECT s.id FROM annotation_schemas s WHERE s.org_id = $1 AND s.name = $7 AND s.archived_at IS NULL
-                ORDER BY s.version DESC LIMIT 1) = $27
-     ), inserted AS (
-       INSERT INTO events (org_id, event_id, project_id, run_id, lineage_path, ts_wall_ns, name, principal, payload,
-                           kind, schema_name, schema_version, target_event_id, range_start_ns, range_end_ns,
-                           range_start_event_id, range_end_event_id, payload_text, content_hash, supersession_key,
-                           p1, p2, p3, p4, p5, p6, p7, p8)
-       SELECT $1, $2, $3, $4, $5, $6::bigint, $7, $8, $9::jsonb, 'annotation', $7, $10::integer, $11, $12::bigint,
-              $13::bigint, $14, $15, $16, $17, $18, ${SLOT_PARAMS}
-         FROM fresh
-       ON CONFLICT (org_id, event_id) DO NOTHING RETURNING event_id
-     ), head AS (
-       INSERT INTO annotation_heads (org_id, supersession_key, event_id, ts_wall_ns, project_id, run_id, schema_name,
-                                     target_event_id, superseded_count, p1, p2, p3, p4, p5, p6, p7, p8)
-       SELECT $1, $18, $2, $6::bigint, $3, $4, $7, $11, 0, ${SLOT_PARAMS} FROM inserted
-       ${HEAD_UPSERT}
-     )
-     SELECT EXISTS (SELECT 1 FROM fresh) AS fresh, EXISTS (SELECT 1 FROM inserted) AS inserted`;
-}
-const WRITE_SQL: Record<WriteGuard, string> = {
-  run: writeSql("run"),
-  "run-event": writeSql("run-event"),
-  project: writeSql("project"),
-};
-
-/**
- * Inserts the annotation event and makes it the head of its supersession key when it is
- * the newest, counting what it hides. "stale" (nothing written) when the target is gone or
- * `schemaId` is no longer the latest live version of the schema name; "taken" (nothing
- * written) when the event id is already used in the organization.
- */
-export async function insertAnnotation(
-  q: Queryable,
-  a: AnnotationInsert,
-  guard: WriteGuard,
-  schemaId: string,
-): Promise<"inserted" | "taken" | "stale"> {
-  const slotValues = SLOT_COLUMNS.map((column) => a.slots[column] ?? null);
-  const { rows } = await q.query<{ fresh: boolean; inserted: boolean }>(WRITE_SQL[guard], [
-    a.orgId,
-    a.eventId,
-    a.projectId,
-    a.runId,
-    a.lineagePath,
-    a.tsWallNs.toString(),
-    a.schemaName,
-    a.principal,
-    JSON.stringify(a.payload),
-    a.schemaVersion,
-    a.targetEventId,
-    a.range?.startNs ?? null,
-    a.range?.endNs ?? null,
-    a.range?.startEventId ?? null,
-    a.range?.endEventId ?? null,
-    a.payloadText,
-    a.contentHash,
-    a.supersessionKey,
-    ...slotValues,
-    schemaId,
-  ]);
-  const row = rows[0];
-  if (!row?.fresh) return "stale";
-  return row.inserted ? "inserted" : "taken";
-}
-
-export type WriteResult = Awaited<ReturnType<typeof insertAnnotation>>;
-
 export interface GuardedWrite {
   row: AnnotationInsert;
   guard: WriteGuard;
+  /** The schema version the payload was validated against; nothing is written unless it is still the latest live one. */
   schemaId: string;
 }
 
-// insertAnnotation for many annotations in one statement: the same guard, insert and head
-// upsert per row (rows arrive as one JSON array). The rows of one call must not share an
-// event id or a supersession key (one statement cannot upsert a head twice); heads are
-// written in key order, so concurrent calls lock them in the same order.
-const WRITE_MANY_SQL = `WITH input AS (
-       SELECT * FROM json_to_recordset($1::json) AS i(
-         ord integer, guard text, schema_id text, org_id text, event_id text, project_id text, run_id text,
-         lineage_path text, ts_wall_ns bigint, schema_name text, principal text, payload jsonb, schema_version integer,
+/**
+ * A write as WRITE_SQL takes it: its input row as JSON (built once, on whichever thread
+ * prepared it), and the two keys no other write of the same statement may share.
+ */
+export interface EncodedWrite {
+  json: string;
+  /** Organization and event id. */
+  eventKey: string;
+  /** Organization and supersession key. */
+  headKey: string;
+}
+
+export type WriteResult = "inserted" | "taken" | "stale";
+
+const INPUT_COLUMNS = `guard text, schema_id text, org_id text, event_id text, project_id text, run_id text,
+         lineage_path text, ts_wall_ns bigint, schema_name text, principal text, schema_version integer,
          target_event_id text, range_start_ns bigint, range_end_ns bigint, range_start_event_id text,
          range_end_event_id text, payload_text text, content_hash text, supersession_key text,
-         p1 text, p2 text, p3 text, p4 text, p5 text, p6 text, p7 text, p8 text)
+         p1 text, p2 text, p3 text, p4 text, p5 text, p6 text, p7 text, p8 text`;
+const INPUT_NAMES = INPUT_COLUMNS.replace(/ (text|bigint|integer)(,|$)/g, "$2");
+
+export function encodeWrite({ row: a, guard, schemaId }: GuardedWrite): EncodedWrite {
+  return {
+    json: JSON.stringify({
+      guard,
+      schema_id: schemaId,
+      org_id: a.orgId,
+      event_id: a.eventId,
+      project_id: a.projectId,
+      run_id: a.runId,
+      lineage_path: a.lineagePath,
+      ts_wall_ns: a.tsWallNs.toString(),
+      schema_name: a.schemaName,
+      principal: a.principal,
+      schema_version: a.schemaVersion,
+      target_event_id: a.targetEventId,
+      range_start_ns: a.range?.startNs ?? null,
+      range_end_ns: a.range?.endNs ?? null,
+      range_start_event_id: a.range?.startEventId ?? null,
+      range_end_event_id: a.range?.endEventId ?? null,
+      payload_text: a.payloadText,
+      content_hash: a.contentHash,
+      supersession_key: a.supersessionKey,
+      p1: a.slots.p1 ?? null,
+      p2: a.slots.p2 ?? null,
+      p3: a.slots.p3 ?? null,
+      p4: a.slots.p4 ?? null,
+      p5: a.slots.p5 ?? null,
+      p6: a.slots.p6 ?? null,
+      p7: a.slots.p7 ?? null,
+      p8: a.slots.p8 ?? null,
+    }),
+    eventKey: `${a.orgId}\u0000${a.eventId}`,
+    headKey: `${a.orgId}\u0001${a.supersessionKey}`,
+  };
+}
+
+// Each annotation event and its supersession head, for any number of writes in one
+// statement (one round trip; rows arrive as one JSON array, numbered by ord). Nothing is
+// written for a write unless its target still exists and schema_id is still the latest live
+// version of its schema ("fresh"), so a caller may validate against a cached schema; a head
+// is written only when its event was (a taken event id writes nothing). The jsonb payload is
+// parsed from the text as sent. The writes of one statement must not share an event id or a
+// supersession key (one statement cannot upsert a head twice); heads are written in key
+// order, so concurrent statements lock them in the same order.
+const WRITE_SQL = `WITH input AS (
+       SELECT * FROM ROWS FROM (json_to_recordset($1::json) AS (${INPUT_COLUMNS}))
+         WITH ORDINALITY AS i(${INPUT_NAMES}, ord)
      ), fresh AS (
        SELECT i.* FROM input i
         WHERE CASE WHEN i.guard = 'project'
@@ -158,7 +131,7 @@ const WRITE_MANY_SQL = `WITH input AS (
                            kind, schema_name, schema_version, target_event_id, range_start_ns, range_end_ns,
                            range_start_event_id, range_end_event_id, payload_text, content_hash, supersession_key,
                            p1, p2, p3, p4, p5, p6, p7, p8)
-       SELECT org_id, event_id, project_id, run_id, lineage_path, ts_wall_ns, schema_name, principal, payload,
+       SELECT org_id, event_id, project_id, run_id, lineage_path, ts_wall_ns, schema_name, principal, payload_text::jsonb,
               'annotation', schema_name, schema_version, target_event_id, range_start_ns, range_end_ns,
               range_start_event_id, range_end_event_id, payload_text, content_hash, supersession_key,
               p1, p2, p3, p4, p5, p6, p7, p8
@@ -178,38 +151,25 @@ const WRITE_MANY_SQL = `WITH input AS (
             EXISTS (SELECT 1 FROM inserted n WHERE n.org_id = i.org_id AND n.event_id = i.event_id) AS inserted
        FROM input i`;
 
-/** insertAnnotation for each write, in one statement; see WRITE_MANY_SQL for what the writes must not share. */
-export async function insertAnnotations(q: Queryable, writes: GuardedWrite[]): Promise<WriteResult[]> {
-  const input = writes.map(({ row: a, guard, schemaId }, ord) => ({
-    ord,
-    guard,
-    schema_id: schemaId,
-    org_id: a.orgId,
-    event_id: a.eventId,
-    project_id: a.projectId,
-    run_id: a.runId,
-    lineage_path: a.lineagePath,
-    ts_wall_ns: a.tsWallNs.toString(),
-    schema_name: a.schemaName,
-    principal: a.principal,
-    payload: a.payload,
-    schema_version: a.schemaVersion,
-    target_event_id: a.targetEventId,
-    range_start_ns: a.range?.startNs ?? null,
-    range_end_ns: a.range?.endNs ?? null,
-    range_start_event_id: a.range?.startEventId ?? null,
-    range_end_event_id: a.range?.endEventId ?? null,
-    payload_text: a.payloadText,
-    content_hash: a.contentHash,
-    supersession_key: a.supersessionKey,
-    ...Object.fromEntries(SLOT_COLUMNS.map((column) => [column, a.slots[column] ?? null])),
-  }));
-  const { rows } = await q.query<{ ord: number; fresh: boolean; inserted: boolean }>(WRITE_MANY_SQL, [
-    JSON.stringify(input),
+/**
+ * Stores each write (see WRITE_SQL; they must share no event id and no supersession key):
+ * "inserted", "stale" (nothing written: the target is gone or the schema version is no
+ * longer the latest live one) or "taken" (nothing written: the event id is already used in
+ * the organization).
+ */
+export async function insertAnnotations(q: Queryable, writes: EncodedWrite[]): Promise<WriteResult[]> {
+  const { rows } = await q.query<{ ord: string; fresh: boolean; inserted: boolean }>(WRITE_SQL, [
+    `[${writes.map((write) => write.json).join(",")}]`,
   ]);
   const results: WriteResult[] = writes.map(() => "stale");
-  for (const row of rows) results[row.ord] = !row.fresh ? "stale" : row.inserted ? "inserted" : "taken";
+  for (const row of rows) results[Number(row.ord) - 1] = !row.fresh ? "stale" : row.inserted ? "inserted" : "taken";
   return results;
+}
+
+/** insertAnnotations for one write. */
+export async function insertAnnotation(q: Queryable, write: GuardedWrite): Promise<WriteResult> {
+  const [result] = await insertAnnotations(q, [encodeWrite(write)]);
+  return result ?? "stale";
 }
 
 /** What an annotate reads before it writes: its target and the schema it validates against. */

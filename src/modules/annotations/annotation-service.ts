@@ -344,7 +344,6 @@ export class AnnotationService {
       schemaName: input.schema_name,
       schemaVersion: schema.version,
       principal: cred.principalId,
-      payload: object,
       payloadText: input.payload_json,
       contentHash,
       supersessionKey,
@@ -368,9 +367,8 @@ export class AnnotationService {
     // retry (the stored annotation's id), anything else a conflict. Should the taken row
     // vanish before it is read back, the write is simply tried again.
     for (let attempt = 1; attempt <= MAX_ATTEMPTS; attempt++) {
-      const result = batched
-        ? await this.writer.write({ row, guard, schemaId: schema.id })
-        : await repo.insertAnnotation(q, row, guard, schema.id);
+      const write: repo.GuardedWrite = { row, guard, schemaId: schema.id };
+      const result = batched ? await this.writer.write(repo.encodeWrite(write)) : await repo.insertAnnotation(q, write);
       if (result === "stale") return null;
       if (result === "inserted") return { event_id: row.eventId };
       const existing = await repo.findEvent(q, cred.orgId, row.eventId);

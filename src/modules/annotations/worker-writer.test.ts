@@ -7,10 +7,10 @@ import { after, describe, it } from "node:test";
 import type { Worker } from "node:worker_threads";
 import { freePort } from "../../../test/support/ports.js";
 import { AppError } from "../../http/errors.js";
-import type { GuardedWrite } from "./annotation-repo.js";
+import { encodeWrite } from "./annotation-repo.js";
 import { WorkerWriter } from "./worker-writer.js";
 
-const WRITE: GuardedWrite = {
+const WRITE = encodeWrite({
   guard: "run",
   schemaId: "sch_1",
   row: {
@@ -22,7 +22,6 @@ const WRITE: GuardedWrite = {
     tsWallNs: 1_700_000_000_000_000_000n,
     schemaName: "s",
     principal: "p",
-    payload: { a: 1 },
     payloadText: '{"a":1}',
     schemaVersion: 1,
     targetEventId: null,
@@ -31,7 +30,7 @@ const WRITE: GuardedWrite = {
     supersessionKey: "k",
     slots: {},
   },
-};
+});
 
 const threadOf = (writer: WorkerWriter) => (writer as unknown as { worker: Worker | null }).worker;
 

@@ -5,10 +5,10 @@
 // starts a new thread.
 import { Worker } from "node:worker_threads";
 import { AppError } from "../../http/errors.js";
-import type { GuardedWrite, WriteResult } from "./annotation-repo.js";
+import type { EncodedWrite, WriteResult } from "./annotation-repo.js";
 import type { AnnotationWriter } from "./write-batcher.js";
 
-export type WriterRequest = { writes: { id: number; write: GuardedWrite }[] } | { close: true };
+export type WriterRequest = { writes: { id: number; write: EncodedWrite }[] } | { close: true };
 export type WriterReply = { id: number; result: WriteResult } | { id: number; error: string };
 
 /** What the bundle's file name gets for the thread's module (scripts/server-bundle.ts). */
@@ -41,11 +41,11 @@ export class WorkerWriter implements AnnotationWriter {
   private worker: Worker | null = null;
   private nextId = 1;
   private readonly pending = new Map<number, Pending>();
-  private outbox: { id: number; write: GuardedWrite }[] = [];
+  private outbox: { id: number; write: EncodedWrite }[] = [];
 
   constructor(private readonly connectionString: string) {}
 
-  write(write: GuardedWrite): Promise<WriteResult> {
+  write(write: EncodedWrite): Promise<WriteResult> {
     if (!this.worker) this.start();
     const id = this.nextId++;
     return new Promise((resolve, reject) => {

@@ -4,7 +4,7 @@
 // of waiting for the main thread to finish the HTTP work it is busy with.
 import { parentPort, workerData } from "node:worker_threads";
 import { openPostgres } from "../../store/postgres.js";
-import type { GuardedWrite } from "./annotation-repo.js";
+import type { EncodedWrite } from "./annotation-repo.js";
 import type { WriterReply, WriterRequest } from "./worker-writer.js";
 import { WriteBatcher } from "./write-batcher.js";
 
@@ -27,7 +27,7 @@ function sendOutbox() {
   port?.postMessage(messages);
 }
 
-async function write(id: number, request: GuardedWrite) {
+async function write(id: number, request: EncodedWrite) {
   try {
     const { batcher } = await opened;
     reply({ id, result: await batcher.write(request) });
