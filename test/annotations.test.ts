@@ -482,6 +482,7 @@ forEachStore("annotations", (t) => {
     // More matches than the store counts as few (annotation-repo.ts FEW_MATCHES), so the
     // page comes from walking the annotations newest first rather than from the GIN index.
     const good: string[] = [];
+    const reviewerOf = new Map<string, string>();
     for (let chunk = 0; chunk < 21; chunk++) {
       const answers = await Promise.all(
         Array.from({ length: 50 }, (_, i) =>
@@ -492,9 +493,10 @@ forEachStore("annotations", (t) => {
           }),
         ),
       );
-      for (const answer of answers) {
+      for (const [i, answer] of answers.entries()) {
         assert.equal(answer.status, 200, answer.raw);
         good.push(String(answer.body.event_id));
+        reviewerOf.set(String(answer.body.event_id), `r${chunk * 50 + i}`);
       }
     }
     const bad = await annotate({ schema_name: name, payload_json: '{"label":"bad","reviewer":"x"}', run_id: runId });
@@ -519,6 +521,27 @@ forEachStore("annotations", (t) => {
       [bad.body.event_id],
     );
     assert.equal(good.length, 1050);
+
+    // The latest versions the same way (each reviewer is a key with one version so far)...
+    const latest = async (query: Record<string, string>) => {
+      const page = await list({ schema_name: name, page_size: "100", ...query });
+      assert.equal(page.status, 200, page.raw);
+      return idsIn(page.body);
+    };
+    assert.deepEqual(await latest({ "promoted.label": "good" }), idsIn(many));
+    // ...until a key's new version takes another value: its old version leaves the list.
+    const newest = idsIn(many)[0] as string;
+    const relabelled = await annotate({
+      schema_name: name,
+      payload_json: JSON.stringify({ label: "bad", reviewer: reviewerOf.get(newest) }),
+      run_id: runId,
+    });
+    assert.equal(relabelled.status, 200, relabelled.raw);
+    assert.deepEqual(await latest({ "promoted.label": "good" }), [...idsIn(many).slice(1), idsIn(next)[0]]);
+    assert.deepEqual(await latest({ "promoted.label": "bad" }), [relabelled.body.event_id, bad.body.event_id]);
+    assert.deepEqual(await latest({ "promoted.reviewer": reviewerOf.get(newest) as string }), [
+      relabelled.body.event_id,
+    ]);
   });
 
   it("annotates ranges by nanosecond bounds and by event ids", async () => {

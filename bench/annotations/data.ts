@@ -9,7 +9,7 @@
 //           [schema, run, "", "", "", [[identity field, value]...]])), the promoted values in
 //           their slot columns, an upper-case ULID event id whose time part is ts_wall_ns in ms;
 //   annotation_heads: one row per supersession key holding its newest version, with
-//           superseded_count = versions - 1 (what advanceHead leaves after every insert).
+//           superseded_count = versions - 1 (what WRITE_SQL leaves after every insert).
 //
 // Row n (0 <= n < rows) is version floor(n / keys) of key k = n % keys; keys spread over the
 // schemas (k % schemas) and runs (k / schemas % runs); ts_wall_ns grows by 1 ms per row, so

@@ -347,38 +347,44 @@ function whereOf(alias: string, orgId: string, f: AnnotationFilter): { sql: stri
 const FEW_MATCHES = 1000;
 
 /**
+ * The versions a filter on promoted fields matches, when they are few (at most
+ * FEW_MATCHES), looked up in the GIN index on events (migration 0007); undefined when there
+ * is no such filter or the matches are many.
+ */
+async function fewPromotedMatches(db: Db, orgId: string, f: AnnotationFilter): Promise<string[] | undefined> {
+  if (!f.schemaName || f.slotEquals.length === 0) return undefined;
+  const schemaName = f.schemaName;
+  const keys = f.slotEquals.map(([column, value]) => promotedKey(orgId, schemaName, column, value));
+  const matches = await db.tx(async (q) => {
+    // The GIN condition is the only one an index can serve here; with plain index and
+    // sequential scans off, the planner takes it.
+    await q.exec("SET LOCAL enable_indexscan = off; SET LOCAL enable_seqscan = off");
+    const { rows } = await q.query<{ event_id: string }>(
+      `SELECT e.event_id FROM events e WHERE e.kind = 'annotation' AND ${promotedKeysOf("e")} @> $1::text[]
+        LIMIT ${FEW_MATCHES + 1}`,
+      [keys],
+    );
+    return rows.map((row) => row.event_id);
+  });
+  return matches.length <= FEW_MATCHES ? matches : undefined;
+}
+
+/**
  * Every stored version, newest first. A filter on promoted fields is answered one of two
- * ways, chosen by looking the values up in the GIN index (migration 0007), up to
- * FEW_MATCHES versions: few are then read by primary key; many are found walking the
- * organization's annotations newest first, where a page fills quickly. Left to itself the
- * planner chooses well on PostgreSQL after ANALYZE, but PGlite never gets statistics, and
- * without them it walked every annotation to find the ten versions of one key (about a
- * second over 1,000,000).
+ * ways, chosen by looking the values up in the GIN index (fewPromotedMatches): few are then
+ * read by primary key; many are found walking the organization's annotations newest first,
+ * where a page fills quickly. Left to itself the planner chooses well on PostgreSQL after
+ * ANALYZE, but PGlite never gets statistics, and without them it walked every annotation to
+ * find the ten versions of one key (about a second over 1,000,000).
  */
 export async function listHistory(db: Db, orgId: string, f: AnnotationFilter): Promise<AnnotationRow[]> {
-  let eventIds: string[] | undefined;
-  if (f.schemaName && f.slotEquals.length > 0) {
-    const schemaName = f.schemaName;
-    const keys = f.slotEquals.map(([column, value]) => promotedKey(orgId, schemaName, column, value));
-    const matches = await db.tx(async (q) => {
-      // The GIN condition is the only one an index can serve here; with plain index and
-      // sequential scans off, the planner takes it.
-      await q.exec("SET LOCAL enable_indexscan = off; SET LOCAL enable_seqscan = off");
-      const { rows } = await q.query<{ event_id: string }>(
-        `SELECT e.event_id FROM events e WHERE e.kind = 'annotation' AND ${promotedKeysOf("e")} @> $1::text[]
-          LIMIT ${FEW_MATCHES + 1}`,
-        [keys],
-      );
-      return rows.map((row) => row.event_id);
-    });
-    if (matches.length <= FEW_MATCHES) eventIds = matches;
-  }
+  const few = await fewPromotedMatches(db, orgId, f);
   const { sql, params } = whereOf("e", orgId, f);
   let from = "events e";
-  if (eventIds) {
+  if (few) {
     // The few are read by primary key first, then filtered and sorted: planned together, the
     // planner without statistics took the filters for selective and walked the organization.
-    params.splice(params.length - 1, 0, eventIds);
+    params.splice(params.length - 1, 0, few);
     from = `(WITH few AS MATERIALIZED (SELECT e.* FROM unnest($${params.length - 1}::text[]) AS wanted(event_id)
                JOIN events e ON e.org_id = $1 AND e.event_id = wanted.event_id) SELECT * FROM few) e`;
   }
@@ -390,12 +396,26 @@ export async function listHistory(db: Db, orgId: string, f: AnnotationFilter): P
   return rows;
 }
 
-/** The latest version per supersession key, newest first, with how many versions each hides. */
-export async function listLatest(q: Queryable, orgId: string, f: AnnotationFilter): Promise<AnnotationRow[]> {
+/**
+ * The latest version per supersession key, newest first, with how many versions each hides.
+ * A filter on promoted fields has no index on annotation_heads (migration 0008): when few
+ * versions match (fewPromotedMatches), those that are still their key's head are listed;
+ * when many do, the schema's heads are walked newest first, where a page fills quickly.
+ */
+export async function listLatest(db: Db, orgId: string, f: AnnotationFilter): Promise<AnnotationRow[]> {
+  const few = await fewPromotedMatches(db, orgId, f);
   const { sql, params } = whereOf("h", orgId, f);
-  const { rows } = await q.query<AnnotationRow>(
+  let from = "annotation_heads h";
+  if (few) {
+    params.splice(params.length - 1, 0, few);
+    from = `(WITH few AS MATERIALIZED (SELECT h.* FROM unnest($${params.length - 1}::text[]) AS wanted(event_id)
+               JOIN events e ON e.org_id = $1 AND e.event_id = wanted.event_id
+               JOIN annotation_heads h ON h.org_id = $1 AND h.supersession_key = e.supersession_key
+                                      AND h.event_id = e.event_id) SELECT * FROM few) h`;
+  }
+  const { rows } = await db.query<AnnotationRow>(
     `SELECT ${ROW_COLUMNS}, h.superseded_count::text AS superseded_count
-       FROM (SELECT * FROM annotation_heads h WHERE ${sql}
+       FROM (SELECT * FROM ${from} WHERE ${sql}
               ORDER BY h.ts_wall_ns DESC, h.event_id DESC LIMIT $${params.length}) h
        JOIN events e ON e.org_id = h.org_id AND e.event_id = h.event_id
       ORDER BY h.ts_wall_ns DESC, h.event_id DESC`,
