@@ -544,6 +544,55 @@ forEachStore("annotations", (t) => {
     ]);
   });
 
+  it("finds latest versions of a filter value beyond the newest heads", async () => {
+    const { name, runId } = await setup();
+    const annotateAll = async (payloads: { label: string; reviewer: string }[]) => {
+      const ids: string[] = [];
+      for (let from = 0; from < payloads.length; from += 100) {
+        const answers = await Promise.all(
+          payloads
+            .slice(from, from + 100)
+            .map((p) => annotate({ schema_name: name, payload_json: JSON.stringify(p), run_id: runId })),
+        );
+        for (const answer of answers) {
+          assert.equal(answer.status, 200, answer.raw);
+          ids.push(String(answer.body.event_id));
+        }
+      }
+      return ids;
+    };
+    const [x0] = await annotateAll([{ label: "bad", reviewer: "x0" }]);
+    await annotateAll([{ label: "bad", reviewer: "x1" }]);
+    const [x1] = await annotateAll([{ label: "good", reviewer: "x1" }]);
+    // 1,100 bad heads (more versions than count as few), then more good ones than a list
+    // reads before it looks further (annotation-repo.ts WALK_FIRST, FEW_MATCHES).
+    await annotateAll(Array.from({ length: 1100 }, (_, i) => ({ label: "bad", reviewer: `o${i}` })));
+    await annotateAll(Array.from({ length: 2000 }, (_, i) => ({ label: "good", reviewer: `g${i}` })));
+    const ids = async (query: Record<string, string>) => {
+      const page = await list({ schema_name: name, page_size: "100", ...query });
+      assert.equal(page.status, 200, page.raw);
+      return { ids: (page.body.annotations as { event_id: string }[]).map((r) => r.event_id), body: page.body };
+    };
+    // Few versions have the value: those still their key's head.
+    assert.deepEqual((await ids({ "promoted.reviewer": "x0" })).ids, [x0]);
+    assert.deepEqual((await ids({ "promoted.reviewer": "x1" })).ids, [x1]);
+    assert.equal((await ids({ "promoted.reviewer": "x1", history: "true" })).ids.length, 2);
+    // Many versions have it, none among the newest heads: the heads are walked on.
+    const history = await ids({ "promoted.label": "bad", history: "true" });
+    const latest = await ids({ "promoted.label": "bad" });
+    assert.equal(latest.ids.length, 100);
+    assert.deepEqual(latest.ids, history.ids);
+    const next = await ids({ "promoted.label": "bad", page_token: String(latest.body.next_page_token) });
+    const historyNext = await ids({
+      "promoted.label": "bad",
+      history: "true",
+      page_token: String(history.body.next_page_token),
+    });
+    assert.deepEqual(next.ids, historyNext.ids);
+    assert.equal(next.ids.length, 100);
+    assert.equal(latest.body.superseded_count, "0");
+  });
+
   it("annotates ranges by nanosecond bounds and by event ids", async () => {
     const { name, runId } = await setup();
     const p = '{"label":"good"}';

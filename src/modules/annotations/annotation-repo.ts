@@ -323,9 +323,9 @@ function promotedKey(orgId: string, schemaName: string, column: SlotColumn, valu
   return [orgId, schemaName, column.slice(1), value].join("\u001f");
 }
 
-function whereOf(alias: string, orgId: string, f: AnnotationFilter): { sql: string; params: unknown[] } {
-  const params: unknown[] = [orgId];
-  const where = [`${alias}.org_id = $1`];
+/** The filter's conditions on `alias`, their values appended to params (the organization is $1). */
+function conditionsOf(alias: string, f: Omit<AnnotationFilter, "limit">, params: unknown[]): string[] {
+  const where: string[] = [];
   const add = (sql: string, value: unknown) => {
     params.push(value);
     where.push(sql.replace("?", `$${params.length}`));
@@ -339,6 +339,13 @@ function whereOf(alias: string, orgId: string, f: AnnotationFilter): { sql: stri
     params.push(f.after.tsNs, f.after.eventId);
     where.push(`(${alias}.ts_wall_ns, ${alias}.event_id) < ($${params.length - 1}::bigint, $${params.length}::text)`);
   }
+  return where;
+}
+
+/** The filter as a WHERE clause on `alias`; the organization is $1 and the limit the last parameter. */
+function whereOf(alias: string, orgId: string, f: AnnotationFilter): { sql: string; params: unknown[] } {
+  const params: unknown[] = [orgId];
+  const where = [`${alias}.org_id = $1`, ...conditionsOf(alias, f, params)];
   params.push(f.limit);
   return { sql: where.join(" AND "), params };
 }
@@ -396,13 +403,51 @@ export async function listHistory(db: Db, orgId: string, f: AnnotationFilter): P
   return rows;
 }
 
+/** Heads a latest-version list filtered on promoted fields reads newest first before it looks further. */
+const WALK_FIRST = 2000;
+
+const LATEST_SELECT = `SELECT ${ROW_COLUMNS}, h.superseded_count::text AS superseded_count`;
+const LATEST_JOIN = `JOIN events e ON e.org_id = h.org_id AND e.event_id = h.event_id
+      ORDER BY h.ts_wall_ns DESC, h.event_id DESC`;
+
 /**
  * The latest version per supersession key, newest first, with how many versions each hides.
- * A filter on promoted fields has no index on annotation_heads (migration 0008): when few
- * versions match (fewPromotedMatches), those that are still their key's head are listed;
- * when many do, the schema's heads are walked newest first, where a page fills quickly.
+ * A filter on promoted fields has no index on annotation_heads (migration 0008). It first
+ * reads the schema's newest WALK_FIRST heads, which fill a page of a common value; a rarer
+ * one is looked up in the GIN index on events (fewPromotedMatches), and its versions that
+ * are still their key's head are listed; a value with many versions but few heads among
+ * the newest walks the schema's heads until the page is full.
  */
 export async function listLatest(db: Db, orgId: string, f: AnnotationFilter): Promise<AnnotationRow[]> {
+  if (f.schemaName && f.slotEquals.length > 0) {
+    const params: unknown[] = [orgId];
+    const walk = conditionsOf("h", { schemaName: f.schemaName, slotEquals: [], after: f.after }, params);
+    const walkParams = params.length;
+    const filter = conditionsOf("h", f, params);
+    params.push(f.limit);
+    const { rows } = await db.query<AnnotationRow & { walked: string }>(
+      `WITH walked AS MATERIALIZED (
+         SELECT * FROM annotation_heads h WHERE h.org_id = $1 AND ${walk.join(" AND ")}
+          ORDER BY h.ts_wall_ns DESC, h.event_id DESC LIMIT ${WALK_FIRST})
+       ${LATEST_SELECT}, (SELECT count(*) FROM walked)::text AS walked
+         FROM (SELECT * FROM walked h WHERE ${filter.join(" AND ")}
+                ORDER BY h.ts_wall_ns DESC, h.event_id DESC LIMIT $${params.length}) h
+       ${LATEST_JOIN}`,
+      params,
+    );
+    if (rows.length >= f.limit) return rows.map(({ walked: _, ...row }) => row);
+    let walked = rows[0]?.walked;
+    if (walked === undefined) {
+      const counted = await db.query<{ walked: string }>(
+        `SELECT count(*)::text AS walked FROM (SELECT 1 FROM annotation_heads h WHERE h.org_id = $1 AND ${walk.join(" AND ")}
+          LIMIT ${WALK_FIRST}) h`,
+        params.slice(0, walkParams),
+      );
+      walked = counted.rows[0]?.walked ?? "0";
+    }
+    // Fewer heads than WALK_FIRST: every one was read, so the page is complete.
+    if (Number(walked) < WALK_FIRST) return rows.map(({ walked: _, ...row }) => row);
+  }
   const few = await fewPromotedMatches(db, orgId, f);
   const { sql, params } = whereOf("h", orgId, f);
   let from = "annotation_heads h";
@@ -414,11 +459,10 @@ export async function listLatest(db: Db, orgId: string, f: AnnotationFilter): Pr
                                       AND h.event_id = e.event_id) SELECT * FROM few) h`;
   }
   const { rows } = await db.query<AnnotationRow>(
-    `SELECT ${ROW_COLUMNS}, h.superseded_count::text AS superseded_count
+    `${LATEST_SELECT}
        FROM (SELECT * FROM ${from} WHERE ${sql}
               ORDER BY h.ts_wall_ns DESC, h.event_id DESC LIMIT $${params.length}) h
-       JOIN events e ON e.org_id = h.org_id AND e.event_id = h.event_id
-      ORDER BY h.ts_wall_ns DESC, h.event_id DESC`,
+       ${LATEST_JOIN}`,
     params,
   );
   return rows;
