@@ -37,8 +37,8 @@ async function write(id: number, request: EncodedWrite) {
 }
 
 port.on("message", async (message: WriterRequest) => {
-  if ("writes" in message) {
-    for (const { id, write: request } of message.writes) void write(id, request);
+  if ("write" in message) {
+    void write(message.id, message.write);
     return;
   }
   const store = await opened.catch(() => null);
