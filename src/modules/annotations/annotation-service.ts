@@ -127,7 +127,7 @@ interface Prepared {
 
 export class AnnotationService {
   // Reads an annotate may skip: a run's project and lineage never change, and the latest
-  // live schema version is re-checked by the write itself (repo.insertAnnotation's guard),
+  // live schema version is re-checked by the write itself (the guard in repo WRITE_SQL),
   // so a stale entry costs one more round trip, never a wrong answer. Every error is
   // decided on a fresh read, in the order of the uncached path.
   private readonly runs = new Map<string, RunInfo>();
