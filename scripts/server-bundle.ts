@@ -6,7 +6,6 @@
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { build } from "esbuild";
-import { WRITER_BUNDLE_SUFFIX } from "../src/modules/annotations/worker-writer.js";
 
 export const PROJECT_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 /** Must stay inside the project: the server finds migrations/ and its other files from it. */
@@ -14,18 +13,7 @@ export const SERVER_BUNDLE = path.join(PROJECT_DIR, "build", "warren.mjs");
 
 export async function buildServerBundle(outfile = SERVER_BUNDLE): Promise<string> {
   await build({
-    // The server, and beside it the annotation writer thread's module (worker-writer.ts finds
-    // it by the server's own file name).
-    entryPoints: {
-      [path.basename(outfile, ".mjs")]: path.join(PROJECT_DIR, "src", "main.ts"),
-      [`${path.basename(outfile, ".mjs")}${WRITER_BUNDLE_SUFFIX}`]: path.join(
-        PROJECT_DIR,
-        "src",
-        "modules",
-        "annotations",
-        "write-worker.ts",
-      ),
-    },
+    entryPoints: [path.join(PROJECT_DIR, "src", "main.ts")],
     bundle: true,
     platform: "node",
     format: "esm",
@@ -33,14 +21,12 @@ export async function buildServerBundle(outfile = SERVER_BUNDLE): Promise<string
     packages: "external",
     sourcemap: "linked",
     logLevel: "warning",
-    outdir: path.dirname(outfile),
-    outExtension: { ".js": ".mjs" },
+    outfile,
   });
   return outfile;
 }
 
 /** Every file buildServerBundle(outfile) writes. */
 export function bundleFiles(outfile: string): string[] {
-  const writer = outfile.replace(/\.mjs$/, `${WRITER_BUNDLE_SUFFIX}.mjs`);
-  return [outfile, `${outfile}.map`, writer, `${writer}.map`];
+  return [outfile, `${outfile}.map`];
 }

@@ -14,7 +14,6 @@ import { AdminService } from "./modules/admin/service.js";
 import { AnnotationService } from "./modules/annotations/annotation-service.js";
 import { registerAnnotationRoutes } from "./modules/annotations/routes.js";
 import { AnnotationSchemaService } from "./modules/annotations/schema-service.js";
-import { WorkerWriter } from "./modules/annotations/worker-writer.js";
 import { registerFeedbackRoutes } from "./modules/feedback/routes.js";
 import { type FeedbackRelay, FeedbackService, webhookRelay } from "./modules/feedback/service.js";
 import { registerIdentityRoutes } from "./modules/identity/routes.js";
@@ -105,12 +104,7 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
   const runtime = overrides.runtime !== undefined ? overrides.runtime : await openRuntime(config, log);
   const sandboxes = new SandboxService(db, clock, log, config.sandbox, runtime, projects, runs, quotas, secrets);
   const annotationSchemas = new AnnotationSchemaService(db, clock);
-  // On PostgreSQL annotate writes are batched on a thread of their own (worker-writer.ts).
-  const annotations = new AnnotationService(
-    db,
-    clock,
-    db.connectionString ? new WorkerWriter(db.connectionString) : undefined,
-  );
+  const annotations = new AnnotationService(db, clock);
   const relay =
     overrides.feedbackRelay ?? webhookRelay(config.feedbackWebhookUrl, config.feedbackWebhookTimeoutMs, log);
   const feedback = new FeedbackService(db, clock, relay);

@@ -67,7 +67,7 @@ export async function prepareStore(store: Store, prefix: string, log: (line: str
   const env: Record<string, string> = {
     WARREN_DATA_DIR: dataDir,
     WARREN_BOOTSTRAP_API_KEY: key,
-    WARREN_LOG_LEVEL: "info",
+    WARREN_LOG_LEVEL: process.env.WARREN_BENCH_LOG_LEVEL_EXPERIMENT ?? "info",
   };
   let dbPids = () => [] as number[];
   if (store === "postgres") {

@@ -9,8 +9,6 @@ export interface Queryable {
 
 export interface Db extends Queryable {
   readonly kind: "pglite" | "postgres";
-  /** PostgreSQL only: the server it connects to, for a thread that opens its own connections. */
-  readonly connectionString?: string;
   /** Runs fn in one transaction; commits when it resolves, rolls back when it throws. */
   tx<T>(fn: (q: Queryable) => Promise<T>): Promise<T>;
   close(): Promise<void>;

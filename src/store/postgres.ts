@@ -34,7 +34,6 @@ export async function openPostgres(connectionString: string, maxConnections = 10
   probe.release();
   return {
     kind: "postgres",
-    connectionString,
     query: async <T>(sql: string, params?: unknown[]) => {
       const result = await pool.query(statement(sql, params));
       return { rows: result.rows as T[] };

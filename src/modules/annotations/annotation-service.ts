@@ -13,7 +13,7 @@ import * as repo from "./annotation-repo.js";
 import { describe, validatorFor } from "./json-schema.js";
 import * as schemaRepo from "./schema-repo.js";
 import { RESERVED_PREFIX } from "./schema-service.js";
-import { type AnnotationWriter, WriteBatcher } from "./write-batcher.js";
+import { WriteBatcher } from "./write-batcher.js";
 
 const NS_PATTERN = /^(0|[1-9]\d{0,18})$/;
 const MAX_NS = 9_223_372_036_854_775_807n;
@@ -132,12 +132,14 @@ export class AnnotationService {
   // decided on a fresh read, in the order of the uncached path.
   private readonly runs = new Map<string, RunInfo>();
   private readonly schemas = new Map<string, LiveSchema>();
+  /** Where annotate writes go outside a transaction (batched; see write-batcher.ts). */
+  private readonly writer: WriteBatcher;
   constructor(
     private readonly db: Db,
     private readonly clock: Clock,
-    /** Where annotate writes go outside a transaction (batched; see write-batcher.ts). */
-    private readonly writer: AnnotationWriter = new WriteBatcher(db),
-  ) {}
+  ) {
+    this.writer = new WriteBatcher(db);
+  }
 
   /** Waits for the annotate writes under way. */
   close(): Promise<void> {

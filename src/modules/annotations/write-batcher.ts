@@ -3,34 +3,29 @@
 // PostgreSQL a loopback round trip) outweighs the row itself. Each caller still answers
 // only after its own write committed. One statement is in flight at a time: the writes that
 // arrive meanwhile make the next one (on PostgreSQL, 16 clients wrote ~30% more per second
-// this way than with 2 to 4 statements in flight, which made the batches smaller; measured
-// again with the writer thread: 2 in flight gave 5-10% less).
+// this way than with 2 to 4 statements in flight, which made the batches smaller). The
+// batching runs on the server's main thread: a writer thread of its own, tried on
+// PostgreSQL, cost ~20% more CPU per annotate (each write and each answer crossing threads
+// as a message) and on the 2-core host wrote ~10% fewer per second.
 import type { Db } from "../../store/db.js";
 import { type EncodedWrite, insertAnnotations, type WriteResult } from "./annotation-repo.js";
 
 /** Most annotate writes one statement takes. */
 const MAX_BATCH = 64;
 
-/** Where an annotate's write goes: straight to the store in batches, or to a writer thread. */
-export interface AnnotationWriter {
-  /** Writes one annotation (see insertAnnotations for the results). */
-  write(write: EncodedWrite): Promise<WriteResult>;
-  /** Waits for the writes under way, then stops. */
-  close(): Promise<void>;
-}
-
 interface QueuedWrite extends EncodedWrite {
   resolve: (result: WriteResult) => void;
   reject: (error: unknown) => void;
 }
 
-export class WriteBatcher implements AnnotationWriter {
+export class WriteBatcher {
   private readonly queue: QueuedWrite[] = [];
   private flushScheduled = false;
   private writing: Promise<void> | null = null;
 
   constructor(private readonly db: Db) {}
 
+  /** Writes one annotation (see insertAnnotations for the results). */
   write(write: EncodedWrite): Promise<WriteResult> {
     return new Promise((resolve, reject) => {
       this.queue.push({ ...write, resolve, reject });
@@ -38,6 +33,7 @@ export class WriteBatcher implements AnnotationWriter {
     });
   }
 
+  /** Waits for the writes under way. */
   async close(): Promise<void> {
     while (this.writing || this.queue.length > 0) {
       if (!this.writing) this.scheduleFlush();
