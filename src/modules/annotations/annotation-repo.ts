@@ -46,8 +46,8 @@ export interface GuardedWrite {
 }
 
 /**
- * A write as WRITE_SQL takes it: its input row as JSON (built once, on whichever thread
- * prepared it), and the two keys no other write of the same statement may share.
+ * A write as WRITE_SQL takes it: its input row as JSON (built once, where it is prepared),
+ * and the two keys no other write of the same statement may share.
  */
 export interface EncodedWrite {
   json: string;
