@@ -2,6 +2,7 @@
 // services and routes together.
 import { mkdir } from "node:fs/promises";
 import type { Config } from "./config.js";
+import { ReconcileQueue } from "./controllers/reconcile-queue.js";
 import type { RuntimeDriver } from "./drivers/runtime/interface.js";
 import { LocalRuntimeDriver } from "./drivers/runtime/local/driver.js";
 import { buildHttp } from "./http/app.js";
@@ -26,6 +27,7 @@ import { registerRunRoutes } from "./modules/runs/routes.js";
 import { RunService } from "./modules/runs/service.js";
 import { registerSandboxRoutes } from "./modules/sandboxes/routes.js";
 import { SandboxService } from "./modules/sandboxes/service.js";
+import { SandboxTransitions } from "./modules/sandboxes/transitions.js";
 import { Keyring } from "./modules/secrets/keyring.js";
 import { registerSecretRoutes } from "./modules/secrets/routes.js";
 import { SecretService } from "./modules/secrets/service.js";
@@ -51,6 +53,8 @@ export interface Container {
   annotationSchemas: AnnotationSchemaService;
   annotations: AnnotationService;
   sandboxes: SandboxService;
+  sandboxTransitions: SandboxTransitions;
+  reconcileQueue: ReconcileQueue;
   runtime: RuntimeDriver | null;
   feedback: FeedbackService;
   quotas: QuotaService;
@@ -102,7 +106,22 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
   const keyring = overrides.keyring ?? (await Keyring.load(config));
   const secrets = new SecretService(db, clock, keyring);
   const runtime = overrides.runtime !== undefined ? overrides.runtime : await openRuntime(config, log);
-  const sandboxes = new SandboxService(db, clock, log, config.sandbox, runtime, projects, runs, quotas, secrets);
+  // The reconciler (started with the controllers) becomes the queue's worker; the service only kicks it.
+  const reconcileQueue = new ReconcileQueue();
+  const sandboxTransitions = new SandboxTransitions(db, clock);
+  const sandboxes = new SandboxService(
+    db,
+    clock,
+    log,
+    config.sandbox,
+    runtime,
+    projects,
+    runs,
+    quotas,
+    secrets,
+    sandboxTransitions,
+    reconcileQueue,
+  );
   const annotationSchemas = new AnnotationSchemaService(db, clock);
   const annotations = new AnnotationService(db, clock);
   const relay =
@@ -123,6 +142,8 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
     annotationSchemas,
     annotations,
     sandboxes,
+    sandboxTransitions,
+    reconcileQueue,
     runtime,
     feedback,
     quotas,

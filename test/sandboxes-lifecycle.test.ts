@@ -92,7 +92,7 @@ describe("sandbox lifecycle", { concurrency: STORE_KINDS.length }, () => {
             },
           },
         });
-        reconciler = new SandboxReconciler(t.c.db, t.c.clock, t.c.log, fixture.driver, t.c.sandboxes, t.c.identity, {
+        reconciler = new SandboxReconciler(t.c, fixture.driver, {
           pids: 128,
           retentionSeconds: RETENTION_SECONDS,
           publicApiUrl: "http://127.0.0.1:1",

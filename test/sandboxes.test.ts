@@ -26,7 +26,7 @@ for (const store of STORE_KINDS) {
           },
         },
       });
-      reconciler = new SandboxReconciler(t.c.db, t.c.clock, t.c.log, fixture.driver, t.c.sandboxes, t.c.identity, {
+      reconciler = new SandboxReconciler(t.c, fixture.driver, {
         pids: 128,
         retentionSeconds: 3600,
         publicApiUrl: "http://127.0.0.1:1",

@@ -7,7 +7,7 @@ const GC_INTERVAL_MS = 10 * 60 * 1000;
 
 export async function startControllers(c: Container): Promise<{ stop(): Promise<void> }> {
   const reconciler = c.runtime
-    ? new SandboxReconciler(c.db, c.clock, c.log, c.runtime, c.sandboxes, c.identity, {
+    ? new SandboxReconciler(c, c.runtime, {
         pids: c.config.sandbox.pids,
         retentionSeconds: c.config.sandbox.retentionSeconds,
         publicApiUrl: c.config.publicApiUrl,

@@ -1,5 +1,5 @@
 import type { Queryable } from "../../store/db.js";
-import type { SandboxState } from "./schemas.js";
+import type { StoredState } from "./lifecycle.js";
 
 export type DesiredState = "running" | "stopped" | "deleted";
 
@@ -28,7 +28,7 @@ export interface SandboxRow {
   idle_timeout_seconds: number | null;
   expires_at: Date | null;
   desired_state: DesiredState;
-  state: SandboxState;
+  state: StoredState;
   state_reason_code: string | null;
   state_reason_message: string | null;
   state_deadline: Date | null;
@@ -155,6 +155,37 @@ export async function updateSandbox(
   return rows[0] as SandboxRow;
 }
 
+/**
+ * Claims the sandbox's host state for one change until `until`; false when another change
+ * holds an unexpired claim. Call with the row locked.
+ */
+export async function claimHost(q: Queryable, id: string, now: Date, until: Date): Promise<boolean> {
+  const { rows } = await q.query(
+    `UPDATE sandboxes SET host_claim_until = $3 WHERE id = $1 AND (host_claim_until IS NULL OR host_claim_until < $2)
+     RETURNING id`,
+    [id, now, until],
+  );
+  return rows.length > 0;
+}
+
+/**
+ * Ends a host claim and records its result: the network mode applied, or, when a growth
+ * failed, the capacity claimed for it given back (unless a later change moved it).
+ */
+export async function releaseHost(
+  q: Queryable,
+  id: string,
+  result: { network_access?: SandboxRow["network_access"]; revertCapacity?: { from: number; to: number } },
+): Promise<void> {
+  await q.query(
+    `UPDATE sandboxes SET host_claim_until = NULL, network_access = COALESCE($2, network_access),
+            workspace_capacity_gib = CASE WHEN $3::int IS NOT NULL AND workspace_capacity_gib = $4::int
+                                          THEN $3::int ELSE workspace_capacity_gib END
+      WHERE id = $1`,
+    [id, result.network_access ?? null, result.revertCapacity?.from ?? null, result.revertCapacity?.to ?? null],
+  );
+}
+
 /** Records activity in one statement; with an idle timeout, the idle deadline moves to `at` + timeout. */
 export async function touchSandbox(q: Queryable, id: string, at: Date, source: string): Promise<void> {
   await q.query(
@@ -177,13 +208,43 @@ export async function knownIds(q: Queryable): Promise<Set<string>> {
   return new Set(rows.map((row) => row.id));
 }
 
-export async function purgeFinished(q: Queryable, before: Date): Promise<number> {
-  const { rows } = await q.query<{ n: string }>(
-    `WITH gone AS (DELETE FROM sandboxes WHERE state IN ('terminated', 'failed') AND finished_at < $1 RETURNING 1)
-     SELECT count(*)::text AS n FROM gone`,
-    [before],
+/**
+ * Sandboxes time has made due at `now` (`isDue` of lifecycle.ts, in SQL): a deadline passed,
+ * the expiry, the idle deadline of a running one, the end of a finished one's retention.
+ * `overdue`: its state's deadline passed (a step running against it is given up).
+ */
+export async function dueIds(
+  q: Queryable,
+  now: Date,
+  retentionSeconds: number,
+): Promise<{ id: string; state: string; overdue: boolean }[]> {
+  const { rows } = await q.query<{ id: string; state: string; overdue: boolean }>(
+    `SELECT id, state, (state_deadline IS NOT NULL AND state_deadline < $1) AS overdue FROM sandboxes
+      WHERE (state IN ('terminated', 'failed') AND finished_at < $2)
+         OR (state NOT IN ('terminated', 'failed') AND NOT quarantined AND (
+              (state_deadline IS NOT NULL AND state_deadline < $1)
+              OR (expires_at IS NOT NULL AND expires_at < $1 AND desired_state <> 'deleted'
+                  AND state NOT IN ('terminating', 'attention'))
+              OR (state = 'running' AND idle_deadline IS NOT NULL AND idle_deadline < $1)))`,
+    [now, new Date(now.getTime() - retentionSeconds * 1000)],
   );
-  return Number(rows[0]?.n ?? 0);
+  return rows;
+}
+
+/** Removes one finished sandbox past its retention (checked again here: it may have changed). */
+export async function purgeFinishedSandbox(q: Queryable, id: string, finishedBefore: Date): Promise<boolean> {
+  const { rows } = await q.query(
+    "DELETE FROM sandboxes WHERE id = $1 AND state IN ('terminated', 'failed') AND finished_at < $2 RETURNING id",
+    [id, finishedBefore],
+  );
+  return rows.length > 0;
+}
+
+export async function hasRunningExec(q: Queryable, sandboxId: string): Promise<boolean> {
+  const { rows } = await q.query("SELECT 1 FROM sandbox_execs WHERE sandbox_id = $1 AND outcome = 'running' LIMIT 1", [
+    sandboxId,
+  ]);
+  return rows.length > 0;
 }
 
 export async function countRunning(q: Queryable, orgId: string): Promise<number> {

@@ -3,38 +3,30 @@
 // towards it and records what it observes. Exec runs synchronously through the driver and
 // records its outcome so an Idempotency-Key retry replays it, even across a restart.
 import { randomBytes } from "node:crypto";
-import { EventEmitter } from "node:events";
 import type { SandboxDefaults } from "../../config.js";
 import { type NetworkReceipt, type RuntimeDriver, RuntimeError } from "../../drivers/runtime/interface.js";
 import { AppError, notFound } from "../../http/errors.js";
 import { decodeCursor, encodeCursor } from "../../http/pagination.js";
 import type { Clock } from "../../lib/clock.js";
 import { canonicalJson, sha256Hex } from "../../lib/hash.js";
-import { newId, newUlid } from "../../lib/ids.js";
+import { newId } from "../../lib/ids.js";
 import type { Logger } from "../../lib/logger.js";
 import type { Db, Queryable } from "../../store/db.js";
-import * as eventsRepo from "../events/repo.js";
 import { type Credential, requireOrgScoped } from "../identity/credential.js";
 import type { ProjectService } from "../projects/service.js";
 import type { RunService } from "../runs/service.js";
 import type { SecretService, SubjectKind } from "../secrets/service.js";
 import type { QuotaService } from "../usage/service.js";
+import { isFinished, STABLE_STATES, stateDeadline } from "./lifecycle.js";
 import * as repo from "./repo.js";
 import type { SandboxState } from "./schemas.js";
-import { checkArgv, checkMetadata, FINISHED_STATES, sandboxView } from "./view.js";
+import { appendSandboxEvent, type SandboxTransitions } from "./transitions.js";
+import { checkArgv, checkMetadata, sandboxView } from "./view.js";
 
 const SANDBOX_ID = /^sbx-[0-9a-f]{40}$/;
-// How long each transitional state may last before the sandbox fails; for `attention`, when
-// the host cleanup that failed is tried again.
-export const STATE_DEADLINE_SECONDS: Partial<Record<SandboxState, number>> = {
-  requested: 30,
-  reserved: 30,
-  materializing: 600,
-  ready: 60,
-  terminating: 120,
-  attention: 10,
-};
 const ACTIVITY_HEARTBEAT_MS = 30_000;
+/** How long a claim on a sandbox's host state (growth, network switch) holds if its holder dies. */
+const HOST_CLAIM_SECONDS = 600;
 
 export interface CreateSandboxInput {
   image?: string | undefined;
@@ -79,6 +71,8 @@ export type ExecResponse =
   | { timeout: Record<string, never>; stdout: string; stderr: string; truncated: boolean }
   | { indeterminate: Record<string, never>; stdout: string; stderr: string; truncated: boolean };
 
+type HostChange = { kind: "grow"; from: number; to: number } | { kind: "network"; mode: "public" | "none" };
+
 const unsupported = (message: string) => new AppError("unsupported_capability", message);
 
 export function newSandboxId(): string {
@@ -91,9 +85,6 @@ export interface ReconcileTrigger {
 }
 
 export class SandboxService {
-  /** Emits `<sandbox id>` whenever this process writes a sandbox's state. */
-  readonly changes = new EventEmitter();
-  private trigger: ReconcileTrigger = { kick: () => undefined };
   /** Execs running in this process, so a retry with the same key waits for the outcome. */
   private readonly execsInFlight = new Map<string, Promise<ExecResponse>>();
 
@@ -107,15 +98,17 @@ export class SandboxService {
     private readonly runs: RunService,
     private readonly quotas: QuotaService,
     private readonly secrets: SecretService,
+    private readonly transitions: SandboxTransitions,
+    private readonly trigger: ReconcileTrigger,
   ) {
-    this.changes.setMaxListeners(0);
     quotas.registerMeter("sandboxes.running", (q, orgId) => repo.countRunning(q, orgId));
     quotas.registerMeter("sandboxes.total", (q, orgId) => repo.countTotal(q, orgId));
     quotas.registerMeter("sandboxes.workspace_capacity_gib", (q, orgId) => repo.sumWorkspaceGiB(q, orgId));
   }
 
-  setTrigger(trigger: ReconcileTrigger): void {
-    this.trigger = trigger;
+  /** Emits `<sandbox id>` whenever this process changes a sandbox. */
+  get changes() {
+    return this.transitions.changes;
   }
 
   execsInFlightIds(): string[] {
@@ -126,35 +119,6 @@ export class SandboxService {
     if (!this.driver)
       throw new AppError("unavailable", "this server has no sandbox runtime", { retryAfterSeconds: 30 });
     return this.driver;
-  }
-
-  /** Records an observed state change (and its telemetry event) in one transaction. */
-  async writeState(
-    q: Queryable,
-    row: repo.SandboxRow,
-    state: SandboxState,
-    change: Partial<repo.SandboxRow> = {},
-    reason?: { code: string; message: string },
-  ): Promise<repo.SandboxRow> {
-    const now = this.clock.now();
-    const seconds = STATE_DEADLINE_SECONDS[state];
-    const updated = await repo.updateSandbox(q, row.id, {
-      ...change,
-      state,
-      state_deadline: seconds ? new Date(now.getTime() + seconds * 1000) : null,
-      ...(reason ? { state_reason_code: reason.code, state_reason_message: reason.message } : {}),
-      ...(FINISHED_STATES.includes(state) ? { finished_at: now } : {}),
-      updated_at: now,
-    });
-    if (row.state !== state) {
-      await this.sandboxEvent(q, row, "sandbox.state_changed", {
-        from: row.state,
-        to: state,
-        ...(reason ? { reason: reason.code } : {}),
-      });
-    }
-    this.changes.emit(row.id, updated);
-    return updated;
   }
 
   private visible(row: repo.SandboxRow): boolean {
@@ -249,7 +213,7 @@ export class SandboxService {
         state: "requested",
         state_reason_code: null,
         state_reason_message: null,
-        state_deadline: new Date(now.getTime() + (STATE_DEADLINE_SECONDS.requested ?? 30) * 1000),
+        state_deadline: stateDeadline("requested", now),
         quarantined: false,
         run_id: run.id,
         credential_key_id: null,
@@ -356,11 +320,12 @@ export class SandboxService {
     if (input.ttl_seconds === 0) throw new AppError("invalid_argument", "ttl_seconds must be positive");
     checkMetadata(input.metadata);
     const now = this.clock.now();
-    let receipt: NetworkReceipt | null = null;
-    await this.db.tx(async (q) => {
+    // Claim in one short transaction, change the host outside it, then record: a host tool
+    // (resize2fs, ip, nft) never runs while the row lock that other requests wait on is held.
+    const { row, host } = await this.db.tx(async (q) => {
       const row = await this.load(q, cred, id, true);
       if (row.quarantined) throw new AppError("quarantined", "the sandbox is quarantined");
-      if (row.desired_state === "deleted" || FINISHED_STATES.includes(row.state) || row.state === "attention") {
+      if (row.desired_state === "deleted" || isFinished(row.state) || row.state === "attention") {
         throw new AppError(
           "operation_conflict",
           `the sandbox is ${row.desired_state === "deleted" ? "being deleted" : row.state}`,
@@ -381,6 +346,7 @@ export class SandboxService {
       if (idle) change.idle_deadline = new Date(now.getTime() + idle * 1000);
       if (input.ttl_seconds !== undefined) change.expires_at = new Date(now.getTime() + input.ttl_seconds * 1000);
       if (input.metadata !== undefined) change.metadata = input.metadata;
+      let host: HostChange | null = null;
       if (input.workspace_capacity_gib !== undefined) {
         if (row.storage_class !== "durable" || !row.workspace_capacity_gib) {
           throw new AppError("invalid_argument", "workspace_capacity_gib applies only to durable storage");
@@ -392,7 +358,7 @@ export class SandboxService {
           );
         }
         if (input.workspace_capacity_gib > row.workspace_capacity_gib) {
-          if (!["ready", "running", "stopped"].includes(row.state)) {
+          if (!STABLE_STATES.includes(row.state)) {
             throw new AppError("operation_conflict", "the workspace grows only while the sandbox is stable");
           }
           await this.quotas.admit(
@@ -401,32 +367,53 @@ export class SandboxService {
             "sandboxes.workspace_capacity_gib",
             input.workspace_capacity_gib - row.workspace_capacity_gib,
           );
-          await this.runtime()
-            .growWorkspace(row.id, input.workspace_capacity_gib)
-            .catch((error: unknown) => {
-              throw this.growFailure(row, error);
-            });
+          // Recorded with the claim, so the quota counts it at once; given back if the host refuses.
           change.workspace_capacity_gib = input.workspace_capacity_gib;
+          host = { kind: "grow", from: row.workspace_capacity_gib, to: input.workspace_capacity_gib };
         }
       }
       if (input.network_access !== undefined) {
         if (input.network_access === "gateway_only")
           throw unsupported("gateway_only networking is not available in this deployment");
-        if (!["ready", "running", "stopped"].includes(row.state)) {
+        if (!STABLE_STATES.includes(row.state)) {
           throw new AppError(
             "operation_conflict",
             `the network can be switched once the sandbox exists (it is ${row.state})`,
           );
         }
-        receipt = await this.runtime().setNetwork(row.id, input.network_access);
-        change.network_access = input.network_access;
+        host = { kind: "network", mode: input.network_access };
+      }
+      if (host && !(await repo.claimHost(q, row.id, now, new Date(now.getTime() + HOST_CLAIM_SECONDS * 1000)))) {
+        throw new AppError(
+          "operation_conflict",
+          "another change of this sandbox's workspace or network is in progress",
+        );
       }
       await repo.updateSandbox(q, row.id, change);
+      return { row, host };
     });
+    const receipt = host ? await this.changeHost(row, host) : null;
     this.trigger.kick(id);
     const response: Record<string, unknown> = { id, request_state: "requested" };
     if (receipt) response.network_access_receipt = receiptView(receipt);
     return response;
+  }
+
+  /** Applies a claimed host change outside any transaction, then records it and ends the claim. */
+  private async changeHost(row: repo.SandboxRow, host: HostChange): Promise<NetworkReceipt | null> {
+    try {
+      if (host.kind === "grow") {
+        await this.runtime().growWorkspace(row.id, host.to);
+        await repo.releaseHost(this.db, row.id, {});
+        return null;
+      }
+      const receipt = await this.runtime().setNetwork(row.id, host.mode);
+      await repo.releaseHost(this.db, row.id, { network_access: host.mode });
+      return receipt;
+    } catch (error) {
+      await repo.releaseHost(this.db, row.id, host.kind === "grow" ? { revertCapacity: host } : {});
+      throw host.kind === "grow" ? this.growFailure(row, error) : error;
+    }
   }
 
   /** A driver refusal of workspace growth as the API's error; the driver's own words go to the log only. */
@@ -451,8 +438,7 @@ export class SandboxService {
       const row = await this.load(q, cred, id, true);
       if (row.quarantined) throw new AppError("quarantined", "the sandbox is quarantined");
       if (row.desired_state === "deleted" || row.state === "terminated") throw notFound("sandbox");
-      const updated = await repo.updateSandbox(q, row.id, { desired_state: "deleted", updated_at: this.clock.now() });
-      await this.writeState(q, updated, "terminating");
+      await this.transitions.transition(row.id, "terminating", { q, change: { desired_state: "deleted" } });
     });
     this.trigger.kick(id);
     return { id, request_state: "requested" as const };
@@ -616,17 +602,7 @@ export class SandboxService {
 
   /** A telemetry event of the sandbox in its ambient run. */
   private async sandboxEvent(q: Queryable, row: repo.SandboxRow, name: string, payload: Record<string, unknown>) {
-    await eventsRepo.appendEvent(q, {
-      orgId: row.org_id,
-      eventId: newUlid(),
-      projectId: row.project_id,
-      runId: row.run_id,
-      lineagePath: row.lineage_path,
-      tsWallNs: this.clock.nowNs(),
-      name,
-      principal: "",
-      payload: { sandbox_id: row.id, ...payload },
-    });
+    await appendSandboxEvent(q, this.clock, row, name, payload);
   }
 
   /** Records activity; with an idle timeout, pushes the idle deadline out. */
@@ -647,7 +623,7 @@ export class SandboxService {
           : {}),
       });
     });
-    this.changes.emit(id);
+    this.transitions.notify(id);
     if (!quarantined) this.trigger.kick(id);
   }
 }

@@ -1,13 +1,9 @@
 // Pure helpers of the sandbox service: the wire view of a row, create-request checks the
-// schema cannot state, and which states count as what.
+// schema cannot state.
 import { AppError } from "../../http/errors.js";
 import type { SandboxRow } from "./repo.js";
-import type { SandboxState } from "./schemas.js";
 
 export const METADATA_MAX_VALUE_BYTES = 4096;
-/** States a sandbox leaves on its own; each has a deadline after which it fails. */
-export const TRANSITIONAL_STATES: SandboxState[] = ["requested", "reserved", "materializing", "ready", "terminating"];
-export const FINISHED_STATES: SandboxState[] = ["terminated", "failed"];
 
 export function checkMetadata(metadata: Record<string, string> | undefined): void {
   if (!metadata) return;
