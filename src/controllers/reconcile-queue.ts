@@ -24,7 +24,8 @@ export class ReconcileQueue implements ReconcileTrigger {
     const run = async () => {
       do {
         this.again.delete(id);
-        await work(id);
+        // The worker logs its own failures; one must never wedge this id's chain.
+        await work(id).catch(() => undefined);
       } while (this.again.has(id) && !this.stopped);
       this.chains.delete(id);
     };
