@@ -10,6 +10,7 @@ import { IdempotencyStore } from "./http/idempotency.js";
 import type { App } from "./http/types.js";
 import { type Clock, systemClock } from "./lib/clock.js";
 import type { Logger } from "./lib/logger.js";
+import { makeDirPrivate } from "./lib/private-dir.js";
 import { registerAdminRoutes } from "./modules/admin/routes.js";
 import { AdminService } from "./modules/admin/service.js";
 import { AnnotationService } from "./modules/annotations/annotation-service.js";
@@ -75,7 +76,9 @@ export interface ContainerOverrides {
 
 export async function openStore(config: Config): Promise<Db> {
   if (config.databaseUrl) return openPostgres(config.databaseUrl);
-  await mkdir(config.dataDir, { recursive: true });
+  // Repairs what an older version or a permissive umask left readable; PGlite's own files
+  // stay private from here on (pglite-private-fs.ts).
+  await makeDirPrivate(config.dataDir, [config.sandbox.runtimeRoot]);
   return openPglite(`${config.dataDir}/pglite`);
 }
 
@@ -102,7 +105,7 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
   const identity = new IdentityService(db, clock, projects, config.authCacheTtlMs);
   const workloads = new WorkloadService(db, clock);
   const runs = new RunService(db, clock, projects, workloads);
-  if (!overrides.keyring && !config.masterKey) await mkdir(config.dataDir, { recursive: true });
+  if (!overrides.keyring && !config.masterKey) await mkdir(config.dataDir, { recursive: true, mode: 0o700 });
   const keyring = overrides.keyring ?? (await Keyring.load(config));
   const secrets = new SecretService(db, clock, keyring);
   const runtime = overrides.runtime !== undefined ? overrides.runtime : await openRuntime(config, log);

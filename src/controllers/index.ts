@@ -1,7 +1,8 @@
 // Background controllers: the sandbox reconciler (with its idle, expiry and retention
-// sweep) and the retention GC of idempotency records.
+// sweep), the retention GC of idempotency records and the embedded store's VACUUM.
 import type { Container } from "../container.js";
 import { SandboxReconciler } from "./sandbox-reconciler.js";
+import { StoreMaintenance } from "./store-maintenance.js";
 
 const GC_INTERVAL_MS = 10 * 60 * 1000;
 
@@ -23,9 +24,14 @@ export async function startControllers(c: Container): Promise<{ stop(): Promise<
       .catch((error: unknown) => c.log.warn({ err: (error as Error).message }, "idempotency GC failed"));
   }, GC_INTERVAL_MS);
   gc.unref();
+  const maintenance = new StoreMaintenance(c.db, c.log, {
+    intervalMs: c.config.pgliteVacuumIntervalSeconds * 1000,
+  });
+  maintenance.start();
   return {
     stop: async () => {
       clearInterval(gc);
+      await maintenance.stop();
       await reconciler?.stop();
     },
   };

@@ -13,7 +13,7 @@ const LOCK_FILE = "server.json";
 
 export async function writeServerLock(dataDir: string, url: string): Promise<() => Promise<void>> {
   const file = path.join(dataDir, LOCK_FILE);
-  await mkdir(dataDir, { recursive: true });
+  await mkdir(dataDir, { recursive: true, mode: 0o700 });
   await writeFile(file, JSON.stringify({ pid: process.pid, url } satisfies ServerLock), { mode: 0o600 });
   return () => rm(file, { force: true });
 }

@@ -1,5 +1,6 @@
 import { PGlite, types } from "@electric-sql/pglite";
 import type { Db, Queryable } from "./db.js";
+import { PrivateNodeFS } from "./pglite-private-fs.js";
 import { PgliteWire } from "./pglite-wire.js";
 
 /**
@@ -13,7 +14,7 @@ export interface PgliteDb extends Db {
 
 export async function openPglite(dataDir?: string, loadDataDir?: Blob): Promise<PgliteDb> {
   const pg = await PGlite.create({
-    dataDir,
+    ...(dataDir ? { fs: new PrivateNodeFS(dataDir) } : {}),
     ...(loadDataDir ? { loadDataDir } : {}),
     parsers: { [types.INT8]: (value: string) => value },
   });

@@ -1,4 +1,5 @@
 import type { Db, Queryable } from "../../store/db.js";
+import { annotationEventInsert } from "../events/repo.js";
 import type { SchemaRow } from "./schema-repo.js";
 
 export const SLOT_COLUMNS = ["p1", "p2", "p3", "p4", "p5", "p6", "p7", "p8"] as const;
@@ -127,16 +128,7 @@ const WRITE_SQL = `WITH input AS (
                 WHERE s.org_id = i.org_id AND s.name = i.schema_name AND s.archived_at IS NULL
                 ORDER BY s.version DESC LIMIT 1) = i.schema_id
      ), inserted AS (
-       INSERT INTO events (org_id, event_id, project_id, run_id, lineage_path, ts_wall_ns, name, principal, payload,
-                           kind, schema_name, schema_version, target_event_id, range_start_ns, range_end_ns,
-                           range_start_event_id, range_end_event_id, payload_text, content_hash, supersession_key,
-                           p1, p2, p3, p4, p5, p6, p7, p8)
-       SELECT org_id, event_id, project_id, run_id, lineage_path, ts_wall_ns, schema_name, principal, payload_text::jsonb,
-              'annotation', schema_name, schema_version, target_event_id, range_start_ns, range_end_ns,
-              range_start_event_id, range_end_event_id, payload_text, content_hash, supersession_key,
-              p1, p2, p3, p4, p5, p6, p7, p8
-         FROM fresh ORDER BY org_id, event_id
-       ON CONFLICT (org_id, event_id) DO NOTHING RETURNING org_id, event_id
+       ${annotationEventInsert("fresh")}
      ), head AS (
        INSERT INTO annotation_heads (org_id, supersession_key, event_id, ts_wall_ns, project_id, run_id, schema_name,
                                      target_event_id, superseded_count, p1, p2, p3, p4, p5, p6, p7, p8)

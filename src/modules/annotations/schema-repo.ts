@@ -108,3 +108,8 @@ export async function insertSlot(
     slot,
   ]);
 }
+
+/** Serializes registrations of one schema name until the transaction ends. */
+export async function lockSchemaName(q: Queryable, orgId: string, name: string): Promise<void> {
+  await q.query("SELECT pg_advisory_xact_lock(hashtext($1))", [`annotation-schema:${orgId}:${name}`]);
+}

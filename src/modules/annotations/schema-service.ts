@@ -90,7 +90,7 @@ export class AnnotationSchemaService {
       }
     }
     return this.db.tx(async (q) => {
-      await q.query("SELECT pg_advisory_xact_lock(hashtext($1))", [`annotation-schema:${cred.orgId}:${input.name}`]);
+      await repo.lockSchemaName(q, cred.orgId, input.name);
       const newest = await repo.latestVersion(q, cred.orgId, input.name);
       const live = await repo.latestLive(q, cred.orgId, input.name);
       if (live) this.checkEvolution(live, doc, requested);

@@ -1,4 +1,6 @@
-// The append-only telemetry event store. Rows are only ever inserted; nothing here updates.
+// The telemetry event store, and the only module that writes the events table: rows are
+// inserted (telemetry events here, annotations through annotationEventInsert) and removed
+// only with their project.
 import type { Queryable } from "../../store/db.js";
 
 export interface NewEvent {
@@ -49,4 +51,28 @@ export async function listRunEvents(q: Queryable, orgId: string, runId: string):
     [orgId, runId],
   );
   return rows;
+}
+
+/**
+ * The insert of annotation events, as a data-modifying CTE body for the annotation write
+ * (annotation-repo.ts WRITE_SQL), which must stay one statement per batch. `from` names a
+ * relation with the annotation input columns; a taken (org_id, event_id) writes nothing,
+ * and the rows written are returned as (org_id, event_id).
+ */
+export function annotationEventInsert(from: string): string {
+  return `INSERT INTO events (org_id, event_id, project_id, run_id, lineage_path, ts_wall_ns, name, principal, payload,
+                           kind, schema_name, schema_version, target_event_id, range_start_ns, range_end_ns,
+                           range_start_event_id, range_end_event_id, payload_text, content_hash, supersession_key,
+                           p1, p2, p3, p4, p5, p6, p7, p8)
+       SELECT org_id, event_id, project_id, run_id, lineage_path, ts_wall_ns, schema_name, principal, payload_text::jsonb,
+              'annotation', schema_name, schema_version, target_event_id, range_start_ns, range_end_ns,
+              range_start_event_id, range_end_event_id, payload_text, content_hash, supersession_key,
+              p1, p2, p3, p4, p5, p6, p7, p8
+         FROM ${from} ORDER BY org_id, event_id
+       ON CONFLICT (org_id, event_id) DO NOTHING RETURNING org_id, event_id`;
+}
+
+/** Removes a project's events (telemetry and annotations), inside DeleteProject's transaction. */
+export async function deleteProjectEvents(q: Queryable, orgId: string, projectId: string): Promise<void> {
+  await q.query("DELETE FROM events WHERE org_id = $1 AND project_id = $2", [orgId, projectId]);
 }

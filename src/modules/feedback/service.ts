@@ -6,6 +6,7 @@ import { newId } from "../../lib/ids.js";
 import type { Logger } from "../../lib/logger.js";
 import type { Db } from "../../store/db.js";
 import type { Credential } from "../identity/credential.js";
+import * as repo from "./repo.js";
 
 export const FEEDBACK_SURFACES = ["cli", "api", "web", "sandbox", "telemetry", "annotations", "docs", "other"] as const;
 export const FEEDBACK_SEVERITIES = ["critical", "high", "medium", "low", ""] as const;
@@ -80,29 +81,23 @@ export class FeedbackService {
 
     const id = newId("fb");
     const createdAt = this.clock.now();
-    const { rows } = await this.db.query<{ id: string }>(
-      `INSERT INTO feedback (id, org_id, principal_id, title, surface, body, expected, actual, repro, severity,
-                             fingerprint, svc_version, evidence, relayed, created_at)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13::jsonb, false, $14)
-       ON CONFLICT (org_id, fingerprint) DO NOTHING RETURNING id`,
-      [
-        id,
-        cred.orgId,
-        cred.principalId,
-        input.title,
-        input.surface,
-        input.body ?? "",
-        input.expected ?? "",
-        input.actual ?? "",
-        input.repro ?? "",
-        input.severity ?? "",
-        fingerprint,
-        input.svc_version ?? "",
-        JSON.stringify(input.evidence ?? []),
-        createdAt,
-      ],
-    );
-    if (!rows[0]) {
+    const inserted = await repo.insertFeedback(this.db, {
+      id,
+      orgId: cred.orgId,
+      principalId: cred.principalId,
+      title: input.title,
+      surface: input.surface,
+      body: input.body ?? "",
+      expected: input.expected ?? "",
+      actual: input.actual ?? "",
+      repro: input.repro ?? "",
+      severity: input.severity ?? "",
+      fingerprint,
+      svcVersion: input.svc_version ?? "",
+      evidence: input.evidence ?? [],
+      createdAt,
+    });
+    if (!inserted) {
       // A concurrent submission with the same fingerprint won the insert.
       const winner = await this.findByFingerprint(cred.orgId, fingerprint);
       if (winner) return winner;
@@ -123,15 +118,11 @@ export class FeedbackService {
       evidence: input.evidence ?? [],
       created_at: createdAt.toISOString(),
     });
-    if (relayed) await this.db.query("UPDATE feedback SET relayed = true WHERE id = $1", [id]);
+    if (relayed) await repo.markRelayed(this.db, id);
     return { id, relayed };
   }
 
-  private async findByFingerprint(orgId: string, fingerprint: string) {
-    const { rows } = await this.db.query<{ id: string; relayed: boolean }>(
-      "SELECT id, relayed FROM feedback WHERE org_id = $1 AND fingerprint = $2",
-      [orgId, fingerprint],
-    );
-    return rows[0] ?? null;
+  private findByFingerprint(orgId: string, fingerprint: string) {
+    return repo.findByFingerprint(this.db, orgId, fingerprint);
   }
 }

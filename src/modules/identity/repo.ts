@@ -165,3 +165,12 @@ export async function listApiKeys(q: Queryable, orgId: string): Promise<ApiKeyLi
   );
   return rows;
 }
+
+/** Revokes every key confined to the sandbox; returns the hashes of those it touched. */
+export async function revokeSandboxKeys(q: Queryable, sandboxId: string, at: Date): Promise<string[]> {
+  const { rows } = await q.query<{ key_hash: string }>(
+    "UPDATE api_keys SET revoked_at = COALESCE(revoked_at, $2) WHERE sandbox_id = $1 RETURNING key_hash",
+    [sandboxId, at],
+  );
+  return rows.map((row) => row.key_hash);
+}

@@ -7,7 +7,6 @@ import type { Clock } from "../../lib/clock.js";
 import { sha256Hex } from "../../lib/hash.js";
 import { newApiKeySecret, newId } from "../../lib/ids.js";
 import type { Db, Queryable } from "../../store/db.js";
-import * as projectsRepo from "../projects/repo.js";
 import type { ProjectService } from "../projects/service.js";
 import type { Credential, PrincipalKind, Role } from "./credential.js";
 import * as repo from "./repo.js";
@@ -133,11 +132,7 @@ export class IdentityService {
 
   /** Revokes every key confined to a sandbox (when the sandbox is deleted). */
   async revokeSandboxKeys(sandboxId: string): Promise<void> {
-    const { rows } = await this.db.query<{ key_hash: string }>(
-      "UPDATE api_keys SET revoked_at = COALESCE(revoked_at, $2) WHERE sandbox_id = $1 RETURNING key_hash",
-      [sandboxId, this.clock.now()],
-    );
-    for (const row of rows) this.cache.delete(row.key_hash);
+    for (const hash of await repo.revokeSandboxKeys(this.db, sandboxId, this.clock.now())) this.cache.delete(hash);
   }
 
   /** Issues a key inside the caller's transaction. */
@@ -163,7 +158,7 @@ export class IdentityService {
         created_at: this.clock.now(),
       });
     }
-    if (input.projectId && !(await projectsRepo.getProject(q, input.orgId, input.projectId))) {
+    if (input.projectId && !(await this.projects.find(q, input.orgId, input.projectId))) {
       throw notFound("project");
     }
     const secret = input.secret ?? newApiKeySecret();

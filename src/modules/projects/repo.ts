@@ -103,9 +103,11 @@ export async function countDependents(q: Queryable, projectId: string): Promise<
   return { apiKeys: Number(rows[0]?.keys ?? 0), runs: Number(rows[0]?.runs ?? 0) };
 }
 
-/** Deletes the project and everything that belongs to it; the counts come from before. */
+/**
+ * Deletes the project and what belongs to it besides its events (the events module removes
+ * those first, in the same transaction); the counts come from before.
+ */
 export async function deleteProjectCascade(q: Queryable, orgId: string, projectId: string): Promise<void> {
-  await q.query("DELETE FROM events WHERE org_id = $1 AND project_id = $2", [orgId, projectId]);
   await q.query("DELETE FROM annotation_heads WHERE org_id = $1 AND project_id = $2", [orgId, projectId]);
   await q.query("DELETE FROM api_keys WHERE project_id = $1", [projectId]);
   await q.query("DELETE FROM runs WHERE project_id = $1", [projectId]);

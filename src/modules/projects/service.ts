@@ -6,6 +6,7 @@ import { type Cursor, decodeCursor, pageOf } from "../../http/pagination.js";
 import type { Clock } from "../../lib/clock.js";
 import { newId } from "../../lib/ids.js";
 import type { Db, Queryable } from "../../store/db.js";
+import { deleteProjectEvents } from "../events/service.js";
 import { type Credential, requireOrgScoped, requireRole } from "../identity/credential.js";
 import type { QuotaService } from "../usage/service.js";
 import * as repo from "./repo.js";
@@ -64,7 +65,19 @@ export class ProjectService {
     private readonly db: Db,
     private readonly clock: Clock,
     private readonly quotas: QuotaService,
-  ) {}
+  ) {
+    quotas.registerMeter("projects.total", (q, orgId) => repo.countProjects(q, orgId));
+  }
+
+  /** The project by id in the organization, or null; inside the caller's transaction. */
+  find(q: Queryable, orgId: string, id: string): Promise<repo.ProjectRow | null> {
+    return repo.getProject(q, orgId, id);
+  }
+
+  /** Counts a run start on the project (run_count, last_run_at), in the run's transaction. */
+  recordRunStarted(q: Queryable, projectId: string, at: Date): Promise<void> {
+    return repo.recordRunStarted(q, projectId, at);
+  }
 
   /** Creates the organization's default project; part of creating an organization. */
   async createDefault(q: Queryable, orgId: string, createdBy: string): Promise<repo.ProjectRow> {
@@ -155,6 +168,7 @@ export class ProjectService {
           `the project has ${dependents.runs} run(s) and ${dependents.apiKeys} API key(s); delete with cascade=true to remove them too`,
         );
       }
+      await deleteProjectEvents(q, cred.orgId, id);
       await repo.deleteProjectCascade(q, cred.orgId, id);
       return {
         api_keys_deleted: String(dependents.apiKeys),

@@ -6,9 +6,8 @@ import { type Cursor, decodeCursor, pageOf } from "../../http/pagination.js";
 import type { Clock } from "../../lib/clock.js";
 import { newId, newUlid } from "../../lib/ids.js";
 import type { Db, Queryable } from "../../store/db.js";
-import * as eventsRepo from "../events/repo.js";
+import * as events from "../events/service.js";
 import { type Credential, requireOrgScoped } from "../identity/credential.js";
-import * as projectsRepo from "../projects/repo.js";
 import type { ProjectService } from "../projects/service.js";
 import * as repo from "./repo.js";
 
@@ -85,7 +84,7 @@ export class RunService {
       }
     }
     const project = parent
-      ? await projectsRepo.getProject(q, cred.orgId, parent.project_id)
+      ? await this.projects.find(q, cred.orgId, parent.project_id)
       : await this.projects.resolve(q, cred, input.project_id);
     if (!project) throw notFound("project");
     const workload = input.execute_as_workload ?? "";
@@ -109,8 +108,8 @@ export class RunService {
       execute_as_workload: workload,
     };
     await repo.insertRun(q, row);
-    await projectsRepo.recordRunStarted(q, project.id, startedAt);
-    await eventsRepo.appendEvent(q, {
+    await this.projects.recordRunStarted(q, project.id, startedAt);
+    await events.appendEvent(q, {
       orgId: cred.orgId,
       eventId: newUlid(),
       projectId: project.id,
@@ -137,7 +136,7 @@ export class RunService {
         throw new AppError("failed_precondition", `the run is already completed with status ${run.status}`);
       }
       const done = await repo.completeRun(q, id, status, this.clock.now());
-      await eventsRepo.appendEvent(q, {
+      await events.appendEvent(q, {
         orgId: cred.orgId,
         eventId: newUlid(),
         projectId: run.project_id,

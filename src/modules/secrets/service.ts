@@ -10,7 +10,7 @@ import type { Clock } from "../../lib/clock.js";
 import { newId } from "../../lib/ids.js";
 import type { Db, Queryable } from "../../store/db.js";
 import { type Credential, requireOrgScoped, requireRole } from "../identity/credential.js";
-import * as workloadsRepo from "../workloads/repo.js";
+import * as workloads from "../workloads/service.js";
 import { type Keyring, open, seal } from "./keyring.js";
 import * as repo from "./repo.js";
 
@@ -184,7 +184,7 @@ export class SecretService {
     if (cred.principalKind === "service_account") {
       return { kind: "SANDBOX_SECRET_GRANT_SUBJECT_KIND_SERVICE_ACCOUNT", id: cred.keyId };
     }
-    const workload = cred.workloadName ? await workloadsRepo.getWorkload(q, cred.orgId, cred.workloadName) : null;
+    const workload = cred.workloadName ? await workloads.findWorkload(q, cred.orgId, cred.workloadName) : null;
     return workload ? { kind: "SANDBOX_SECRET_GRANT_SUBJECT_KIND_WORKLOAD", id: workload.id } : null;
   }
 
@@ -258,12 +258,16 @@ export class SecretService {
   }
 
   private async checkSubject(q: Queryable, orgId: string, kind: SubjectKind, subjectId: string): Promise<void> {
-    const exists =
+    const exists = await workloads.grantSubjectExists(
+      q,
+      orgId,
       kind === "SANDBOX_SECRET_GRANT_SUBJECT_KIND_USER"
-        ? await workloadsRepo.userPrincipalExists(q, orgId, subjectId)
+        ? "user"
         : kind === "SANDBOX_SECRET_GRANT_SUBJECT_KIND_SERVICE_ACCOUNT"
-          ? await workloadsRepo.serviceAccountKeyExists(q, orgId, subjectId)
-          : (await workloadsRepo.getWorkloadById(q, orgId, subjectId)) !== null;
+          ? "service_account"
+          : "workload",
+      subjectId,
+    );
     if (!exists) throw new AppError("invalid_argument", `no ${kind} subject "${subjectId}" in this organization`);
   }
 

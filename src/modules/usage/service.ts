@@ -5,7 +5,7 @@
 import type { QuotaDefaults } from "../../config.js";
 import { AppError } from "../../http/errors.js";
 import type { Db, Queryable } from "../../store/db.js";
-import * as projectsRepo from "../projects/repo.js";
+import * as repo from "./repo.js";
 
 export type QuotaMetric = keyof QuotaDefaults;
 export type Meter = (q: Queryable, orgId: string) => Promise<number>;
@@ -44,7 +44,8 @@ export function isQuotaMetric(value: string): value is QuotaMetric {
   return (QUOTA_METRICS as string[]).includes(value);
 }
 
-// Until the sandbox runtime registers its meters, no sandbox can exist, so use is zero.
+// The owning modules register their meters (SandboxService, ProjectService); until one
+// does, nothing of that kind can exist, so use is zero.
 const noSandboxesYet: Meter = async () => 0;
 
 export class QuotaService {
@@ -52,7 +53,6 @@ export class QuotaService {
     ["sandboxes.running", noSandboxesYet],
     ["sandboxes.total", noSandboxesYet],
     ["sandboxes.workspace_capacity_gib", noSandboxesYet],
-    ["projects.total", (q, orgId) => projectsRepo.countProjects(q, orgId)],
   ]);
 
   constructor(
@@ -65,11 +65,7 @@ export class QuotaService {
   }
 
   async limitOf(q: Queryable, orgId: string, metric: QuotaMetric): Promise<number> {
-    const { rows } = await q.query<{ limit_value: string }>(
-      "SELECT limit_value FROM org_quotas WHERE org_id = $1 AND metric = $2",
-      [orgId, metric],
-    );
-    return rows[0] ? Number(rows[0].limit_value) : this.defaults[metric];
+    return (await repo.getLimitOverride(q, orgId, metric)) ?? this.defaults[metric];
   }
 
   private async currentOf(q: Queryable, orgId: string, metric: QuotaMetric): Promise<number> {
@@ -79,7 +75,7 @@ export class QuotaService {
 
   /** Refuses with quota_exceeded when adding `amount` would pass the limit; call inside the admitting transaction. */
   async admit(q: Queryable, orgId: string, metric: QuotaMetric, amount: number): Promise<void> {
-    await q.query("SELECT pg_advisory_xact_lock(hashtext($1))", [`quota:${orgId}:${metric}`]);
+    await repo.lockMetric(q, orgId, metric);
     const [limit, current] = await Promise.all([this.limitOf(q, orgId, metric), this.currentOf(q, orgId, metric)]);
     if (current + amount > limit) {
       const retryAfterSeconds = RETRY_AFTER_SECONDS[metric];
@@ -108,14 +104,7 @@ export class QuotaService {
   }
 
   async setLimit(orgId: string, metric: QuotaMetric, limit: number | null): Promise<void> {
-    if (limit === null) {
-      await this.db.query("DELETE FROM org_quotas WHERE org_id = $1 AND metric = $2", [orgId, metric]);
-      return;
-    }
-    await this.db.query(
-      `INSERT INTO org_quotas (org_id, metric, limit_value) VALUES ($1, $2, $3)
-       ON CONFLICT (org_id, metric) DO UPDATE SET limit_value = EXCLUDED.limit_value`,
-      [orgId, metric, limit],
-    );
+    if (limit === null) await repo.deleteLimitOverride(this.db, orgId, metric);
+    else await repo.setLimitOverride(this.db, orgId, metric, limit);
   }
 }

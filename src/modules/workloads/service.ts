@@ -14,6 +14,23 @@ import * as repo from "./repo.js";
 export const WORKLOAD_NAME_PATTERN = "^[a-z0-9](?:[a-z0-9._-]{0,98}[a-z0-9])?$";
 export const MAX_LAUNCHERS = 200;
 
+/** The workload of that name in the organization, or null; for other modules, in their transaction. */
+export function findWorkload(q: Queryable, orgId: string, name: string): Promise<repo.WorkloadRow | null> {
+  return repo.getWorkload(q, orgId, name);
+}
+
+/** Whether a grant subject exists in the organization (secret grants name users, service-account keys and workloads). */
+export async function grantSubjectExists(
+  q: Queryable,
+  orgId: string,
+  kind: "user" | "service_account" | "workload",
+  id: string,
+): Promise<boolean> {
+  if (kind === "user") return repo.userPrincipalExists(q, orgId, id);
+  if (kind === "service_account") return repo.serviceAccountKeyExists(q, orgId, id);
+  return (await repo.getWorkloadById(q, orgId, id)) !== null;
+}
+
 export type LaunchPolicyInput = "WORKLOAD_LAUNCH_POLICY_UNSPECIFIED" | repo.LaunchPolicy;
 
 export interface WorkloadView {

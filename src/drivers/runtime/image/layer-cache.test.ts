@@ -261,3 +261,24 @@ describe("LayerCache against a local docker-registry", () => {
     assert.deepEqual(readdirSync(path.join(root, "tmp")), ["layer-fresh"]);
   });
 });
+
+describe("LayerCache start-up", () => {
+  it("removes the partial downloads of processes no longer running when it opens, and keeps live ones", async () => {
+    const root = mkdtempSync(path.join(os.tmpdir(), "warren-layer-cache-open-"));
+    try {
+      const dead = spawnSync("true").pid as number;
+      const tmp = path.join(root, "tmp");
+      mkdirSync(tmp, { recursive: true });
+      // What a server killed mid-pull leaves: a partial blob and a half-unpacked layer.
+      writeFileSync(path.join(tmp, `blob-${dead}-1700000000000-abc123`), Buffer.alloc(1024 * 1024));
+      mkdirSync(path.join(tmp, `layer-${dead}-1700000000000-def456XyZ123`, "rootfs", "usr"), { recursive: true });
+      const live = [`blob-${process.ppid}-1700000000000-aaa`, `write-${process.pid}-1700000000000-bbb`];
+      for (const name of live) writeFileSync(path.join(tmp, name), "in progress");
+      const cache = new LayerCache({ root, client: new RegistryClient() });
+      assert.equal(await cache.opened, 2);
+      assert.deepEqual(readdirSync(tmp).sort(), live.sort());
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
+  });
+});

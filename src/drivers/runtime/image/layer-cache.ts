@@ -150,6 +150,16 @@ export function parseImageConfig(json: unknown): { config: ImageConfig; diffIds:
   };
 }
 
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    // EPERM: the process exists but belongs to another user.
+    return (error as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
 export class LayerCache {
   readonly root: string;
   private readonly client: RegistryClient;
@@ -158,12 +168,17 @@ export class LayerCache {
   /** Tag (formatted reference) -> digest it resolved to, and when. */
   private readonly resolvedTags = new Map<string, { digest: string; at: number }>();
   private readonly inflight = new Map<string, Promise<unknown>>();
+  /** The start-up removal of abandoned temp entries; pulls wait for it. */
+  readonly opened: Promise<number>;
 
   constructor(options: LayerCacheOptions) {
     this.root = path.resolve(options.root);
     this.client = options.client;
     this.layerConcurrency = options.layerConcurrency ?? 3;
     this.tagTtlMs = options.tagTtlMs ?? 0;
+    // A pull killed mid-download leaves its partial blob (possibly hundreds of MB) in tmp/;
+    // it is removed when the cache opens rather than an hour later by sweepTemp.
+    this.opened = this.removeAbandonedTemp().catch(() => 0);
   }
 
   blobPath(digest: string): string {
@@ -213,6 +228,24 @@ export class LayerCache {
     return removed;
   }
 
+  /**
+   * Removes the temp entries of processes that are no longer running (the pid is part of
+   * each name, see tempPath). A live process's entries are kept, since caches of several
+   * processes may share a root; so are this process's, which another cache on the root may
+   * be writing.
+   */
+  async removeAbandonedTemp(): Promise<number> {
+    const tmp = path.join(this.root, "tmp");
+    let removed = 0;
+    for (const name of await readdir(tmp).catch(() => [] as string[])) {
+      const pid = Number(/^[a-z]+-(\d+)-/.exec(name)?.[1]);
+      if (!Number.isSafeInteger(pid) || pid <= 0 || pid === process.pid || processAlive(pid)) continue;
+      await rm(path.join(tmp, name), { recursive: true, force: true });
+      removed++;
+    }
+    return removed;
+  }
+
   private singleFlight<T>(key: string, work: () => Promise<T>): Promise<T> {
     const running = this.inflight.get(key);
     if (running) return running as Promise<T>;
@@ -222,6 +255,7 @@ export class LayerCache {
   }
 
   private async pullUncached(ref: ImageReference): Promise<PullResult> {
+    await this.opened;
     const name = formatImageReference(ref);
     const recent = ref.digest ? undefined : this.resolvedTags.get(name);
     if (recent && Date.now() - recent.at < this.tagTtlMs) {
