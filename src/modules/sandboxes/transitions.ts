@@ -5,7 +5,7 @@ import { EventEmitter } from "node:events";
 import type { Clock } from "../../lib/clock.js";
 import { newUlid } from "../../lib/ids.js";
 import type { Db, Queryable } from "../../store/db.js";
-import * as eventsRepo from "../events/repo.js";
+import * as events from "../events/service.js";
 import { isFinished, type StoredState, stateDeadline } from "./lifecycle.js";
 import * as repo from "./repo.js";
 
@@ -104,7 +104,7 @@ export async function appendSandboxEvent(
   name: string,
   payload: Record<string, unknown>,
 ): Promise<void> {
-  await eventsRepo.appendEvent(q, {
+  await events.appendEvent(q, {
     orgId: row.org_id,
     eventId: newUlid(),
     projectId: row.project_id,
