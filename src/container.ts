@@ -24,6 +24,7 @@ import { registerProjectRoutes } from "./modules/projects/routes.js";
 import { ProjectService } from "./modules/projects/service.js";
 import { registerRunRoutes } from "./modules/runs/routes.js";
 import { RunService } from "./modules/runs/service.js";
+import { ExecService } from "./modules/sandboxes/exec-service.js";
 import { registerSandboxRoutes } from "./modules/sandboxes/routes.js";
 import { SandboxService } from "./modules/sandboxes/service.js";
 import { Keyring } from "./modules/secrets/keyring.js";
@@ -51,6 +52,7 @@ export interface Container {
   annotationSchemas: AnnotationSchemaService;
   annotations: AnnotationService;
   sandboxes: SandboxService;
+  execs: ExecService;
   runtime: RuntimeDriver | null;
   feedback: FeedbackService;
   quotas: QuotaService;
@@ -102,7 +104,8 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
   const keyring = overrides.keyring ?? (await Keyring.load(config));
   const secrets = new SecretService(db, clock, keyring);
   const runtime = overrides.runtime !== undefined ? overrides.runtime : await openRuntime(config, log);
-  const sandboxes = new SandboxService(db, clock, log, config.sandbox, runtime, projects, runs, quotas, secrets);
+  const sandboxes = new SandboxService(db, clock, log, config.sandbox, runtime, projects, runs, quotas);
+  const execs = new ExecService(db, clock, log, config.sandbox, sandboxes, secrets);
   const annotationSchemas = new AnnotationSchemaService(db, clock);
   const annotations = new AnnotationService(db, clock);
   const relay =
@@ -123,6 +126,7 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
     annotationSchemas,
     annotations,
     sandboxes,
+    execs,
     runtime,
     feedback,
     quotas,
@@ -149,7 +153,7 @@ export async function createApp(c: Container): Promise<App> {
   registerWorkloadRoutes(app, c.workloads);
   registerSecretRoutes(app, c.secrets);
   registerAnnotationRoutes(app, c.annotationSchemas, c.annotations);
-  registerSandboxRoutes(app, c.sandboxes);
+  registerSandboxRoutes(app, c.sandboxes, c.execs);
   registerAdminRoutes(app, c.admin);
   app.addHook("onClose", () => c.annotations.close());
   await app.ready();
