@@ -26,6 +26,7 @@ import { registerProjectRoutes } from "./modules/projects/routes.js";
 import { ProjectService } from "./modules/projects/service.js";
 import { registerRunRoutes } from "./modules/runs/routes.js";
 import { RunService } from "./modules/runs/service.js";
+import { ExecService } from "./modules/sandboxes/exec-service.js";
 import { registerSandboxRoutes } from "./modules/sandboxes/routes.js";
 import { SandboxService } from "./modules/sandboxes/service.js";
 import { SandboxTransitions } from "./modules/sandboxes/transitions.js";
@@ -56,6 +57,7 @@ export interface Container {
   sandboxes: SandboxService;
   sandboxTransitions: SandboxTransitions;
   reconcileQueue: ReconcileQueue;
+  execs: ExecService;
   runtime: RuntimeDriver | null;
   feedback: FeedbackService;
   quotas: QuotaService;
@@ -121,10 +123,10 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
     projects,
     runs,
     quotas,
-    secrets,
     sandboxTransitions,
     reconcileQueue,
   );
+  const execs = new ExecService(db, clock, log, config.sandbox, sandboxes, secrets);
   const annotationSchemas = new AnnotationSchemaService(db, clock);
   const annotations = new AnnotationService(db, clock);
   const relay =
@@ -147,6 +149,7 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
     sandboxes,
     sandboxTransitions,
     reconcileQueue,
+    execs,
     runtime,
     feedback,
     quotas,
@@ -173,7 +176,7 @@ export async function createApp(c: Container): Promise<App> {
   registerWorkloadRoutes(app, c.workloads);
   registerSecretRoutes(app, c.secrets);
   registerAnnotationRoutes(app, c.annotationSchemas, c.annotations);
-  registerSandboxRoutes(app, c.sandboxes);
+  registerSandboxRoutes(app, c.sandboxes, c.execs);
   registerAdminRoutes(app, c.admin);
   app.addHook("onClose", () => c.annotations.close());
   await app.ready();

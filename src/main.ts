@@ -1,15 +1,18 @@
 // Entry point: loadConfig() -> createContainer() -> createApp() -> listen, plus first-start
-// bootstrap, the controllers and a clean shutdown on SIGINT/SIGTERM.
+// bootstrap, the controllers, a guard that keeps one callback's bug from ending the process,
+// and a clean shutdown on SIGINT/SIGTERM.
 import { loadConfig } from "./config.js";
 import { createApp, createContainer } from "./container.js";
 import { startControllers } from "./controllers/index.js";
 import { createServerLogger } from "./lib/logger.js";
+import { installProcessGuard } from "./lib/process-guard.js";
 import { writeServerLock } from "./lib/server-lock.js";
 import { bootstrapNotice } from "./modules/identity/service.js";
 
 async function main(): Promise<void> {
   const config = loadConfig();
   const log = createServerLogger(config.logLevel);
+  installProcessGuard(log);
   // Claimed before the store opens, so the admin CLI never opens PGlite beside the server.
   const releaseLock = config.databaseUrl
     ? async () => undefined

@@ -137,21 +137,68 @@ for (const store of STORE_KINDS) {
       assert.equal(conflict.body.code, "idempotency_conflict");
       const count = await exec(id, ["sh", "-c", "wc -l < /workspace/count"]);
       assert.equal((count.body as { stdout: string }).stdout.trim(), "1", "the command ran once");
-      // The output is kept only where a replay can ask for it (under a key).
-      const { rows: kept } = await t.c.db.query<{ key: string | null; out: string; exit_code: number }>(
-        "SELECT idempotency_key AS key, convert_from(coalesce(stdout, ''::bytea), 'UTF8') AS out, exit_code FROM sandbox_execs WHERE sandbox_id = $1 AND exit_code IS NOT NULL ORDER BY started_at",
+      // The output is kept only where a replay can ask for it (under a key), and sealed there.
+      const { rows: kept } = await t.c.db.query<{ key: string | null; out: number; exit_code: number }>(
+        "SELECT idempotency_key AS key, octet_length(coalesce(stdout, ''::bytea)) AS out, exit_code FROM sandbox_execs WHERE sandbox_id = $1 AND exit_code IS NOT NULL ORDER BY started_at",
         [id],
       );
       assert.deepEqual(
-        kept.map((row) => [row.key, row.out.trim(), row.exit_code]),
+        kept.map((row) => [row.key, Number(row.out) > "1\n".length, row.exit_code]),
         [
-          ["exec-1", "1", 0],
-          [null, "", 0],
+          ["exec-1", true, 0],
+          [null, false, 0],
         ],
       );
       const timedOut = await exec(id, ["sh", "-c", "echo partial; sleep 30"], { timeout_seconds: 1 });
       assert.equal(timedOut.status, 200);
       assert.deepEqual(timedOut.body, { timeout: {}, stdout: "partial\n", stderr: "", truncated: false });
+      await t.request("DELETE", `/v1/sandboxes/${id}`, { key: owner() });
+    });
+
+    it("seals exec output kept for a replay; the replay still returns it", async () => {
+      const id = (await create({ command: ["sleep", "3600"], network_access: "none" })).body.id as string;
+      await waitFor(id, "running");
+      const marker = `sealed-${Date.now()}-output`;
+      const cmd = ["sh", "-c", `echo ${marker}; echo ${marker}-err >&2`];
+      const first = await exec(id, cmd, {}, { "idempotency-key": "sealed-1" });
+      assert.deepEqual(first.body, { exit: 0, stdout: `${marker}\n`, stderr: `${marker}-err\n`, truncated: false });
+      const { rows } = await t.c.db.query<{ stdout: Uint8Array; stderr: Uint8Array }>(
+        "SELECT stdout, stderr FROM sandbox_execs WHERE sandbox_id = $1 AND idempotency_key = 'sealed-1'",
+        [id],
+      );
+      const stored = Buffer.concat([Buffer.from(rows[0]?.stdout ?? []), Buffer.from(rows[0]?.stderr ?? [])]);
+      assert.ok(stored.length > 2 * marker.length, "the output is kept");
+      assert.ok(!stored.includes(marker), "the output is stored in plaintext");
+      const replay = await exec(id, cmd, {}, { "idempotency-key": "sealed-1" });
+      assert.equal(replay.status, 200, replay.raw);
+      assert.deepEqual(replay.body, first.body);
+      await t.request("DELETE", `/v1/sandboxes/${id}`, { key: owner() });
+    });
+
+    it("answers indeterminate (200), not spawn_failed, for a command that ran while the exec agent died", async () => {
+      const id = (await create({ command: ["sleep", "3600"], network_access: "none" })).body.id as string;
+      await waitFor(id, "running");
+      assert.equal((await exec(id, ["true"])).status, 200);
+      const res = await exec(id, [
+        "sh",
+        "-c",
+        "touch /tmp/before; kill -9 $(pidof .warren-exec); sleep 1; touch /tmp/after",
+      ]);
+      assert.equal(res.status, 200, res.raw);
+      assert.deepEqual(res.body, { indeterminate: {}, stdout: "", stderr: "", truncated: false });
+      // The command ran on (its agent gone) and finished: both files are there.
+      let both = false;
+      for (let tries = 0; tries < 50 && !both; tries++) {
+        const check = await exec(id, ["ls", "/tmp/before", "/tmp/after"]);
+        both = check.status === 200 && (check.body as { exit?: number }).exit === 0;
+        if (!both) await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      assert.ok(both, "the command ran to its end");
+      const { rows } = await t.c.db.query<{ outcome: string }>(
+        "SELECT outcome FROM sandbox_execs WHERE sandbox_id = $1 ORDER BY started_at",
+        [id],
+      );
+      assert.equal(rows[1]?.outcome, "indeterminate");
       await t.request("DELETE", `/v1/sandboxes/${id}`, { key: owner() });
     });
 

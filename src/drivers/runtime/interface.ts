@@ -88,7 +88,13 @@ export type ExecOutcome =
   /** The command did not run (a missing executable lands here, not as exit 127). */
   | { kind: "spawn_failed"; message: string }
   /** The sandbox is not running; the command did not run. */
-  | { kind: "sandbox_stopped" };
+  | { kind: "sandbox_stopped" }
+  /**
+   * The command was handed over, but its outcome could not be read (the exec agent died or
+   * broke the protocol): it may have run, may still run, or never started. Output up to
+   * then is kept; `message` says what went wrong, for the log (never the API's answer).
+   */
+  | { kind: "indeterminate"; stdout: string; stderr: string; truncated: boolean; message: string };
 
 /** What setNetwork() applied, naming the exact kernel objects so a caller can record it. */
 export interface NetworkReceipt {

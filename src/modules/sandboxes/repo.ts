@@ -325,8 +325,9 @@ export async function finishExec(
     outcome: ExecRow["outcome"];
     message?: string | null;
     exit?: number | null;
-    stdout?: string;
-    stderr?: string;
+    /** Kept output, sealed by the caller (exec-service.ts); stored empty when absent. */
+    stdout?: Buffer;
+    stderr?: Buffer;
     truncated?: boolean;
     at: Date;
   },
@@ -339,8 +340,8 @@ export async function finishExec(
       result.outcome,
       result.message ?? null,
       result.exit ?? null,
-      Buffer.from(result.stdout ?? "", "utf8"),
-      Buffer.from(result.stderr ?? "", "utf8"),
+      result.stdout ?? Buffer.alloc(0),
+      result.stderr ?? Buffer.alloc(0),
       result.truncated ?? false,
       result.at,
     ],

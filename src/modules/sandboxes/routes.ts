@@ -3,6 +3,7 @@ import { idempotencyKeyOf } from "../../http/idempotency.js";
 import { DEFAULT_PAGE_SIZE, PageQuery } from "../../http/pagination.js";
 import { FlatErrorRef } from "../../http/schemas.js";
 import { type App, credentialOf, verbPath } from "../../http/types.js";
+import type { ExecService } from "./exec-service.js";
 import {
   CreateSandboxRequest,
   ExecRequest,
@@ -43,7 +44,7 @@ function flatResponses(success: Record<number, unknown>, quota = false): Record<
   };
 }
 
-export function registerSandboxRoutes(app: App, sandboxes: SandboxService): void {
+export function registerSandboxRoutes(app: App, sandboxes: SandboxService, execs: ExecService): void {
   app.post(
     "/v1/sandboxes",
     {
@@ -214,7 +215,7 @@ export function registerSandboxRoutes(app: App, sandboxes: SandboxService): void
       },
     },
     async (request) => {
-      return sandboxes.exec(credentialOf(request), request.params.id, request.body, idempotencyKeyOf(request));
+      return execs.exec(credentialOf(request), request.params.id, request.body, idempotencyKeyOf(request));
     },
   );
 }

@@ -1,22 +1,19 @@
 // SandboxService: the API side of sandboxes. Mutations write the desired state and return
 // `requested` at once; the reconciler (controllers/sandbox-reconciler.ts) drives the runtime
-// towards it and records what it observes. Exec runs synchronously through the driver and
-// records its outcome so an Idempotency-Key retry replays it, even across a restart.
+// towards it and records what it observes. Exec is exec-service.ts.
 import { randomBytes } from "node:crypto";
 import type { SandboxDefaults } from "../../config.js";
 import { type NetworkReceipt, type RuntimeDriver, RuntimeError } from "../../drivers/runtime/interface.js";
 import { AppError, notFound } from "../../http/errors.js";
 import { decodeCursor, encodeCursor } from "../../http/pagination.js";
 import type { Clock } from "../../lib/clock.js";
-import { canonicalJson, sha256Hex } from "../../lib/hash.js";
-import { newId } from "../../lib/ids.js";
 import type { Logger } from "../../lib/logger.js";
 import type { Db, Queryable } from "../../store/db.js";
 import { type Credential, requireOrgScoped } from "../identity/credential.js";
 import type { ProjectService } from "../projects/service.js";
 import type { RunService } from "../runs/service.js";
-import type { SecretService, SubjectKind } from "../secrets/service.js";
 import type { QuotaService } from "../usage/service.js";
+import type { ExecResponse } from "./exec-service.js";
 import { isFinished, STABLE_STATES, stateDeadline } from "./lifecycle.js";
 import * as repo from "./repo.js";
 import type { SandboxState } from "./schemas.js";
@@ -24,7 +21,6 @@ import { appendSandboxEvent, type SandboxTransitions } from "./transitions.js";
 import { checkArgv, checkMetadata, sandboxView } from "./view.js";
 
 const SANDBOX_ID = /^sbx-[0-9a-f]{40}$/;
-const ACTIVITY_HEARTBEAT_MS = 30_000;
 /** How long a claim on a sandbox's host state (growth, network switch) holds if its holder dies. */
 const HOST_CLAIM_SECONDS = 600;
 
@@ -60,17 +56,6 @@ export interface UpdateSandboxInput {
   network_access?: "public" | "gateway_only" | "none" | undefined;
 }
 
-export interface ExecInput {
-  cmd: string[];
-  secret_environment?: { secret_name: string; variable_name: string }[] | undefined;
-  timeout_seconds?: number | undefined;
-}
-
-export type ExecResponse =
-  | { exit: number; stdout: string; stderr: string; truncated: boolean }
-  | { timeout: Record<string, never>; stdout: string; stderr: string; truncated: boolean }
-  | { indeterminate: Record<string, never>; stdout: string; stderr: string; truncated: boolean };
-
 type HostChange = { kind: "grow"; from: number; to: number } | { kind: "network"; mode: "public" | "none" };
 
 const unsupported = (message: string) => new AppError("unsupported_capability", message);
@@ -85,8 +70,8 @@ export interface ReconcileTrigger {
 }
 
 export class SandboxService {
-  /** Execs running in this process, so a retry with the same key waits for the outcome. */
-  private readonly execsInFlight = new Map<string, Promise<ExecResponse>>();
+  /** Execs running in this process (exec-service.ts), so a retry with the same key waits for the outcome. */
+  readonly execsInFlight = new Map<string, Promise<ExecResponse>>();
 
   constructor(
     private readonly db: Db,
@@ -97,7 +82,6 @@ export class SandboxService {
     private readonly projects: ProjectService,
     private readonly runs: RunService,
     private readonly quotas: QuotaService,
-    private readonly secrets: SecretService,
     private readonly transitions: SandboxTransitions,
     private readonly trigger: ReconcileTrigger,
   ) {
@@ -115,7 +99,7 @@ export class SandboxService {
     return [...this.execsInFlight.keys()];
   }
 
-  private runtime(): RuntimeDriver {
+  runtime(): RuntimeDriver {
     if (!this.driver)
       throw new AppError("unavailable", "this server has no sandbox runtime", { retryAfterSeconds: 30 });
     return this.driver;
@@ -127,7 +111,7 @@ export class SandboxService {
   }
 
   /** The sandbox a credential may see, or not_found (another org, another sandbox for a confined key, past retention). */
-  private async load(q: Queryable, cred: Credential, id: string, forUpdate = false): Promise<repo.SandboxRow> {
+  async load(q: Queryable, cred: Credential, id: string, forUpdate = false): Promise<repo.SandboxRow> {
     const row = SANDBOX_ID.test(id) ? await repo.getSandbox(q, id, forUpdate) : null;
     if (!row || row.org_id !== cred.orgId || !this.visible(row)) throw notFound("sandbox");
     if (cred.sandbox && cred.sandbox.sandboxId !== row.id) throw notFound("sandbox");
@@ -444,169 +428,13 @@ export class SandboxService {
     return { id, request_state: "requested" as const };
   }
 
-  async exec(
-    cred: Credential,
-    id: string,
-    input: ExecInput,
-    idempotencyKey: string | undefined,
-  ): Promise<ExecResponse> {
-    checkArgv("cmd", input.cmd);
-    const row = await this.load(this.db, cred, id);
-    if (row.quarantined) throw new AppError("quarantined", "the sandbox is quarantined");
-    const requestHash = sha256Hex(canonicalJson(input));
-    if (idempotencyKey) {
-      const replay = await this.replayExec(cred.orgId, row.id, idempotencyKey, requestHash);
-      if (replay) return replay;
-    }
-    if (row.state !== "running" || row.desired_state !== "running") {
-      throw new AppError(
-        "sandbox_not_running",
-        `the sandbox is ${row.state}; exec needs it running (it never wakes implicitly)`,
-      );
-    }
-    const env = await this.secretEnvironment(row, input.secret_environment ?? []);
-    const execId = newId("exe");
-    const startedAt = this.clock.now();
-    if (
-      !(await repo.claimExec(this.db, {
-        id: execId,
-        org_id: cred.orgId,
-        sandbox_id: row.id,
-        idempotency_key: idempotencyKey ?? null,
-        request_hash: requestHash,
-        started_at: startedAt,
-      }))
-    ) {
-      const replay = idempotencyKey ? await this.replayExec(cred.orgId, row.id, idempotencyKey, requestHash) : null;
-      if (replay) return replay;
-      throw new AppError("operation_conflict", "a concurrent exec holds this Idempotency-Key");
-    }
-    const running = this.runExec(row, execId, input, env, startedAt, idempotencyKey !== undefined);
-    this.execsInFlight.set(execId, running);
-    try {
-      return await running;
-    } finally {
-      this.execsInFlight.delete(execId);
-    }
-  }
-
-  private async replayExec(
-    orgId: string,
-    sandboxId: string,
-    key: string,
-    requestHash: string,
-  ): Promise<ExecResponse | null> {
-    const record = await repo.findExecByKey(this.db, orgId, sandboxId, key);
-    if (!record) return null;
-    if (record.request_hash !== requestHash) {
-      throw new AppError("idempotency_conflict", "this Idempotency-Key was already used with a different exec request");
-    }
-    if (record.outcome === "running") {
-      const inFlight = this.execsInFlight.get(record.id);
-      if (inFlight) return inFlight;
-      return { indeterminate: {}, stdout: "", stderr: "", truncated: false };
-    }
-    return execRecordResponse(record);
-  }
-
-  private async secretEnvironment(row: repo.SandboxRow, wanted: { secret_name: string; variable_name: string }[]) {
-    const env: Record<string, string> = {};
-    if (wanted.length === 0) return env;
-    const subject: { kind: SubjectKind; id: string } | null =
-      row.created_by_kind === "user"
-        ? { kind: "SANDBOX_SECRET_GRANT_SUBJECT_KIND_USER", id: row.created_by }
-        : row.created_by_kind === "service_account"
-          ? { kind: "SANDBOX_SECRET_GRANT_SUBJECT_KIND_SERVICE_ACCOUNT", id: row.created_by_key_id }
-          : null;
-    for (const item of wanted) {
-      const result = subject
-        ? await this.secrets.resolveSecretForDelivery(
-            row.org_id,
-            item.secret_name,
-            subject,
-            "SANDBOX_SECRET_DELIVERY_SANDBOX_ENVIRONMENT",
-          )
-        : ({ ok: false, reason: "not_granted" } as const);
-      if (!result.ok) {
-        // The same answer for every refusal, so a caller learns nothing about other secrets.
-        throw new AppError(
-          "invalid_argument",
-          `secret "${item.secret_name}" cannot be released into this sandbox's environment (it must be an active sandbox-environment secret granted to the sandbox's creator)`,
-        );
-      }
-      env[item.variable_name] = result.value;
-    }
-    return env;
-  }
-
-  private async runExec(
-    row: repo.SandboxRow,
-    execId: string,
-    input: ExecInput,
-    env: Record<string, string>,
-    startedAt: Date,
-    keepOutput: boolean,
-  ): Promise<ExecResponse> {
-    const driver = this.runtime();
-    await this.touch(row, "exec");
-    const heartbeat = setInterval(() => void this.touch(row, "exec").catch(() => undefined), ACTIVITY_HEARTBEAT_MS);
-    let outcome: Awaited<ReturnType<RuntimeDriver["exec"]>>;
-    try {
-      outcome = await driver.exec(row.id, {
-        argv: input.cmd,
-        env,
-        timeoutSeconds: input.timeout_seconds ?? this.defaults.execTimeoutSeconds,
-        maxOutputBytes: this.defaults.execOutputCapBytes,
-      });
-    } catch (error) {
-      outcome = { kind: "spawn_failed", message: (error as Error).message };
-    } finally {
-      clearInterval(heartbeat);
-    }
-    const finishedAt = this.clock.now();
-    await this.touch(row, "exec");
-    const durationMs = finishedAt.getTime() - startedAt.getTime();
-    const common = { at: finishedAt };
-    if (outcome.kind === "spawn_failed" || outcome.kind === "sandbox_stopped") {
-      await repo.finishExec(this.db, execId, {
-        ...common,
-        outcome: outcome.kind,
-        message: outcome.kind === "spawn_failed" ? outcome.message : null,
-      });
-      await this.execEvent(row, input.cmd, { outcome: outcome.kind, duration_ms: durationMs });
-      throw execError(outcome.kind, outcome.kind === "spawn_failed" ? outcome.message : "");
-    }
-    await repo.finishExec(this.db, execId, {
-      ...common,
-      outcome: outcome.kind,
-      exit: outcome.kind === "completed" ? outcome.exit : null,
-      // Only a replay (same Idempotency-Key) reads the output back; without a key it is not kept.
-      ...(keepOutput ? { stdout: outcome.stdout, stderr: outcome.stderr } : {}),
-      truncated: outcome.truncated,
-    });
-    await this.execEvent(row, input.cmd, {
-      outcome: outcome.kind,
-      ...(outcome.kind === "completed" ? { exit: outcome.exit } : {}),
-      duration_ms: durationMs,
-      stdout_bytes: Buffer.byteLength(outcome.stdout),
-      stderr_bytes: Buffer.byteLength(outcome.stderr),
-      truncated: outcome.truncated,
-    });
-    const output = { stdout: outcome.stdout, stderr: outcome.stderr, truncated: outcome.truncated };
-    return outcome.kind === "completed" ? { exit: outcome.exit, ...output } : { timeout: {}, ...output };
-  }
-
-  private async execEvent(row: repo.SandboxRow, argv: string[], payload: Record<string, unknown>) {
-    await this.sandboxEvent(this.db, row, "sandbox.exec", { argv, ...payload });
-  }
-
   /** A telemetry event of the sandbox in its ambient run. */
-  private async sandboxEvent(q: Queryable, row: repo.SandboxRow, name: string, payload: Record<string, unknown>) {
+  async sandboxEvent(q: Queryable, row: repo.SandboxRow, name: string, payload: Record<string, unknown>) {
     await appendSandboxEvent(q, this.clock, row, name, payload);
   }
 
   /** Records activity; with an idle timeout, pushes the idle deadline out. */
-  private async touch(row: repo.SandboxRow, source: "exec" | "session" | "update") {
+  async touch(row: repo.SandboxRow, source: "exec" | "session" | "update") {
     await repo.touchSandbox(this.db, row.id, this.clock.now(), source);
   }
 
@@ -625,31 +453,6 @@ export class SandboxService {
     });
     this.transitions.notify(id);
     if (!quarantined) this.trigger.kick(id);
-  }
-}
-
-function execError(kind: "spawn_failed" | "sandbox_stopped", message: string): AppError {
-  return kind === "spawn_failed"
-    ? new AppError("spawn_failed", `the command could not be started${message ? `: ${message}` : ""}`)
-    : new AppError("sandbox_stopped", "the sandbox stopped before the command ran");
-}
-
-export function execRecordResponse(record: repo.ExecRow): ExecResponse {
-  const output = {
-    stdout: record.stdout ? Buffer.from(record.stdout).toString("utf8") : "",
-    stderr: record.stderr ? Buffer.from(record.stderr).toString("utf8") : "",
-    truncated: record.truncated,
-  };
-  switch (record.outcome) {
-    case "completed":
-      return { exit: record.exit_code ?? 0, ...output };
-    case "timeout":
-      return { timeout: {}, ...output };
-    case "spawn_failed":
-    case "sandbox_stopped":
-      throw execError(record.outcome, record.message ?? "");
-    default:
-      return { indeterminate: {}, ...output };
   }
 }
 

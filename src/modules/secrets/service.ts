@@ -11,7 +11,7 @@ import { newId } from "../../lib/ids.js";
 import type { Db, Queryable } from "../../store/db.js";
 import { type Credential, requireOrgScoped, requireRole } from "../identity/credential.js";
 import * as workloads from "../workloads/service.js";
-import { type Keyring, open, seal } from "./keyring.js";
+import { type Keyring, open, pack, seal, unpack } from "./keyring.js";
 import * as repo from "./repo.js";
 
 export const DELIVERIES = [
@@ -124,6 +124,9 @@ export type DeliveryResult =
 
 const aadFor = (orgId: string, secretId: string, version: number) => `warren-secret:${orgId}:${secretId}:${version}`;
 const dekAad = (orgId: string, dataKeyId: string) => `warren-data-key:${orgId}:${dataKeyId}`;
+const dataAad = (orgId: string, purpose: string) => `warren-sealed-data:${orgId}:${purpose}`;
+/** The first byte of sealData's format: version, data key id length, data key id, nonce, ciphertext + tag. */
+const SEALED_DATA_VERSION = 1;
 
 export interface CreateSecretInput {
   name: string;
@@ -176,6 +179,31 @@ export class SecretService {
       ciphertext: sealed.ciphertext,
       at: this.clock.now(),
     });
+  }
+
+  /**
+   * Seals another module's data at rest (exec output kept for replays) under the
+   * organization's data key, so it is protected and rotated as secret values are. `purpose`
+   * binds the bytes to their place (it is the additional data): opening them under another
+   * purpose fails. The result names its data key, so openData needs nothing else.
+   */
+  async sealData(orgId: string, plaintext: Buffer, purpose: string): Promise<Buffer> {
+    const dek = await this.dataKey(this.db, orgId);
+    const sealed = seal(dek.key, plaintext, dataAad(orgId, purpose));
+    const id = Buffer.from(dek.id, "utf8");
+    return Buffer.concat([Buffer.from([SEALED_DATA_VERSION, id.length]), id, pack(sealed)]);
+  }
+
+  /** The bytes sealData sealed for this organization and purpose; throws when they were altered or moved. */
+  async openData(orgId: string, packed: Buffer, purpose: string): Promise<Buffer> {
+    const idLength = packed[1] ?? 0;
+    if (packed[0] !== SEALED_DATA_VERSION || packed.length < 2 + idLength) {
+      throw new AppError("internal", "sealed data of an unknown format");
+    }
+    const dekRow = await repo.getDataKey(this.db, packed.subarray(2, 2 + idLength).toString("utf8"));
+    if (!dekRow || dekRow.org_id !== orgId) throw new AppError("internal", "sealed data of an unknown data key");
+    const dek = this.keyring.unwrap(dekRow.master_key_id, Buffer.from(dekRow.wrapped_key), dekAad(orgId, dekRow.id));
+    return open(dek, unpack(packed.subarray(2 + idLength)), dataAad(orgId, purpose));
   }
 
   /** The creator's own grant subject: users by principal id, service accounts by key id, workloads by workload id. */

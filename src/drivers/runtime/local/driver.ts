@@ -490,17 +490,15 @@ export class LocalRuntimeDriver implements RuntimeDriver {
         );
       } catch (error) {
         if (error instanceof AgentLostError) {
-          // The agent went away after the request went out. With the sandbox gone too, a
-          // started command was killed with it (SIGKILL, as runc exec reports it) and an
-          // unstarted one never ran; with the sandbox alive the command's fate is unknown
-          // (it may still run), so the exec failed rather than run a second time.
+          // The agent went away (or broke the protocol) after the request went out. With the
+          // sandbox gone too, a started command was killed with it (SIGKILL, as runc exec
+          // reports it). Otherwise the command may have run, may still run, or never started:
+          // it is indeterminate, never "did not run", so a retry cannot run it twice unknowingly.
           if (error.exit !== null) return { kind: "completed", exit: error.exit, ...error.output };
-          if (await this.initEndsSoon(state)) {
-            return error.started ? { kind: "completed", exit: 137, ...error.output } : { kind: "sandbox_stopped" };
+          if (error.started && (await this.initEndsSoon(state))) {
+            return { kind: "completed", exit: 137, ...error.output };
           }
-          throw new RuntimeError("host_failure", `sandbox ${id}: ${error.message}; the command's outcome is unknown`, {
-            cause: error,
-          });
+          return { kind: "indeterminate", ...error.output, message: `sandbox ${id}: ${error.message}` };
         }
         if (!(error instanceof AgentUnavailableError)) throw error;
         // Nothing was sent: the command runs through runc exec below.

@@ -20,6 +20,7 @@
  *   'F' the command did not start (message); last frame of the exec.
  *   'D' done: both output pipes closed after the exit, or DRAIN_GRACE_MS passed since the
  *       exit (a background child still holds them; they are closed); last frame of the exec.
+ * The agent makes itself non-dumpable, so the sandbox's processes cannot reach its socket.
  * The command gets stdin from /dev/null, leads its own session and process group (as runc's
  * init does), and resolves argv[0] through the PATH of the request's environment. On stdin
  * EOF (the server is gone) the agent closes the command pipes and exits; commands already
@@ -403,6 +404,13 @@ int main(int argc, char **argv) {
 		argv += 2;
 	}
 	if (argc >= 3 && strcmp(argv[1], "--reap") == 0) return reaper(argv + 2);
+	/*
+	 * Not dumpable: /proc/<pid>/fd, /proc/<pid>/mem, ptrace, process_vm_* and pidfd_getfd of
+	 * this process then need CAP_SYS_PTRACE, which the sandbox lacks, so code in the sandbox
+	 * (running as the same user) cannot take or reach fd 1, the socket to the server.
+	 * First, before anything is read or sent. Commands get their own, dumpable, mm at execve.
+	 */
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) die("prctl");
 	sigset_t mask;
 	if (signal(SIGPIPE, SIG_IGN) == SIG_ERR) die("signal");
 	if (sigemptyset(&mask) || sigaddset(&mask, SIGCHLD) || sigprocmask(SIG_BLOCK, &mask, &old_mask)) die("sigprocmask");

@@ -3,12 +3,28 @@
 // should not, and that the driver falls back to runc exec whenever there is no agent.
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
-import { readdir, readFile } from "node:fs/promises";
+import { chmod, copyFile, mkdtemp, readdir, readFile, rm } from "node:fs/promises";
+import net from "node:net";
+import os from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
-import type { ExecOutcome, ExecRequest, RuntimeError, SandboxSpec } from "../interface.js";
+import { projectFile } from "../../../lib/paths.js";
+import type { ExecOutcome, ExecRequest, SandboxSpec } from "../interface.js";
 import { LocalRuntimeDriver } from "./driver.js";
-import { decodeRequest, encodeFrame, encodeRequest, FrameDecoder } from "./exec-agent.js";
+import {
+  AgentLostError,
+  AgentUnavailableError,
+  COMPILER,
+  decodeRequest,
+  ExecAgent,
+  encodeFrame,
+  encodeRequest,
+  FrameDecoder,
+  FrameError,
+  MAX_AGENT_FRAME_PAYLOAD,
+  MAX_REQUEST_PAYLOAD,
+} from "./exec-agent.js";
+import { run } from "./host.js";
 import { buildBundleConfig, EXEC_AGENT_PATH } from "./oci-config.js";
 import { type RuntimeFixture, startRuntimeFixture, startSandbox, testSubnetPool } from "./test-support.js";
 
@@ -41,7 +57,8 @@ describe("exec agent frames", () => {
   it("decodes frames split anywhere across chunks", () => {
     const stream = Buffer.concat([
       encodeFrame(1, "P", Buffer.from([5, 0, 0, 0])),
-      encodeFrame(1, "O", Buffer.alloc(70_000, 0xff)),
+      // The largest frame the agent writes (one CHUNK of output), longer than most chunks here.
+      encodeFrame(1, "O", Buffer.alloc(MAX_AGENT_FRAME_PAYLOAD, 0xff)),
       encodeFrame(2, "F", Buffer.from("exec: not found")),
       encodeFrame(1, "D"),
     ]);
@@ -53,7 +70,7 @@ describe("exec agent frames", () => {
         frames.map((f) => [f.execId, f.type, f.payload.length]),
         [
           [1, "P", 4],
-          [1, "O", 70_000],
+          [1, "O", MAX_AGENT_FRAME_PAYLOAD],
           [2, "F", 15],
           [1, "D", 0],
         ],
@@ -76,6 +93,158 @@ describe("exec agent frames", () => {
       env: [],
       cwd: "/",
     });
+  });
+});
+
+/** A frame as hostile code would write it: any type, any payload, any announced length. */
+function rawFrame(execId: number, type: string, payload: Buffer = Buffer.alloc(0), length = payload.length): Buffer {
+  const header = Buffer.alloc(9);
+  header.writeUInt32LE(execId >>> 0, 0);
+  header.writeUInt8(type.charCodeAt(0), 4);
+  header.writeUInt32LE(length >>> 0, 5);
+  return Buffer.concat([header, payload]);
+}
+
+const i32 = (value: number) => {
+  const b = Buffer.alloc(4);
+  b.writeInt32LE(value, 0);
+  return b;
+};
+
+/** An ExecAgent on one end of a real Unix socket; the test plays the agent on the other end. */
+async function fakeAgent(): Promise<{ agent: ExecAgent; peer: net.Socket; requests: () => Promise<number> }> {
+  const dir = await mkdtemp(path.join(os.tmpdir(), "warren-fake-agent-"));
+  const file = path.join(dir, "agent.sock");
+  const server = net.createServer();
+  await new Promise<void>((resolve) => server.listen(file, resolve));
+  const accepted = new Promise<net.Socket>((resolve) => server.once("connection", resolve));
+  const peer = net.connect(file);
+  peer.on("error", () => undefined);
+  const agent = new ExecAgent(await accepted);
+  server.close();
+  await rm(dir, { recursive: true, force: true });
+  const decoder = new FrameDecoder(MAX_REQUEST_PAYLOAD);
+  const ids: number[] = [];
+  let waiting: ((id: number) => void) | null = null;
+  peer.on("data", (chunk: Buffer) => {
+    for (const frame of decoder.push(chunk)) {
+      if (frame.type !== "R") continue;
+      if (waiting) {
+        waiting(frame.execId);
+        waiting = null;
+      } else ids.push(frame.execId);
+    }
+  });
+  peer.write(rawFrame(0, "H", Buffer.from("warren-exec-agent 1")));
+  await agent.hello;
+  const requests = () => {
+    const id = ids.shift();
+    return id !== undefined ? Promise.resolve(id) : new Promise<number>((resolve) => (waiting = resolve));
+  };
+  return { agent, peer, requests };
+}
+
+const LIMITS = { timeoutSeconds: 30, maxOutputBytes: 1 << 20 };
+const REQUEST = { argv: ["true"], env: [], cwd: "/" };
+
+describe("exec agent client against a hostile agent", () => {
+  it("refuses a frame announcing more than the cap as soon as its header is in, holding nothing", () => {
+    const decoder = new FrameDecoder();
+    assert.throws(() => decoder.push(rawFrame(1, "O", Buffer.alloc(1024), 0xffff_fff0)), FrameError);
+    assert.equal(decoder.buffered, 0);
+    const capped = new FrameDecoder();
+    assert.throws(() => capped.push(rawFrame(1, "O", Buffer.alloc(0), MAX_AGENT_FRAME_PAYLOAD + 1)), FrameError);
+    // Frames at the cap pass, and what is held back never exceeds one incomplete frame.
+    const stream = Buffer.concat(
+      Array.from({ length: 8 }, (_, i) => rawFrame(i, "O", Buffer.alloc(MAX_AGENT_FRAME_PAYLOAD, i))),
+    );
+    const ok = new FrameDecoder();
+    let frames = 0;
+    for (let at = 0; at < stream.length; at += 10_007) {
+      frames += ok.push(stream.subarray(at, at + 10_007)).length;
+      assert.ok(ok.buffered < 9 + MAX_AGENT_FRAME_PAYLOAD);
+    }
+    assert.equal(frames, 8);
+  });
+
+  // Each writes what a hostile process holding the agent's socket could write mid-exec.
+  const malformed: [string, (id: number) => Buffer[], boolean][] = [
+    ["an exit frame without its code (the crash)", (id) => [rawFrame(id, "P", i32(7)), rawFrame(id, "X")], true],
+    ["an exit code out of range", (id) => [rawFrame(id, "P", i32(7)), rawFrame(id, "X", i32(-5))], true],
+    ["an exit before the start", (id) => [rawFrame(id, "X", i32(0))], false],
+    ["a start with a short payload", (id) => [rawFrame(id, "P", Buffer.from([1]))], false],
+    ["a second start", (id) => [rawFrame(id, "P", i32(7)), rawFrame(id, "P", i32(8))], true],
+    ["output before the start", (id) => [rawFrame(id, "O", Buffer.from("x"))], false],
+    ["done before the exit", (id) => [rawFrame(id, "P", i32(7)), rawFrame(id, "D")], true],
+    ["a failure after the start", (id) => [rawFrame(id, "P", i32(7)), rawFrame(id, "F", Buffer.from("no"))], true],
+    ["an unknown frame type", (id) => [rawFrame(id, "Z", Buffer.from("?"))], false],
+    ["a frame for an exec never asked for", (id) => [rawFrame(id + 1000, "P", i32(7))], false],
+    ["a second hello", () => [rawFrame(0, "H", Buffer.from("warren-exec-agent 1"))], false],
+    ["a header announcing 4 GiB", (id) => [rawFrame(id, "O", Buffer.alloc(0), 0xffff_fff0)], false],
+  ];
+  for (const [name, frames, started] of malformed) {
+    it(`closes the agent, and only it, on ${name}; its exec ends as lost`, async () => {
+      const hostile = await fakeAgent();
+      const honest = await fakeAgent();
+      const running = hostile.agent.run(REQUEST, LIMITS);
+      const other = honest.agent.run(REQUEST, LIMITS);
+      const id = await hostile.requests();
+      for (const frame of frames(id)) hostile.peer.write(frame);
+      const error = await running.then(
+        () => null,
+        (e: unknown) => e,
+      );
+      assert.ok(error instanceof AgentLostError, String(error));
+      assert.equal(error.started, started);
+      assert.match(error.message, /broke the protocol/);
+      assert.equal(hostile.agent.alive, false);
+      assert.equal(hostile.agent.inFlight, 0);
+      await assert.rejects(hostile.agent.run(REQUEST, LIMITS), AgentUnavailableError);
+      // The other agent's exec is untouched and completes.
+      const otherId = await honest.requests();
+      honest.peer.write(Buffer.concat([rawFrame(otherId, "P", i32(3)), rawFrame(otherId, "O", Buffer.from("hi"))]));
+      honest.peer.write(Buffer.concat([rawFrame(otherId, "X", i32(0)), rawFrame(otherId, "D")]));
+      assert.deepEqual(await other, { kind: "completed", exit: 0, stdout: "hi", stderr: "", truncated: false });
+      assert.equal(honest.agent.alive, true);
+      honest.agent.close();
+      hostile.peer.destroy();
+      honest.peer.destroy();
+    });
+  }
+
+  it("closes an agent that says anything but hello first", async () => {
+    const dir = await mkdtemp(path.join(os.tmpdir(), "warren-fake-agent-"));
+    const file = path.join(dir, "agent.sock");
+    const server = net.createServer();
+    await new Promise<void>((resolve) => server.listen(file, resolve));
+    const accepted = new Promise<net.Socket>((resolve) => server.once("connection", resolve));
+    const peer = net.connect(file);
+    peer.on("error", () => undefined);
+    const agent = new ExecAgent(await accepted);
+    server.close();
+    await rm(dir, { recursive: true, force: true });
+    peer.write(rawFrame(0, "X"));
+    await assert.rejects(agent.hello, AgentUnavailableError);
+    assert.equal(agent.alive, false);
+    await assert.rejects(agent.run(REQUEST, LIMITS), AgentUnavailableError);
+    peer.destroy();
+  });
+
+  it("drops a flood behind an oversized header without buffering it", async () => {
+    const { agent, peer, requests } = await fakeAgent();
+    const running = agent.run(REQUEST, LIMITS).catch((e: unknown) => e);
+    const id = await requests();
+    const closed = new Promise<void>((resolve) => peer.once("close", () => resolve()));
+    peer.write(rawFrame(id, "O", Buffer.alloc(0), 0xffff_fff0));
+    // 64 MiB behind it: the server side must close, not hold it.
+    const block = Buffer.alloc(1 << 20, 0x61);
+    for (let i = 0; i < 64 && !peer.destroyed; i++) {
+      if (!peer.write(block)) await new Promise((resolve) => setTimeout(resolve, 1));
+    }
+    await closed;
+    assert.ok((await running) instanceof AgentLostError);
+    assert.equal(agent.alive, false);
+    assert.equal(agent.buffered, 0);
   });
 });
 
@@ -233,7 +402,7 @@ describe("exec agent in sandboxes", () => {
     assert.equal((await exec(id, ["mine"])).kind, "spawn_failed");
   });
 
-  it("fails the exec clearly when the agent is killed mid-run, and the next exec gets a new agent", async () => {
+  it("reports an exec whose agent is killed mid-run as indeterminate, and the next exec gets a new agent", async () => {
     const id = await sandbox();
     completed(await exec(id, ["true"]));
     const pid = await f.driver.execAgentPid(id);
@@ -241,15 +410,60 @@ describe("exec agent in sandboxes", () => {
     const running = sh(id, "echo before; sleep 30");
     await new Promise((resolve) => setTimeout(resolve, 300));
     process.kill(pid, "SIGKILL");
-    const error = (await running.then(
-      () => null,
-      (e: RuntimeError) => e,
-    )) as RuntimeError | null;
-    assert.equal(error?.code, "host_failure", JSON.stringify(await running.catch((e) => String(e))));
-    assert.match(String(error?.message), /agent/);
+    const outcome = await running;
+    assert.equal(outcome.kind, "indeterminate", JSON.stringify(outcome));
+    if (outcome.kind === "indeterminate") {
+      assert.equal(outcome.stdout, "before\n");
+      assert.match(outcome.message, /agent/);
+    }
     assert.equal(completed(await exec(id, ["echo", "again"])).stdout, "again\n");
     const next = await f.driver.execAgentPid(id);
     assert.ok(next && next !== pid);
+  });
+
+  it("keeps the agent's channel out of the sandbox's reach: no pidfd_getfd, ptrace, process_vm_*, /proc fd", async () => {
+    const dir = await mkdtemp(path.join(os.tmpdir(), "warren-probe-"));
+    try {
+      const probe = path.join(dir, "probe");
+      await run(COMPILER, [
+        "-static",
+        "-O2",
+        "-Wall",
+        "-Wextra",
+        "-Werror",
+        "-o",
+        probe,
+        projectFile("src/drivers/runtime/local/exec-agent-probe.c"),
+      ]);
+      const id = await sandbox();
+      const other = await sandbox();
+      completed(await exec(id, ["true"]));
+      completed(await exec(other, ["true"]));
+      const pid = await f.driver.execAgentPid(id);
+      const inside = path.join(f.driver.layout.sandbox(id).workspace, "probe");
+      await copyFile(probe, inside);
+      await chmod(inside, 0o755);
+      const report = completed(await exec(id, ["/workspace/probe"]));
+      const results = Object.fromEntries(
+        report.stdout
+          .trim()
+          .split("\n")
+          .map((line) => line.split(" ")[0]?.split("=") as [string, string]),
+      );
+      assert.notEqual(results.agent, "0", report.stdout);
+      assert.equal(results.pidfd_open, "ok", report.stdout);
+      assert.equal(results.pidfd_getfd, "EPERM", report.stdout);
+      for (const attempt of ["proc_fd_open", "ptrace_attach", "process_vm_readv", "process_vm_writev", "kcmp"]) {
+        assert.ok(results[attempt] && results[attempt] !== "ok", `${attempt}: ${report.stdout}`);
+      }
+      assert.equal(results.write_frame, undefined, report.stdout);
+      // The same agent keeps serving this sandbox, and the other sandbox is served too.
+      assert.equal(completed(await exec(id, ["echo", "still"])).stdout, "still\n");
+      assert.equal(await f.driver.execAgentPid(id), pid);
+      assert.equal(completed(await exec(other, ["echo", "other"])).stdout, "other\n");
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 
   it("times out through the agent, killing the command's process group", async () => {

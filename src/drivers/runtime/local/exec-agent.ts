@@ -103,11 +103,33 @@ export function decodeRequest(payload: Buffer): AgentRequest {
   return { argv, env, cwd };
 }
 
-/** Splits a byte stream into frames; keeps a partial frame for the next push (linear in the bytes). */
+/** The largest payload of a frame from the agent: an output chunk (CHUNK in exec-agent.c) bounds them all. */
+export const MAX_AGENT_FRAME_PAYLOAD = 64 << 10;
+/** The longest 'F' message the agent writes (its `message` buffer, NUL excluded). */
+const MAX_FAILURE_MESSAGE = 8191;
+/** Requests written but not yet taken by the agent; an agent that stops reading gets no more. */
+const MAX_UNSENT_BYTES = 2 * MAX_REQUEST_PAYLOAD;
+/** Execs given up on before their last frame, whose late frames are still expected (and dropped). */
+const MAX_ABANDONED_EXECS = 1024;
+const HELLO = "warren-exec-agent 1";
+
+/** The byte stream broke the frame protocol; whoever reads it should drop the connection. */
+export class FrameError extends Error {
+  override name = "FrameError";
+}
+
+/**
+ * Splits a byte stream into frames; keeps a partial frame for the next push (linear in the
+ * bytes). The stream comes from inside a sandbox, so a frame announcing more than
+ * `maxPayload` bytes is refused as soon as its header is in, before its bytes are held.
+ */
 export class FrameDecoder {
   private chunks: Buffer[] = [];
   private size = 0;
 
+  constructor(private readonly maxPayload = MAX_AGENT_FRAME_PAYLOAD) {}
+
+  /** The frames completed by `chunk`; throws FrameError (and holds nothing more) on an oversized frame. */
   push(chunk: Buffer): Frame[] {
     const frames: Frame[] = [];
     if (chunk.length > 0) {
@@ -118,6 +140,11 @@ export class FrameDecoder {
       let head = this.chunks[0] as Buffer;
       if (head.length < FRAME_HEADER) head = this.merge();
       const length = head.readUInt32LE(5);
+      if (length > this.maxPayload) {
+        this.chunks = [];
+        this.size = 0;
+        throw new FrameError(`a frame of ${length} bytes (at most ${this.maxPayload})`);
+      }
       if (this.size < FRAME_HEADER + length) break;
       if (head.length < FRAME_HEADER + length) head = this.merge();
       frames.push({
@@ -243,8 +270,9 @@ export interface ExecAgentStartInput {
 }
 
 interface PendingExec {
-  onFrame(frame: Frame): void;
-  onLost(): void;
+  /** Null, or how the frame broke the protocol. */
+  onFrame(frame: Frame): string | null;
+  onLost(reason: string): void;
 }
 
 /**
@@ -276,24 +304,63 @@ async function listenOnce(
 
 /** One running agent in one sandbox run; many execs at once. */
 export class ExecAgent {
-  /** The agent's PID on the host. */
-  readonly hostPid: number;
+  private pid = 0;
   private readonly socket: net.Socket;
+  private readonly decoder = new FrameDecoder();
   private readonly pending = new Map<number, PendingExec>();
+  /** Ids given up on before their last frame, oldest first (a Map keeps insertion order). */
+  private readonly abandoned = new Map<number, true>();
   private nextId = 1;
+  private greeted = false;
   private gone = false;
+  private whyGone = "";
+  private helloResult: { resolve(): void; reject(error: Error): void } | null = null;
+  /** Resolves on the agent's hello; rejects when the connection ends or breaks the protocol first. */
+  readonly hello: Promise<void>;
 
-  private constructor(socket: net.Socket, hostPid: number) {
+  /**
+   * Serves execs on a connection to an agent (start() makes it; tests hand in one end of a
+   * socket pair). Everything read from it is hostile: a frame that breaks the protocol ends
+   * this agent and its pending execs, and nothing it sends can throw out of a listener.
+   */
+  constructor(socket: net.Socket) {
     this.socket = socket;
-    this.hostPid = hostPid;
+    this.hello = new Promise<void>((resolve, reject) => {
+      this.helloResult = { resolve, reject };
+    });
+    this.hello.catch(() => undefined);
+    socket.on("error", () => undefined);
+    socket.on("data", (chunk: Buffer) => {
+      try {
+        this.receive(chunk);
+      } catch (error) {
+        this.lost(`the exec agent's frames could not be handled: ${(error as Error).message}`);
+      }
+    });
+    socket.on("close", () => this.lost("the exec agent's connection closed"));
+  }
+
+  /** The agent's PID on the host (0 until start() has read it). */
+  get hostPid(): number {
+    return this.pid;
   }
 
   get alive(): boolean {
     return !this.gone;
   }
 
+  /** Why the agent is gone ("" while it is alive). */
+  get closeReason(): string {
+    return this.whyGone;
+  }
+
   get inFlight(): number {
     return this.pending.size;
+  }
+
+  /** Bytes of an incomplete frame from the agent held back (bounded by the decoder's cap). */
+  get buffered(): number {
+    return this.decoder.buffered;
   }
 
   /** `runc exec --detach` of the agent on a socket; resolves once the agent said hello. */
@@ -328,30 +395,15 @@ export class ExecAgent {
       await listener.close();
       // The agent must not keep the server alive; a running exec's timer does that.
       ours.unref();
-      ours.on("error", () => undefined);
-      const diagnostics = async () =>
-        firstRuncError(await readFile(logFile, "utf8").catch(() => "")) ?? "no message from runc";
-      const decoder = new FrameDecoder();
-      let agent: ExecAgent | null = null;
-      let ended = false;
-      const hello = new Promise<void>((resolve, reject) => {
-        ours.on("data", (chunk: Buffer) => {
-          for (const frame of decoder.push(chunk)) {
-            if (agent) agent.dispatch(frame);
-            else if (frame.type === "H" && frame.execId === 0) resolve();
-          }
-        });
-        ours.on("close", () => {
-          ended = true;
-          agent?.lost();
-          // Before the hello, runc could not start the agent (or the agent died at once).
-          void diagnostics().then((message) =>
-            reject(new AgentUnavailableError(`runc exec of the agent failed: ${message}`)),
-          );
-        });
-      });
-      hello.catch(() => undefined);
-      await Promise.race([hello, deadline]);
+      const agent = new ExecAgent(ours);
+      try {
+        await Promise.race([agent.hello, deadline]);
+      } catch (error) {
+        // Closed before the hello: runc could not start the agent (or the agent died at once).
+        if (agent.closeReason !== "the exec agent's connection closed") throw error;
+        const message = firstRuncError(await readFile(logFile, "utf8").catch(() => "")) ?? "no message from runc";
+        throw new AgentUnavailableError(`runc exec of the agent failed: ${message}`);
+      }
       // The agent may say hello a moment before runc, exiting, has written its pid file.
       let hostPid = Number.NaN;
       for (let waited = 0; waited <= 2000 && !(hostPid > 0); waited += 5) {
@@ -359,8 +411,7 @@ export class ExecAgent {
         if (!(hostPid > 0)) await new Promise((resolve) => setTimeout(resolve, 5));
       }
       if (!Number.isInteger(hostPid) || hostPid <= 0) throw new AgentUnavailableError("no pid of the agent");
-      agent = new ExecAgent(ours, hostPid);
-      if (ended) agent.lost();
+      agent.pid = hostPid;
       return agent;
     } catch (error) {
       socket?.destroy();
@@ -374,15 +425,19 @@ export class ExecAgent {
 
   /**
    * Runs one command. Resolves like runExec; rejects with AgentUnavailableError when the
-   * request could not be sent (nothing ran) and AgentLostError when the agent went away
-   * while the command ran (its fate is unknown to the agent's side).
+   * request could not be sent (nothing ran) and AgentLostError when the agent went away (or
+   * broke the protocol) after the request was sent: the command may have run.
    */
   run(request: AgentRequest, limits: { timeoutSeconds: number; maxOutputBytes: number }): Promise<ExecOutcome> {
     if (this.gone) return Promise.reject(new AgentUnavailableError("the exec agent is gone"));
+    if (!this.greeted) return Promise.reject(new AgentUnavailableError("the exec agent has not said hello"));
     if (this.pending.size >= MAX_AGENT_EXECS) return Promise.reject(new AgentUnavailableError("the agent is full"));
     const payload = encodeRequest(request);
     if (payload.length > MAX_REQUEST_PAYLOAD) {
       return Promise.reject(new AgentUnavailableError("the request is too large for the agent"));
+    }
+    if (this.socket.writableLength + payload.length > MAX_UNSENT_BYTES) {
+      return Promise.reject(new AgentUnavailableError("the exec agent is not reading its requests"));
     }
     const execId = this.nextId;
     this.nextId = this.nextId >= 0xffff_fff0 ? 1 : this.nextId + 1;
@@ -410,36 +465,55 @@ export class ExecAgent {
       const giveUpLater = () => {
         if (slackTimer) return;
         slackTimer = setTimeout(() => {
+          this.abandon(execId);
           if (exit !== null || timedOut) settle();
           else finish(new AgentLostError("the exec agent stopped answering", output.result(), started, null));
         }, DRAIN_GRACE_MS + AGENT_SLACK_MS);
       };
       this.pending.set(execId, {
+        // The order the agent keeps (exec-agent.c): F alone, or P, output, X, more output, D.
         onFrame: (frame) => {
+          const length = frame.payload.length;
           switch (frame.type) {
             case "P":
+              if (length !== 4 || started) return "a second or malformed start";
               started = true;
-              break;
+              return null;
             case "O":
-              output.push("stdout", frame.payload);
-              break;
             case "E":
-              output.push("stderr", frame.payload);
-              break;
-            case "X":
-              exit = frame.payload.readInt32LE(0);
+              if (!started) return "output before the start";
+              output.push(frame.type === "O" ? "stdout" : "stderr", frame.payload);
+              return null;
+            case "X": {
+              if (length !== 4 || !started || exit !== null) return "an exit out of order or malformed";
+              const code = frame.payload.readInt32LE(0);
+              // An exit status, or 128 + a signal number.
+              if (code < 0 || code > 255) return `an exit code of ${code}`;
+              exit = code;
               giveUpLater();
-              break;
+              return null;
+            }
             case "F":
+              if (started || length > MAX_FAILURE_MESSAGE) return "a failure after the start, or too long";
               finish({ kind: "spawn_failed", message: frame.payload.toString("utf8") });
-              break;
+              return null;
             case "D":
+              if (length !== 0 || exit === null) return "a done before the exit";
               settle();
-              break;
+              return null;
+            default:
+              return `a frame of unknown type ${JSON.stringify(frame.type)}`;
           }
         },
-        onLost: () =>
-          finish(new AgentLostError("the exec agent went away during the exec", output.result(), started, exit)),
+        onLost: (reason) =>
+          finish(
+            new AgentLostError(
+              `${reason} during the exec${started ? "" : " (its start was not reported)"}`,
+              output.result(),
+              started,
+              exit,
+            ),
+          ),
       });
       const timeoutTimer = setTimeout(() => {
         timedOut = true;
@@ -459,14 +533,59 @@ export class ExecAgent {
     if (!this.gone) this.socket.write(frame);
   }
 
-  private dispatch(frame: Frame): void {
-    this.pending.get(frame.execId)?.onFrame(frame);
+  private receive(chunk: Buffer): void {
+    if (this.gone) return;
+    let frames: Frame[];
+    try {
+      frames = this.decoder.push(chunk);
+    } catch (error) {
+      this.lost(`the exec agent broke the protocol: ${(error as Error).message}`);
+      return;
+    }
+    for (const frame of frames) {
+      const problem = this.dispatch(frame);
+      if (problem) {
+        this.lost(`the exec agent broke the protocol: ${problem} (exec ${frame.execId})`);
+        return;
+      }
+      if (this.gone) return;
+    }
   }
 
-  private lost(): void {
+  /** Hands a frame to its exec; a non-null answer says how the frame broke the protocol. */
+  private dispatch(frame: Frame): string | null {
+    if (!this.greeted) {
+      if (frame.type !== "H" || frame.execId !== 0 || frame.payload.toString("latin1") !== HELLO) {
+        return "no hello first";
+      }
+      this.greeted = true;
+      this.helloResult?.resolve();
+      return null;
+    }
+    const exec = this.pending.get(frame.execId);
+    if (exec) return exec.onFrame(frame);
+    if (this.abandoned.has(frame.execId)) {
+      if (frame.type === "D" || frame.type === "F") this.abandoned.delete(frame.execId);
+      return null;
+    }
+    return frame.type === "H" ? "a second hello" : `a frame of type ${JSON.stringify(frame.type)} for no exec`;
+  }
+
+  /** Remembers an exec given up on, so its late frames are not taken for a broken protocol. */
+  private abandon(execId: number): void {
+    this.abandoned.set(execId, true);
+    if (this.abandoned.size > MAX_ABANDONED_EXECS) {
+      const oldest = this.abandoned.keys().next().value;
+      if (oldest !== undefined) this.abandoned.delete(oldest);
+    }
+  }
+
+  private lost(reason: string): void {
     if (this.gone) return;
     this.gone = true;
+    this.whyGone = reason;
     this.socket.destroy();
-    for (const exec of [...this.pending.values()]) exec.onLost();
+    this.helloResult?.reject(new AgentUnavailableError(reason));
+    for (const exec of [...this.pending.values()]) exec.onLost(reason);
   }
 }

@@ -3,6 +3,9 @@
 // mounts, keyrings, modules, kexec, bpf, perf, io_uring, clock and swap changes). Docker's
 // profile is an allow-list of ~350 calls; a deny-list is shorter to audit here and keeps
 // new harmless syscalls working. The capability set is the first wall; this is the second.
+// Reaching into another process (ptrace, process_vm_*, pidfd_getfd, kcmp) is denied as Docker
+// denies it without CAP_SYS_PTRACE: the exec agent's socket to the server lives in a process
+// of the sandbox, and no process of the sandbox may take or read it.
 
 const EPERM = 1;
 const ENOSYS = 38;
@@ -28,6 +31,7 @@ export const DENIED_SYSCALLS = [
   "io_uring_setup",
   "ioperm",
   "iopl",
+  "kcmp",
   "kexec_file_load",
   "kexec_load",
   "keyctl",
@@ -40,7 +44,11 @@ export const DENIED_SYSCALLS = [
   "open_by_handle_at",
   "open_tree",
   "perf_event_open",
+  "pidfd_getfd",
   "pivot_root",
+  "process_vm_readv",
+  "process_vm_writev",
+  "ptrace",
   "quotactl",
   "quotactl_fd",
   "reboot",

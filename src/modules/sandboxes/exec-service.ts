@@ -1,0 +1,267 @@
+// ExecSandbox: runs a command synchronously through the runtime driver and records its
+// outcome first, so an Idempotency-Key retry replays it (even across a restart) and never
+// runs the command twice. Output kept for a replay is sealed under the organization's data
+// key: it may hold secrets released with secret_environment.
+import type { SandboxDefaults } from "../../config.js";
+import { type ExecOutcome, RuntimeError } from "../../drivers/runtime/interface.js";
+import { AppError } from "../../http/errors.js";
+import type { Clock } from "../../lib/clock.js";
+import { canonicalJson, sha256Hex } from "../../lib/hash.js";
+import { newId } from "../../lib/ids.js";
+import type { Logger } from "../../lib/logger.js";
+import type { Db } from "../../store/db.js";
+import type { Credential } from "../identity/credential.js";
+import type { SecretService, SubjectKind } from "../secrets/service.js";
+import * as repo from "./repo.js";
+import type { SandboxService } from "./service.js";
+import { checkArgv } from "./view.js";
+
+const ACTIVITY_HEARTBEAT_MS = 30_000;
+
+export interface ExecInput {
+  cmd: string[];
+  secret_environment?: { secret_name: string; variable_name: string }[] | undefined;
+  timeout_seconds?: number | undefined;
+}
+
+export type ExecResponse =
+  | { exit: number; stdout: string; stderr: string; truncated: boolean }
+  | { timeout: Record<string, never>; stdout: string; stderr: string; truncated: boolean }
+  | { indeterminate: Record<string, never>; stdout: string; stderr: string; truncated: boolean };
+
+type Output = { stdout: string; stderr: string; truncated: boolean };
+
+export class ExecService {
+  constructor(
+    private readonly db: Db,
+    private readonly clock: Clock,
+    private readonly log: Logger,
+    private readonly defaults: SandboxDefaults,
+    private readonly sandboxes: SandboxService,
+    private readonly secrets: SecretService,
+  ) {}
+
+  async exec(
+    cred: Credential,
+    id: string,
+    input: ExecInput,
+    idempotencyKey: string | undefined,
+  ): Promise<ExecResponse> {
+    checkArgv("cmd", input.cmd);
+    const row = await this.sandboxes.load(this.db, cred, id);
+    if (row.quarantined) throw new AppError("quarantined", "the sandbox is quarantined");
+    const requestHash = sha256Hex(canonicalJson(input));
+    if (idempotencyKey) {
+      const replay = await this.replayExec(cred.orgId, row.id, idempotencyKey, requestHash);
+      if (replay) return replay;
+    }
+    if (row.state !== "running" || row.desired_state !== "running") {
+      throw new AppError(
+        "sandbox_not_running",
+        `the sandbox is ${row.state}; exec needs it running (it never wakes implicitly)`,
+      );
+    }
+    const env = await this.secretEnvironment(row, input.secret_environment ?? []);
+    const execId = newId("exe");
+    const startedAt = this.clock.now();
+    if (
+      !(await repo.claimExec(this.db, {
+        id: execId,
+        org_id: cred.orgId,
+        sandbox_id: row.id,
+        idempotency_key: idempotencyKey ?? null,
+        request_hash: requestHash,
+        started_at: startedAt,
+      }))
+    ) {
+      const replay = idempotencyKey ? await this.replayExec(cred.orgId, row.id, idempotencyKey, requestHash) : null;
+      if (replay) return replay;
+      throw new AppError("operation_conflict", "a concurrent exec holds this Idempotency-Key");
+    }
+    const running = this.runExec(row, execId, input, env, startedAt, idempotencyKey !== undefined);
+    this.sandboxes.execsInFlight.set(execId, running);
+    try {
+      return await running;
+    } finally {
+      this.sandboxes.execsInFlight.delete(execId);
+    }
+  }
+
+  private async replayExec(
+    orgId: string,
+    sandboxId: string,
+    key: string,
+    requestHash: string,
+  ): Promise<ExecResponse | null> {
+    const record = await repo.findExecByKey(this.db, orgId, sandboxId, key);
+    if (!record) return null;
+    if (record.request_hash !== requestHash) {
+      throw new AppError("idempotency_conflict", "this Idempotency-Key was already used with a different exec request");
+    }
+    if (record.outcome === "running") {
+      const inFlight = this.sandboxes.execsInFlight.get(record.id);
+      if (inFlight) return inFlight;
+      return { indeterminate: {}, stdout: "", stderr: "", truncated: false };
+    }
+    return execRecordResponse(record, await this.openOutput(record));
+  }
+
+  private async secretEnvironment(row: repo.SandboxRow, wanted: { secret_name: string; variable_name: string }[]) {
+    const env: Record<string, string> = {};
+    if (wanted.length === 0) return env;
+    const subject: { kind: SubjectKind; id: string } | null =
+      row.created_by_kind === "user"
+        ? { kind: "SANDBOX_SECRET_GRANT_SUBJECT_KIND_USER", id: row.created_by }
+        : row.created_by_kind === "service_account"
+          ? { kind: "SANDBOX_SECRET_GRANT_SUBJECT_KIND_SERVICE_ACCOUNT", id: row.created_by_key_id }
+          : null;
+    for (const item of wanted) {
+      const result = subject
+        ? await this.secrets.resolveSecretForDelivery(
+            row.org_id,
+            item.secret_name,
+            subject,
+            "SANDBOX_SECRET_DELIVERY_SANDBOX_ENVIRONMENT",
+          )
+        : ({ ok: false, reason: "not_granted" } as const);
+      if (!result.ok) {
+        // The same answer for every refusal, so a caller learns nothing about other secrets.
+        throw new AppError(
+          "invalid_argument",
+          `secret "${item.secret_name}" cannot be released into this sandbox's environment (it must be an active sandbox-environment secret granted to the sandbox's creator)`,
+        );
+      }
+      env[item.variable_name] = result.value;
+    }
+    return env;
+  }
+
+  private async runExec(
+    row: repo.SandboxRow,
+    execId: string,
+    input: ExecInput,
+    env: Record<string, string>,
+    startedAt: Date,
+    keepOutput: boolean,
+  ): Promise<ExecResponse> {
+    const driver = this.sandboxes.runtime();
+    await this.sandboxes.touch(row, "exec");
+    const heartbeat = setInterval(
+      () => void this.sandboxes.touch(row, "exec").catch(() => undefined),
+      ACTIVITY_HEARTBEAT_MS,
+    );
+    let outcome: ExecOutcome;
+    try {
+      outcome = await driver.exec(row.id, {
+        argv: input.cmd,
+        env,
+        timeoutSeconds: input.timeout_seconds ?? this.defaults.execTimeoutSeconds,
+        maxOutputBytes: this.defaults.execOutputCapBytes,
+      });
+    } catch (error) {
+      outcome = outcomeOfFailure(error);
+    } finally {
+      clearInterval(heartbeat);
+    }
+    const finishedAt = this.clock.now();
+    await this.sandboxes.touch(row, "exec");
+    const durationMs = finishedAt.getTime() - startedAt.getTime();
+    const common = { at: finishedAt };
+    if (outcome.kind === "spawn_failed" || outcome.kind === "sandbox_stopped") {
+      await repo.finishExec(this.db, execId, {
+        ...common,
+        outcome: outcome.kind,
+        message: outcome.kind === "spawn_failed" ? outcome.message : null,
+      });
+      await this.execEvent(row, input.cmd, { outcome: outcome.kind, duration_ms: durationMs });
+      throw execError(outcome.kind, outcome.kind === "spawn_failed" ? outcome.message : "");
+    }
+    if (outcome.kind === "indeterminate") {
+      this.log.warn({ sandbox_id: row.id, exec_id: execId, err: outcome.message }, "exec outcome indeterminate");
+    }
+    await repo.finishExec(this.db, execId, {
+      ...common,
+      outcome: outcome.kind,
+      exit: outcome.kind === "completed" ? outcome.exit : null,
+      // Only a replay (same Idempotency-Key) reads the output back; without a key it is not kept.
+      ...(keepOutput ? await this.sealOutput(row.org_id, execId, outcome) : {}),
+      truncated: outcome.truncated,
+    });
+    await this.execEvent(row, input.cmd, {
+      outcome: outcome.kind,
+      ...(outcome.kind === "completed" ? { exit: outcome.exit } : {}),
+      duration_ms: durationMs,
+      stdout_bytes: Buffer.byteLength(outcome.stdout),
+      stderr_bytes: Buffer.byteLength(outcome.stderr),
+      truncated: outcome.truncated,
+    });
+    const output = { stdout: outcome.stdout, stderr: outcome.stderr, truncated: outcome.truncated };
+    switch (outcome.kind) {
+      case "completed":
+        return { exit: outcome.exit, ...output };
+      case "timeout":
+        return { timeout: {}, ...output };
+      case "indeterminate":
+        return { indeterminate: {}, ...output };
+    }
+  }
+
+  private async sealOutput(orgId: string, execId: string, output: Output) {
+    return {
+      stdout: await this.secrets.sealData(orgId, Buffer.from(output.stdout, "utf8"), outputPurpose(execId, "stdout")),
+      stderr: await this.secrets.sealData(orgId, Buffer.from(output.stderr, "utf8"), outputPurpose(execId, "stderr")),
+    };
+  }
+
+  private async openOutput(record: repo.ExecRow): Promise<{ stdout: string; stderr: string }> {
+    const read = async (stream: "stdout" | "stderr") => {
+      const stored = record[stream];
+      // Empty: no output kept (no key, or an outcome without output).
+      if (!stored || stored.length === 0) return "";
+      const opened = await this.secrets.openData(record.org_id, Buffer.from(stored), outputPurpose(record.id, stream));
+      return opened.toString("utf8");
+    };
+    return { stdout: await read("stdout"), stderr: await read("stderr") };
+  }
+
+  private async execEvent(row: repo.SandboxRow, argv: string[], payload: Record<string, unknown>) {
+    await this.sandboxes.sandboxEvent(this.db, row, "sandbox.exec", { argv, ...payload });
+  }
+}
+
+const outputPurpose = (execId: string, stream: "stdout" | "stderr") => `exec-output:${execId}:${stream}`;
+
+/**
+ * A driver error as an outcome. Only errors raised before anything was handed to the
+ * sandbox (a malformed request, a sandbox the driver does not have) mean the command did not
+ * run; any other may come after the command started, so it is indeterminate.
+ */
+export function outcomeOfFailure(error: unknown): ExecOutcome {
+  const message = error instanceof Error ? error.message : String(error);
+  if (error instanceof RuntimeError && (error.code === "invalid_spec" || error.code === "not_found")) {
+    return { kind: "spawn_failed", message };
+  }
+  return { kind: "indeterminate", stdout: "", stderr: "", truncated: false, message };
+}
+
+function execError(kind: "spawn_failed" | "sandbox_stopped", message: string): AppError {
+  return kind === "spawn_failed"
+    ? new AppError("spawn_failed", `the command could not be started${message ? `: ${message}` : ""}`)
+    : new AppError("sandbox_stopped", "the sandbox stopped before the command ran");
+}
+
+/** The answer a record replays, given its output already opened. */
+export function execRecordResponse(record: repo.ExecRow, output: { stdout: string; stderr: string }): ExecResponse {
+  const withOutput = { ...output, truncated: record.truncated };
+  switch (record.outcome) {
+    case "completed":
+      return { exit: record.exit_code ?? 0, ...withOutput };
+    case "timeout":
+      return { timeout: {}, ...withOutput };
+    case "spawn_failed":
+    case "sandbox_stopped":
+      throw execError(record.outcome, record.message ?? "");
+    default:
+      return { indeterminate: {}, ...withOutput };
+  }
+}
