@@ -7,6 +7,7 @@ import { decodePageToken, encodePageToken } from "../../http/pagination.js";
 import type { Clock } from "../../lib/clock.js";
 import { canonicalJson, sha256Hex } from "../../lib/hash.js";
 import { isUlid, newUlid } from "../../lib/ids.js";
+import { findTextProblem } from "../../lib/text.js";
 import type { Db, Queryable } from "../../store/db.js";
 import { type Credential, requireOrgScoped } from "../identity/credential.js";
 import * as repo from "./annotation-repo.js";
@@ -296,6 +297,9 @@ export class AnnotationService {
     if (payload === null || typeof payload !== "object" || Array.isArray(payload)) {
       throw invalid("payload_json must be a JSON object");
     }
+    // The payload is stored as jsonb, which refuses `\u0000` and lone surrogates (escaped or not).
+    const problem = findTextProblem(payload, "body.payload_json");
+    if (problem) throw invalid(`${problem.path}: ${problem.problem}`);
     const object = payload as Record<string, unknown>;
     const reserved = Object.keys(object).filter((key) => key.startsWith(RESERVED_PREFIX));
     if (reserved.length > 0) {
