@@ -37,7 +37,7 @@ forEachStore(
         { parent_run_id: other.runId },
         { project_id: "prj_unknown" },
         { parent_run_id: "run_unknown" },
-      ]) {
+      ] as Record<string, string>[]) {
         assertError(await t().request("GET", "/v1/runs", { key, query }), 404, "not_found");
       }
       const own = await t().request("GET", "/v1/runs", { key, query: { project_id: t().orgA.defaultProjectId } });
@@ -53,7 +53,7 @@ forEachStore(
         { target_event_id: other.eventId },
         { schema_name: other.schemaName },
         { run_id: "run_unknown" },
-      ]) {
+      ] as Record<string, string>[]) {
         assertError(await t().request("GET", "/v1/annotations", { key, query }), 404, "not_found");
       }
       // Org B still sees its own with the same filters.
