@@ -695,8 +695,10 @@ forEachStore("annotations", (t) => {
       t().orgB.keys.owner,
     );
     assert.equal(otherRun.status, 404);
+    // A filter naming another organization's run is 404, as reading the run is.
     const theirList = await list({ run_id: runId }, t().orgB.keys.owner);
-    assert.equal((theirList.body.annotations as unknown[]).length, 0);
+    assert.equal(theirList.status, 404, theirList.raw);
+    assert.equal(theirList.body.code, "not_found");
     const sandboxKey = await t().issueKey(t().orgA, {
       sandbox: { sandboxId: `sbx-${"a".repeat(40)}`, lineagePath: `sbx-${"a".repeat(40)}` },
     });

@@ -531,10 +531,11 @@ forEachStore("runs", (t) => {
         404,
         "not_found",
       );
-      // Listing with another organization's filters shows nothing of it.
-      for (const query of [{}, { project_id: projectId }, { parent_run_id: run.id }] as Record<string, string>[]) {
-        const pages = await listAll(t(), intruder, 200, query);
-        assert.ok(!pages.flat().some((r) => r.id === run.id || r.project_id === projectId));
+      // Listing shows nothing of it, and a filter naming its project or run is 404 like a read.
+      const pages = await listAll(t(), intruder, 200, {});
+      assert.ok(!pages.flat().some((r) => r.id === run.id || r.project_id === projectId));
+      for (const query of [{ project_id: projectId }, { parent_run_id: run.id }] as Record<string, string>[]) {
+        assertError(await t().request("GET", "/v1/runs", { key: intruder, query }), 404, "not_found");
       }
       const got = runOf(await t().request("GET", `/v1/runs/${run.id}`, { key: t().orgA.keys.owner }));
       assert.deepEqual(got, run);

@@ -1,5 +1,7 @@
 // The HTTP edge: request ids, authentication, strict validation, idempotency, the error
 // envelopes and the OpenAPI document. Modules add their routes; nothing here knows them.
+
+import type { Socket } from "node:net";
 import swagger from "@fastify/swagger";
 import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
 import Fastify, {
@@ -12,8 +14,9 @@ import Fastify, {
 } from "fastify";
 import { newId } from "../lib/ids.js";
 import type { Logger } from "../lib/logger.js";
+import { findTextProblem } from "../lib/text.js";
 import type { IdentityService } from "../modules/identity/service.js";
-import { AppError, errorBody } from "./errors.js";
+import { AppError, type EnvelopeKind, errorBody } from "./errors.js";
 import type { IdempotencyStore } from "./idempotency.js";
 import { EmptyObject, ErrorEnvelope, FlatErrorEnvelope } from "./schemas.js";
 import type { App, RouteSettings } from "./types.js";
@@ -21,6 +24,8 @@ import { describeValidationError, validatorCompiler } from "./validation.js";
 
 export const API_TITLE = "Warren control-plane API";
 export const API_VERSION = "0.0.1";
+/** Longest path parameter the router takes; longer ones are a 400 in the envelope. */
+const MAX_PARAM_LENGTH = 2048;
 
 export interface HttpDeps {
   log: Logger;
@@ -71,8 +76,56 @@ function toAppError(error: FastifyError | AppError | Error): AppError {
     return new AppError("invalid_argument", "the request body is not valid JSON");
   }
   if (fe.statusCode === 413) return new AppError("payload_too_large", "the request body is too large");
+  if (fe.statusCode === 415) return new AppError("unsupported_media_type", "request bodies must be application/json");
   if (fe.statusCode === 404) return new AppError("not_found", "no such route");
+  if (fe.statusCode === 405) return new AppError("method_not_allowed", "method not allowed");
+  // Any other refusal of the framework is the client's request, not a fault of ours.
+  if (fe.statusCode !== undefined && fe.statusCode >= 400 && fe.statusCode < 500) {
+    return new AppError("invalid_argument", "the request is malformed");
+  }
   return new AppError("internal", "internal error");
+}
+
+/**
+ * The envelope for a request no route has taken (a URL the router refused, a request the
+ * HTTP parser refused): flat on the sandbox and snapshot paths. Without quota details the
+ * two envelopes hold the same fields, so a guess cannot produce a wrong shape.
+ */
+function envelopeForUrl(url: string | undefined): EnvelopeKind {
+  return /^\/v1\/(sandboxes|snapshots)(?=[/:?]|$)/.test(url ?? "") ? "flat" : "standard";
+}
+
+/** The single-line status text of the statuses the HTTP parser's refusals are answered with. */
+const PARSER_STATUS_TEXT: Record<number, string> = {
+  400: "Bad Request",
+  408: "Request Timeout",
+  431: "Request Header Fields Too Large",
+};
+
+/**
+ * Node's HTTP parser refuses some requests before fastify sees them (a header with a control
+ * byte, headers over the size limit, a malformed request line) and fastify's default answer
+ * is not in our envelope; the answer is written to the socket here, in it, with a request id.
+ */
+function answerClientError(log: Logger, error: Error & { code?: string }, socket: Socket): void {
+  if (error.code === "ECONNRESET" || socket.destroyed) return;
+  const appError =
+    error.code === "HPE_HEADER_OVERFLOW"
+      ? new AppError("headers_too_large", "the request line and headers are larger than the server accepts")
+      : error.code === "ERR_HTTP_REQUEST_TIMEOUT"
+        ? new AppError("request_timeout", "the request was not received in time")
+        : new AppError("invalid_argument", "the request is not valid HTTP (a malformed request line or header)");
+  const requestId = newId("req");
+  const body = JSON.stringify(errorBody(appError, requestId, "standard"));
+  log.info({ reqId: requestId, status: appError.status, reason: error.code }, "request refused by the HTTP parser");
+  if (socket.writable) {
+    socket.write(
+      `HTTP/1.1 ${appError.status} ${PARSER_STATUS_TEXT[appError.status] ?? "Bad Request"}\r\n` +
+        `content-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\n` +
+        `x-request-id: ${requestId}\r\nconnection: close\r\n\r\n${body}`,
+    );
+  }
+  socket.destroy();
 }
 
 export function sendError(request: FastifyRequest, reply: FastifyReply, error: AppError) {
@@ -96,8 +149,22 @@ export async function buildHttp(deps: HttpDeps): Promise<App> {
       logger.child(bindings, opts.level !== undefined || opts.serializers !== undefined ? opts : undefined),
     requestIdHeader: false,
     // Long path parameters reach the schemas (and a 400 in the envelope), not a router 414.
-    routerOptions: { ignoreTrailingSlash: true, maxParamLength: 2048 },
+    routerOptions: { ignoreTrailingSlash: true, maxParamLength: MAX_PARAM_LENGTH },
     ajv: { customOptions: { strict: false } },
+    // The router's own refusals (a URL that is not percent-encoded UTF-8, a path parameter
+    // over maxParamLength) answer in the envelope like every other refusal.
+    frameworkErrors: (error, request, reply) => {
+      const appError =
+        error.code === "FST_ERR_MAX_PARAM_LENGTH"
+          ? new AppError("invalid_argument", `a path parameter is longer than ${MAX_PARAM_LENGTH} characters`)
+          : error.code === "FST_ERR_BAD_URL"
+            ? new AppError("invalid_argument", "the URL is not valid: a path segment is not percent-encoded UTF-8")
+            : new AppError("invalid_argument", "the request could not be routed");
+      const body = JSON.stringify(errorBody(appError, request.id, envelopeForUrl(request.raw.url)));
+      reply.header("x-request-id", request.id);
+      return (reply as FastifyReply).code(appError.status).type("application/json; charset=utf-8").send(body);
+    },
+    clientErrorHandler: (error, socket) => answerClientError(deps.log, error, socket),
   }).withTypeProvider<TypeBoxTypeProvider>() as unknown as App;
 
   app.setValidatorCompiler(validatorCompiler);
@@ -175,8 +242,18 @@ export async function buildHttp(deps: HttpDeps): Promise<App> {
 
   // A POST without a body is read as `{}`, so verbs whose fields are all optional need none
   // and a missing required field is named rather than "body must be object".
+  // Text Warren cannot store (NUL, lone surrogates) or nesting it will not walk is refused
+  // here, once for every route, naming the field (docs/api-decisions.md "Text Warren accepts").
   app.addHook("preValidation", (request, _reply, done) => {
     if (request.body === undefined && request.routeOptions.schema?.body) request.body = {};
+    const problem =
+      findTextProblem(request.params, "params") ??
+      findTextProblem(request.query, "query") ??
+      findTextProblem(request.body, "body");
+    if (problem) {
+      done(new AppError("invalid_argument", `${problem.path}: ${problem.problem}`));
+      return;
+    }
     done();
   });
 

@@ -20,10 +20,12 @@ export const ERROR_STATUS = {
   operation_conflict: 409,
   precondition_failed: 412,
   payload_too_large: 413,
+  request_timeout: 408,
   unsupported_media_type: 415,
   unsupported_capability: 422,
   quota_exceeded: 429,
   rate_limited: 429,
+  headers_too_large: 431,
   internal: 500,
   unavailable: 503,
 } as const;

@@ -59,3 +59,21 @@ export const EmptyObject = Type.Object({}, { additionalProperties: false });
 
 export const Timestamp = Type.String({ format: "date-time" });
 export const DecimalString = Type.String({ pattern: "^-?[0-9]+$", description: "64-bit integer as a decimal string" });
+
+/**
+ * An object of string keys to string values with bounded keys, values and entry count.
+ * TypeBox's `Record` keeps a key schema only as `patternProperties: {"^.*$": ...}`, so a
+ * `maxLength` on the key never reached the validator; `propertyNames` carries it.
+ */
+export function StringMap(limits: {
+  maxEntries: number;
+  keyMaxLength: number;
+  valueMaxLength: number;
+  description: string;
+}) {
+  return Type.Record(Type.String(), Type.String({ maxLength: limits.valueMaxLength }), {
+    maxProperties: limits.maxEntries,
+    propertyNames: { minLength: 1, maxLength: limits.keyMaxLength },
+    description: limits.description,
+  });
+}

@@ -2,6 +2,7 @@
 // through a list route, and sandbox-scoped keys.
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
+import type { RuntimeDriver } from "../../src/drivers/runtime/interface.js";
 import type { TestApp, TestOrg } from "../harness.js";
 
 /**
@@ -64,3 +65,19 @@ export async function sandboxScopedKey(
 ): Promise<string> {
   return (await t.issueKey(org, { kind: "user", role, sandbox: { sandboxId, lineagePath: sandboxId } })).key;
 }
+
+/**
+ * A runtime for tests of the API alone: with no reconciler running, CreateSandbox only writes
+ * the row (state `requested`), so sandboxes exist to read, update and refuse without runc or
+ * an image registry. Any call that would reach a host (exec, a network switch) fails loudly.
+ */
+export const API_ONLY_RUNTIME: RuntimeDriver = new Proxy(
+  { kind: "api-only", close: async () => undefined } as unknown as RuntimeDriver,
+  {
+    get(target, property) {
+      if (property in target) return target[property as keyof RuntimeDriver];
+      if (property === "then") return undefined;
+      return () => Promise.reject(new Error(`the API-only test runtime has no ${String(property)}`));
+    },
+  },
+);

@@ -7,8 +7,11 @@ import { decodePageToken, encodePageToken } from "../../http/pagination.js";
 import type { Clock } from "../../lib/clock.js";
 import { canonicalJson, sha256Hex } from "../../lib/hash.js";
 import { isUlid, newUlid } from "../../lib/ids.js";
+import { findTextProblem } from "../../lib/text.js";
 import type { Db, Queryable } from "../../store/db.js";
 import { type Credential, requireOrgScoped } from "../identity/credential.js";
+import * as projectsRepo from "../projects/repo.js";
+import * as runsRepo from "../runs/repo.js";
 import * as repo from "./annotation-repo.js";
 import { describe, validatorFor } from "./json-schema.js";
 import * as schemaRepo from "./schema-repo.js";
@@ -296,6 +299,9 @@ export class AnnotationService {
     if (payload === null || typeof payload !== "object" || Array.isArray(payload)) {
       throw invalid("payload_json must be a JSON object");
     }
+    // The payload is stored as jsonb, which refuses `\u0000` and lone surrogates (escaped or not).
+    const problem = findTextProblem(payload, "body.payload_json");
+    if (problem) throw invalid(`${problem.path}: ${problem.problem}`);
     const object = payload as Record<string, unknown>;
     const reserved = Object.keys(object).filter((key) => key.startsWith(RESERVED_PREFIX));
     if (reserved.length > 0) {
@@ -379,6 +385,23 @@ export class AnnotationService {
     throw new AppError("unavailable", "the annotation could not be written; retry");
   }
 
+  /**
+   * A filter naming a run, project, event or schema the organization cannot see is 404, as a
+   * direct read of it is, rather than an empty list (docs/api-decisions.md "List filters").
+   */
+  private async requireVisibleFilters(orgId: string, input: ListInput): Promise<void> {
+    if (input.run_id && !(await runsRepo.getRun(this.db, orgId, input.run_id))) throw notFound("run");
+    if (input.project_id && !(await projectsRepo.getProject(this.db, orgId, input.project_id))) {
+      throw notFound("project");
+    }
+    if (input.target_event_id && !(await repo.findEvent(this.db, orgId, input.target_event_id))) {
+      throw notFound("event");
+    }
+    if (input.schema_name && !(await schemaRepo.latestVersion(this.db, orgId, input.schema_name))) {
+      throw notFound("annotation schema");
+    }
+  }
+
   private sameOrConflict(existing: repo.StoredEvent, contentHash: string): { event_id: string } {
     if (existing.kind === "annotation" && existing.content_hash === contentHash) return { event_id: existing.event_id };
     throw new AppError(
@@ -389,6 +412,7 @@ export class AnnotationService {
 
   async list(cred: Credential, input: ListInput) {
     requireOrgScoped(cred, "list annotations");
+    await this.requireVisibleFilters(cred.orgId, input);
     const history = input.history ?? false;
     const kind = history ? "annotations-history" : "annotations";
     const key = decodePageToken(kind, input.pageToken, 2);

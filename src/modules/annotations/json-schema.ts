@@ -3,6 +3,7 @@
 import Ajv2020Module, { type ErrorObject, type ValidateFunction } from "ajv/dist/2020.js";
 import formatsModule from "ajv-formats";
 import { AppError } from "../../http/errors.js";
+import { findTextProblem } from "../../lib/text.js";
 
 // ajv is CommonJS; under NodeNext the default export is the module object.
 const Ajv2020 = Ajv2020Module.default;
@@ -34,6 +35,9 @@ export function parseSchemaDocument(
   if (typeof doc !== "boolean" && (doc === null || typeof doc !== "object" || Array.isArray(doc))) {
     throw new AppError("invalid_argument", "json_schema must be a JSON Schema object (or boolean)");
   }
+  // Before any walk over the document: the checks below recurse, and jsonb refuses NUL and lone surrogates.
+  const problem = findTextProblem(doc, "body.json_schema");
+  if (problem) throw new AppError("invalid_argument", `${problem.path}: ${problem.problem}`);
   if (typeof doc === "object" && doc !== null) {
     const declared = (doc as Record<string, unknown>).$schema;
     if (declared !== undefined && declared !== DRAFT_2020_12 && declared !== `${DRAFT_2020_12}#`) {

@@ -166,6 +166,12 @@ export class RunService {
   ) {
     requireOrgScoped(cred, "list runs");
     const after = decodeCursor("runs", pageToken);
+    // A filter naming a project or run the organization cannot see is 404, as a direct read
+    // of it is, rather than an empty list (docs/api-decisions.md "List filters").
+    if (filter.projectId && !(await projectsRepo.getProject(this.db, cred.orgId, filter.projectId))) {
+      throw notFound("project");
+    }
+    if (filter.parentRunId && !(await repo.getRun(this.db, cred.orgId, filter.parentRunId))) throw notFound("run");
     const rows = await repo.listRuns(this.db, cred.orgId, filter, after, pageSize + 1);
     const page = pageOf("runs", rows, pageSize, (row): Cursor => ({ at: row.started_at, id: row.id }));
     return { runs: page.items.map(runView), next_page_token: page.nextPageToken };

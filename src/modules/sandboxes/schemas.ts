@@ -2,7 +2,7 @@
 // state are stated here; the rest (metadata value bytes, argv[0] non-empty, variant rules)
 // are checked by the service with the same clear errors.
 import { Type } from "@sinclair/typebox";
-import { Timestamp } from "../../http/schemas.js";
+import { StringMap, Timestamp } from "../../http/schemas.js";
 
 export const SANDBOX_STATES = [
   "requested",
@@ -31,9 +31,11 @@ const Enum = <T extends string>(values: readonly T[], description?: string) =>
 export const StateEnum = Enum(SANDBOX_STATES);
 export const NetworkAccess = Enum(["public", "gateway_only", "none"] as const);
 const Argv = Type.Array(Type.String({ maxLength: 4096 }), { minItems: 1, maxItems: 256 });
-const Metadata = Type.Record(Type.String({ maxLength: 128 }), Type.String(), {
-  maxProperties: 50,
-  description: "At most 50 entries, keys at most 128 characters, at most 4096 bytes of values in total",
+const Metadata = StringMap({
+  maxEntries: 50,
+  keyMaxLength: 128,
+  valueMaxLength: 4096,
+  description: "At most 50 entries, keys 1 to 128 characters, at most 4096 bytes of values in total",
 });
 
 export const ResourceSpec = Type.Object(

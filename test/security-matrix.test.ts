@@ -1,0 +1,248 @@
+// The security matrix (style habit 14): for every operation of the served OpenAPI document, the
+// answer to no credential, an unknown credential, each role of the harness, a sandbox-scoped
+// credential and another organization's ids. An operation without an entry fails, and so
+// does an entry naming no operation.
+import assert from "node:assert/strict";
+import { it } from "node:test";
+import { BAD_CREDENTIALS, forEachStore, type KeyRole, type TestApp, type TestResponse } from "./harness.js";
+import { assertError } from "./support/assertions.js";
+import { API_ONLY_RUNTIME, sandboxScopedKey } from "./support/fixtures.js";
+import { sample } from "./support/openapi.js";
+
+/** `allowed`: past authorization (any answer but 401/403); `denied`: 403 permission_denied. */
+type Access = "allowed" | "denied";
+interface Entry {
+  /** false: the operation takes no credential (discovery). */
+  auth: boolean;
+  roles: Record<KeyRole, Access>;
+  sandboxScoped: Access;
+  /** `not_found`: another organization's ids in the path answer 404; null: no id of an organization's resource. */
+  otherOrg: "not_found" | null;
+}
+
+const ROLES: KeyRole[] = ["owner", "admin", "member", "service", "workload"];
+const everyone = (otherOrg: Entry["otherOrg"], sandboxScoped: Access = "denied"): Entry => ({
+  auth: true,
+  roles: { owner: "allowed", admin: "allowed", member: "allowed", service: "allowed", workload: "allowed" },
+  sandboxScoped,
+  otherOrg,
+});
+const ownerOrAdmin = (otherOrg: Entry["otherOrg"]): Entry => ({
+  auth: true,
+  roles: { owner: "allowed", admin: "allowed", member: "denied", service: "denied", workload: "denied" },
+  sandboxScoped: "denied",
+  otherOrg,
+});
+// The operator organization's owners only; org A is the operator organization in the harness.
+const operator: Entry = {
+  auth: true,
+  roles: { owner: "allowed", admin: "denied", member: "denied", service: "denied", workload: "denied" },
+  sandboxScoped: "denied",
+  otherOrg: null,
+};
+
+const MATRIX: Record<string, Entry> = {
+  GetServiceConfig: { ...everyone(null, "allowed"), auth: false },
+  WhoAmI: everyone(null, "allowed"),
+  GetUsageSnapshot: everyone(null),
+  CreateFeedback: everyone(null, "allowed"),
+  CreateProject: everyone(null),
+  ListProjects: everyone(null),
+  GetProject: everyone("not_found"),
+  UpdateProject: everyone("not_found"),
+  DeleteProject: ownerOrAdmin("not_found"),
+  StartRun: everyone(null),
+  ListRuns: everyone(null),
+  CompleteRun: everyone("not_found"),
+  GetRun: everyone("not_found"),
+  CreateWorkload: everyone(null),
+  ListWorkloads: everyone(null),
+  GetWorkload: everyone("not_found"),
+  DeleteWorkload: ownerOrAdmin("not_found"),
+  SetWorkloadLaunchAcl: ownerOrAdmin("not_found"),
+  AddWorkloadFederation: ownerOrAdmin("not_found"),
+  ListWorkloadFederation: everyone("not_found"),
+  RemoveWorkloadFederation: ownerOrAdmin("not_found"),
+  CreateSandboxSecret: ownerOrAdmin(null),
+  ListSandboxSecrets: everyone(null),
+  GrantSandboxSecret: ownerOrAdmin("not_found"),
+  ListSandboxSecretGrants: everyone("not_found"),
+  UngrantSandboxSecret: ownerOrAdmin("not_found"),
+  RotateSandboxSecret: ownerOrAdmin("not_found"),
+  RevokeSandboxSecret: ownerOrAdmin("not_found"),
+  RegisterAnnotationSchema: everyone(null),
+  ListAnnotationSchemas: everyone(null),
+  GetAnnotationSchema: everyone("not_found"),
+  ArchiveAnnotationSchema: ownerOrAdmin("not_found"),
+  Annotate: everyone(null),
+  ListAnnotations: everyone(null),
+  AnnotateRange: everyone(null),
+  CreateSandbox: everyone(null),
+  ListSandboxes: everyone(null, "allowed"),
+  GetSandbox: everyone("not_found", "allowed"),
+  UpdateSandbox: everyone("not_found"),
+  DeleteSandbox: everyone("not_found"),
+  ExecSandbox: everyone("not_found", "allowed"),
+  AdminCreateOrganization: operator,
+  AdminListOrganizations: operator,
+  AdminCreateApiKey: operator,
+  AdminListApiKeys: operator,
+  AdminRevokeApiKey: operator,
+  AdminRotateMasterKey: operator,
+  AdminQuarantineSandbox: operator,
+  AdminReleaseSandbox: operator,
+  AdminSetQuota: operator,
+};
+
+/** Bodies the schema sample gets wrong (a service rule beyond the schema), so authorization decides. */
+const BODIES: Record<string, Record<string, unknown>> = {
+  GrantSandboxSecret: { subject_kind: "SANDBOX_SECRET_GRANT_SUBJECT_KIND_USER", subject_id: "prn_x" },
+  ArchiveAnnotationSchema: {},
+  UpdateSandbox: { idle_timeout_seconds: 60 },
+  ExecSandbox: { cmd: ["true"] },
+  CreateSandbox: {},
+  SetWorkloadLaunchAcl: { acl: { policy: "WORKLOAD_LAUNCH_POLICY_MEMBERS", launchers: [] } },
+  AddWorkloadFederation: { cloud: "aws", descriptor: { role_arn: "arn:aws:iam::123456789012:role/deploy" } },
+};
+
+interface Operation {
+  id: string;
+  method: string;
+  path: string;
+  flat: boolean;
+  body: Record<string, unknown> | undefined;
+}
+
+/** Drops body fields that repeat a path parameter (`{id, ...}`), which must equal it when present. */
+function withoutPathEcho(body: Record<string, unknown>, path: string): Record<string, unknown> {
+  const names = [...path.matchAll(/\{([^}]+)\}/g)].map((m) => m[1]);
+  return Object.fromEntries(Object.entries(body).filter(([key]) => !names.includes(key)));
+}
+
+function operationsOf(doc: Record<string, unknown>): Operation[] {
+  const out: Operation[] = [];
+  for (const [path, item] of Object.entries(doc.paths as Record<string, Record<string, Record<string, unknown>>>)) {
+    for (const [method, op] of Object.entries(item)) {
+      if (!["get", "put", "post", "delete", "patch"].includes(method)) continue;
+      const tags = (op.tags as string[] | undefined) ?? [];
+      const content = (op.requestBody as { content?: Record<string, { schema: Record<string, unknown> }> } | undefined)
+        ?.content;
+      const schema = content?.["application/json"]?.schema;
+      out.push({
+        id: String(op.operationId),
+        method: method.toUpperCase(),
+        path,
+        flat: tags.includes("SandboxService"),
+        // A body that passes validation, so authorization (checked after it) decides the answer.
+        body:
+          BODIES[String(op.operationId)] ??
+          (schema ? withoutPathEcho(sample(schema) as Record<string, unknown>, path) : undefined),
+      });
+    }
+  }
+  return out;
+}
+
+/** Org B's resources, named in org A's requests as "another organization's ids". */
+async function orgBIds(t: TestApp): Promise<Record<string, string>> {
+  const key = t.orgB.keys.owner;
+  const run = await t.request("POST", "/v1/runs", { key, body: { label: "b" } });
+  const workload = await t.request("POST", "/v1/workloads", { key, body: { name: "only-in-b" } });
+  assert.equal(workload.status, 200, workload.raw);
+  const secret = await t.request("POST", "/v1/secrets", {
+    key,
+    body: { name: "only-in-b", value: "v", delivery: "SANDBOX_SECRET_DELIVERY_SANDBOX_ENVIRONMENT" },
+  });
+  assert.equal(secret.status, 200, secret.raw);
+  const schema = await t.request("POST", "/v1/annotation-schemas", {
+    key,
+    body: { name: "only-in-b", json_schema: JSON.stringify({ type: "object" }) },
+  });
+  assert.equal(schema.status, 200, schema.raw);
+  const sandbox = await t.request("POST", "/v1/sandboxes", { key, body: {} });
+  return {
+    "/v1/projects/{id}": t.orgB.defaultProjectId,
+    "/v1/runs/{id}": (run.body.run as { id: string }).id,
+    "/v1/workloads/{name}": "only-in-b",
+    "/v1/secrets/{id}": (secret.body.secret as { id: string }).id,
+    "/v1/annotation-schemas/{name}": "only-in-b",
+    "/v1/sandboxes/{id}": String(sandbox.body.id),
+  };
+}
+
+/** Path parameters after the first whose "x" the route's schema refuses before authorization. */
+const LATER_PARAMS: Record<string, string> = { subject_kind: "SANDBOX_SECRET_GRANT_SUBJECT_KIND_USER" };
+
+/** The path with its first parameter set to `id` (the others "x", or their LATER_PARAMS value). */
+function urlWith(path: string, id: string): string {
+  let first = true;
+  return path.replace(/\{([^}]+)\}/g, (_, name: string) => {
+    if (!first) return LATER_PARAMS[name] ?? "x";
+    first = false;
+    return encodeURIComponent(id);
+  });
+}
+
+function assertEnvelope(res: TestResponse, op: Operation, status: number, code: string, label: string): void {
+  assert.equal(res.status, status, `${label}: ${res.raw}`);
+  assertError(res, status, code);
+  if (op.flat) assert.deepEqual(Object.keys(res.body).sort(), ["code", "message", "request_id"], label);
+}
+
+forEachStore(
+  "security matrix",
+  (t) => {
+    const served = async () => operationsOf((await t().request("GET", "/v1/openapi.json")).body);
+
+    it("has an entry for every operation of the served document, and none for operations it lacks", async () => {
+      const ids = (await served()).map((op) => op.id).sort();
+      assert.deepEqual(Object.keys(MATRIX).sort(), ids);
+    });
+
+    it("answers each operation as the matrix says for every credential", async () => {
+      const ops = await served();
+      const b = await orgBIds(t());
+      const sandbox = await t().request("POST", "/v1/sandboxes", { key: t().orgA.keys.owner, body: {} });
+      assert.equal(sandbox.status, 200, sandbox.raw);
+      const scopedKey = await sandboxScopedKey(t(), t().orgA, String(sandbox.body.id));
+      for (const op of ops) {
+        const entry = MATRIX[op.id] as Entry;
+        const url = urlWith(op.path, "x");
+        const send = (key: string | null, headers: Record<string, string> = {}, target = url) =>
+          t().request(op.method, target, {
+            key,
+            headers,
+            ...(op.body ? { body: op.body } : {}),
+          });
+
+        for (const bad of BAD_CREDENTIALS) {
+          const res = await send(null, bad.headers);
+          if (entry.auth) assertEnvelope(res, op, 401, "unauthenticated", `${op.id} ${bad.name}`);
+          else assert.ok(res.status < 500 && res.status !== 401, `${op.id} ${bad.name}: ${res.raw}`);
+        }
+        for (const role of ROLES) {
+          const res = await send(t().orgA.keys[role]);
+          const label = `${op.id} as ${role}`;
+          if (entry.roles[role] === "denied") assertEnvelope(res, op, 403, "permission_denied", label);
+          else assert.ok(![401, 403].includes(res.status) && res.status < 500, `${label}: ${res.status} ${res.raw}`);
+        }
+        const scoped = await send(scopedKey);
+        if (entry.sandboxScoped === "denied") {
+          assertEnvelope(scoped, op, 403, "permission_denied", `${op.id} sandbox-scoped`);
+        } else {
+          assert.ok(
+            ![401, 403].includes(scoped.status) && scoped.status < 500,
+            `${op.id} sandbox-scoped: ${scoped.raw}`,
+          );
+        }
+        if (entry.otherOrg === "not_found") {
+          const prefix = Object.keys(b).find((p) => op.path.startsWith(p));
+          assert.ok(prefix, `${op.id}: no org B id for ${op.path}`);
+          const res = await send(t().orgA.keys.owner, {}, urlWith(op.path, b[prefix] as string));
+          assertEnvelope(res, op, 404, "not_found", `${op.id} with another organization's id`);
+        }
+      }
+    });
+  },
+  { overrides: { runtime: API_ONLY_RUNTIME } },
+);

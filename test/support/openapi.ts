@@ -1,0 +1,37 @@
+// Request values generated from the served OpenAPI document's schemas, for the fuzz test and
+// the security matrix.
+type Json = Record<string, unknown>;
+
+/** A value the schema would plausibly accept: the first enum member, the minimum, one item, every property. */
+export function sample(schema: Json): unknown {
+  const branches = (schema.anyOf ?? schema.oneOf) as Json[] | undefined;
+  if (branches?.[0]) return sample(branches[0]);
+  if (schema.const !== undefined) return schema.const;
+  if (Array.isArray(schema.enum)) return schema.enum[0];
+  switch (schema.type) {
+    case "string":
+      if (schema.format === "date-time") return "2099-01-01T00:00:00.000Z";
+      if (typeof schema.pattern === "string" && schema.pattern.startsWith("^[0-9]")) return "1";
+      return "x".repeat(Math.max(1, Number(schema.minLength ?? 1)));
+    case "integer":
+    case "number":
+      return Number(schema.minimum ?? 1);
+    case "boolean":
+      return true;
+    case "array":
+      return [sample((schema.items as Json) ?? {})];
+    case "object": {
+      const out: Json = {};
+      for (const [key, child] of Object.entries((schema.properties as Record<string, Json>) ?? {}))
+        out[key] = sample(child);
+      const patterns = schema.patternProperties as Record<string, Json> | undefined;
+      if (patterns && Object.keys(out).length === 0) {
+        const first = Object.values(patterns)[0];
+        if (first) out.k = sample(first);
+      }
+      return out;
+    }
+    default:
+      return "x";
+  }
+}
