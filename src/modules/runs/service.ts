@@ -168,7 +168,7 @@ export class RunService {
     const after = decodeCursor("runs", pageToken);
     // A filter naming a project or run the organization cannot see is 404, as a direct read
     // of it is, rather than an empty list (docs/api-decisions.md "List filters").
-    if (filter.projectId && !(await projectsRepo.getProject(this.db, cred.orgId, filter.projectId))) {
+    if (filter.projectId && !(await this.projects.find(this.db, cred.orgId, filter.projectId))) {
       throw notFound("project");
     }
     if (filter.parentRunId && !(await repo.getRun(this.db, cred.orgId, filter.parentRunId))) throw notFound("run");
