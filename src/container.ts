@@ -128,7 +128,7 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
   );
   const execs = new ExecService(db, clock, log, config.sandbox, sandboxes, secrets);
   const annotationSchemas = new AnnotationSchemaService(db, clock);
-  const annotations = new AnnotationService(db, clock);
+  const annotations = new AnnotationService(db, clock, projects, runs);
   const relay =
     overrides.feedbackRelay ?? webhookRelay(config.feedbackWebhookUrl, config.feedbackWebhookTimeoutMs, log);
   const feedback = new FeedbackService(db, clock, relay);

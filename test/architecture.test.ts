@@ -49,4 +49,15 @@ describe("architecture", () => {
       .filter((file) => /\b(INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+events\b/i.test(readFileSync(file, "utf8")));
     assert.deepEqual(writers, [path.join(MODULES, "events", "repo.ts")]);
   });
+
+  it("keeps domain code off the HTTP layer: only routes and wire schemas import src/http", () => {
+    const offenders = readdirSync("src", { recursive: true, encoding: "utf8" })
+      .filter((file) => file.endsWith(".ts") && !file.endsWith(".test.ts"))
+      .map((file) => path.join("src", file))
+      .filter((file) => !file.startsWith(`src${path.sep}http${path.sep}`))
+      .filter((file) => !/(^|-)(routes|schemas)\.ts$/.test(path.basename(file)))
+      .filter((file) => !["container.ts", "main.ts"].includes(path.relative("src", file)))
+      .filter((file) => /from "(\.\.\/)+http\//.test(readFileSync(file, "utf8")));
+    assert.deepEqual(offenders, []);
+  });
 });

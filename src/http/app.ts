@@ -12,11 +12,12 @@ import Fastify, {
   type onSendAsyncHookHandler,
   type preHandlerAsyncHookHandler,
 } from "fastify";
+import { AppError } from "../lib/errors.js";
 import { newId } from "../lib/ids.js";
 import type { Logger } from "../lib/logger.js";
 import { findTextProblem } from "../lib/text.js";
 import type { IdentityService } from "../modules/identity/service.js";
-import { AppError, type EnvelopeKind, errorBody } from "./errors.js";
+import { type EnvelopeKind, errorBody, statusOf } from "./errors.js";
 import type { IdempotencyStore } from "./idempotency.js";
 import { EmptyObject, ErrorEnvelope, FlatErrorEnvelope } from "./schemas.js";
 import type { App, RouteSettings } from "./types.js";
@@ -117,10 +118,10 @@ function answerClientError(log: Logger, error: Error & { code?: string }, socket
         : new AppError("invalid_argument", "the request is not valid HTTP (a malformed request line or header)");
   const requestId = newId("req");
   const body = JSON.stringify(errorBody(appError, requestId, "standard"));
-  log.info({ reqId: requestId, status: appError.status, reason: error.code }, "request refused by the HTTP parser");
+  log.info({ reqId: requestId, status: statusOf(appError), reason: error.code }, "request refused by the HTTP parser");
   if (socket.writable) {
     socket.write(
-      `HTTP/1.1 ${appError.status} ${PARSER_STATUS_TEXT[appError.status] ?? "Bad Request"}\r\n` +
+      `HTTP/1.1 ${statusOf(appError)} ${PARSER_STATUS_TEXT[statusOf(appError)] ?? "Bad Request"}\r\n` +
         `content-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\n` +
         `x-request-id: ${requestId}\r\nconnection: close\r\n\r\n${body}`,
     );
@@ -131,7 +132,7 @@ function answerClientError(log: Logger, error: Error & { code?: string }, socket
 export function sendError(request: FastifyRequest, reply: FastifyReply, error: AppError) {
   if (error.retryAfterSeconds !== undefined) reply.header("retry-after", String(error.retryAfterSeconds));
   return reply
-    .code(error.status)
+    .code(statusOf(error))
     .send(errorBody(error, request.id, request.routeOptions.config?.envelope ?? "standard"));
 }
 
@@ -162,7 +163,7 @@ export async function buildHttp(deps: HttpDeps): Promise<App> {
             : new AppError("invalid_argument", "the request could not be routed");
       const body = JSON.stringify(errorBody(appError, request.id, envelopeForUrl(request.raw.url)));
       reply.header("x-request-id", request.id);
-      return (reply as FastifyReply).code(appError.status).type("application/json; charset=utf-8").send(body);
+      return (reply as FastifyReply).code(statusOf(appError)).type("application/json; charset=utf-8").send(body);
     },
     clientErrorHandler: (error, socket) => answerClientError(deps.log, error, socket),
   }).withTypeProvider<TypeBoxTypeProvider>() as unknown as App;
@@ -273,7 +274,7 @@ export async function buildHttp(deps: HttpDeps): Promise<App> {
 
   app.setErrorHandler((error: FastifyError | AppError, request, reply) => {
     const appError = toAppError(error);
-    if (appError.status >= 500) request.log.error({ ...callerFields(request), err: error }, "request failed");
+    if (statusOf(appError) >= 500) request.log.error({ ...callerFields(request), err: error }, "request failed");
     return sendError(request, reply, appError);
   });
 

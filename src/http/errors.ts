@@ -1,8 +1,8 @@
-// Typed domain errors and the one mapping from a stable code to an HTTP status and to
-// the two envelopes of contract section 7.1. Services throw AppError; handlers never
-// build error JSON themselves.
+// The one mapping from a domain error's stable code (lib/errors.ts) to an HTTP status and
+// to the two envelopes of contract section 7.1. Handlers never build error JSON themselves.
+import type { AppError, ErrorCode, QuotaDetails } from "../lib/errors.js";
 
-export const ERROR_STATUS = {
+export const ERROR_STATUS: Record<ErrorCode, number> = {
   invalid_argument: 400,
   failed_precondition: 400,
   unauthenticated: 401,
@@ -28,44 +28,11 @@ export const ERROR_STATUS = {
   headers_too_large: 431,
   internal: 500,
   unavailable: 503,
-} as const;
+};
 
-export type ErrorCode = keyof typeof ERROR_STATUS;
-
-export interface QuotaDetails {
-  metric: string;
-  limit: string;
-  current: string;
-  reserved: string;
-  retry_after_seconds: number;
+export function statusOf(error: AppError): number {
+  return ERROR_STATUS[error.code];
 }
-
-export interface ErrorOptions {
-  retryAfterSeconds?: number;
-  quota?: QuotaDetails;
-  details?: Record<string, unknown>;
-}
-
-export class AppError extends Error {
-  readonly code: ErrorCode;
-  readonly status: number;
-  readonly retryAfterSeconds: number | undefined;
-  readonly details: Record<string, unknown> | undefined;
-
-  constructor(code: ErrorCode, message: string, options: ErrorOptions = {}) {
-    super(message);
-    this.code = code;
-    this.status = ERROR_STATUS[code];
-    this.retryAfterSeconds = options.retryAfterSeconds ?? options.quota?.retry_after_seconds;
-    const details = { ...options.details };
-    if (options.quota) details.quota = options.quota;
-    this.details = Object.keys(details).length > 0 ? details : undefined;
-  }
-}
-
-export const notFound = (what: string) => new AppError("not_found", `${what} not found`);
-export const invalid = (message: string) => new AppError("invalid_argument", message);
-export const denied = (message: string) => new AppError("permission_denied", message);
 
 /** Which envelope a route answers errors in (contract 7.1). */
 export type EnvelopeKind = "flat" | "standard";

@@ -4,9 +4,9 @@
 // configured retention. Server faults (5xx) release the key so a retry runs again.
 import type { FastifyReply, FastifyRequest } from "fastify";
 import type { Clock } from "../lib/clock.js";
+import { AppError } from "../lib/errors.js";
 import { canonicalJson, sha256Hex } from "../lib/hash.js";
 import type { Db } from "../store/db.js";
-import { AppError } from "./errors.js";
 import type { IdempotencyClaim } from "./types.js";
 
 const KEY_PATTERN = /^[\x21-\x7e]{1,255}$/;

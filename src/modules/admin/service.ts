@@ -1,6 +1,6 @@
 // Operator administration: organizations, API keys of every kind and role, quota limits.
 // The same functions back the /v1/admin routes and the admin CLI's direct mode.
-import { AppError, denied } from "../../http/errors.js";
+import { AppError, denied } from "../../lib/errors.js";
 import type { Credential, PrincipalKind, Role } from "../identity/credential.js";
 import type { IdentityService } from "../identity/service.js";
 import type { SandboxService } from "../sandboxes/service.js";

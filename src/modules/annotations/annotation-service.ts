@@ -2,16 +2,17 @@
 // range) or on a project. Payloads are validated against the latest live schema version
 // and kept byte-exact; caller-minted event ids make retries safe; the newest annotation per
 // supersession key (schema, target, identity fields) hides older ones unless history is asked.
-import { AppError, invalid, notFound } from "../../http/errors.js";
-import { decodePageToken, encodePageToken } from "../../http/pagination.js";
+
 import type { Clock } from "../../lib/clock.js";
+import { AppError, invalid, notFound } from "../../lib/errors.js";
 import { canonicalJson, sha256Hex } from "../../lib/hash.js";
 import { isUlid, newUlid } from "../../lib/ids.js";
+import { decodePageToken, encodePageToken } from "../../lib/page-token.js";
 import { findTextProblem } from "../../lib/text.js";
 import type { Db, Queryable } from "../../store/db.js";
 import { type Credential, requireOrgScoped } from "../identity/credential.js";
-import * as projectsRepo from "../projects/repo.js";
-import * as runsRepo from "../runs/repo.js";
+import type { ProjectService } from "../projects/service.js";
+import type { RunService } from "../runs/service.js";
 import * as repo from "./annotation-repo.js";
 import { describe, validatorFor } from "./json-schema.js";
 import * as schemaRepo from "./schema-repo.js";
@@ -140,6 +141,8 @@ export class AnnotationService {
   constructor(
     private readonly db: Db,
     private readonly clock: Clock,
+    private readonly projects: ProjectService,
+    private readonly runService: RunService,
   ) {
     this.writer = new WriteBatcher(db);
   }
@@ -390,8 +393,8 @@ export class AnnotationService {
    * direct read of it is, rather than an empty list (docs/api-decisions.md "List filters").
    */
   private async requireVisibleFilters(orgId: string, input: ListInput): Promise<void> {
-    if (input.run_id && !(await runsRepo.getRun(this.db, orgId, input.run_id))) throw notFound("run");
-    if (input.project_id && !(await projectsRepo.getProject(this.db, orgId, input.project_id))) {
+    if (input.run_id && !(await this.runService.find(this.db, orgId, input.run_id))) throw notFound("run");
+    if (input.project_id && !(await this.projects.find(this.db, orgId, input.project_id))) {
       throw notFound("project");
     }
     if (input.target_event_id && !(await repo.findEvent(this.db, orgId, input.target_event_id))) {

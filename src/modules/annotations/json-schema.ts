@@ -2,7 +2,7 @@
 // registration and compiled validators (cached per registered version) at ingest.
 import Ajv2020Module, { type ErrorObject, type ValidateFunction } from "ajv/dist/2020.js";
 import formatsModule from "ajv-formats";
-import { AppError } from "../../http/errors.js";
+import { AppError } from "../../lib/errors.js";
 import { findTextProblem } from "../../lib/text.js";
 
 // ajv is CommonJS; under NodeNext the default export is the module object.

@@ -1,8 +1,9 @@
 // The annotation-schema registry: immutable, monotonically versioned schemas per
 // organization and name. A new version must accept everything the latest live version
 // accepted (checked by compat.ts) and keep every promoted field with its type and flags.
-import { AppError, notFound } from "../../http/errors.js";
+
 import type { Clock } from "../../lib/clock.js";
+import { AppError, notFound } from "../../lib/errors.js";
 import { newId } from "../../lib/ids.js";
 import type { Db, Queryable } from "../../store/db.js";
 import { type Credential, requireOrgScoped, requireRole } from "../identity/credential.js";

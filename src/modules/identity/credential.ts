@@ -1,7 +1,7 @@
 // The acting principal, resolved from the bearer credential at the API edge (contract 5).
 // A credential carries its organization, its principal and, for sandbox-scoped keys, the
 // sandbox and lineage it is confined to.
-import { AppError } from "../../http/errors.js";
+import { AppError } from "../../lib/errors.js";
 
 export type PrincipalKind = "user" | "service_account" | "workload";
 export type Role = "owner" | "admin" | "member";

@@ -2,8 +2,9 @@
 // (they carry 256 bits of entropy, so a slow hash adds nothing). Resolved credentials are
 // cached briefly by hash; a revoke in this process evicts at once, other replicas within
 // the cache TTL.
-import { AppError, notFound } from "../../http/errors.js";
+
 import type { Clock } from "../../lib/clock.js";
+import { AppError, notFound } from "../../lib/errors.js";
 import { sha256Hex } from "../../lib/hash.js";
 import { newApiKeySecret, newId } from "../../lib/ids.js";
 import type { Db, Queryable } from "../../store/db.js";

@@ -1,10 +1,11 @@
 // Project rules: slugs unique per organization and immutable, optimistic concurrency via
 // version/If-Match, run statistics kept by RunService, deletes that refuse dependents
 // unless asked to cascade. Every organization has one default project.
-import { AppError, notFound } from "../../http/errors.js";
-import { type Cursor, decodeCursor, pageOf } from "../../http/pagination.js";
+
 import type { Clock } from "../../lib/clock.js";
+import { AppError, notFound } from "../../lib/errors.js";
 import { newId } from "../../lib/ids.js";
+import { type Cursor, decodeCursor, pageOf } from "../../lib/page-token.js";
 import type { Db, Queryable } from "../../store/db.js";
 import { deleteProjectEvents } from "../events/service.js";
 import { type Credential, requireOrgScoped, requireRole } from "../identity/credential.js";

@@ -1,4 +1,4 @@
-import type { Cursor } from "../../http/pagination.js";
+import type { Cursor } from "../../lib/page-token.js";
 import type { Queryable } from "../../store/db.js";
 
 export type RunStatus = "running" | "succeeded" | "failed" | "canceled";

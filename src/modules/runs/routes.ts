@@ -1,8 +1,8 @@
 import { Type } from "@sinclair/typebox";
-import { invalid } from "../../http/errors.js";
 import { DEFAULT_PAGE_SIZE, PageQuery } from "../../http/pagination.js";
 import { standardResponses, Timestamp } from "../../http/schemas.js";
 import { type App, credentialOf, verbPath } from "../../http/types.js";
+import { invalid } from "../../lib/errors.js";
 import { RUN_LABEL_MAX_CHARS, type RunService, TERMINAL_RUN_STATUSES } from "./service.js";
 
 const TAGS = ["RunService"];

@@ -1,10 +1,11 @@
 // Runs form trees: a run without a parent is a root; a child inherits its parent's project
 // and extends its dotted lineage path. Start and completion are written as telemetry
 // events in the same transaction as the run row.
-import { AppError, notFound } from "../../http/errors.js";
-import { type Cursor, decodeCursor, pageOf } from "../../http/pagination.js";
+
 import type { Clock } from "../../lib/clock.js";
+import { AppError, notFound } from "../../lib/errors.js";
 import { newId, newUlid } from "../../lib/ids.js";
+import { type Cursor, decodeCursor, pageOf } from "../../lib/page-token.js";
 import type { Db, Queryable } from "../../store/db.js";
 import * as events from "../events/service.js";
 import { type Credential, requireOrgScoped } from "../identity/credential.js";
@@ -149,6 +150,11 @@ export class RunService {
       });
       return runView(done);
     });
+  }
+
+  /** A run of the organization, or null (for other modules' filters). */
+  find(q: Queryable, orgId: string, id: string): Promise<repo.RunRow | null> {
+    return repo.getRun(q, orgId, id);
   }
 
   async get(cred: Credential, id: string): Promise<RunView> {

@@ -4,8 +4,8 @@
 // key: it may hold secrets released with secret_environment.
 import type { SandboxDefaults } from "../../config.js";
 import { type ExecOutcome, RuntimeError } from "../../drivers/runtime/interface.js";
-import { AppError } from "../../http/errors.js";
 import type { Clock } from "../../lib/clock.js";
+import { AppError } from "../../lib/errors.js";
 import { canonicalJson, sha256Hex } from "../../lib/hash.js";
 import { newId } from "../../lib/ids.js";
 import type { Logger } from "../../lib/logger.js";

@@ -4,10 +4,10 @@
 import { randomBytes } from "node:crypto";
 import type { SandboxDefaults } from "../../config.js";
 import { type NetworkReceipt, type RuntimeDriver, RuntimeError } from "../../drivers/runtime/interface.js";
-import { AppError, notFound } from "../../http/errors.js";
-import { decodeCursor, encodeCursor } from "../../http/pagination.js";
 import type { Clock } from "../../lib/clock.js";
+import { AppError, notFound } from "../../lib/errors.js";
 import type { Logger } from "../../lib/logger.js";
+import { decodeCursor, encodeCursor } from "../../lib/page-token.js";
 import type { Db, Queryable } from "../../store/db.js";
 import { type Credential, requireOrgScoped } from "../identity/credential.js";
 import type { ProjectService } from "../projects/service.js";

@@ -1,6 +1,6 @@
 // Pure helpers of the sandbox service: the wire view of a row, create-request checks the
 // schema cannot state.
-import { AppError } from "../../http/errors.js";
+import { AppError } from "../../lib/errors.js";
 import type { SandboxRow } from "./repo.js";
 
 export const METADATA_MAX_VALUE_BYTES = 4096;

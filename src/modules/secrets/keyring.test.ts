@@ -6,7 +6,7 @@ import { mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { describe, it } from "node:test";
-import { AppError } from "../../http/errors.js";
+import { AppError } from "../../lib/errors.js";
 import { KEY_FILE, Keyring, keyId, open, pack, seal, unpack } from "./keyring.js";
 
 const key = () => randomBytes(32);

@@ -5,7 +5,7 @@
 import { createCipheriv, createDecipheriv, createHash, randomBytes } from "node:crypto";
 import { chmod, readFile, rename, writeFile } from "node:fs/promises";
 import path from "node:path";
-import { AppError } from "../../http/errors.js";
+import { AppError } from "../../lib/errors.js";
 
 const KEY_BYTES = 32;
 const NONCE_BYTES = 12;

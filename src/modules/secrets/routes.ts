@@ -1,8 +1,8 @@
 import { Type } from "@sinclair/typebox";
-import { invalid } from "../../http/errors.js";
 import { DEFAULT_PAGE_SIZE, PageQuery } from "../../http/pagination.js";
 import { EmptyObject, standardResponses, Timestamp } from "../../http/schemas.js";
 import { type App, credentialOf, verbPath } from "../../http/types.js";
+import { invalid } from "../../lib/errors.js";
 import { DELIVERIES, MAX_GRANTS, SECRET_NAME_PATTERN, type SecretService, SUBJECT_KINDS } from "./service.js";
 
 const TAGS = ["SecretService"];

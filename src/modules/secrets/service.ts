@@ -4,10 +4,10 @@
 // Metadata visibility is not authority: delivery needs an active secret, an exact grant
 // and the secret's own delivery channel.
 import { randomBytes } from "node:crypto";
-import { AppError, notFound } from "../../http/errors.js";
-import { type Cursor, decodeCursor, pageOf } from "../../http/pagination.js";
 import type { Clock } from "../../lib/clock.js";
+import { AppError, notFound } from "../../lib/errors.js";
 import { newId } from "../../lib/ids.js";
+import { type Cursor, decodeCursor, pageOf } from "../../lib/page-token.js";
 import type { Db, Queryable } from "../../store/db.js";
 import { type Credential, requireOrgScoped, requireRole } from "../identity/credential.js";
 import * as workloads from "../workloads/service.js";

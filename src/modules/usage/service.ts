@@ -3,7 +3,7 @@
 // Admission takes a per-(organization, metric) transaction lock so concurrent admissions
 // cannot overshoot a limit together.
 import type { QuotaDefaults } from "../../config.js";
-import { AppError } from "../../http/errors.js";
+import { AppError } from "../../lib/errors.js";
 import type { Db, Queryable } from "../../store/db.js";
 import * as repo from "./repo.js";
 

@@ -2,7 +2,7 @@
 // defaults, and the provider-canonical audiences.
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { AppError } from "../../http/errors.js";
+import { AppError } from "../../lib/errors.js";
 import { type Cloud, deriveAudience, type FederationDescriptor, normalizeDescriptor } from "./federation.js";
 
 const ARN = "arn:aws:iam::123456789012:role/deploy";

@@ -4,7 +4,7 @@
 //   gcp   -> "//iam.googleapis.com/projects/<number>/locations/global/workloadIdentityPools/<pool>/providers/<provider>"
 //            (the workload identity pool provider's full resource name)
 //   azure -> "api://AzureADTokenExchange" (the Entra federated-credential convention)
-import { AppError } from "../../http/errors.js";
+import { AppError } from "../../lib/errors.js";
 
 export type Cloud = "aws" | "gcp" | "azure";
 

@@ -1,8 +1,8 @@
 import { Type } from "@sinclair/typebox";
-import { invalid } from "../../http/errors.js";
 import { DEFAULT_PAGE_SIZE, PageQuery } from "../../http/pagination.js";
 import { EmptyObject, standardResponses, Timestamp } from "../../http/schemas.js";
 import { type App, credentialOf } from "../../http/types.js";
+import { invalid } from "../../lib/errors.js";
 import { WORKLOAD_NAME_PATTERN, type WorkloadService } from "./service.js";
 
 const TAGS = ["WorkloadService"];

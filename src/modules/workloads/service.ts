@@ -1,10 +1,11 @@
 // Workload identities: registration open to any member, ACL and deletion for owners and
 // admins, cloud federation registrations with server-derived audiences, and the launch
 // check StartRun uses for execute_as_workload.
-import { AppError, notFound } from "../../http/errors.js";
-import { decodePageToken, encodePageToken } from "../../http/pagination.js";
+
 import type { Clock } from "../../lib/clock.js";
+import { AppError, notFound } from "../../lib/errors.js";
 import { newId } from "../../lib/ids.js";
+import { decodePageToken, encodePageToken } from "../../lib/page-token.js";
 import type { Db, Queryable } from "../../store/db.js";
 import { type Credential, requireOrgScoped, requireRole } from "../identity/credential.js";
 import type { WorkloadLaunchPolicy } from "../runs/service.js";
