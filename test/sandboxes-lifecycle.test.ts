@@ -21,23 +21,13 @@ import { cgroupDirs } from "../src/drivers/runtime/local/cgroups.js";
 import { run, TOOLS } from "../src/drivers/runtime/local/host.js";
 import { type RuntimeFixture, startRuntimeFixture, vethsOf } from "../src/drivers/runtime/local/test-support.js";
 import { canResizeOnline } from "../src/drivers/runtime/local/workspace.js";
+import type { SandboxJson } from "../src/modules/sandboxes/schemas.js";
 import { STORE_KINDS, startTestApp, type TestApp, type TestResponse } from "./harness.js";
 
 const RETENTION_SECONDS = 3;
 const ENVIRONMENT = "SANDBOX_SECRET_DELIVERY_SANDBOX_ENVIRONMENT";
 
 type Json = Record<string, unknown>;
-interface SandboxJson extends Json {
-  id: string;
-  state: string;
-  metadata: Record<string, string>;
-  state_reason?: { code: string; message: string };
-  last_activity?: { at: string; source: string };
-  idle_deadline?: string;
-  idle_timeout_seconds?: number;
-  expires_at?: string;
-  workspace_capacity_gib?: number;
-}
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -258,7 +248,7 @@ describe("sandbox lifecycle", { concurrency: STORE_KINDS.length }, () => {
         const query = t.c.db.query.bind(t.c.db);
         t.c.db.query = ((sql: string, params?: unknown[]) => {
           if (typeof sql === "string" && sql.includes("FROM sandboxes WHERE id = $1") && params?.[0] === id) lookups++;
-          return query(sql, params as never);
+          return query(sql, params);
         }) as typeof t.c.db.query;
         const started = Date.now();
         let res: TestResponse;

@@ -1,31 +1,15 @@
 import { Type } from "@sinclair/typebox";
 import { DEFAULT_PAGE_SIZE, PageQuery } from "../../http/pagination.js";
-import { DecimalString, standardResponses, Timestamp } from "../../http/schemas.js";
+import { DecimalString, standardResponses } from "../../http/schemas.js";
 import { type App, credentialOf } from "../../http/types.js";
 import { invalid } from "../../lib/errors.js";
+import { Project } from "./schemas.js";
 import { type ProjectService, parseIfMatch } from "./service.js";
 
 const TAGS = ["ProjectService"];
 export const SLUG_PATTERN = "^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$";
 const Name = Type.String({ minLength: 1, maxLength: 200 });
 const Description = Type.String({ maxLength: 4096, description: "At most 4 KiB (UTF-8 bytes)" });
-
-export const Project = Type.Object(
-  {
-    id: Type.String(),
-    name: Type.String(),
-    slug: Type.String(),
-    description: Type.String(),
-    created_at: Timestamp,
-    updated_at: Timestamp,
-    created_by: Type.String(),
-    last_run_at: Type.Optional(Timestamp),
-    run_count: DecimalString,
-    version: DecimalString,
-    is_default: Type.Boolean({ description: "The organization's default project" }),
-  },
-  { additionalProperties: false },
-);
 
 const ProjectResponse = Type.Object({ project: Project }, { additionalProperties: false });
 const IdParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 64 }) });

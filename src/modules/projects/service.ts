@@ -11,26 +11,13 @@ import { deleteProjectEvents } from "../events/service.js";
 import { type Credential, requireOrgScoped, requireRole } from "../identity/credential.js";
 import type { QuotaService } from "../usage/service.js";
 import * as repo from "./repo.js";
+import type { ProjectJson } from "./schemas.js";
 
 export const DESCRIPTION_MAX_BYTES = 4096;
 export const DEFAULT_PROJECT_SLUG = "default";
 
-export interface ProjectView {
-  id: string;
-  name: string;
-  slug: string;
-  description: string;
-  created_at: string;
-  updated_at: string;
-  created_by: string;
-  last_run_at?: string;
-  run_count: string;
-  version: string;
-  is_default: boolean;
-}
-
-export function projectView(row: repo.ProjectRow): ProjectView {
-  const view: ProjectView = {
+export function projectView(row: repo.ProjectRow): ProjectJson {
+  const view: ProjectJson = {
     id: row.id,
     name: row.name,
     slug: row.slug,
@@ -98,7 +85,7 @@ export class ProjectService {
     return row;
   }
 
-  async create(cred: Credential, input: { name: string; slug: string; description?: string }): Promise<ProjectView> {
+  async create(cred: Credential, input: { name: string; slug: string; description?: string }): Promise<ProjectJson> {
     requireOrgScoped(cred, "create projects");
     checkDescription(input.description);
     return this.db.tx(async (q) => {
@@ -120,7 +107,7 @@ export class ProjectService {
     });
   }
 
-  async get(cred: Credential, id: string): Promise<ProjectView> {
+  async get(cred: Credential, id: string): Promise<ProjectJson> {
     requireOrgScoped(cred, "read projects");
     const row = await repo.getProject(this.db, cred.orgId, id);
     if (!row) throw notFound("project");
@@ -140,7 +127,7 @@ export class ProjectService {
     id: string,
     change: { name?: string | undefined; description?: string | undefined },
     ifMatch: string | null,
-  ): Promise<ProjectView> {
+  ): Promise<ProjectJson> {
     requireOrgScoped(cred, "update projects");
     checkDescription(change.description);
     const row = await repo.updateProject(this.db, cred.orgId, id, change, ifMatch, this.clock.now());

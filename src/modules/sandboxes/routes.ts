@@ -1,4 +1,4 @@
-import { Type } from "@sinclair/typebox";
+import { type TSchema, Type } from "@sinclair/typebox";
 import { idempotencyKeyOf } from "../../http/idempotency.js";
 import { DEFAULT_PAGE_SIZE, PageQuery } from "../../http/pagination.js";
 import { FlatErrorRef } from "../../http/schemas.js";
@@ -36,10 +36,10 @@ const FlatQuotaError = Type.Object(
 );
 
 /** Flat-envelope error responses for the sandbox routes. */
-function flatResponses(success: Record<number, unknown>, quota = false): Record<string, unknown> {
+function flatResponses<const S extends Record<number, TSchema>>(success: S, quota = false) {
   return {
     ...success,
-    ...(quota ? { 429: FlatQuotaError } : { 429: { ...FlatErrorRef, description: "Rate limited" } }),
+    429: quota ? FlatQuotaError : { ...FlatErrorRef, description: "Rate limited" },
     default: { ...FlatErrorRef, description: "Error (flat envelope)" },
   };
 }
@@ -66,7 +66,7 @@ export function registerSandboxRoutes(app: App, sandboxes: SandboxService, execs
             ),
           },
           true,
-        ) as never,
+        ),
       },
     },
     async (request) => sandboxes.create(credentialOf(request), request.body),
@@ -89,7 +89,7 @@ export function registerSandboxRoutes(app: App, sandboxes: SandboxService, execs
           },
           { additionalProperties: false },
         ),
-        response: flatResponses({ 200: Type.Object({ sandbox: Sandbox }, { additionalProperties: false }) }) as never,
+        response: flatResponses({ 200: Type.Object({ sandbox: Sandbox }, { additionalProperties: false }) }),
       },
     },
     async (request) =>
@@ -121,7 +121,7 @@ export function registerSandboxRoutes(app: App, sandboxes: SandboxService, execs
             { sandboxes: Type.Array(Sandbox), next_page_token: Type.String() },
             { additionalProperties: false },
           ),
-        }) as never,
+        }),
       },
     },
     async (request) =>
@@ -176,7 +176,7 @@ export function registerSandboxRoutes(app: App, sandboxes: SandboxService, execs
             // A wake admits sandboxes.running and a growth sandboxes.workspace_capacity_gib.
           },
           true,
-        ) as never,
+        ),
       },
     },
     async (request) => sandboxes.update(credentialOf(request), request.params.id, request.body),
@@ -191,7 +191,7 @@ export function registerSandboxRoutes(app: App, sandboxes: SandboxService, execs
         tags: TAGS,
         summary: "Delete a sandbox: terminating, then terminated",
         params: IdParams,
-        response: flatResponses({ 202: RequestState }) as never,
+        response: flatResponses({ 202: RequestState }),
       },
     },
     async (request, reply) => {
@@ -211,7 +211,7 @@ export function registerSandboxRoutes(app: App, sandboxes: SandboxService, execs
         summary: "Run a command in a running sandbox; completed, timed-out or indeterminate (all 200)",
         params: IdParams,
         body: ExecRequest,
-        response: flatResponses({ 200: ExecResponse }) as never,
+        response: flatResponses({ 200: ExecResponse }),
       },
     },
     async (request) => {

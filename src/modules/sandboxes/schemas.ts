@@ -1,7 +1,7 @@
 // Wire schemas of SandboxService (contract 2.1, 4.1, 4.3 to 4.5, 8). Limits the schema can
 // state are stated here; the rest (metadata value bytes, argv[0] non-empty, variant rules)
 // are checked by the service with the same clear errors.
-import { Type } from "@sinclair/typebox";
+import { type Static, Type } from "@sinclair/typebox";
 import { StringMap, Timestamp } from "../../http/schemas.js";
 
 export const SANDBOX_STATES = [
@@ -225,3 +225,10 @@ export const RequestState = Type.Object(
   { id: Type.String(), request_state: Type.Literal("requested") },
   { additionalProperties: false },
 );
+
+// The wire types: services, views and tests use these, never hand-written twins.
+export type CreateSandboxBody = Static<typeof CreateSandboxRequest>;
+export type UpdateSandboxBody = Static<typeof UpdateSandboxRequest>;
+export type ExecBody = Static<typeof ExecRequest>;
+export type ExecResult = Static<typeof ExecResponse>;
+export type SandboxJson = Static<typeof Sandbox>;

@@ -16,45 +16,13 @@ import type { QuotaService } from "../usage/service.js";
 import type { ExecResponse } from "./exec-service.js";
 import { isFinished, STABLE_STATES, stateDeadline } from "./lifecycle.js";
 import * as repo from "./repo.js";
-import type { SandboxState } from "./schemas.js";
+import type { CreateSandboxBody, SandboxState, UpdateSandboxBody } from "./schemas.js";
 import { appendSandboxEvent, type SandboxTransitions } from "./transitions.js";
 import { checkArgv, checkMetadata, sandboxView } from "./view.js";
 
 const SANDBOX_ID = /^sbx-[0-9a-f]{40}$/;
 /** How long a claim on a sandbox's host state (growth, network switch) holds if its holder dies. */
 const HOST_CLAIM_SECONDS = 600;
-
-export interface CreateSandboxInput {
-  image?: string | undefined;
-  snapshot_id?: string | undefined;
-  image_override?: string | undefined;
-  project_id?: string | undefined;
-  command?: string[] | undefined;
-  idle_timeout_seconds?: number | undefined;
-  metadata?: Record<string, string> | undefined;
-  name?: string | undefined;
-  network_access?: "public" | "gateway_only" | "none" | undefined;
-  placement_class?: "standard" | "non_preemptible" | undefined;
-  ports?: number[] | undefined;
-  resources?:
-    | { memory_mb?: number | undefined; cpu_millis?: number | undefined; gpus?: { count: number } | undefined }
-    | undefined;
-  secrets?: { name: string }[] | undefined;
-  shared_filesystems?: unknown[] | undefined;
-  storage_class?: "standard" | "durable" | undefined;
-  ttl_seconds?: number | undefined;
-  volumes?: unknown[] | undefined;
-  workspace_capacity_gib?: number | undefined;
-}
-
-export interface UpdateSandboxInput {
-  state?: "running" | "stopped" | undefined;
-  idle_timeout_seconds?: number | undefined;
-  ttl_seconds?: number | undefined;
-  metadata?: Record<string, string> | undefined;
-  workspace_capacity_gib?: number | undefined;
-  network_access?: "public" | "gateway_only" | "none" | undefined;
-}
 
 type HostChange = { kind: "grow"; from: number; to: number } | { kind: "network"; mode: "public" | "none" };
 
@@ -129,7 +97,7 @@ export class SandboxService {
 
   async create(
     cred: Credential,
-    input: CreateSandboxInput,
+    input: CreateSandboxBody,
   ): Promise<{ id: string; request_state: "requested"; run_id: string }> {
     requireOrgScoped(cred, "create sandboxes");
     if (input.snapshot_id !== undefined) {
@@ -294,9 +262,9 @@ export class SandboxService {
     };
   }
 
-  async update(cred: Credential, id: string, input: UpdateSandboxInput) {
+  async update(cred: Credential, id: string, input: UpdateSandboxBody) {
     requireOrgScoped(cred, "update sandboxes");
-    const fields = Object.keys(input).filter((key) => input[key as keyof UpdateSandboxInput] !== undefined);
+    const fields = Object.keys(input).filter((key) => input[key as keyof UpdateSandboxBody] !== undefined);
     if (fields.length === 0) throw new AppError("invalid_argument", "name at least one field to change");
     if (input.network_access !== undefined && fields.length > 1) {
       throw new AppError("invalid_argument", "network_access must be the only field of its update");

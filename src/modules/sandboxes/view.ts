@@ -2,6 +2,7 @@
 // schema cannot state.
 import { AppError } from "../../lib/errors.js";
 import type { SandboxRow } from "./repo.js";
+import type { SandboxJson } from "./schemas.js";
 
 export const METADATA_MAX_VALUE_BYTES = 4096;
 
@@ -24,8 +25,8 @@ export function checkArgv(field: string, argv: string[] | undefined): void {
     throw new AppError("invalid_argument", `${field} entries may not contain NUL`);
 }
 
-export function sandboxView(row: SandboxRow): Record<string, unknown> {
-  const view: Record<string, unknown> = {
+export function sandboxView(row: SandboxRow): SandboxJson {
+  const view: SandboxJson = {
     id: row.id,
     state: row.quarantined ? "quarantined" : row.state,
     image: row.image,
