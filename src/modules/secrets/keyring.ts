@@ -3,9 +3,10 @@
 // from WARREN_MASTER_KEY (+ _PREVIOUS) or from a key file generated into the data dir with
 // mode 0600. Key ids are a digest of the key, so a stored wrap names the key it needs.
 import { createCipheriv, createDecipheriv, createHash, randomBytes } from "node:crypto";
-import { chmod, readFile, rename, writeFile } from "node:fs/promises";
+import { readFile } from "node:fs/promises";
 import path from "node:path";
 import { AppError } from "../../lib/errors.js";
+import { writeFileAtomically } from "../../lib/fs.js";
 
 const KEY_BYTES = 32;
 const NONCE_BYTES = 12;
@@ -88,7 +89,7 @@ export class Keyring {
       if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
       const key = randomBytes(KEY_BYTES).toString("base64");
       stored = { current: key, keys: [key] };
-      await writeKeyFile(file, stored);
+      await writeFileAtomically(file, JSON.stringify(stored));
     }
     const current = parseKey(stored.current, file);
     const keys = new Map(stored.keys.map((key) => parseKey(key, file)).map((k) => [k.id, k] as const));
@@ -144,16 +145,12 @@ export class Keyring {
 
   private async persist(): Promise<void> {
     if (!this.file) return;
-    await writeKeyFile(this.file, {
-      current: this.current.key.toString("base64"),
-      keys: [...this.keys.values()].map((k) => k.key.toString("base64")),
-    });
+    await writeFileAtomically(
+      this.file,
+      JSON.stringify({
+        current: this.current.key.toString("base64"),
+        keys: [...this.keys.values()].map((k) => k.key.toString("base64")),
+      }),
+    );
   }
-}
-
-async function writeKeyFile(file: string, content: { current: string; keys: string[] }): Promise<void> {
-  const partial = `${file}.${process.pid}.tmp`;
-  await writeFile(partial, JSON.stringify(content), { mode: 0o600 });
-  await chmod(partial, 0o600);
-  await rename(partial, file);
 }

@@ -10,9 +10,11 @@
 // not at all. In-process, concurrent pulls of one image or one layer share a single promise.
 // Across processes no lock is needed: two processes may both build an entry, the first
 // rename wins and the loser discards its copy (a directory rename onto a non-empty one fails).
+
 import { createReadStream } from "node:fs";
 import { mkdir, mkdtemp, readdir, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
 import path from "node:path";
+import { exists } from "../../../lib/fs.js";
 import { ImageError } from "./errors.js";
 import { formatImageReference, type ImageReference, isSha256Digest, parseImageReference } from "./reference.js";
 import {
@@ -99,15 +101,6 @@ function hexOf(digest: string): string {
 function isAlreadyThere(error: unknown): boolean {
   const code = (error as NodeJS.ErrnoException).code;
   return code === "ENOTEMPTY" || code === "EEXIST";
-}
-
-async function exists(file: string): Promise<boolean> {
-  try {
-    await stat(file);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 function stringArray(value: unknown): string[] | null {

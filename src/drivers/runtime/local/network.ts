@@ -19,7 +19,9 @@
 // the forward chain drops it). No DNS resolver is offered: the gateway forwards but does not
 // answer, so egress by address works and names resolve only if the image brings a resolver
 // config pointing at a public address.
+
 import { readdir, readFile, stat, writeFile } from "node:fs/promises";
+import { exists } from "../../../lib/fs.js";
 import type { NetworkReceipt } from "../interface.js";
 import { RuntimeError } from "../interface.js";
 import { run, runOrFail, TOOLS } from "./host.js";
@@ -220,13 +222,6 @@ export interface PublicAttachment {
   veth: string;
   addresses: SlotAddresses;
   rules: NetworkReceipt["rules"];
-}
-
-async function exists(file: string): Promise<boolean> {
-  return stat(file).then(
-    () => true,
-    () => false,
-  );
 }
 
 export class SandboxNetwork {

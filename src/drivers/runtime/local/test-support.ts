@@ -1,9 +1,10 @@
 // Shared by the runtime driver tests: a throwaway registry with the busybox test image, a
 // driver on a temp root, a probe listing every host trace of a sandbox, and a peer server
 // in a network namespace the test creates (sandboxes never reach the internet in tests).
+
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { mkdtemp, readdir, readFile, stat, writeFile } from "node:fs/promises";
+import { mkdtemp, readdir, readFile, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import {
@@ -12,6 +13,7 @@ import {
   type TestImages,
   type TestRegistry,
 } from "../../../../test/support/registry.js";
+import { exists } from "../../../lib/fs.js";
 import type { NetworkReceipt, PreparedImage, ResourceSpec, SandboxSpec } from "../interface.js";
 import { cgroupDirs } from "./cgroups.js";
 import { LocalRuntimeDriver } from "./driver.js";
@@ -122,13 +124,6 @@ export async function startRuntimeFixture(name: string): Promise<RuntimeFixture>
     await cleanup().catch(() => undefined);
     throw error;
   }
-}
-
-async function exists(file: string): Promise<boolean> {
-  return stat(file).then(
-    () => true,
-    () => false,
-  );
 }
 
 /** Every trace of sandbox `id` left on the host, described; empty when there is none. */
