@@ -5,6 +5,7 @@ import assert from "node:assert/strict";
 import { createServer, type IncomingHttpHeaders, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { after, it } from "node:test";
+import type { FeedbackCreatedJson } from "../src/modules/feedback/schemas.js";
 import { forEachStore, type KeyRole, type TestApp, type TestOrg } from "./harness.js";
 
 const SURFACES = ["cli", "api", "web", "sandbox", "telemetry", "annotations", "docs", "other"];
@@ -23,13 +24,13 @@ async function submit(t: TestApp, body: unknown, key: string = t.orgA.keys.membe
   return t.request("POST", "/v1/feedback", { key, body });
 }
 
-function assertAccepted(res: Awaited<ReturnType<TestApp["request"]>>): { id: string; relayed: boolean } {
+function assertAccepted(res: Awaited<ReturnType<TestApp["request"]>>): FeedbackCreatedJson {
   assert.equal(res.status, 200, res.raw);
   assert.deepEqual(Object.keys(res.body).sort(), ["id", "relayed"]);
   assert.equal(typeof res.body.id, "string");
   assert.ok((res.body.id as string).length > 0);
   assert.equal(typeof res.body.relayed, "boolean");
-  return res.body as { id: string; relayed: boolean };
+  return res.body as FeedbackCreatedJson;
 }
 
 function assertRejected(res: Awaited<ReturnType<TestApp["request"]>>, field: string) {

@@ -4,25 +4,12 @@
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { describe, it } from "node:test";
+import type { ProjectJson } from "../src/modules/projects/schemas.js";
 import { forEachStore, type TestApp, type TestResponse } from "./harness.js";
 import { assertError, assertUnauthenticatedOnEvery, fieldOf } from "./support/assertions.js";
 import { countRows, freshOrg, listPages } from "./support/fixtures.js";
 
 const SANDBOX_ID = `sbx-${"a".repeat(40)}`;
-
-interface ProjectJson {
-  id: string;
-  name: string;
-  slug: string;
-  description: string;
-  created_at: string;
-  updated_at: string;
-  created_by: string;
-  last_run_at?: string;
-  run_count: string;
-  version: string;
-  is_default: boolean;
-}
 
 const uniqueSlug = (prefix = "p") => `${prefix}-${randomBytes(5).toString("hex")}`;
 

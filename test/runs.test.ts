@@ -3,26 +3,12 @@
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { describe, it } from "node:test";
+import type { RunJson } from "../src/modules/runs/schemas.js";
 import { forEachStore, type TestApp, type TestResponse } from "./harness.js";
 import { assertError, assertUnauthenticatedOnEvery, fieldOf } from "./support/assertions.js";
 import { countRows, freshOrg, listPages } from "./support/fixtures.js";
 
 const SANDBOX_ID = `sbx-${"b".repeat(40)}`;
-
-interface RunJson {
-  id: string;
-  project_id: string;
-  label: string;
-  parent_run_id?: string;
-  root_run_id: string;
-  lineage_path: string;
-  depth: number;
-  status: string;
-  started_at: string;
-  ended_at?: string;
-  created_by: string;
-  execute_as_workload?: string;
-}
 
 const runOf = (res: TestResponse) => fieldOf<RunJson>(res, "run");
 

@@ -9,6 +9,7 @@ import os from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import { KEY_FILE, Keyring, keyId } from "../src/modules/secrets/keyring.js";
+import type { GrantJson, SecretJson } from "../src/modules/secrets/schemas.js";
 import { type DeliveryResult, SecretService } from "../src/modules/secrets/service.js";
 import {
   BAD_CREDENTIALS,
@@ -34,25 +35,6 @@ const SECRET_KEYS = ["created_at", "created_by", "current_version", "delivery", 
 // The suite's master key is known, so a test can hand a second keyring the previous key.
 const MASTER_1 = randomBytes(32).toString("base64");
 const MASTER_2 = randomBytes(32).toString("base64");
-
-interface SecretJson {
-  id: string;
-  name: string;
-  delivery: string;
-  dest_host: string;
-  current_version: number;
-  created_by: string;
-  created_at: string;
-  rotated_at?: string;
-  expires_at?: string;
-  revoked_at?: string;
-}
-
-interface GrantJson {
-  secret_id: string;
-  subject_kind: string;
-  subject_id: string;
-}
 
 function secretOf(res: TestResponse): SecretJson {
   const secret = bodyOf<SecretJson>(res, "secret");

@@ -4,6 +4,7 @@
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { it } from "node:test";
+import type { QuotaLimitJson } from "../src/modules/usage/schemas.js";
 import { forEachStore, type TestApp } from "./harness.js";
 import { bodyOf } from "./support/assertions.js";
 import { countRows } from "./support/fixtures.js";
@@ -17,14 +18,6 @@ const DEFAULTS = {
   "projects.total": 17,
 };
 
-interface Limit {
-  metric: string;
-  unit: string;
-  limit: string;
-  current: string;
-  reserved: string;
-}
-
 /** A fresh organization (with its default project) and an owner key, isolated from other tests. */
 async function freshOrg(t: TestApp): Promise<{ id: string; key: string }> {
   const org = await t.c.identity.createOrganization({ slug: `usage-${randomBytes(4).toString("hex")}` });
@@ -32,8 +25,8 @@ async function freshOrg(t: TestApp): Promise<{ id: string; key: string }> {
   return { id: org.id, key: issued.api_key };
 }
 
-async function snapshot(t: TestApp, key: string): Promise<Map<string, Limit>> {
-  const snap = bodyOf<{ limits: Limit[] }>(await t.request("GET", "/v1/usage", { key }), "snapshot");
+async function snapshot(t: TestApp, key: string): Promise<Map<string, QuotaLimitJson>> {
+  const snap = bodyOf<{ limits: QuotaLimitJson[] }>(await t.request("GET", "/v1/usage", { key }), "snapshot");
   assert.deepEqual(Object.keys(snap), ["limits"]);
   const byMetric = new Map(snap.limits.map((l) => [l.metric, l]));
   assert.equal(byMetric.size, snap.limits.length, "each metric appears once");
@@ -53,7 +46,7 @@ forEachStore(
       const limits = await snapshot(t(), t().orgA.keys.member);
       assert.deepEqual([...limits.keys()].sort(), [...METRICS].sort());
       for (const metric of METRICS) {
-        const limit = limits.get(metric) as Limit;
+        const limit = limits.get(metric) as QuotaLimitJson;
         assert.deepEqual(Object.keys(limit).sort(), ["current", "limit", "metric", "reserved", "unit"]);
         for (const field of ["limit", "current", "reserved"] as const) {
           assert.equal(typeof limit[field], "string", `${metric}.${field}`);

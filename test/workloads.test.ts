@@ -4,6 +4,7 @@
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { describe, it } from "node:test";
+import type { FederationConfigJson, WorkloadJson } from "../src/modules/workloads/schemas.js";
 import { BAD_CREDENTIALS, forEachStore, type TestApp, type TestOrg, type TestResponse } from "./harness.js";
 import { assertError, bodyOf } from "./support/assertions.js";
 import { countRows, freshOrg, sandboxScopedKey } from "./support/fixtures.js";
@@ -16,34 +17,8 @@ const GCP_AUDIENCE = (number: string, pool: string, provider: string) =>
 const GUID_A = "0b8c4f5e-1d2a-4c3b-9e8f-7a6b5c4d3e2f";
 const GUID_B = "9F8E7D6C-5B4A-4321-8FED-CBA987654321";
 
-interface Launcher {
-  kind: string;
-  principal_id: string;
-}
-
-interface FederationJson {
-  id: string;
-  workload_id: string;
-  cloud: string;
-  audience: string;
-  descriptor: Record<string, string>;
-  created_by: string;
-  created_at: string;
-}
-
-interface WorkloadJson {
-  id: string;
-  name: string;
-  description: string;
-  launch_acl: { policy: string; launchers: Launcher[] };
-  federation_configs: FederationJson[];
-  created_by: string;
-  created_at: string;
-  updated_at: string;
-}
-
 const workloadOf = (res: TestResponse) => bodyOf<WorkloadJson>(res, "workload");
-const federationOf = (res: TestResponse) => bodyOf<FederationJson>(res, "federation_config");
+const federationOf = (res: TestResponse) => bodyOf<FederationConfigJson>(res, "federation_config");
 
 const uniqueName = (prefix = "wl") => `${prefix}-${randomBytes(5).toString("hex")}`;
 
@@ -503,7 +478,7 @@ forEachStore("workloads", (t) => {
       const a = t().orgA;
       const b = t().orgB;
       const sandboxed = await t().issueKey(a, { sandbox: { sandboxId: SANDBOX_ID, lineagePath: SANDBOX_ID } });
-      const bad: Launcher[] = [
+      const bad: WorkloadJson["launch_acl"]["launchers"] = [
         { kind: "group", principal_id: a.principalIds.member },
         { kind: "USER", principal_id: a.principalIds.member },
         { kind: "workload", principal_id: a.principalIds.workload },
@@ -769,7 +744,7 @@ forEachStore("workloads", (t) => {
   describe("ListWorkloadFederation and RemoveWorkloadFederation", () => {
     async function withThreeConfigs() {
       const w = await createWorkload(t(), t().orgA.keys.member);
-      const feds: FederationJson[] = [];
+      const feds: FederationConfigJson[] = [];
       feds.push(federationOf(await addFederation(t(), t().orgA.keys.admin, w.name, AWS)));
       feds.push(
         federationOf(
@@ -813,7 +788,7 @@ forEachStore("workloads", (t) => {
 
     it("removes a config idempotently through its own workload; the lists drop it", async () => {
       const { w, feds } = await withThreeConfigs();
-      const [a, b, c] = feds as [FederationJson, FederationJson, FederationJson];
+      const [a, b, c] = feds as [FederationConfigJson, FederationConfigJson, FederationConfigJson];
       const url = `/v1/workloads/${w.name}/federation/${b.id}`;
       const first = await t().request("DELETE", url, { key: t().orgA.keys.admin });
       assert.equal(first.status, 200, first.raw);
@@ -839,7 +814,7 @@ forEachStore("workloads", (t) => {
 
     it("answers 404 for a wrong workload, another organization's id and an unknown id", async () => {
       const { w, feds } = await withThreeConfigs();
-      const target = feds[0] as FederationJson;
+      const target = feds[0] as FederationConfigJson;
       const otherA = await createWorkload(t(), t().orgA.keys.member);
       // Same name registered in org B, with a config of its own.
       await createWorkload(t(), t().orgB.keys.member, w.name);

@@ -8,13 +8,13 @@ import { type Config, loadConfig } from "../config.js";
 import { createContainer, openStore } from "../container.js";
 import { createLogger } from "../lib/logger.js";
 import { readServerLock } from "../lib/server-lock.js";
-import type { CreateKeyRequest } from "../modules/admin/service.js";
+import type { AdminCreateApiKeyBody } from "../modules/admin/schemas.js";
 import { bootstrapNotice } from "../modules/identity/service.js";
 
 interface AdminClient {
   createOrganization(slug: string, name?: string): Promise<unknown>;
   listOrganizations(): Promise<unknown>;
-  createKey(input: CreateKeyRequest): Promise<unknown>;
+  createKey(input: AdminCreateApiKeyBody): Promise<unknown>;
   listKeys(organization: string): Promise<unknown>;
   revokeKey(keyId: string): Promise<unknown>;
   setQuota(organization: string, metric: string, limit: number | null): Promise<unknown>;
@@ -135,8 +135,8 @@ keys
     (options: {
       org: string;
       name: string;
-      kind: CreateKeyRequest["kind"];
-      role: CreateKeyRequest["role"];
+      kind: AdminCreateApiKeyBody["kind"];
+      role: AdminCreateApiKeyBody["role"];
       email?: string;
       workload?: string;
       principal?: string;

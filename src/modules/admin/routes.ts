@@ -1,41 +1,14 @@
 import { Type } from "@sinclair/typebox";
-import { EmptyObject, standardResponses, Timestamp } from "../../http/schemas.js";
+import { EmptyObject, standardResponses } from "../../http/schemas.js";
 import { type App, credentialOf, verbPath } from "../../http/types.js";
-import { QuotaLimit } from "../usage/routes.js";
+import { ApiKeyInfo, IssuedApiKey } from "../identity/schemas.js";
+import { QuotaLimit } from "../usage/schemas.js";
 import { QUOTA_METRICS } from "../usage/service.js";
+import { AdminCreateApiKeyRequest, Organization, OrgRef } from "./schemas.js";
 import type { AdminService } from "./service.js";
 
 const TAGS = ["AdminService"];
-const OrgRef = Type.String({ minLength: 1, maxLength: 64, description: "Organization id or slug" });
 const Slug = Type.String({ pattern: "^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$" });
-
-const Organization = Type.Object(
-  {
-    id: Type.String(),
-    slug: Type.String(),
-    name: Type.String(),
-    is_operator: Type.Optional(Type.Boolean()),
-    default_project_id: Type.Optional(Type.String()),
-    created_at: Timestamp,
-  },
-  { additionalProperties: false },
-);
-
-const ApiKeyInfo = Type.Object(
-  {
-    key_id: Type.String(),
-    key_name: Type.String(),
-    principal_id: Type.String(),
-    kind: Type.String(),
-    role: Type.String(),
-    email: Type.String(),
-    workload_name: Type.String(),
-    project_id: Type.String(),
-    created_at: Timestamp,
-    revoked_at: Type.String({ description: "Empty while the key is live" }),
-  },
-  { additionalProperties: false },
-);
 
 export function registerAdminRoutes(app: App, admin: AdminService): void {
   // Runs before validation, so a caller without rights gets 403 whatever the request holds.
@@ -82,33 +55,8 @@ export function registerAdminRoutes(app: App, admin: AdminService): void {
         operationId: "AdminCreateApiKey",
         tags: TAGS,
         summary: "Issue an API key (for a new principal, or an existing one); the secret is returned once",
-        body: Type.Object(
-          {
-            organization: OrgRef,
-            name: Type.String({ minLength: 1, maxLength: 200 }),
-            kind: Type.Optional(
-              Type.Union([Type.Literal("user"), Type.Literal("service_account"), Type.Literal("workload")]),
-            ),
-            role: Type.Optional(Type.Union([Type.Literal("owner"), Type.Literal("admin"), Type.Literal("member")])),
-            email: Type.Optional(Type.String({ format: "email", maxLength: 320 })),
-            workload_name: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
-            principal_id: Type.Optional(Type.String({ maxLength: 64 })),
-            project_id: Type.Optional(Type.String({ maxLength: 64, description: "Default project of the key" })),
-          },
-          { additionalProperties: false },
-        ),
-        response: standardResponses({
-          200: Type.Object(
-            {
-              key_id: Type.String(),
-              key_name: Type.String(),
-              principal_id: Type.String(),
-              org_id: Type.String(),
-              api_key: Type.String({ description: "The secret; shown only in this response" }),
-            },
-            { additionalProperties: false },
-          ),
-        }),
+        body: AdminCreateApiKeyRequest,
+        response: standardResponses({ 200: IssuedApiKey }),
       },
     },
     async (request) => admin.createKey(request.body),

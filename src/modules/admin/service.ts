@@ -1,22 +1,12 @@
 // Operator administration: organizations, API keys of every kind and role, quota limits.
 // The same functions back the /v1/admin routes and the admin CLI's direct mode.
 import { AppError, denied } from "../../lib/errors.js";
-import type { Credential, PrincipalKind, Role } from "../identity/credential.js";
+import type { Credential } from "../identity/credential.js";
 import type { IdentityService } from "../identity/service.js";
 import type { SandboxService } from "../sandboxes/service.js";
 import type { SecretService } from "../secrets/service.js";
 import { isQuotaMetric, type QuotaService } from "../usage/service.js";
-
-export interface CreateKeyRequest {
-  organization: string;
-  name: string;
-  kind?: PrincipalKind | undefined;
-  role?: Role | undefined;
-  email?: string | undefined;
-  workload_name?: string | undefined;
-  principal_id?: string | undefined;
-  project_id?: string | undefined;
-}
+import type { AdminCreateApiKeyBody, OrganizationJson } from "./schemas.js";
 
 export class AdminService {
   constructor(
@@ -43,12 +33,12 @@ export class AdminService {
     }
   }
 
-  async createOrganization(slug: string, name: string | undefined) {
+  async createOrganization(slug: string, name: string | undefined): Promise<OrganizationJson> {
     const org = await this.identity.createOrganization({ slug, name });
     return { ...org, created_at: org.created_at.toISOString() };
   }
 
-  async listOrganizations() {
+  async listOrganizations(): Promise<OrganizationJson[]> {
     const rows = await this.identity.listOrganizations();
     return rows.map((org) => ({
       id: org.id,
@@ -59,7 +49,7 @@ export class AdminService {
     }));
   }
 
-  async createKey(input: CreateKeyRequest) {
+  async createKey(input: AdminCreateApiKeyBody) {
     const org = await this.identity.findOrganization(input.organization);
     return this.identity.issueKey({
       orgId: org.id,

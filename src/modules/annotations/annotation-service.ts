@@ -17,45 +17,32 @@ import * as repo from "./annotation-repo.js";
 import { describe, validatorFor } from "./json-schema.js";
 import * as schemaRepo from "./schema-repo.js";
 import { RESERVED_PREFIX } from "./schema-service.js";
+import type {
+  AnnotateBody,
+  AnnotateRangeBody,
+  AnnotationJson,
+  EventIdJson,
+  ListAnnotationsJson,
+  ListAnnotationsQueryJson,
+} from "./schemas.js";
 import { WriteBatcher } from "./write-batcher.js";
 
 const NS_PATTERN = /^(0|[1-9]\d{0,18})$/;
 const MAX_NS = 9_223_372_036_854_775_807n;
 
-export interface AnnotateInput {
-  schema_name: string;
-  payload_json: string;
-  event_id?: string | undefined;
-  run_id?: string | undefined;
-  project_id?: string | undefined;
-  target_event_id?: string | undefined;
-}
-
-export interface AnnotateRangeInput {
-  run_id: string;
-  schema_name: string;
-  payload_json: string;
-  event_id?: string | undefined;
-  range_start_ns?: string | undefined;
-  range_end_ns?: string | undefined;
-  range_start_event_id?: string | undefined;
-  range_end_event_id?: string | undefined;
-}
-
-export interface ListInput {
-  run_id?: string | undefined;
-  project_id?: string | undefined;
-  schema_name?: string | undefined;
-  target_event_id?: string | undefined;
-  history?: boolean | undefined;
+/**
+ * The service's list input: the query's filters as sent, and the paging and promoted-field
+ * filters the route has already parsed out of it.
+ */
+export type ListInput = Pick<
+  ListAnnotationsQueryJson,
+  "run_id" | "project_id" | "schema_name" | "target_event_id" | "history"
+> & {
   /** Equality filters on bloom-promoted fields: field name -> value (strings as-is, others as JSON). */
   promoted: Record<string, string>;
   pageSize: number;
   pageToken?: string | undefined;
-}
-
-/** One annotation in the canonical encoding of contract 2.7. */
-export type AnnotationView = Record<string, string>;
+};
 
 interface Target {
   runId: string | null;
@@ -79,7 +66,7 @@ function parseNs(value: string, field: string): bigint {
 }
 
 /** Decodes a stored row into the canonical encoding, or says why it cannot. */
-export function decodeRow(row: repo.AnnotationRow): { ok: true; view: AnnotationView } | { ok: false; reason: string } {
+export function decodeRow(row: repo.AnnotationRow): { ok: true; view: AnnotationJson } | { ok: false; reason: string } {
   if (row.payload_text === null || row.schema_name === null)
     return { ok: false, reason: "missing payload or schema name" };
   let payload: unknown;
@@ -99,20 +86,23 @@ export function decodeRow(row: repo.AnnotationRow): { ok: true; view: Annotation
   if (hasRange && BigInt(row.range_start_ns as string) > BigInt(row.range_end_ns as string)) {
     return { ok: false, reason: "stored range starts after it ends" };
   }
-  const view: AnnotationView = { event_id: row.event_id };
-  if (row.run_id) view.run_id = row.run_id;
-  view.project_id = row.project_id;
-  if (row.lineage_path) view.lineage_path = row.lineage_path;
-  view.schema_name = row.schema_name;
-  if (row.schema_version !== null) view.schema_version = String(row.schema_version);
-  view.ts_wall_ns = row.ts_wall_ns;
-  if (row.principal) view.principal = row.principal;
-  if (row.target_event_id) view.target_event_id = row.target_event_id;
-  if (row.range_start_ns !== null) view.range_start_ns = row.range_start_ns;
-  if (row.range_end_ns !== null) view.range_end_ns = row.range_end_ns;
-  if (row.range_start_event_id) view.range_start_event_id = row.range_start_event_id;
-  if (row.range_end_event_id) view.range_end_event_id = row.range_end_event_id;
-  view.payload_json = row.payload_text;
+  // Built in the field order of the canonical encoding (contract 2.7).
+  const view: AnnotationJson = {
+    event_id: row.event_id,
+    ...(row.run_id ? { run_id: row.run_id } : {}),
+    project_id: row.project_id,
+    ...(row.lineage_path ? { lineage_path: row.lineage_path } : {}),
+    schema_name: row.schema_name,
+    ...(row.schema_version !== null ? { schema_version: String(row.schema_version) } : {}),
+    ts_wall_ns: row.ts_wall_ns,
+    ...(row.principal ? { principal: row.principal } : {}),
+    ...(row.target_event_id ? { target_event_id: row.target_event_id } : {}),
+    ...(row.range_start_ns !== null ? { range_start_ns: row.range_start_ns } : {}),
+    ...(row.range_end_ns !== null ? { range_end_ns: row.range_end_ns } : {}),
+    ...(row.range_start_event_id ? { range_start_event_id: row.range_start_event_id } : {}),
+    ...(row.range_end_event_id ? { range_end_event_id: row.range_end_event_id } : {}),
+    payload_json: row.payload_text,
+  };
   return { ok: true, view };
 }
 
@@ -152,7 +142,7 @@ export class AnnotationService {
     return this.writer.close();
   }
 
-  async annotate(cred: Credential, input: AnnotateInput): Promise<{ event_id: string }> {
+  async annotate(cred: Credential, input: AnnotateBody): Promise<EventIdJson> {
     requireOrgScoped(cred, "annotate");
     if (Boolean(input.run_id) === Boolean(input.project_id)) throw invalid("set exactly one of run_id or project_id");
     if (input.target_event_id && !input.run_id) throw invalid("target_event_id is valid only with run_id");
@@ -197,7 +187,7 @@ export class AnnotationService {
     throw new AppError("unavailable", "the run, project or schema kept changing while annotating; retry");
   }
 
-  async annotateRange(cred: Credential, input: AnnotateRangeInput): Promise<{ event_id: string }> {
+  async annotateRange(cred: Credential, input: AnnotateRangeBody): Promise<EventIdJson> {
     requireOrgScoped(cred, "annotate");
     const byNs = input.range_start_ns !== undefined || input.range_end_ns !== undefined;
     const byEvent = input.range_start_event_id !== undefined || input.range_end_event_id !== undefined;
@@ -413,7 +403,7 @@ export class AnnotationService {
     );
   }
 
-  async list(cred: Credential, input: ListInput) {
+  async list(cred: Credential, input: ListInput): Promise<ListAnnotationsJson> {
     requireOrgScoped(cred, "list annotations");
     await this.requireVisibleFilters(cred.orgId, input);
     const history = input.history ?? false;
@@ -444,7 +434,7 @@ export class AnnotationService {
       ? await repo.listHistory(this.db, cred.orgId, filter)
       : await repo.listLatest(this.db, cred.orgId, filter);
     const page = rows.slice(0, input.pageSize);
-    const annotations: AnnotationView[] = [];
+    const annotations: AnnotationJson[] = [];
     const skipped: { event_id: string; reason: string }[] = [];
     let superseded = 0n;
     for (const row of page) {

@@ -1,70 +1,26 @@
 import { Type } from "@sinclair/typebox";
-import { DEFAULT_PAGE_SIZE, PageQuery } from "../../http/pagination.js";
-import { standardResponses, Timestamp } from "../../http/schemas.js";
+import { DEFAULT_PAGE_SIZE } from "../../http/pagination.js";
+import { standardResponses } from "../../http/schemas.js";
 import { type App, credentialOf } from "../../http/types.js";
 import { invalid } from "../../lib/errors.js";
 import type { AnnotationService } from "./annotation-service.js";
-import { type AnnotationSchemaService, SCHEMA_NAME_PATTERN } from "./schema-service.js";
+import type { AnnotationSchemaService } from "./schema-service.js";
+import {
+  AnnotateRangeRequest,
+  AnnotateRequest,
+  AnnotationSchema,
+  EventIdResponse,
+  ListAnnotationsQuery,
+  ListAnnotationsResponse,
+  RegisterAnnotationSchemaRequest,
+  SchemaName,
+  Version,
+} from "./schemas.js";
 
 const SCHEMA_TAGS = ["AnnotationSchemaService"];
 const TAGS = ["AnnotationService"];
-const SchemaName = Type.String({ minLength: 1, maxLength: 128, pattern: SCHEMA_NAME_PATTERN });
-const Version = Type.String({
-  pattern: "^[0-9]{1,9}$",
-  description: "Decimal string; 0 or omitted means the latest live version",
-});
-const Id = Type.String({ minLength: 1, maxLength: 64 });
-const EventId = Type.String({ minLength: 1, maxLength: 64, description: "26-character ULID" });
-const NsString = Type.String({ pattern: "^[0-9]{1,19}$", description: "Wall-clock nanoseconds as a decimal string" });
 const PROMOTED_PREFIX = "promoted.";
-
-export const PromotedField = Type.Object(
-  {
-    field: Type.String(),
-    identity: Type.Boolean(),
-    bloom: Type.Boolean(),
-    slot: Type.String({ description: "Indexed column assigned by the server; stable for the schema name" }),
-  },
-  { additionalProperties: false },
-);
-
-export const AnnotationSchema = Type.Object(
-  {
-    id: Type.String(),
-    name: Type.String(),
-    version: Type.String({ description: "Monotonic per organization and name, from 1 (decimal string)" }),
-    description: Type.String(),
-    json_schema: Type.String({ description: "JSON Schema draft 2020-12 document" }),
-    promoted_fields: Type.Array(PromotedField),
-    created_at: Timestamp,
-    archived_at: Type.Optional(Timestamp),
-  },
-  { additionalProperties: false },
-);
 const SchemaResponse = Type.Object({ schema: AnnotationSchema }, { additionalProperties: false });
-
-const AnnotationRow = Type.Object(
-  {
-    event_id: Type.String(),
-    run_id: Type.Optional(Type.String()),
-    project_id: Type.String(),
-    lineage_path: Type.Optional(Type.String()),
-    schema_name: Type.String(),
-    schema_version: Type.Optional(Type.String()),
-    ts_wall_ns: Type.String(),
-    principal: Type.Optional(Type.String()),
-    target_event_id: Type.Optional(Type.String()),
-    range_start_ns: Type.Optional(Type.String()),
-    range_end_ns: Type.Optional(Type.String()),
-    range_start_event_id: Type.Optional(Type.String()),
-    range_end_event_id: Type.Optional(Type.String()),
-    payload_json: Type.String({ description: "The annotated JSON object exactly as sent" }),
-  },
-  { additionalProperties: false },
-);
-
-const EventIdResponse = Type.Object({ event_id: Type.String() }, { additionalProperties: false });
-const PayloadJson = Type.String({ minLength: 2, maxLength: 262_144, description: "A JSON object as a string" });
 
 export function registerAnnotationRoutes(
   app: App,
@@ -80,27 +36,7 @@ export function registerAnnotationRoutes(
         tags: SCHEMA_TAGS,
         summary:
           "Register a schema version; refused (failed_precondition) when not backward compatible with the latest live version",
-        body: Type.Object(
-          {
-            name: SchemaName,
-            description: Type.Optional(Type.String({ maxLength: 4096 })),
-            json_schema: Type.String({ minLength: 1, maxLength: 262_144 }),
-            promoted_fields: Type.Optional(
-              Type.Array(
-                Type.Object(
-                  {
-                    field: Type.String({ minLength: 1, maxLength: 128 }),
-                    identity: Type.Optional(Type.Boolean()),
-                    bloom: Type.Optional(Type.Boolean()),
-                  },
-                  { additionalProperties: false },
-                ),
-                { maxItems: 8 },
-              ),
-            ),
-          },
-          { additionalProperties: false },
-        ),
+        body: RegisterAnnotationSchemaRequest,
         response: standardResponses({ 200: SchemaResponse }),
       },
     },
@@ -172,17 +108,7 @@ export function registerAnnotationRoutes(
         operationId: "Annotate",
         tags: TAGS,
         summary: "Annotate a run (or one of its events) or a project",
-        body: Type.Object(
-          {
-            schema_name: SchemaName,
-            payload_json: PayloadJson,
-            event_id: Type.Optional(EventId),
-            run_id: Type.Optional(Id),
-            project_id: Type.Optional(Id),
-            target_event_id: Type.Optional(EventId),
-          },
-          { additionalProperties: false },
-        ),
+        body: AnnotateRequest,
         response: standardResponses({ 200: EventIdResponse }),
       },
     },
@@ -196,43 +122,11 @@ export function registerAnnotationRoutes(
         operationId: "AnnotateRange",
         tags: TAGS,
         summary: "Annotate a time window of a run, by nanosecond bounds or by two of its events",
-        body: Type.Object(
-          {
-            run_id: Id,
-            schema_name: SchemaName,
-            payload_json: PayloadJson,
-            event_id: Type.Optional(EventId),
-            range_start_ns: Type.Optional(NsString),
-            range_end_ns: Type.Optional(NsString),
-            range_start_event_id: Type.Optional(EventId),
-            range_end_event_id: Type.Optional(EventId),
-          },
-          { additionalProperties: false },
-        ),
+        body: AnnotateRangeRequest,
         response: standardResponses({ 200: EventIdResponse }),
       },
     },
     async (request) => annotations.annotateRange(credentialOf(request), request.body),
-  );
-
-  const ListQuery = Type.Object(
-    {
-      ...PageQuery,
-      run_id: Type.Optional(Id),
-      project_id: Type.Optional(Id),
-      schema_name: Type.Optional(SchemaName),
-      target_event_id: Type.Optional(EventId),
-      history: Type.Optional(Type.Boolean({ description: "Every version instead of the latest per supersession key" })),
-    },
-    {
-      additionalProperties: false,
-      patternProperties: {
-        "^promoted\\.": Type.String({
-          maxLength: 1024,
-          description: "promoted.<field>=<value>: equality on a bloom-indexed promoted field (needs schema_name)",
-        }),
-      },
-    },
   );
 
   app.get(
@@ -242,20 +136,8 @@ export function registerAnnotationRoutes(
         operationId: "ListAnnotations",
         tags: TAGS,
         summary: "Annotations newest first; by default the latest version per supersession key",
-        querystring: ListQuery,
-        response: standardResponses({
-          200: Type.Object(
-            {
-              annotations: Type.Array(AnnotationRow),
-              skipped: Type.Array(
-                Type.Object({ event_id: Type.String(), reason: Type.String() }, { additionalProperties: false }),
-              ),
-              superseded_count: Type.String({ description: "Stored versions hidden behind the rows of this page" }),
-              next_page_token: Type.String(),
-            },
-            { additionalProperties: false },
-          ),
-        }),
+        querystring: ListAnnotationsQuery,
+        response: standardResponses({ 200: ListAnnotationsResponse }),
       },
     },
     async (request) => {

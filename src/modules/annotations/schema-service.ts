@@ -10,24 +10,13 @@ import { type Credential, requireOrgScoped, requireRole } from "../identity/cred
 import { checkBackwardCompatible, findRemoteRefs } from "./compat.js";
 import { parseSchemaDocument } from "./json-schema.js";
 import * as repo from "./schema-repo.js";
+import type { AnnotationSchemaJson, RegisterAnnotationSchemaBody } from "./schemas.js";
 
-export const SCHEMA_NAME_PATTERN = "^[a-z0-9](?:[a-z0-9._-]{0,126}[a-z0-9])?$";
 export const MAX_PROMOTED_SLOTS = 8;
 export const RESERVED_PREFIX = "svc.annotation.";
 
-export interface SchemaView {
-  id: string;
-  name: string;
-  version: string;
-  description: string;
-  json_schema: string;
-  promoted_fields: repo.PromotedField[];
-  created_at: string;
-  archived_at?: string;
-}
-
-export function schemaView(row: repo.SchemaRow): SchemaView {
-  const view: SchemaView = {
+export function schemaView(row: repo.SchemaRow): AnnotationSchemaJson {
+  const view: AnnotationSchemaJson = {
     id: row.id,
     name: row.name,
     version: String(row.version),
@@ -38,13 +27,6 @@ export function schemaView(row: repo.SchemaRow): SchemaView {
   };
   if (row.archived_at) view.archived_at = row.archived_at.toISOString();
   return view;
-}
-
-export interface RegisterInput {
-  name: string;
-  description?: string | undefined;
-  json_schema: string;
-  promoted_fields?: { field: string; identity?: boolean | undefined; bloom?: boolean | undefined }[] | undefined;
 }
 
 /** The declared JSON type(s) of a top-level property, as a stable string ("" when unconstrained). */
@@ -71,7 +53,7 @@ export class AnnotationSchemaService {
     private readonly clock: Clock,
   ) {}
 
-  async register(cred: Credential, input: RegisterInput): Promise<SchemaView> {
+  async register(cred: Credential, input: RegisterAnnotationSchemaBody): Promise<AnnotationSchemaJson> {
     requireOrgScoped(cred, "register annotation schemas");
     const doc = parseSchemaDocument(input.json_schema, findRemoteRefs);
     const requested = input.promoted_fields ?? [];
@@ -113,7 +95,11 @@ export class AnnotationSchemaService {
     });
   }
 
-  private checkEvolution(live: repo.SchemaRow, doc: unknown, requested: NonNullable<RegisterInput["promoted_fields"]>) {
+  private checkEvolution(
+    live: repo.SchemaRow,
+    doc: unknown,
+    requested: NonNullable<RegisterAnnotationSchemaBody["promoted_fields"]>,
+  ) {
     const incompatibilities: { pointer: string; rule: string; message: string }[] = [];
     const result = checkBackwardCompatible(JSON.parse(live.json_schema), doc);
     incompatibilities.push(...result.incompatibilities);
@@ -154,7 +140,7 @@ export class AnnotationSchemaService {
     q: Queryable,
     orgId: string,
     name: string,
-    requested: NonNullable<RegisterInput["promoted_fields"]>,
+    requested: NonNullable<RegisterAnnotationSchemaBody["promoted_fields"]>,
   ): Promise<repo.PromotedField[]> {
     const slots = await repo.slotsOf(q, orgId, name);
     const out: repo.PromotedField[] = [];
@@ -181,7 +167,7 @@ export class AnnotationSchemaService {
     return out;
   }
 
-  async get(cred: Credential, name: string, version: string | undefined): Promise<SchemaView> {
+  async get(cred: Credential, name: string, version: string | undefined): Promise<AnnotationSchemaJson> {
     requireOrgScoped(cred, "read annotation schemas");
     const wanted = parseVersion(version);
     const row = wanted
@@ -191,7 +177,7 @@ export class AnnotationSchemaService {
     return schemaView(row);
   }
 
-  async list(cred: Credential, includeArchived: boolean): Promise<SchemaView[]> {
+  async list(cred: Credential, includeArchived: boolean): Promise<AnnotationSchemaJson[]> {
     requireOrgScoped(cred, "list annotation schemas");
     const rows = includeArchived
       ? await repo.listAll(this.db, cred.orgId)
@@ -199,7 +185,7 @@ export class AnnotationSchemaService {
     return rows.map(schemaView);
   }
 
-  async archive(cred: Credential, name: string, version: string | undefined): Promise<SchemaView> {
+  async archive(cred: Credential, name: string, version: string | undefined): Promise<AnnotationSchemaJson> {
     requireRole(cred, "admin", "archive annotation schemas");
     const wanted = parseVersion(version);
     return this.db.tx(async (q) => {

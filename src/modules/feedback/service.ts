@@ -7,22 +7,7 @@ import type { Logger } from "../../lib/logger.js";
 import type { Db } from "../../store/db.js";
 import type { Credential } from "../identity/credential.js";
 import * as repo from "./repo.js";
-
-export const FEEDBACK_SURFACES = ["cli", "api", "web", "sandbox", "telemetry", "annotations", "docs", "other"] as const;
-export const FEEDBACK_SEVERITIES = ["critical", "high", "medium", "low", ""] as const;
-
-export interface FeedbackInput {
-  title: string;
-  surface: (typeof FEEDBACK_SURFACES)[number];
-  body?: string | undefined;
-  expected?: string | undefined;
-  actual?: string | undefined;
-  repro?: string | undefined;
-  severity?: (typeof FEEDBACK_SEVERITIES)[number] | undefined;
-  fingerprint?: string | undefined;
-  svc_version?: string | undefined;
-  evidence?: string[] | undefined;
-}
+import type { CreateFeedbackBody, FeedbackCreatedJson } from "./schemas.js";
 
 export interface FeedbackRelay {
   /** True only when the review channel accepted the report. */
@@ -52,7 +37,7 @@ export function webhookRelay(url: string, timeoutMs: number, log: Logger): Feedb
 }
 
 /** The fingerprint of a report whose caller gave none: a digest of its content fields. */
-export function deriveFingerprint(input: FeedbackInput): string {
+export function deriveFingerprint(input: CreateFeedbackBody): string {
   const content = {
     title: input.title,
     surface: input.surface,
@@ -74,7 +59,7 @@ export class FeedbackService {
     private readonly relay: FeedbackRelay,
   ) {}
 
-  async create(cred: Credential, input: FeedbackInput): Promise<{ id: string; relayed: boolean }> {
+  async create(cred: Credential, input: CreateFeedbackBody): Promise<FeedbackCreatedJson> {
     const fingerprint = input.fingerprint || deriveFingerprint(input);
     const existing = await this.findByFingerprint(cred.orgId, fingerprint);
     if (existing) return existing;

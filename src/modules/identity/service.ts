@@ -11,22 +11,11 @@ import type { Db, Queryable } from "../../store/db.js";
 import type { ProjectService } from "../projects/service.js";
 import type { Credential, PrincipalKind, Role } from "./credential.js";
 import * as repo from "./repo.js";
+import type { ApiKeyInfoJson, IssuedApiKeyJson, WhoAmIJson } from "./schemas.js";
 
 const MAX_CACHED_CREDENTIALS = 10_000;
 
-export interface WhoAmI {
-  organization: { id: string; slug: string };
-  principal: {
-    id: string;
-    kind: PrincipalKind;
-    email: string;
-    key_id: string;
-    key_name: string;
-    workload_name: string;
-  };
-}
-
-export function whoAmIView(cred: Credential): WhoAmI {
+export function whoAmIView(cred: Credential): WhoAmIJson {
   return {
     organization: { id: cred.orgId, slug: cred.orgSlug },
     principal: {
@@ -40,14 +29,8 @@ export function whoAmIView(cred: Credential): WhoAmI {
   };
 }
 
-export interface IssuedKey {
-  key_id: string;
-  key_name: string;
-  principal_id: string;
-  org_id: string;
-  /** The secret itself: returned once, never stored. */
-  api_key: string;
-}
+/** An issued key; its api_key is the secret itself: returned once, never stored. */
+export type IssuedKey = IssuedApiKeyJson;
 
 export interface NewKeyInput {
   orgId: string;
@@ -185,7 +168,7 @@ export class IdentityService {
     this.cache.delete(hash);
   }
 
-  async listKeys(orgId: string) {
+  async listKeys(orgId: string): Promise<ApiKeyInfoJson[]> {
     const rows = await repo.listApiKeys(this.db, orgId);
     return rows.map((row) => ({
       key_id: row.id,

@@ -1,35 +1,14 @@
 import { Type } from "@sinclair/typebox";
 import { DEFAULT_PAGE_SIZE, PageQuery } from "../../http/pagination.js";
-import { standardResponses, Timestamp } from "../../http/schemas.js";
+import { standardResponses } from "../../http/schemas.js";
 import { type App, credentialOf, verbPath } from "../../http/types.js";
 import { invalid } from "../../lib/errors.js";
-import { RUN_LABEL_MAX_CHARS, type RunService, TERMINAL_RUN_STATUSES } from "./service.js";
+import { CompleteRunRequest, ListRunsResponse, Run, StartRunRequest } from "./schemas.js";
+import type { RunService } from "./service.js";
 
 const TAGS = ["RunService"];
 const RunId = Type.String({ minLength: 1, maxLength: 64 });
 
-export const Run = Type.Object(
-  {
-    id: Type.String(),
-    project_id: Type.String(),
-    label: Type.String(),
-    parent_run_id: Type.Optional(Type.String()),
-    root_run_id: Type.String(),
-    lineage_path: Type.String({ description: "Dotted run ids from the tree root to this run" }),
-    depth: Type.Integer({ description: "0 for a root run" }),
-    status: Type.Union([
-      Type.Literal("running"),
-      Type.Literal("succeeded"),
-      Type.Literal("failed"),
-      Type.Literal("canceled"),
-    ]),
-    started_at: Timestamp,
-    ended_at: Type.Optional(Timestamp),
-    created_by: Type.String(),
-    execute_as_workload: Type.Optional(Type.String()),
-  },
-  { additionalProperties: false },
-);
 const RunResponse = Type.Object({ run: Run }, { additionalProperties: false });
 
 export function registerRunRoutes(app: App, runs: RunService): void {
@@ -41,17 +20,7 @@ export function registerRunRoutes(app: App, runs: RunService): void {
         operationId: "StartRun",
         tags: TAGS,
         summary: "Start a run: a new tree root, or a child of parent_run_id",
-        body: Type.Object(
-          {
-            project_id: Type.Optional(Type.String({ maxLength: 64, description: "Omit for the default project" })),
-            label: Type.Optional(Type.String({ maxLength: RUN_LABEL_MAX_CHARS })),
-            parent_run_id: Type.Optional(Type.String({ maxLength: 64, description: "Empty starts a new tree root" })),
-            execute_as_workload: Type.Optional(
-              Type.String({ maxLength: 100, description: "Registered workload name; empty runs as the caller" }),
-            ),
-          },
-          { additionalProperties: false },
-        ),
+        body: StartRunRequest,
         response: standardResponses({ 200: RunResponse }),
       },
     },
@@ -67,13 +36,7 @@ export function registerRunRoutes(app: App, runs: RunService): void {
         tags: TAGS,
         summary: "Record a run's terminal status and end time (once)",
         params: Type.Object({ id: RunId }),
-        body: Type.Object(
-          {
-            id: Type.Optional(Type.String({ description: "When present, must equal the path id" })),
-            status: Type.Union(TERMINAL_RUN_STATUSES.map((s) => Type.Literal(s))),
-          },
-          { additionalProperties: false },
-        ),
+        body: CompleteRunRequest,
         response: standardResponses({ 200: RunResponse }),
       },
     },
@@ -116,9 +79,7 @@ export function registerRunRoutes(app: App, runs: RunService): void {
           },
           { additionalProperties: false },
         ),
-        response: standardResponses({
-          200: Type.Object({ runs: Type.Array(Run), next_page_token: Type.String() }, { additionalProperties: false }),
-        }),
+        response: standardResponses({ 200: ListRunsResponse }),
       },
     },
     async (request) =>

@@ -11,33 +11,17 @@ import * as events from "../events/service.js";
 import { type Credential, requireOrgScoped } from "../identity/credential.js";
 import type { ProjectService } from "../projects/service.js";
 import * as repo from "./repo.js";
+import type { CompleteRunBody, ListRunsJson, RunJson, StartRunBody } from "./schemas.js";
 
-export const RUN_LABEL_MAX_CHARS = 256;
-export const TERMINAL_RUN_STATUSES = ["succeeded", "failed", "canceled"] as const;
-export type TerminalRunStatus = (typeof TERMINAL_RUN_STATUSES)[number];
+export type TerminalRunStatus = CompleteRunBody["status"];
 
 /** Decides whether a credential may run as a registered workload (WorkloadService). */
 export interface WorkloadLaunchPolicy {
   authorizeLaunch(q: Queryable, cred: Credential, workloadName: string): Promise<void>;
 }
 
-export interface RunView {
-  id: string;
-  project_id: string;
-  label: string;
-  parent_run_id?: string;
-  root_run_id: string;
-  lineage_path: string;
-  depth: number;
-  status: repo.RunStatus;
-  started_at: string;
-  ended_at?: string;
-  created_by: string;
-  execute_as_workload?: string;
-}
-
-export function runView(row: repo.RunRow): RunView {
-  const view: RunView = {
+export function runView(row: repo.RunRow): RunJson {
+  const view: RunJson = {
     id: row.id,
     project_id: row.project_id,
     label: row.label,
@@ -54,13 +38,6 @@ export function runView(row: repo.RunRow): RunView {
   return view;
 }
 
-export interface StartRunInput {
-  project_id?: string | undefined;
-  label?: string | undefined;
-  parent_run_id?: string | undefined;
-  execute_as_workload?: string | undefined;
-}
-
 export class RunService {
   constructor(
     private readonly db: Db,
@@ -69,13 +46,13 @@ export class RunService {
     private readonly workloads: WorkloadLaunchPolicy,
   ) {}
 
-  async start(cred: Credential, input: StartRunInput): Promise<RunView> {
+  async start(cred: Credential, input: StartRunBody): Promise<RunJson> {
     requireOrgScoped(cred, "start runs");
     return this.db.tx((q) => this.startIn(q, cred, input));
   }
 
   /** Starts a run inside the caller's transaction (sandboxes start their ambient run this way). */
-  async startIn(q: Queryable, cred: Credential, input: StartRunInput): Promise<RunView> {
+  async startIn(q: Queryable, cred: Credential, input: StartRunBody): Promise<RunJson> {
     let parent: repo.RunRow | null = null;
     if (input.parent_run_id) {
       parent = await repo.getRun(q, cred.orgId, input.parent_run_id);
@@ -128,7 +105,7 @@ export class RunService {
     return runView(row);
   }
 
-  async complete(cred: Credential, id: string, status: TerminalRunStatus): Promise<RunView> {
+  async complete(cred: Credential, id: string, status: TerminalRunStatus): Promise<RunJson> {
     requireOrgScoped(cred, "complete runs");
     return this.db.tx(async (q) => {
       const run = await repo.getRun(q, cred.orgId, id, true);
@@ -157,7 +134,7 @@ export class RunService {
     return repo.getRun(q, orgId, id);
   }
 
-  async get(cred: Credential, id: string): Promise<RunView> {
+  async get(cred: Credential, id: string): Promise<RunJson> {
     requireOrgScoped(cred, "read runs");
     const run = await repo.getRun(this.db, cred.orgId, id);
     if (!run) throw notFound("run");
@@ -169,7 +146,7 @@ export class RunService {
     filter: { projectId?: string | undefined; parentRunId?: string | undefined },
     pageSize: number,
     pageToken: string | undefined,
-  ) {
+  ): Promise<ListRunsJson> {
     requireOrgScoped(cred, "list runs");
     const after = decodeCursor("runs", pageToken);
     // A filter naming a project or run the organization cannot see is 404, as a direct read

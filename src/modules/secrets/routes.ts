@@ -1,38 +1,23 @@
 import { Type } from "@sinclair/typebox";
 import { DEFAULT_PAGE_SIZE, PageQuery } from "../../http/pagination.js";
-import { EmptyObject, standardResponses, Timestamp } from "../../http/schemas.js";
+import { EmptyObject, standardResponses } from "../../http/schemas.js";
 import { type App, credentialOf, verbPath } from "../../http/types.js";
 import { invalid } from "../../lib/errors.js";
-import { DELIVERIES, MAX_GRANTS, SECRET_NAME_PATTERN, type SecretService, SUBJECT_KINDS } from "./service.js";
+import {
+  CreateSecretRequest,
+  ListSecretsResponse,
+  SandboxSecret,
+  SandboxSecretGrant,
+  SubjectKind,
+  Value,
+} from "./schemas.js";
+import { MAX_GRANTS, type SecretService } from "./service.js";
 
 const TAGS = ["SecretService"];
-const Delivery = Type.Union(DELIVERIES.map((d) => Type.Literal(d)));
-const SubjectKind = Type.Union(SUBJECT_KINDS.map((k) => Type.Literal(k)));
 const SecretId = Type.String({ minLength: 1, maxLength: 64 });
 const IdParams = Type.Object({ id: SecretId });
-const Value = Type.String({ minLength: 1, maxLength: 65_536, description: "Write-only; never returned" });
 
-export const SandboxSecret = Type.Object(
-  {
-    id: Type.String(),
-    name: Type.String(),
-    delivery: Delivery,
-    dest_host: Type.String({ description: "Exact public HTTPS host; empty for sandbox-environment delivery" }),
-    current_version: Type.Integer({ minimum: 1 }),
-    created_by: Type.String(),
-    created_at: Timestamp,
-    rotated_at: Type.Optional(Timestamp),
-    expires_at: Type.Optional(Timestamp),
-    revoked_at: Type.Optional(Timestamp),
-  },
-  { additionalProperties: false, description: "Metadata only: the value is never returned" },
-);
 const SecretResponse = Type.Object({ secret: SandboxSecret }, { additionalProperties: false });
-
-export const SandboxSecretGrant = Type.Object(
-  { secret_id: Type.String(), subject_kind: SubjectKind, subject_id: Type.String() },
-  { additionalProperties: false },
-);
 
 function samePathId(bodyId: string | undefined, pathId: string): void {
   if (bodyId !== undefined && bodyId !== pathId) throw invalid("body id must equal the path id");
@@ -47,16 +32,7 @@ export function registerSecretRoutes(app: App, secrets: SecretService): void {
         operationId: "CreateSandboxSecret",
         tags: TAGS,
         summary: "Create a write-only secret (owner or admin); the creator is granted it",
-        body: Type.Object(
-          {
-            name: Type.String({ pattern: SECRET_NAME_PATTERN, maxLength: 128 }),
-            value: Value,
-            delivery: Type.Optional(Delivery),
-            dest_host: Type.Optional(Type.String({ maxLength: 253 })),
-            expires_at: Type.Optional(Type.String({ format: "date-time" })),
-          },
-          { additionalProperties: false },
-        ),
+        body: CreateSecretRequest,
         response: standardResponses({ 200: SecretResponse }),
       },
     },
@@ -71,12 +47,7 @@ export function registerSecretRoutes(app: App, secrets: SecretService): void {
         tags: TAGS,
         summary: "List secrets, newest first (metadata only)",
         querystring: Type.Object(PageQuery, { additionalProperties: false }),
-        response: standardResponses({
-          200: Type.Object(
-            { secrets: Type.Array(SandboxSecret), next_page_token: Type.String() },
-            { additionalProperties: false },
-          ),
-        }),
+        response: standardResponses({ 200: ListSecretsResponse }),
       },
     },
     async (request) =>

@@ -13,25 +13,20 @@ import { type Credential, requireOrgScoped, requireRole } from "../identity/cred
 import * as workloads from "../workloads/service.js";
 import { type Keyring, open, pack, seal, unpack } from "./keyring.js";
 import * as repo from "./repo.js";
+import {
+  type CreateSecretBody,
+  type DELIVERIES,
+  type GrantJson,
+  type ListSecretsJson,
+  type SecretJson,
+  SUBJECT_KINDS,
+} from "./schemas.js";
 
-export const DELIVERIES = [
-  "SANDBOX_SECRET_DELIVERY_UNSPECIFIED",
-  "SANDBOX_SECRET_DELIVERY_SECRET_EGRESS",
-  "SANDBOX_SECRET_DELIVERY_MODEL_GATEWAY",
-  "SANDBOX_SECRET_DELIVERY_SANDBOX_ENVIRONMENT",
-] as const;
 export type Delivery = Exclude<(typeof DELIVERIES)[number], "SANDBOX_SECRET_DELIVERY_UNSPECIFIED">;
 
-export const SUBJECT_KINDS = [
-  "SANDBOX_SECRET_GRANT_SUBJECT_KIND_UNSPECIFIED",
-  "SANDBOX_SECRET_GRANT_SUBJECT_KIND_USER",
-  "SANDBOX_SECRET_GRANT_SUBJECT_KIND_SERVICE_ACCOUNT",
-  "SANDBOX_SECRET_GRANT_SUBJECT_KIND_WORKLOAD",
-] as const;
 export type SubjectKind = Exclude<(typeof SUBJECT_KINDS)[number], "SANDBOX_SECRET_GRANT_SUBJECT_KIND_UNSPECIFIED">;
 
 export const MAX_GRANTS = 200;
-export const SECRET_NAME_PATTERN = "^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$";
 export const MAX_VALUE_BYTES = 65_536;
 
 // RFC 6761/2606 and common private suffixes: never a public HTTPS host.
@@ -68,21 +63,8 @@ export function checkDestHost(host: string): void {
   }
 }
 
-export interface SecretView {
-  id: string;
-  name: string;
-  delivery: Delivery;
-  dest_host: string;
-  current_version: number;
-  created_by: string;
-  created_at: string;
-  rotated_at?: string;
-  expires_at?: string;
-  revoked_at?: string;
-}
-
-export function secretView(row: repo.SecretRow): SecretView {
-  const view: SecretView = {
+export function secretView(row: repo.SecretRow): SecretJson {
+  const view: SecretJson = {
     id: row.id,
     name: row.name,
     delivery: row.delivery as Delivery,
@@ -97,15 +79,9 @@ export function secretView(row: repo.SecretRow): SecretView {
   return view;
 }
 
-export interface GrantView {
-  secret_id: string;
-  subject_kind: SubjectKind;
-  subject_id: string;
-}
-
 const KIND_ORDER: Record<string, number> = Object.fromEntries(SUBJECT_KINDS.map((kind, i) => [kind, i]));
 
-export function sortGrants(grants: GrantView[]): GrantView[] {
+export function sortGrants(grants: GrantJson[]): GrantJson[] {
   return [...grants].sort(
     (a, b) =>
       (KIND_ORDER[a.subject_kind] ?? 99) - (KIND_ORDER[b.subject_kind] ?? 99) ||
@@ -127,14 +103,6 @@ const dekAad = (orgId: string, dataKeyId: string) => `warren-data-key:${orgId}:$
 const dataAad = (orgId: string, purpose: string) => `warren-sealed-data:${orgId}:${purpose}`;
 /** The first byte of sealData's format: version, data key id length, data key id, nonce, ciphertext + tag. */
 const SEALED_DATA_VERSION = 1;
-
-export interface CreateSecretInput {
-  name: string;
-  value: string;
-  delivery?: (typeof DELIVERIES)[number] | undefined;
-  dest_host?: string | undefined;
-  expires_at?: string | undefined;
-}
 
 export class SecretService {
   constructor(
@@ -216,7 +184,7 @@ export class SecretService {
     return workload ? { kind: "SANDBOX_SECRET_GRANT_SUBJECT_KIND_WORKLOAD", id: workload.id } : null;
   }
 
-  async create(cred: Credential, input: CreateSecretInput): Promise<SecretView> {
+  async create(cred: Credential, input: CreateSecretBody): Promise<SecretJson> {
     requireRole(cred, "admin", "create secrets");
     const value = this.checkValue(input.value);
     const delivery: Delivery =
@@ -271,7 +239,7 @@ export class SecretService {
     });
   }
 
-  async list(cred: Credential, pageSize: number, pageToken: string | undefined) {
+  async list(cred: Credential, pageSize: number, pageToken: string | undefined): Promise<ListSecretsJson> {
     requireOrgScoped(cred, "list secrets");
     const after = decodeCursor("secrets", pageToken);
     const rows = await repo.listSecrets(this.db, cred.orgId, after, pageSize + 1);
@@ -304,14 +272,14 @@ export class SecretService {
     id: string,
     kind: (typeof SUBJECT_KINDS)[number],
     subjectId: string,
-  ): Promise<GrantView> {
+  ): Promise<GrantJson> {
     requireRole(cred, "admin", "grant secrets");
     if (kind === "SANDBOX_SECRET_GRANT_SUBJECT_KIND_UNSPECIFIED") {
       throw new AppError("invalid_argument", "subject_kind must be USER, SERVICE_ACCOUNT or WORKLOAD");
     }
     return this.db.tx(async (q) => {
       const secret = await this.load(q, cred, id, true);
-      const view: GrantView = { secret_id: secret.id, subject_kind: kind, subject_id: subjectId };
+      const view: GrantJson = { secret_id: secret.id, subject_kind: kind, subject_id: subjectId };
       if (await repo.hasGrant(q, secret.id, kind, subjectId)) return view;
       if (secret.revoked_at)
         throw new AppError("failed_precondition", "the secret is revoked; it can no longer be granted");
@@ -342,7 +310,7 @@ export class SecretService {
     });
   }
 
-  async listGrants(cred: Credential, id: string): Promise<GrantView[]> {
+  async listGrants(cred: Credential, id: string): Promise<GrantJson[]> {
     requireOrgScoped(cred, "list secret grants");
     const secret = await this.load(this.db, cred, id);
     const rows = await repo.listGrants(this.db, secret.id);
@@ -355,7 +323,7 @@ export class SecretService {
     );
   }
 
-  async rotate(cred: Credential, id: string, value: string): Promise<SecretView> {
+  async rotate(cred: Credential, id: string, value: string): Promise<SecretJson> {
     requireRole(cred, "admin", "rotate secrets");
     const bytes = this.checkValue(value);
     return this.db.tx(async (q) => {
@@ -367,7 +335,7 @@ export class SecretService {
     });
   }
 
-  async revoke(cred: Credential, id: string): Promise<SecretView> {
+  async revoke(cred: Credential, id: string): Promise<SecretJson> {
     requireRole(cred, "admin", "revoke secrets");
     return this.db.tx(async (q) => {
       const secret = await this.load(q, cred, id, true);

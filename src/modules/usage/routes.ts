@@ -1,19 +1,9 @@
 import { Type } from "@sinclair/typebox";
-import { DecimalString, standardResponses } from "../../http/schemas.js";
+import { standardResponses } from "../../http/schemas.js";
 import { type App, credentialOf } from "../../http/types.js";
 import { requireOrgScoped } from "../identity/credential.js";
+import { QuotaLimit } from "./schemas.js";
 import type { QuotaService } from "./service.js";
-
-export const QuotaLimit = Type.Object(
-  {
-    metric: Type.String({ description: "Stable quota name, e.g. sandboxes.running" }),
-    unit: Type.String(),
-    limit: DecimalString,
-    current: DecimalString,
-    reserved: DecimalString,
-  },
-  { additionalProperties: false },
-);
 
 export function registerUsageRoutes(app: App, quotas: QuotaService): void {
   app.get(

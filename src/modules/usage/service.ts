@@ -6,6 +6,7 @@ import type { QuotaDefaults } from "../../config.js";
 import { AppError } from "../../lib/errors.js";
 import type { Db, Queryable } from "../../store/db.js";
 import * as repo from "./repo.js";
+import type { QuotaLimitJson } from "./schemas.js";
 
 export type QuotaMetric = keyof QuotaDefaults;
 export type Meter = (q: Queryable, orgId: string) => Promise<number>;
@@ -31,14 +32,6 @@ const RETRY_AFTER_SECONDS: Record<QuotaMetric, number> = {
   "sandboxes.workspace_capacity_gib": 60,
   "projects.total": 60,
 };
-
-export interface QuotaLimitView {
-  metric: string;
-  unit: string;
-  limit: string;
-  current: string;
-  reserved: string;
-}
 
 export function isQuotaMetric(value: string): value is QuotaMetric {
   return (QUOTA_METRICS as string[]).includes(value);
@@ -91,8 +84,8 @@ export class QuotaService {
     }
   }
 
-  async snapshot(orgId: string): Promise<{ limits: QuotaLimitView[] }> {
-    const limits: QuotaLimitView[] = [];
+  async snapshot(orgId: string): Promise<{ limits: QuotaLimitJson[] }> {
+    const limits: QuotaLimitJson[] = [];
     for (const metric of QUOTA_METRICS) {
       const [limit, current] = await Promise.all([
         this.limitOf(this.db, orgId, metric),

@@ -5,20 +5,10 @@
 //            (the workload identity pool provider's full resource name)
 //   azure -> "api://AzureADTokenExchange" (the Entra federated-credential convention)
 import { AppError } from "../../lib/errors.js";
+import type { CloudJson as Cloud, FederationDescriptorJson as FederationDescriptor } from "./schemas.js";
 
-export type Cloud = "aws" | "gcp" | "azure";
-
-export interface FederationDescriptor {
-  role_arn?: string;
-  region?: string;
-  project_id?: string;
-  project_number?: string;
-  pool_id?: string;
-  provider_id?: string;
-  service_account_email?: string;
-  application_id?: string;
-  entra_tenant_id?: string;
-}
+// The wire types, under the names this module's callers use.
+export type { CloudJson as Cloud, FederationDescriptorJson as FederationDescriptor } from "./schemas.js";
 
 export const DESCRIPTOR_FIELDS: Record<
   Cloud,

@@ -9,10 +9,17 @@ import { decodePageToken, encodePageToken } from "../../lib/page-token.js";
 import type { Db, Queryable } from "../../store/db.js";
 import { type Credential, requireOrgScoped, requireRole } from "../identity/credential.js";
 import type { WorkloadLaunchPolicy } from "../runs/service.js";
-import { type Cloud, deriveAudience, type FederationDescriptor, normalizeDescriptor } from "./federation.js";
+import { deriveAudience, normalizeDescriptor } from "./federation.js";
 import * as repo from "./repo.js";
+import type {
+  AddWorkloadFederationBody,
+  CreateWorkloadBody,
+  FederationConfigJson,
+  ListWorkloadsJson,
+  SetWorkloadLaunchAclBody,
+  WorkloadJson,
+} from "./schemas.js";
 
-export const WORKLOAD_NAME_PATTERN = "^[a-z0-9](?:[a-z0-9._-]{0,98}[a-z0-9])?$";
 export const MAX_LAUNCHERS = 200;
 
 /** The workload of that name in the organization, or null; for other modules, in their transaction. */
@@ -32,30 +39,7 @@ export async function grantSubjectExists(
   return (await repo.getWorkloadById(q, orgId, id)) !== null;
 }
 
-export type LaunchPolicyInput = "WORKLOAD_LAUNCH_POLICY_UNSPECIFIED" | repo.LaunchPolicy;
-
-export interface WorkloadView {
-  id: string;
-  name: string;
-  description: string;
-  launch_acl: { policy: repo.LaunchPolicy; launchers: repo.Launcher[] };
-  federation_configs: FederationView[];
-  created_by: string;
-  created_at: string;
-  updated_at: string;
-}
-
-export interface FederationView {
-  id: string;
-  workload_id: string;
-  cloud: Cloud;
-  audience: string;
-  descriptor: FederationDescriptor;
-  created_by: string;
-  created_at: string;
-}
-
-function federationView(row: repo.FederationRow): FederationView {
+function federationView(row: repo.FederationRow): FederationConfigJson {
   return {
     id: row.id,
     workload_id: row.workload_id,
@@ -67,7 +51,7 @@ function federationView(row: repo.FederationRow): FederationView {
   };
 }
 
-function workloadView(row: repo.WorkloadRow, federations: repo.FederationRow[]): WorkloadView {
+function workloadView(row: repo.WorkloadRow, federations: repo.FederationRow[]): WorkloadJson {
   return {
     id: row.id,
     name: row.name,
@@ -98,11 +82,11 @@ export class WorkloadService implements WorkloadLaunchPolicy {
     return row;
   }
 
-  private async view(q: Queryable, row: repo.WorkloadRow): Promise<WorkloadView> {
+  private async view(q: Queryable, row: repo.WorkloadRow): Promise<WorkloadJson> {
     return workloadView(row, await repo.listFederations(q, row.id));
   }
 
-  async create(cred: Credential, input: { name: string; description?: string | undefined }): Promise<WorkloadView> {
+  async create(cred: Credential, input: CreateWorkloadBody): Promise<WorkloadJson> {
     requireOrgScoped(cred, "register workloads");
     const now = this.clock.now();
     const row: repo.WorkloadRow = {
@@ -122,18 +106,18 @@ export class WorkloadService implements WorkloadLaunchPolicy {
     return workloadView(row, []);
   }
 
-  async get(cred: Credential, name: string): Promise<WorkloadView> {
+  async get(cred: Credential, name: string): Promise<WorkloadJson> {
     requireOrgScoped(cred, "read workloads");
     return this.view(this.db, await this.load(this.db, cred, name));
   }
 
-  async list(cred: Credential, pageSize: number, pageToken: string | undefined) {
+  async list(cred: Credential, pageSize: number, pageToken: string | undefined): Promise<ListWorkloadsJson> {
     requireOrgScoped(cred, "list workloads");
     const after = decodePageToken("workloads", pageToken, 1)?.[0] ?? null;
     const rows = await repo.listWorkloads(this.db, cred.orgId, after, pageSize + 1);
     const more = rows.length > pageSize;
     const page = more ? rows.slice(0, pageSize) : rows;
-    const workloads: WorkloadView[] = [];
+    const workloads: WorkloadJson[] = [];
     for (const row of page) workloads.push(await this.view(this.db, row));
     const last = page[page.length - 1];
     return { workloads, next_page_token: more && last ? encodePageToken("workloads", [last.name]) : "" };
@@ -144,11 +128,7 @@ export class WorkloadService implements WorkloadLaunchPolicy {
     if (!(await repo.deleteWorkload(this.db, cred.orgId, name))) throw notFound(`workload "${name}"`);
   }
 
-  async setLaunchAcl(
-    cred: Credential,
-    name: string,
-    acl: { policy: LaunchPolicyInput; launchers?: { kind?: string | undefined; principal_id: string }[] | undefined },
-  ): Promise<WorkloadView> {
+  async setLaunchAcl(cred: Credential, name: string, acl: SetWorkloadLaunchAclBody["acl"]): Promise<WorkloadJson> {
     requireRole(cred, "admin", "set a workload launch ACL");
     if (acl.policy === "WORKLOAD_LAUNCH_POLICY_UNSPECIFIED") {
       throw new AppError("invalid_argument", "acl.policy must be WORKLOAD_LAUNCH_POLICY_MEMBERS or _RESTRICTED");
@@ -192,8 +172,8 @@ export class WorkloadService implements WorkloadLaunchPolicy {
   async addFederation(
     cred: Credential,
     name: string,
-    input: { cloud: Cloud; descriptor: FederationDescriptor },
-  ): Promise<FederationView> {
+    input: Pick<AddWorkloadFederationBody, "cloud" | "descriptor">,
+  ): Promise<FederationConfigJson> {
     requireRole(cred, "admin", "register workload federation");
     const descriptor = normalizeDescriptor(input.cloud, input.descriptor);
     return this.db.tx(async (q) => {
@@ -214,7 +194,7 @@ export class WorkloadService implements WorkloadLaunchPolicy {
     });
   }
 
-  async listFederation(cred: Credential, name: string): Promise<FederationView[]> {
+  async listFederation(cred: Credential, name: string): Promise<FederationConfigJson[]> {
     requireOrgScoped(cred, "read workload federation");
     const workload = await this.load(this.db, cred, name);
     return (await repo.listFederations(this.db, workload.id)).map(federationView);
