@@ -4,6 +4,7 @@
 import assert from "node:assert/strict";
 import { createHash, randomBytes } from "node:crypto";
 import { it } from "node:test";
+import type { QuotaLimitJson } from "../src/modules/usage/schemas.js";
 import { forEachStore, type TestApp } from "./harness.js";
 import { assertErrorEnvelope, fieldOf } from "./support/assertions.js";
 
@@ -79,7 +80,7 @@ forEachStore("admin", (t) => {
       // Nothing happened: the member key still works, org-b keeps its default quota.
       assert.equal((await t().request("GET", "/v1/whoami", { key: t().orgA.keys.member })).status, 200);
       const usage = await t().request("GET", "/v1/usage", { key: t().orgB.keys.member });
-      const limits = (usage.body.snapshot as { limits: { metric: string; limit: string }[] }).limits;
+      const limits = (usage.body.snapshot as { limits: QuotaLimitJson[] }).limits;
       assert.equal(limits.find((l) => l.metric === "projects.total")?.limit, "1000");
     });
   }
@@ -420,7 +421,7 @@ forEachStore("admin", (t) => {
     const org = await createOrg();
     const key = await createKey({ organization: org.slug, name: "reader" });
     const limitOf = (body: Record<string, unknown>, metric: string) =>
-      (body.snapshot as { limits: { metric: string; limit: string }[] }).limits.find((l) => l.metric === metric)?.limit;
+      (body.snapshot as { limits: QuotaLimitJson[] }).limits.find((l) => l.metric === metric)?.limit;
 
     const set = await admin("PUT", `/v1/admin/organizations/${org.slug}/quotas/projects.total`, { limit: 5 });
     assert.equal(set.status, 200, set.raw);
@@ -483,7 +484,7 @@ forEachStore("admin", (t) => {
       );
     }
     const usage = await t().request("GET", "/v1/usage", { key: t().orgB.keys.member });
-    const limits = (usage.body.snapshot as { limits: { metric: string; limit: string }[] }).limits;
+    const limits = (usage.body.snapshot as { limits: QuotaLimitJson[] }).limits;
     assert.equal(limits.find((l) => l.metric === "projects.total")?.limit, "1000", "nothing was changed");
   });
 

@@ -2,6 +2,9 @@ import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { describe, it } from "node:test";
 import { newUlid } from "../src/lib/ids.js";
+import type { AnnotationJson, AnnotationSchemaJson, ListAnnotationsJson } from "../src/modules/annotations/schemas.js";
+import type { ProjectJson } from "../src/modules/projects/schemas.js";
+import type { RunJson } from "../src/modules/runs/schemas.js";
 import { BAD_CREDENTIALS, forEachStore, type TestApp } from "./harness.js";
 
 const V1 = JSON.stringify({
@@ -55,7 +58,7 @@ async function register(t: TestApp, key: string, name: string, jsonSchema: strin
 async function startRun(t: TestApp, key: string) {
   const res = await t.request("POST", "/v1/runs", { key, body: { label: "r" } });
   assert.equal(res.status, 200, res.raw);
-  return (res.body.run as { id: string }).id;
+  return (res.body.run as RunJson).id;
 }
 
 forEachStore("annotation schemas", (t) => {
@@ -64,10 +67,10 @@ forEachStore("annotation schemas", (t) => {
   it("registers v1, accepts a compatible v2 and refuses an incompatible v3 with pointers and rules", async () => {
     const v1 = await register(t(), owner(), "quality", V1);
     assert.equal(v1.status, 200, v1.raw);
-    const s1 = v1.body.schema as Record<string, unknown>;
+    const s1 = v1.body.schema as AnnotationSchemaJson;
     assert.equal(s1.version, "1");
     assert.deepEqual(
-      (s1.promoted_fields as { field: string; slot: string }[]).map((p) => [p.field, p.slot]),
+      s1.promoted_fields.map((p) => [p.field, p.slot]),
       [
         ["reviewer", "p1"],
         ["label", "p2"],
@@ -75,7 +78,7 @@ forEachStore("annotation schemas", (t) => {
     );
     const v2 = await register(t(), owner(), "quality", V2);
     assert.equal(v2.status, 200, v2.raw);
-    assert.equal((v2.body.schema as { version: string }).version, "2");
+    assert.equal((v2.body.schema as AnnotationSchemaJson).version, "2");
     const v3 = await register(t(), owner(), "quality", V3);
     assert.equal(v3.status, 400, v3.raw);
     assert.equal(v3.body.code, "failed_precondition");
@@ -91,9 +94,9 @@ forEachStore("annotation schemas", (t) => {
       v3.raw,
     );
     const latest = await t().request("GET", "/v1/annotation-schemas/quality", { key: owner() });
-    assert.equal((latest.body.schema as { version: string }).version, "2");
+    assert.equal((latest.body.schema as AnnotationSchemaJson).version, "2");
     const first = await t().request("GET", "/v1/annotation-schemas/quality", { key: owner(), query: { version: "1" } });
-    assert.equal((first.body.schema as { json_schema: string }).json_schema, V1);
+    assert.equal((first.body.schema as AnnotationSchemaJson).json_schema, V1);
   });
 
   it("refuses invalid documents, remote $refs, reserved and undeclared promoted fields", async () => {
@@ -109,7 +112,7 @@ forEachStore("annotation schemas", (t) => {
     const badName = await register(t(), owner(), "Bad Name", V1, []);
     assert.equal(badName.status, 400);
     const list = await t().request("GET", "/v1/annotation-schemas", { key: owner() });
-    assert.ok(!(list.body.schemas as { name: string }[]).some((s) => s.name.startsWith("bad")));
+    assert.ok(!(list.body.schemas as AnnotationSchemaJson[]).some((s) => s.name.startsWith("bad")));
   });
 
   it("refuses removing or re-flagging a promoted field in a new version", async () => {
@@ -136,13 +139,13 @@ forEachStore("annotation schemas", (t) => {
       body: { name: "arch", version: "0" },
     });
     assert.equal(archived.status, 200, archived.raw);
-    const row = archived.body.schema as { version: string; archived_at?: string };
+    const row = archived.body.schema as AnnotationSchemaJson;
     assert.equal(row.version, "2");
     assert.ok(row.archived_at);
     const live = await t().request("GET", "/v1/annotation-schemas/arch", { key: owner() });
-    assert.equal((live.body.schema as { version: string }).version, "1");
+    assert.equal((live.body.schema as AnnotationSchemaJson).version, "1");
     const defaultList = await t().request("GET", "/v1/annotation-schemas", { key: owner() });
-    const archRows = (defaultList.body.schemas as { name: string; version: string }[]).filter((s) => s.name === "arch");
+    const archRows = (defaultList.body.schemas as AnnotationSchemaJson[]).filter((s) => s.name === "arch");
     assert.deepEqual(
       archRows.map((s) => s.version),
       ["1"],
@@ -151,13 +154,13 @@ forEachStore("annotation schemas", (t) => {
       key: owner(),
       query: { include_archived: "true" },
     });
-    const allArch = (all.body.schemas as { name: string; version: string }[]).filter((s) => s.name === "arch");
+    const allArch = (all.body.schemas as AnnotationSchemaJson[]).filter((s) => s.name === "arch");
     assert.deepEqual(
       allArch.map((s) => s.version),
       ["2", "1"],
     );
     const v3 = await register(t(), owner(), "arch", V2);
-    assert.equal((v3.body.schema as { version: string }).version, "3", "versions stay monotonic past an archive");
+    assert.equal((v3.body.schema as AnnotationSchemaJson).version, "3", "versions stay monotonic past an archive");
     const member = await t().request("POST", "/v1/annotation-schemas/arch:archive", {
       key: t().orgA.keys.member,
       body: {},
@@ -171,7 +174,7 @@ forEachStore("annotation schemas", (t) => {
     assert.equal(other.status, 404);
     const theirs = await register(t(), t().orgB.keys.owner, "mine", V3, []);
     assert.equal(theirs.status, 200, "another organization's name is independent");
-    assert.equal((theirs.body.schema as { version: string }).version, "1");
+    assert.equal((theirs.body.schema as AnnotationSchemaJson).version, "1");
     for (const bad of BAD_CREDENTIALS) {
       const res = await t().request("GET", "/v1/annotation-schemas", { headers: bad.headers });
       assert.equal(res.status, 401, bad.name);
@@ -248,9 +251,9 @@ forEachStore("annotations", (t) => {
       body: { name: `p ${name}`, slug: name },
     });
     assert.equal(project.status, 200, project.raw);
-    const projectId = (project.body.project as { id: string }).id;
+    const projectId = (project.body.project as ProjectJson).id;
     const run = await t().request("POST", "/v1/runs", { key: owner(), body: { project_id: projectId } });
-    const doomedRun = (run.body.run as { id: string }).id;
+    const doomedRun = (run.body.run as RunJson).id;
     const p = '{"label":"good"}';
     assert.equal((await annotate({ schema_name: name, payload_json: p, run_id: doomedRun })).status, 200);
     assert.equal((await annotate({ schema_name: name, payload_json: p, project_id: projectId })).status, 200);
@@ -264,7 +267,7 @@ forEachStore("annotations", (t) => {
     // The deleted project's annotations were the newest: none of them may cut a page short.
     const firstPage = await list({ schema_name: name, page_size: "1" });
     assert.deepEqual(
-      (firstPage.body.annotations as { event_id: string }[]).map((r) => r.event_id),
+      (firstPage.body.annotations as AnnotationJson[]).map((r) => r.event_id),
       [onV1.body.event_id],
     );
 
@@ -315,7 +318,7 @@ forEachStore("annotations", (t) => {
     );
     const stamped = await list({ run_id: runId, history: "true", page_size: "3" });
     assert.deepEqual(
-      (stamped.body.annotations as { schema_version: string }[]).map((r) => r.schema_version),
+      (stamped.body.annotations as AnnotationJson[]).map((r) => r.schema_version),
       ["2", "2", "2"],
     );
   });
@@ -410,7 +413,7 @@ forEachStore("annotations", (t) => {
     const b1 = await annotate({ schema_name: name, payload_json: '{"label":"good","reviewer":"bob"}', run_id: runId });
     assert.ok(a1.status === 200 && a2.status === 200 && b1.status === 200);
     const latest = await list({ run_id: runId });
-    const rows = latest.body.annotations as { event_id: string; payload_json: string }[];
+    const rows = latest.body.annotations as AnnotationJson[];
     assert.deepEqual(
       rows.map((r) => r.event_id),
       [b1.body.event_id, a2.body.event_id],
@@ -418,7 +421,7 @@ forEachStore("annotations", (t) => {
     assert.equal(latest.body.superseded_count, "1");
     const history = await list({ run_id: runId, history: "true" });
     assert.deepEqual(
-      (history.body.annotations as { event_id: string }[]).map((r) => r.event_id),
+      (history.body.annotations as AnnotationJson[]).map((r) => r.event_id),
       [b1.body.event_id, a2.body.event_id, a1.body.event_id],
     );
     assert.equal(history.body.superseded_count, "0");
@@ -439,7 +442,7 @@ forEachStore("annotations", (t) => {
     assert.equal((good.body.annotations as unknown[]).length, 3);
     const bad = await list({ schema_name: name, "promoted.reviewer": "r1" });
     assert.deepEqual(
-      (bad.body.annotations as { event_id: string }[]).map((r) => r.event_id),
+      (bad.body.annotations as AnnotationJson[]).map((r) => r.event_id),
       [ids[1]],
     );
     // History filters see every version that had the value, not only the latest ones.
@@ -450,7 +453,7 @@ forEachStore("annotations", (t) => {
     });
     assert.equal(relabelled.status, 200, relabelled.raw);
     const idsOf = async (query: Record<string, string>) =>
-      ((await list({ schema_name: name, ...query })).body.annotations as { event_id: string }[]).map((r) => r.event_id);
+      ((await list({ schema_name: name, ...query })).body.annotations as AnnotationJson[]).map((r) => r.event_id);
     assert.deepEqual(await idsOf({ "promoted.label": "good" }), [ids[4], ids[2]]);
     assert.deepEqual(await idsOf({ "promoted.label": "good", history: "true" }), [ids[4], ids[2], ids[0]]);
     assert.deepEqual(await idsOf({ "promoted.reviewer": "r0", history: "true" }), [relabelled.body.event_id, ids[0]]);
@@ -470,7 +473,7 @@ forEachStore("annotations", (t) => {
     do {
       const page = await list({ run_id: runId, page_size: "2", ...(token ? { page_token: token } : {}) });
       assert.equal(page.status, 200, page.raw);
-      seen.push(...(page.body.annotations as { event_id: string }[]).map((r) => r.event_id));
+      seen.push(...(page.body.annotations as AnnotationJson[]).map((r) => r.event_id));
       token = String(page.body.next_page_token);
     } while (token);
     assert.deepEqual(seen, [relabelled.body.event_id, ...ids.slice(1).reverse()], "r0's new version hides its old one");
@@ -503,30 +506,23 @@ forEachStore("annotations", (t) => {
     const newestFirst = async (query: Record<string, string>) => {
       const page = await list({ schema_name: name, history: "true", page_size: "100", ...query });
       assert.equal(page.status, 200, page.raw);
-      return page.body;
+      return page.body as unknown as ListAnnotationsJson;
     };
-    const idsIn = (body: Record<string, unknown>) =>
-      (body.annotations as { event_id: string }[]).map((r) => r.event_id);
+    const idsIn = (body: ListAnnotationsJson) => body.annotations.map((r) => r.event_id);
     const first = await newestFirst({});
-    const all = [...idsIn(first), ...idsIn(await newestFirst({ page_token: String(first.next_page_token) }))];
+    const all = [...idsIn(first), ...idsIn(await newestFirst({ page_token: first.next_page_token }))];
     const many = await newestFirst({ "promoted.label": "good" });
-    assert.deepEqual(
-      (many.annotations as { event_id: string }[]).map((r) => r.event_id),
-      all.filter((id) => id !== bad.body.event_id).slice(0, 100),
-    );
-    const next = await newestFirst({ "promoted.label": "good", page_token: String(many.next_page_token) });
-    assert.equal((next.annotations as unknown[]).length, 100);
-    assert.deepEqual(
-      ((await newestFirst({ "promoted.label": "bad" })).annotations as { event_id: string }[]).map((r) => r.event_id),
-      [bad.body.event_id],
-    );
+    assert.deepEqual(idsIn(many), all.filter((id) => id !== bad.body.event_id).slice(0, 100));
+    const next = await newestFirst({ "promoted.label": "good", page_token: many.next_page_token });
+    assert.equal(next.annotations.length, 100);
+    assert.deepEqual(idsIn(await newestFirst({ "promoted.label": "bad" })), [bad.body.event_id]);
     assert.equal(good.length, 1050);
 
     // The latest versions the same way (each reviewer is a key with one version so far)...
     const latest = async (query: Record<string, string>) => {
       const page = await list({ schema_name: name, page_size: "100", ...query });
       assert.equal(page.status, 200, page.raw);
-      return idsIn(page.body);
+      return idsIn(page.body as unknown as ListAnnotationsJson);
     };
     assert.deepEqual(await latest({ "promoted.label": "good" }), idsIn(many));
     // ...until a key's new version takes another value: its old version leaves the list.
@@ -571,7 +567,7 @@ forEachStore("annotations", (t) => {
     const ids = async (query: Record<string, string>) => {
       const page = await list({ schema_name: name, page_size: "100", ...query });
       assert.equal(page.status, 200, page.raw);
-      return { ids: (page.body.annotations as { event_id: string }[]).map((r) => r.event_id), body: page.body };
+      return { ids: (page.body.annotations as AnnotationJson[]).map((r) => r.event_id), body: page.body };
     };
     // Few versions have the value: those still their key's head.
     assert.deepEqual((await ids({ "promoted.reviewer": "x0" })).ids, [x0]);
@@ -678,7 +674,7 @@ forEachStore("annotations", (t) => {
     const res = await list({ run_id: runId });
     assert.equal(res.status, 200);
     assert.deepEqual(
-      (res.body.annotations as { event_id: string }[]).map((r) => r.event_id),
+      (res.body.annotations as AnnotationJson[]).map((r) => r.event_id),
       [good.body.event_id],
     );
     assert.deepEqual(res.body.skipped, [

@@ -5,6 +5,7 @@
 import assert from "node:assert/strict";
 import net from "node:net";
 import { it } from "node:test";
+import type { RunJson } from "../src/modules/runs/schemas.js";
 import { forEachStore, type TestApp, type TestResponse } from "./harness.js";
 import { assertError } from "./support/assertions.js";
 import { countRows } from "./support/fixtures.js";
@@ -95,7 +96,7 @@ forEachStore("edge input", (t) => {
     });
     assert.equal(registered.status, 200, registered.raw);
     const run = await t().request("POST", "/v1/runs", { key, body: { label: "edge" } });
-    const runId = (run.body.run as { id: string }).id;
+    const runId = (run.body.run as RunJson).id;
     const events = () => countRows(t(), "events WHERE org_id = $1 AND kind = 'annotation'", [t().orgA.id]);
     const before = await events();
     for (const payload of ['{"a":"\\u0000"}', '{"a":"\\ud800"}', '{"\\u0000":1}', '{"a":["\\udfff"]}']) {

@@ -5,6 +5,8 @@ import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { describe, it } from "node:test";
 import type { Clock } from "../src/lib/clock.js";
+import type { ProjectJson } from "../src/modules/projects/schemas.js";
+import type { RunJson } from "../src/modules/runs/schemas.js";
 import { forEachStore, type TestApp, type TestResponse } from "./harness.js";
 import { ERROR_KEYS } from "./support/assertions.js";
 import { countRows } from "./support/fixtures.js";
@@ -51,7 +53,7 @@ forEachStore("idempotency", (t) => {
       const body = { name: "Once", slug, description: "exactly once" };
       const first = await post(t(), "/v1/projects", t().orgA.keys.owner, body, key);
       assertFresh(first);
-      const id = (first.body.project as { id: string }).id;
+      const id = (first.body.project as ProjectJson).id;
 
       // Same body with keys in another order, from another key of the same organization.
       const second = await post(
@@ -62,7 +64,7 @@ forEachStore("idempotency", (t) => {
         key,
       );
       assertReplayOf(second, first);
-      assert.equal((second.body.project as { id: string }).id, id);
+      assert.equal((second.body.project as ProjectJson).id, id);
       assert.notEqual(second.headers["x-request-id"], first.headers["x-request-id"]);
 
       const third = await post(t(), "/v1/projects", t().orgA.keys.owner, body, key);
@@ -75,7 +77,7 @@ forEachStore("idempotency", (t) => {
       const body = { name: "Gone", slug: uniqueSlug() };
       const first = await post(t(), "/v1/projects", t().orgA.keys.owner, body, key);
       assertFresh(first);
-      const id = (first.body.project as { id: string }).id;
+      const id = (first.body.project as ProjectJson).id;
       const deleted = await t().request("DELETE", `/v1/projects/${id}`, { key: t().orgA.keys.owner });
       assert.equal(deleted.status, 200, deleted.raw);
       const again = await post(t(), "/v1/projects", t().orgA.keys.owner, body, key);
@@ -90,8 +92,8 @@ forEachStore("idempotency", (t) => {
       const otherSlug = uniqueSlug();
       for (const body of [
         { name: "A", slug: otherSlug },
-        { name: "B", slug: (first.body.project as { slug: string }).slug },
-        { name: "A", slug: (first.body.project as { slug: string }).slug, description: "" },
+        { name: "B", slug: (first.body.project as ProjectJson).slug },
+        { name: "A", slug: (first.body.project as ProjectJson).slug, description: "" },
       ]) {
         const res = await post(t(), "/v1/projects", t().orgA.keys.owner, body, key);
         assertError(res, 409, "idempotency_conflict");
@@ -99,7 +101,7 @@ forEachStore("idempotency", (t) => {
       }
       assert.equal(await countRows(t(), "projects WHERE slug = $1", [otherSlug]), 0);
       // The original is still replayable.
-      const slug = (first.body.project as { slug: string }).slug;
+      const slug = (first.body.project as ProjectJson).slug;
       const replay = await post(t(), "/v1/projects", t().orgA.keys.owner, { name: "A", slug }, key);
       assertReplayOf(replay, first);
     });
@@ -111,8 +113,8 @@ forEachStore("idempotency", (t) => {
       assertFresh(a);
       const b = await post(t(), "/v1/projects", t().orgB.keys.owner, body, key);
       assertFresh(b);
-      const aId = (a.body.project as { id: string }).id;
-      const bId = (b.body.project as { id: string }).id;
+      const aId = (a.body.project as ProjectJson).id;
+      const bId = (b.body.project as ProjectJson).id;
       assert.notEqual(aId, bId);
       assert.equal(await countRows(t(), "projects WHERE org_id = $1 AND slug = $2", [t().orgB.id, body.slug]), 1);
       const bGet = await t().request("GET", `/v1/projects/${bId}`, { key: t().orgB.keys.owner });
@@ -192,27 +194,27 @@ forEachStore("idempotency", (t) => {
       const b = await post(t(), "/v1/runs", t().orgA.keys.owner, body);
       assertFresh(a);
       assertFresh(b);
-      assert.notEqual((a.body.run as { id: string }).id, (b.body.run as { id: string }).id);
+      assert.notEqual((a.body.run as RunJson).id, (b.body.run as RunJson).id);
     });
   });
 
   describe("StartRun and CompleteRun", () => {
     it("replays StartRun without a second run, count or event", async () => {
       const projectRes = await post(t(), "/v1/projects", t().orgA.keys.owner, { name: "Runs", slug: uniqueSlug() });
-      const projectId = (projectRes.body.project as { id: string }).id;
+      const projectId = (projectRes.body.project as ProjectJson).id;
       const key = newKey();
       const body = { project_id: projectId, label: "retry me" };
       const first = await post(t(), "/v1/runs", t().orgA.keys.owner, body, key);
       assertFresh(first);
-      const runId = (first.body.run as { id: string }).id;
+      const runId = (first.body.run as RunJson).id;
       const second = await post(t(), "/v1/runs", t().orgA.keys.member, body, key);
       assertReplayOf(second, first);
-      assert.equal((second.body.run as { id: string }).id, runId);
+      assert.equal((second.body.run as RunJson).id, runId);
 
       assert.equal(await countRows(t(), "runs WHERE project_id = $1", [projectId]), 1);
       assert.equal(await countRows(t(), "events WHERE project_id = $1 AND name = 'run.started'", [projectId]), 1);
       const project = await t().request("GET", `/v1/projects/${projectId}`, { key: t().orgA.keys.owner });
-      assert.equal((project.body.project as { run_count: string }).run_count, "1");
+      assert.equal((project.body.project as ProjectJson).run_count, "1");
 
       const conflict = await post(t(), "/v1/runs", t().orgA.keys.owner, { ...body, label: "changed" }, key);
       assertError(conflict, 409, "idempotency_conflict");
@@ -229,11 +231,11 @@ forEachStore("idempotency", (t) => {
 
     it("replays CompleteRun instead of failing the retry as already completed", async () => {
       const run = await post(t(), "/v1/runs", t().orgA.keys.owner, {});
-      const runId = (run.body.run as { id: string }).id;
+      const runId = (run.body.run as RunJson).id;
       const key = newKey();
       const first = await post(t(), `/v1/runs/${runId}:complete`, t().orgA.keys.owner, { status: "succeeded" }, key);
       assertFresh(first);
-      assert.equal((first.body.run as { status: string }).status, "succeeded");
+      assert.equal((first.body.run as RunJson).status, "succeeded");
       const retry = await post(t(), `/v1/runs/${runId}:complete`, t().orgA.keys.owner, { status: "succeeded" }, key);
       assertReplayOf(retry, first);
       assert.equal(await countRows(t(), "events WHERE run_id = $1 AND name = 'run.completed'", [runId]), 1);
@@ -260,13 +262,13 @@ forEachStore("idempotency", (t) => {
     it("treats the same key on another run's CompleteRun as a different request", async () => {
       const ids: string[] = [];
       for (let i = 0; i < 2; i++)
-        ids.push(((await post(t(), "/v1/runs", t().orgA.keys.owner, {})).body.run as { id: string }).id);
+        ids.push(((await post(t(), "/v1/runs", t().orgA.keys.owner, {})).body.run as RunJson).id);
       const key = newKey();
       assertFresh(await post(t(), `/v1/runs/${ids[0]}:complete`, t().orgA.keys.owner, { status: "canceled" }, key));
       const other = await post(t(), `/v1/runs/${ids[1]}:complete`, t().orgA.keys.owner, { status: "canceled" }, key);
       assertError(other, 409, "idempotency_conflict");
       const got = await t().request("GET", `/v1/runs/${ids[1]}`, { key: t().orgA.keys.owner });
-      assert.equal((got.body.run as { status: string }).status, "running");
+      assert.equal((got.body.run as RunJson).status, "running");
     });
 
     it("scopes StartRun keys per organization", async () => {
@@ -275,8 +277,8 @@ forEachStore("idempotency", (t) => {
       const b = await post(t(), "/v1/runs", t().orgB.keys.owner, { label: "per org" }, key);
       assertFresh(a);
       assertFresh(b);
-      const bRun = b.body.run as { id: string; project_id: string };
-      assert.notEqual((a.body.run as { id: string }).id, bRun.id);
+      const bRun = b.body.run as RunJson;
+      assert.notEqual((a.body.run as RunJson).id, bRun.id);
       assert.equal(bRun.project_id, t().orgB.defaultProjectId);
       assert.equal(await countRows(t(), "runs WHERE id = $1 AND org_id = $2", [bRun.id, t().orgB.id]), 1);
     });
@@ -314,11 +316,11 @@ forEachStore("idempotency", (t) => {
       const key = newKey();
       const project = await post(t(), "/v1/projects", t().orgA.keys.owner, { name: "Multi", slug: uniqueSlug() }, key);
       assertFresh(project);
-      const projectId = (project.body.project as { id: string }).id;
+      const projectId = (project.body.project as ProjectJson).id;
       const run = await post(t(), "/v1/runs", t().orgA.keys.owner, { project_id: projectId }, key);
       assertFresh(run);
-      const runId = (run.body.run as { id: string; project_id: string }).id;
-      assert.equal((run.body.run as { project_id: string }).project_id, projectId);
+      const runId = (run.body.run as RunJson).id;
+      assert.equal((run.body.run as RunJson).project_id, projectId);
       const done = await post(t(), `/v1/runs/${runId}:complete`, t().orgA.keys.owner, { status: "succeeded" }, key);
       assertFresh(done);
       const feedback = await post(
@@ -345,7 +347,7 @@ forEachStore("idempotency", (t) => {
     it("ignores the header on operations that do not honour it", async () => {
       const key = newKey();
       const project = await post(t(), "/v1/projects", t().orgA.keys.owner, { name: "Patch", slug: uniqueSlug() });
-      const id = (project.body.project as { id: string }).id;
+      const id = (project.body.project as ProjectJson).id;
       const a = await t().request("PATCH", `/v1/projects/${id}`, {
         key: t().orgA.keys.owner,
         headers: withKey(key),
@@ -356,8 +358,8 @@ forEachStore("idempotency", (t) => {
         headers: withKey(key),
         body: { name: "p1" },
       });
-      assert.equal((a.body.project as { version: string }).version, "2");
-      assert.equal((b.body.project as { version: string }).version, "3");
+      assert.equal((a.body.project as ProjectJson).version, "2");
+      assert.equal((b.body.project as ProjectJson).version, "3");
       assert.equal(b.headers[REPLAYED], undefined);
       assert.equal(await countRows(t(), "idempotency_keys WHERE idempotency_key = $1", [key]), 0);
     });
@@ -367,19 +369,19 @@ forEachStore("idempotency", (t) => {
     it("answers concurrent duplicates with one execution", async () => {
       const key = newKey();
       const projectRes = await post(t(), "/v1/projects", t().orgA.keys.owner, { name: "Race", slug: uniqueSlug() });
-      const projectId = (projectRes.body.project as { id: string }).id;
+      const projectId = (projectRes.body.project as ProjectJson).id;
       const body = { project_id: projectId, label: "race" };
       const responses = await Promise.all(
         Array.from({ length: 4 }, () => post(t(), "/v1/runs", t().orgA.keys.owner, body, key)),
       );
       const fresh = responses.filter((r) => r.status === 200 && r.headers[REPLAYED] === undefined);
       assert.equal(fresh.length, 1, responses.map((r) => r.raw).join("\n"));
-      const runId = ((fresh[0] as TestResponse).body.run as { id: string }).id;
+      const runId = ((fresh[0] as TestResponse).body.run as RunJson).id;
       for (const res of responses) {
         if (res === fresh[0]) continue;
         if (res.status === 200) {
           assert.equal(res.headers[REPLAYED], "true");
-          assert.equal((res.body.run as { id: string }).id, runId);
+          assert.equal((res.body.run as RunJson).id, runId);
         } else {
           assertError(res, 409, "operation_conflict");
           assert.equal(res.headers["retry-after"], "1");
@@ -393,7 +395,7 @@ forEachStore("idempotency", (t) => {
       const body = { label: "pending" };
       const first = await post(t(), "/v1/runs", t().orgA.keys.owner, body, key);
       assertFresh(first);
-      const firstId = (first.body.run as { id: string }).id;
+      const firstId = (first.body.run as RunJson).id;
       // Make the record look like a request that is still running (same request hash).
       await t().c.db.query(
         `UPDATE idempotency_keys SET state = 'pending', status_code = NULL, response_body = NULL
@@ -414,7 +416,7 @@ forEachStore("idempotency", (t) => {
       );
       const takeover = await post(t(), "/v1/runs", t().orgA.keys.owner, body, key);
       assertFresh(takeover);
-      const takeoverId = (takeover.body.run as { id: string }).id;
+      const takeoverId = (takeover.body.run as RunJson).id;
       assert.notEqual(takeoverId, firstId);
       const replay = await post(t(), "/v1/runs", t().orgA.keys.owner, body, key);
       assertReplayOf(replay, takeover);
@@ -451,7 +453,7 @@ forEachStore(
       clock.advanceMs(2 * 60 * 60 * 1000); // 3 h in all, past the 2 h retention
       const reused = await post(t(), "/v1/projects", t().orgA.keys.owner, { name: "New", slug: uniqueSlug() }, key);
       assertFresh(reused);
-      assert.notEqual((reused.body.project as { id: string }).id, (first.body.project as { id: string }).id);
+      assert.notEqual((reused.body.project as ProjectJson).id, (first.body.project as ProjectJson).id);
     });
 
     it("purges expired records", async () => {

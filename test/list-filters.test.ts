@@ -3,6 +3,7 @@
 // 404 not_found, as a direct read of it is, on every list route; never an empty 200.
 import assert from "node:assert/strict";
 import { it } from "node:test";
+import type { RunJson } from "../src/modules/runs/schemas.js";
 import { forEachStore } from "./harness.js";
 import { assertError } from "./support/assertions.js";
 import { API_ONLY_RUNTIME } from "./support/fixtures.js";
@@ -20,7 +21,7 @@ forEachStore(
       });
       assert.equal(schema.status, 200, schema.raw);
       const run = await t().request("POST", "/v1/runs", { key, body: { label: "theirs" } });
-      const runId = (run.body.run as { id: string }).id;
+      const runId = (run.body.run as RunJson).id;
       const note = await t().request("POST", "/v1/annotations", {
         key,
         body: { schema_name: schemaName, run_id: runId, payload_json: "{}" },

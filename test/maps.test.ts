@@ -3,6 +3,7 @@
 // refused request changes nothing. (The TypeBox Record's key schema used to be dropped.)
 import assert from "node:assert/strict";
 import { it } from "node:test";
+import type { SandboxJson } from "../src/modules/sandboxes/schemas.js";
 import { forEachStore, type TestResponse } from "./harness.js";
 import { assertError } from "./support/assertions.js";
 import { API_ONLY_RUNTIME, countRows } from "./support/fixtures.js";
@@ -37,7 +38,7 @@ forEachStore(
       const res = await t().request("POST", "/v1/sandboxes", { key: key(), body: { metadata } });
       assert.equal(res.status, 200, res.raw);
       const got = await t().request("GET", `/v1/sandboxes/${res.body.id}`, { key: key() });
-      assert.deepEqual((got.body.sandbox as { metadata: unknown }).metadata, metadata);
+      assert.deepEqual((got.body.sandbox as SandboxJson).metadata, metadata);
     });
 
     for (const [name, metadata] of BAD_METADATA) {
@@ -51,7 +52,7 @@ forEachStore(
         const id = String(created.body.id);
         assertRefused(await t().request("PATCH", `/v1/sandboxes/${id}`, { key: key(), body: { metadata } }));
         const got = await t().request("GET", `/v1/sandboxes/${id}`, { key: key() });
-        assert.deepEqual((got.body.sandbox as { metadata: unknown }).metadata, { keep: "me" });
+        assert.deepEqual((got.body.sandbox as SandboxJson).metadata, { keep: "me" });
       });
     }
   },

@@ -3,6 +3,7 @@
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { describe, it } from "node:test";
+import type { ProjectJson } from "../src/modules/projects/schemas.js";
 import type { RunJson } from "../src/modules/runs/schemas.js";
 import { forEachStore, type TestApp, type TestResponse } from "./harness.js";
 import { assertError, assertUnauthenticatedOnEvery, fieldOf } from "./support/assertions.js";
@@ -399,7 +400,7 @@ forEachStore("runs", (t) => {
         key: org.key,
         body: { name: "Filtered", slug: "filtered" },
       });
-      const projectId = (projRes.body.project as { id: string }).id;
+      const projectId = (projRes.body.project as ProjectJson).id;
       const inProject: string[] = [];
       const inDefault: string[] = [];
       for (let i = 0; i < 3; i++) {

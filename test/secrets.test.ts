@@ -11,6 +11,7 @@ import { after, before, describe, it } from "node:test";
 import { KEY_FILE, Keyring, keyId } from "../src/modules/secrets/keyring.js";
 import type { GrantJson, SecretJson } from "../src/modules/secrets/schemas.js";
 import { type DeliveryResult, SecretService } from "../src/modules/secrets/service.js";
+import type { WorkloadJson } from "../src/modules/workloads/schemas.js";
 import {
   BAD_CREDENTIALS,
   forEachStore,
@@ -408,7 +409,7 @@ forEachStore(
           body: { name: "extra" },
         });
         assert.equal(registered.status, 200, registered.raw);
-        const workloadId = (registered.body.workload as { id: string }).id;
+        const workloadId = (registered.body.workload as WorkloadJson).id;
         const wk = await t().issueKey(t().orgA, { kind: "workload", role: "admin" });
         const byWorkload = await createSecret(t(), wk.key);
         assert.deepEqual(await grantsOf(t(), t().orgA.keys.member, byWorkload.id), [
@@ -499,7 +500,7 @@ forEachStore(
       it("grants users, service accounts and workloads; idempotent; sorted by kind then id", async () => {
         const secret = await createSecret(t(), t().orgA.keys.owner);
         const agent = await t().request("GET", "/v1/workloads/agent", { key: t().orgA.keys.member });
-        const agentId = (agent.body.workload as { id: string }).id;
+        const agentId = (agent.body.workload as WorkloadJson).id;
         const extraSa = await t().issueKey(t().orgA, { kind: "service_account" });
         const wanted: [string, string][] = [
           [WORKLOAD, agentId],
@@ -539,7 +540,7 @@ forEachStore(
         const b = t().orgB;
         const a = t().orgA;
         const bAgent = await t().request("GET", "/v1/workloads/agent", { key: b.keys.member });
-        const bAgentId = (bAgent.body.workload as { id: string }).id;
+        const bAgentId = (bAgent.body.workload as WorkloadJson).id;
         for (const [kind, id] of [
           [USER, b.principalIds.member],
           [USER, a.principalIds.service],
@@ -879,7 +880,7 @@ forEachStore(
           await create(t(), t().orgA.keys.owner, { name: uniqueName(), value: "env-value", delivery: ENVIRONMENT }),
         );
         const agent = await t().request("GET", "/v1/workloads/agent", { key: t().orgA.keys.member });
-        const agentId = (agent.body.workload as { id: string }).id;
+        const agentId = (agent.body.workload as WorkloadJson).id;
         assert.equal((await grant(t(), t().orgA.keys.owner, env.id, WORKLOAD, agentId)).status, 200);
         const delivered = await t().c.secrets.resolveSecretForDelivery(
           t().orgA.id,

@@ -4,6 +4,8 @@
 // does an entry naming no operation.
 import assert from "node:assert/strict";
 import { it } from "node:test";
+import type { RunJson } from "../src/modules/runs/schemas.js";
+import type { SecretJson } from "../src/modules/secrets/schemas.js";
 import { BAD_CREDENTIALS, forEachStore, type KeyRole, type TestApp, type TestResponse } from "./harness.js";
 import { assertError } from "./support/assertions.js";
 import { API_ONLY_RUNTIME, sandboxScopedKey } from "./support/fixtures.js";
@@ -162,9 +164,9 @@ async function orgBIds(t: TestApp): Promise<Record<string, string>> {
   const sandbox = await t.request("POST", "/v1/sandboxes", { key, body: {} });
   return {
     "/v1/projects/{id}": t.orgB.defaultProjectId,
-    "/v1/runs/{id}": (run.body.run as { id: string }).id,
+    "/v1/runs/{id}": (run.body.run as RunJson).id,
     "/v1/workloads/{name}": "only-in-b",
-    "/v1/secrets/{id}": (secret.body.secret as { id: string }).id,
+    "/v1/secrets/{id}": (secret.body.secret as SecretJson).id,
     "/v1/annotation-schemas/{name}": "only-in-b",
     "/v1/sandboxes/{id}": String(sandbox.body.id),
   };

@@ -4,6 +4,7 @@
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { it } from "node:test";
+import type { ProjectJson } from "../src/modules/projects/schemas.js";
 import type { QuotaLimitJson } from "../src/modules/usage/schemas.js";
 import { forEachStore, type TestApp } from "./harness.js";
 import { bodyOf } from "./support/assertions.js";
@@ -151,7 +152,7 @@ forEachStore(
       assert.equal(await projectCount(t(), org.id), 2);
       const list = await t().request("GET", "/v1/projects", { key: org.key });
       assert.equal(list.status, 200);
-      const slugs = (list.body.projects as { slug: string }[]).map((p) => p.slug).sort();
+      const slugs = (list.body.projects as ProjectJson[]).map((p) => p.slug).sort();
       assert.deepEqual(slugs, ["default", "within-limit"]);
       assert.equal((await snapshot(t(), org.key)).get("projects.total")?.current, "2");
     });

@@ -4,6 +4,8 @@
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { describe, it } from "node:test";
+import type { WhoAmIJson } from "../src/modules/identity/schemas.js";
+import type { RunJson } from "../src/modules/runs/schemas.js";
 import type { FederationConfigJson, WorkloadJson } from "../src/modules/workloads/schemas.js";
 import { BAD_CREDENTIALS, forEachStore, type TestApp, type TestOrg, type TestResponse } from "./harness.js";
 import { assertError, bodyOf } from "./support/assertions.js";
@@ -853,14 +855,14 @@ forEachStore("workloads", (t) => {
       for (const role of ["owner", "admin", "member", "service", "workload"] as const) {
         const res = await startRun(t(), t().orgA.keys[role], w.name);
         assert.equal(res.status, 200, res.raw);
-        const run = res.body.run as { id: string; execute_as_workload?: string; created_by: string };
+        const run = res.body.run as RunJson;
         assert.equal(run.execute_as_workload, w.name);
         assert.equal(run.created_by, t().orgA.principalIds[role]);
         const got = await t().request("GET", `/v1/runs/${run.id}`, { key: t().orgA.keys.member });
-        assert.equal((got.body.run as { execute_as_workload?: string }).execute_as_workload, w.name);
+        assert.equal((got.body.run as RunJson).execute_as_workload, w.name);
       }
       const launched = await startRun(t(), t().orgA.keys.workload, "agent");
-      assert.equal((launched.body.run as { execute_as_workload?: string }).execute_as_workload, "agent");
+      assert.equal((launched.body.run as RunJson).execute_as_workload, "agent");
     });
 
     it("under RESTRICTED lets only the listed launchers in; everyone else gets 403 and no run", async () => {
@@ -884,7 +886,7 @@ forEachStore("workloads", (t) => {
       for (const key of [t().orgA.keys.member, memberSecondKey.api_key, t().orgA.keys.service]) {
         const res = await startRun(t(), key, w.name);
         assert.equal(res.status, 200, res.raw);
-        assert.equal((res.body.run as { execute_as_workload?: string }).execute_as_workload, w.name);
+        assert.equal((res.body.run as RunJson).execute_as_workload, w.name);
       }
       const before = await countRuns(t(), t().orgA.id);
       for (const key of [t().orgA.keys.owner, t().orgA.keys.admin, t().orgA.keys.workload, otherService.key]) {
@@ -944,7 +946,7 @@ forEachStore("workloads", (t) => {
       const whoami = async (org: TestOrg) => {
         const res = await t().request("GET", "/v1/whoami", { key: org.keys.workload });
         assert.equal(res.status, 200, res.raw);
-        return (res.body.principal as { workload_name: string; kind: string }).workload_name;
+        return (res.body as WhoAmIJson).principal.workload_name;
       };
       assert.equal(await whoami(t().orgA), "agent");
       assert.equal(await whoami(t().orgB), "agent");
