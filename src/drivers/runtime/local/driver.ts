@@ -51,7 +51,7 @@ import {
   sandboxEnv,
   validateResources,
 } from "./oci-config.js";
-import { isInitAlive, killInit, type RuncState, readRuncState, runcDeleteForce } from "./runc.js";
+import { isInitAlive, isInitAliveNow, killInit, type RuncState, readRuncState, runcDeleteForce } from "./runc.js";
 import { spawner } from "./spawner.js";
 import { isShimAlive, readExitRecord, settledExitRecord, startShim } from "./supervisor.js";
 import { resolveUser } from "./users.js";
@@ -103,6 +103,13 @@ interface AgentEntry {
 }
 
 const AGENT_RETRY_MS = 10_000;
+
+/** A running sandbox as exec needs it: its record and the runc state of the run (see liveRun). */
+interface LiveRun {
+  record: SandboxRecord;
+  paths: SandboxPaths;
+  state: RuncState;
+}
 
 /** What create() fixed, in `<sandbox>/sandbox.json` (written last: its presence means create finished). */
 interface SandboxRecord {
@@ -193,6 +200,8 @@ export class LocalRuntimeDriver implements RuntimeDriver {
   private readonly exitWaiters = new Map<string, Set<() => void>>();
   private readonly listeners = new Set<ExitListener>();
   private readonly agents = new Map<string, AgentEntry>();
+  /** The run each sandbox was last seen in by exec, valid while its init lives (see liveRun). */
+  private readonly liveRuns = new Map<string, LiveRun>();
   private readonly execAgentEnabled: boolean;
   private readonly execAgentCacheDir: string | undefined;
   private readonly prestartExecAgent: boolean;
@@ -460,6 +469,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
   /** Removes every trace of a sandbox, complete or half-made. Each step tolerates absence. */
   private async teardown(id: string): Promise<void> {
     this.forgetAgent(id);
+    this.liveRuns.delete(id);
     const paths = this.layout.sandbox(id);
     await this.stopContainer(id).catch(() => runcDeleteForce(this.layout.runcRoot, id));
     this.unwatchExit(id);
@@ -476,11 +486,10 @@ export class LocalRuntimeDriver implements RuntimeDriver {
   // ---- exec ----
 
   async exec(id: string, request: ExecRequest): Promise<ExecOutcome> {
-    const { record, paths } = await this.load(id);
+    const { record, paths, state } = await this.liveRun(id);
     const processSpec = execProcessSpec(record.identity, request);
     if (!(request.timeoutSeconds > 0)) throw new RuntimeError("invalid_spec", "timeoutSeconds must be positive");
-    const state = await readRuncState(this.layout.runcRoot, id);
-    if (!state || !(await isInitAlive(state))) return { kind: "sandbox_stopped" };
+    if (!state) return { kind: "sandbox_stopped" };
     const agent = await this.agentFor(id, record, paths, state);
     if (agent) {
       try {
@@ -512,6 +521,25 @@ export class LocalRuntimeDriver implements RuntimeDriver {
       timeoutSeconds: request.timeoutSeconds,
       maxOutputBytes: request.maxOutputBytes,
     });
+  }
+
+  /**
+   * The sandbox's record and current run (state null when its init is not alive; not_found
+   * without a record). What a run was seen with is reused while the same init (PID and start
+   * time, so never a reused PID) lives: a record is written once, before any run, and a
+   * run's runc state names its init. Any other case (no run seen, the init gone, a new run)
+   * reads both from disk again, so no lifecycle path has to invalidate it.
+   */
+  private async liveRun(id: string): Promise<{ record: SandboxRecord; paths: SandboxPaths; state: RuncState | null }> {
+    const seen = this.liveRuns.get(id);
+    if (seen && isInitAliveNow(seen.state)) return seen;
+    this.liveRuns.delete(id);
+    const { record, paths } = await this.load(id);
+    const state = await readRuncState(this.layout.runcRoot, id);
+    if (!state || !isInitAliveNow(state)) return { record, paths, state: null };
+    const live = { record, paths, state };
+    this.liveRuns.set(id, live);
+    return live;
   }
 
   // ---- observation ----
