@@ -51,7 +51,7 @@ import {
   sandboxEnv,
   validateResources,
 } from "./oci-config.js";
-import { isInitAlive, isInitAliveNow, killInit, type RuncState, readRuncState, runcDeleteForce } from "./runc.js";
+import { InitHandle, isInitAlive, killInit, type RuncState, readRuncState, runcDeleteForce } from "./runc.js";
 import { spawner } from "./spawner.js";
 import { isShimAlive, readExitRecord, settledExitRecord, startShim } from "./supervisor.js";
 import { resolveUser } from "./users.js";
@@ -98,17 +98,20 @@ interface AgentEntry {
   initPid: number;
   initStart: number;
   agent: Promise<ExecAgent | null>;
+  /** The agent once `agent` resolved to one (so exec can take it without waiting a turn). */
+  ready: ExecAgent | null;
   /** When starting it failed (0 while it has not): another try comes AGENT_RETRY_MS later. */
   failedAt: number;
 }
 
 const AGENT_RETRY_MS = 10_000;
 
-/** A running sandbox as exec needs it: its record and the runc state of the run (see liveRun). */
+/** A running sandbox as exec needs it: its record, the runc state of the run and its init (see liveRun). */
 interface LiveRun {
   record: SandboxRecord;
   paths: SandboxPaths;
   state: RuncState;
+  init: InitHandle;
 }
 
 /** What create() fixed, in `<sandbox>/sandbox.json` (written last: its presence means create finished). */
@@ -469,7 +472,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
   /** Removes every trace of a sandbox, complete or half-made. Each step tolerates absence. */
   private async teardown(id: string): Promise<void> {
     this.forgetAgent(id);
-    this.liveRuns.delete(id);
+    this.forgetRun(id);
     const paths = this.layout.sandbox(id);
     await this.stopContainer(id).catch(() => runcDeleteForce(this.layout.runcRoot, id));
     this.unwatchExit(id);
@@ -486,11 +489,11 @@ export class LocalRuntimeDriver implements RuntimeDriver {
   // ---- exec ----
 
   async exec(id: string, request: ExecRequest): Promise<ExecOutcome> {
-    const { record, paths, state } = await this.liveRun(id);
+    const { record, paths, state } = this.seenRun(id) ?? (await this.liveRun(id));
     const processSpec = execProcessSpec(record.identity, request);
     if (!(request.timeoutSeconds > 0)) throw new RuntimeError("invalid_spec", "timeoutSeconds must be positive");
     if (!state) return { kind: "sandbox_stopped" };
-    const agent = await this.agentFor(id, record, paths, state);
+    const agent = this.readyAgent(id, state) ?? (await this.agentFor(id, record, paths, state));
     if (agent) {
       try {
         return await agent.run(
@@ -524,22 +527,34 @@ export class LocalRuntimeDriver implements RuntimeDriver {
   }
 
   /**
-   * The sandbox's record and current run (state null when its init is not alive; not_found
-   * without a record). What a run was seen with is reused while the same init (PID and start
-   * time, so never a reused PID) lives: a record is written once, before any run, and a
-   * run's runc state names its init. Any other case (no run seen, the init gone, a new run)
-   * reads both from disk again, so no lifecycle path has to invalidate it.
+   * The run exec last saw of the sandbox, while its init (PID and start time, so never a
+   * reused PID) lives: a record is written once, before any run, and a run's runc state
+   * names its init, so neither can have changed. Otherwise null, and liveRun reads both from
+   * disk again: no lifecycle path (here or in another process) has to invalidate it.
    */
-  private async liveRun(id: string): Promise<{ record: SandboxRecord; paths: SandboxPaths; state: RuncState | null }> {
+  private seenRun(id: string): LiveRun | null {
     const seen = this.liveRuns.get(id);
-    if (seen && isInitAliveNow(seen.state)) return seen;
-    this.liveRuns.delete(id);
+    if (!seen) return null;
+    if (seen.init.alive()) return seen;
+    this.forgetRun(id);
+    return null;
+  }
+
+  /** The sandbox's record and current run from disk (state null when its init is not alive; not_found without a record). */
+  private async liveRun(id: string): Promise<{ record: SandboxRecord; paths: SandboxPaths; state: RuncState | null }> {
     const { record, paths } = await this.load(id);
     const state = await readRuncState(this.layout.runcRoot, id);
-    if (!state || !isInitAliveNow(state)) return { record, paths, state: null };
-    const live = { record, paths, state };
+    const init = state && !this.closed ? InitHandle.open(state) : null;
+    if (!state || !init) return { record, paths, state: null };
+    this.forgetRun(id);
+    const live = { record, paths, state, init };
     this.liveRuns.set(id, live);
     return live;
+  }
+
+  private forgetRun(id: string): void {
+    this.liveRuns.get(id)?.init.close();
+    this.liveRuns.delete(id);
   }
 
   // ---- observation ----
@@ -589,6 +604,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
   async close(): Promise<void> {
     this.closed = true;
     for (const id of [...this.agents.keys()]) this.forgetAgent(id, true);
+    for (const id of [...this.liveRuns.keys()]) this.forgetRun(id);
     const socketDir = await this.agentSocketDir?.catch(() => null);
     if (socketDir?.startsWith(path.join(os.tmpdir(), "warren-agent-")))
       await rm(socketDir, { recursive: true, force: true });
@@ -777,6 +793,13 @@ export class LocalRuntimeDriver implements RuntimeDriver {
     return null;
   }
 
+  /** The live agent of this run when it is already up, or null (agentFor then gets or starts one). */
+  private readyAgent(id: string, state: RuncState): ExecAgent | null {
+    const entry = this.agents.get(id);
+    if (!entry || entry.initPid !== state.initPid || entry.initStart !== state.initStart) return null;
+    return entry.ready?.alive ? entry.ready : null;
+  }
+
   /**
    * `<root>/sock` (kept, reused after a restart), or a private temp dir removed at close when
    * the root is so deep that a socket path below it would pass the ~100 bytes Unix allows.
@@ -795,6 +818,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
       initPid: state.initPid,
       initStart: state.initStart,
       agent: Promise.resolve(null),
+      ready: null,
       failedAt: 0,
     };
     entry.agent = (async () => {
@@ -821,6 +845,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
       .catch(() => null)
       .then((agent) => {
         if (!agent) entry.failedAt = Date.now();
+        entry.ready = agent;
         return agent;
       });
     this.agents.set(id, entry);
