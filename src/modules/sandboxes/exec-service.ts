@@ -49,7 +49,7 @@ export class ExecService {
     idempotencyKey: string | undefined,
   ): Promise<ExecResponse> {
     checkArgv("cmd", input.cmd);
-    const row = await this.sandboxes.load(this.db, cred, id);
+    const row = await this.sandboxes.loadExecTarget(cred, id);
     if (row.quarantined) throw new AppError("quarantined", "the sandbox is quarantined");
     const requestHash = idempotencyKey ? sha256Hex(canonicalJson(input)) : "";
     if (idempotencyKey) {
@@ -114,7 +114,7 @@ export class ExecService {
     return execRecordResponse(record, await this.openOutput(record));
   }
 
-  private async secretEnvironment(row: repo.SandboxRow, wanted: { secret_name: string; variable_name: string }[]) {
+  private async secretEnvironment(row: repo.ExecTarget, wanted: { secret_name: string; variable_name: string }[]) {
     const env: Record<string, string> = {};
     if (wanted.length === 0) return env;
     const subject: { kind: SubjectKind; id: string } | null =
@@ -146,7 +146,7 @@ export class ExecService {
 
   /** `recordId`: the claimed record to finish (an exec under a key), or null. */
   private async runExec(
-    row: repo.SandboxRow,
+    row: repo.ExecTarget,
     recordId: string | null,
     input: ExecInput,
     env: Record<string, string>,
@@ -217,7 +217,7 @@ export class ExecService {
 
   /** The activity, the record's outcome (under a key) and the sandbox.exec event, in one statement. */
   private async recordEnd(
-    row: repo.SandboxRow,
+    row: repo.ExecTarget,
     at: Date,
     argv: string[],
     payload: Record<string, unknown>,

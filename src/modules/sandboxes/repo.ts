@@ -108,6 +108,33 @@ export async function getSandbox(q: Queryable, id: string, forUpdate = false): P
   return rows[0] ?? null;
 }
 
+/** What an exec reads of its sandbox: its access and state checks, the secret grants' subject, its event's run. */
+export type ExecTarget = Pick<
+  SandboxRow,
+  | "id"
+  | "org_id"
+  | "project_id"
+  | "run_id"
+  | "lineage_path"
+  | "state"
+  | "desired_state"
+  | "quarantined"
+  | "finished_at"
+  | "created_by"
+  | "created_by_kind"
+  | "created_by_key_id"
+>;
+
+/** getSandbox narrowed to ExecTarget: every exec reads it, and a third of the columns cost a third as much. */
+export async function getExecTarget(q: Queryable, id: string): Promise<ExecTarget | null> {
+  const { rows } = await q.query<ExecTarget>(
+    `SELECT id, org_id, project_id, run_id, lineage_path, state, desired_state, quarantined, finished_at, created_by,
+            created_by_kind, created_by_key_id FROM sandboxes WHERE id = $1`,
+    [id],
+  );
+  return rows[0] ?? null;
+}
+
 export async function findByName(q: Queryable, projectId: string, name: string): Promise<SandboxRow | null> {
   const { rows } = await q.query<SandboxRow>(
     `SELECT ${C} FROM sandboxes WHERE project_id = $1 AND name = $2 ORDER BY (state = 'terminated'), created_at DESC LIMIT 1`,

@@ -134,7 +134,7 @@ export class SandboxService {
     return this.driver;
   }
 
-  private visible(row: repo.SandboxRow): boolean {
+  private visible(row: Pick<repo.SandboxRow, "finished_at">): boolean {
     if (!row.finished_at) return true;
     return row.finished_at.getTime() + this.defaults.retentionSeconds * 1000 > this.clock.now().getTime();
   }
@@ -142,6 +142,14 @@ export class SandboxService {
   /** The sandbox a credential may see, or not_found (another org, another sandbox for a confined key, past retention). */
   async load(q: Queryable, cred: Credential, id: string, forUpdate = false): Promise<repo.SandboxRow> {
     const row = SANDBOX_ID.test(id) ? await repo.getSandbox(q, id, forUpdate) : null;
+    if (!row || row.org_id !== cred.orgId || !this.visible(row)) throw notFound("sandbox");
+    if (cred.sandbox && cred.sandbox.sandboxId !== row.id) throw notFound("sandbox");
+    return row;
+  }
+
+  /** load() for an exec: the same checks, on the columns an exec needs. */
+  async loadExecTarget(cred: Credential, id: string): Promise<repo.ExecTarget> {
+    const row = SANDBOX_ID.test(id) ? await repo.getExecTarget(this.db, id) : null;
     if (!row || row.org_id !== cred.orgId || !this.visible(row)) throw notFound("sandbox");
     if (cred.sandbox && cred.sandbox.sandboxId !== row.id) throw notFound("sandbox");
     return row;
@@ -458,7 +466,7 @@ export class SandboxService {
   }
 
   /** Records activity; with an idle timeout, pushes the idle deadline out. */
-  async touch(row: repo.SandboxRow, source: "exec" | "session" | "update") {
+  async touch(row: Pick<repo.SandboxRow, "id">, source: "exec" | "session" | "update") {
     await repo.touchSandbox(this.db, row.id, this.clock.now(), source);
   }
 

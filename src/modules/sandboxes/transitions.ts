@@ -110,7 +110,7 @@ export async function appendSandboxEvent(
 /** The event appendSandboxEvent writes, for a repo write that carries it in its own statement. */
 export function sandboxEventOf(
   clock: Clock,
-  row: repo.SandboxRow,
+  row: Pick<repo.SandboxRow, "id" | "org_id" | "project_id" | "run_id" | "lineage_path">,
   name: string,
   payload: Record<string, unknown>,
 ): events.NewEvent {
