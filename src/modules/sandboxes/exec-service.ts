@@ -9,7 +9,8 @@ import type { Clock } from "../../lib/clock.js";
 import { canonicalJson, sha256Hex } from "../../lib/hash.js";
 import { newId } from "../../lib/ids.js";
 import type { Logger } from "../../lib/logger.js";
-import type { Db } from "../../store/db.js";
+import type { Queryable } from "../../store/db.js";
+import type { DeferringDb } from "../../store/deferred-writes.js";
 import type { Credential } from "../identity/credential.js";
 import type { SecretService, SubjectKind } from "../secrets/service.js";
 import * as repo from "./repo.js";
@@ -32,9 +33,16 @@ export type ExecResponse =
 
 type Output = { stdout: string; stderr: string; truncated: boolean };
 
+/** An exec's bookkeeping: its claimed record (under a key), and whether its end is written after the answer. */
+interface ExecEnd {
+  execId: string;
+  recordId: string | null;
+  afterAnswer: boolean;
+}
+
 export class ExecService {
   constructor(
-    private readonly db: Db,
+    private readonly db: DeferringDb,
     private readonly clock: Clock,
     private readonly log: Logger,
     private readonly defaults: SandboxDefaults,
@@ -83,7 +91,8 @@ export class ExecService {
       if (replay) return replay;
       throw new AppError("operation_conflict", "a concurrent exec holds this Idempotency-Key");
     }
-    const running = this.runExec(row, idempotencyKey ? execId : null, input, env, startedAt);
+    const end: ExecEnd = { execId, recordId: idempotencyKey ? execId : null, afterAnswer: false };
+    const running = this.runExec(row, end, input, env, startedAt);
     // Registered in the tick the command goes to the driver (no reconcile runs in between)
     // and deregistered only after its end, with the activity that pushes the idle deadline
     // out, is recorded: an idle stop never sees a gap.
@@ -91,7 +100,7 @@ export class ExecService {
     try {
       return await running;
     } finally {
-      this.sandboxes.execEnded(execId);
+      if (!end.afterAnswer) this.sandboxes.execEnded(execId);
     }
   }
 
@@ -144,14 +153,14 @@ export class ExecService {
     return env;
   }
 
-  /** `recordId`: the claimed record to finish (an exec under a key), or null. */
   private async runExec(
     row: repo.ExecTarget,
-    recordId: string | null,
+    end: ExecEnd,
     input: ExecInput,
     env: Record<string, string>,
     startedAt: Date,
   ): Promise<ExecResponse> {
+    const { recordId } = end;
     const driver = this.sandboxes.runtime();
     // A long command keeps the sandbox's activity fresh; a short one is recorded at its end.
     const heartbeat = setInterval(
@@ -174,7 +183,7 @@ export class ExecService {
     const finishedAt = this.clock.now();
     const durationMs = finishedAt.getTime() - startedAt.getTime();
     if (outcome.kind === "spawn_failed" || outcome.kind === "sandbox_stopped") {
-      await this.recordEnd(row, finishedAt, input.cmd, { outcome: outcome.kind, duration_ms: durationMs }, recordId, {
+      await this.recordEnd(row, finishedAt, input.cmd, { outcome: outcome.kind, duration_ms: durationMs }, end, {
         outcome: outcome.kind,
         message: outcome.kind === "spawn_failed" ? outcome.message : null,
       });
@@ -195,7 +204,7 @@ export class ExecService {
         stderr_bytes: Buffer.byteLength(outcome.stderr),
         truncated: outcome.truncated,
       },
-      recordId,
+      end,
       {
         outcome: outcome.kind,
         exit: outcome.kind === "completed" ? outcome.exit : null,
@@ -215,21 +224,42 @@ export class ExecService {
     }
   }
 
-  /** The activity, the record's outcome (under a key) and the sandbox.exec event, in one statement. */
+  /**
+   * The activity, the record's outcome (under a key) and the sandbox.exec event, in one
+   * statement. Under a key it is written before the answer (a retry, even after a crash,
+   * must find the outcome). Without one it is written just after the answer (DeferringDb:
+   * no later store call of this process runs before it, and a normal shutdown waits for
+   * it); the exec stays in flight until then, so an idle stop still waits for it.
+   */
   private async recordEnd(
     row: repo.ExecTarget,
     at: Date,
     argv: string[],
     payload: Record<string, unknown>,
-    recordId: string | null,
+    end: ExecEnd,
     finish: repo.ExecFinish,
   ): Promise<void> {
-    await repo.recordExecEnd(this.db, {
-      sandboxId: row.id,
-      at,
-      record: recordId ? { id: recordId, finish } : null,
-      event: sandboxEventOf(this.clock, row, "sandbox.exec", { argv, ...payload }),
-    });
+    const write = (q: Queryable) =>
+      repo.recordExecEnd(q, {
+        sandboxId: row.id,
+        at,
+        record: end.recordId ? { id: end.recordId, finish } : null,
+        event: sandboxEventOf(this.clock, row, "sandbox.exec", { argv, ...payload }),
+      });
+    if (end.recordId) {
+      await write(this.db);
+      return;
+    }
+    end.afterAnswer = true;
+    this.db
+      .defer(write)
+      .catch((error: unknown) =>
+        this.log.error(
+          { sandbox_id: row.id, err: (error as Error).message, event: { argv, ...payload } },
+          "the end of an exec (its activity and sandbox.exec event) could not be recorded",
+        ),
+      )
+      .finally(() => this.sandboxes.execEnded(end.execId));
   }
 
   private async sealOutput(orgId: string, execId: string, output: Output) {
