@@ -38,6 +38,7 @@ import { QuotaService } from "./modules/usage/service.js";
 import { registerWorkloadRoutes } from "./modules/workloads/routes.js";
 import { WorkloadService } from "./modules/workloads/service.js";
 import type { Db } from "./store/db.js";
+import { DeferringDb } from "./store/deferred-writes.js";
 import { migrate } from "./store/migrate.js";
 import { openPglite } from "./store/pglite.js";
 import { openPostgres } from "./store/postgres.js";
@@ -99,7 +100,8 @@ async function openRuntime(config: Config, log: Logger): Promise<RuntimeDriver |
 }
 
 export async function createContainer(config: Config, log: Logger, overrides: ContainerOverrides = {}) {
-  const db = overrides.db ?? (await openStore(config));
+  // Every module gets the deferring store, so none can read past an exec's end written after its answer.
+  const db = new DeferringDb(overrides.db ?? (await openStore(config)));
   await migrate(db);
   const clock = overrides.clock ?? systemClock();
   const quotas = new QuotaService(db, config.quotaDefaults);
@@ -179,6 +181,8 @@ export async function createApp(c: Container): Promise<App> {
   registerSandboxRoutes(app, c.sandboxes, c.execs);
   registerAdminRoutes(app, c.admin);
   app.addHook("onClose", () => c.annotations.close());
+  // Exec ends written after their answers, before whoever closes the store after the app.
+  app.addHook("onClose", () => (c.db instanceof DeferringDb ? c.db.settled() : undefined));
   await app.ready();
   return app;
 }

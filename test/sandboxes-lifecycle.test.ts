@@ -516,13 +516,7 @@ describe("sandbox lifecycle", { concurrency: STORE_KINDS.length }, () => {
           t.c.db.query("UPDATE sandboxes SET idle_deadline = $2 WHERE id = $1", [id, new Date(Date.now() - 1000)]);
         // A command still running keeps the sandbox up past its deadline.
         const longExec = exec(id, ["sh", "-c", "sleep 2; echo finished"]);
-        await eventually("the exec to be recorded as running", async () => {
-          const { rows } = await t.c.db.query(
-            "SELECT 1 FROM sandbox_execs WHERE sandbox_id = $1 AND outcome = 'running'",
-            [id],
-          );
-          return rows.length > 0;
-        });
+        await eventually("the exec to be in flight", async () => t.c.sandboxes.hasExecInFlight(id));
         await expire();
         reconciler.kick(id);
         await reconciler.idle();
@@ -854,7 +848,12 @@ describe("sandbox lifecycle", { concurrency: STORE_KINDS.length }, () => {
         });
         assert.equal(created.status, 200, created.raw);
         const id = await createRunning();
-        const baselineExecs = await t.c.db.query("SELECT 1 FROM sandbox_execs WHERE sandbox_id = $1", [id]);
+        const execRecords = async () =>
+          (await t.c.db.query("SELECT 1 FROM sandbox_execs WHERE sandbox_id = $1", [id])).rows.length;
+        const execEvents = async () =>
+          (await t.c.db.query("SELECT 1 FROM events WHERE name = 'sandbox.exec' AND payload->>'sandbox_id' = $1", [id]))
+            .rows.length;
+        const baseline = { records: await execRecords(), events: await execEvents() };
 
         const digest = createHash("sha256").update(value).digest("hex");
         const used = await exec(
@@ -890,9 +889,13 @@ describe("sandbox lifecycle", { concurrency: STORE_KINDS.length }, () => {
         assert.equal(adminSecret.status, 200, adminSecret.raw);
         const messages: string[] = [];
         for (const name of [egressName, otherName, "NO_SUCH_SECRET"]) {
-          const refused = await exec(id, ["sh", "-c", "echo ran > /tmp/ran"], {
-            secret_environment: [{ secret_name: name, variable_name: "V" }],
-          });
+          // Under a key, so a record would be written if the refusal came after the claim.
+          const refused = await exec(
+            id,
+            ["sh", "-c", "echo ran > /tmp/ran"],
+            { secret_environment: [{ secret_name: name, variable_name: "V" }] },
+            { "idempotency-key": `refused-${name}` },
+          );
           assertFlatError(refused, 400, "invalid_argument");
           messages.push((refused.body.message as string).replace(name, "<name>"));
         }
@@ -939,8 +942,9 @@ describe("sandbox lifecycle", { concurrency: STORE_KINDS.length }, () => {
           }
           assert.ok(!t.logs().includes(secret), "a secret value reached the logs");
         }
-        const execRows = await t.c.db.query("SELECT 1 FROM sandbox_execs WHERE sandbox_id = $1", [id]);
-        assert.equal(execRows.rows.length - baselineExecs.rows.length, 5, "refused execs left no record");
+        // Five execs ran (one under a key, recorded); the refused ones left no record and no event.
+        assert.equal((await execRecords()) - baseline.records, 1, "refused execs left no record");
+        assert.equal((await execEvents()) - baseline.events, 5, "refused execs wrote no sandbox.exec event");
         await del(id);
       });
 

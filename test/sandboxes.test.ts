@@ -78,6 +78,20 @@ for (const store of STORE_KINDS) {
       const err = await exec(id, ["sh", "-c", "echo oops >&2; exit 3"]);
       assert.deepEqual(err.body, { exit: 3, stdout: "", stderr: "oops\n", truncated: false });
       assert.equal((await exec(id, ["sh", "-c", "echo kept > /workspace/file"])).body.exit, 0);
+      // Each exec is a sandbox.exec event in the sandbox's run, written before the answer.
+      const { rows: execEvents } = await t.c.db.query<{ run_id: string; payload: Record<string, unknown> }>(
+        "SELECT run_id, payload FROM events WHERE name = 'sandbox.exec' AND payload->>'sandbox_id' = $1 ORDER BY ts_wall_ns",
+        [id],
+      );
+      assert.deepEqual(
+        execEvents.map((e) => [e.run_id, e.payload.argv, e.payload.outcome, e.payload.exit, e.payload.stdout_bytes]),
+        [
+          [created.body.run_id, ["echo", "hi"], "completed", 0, 3],
+          [created.body.run_id, ["sh", "-c", "echo oops >&2; exit 3"], "completed", 3, 0],
+          [created.body.run_id, ["sh", "-c", "echo kept > /workspace/file"], "completed", 0, 0],
+        ],
+      );
+      assert.ok(execEvents.every((e) => typeof e.payload.duration_ms === "number"));
 
       const stop = await t.request("PATCH", `/v1/sandboxes/${id}`, { key: owner(), body: { state: "stopped" } });
       assert.equal(stop.status, 200, stop.raw);
@@ -137,21 +151,45 @@ for (const store of STORE_KINDS) {
       assert.equal(conflict.body.code, "idempotency_conflict");
       const count = await exec(id, ["sh", "-c", "wc -l < /workspace/count"]);
       assert.equal((count.body as { stdout: string }).stdout.trim(), "1", "the command ran once");
-      // The output is kept only where a replay can ask for it (under a key), and sealed there.
+      // The output is kept only where a replay can ask for it (under a key), and sealed there;
+      // an exec without a key leaves no record (nothing can ask for it again).
       const { rows: kept } = await t.c.db.query<{ key: string | null; out: number; exit_code: number }>(
-        "SELECT idempotency_key AS key, octet_length(coalesce(stdout, ''::bytea)) AS out, exit_code FROM sandbox_execs WHERE sandbox_id = $1 AND exit_code IS NOT NULL ORDER BY started_at",
+        "SELECT idempotency_key AS key, octet_length(coalesce(stdout, ''::bytea)) AS out, exit_code FROM sandbox_execs WHERE sandbox_id = $1 ORDER BY started_at",
         [id],
       );
       assert.deepEqual(
         kept.map((row) => [row.key, Number(row.out) > "1\n".length, row.exit_code]),
-        [
-          ["exec-1", true, 0],
-          [null, false, 0],
-        ],
+        [["exec-1", true, 0]],
       );
       const timedOut = await exec(id, ["sh", "-c", "echo partial; sleep 30"], { timeout_seconds: 1 });
       assert.equal(timedOut.status, 200);
       assert.deepEqual(timedOut.body, { timeout: {}, stdout: "partial\n", stderr: "", truncated: false });
+      await t.request("DELETE", `/v1/sandboxes/${id}`, { key: owner() });
+    });
+
+    it("records a keyed exec before it runs; a retry while it runs answers its outcome", async () => {
+      const id = (await create({ command: ["sleep", "3600"], network_access: "none" })).body.id as string;
+      await waitFor(id, "running");
+      const cmd = ["sh", "-c", "echo x >> /tmp/once; sleep 1; echo done"];
+      const first = exec(id, cmd, {}, { "idempotency-key": "slow-1" });
+      let recorded = false;
+      for (let tries = 0; tries < 100 && !recorded; tries++) {
+        const { rows } = await t.c.db.query(
+          "SELECT 1 FROM sandbox_execs WHERE sandbox_id = $1 AND idempotency_key = 'slow-1' AND outcome = 'running'",
+          [id],
+        );
+        recorded = rows.length > 0;
+        if (!recorded) await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+      assert.ok(recorded, "the keyed exec is recorded as running while it runs");
+      assert.ok(t.c.sandboxes.hasExecInFlight(id), "and is in flight");
+      const second = await exec(id, cmd, {}, { "idempotency-key": "slow-1" });
+      const firstDone = await first;
+      assert.deepEqual(firstDone.body, { exit: 0, stdout: "done\n", stderr: "", truncated: false });
+      assert.deepEqual(second.body, firstDone.body);
+      assert.equal(t.c.sandboxes.hasExecInFlight(id), false);
+      const count = await exec(id, ["sh", "-c", "wc -l < /tmp/once"]);
+      assert.equal((count.body as { stdout: string }).stdout.trim(), "1", "the command ran once");
       await t.request("DELETE", `/v1/sandboxes/${id}`, { key: owner() });
     });
 
@@ -194,11 +232,26 @@ for (const store of STORE_KINDS) {
         if (!both) await new Promise((resolve) => setTimeout(resolve, 100));
       }
       assert.ok(both, "the command ran to its end");
+      // Its sandbox.exec event says so.
       const { rows } = await t.c.db.query<{ outcome: string }>(
-        "SELECT outcome FROM sandbox_execs WHERE sandbox_id = $1 ORDER BY started_at",
+        "SELECT payload->>'outcome' AS outcome FROM events WHERE name = 'sandbox.exec' AND payload->>'sandbox_id' = $1 ORDER BY ts_wall_ns",
         [id],
       );
       assert.equal(rows[1]?.outcome, "indeterminate");
+      // Under a key the record says so too, and a retry replays it rather than running the command again.
+      const keyedCmd = ["sh", "-c", "echo run >> /tmp/keyed; kill -9 $(pidof .warren-exec); sleep 1"];
+      const keyed = await exec(id, keyedCmd, {}, { "idempotency-key": "agent-died" });
+      assert.deepEqual(keyed.body, { indeterminate: {}, stdout: "", stderr: "", truncated: false });
+      const { rows: records } = await t.c.db.query<{ outcome: string }>(
+        "SELECT outcome FROM sandbox_execs WHERE sandbox_id = $1 AND idempotency_key = 'agent-died'",
+        [id],
+      );
+      assert.equal(records[0]?.outcome, "indeterminate");
+      const retried = await exec(id, keyedCmd, {}, { "idempotency-key": "agent-died" });
+      assert.deepEqual(retried.body, keyed.body);
+      await new Promise((resolve) => setTimeout(resolve, 1200));
+      const runs = await exec(id, ["sh", "-c", "wc -l < /tmp/keyed"]);
+      assert.equal((runs.body as { stdout: string }).stdout.trim(), "1", "the keyed command ran once");
       await t.request("DELETE", `/v1/sandboxes/${id}`, { key: owner() });
     });
 

@@ -143,8 +143,7 @@ export class SandboxReconciler {
     if (action.kind === "observe") {
       observed.runtime = await this.driver.observe(id);
       if (action.execs) {
-        observed.execInFlight =
-          this.sandboxes.execsInFlightIds().length > 0 && (await repo.hasRunningExec(this.db, id));
+        observed.execInFlight = this.sandboxes.hasExecInFlight(id);
       }
       action = decide(row, observed, now, decideOptions);
     }

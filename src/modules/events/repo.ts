@@ -16,10 +16,21 @@ export interface NewEvent {
 }
 
 export async function appendEvent(q: Queryable, e: NewEvent): Promise<void> {
-  await q.query(
-    `INSERT INTO events (org_id, event_id, project_id, run_id, lineage_path, ts_wall_ns, name, principal, payload)
-     VALUES ($1, $2, $3, $4, $5, $6::bigint, $7, $8, $9::jsonb)`,
-    [
+  const insert = eventInsert(e, 1);
+  await q.query(insert.sql, insert.params);
+}
+
+/**
+ * The insert of one telemetry event with its parameters numbered from `$first`: usable alone
+ * or as the final statement after data-modifying CTEs, so a write and its event commit as one
+ * statement (an exec's end: its activity, its record and its event).
+ */
+export function eventInsert(e: NewEvent, first: number): { sql: string; params: unknown[] } {
+  const p = (i: number) => `$${first + i}`;
+  return {
+    sql: `INSERT INTO events (org_id, event_id, project_id, run_id, lineage_path, ts_wall_ns, name, principal, payload)
+     VALUES (${p(0)}, ${p(1)}, ${p(2)}, ${p(3)}, ${p(4)}, ${p(5)}::bigint, ${p(6)}, ${p(7)}, ${p(8)}::jsonb)`,
+    params: [
       e.orgId,
       e.eventId,
       e.projectId,
@@ -30,7 +41,7 @@ export async function appendEvent(q: Queryable, e: NewEvent): Promise<void> {
       e.principal,
       JSON.stringify(e.payload),
     ],
-  );
+  };
 }
 
 export interface EventRow {

@@ -9,11 +9,13 @@ import { AppError } from "../../lib/errors.js";
 import { canonicalJson, sha256Hex } from "../../lib/hash.js";
 import { newId } from "../../lib/ids.js";
 import type { Logger } from "../../lib/logger.js";
-import type { Db } from "../../store/db.js";
+import type { Queryable } from "../../store/db.js";
+import type { DeferringDb } from "../../store/deferred-writes.js";
 import type { Credential } from "../identity/credential.js";
 import type { SecretService, SubjectKind } from "../secrets/service.js";
 import * as repo from "./repo.js";
 import type { SandboxService } from "./service.js";
+import { sandboxEventOf } from "./transitions.js";
 import { checkArgv } from "./view.js";
 
 const ACTIVITY_HEARTBEAT_MS = 30_000;
@@ -31,9 +33,16 @@ export type ExecResponse =
 
 type Output = { stdout: string; stderr: string; truncated: boolean };
 
+/** An exec's bookkeeping: its claimed record (under a key), and whether its end is written after the answer. */
+interface ExecEnd {
+  execId: string;
+  recordId: string | null;
+  afterAnswer: boolean;
+}
+
 export class ExecService {
   constructor(
-    private readonly db: Db,
+    private readonly db: DeferringDb,
     private readonly clock: Clock,
     private readonly log: Logger,
     private readonly defaults: SandboxDefaults,
@@ -48,9 +57,9 @@ export class ExecService {
     idempotencyKey: string | undefined,
   ): Promise<ExecResponse> {
     checkArgv("cmd", input.cmd);
-    const row = await this.sandboxes.load(this.db, cred, id);
+    const row = await this.sandboxes.loadExecTarget(cred, id);
     if (row.quarantined) throw new AppError("quarantined", "the sandbox is quarantined");
-    const requestHash = sha256Hex(canonicalJson(input));
+    const requestHash = idempotencyKey ? sha256Hex(canonicalJson(input)) : "";
     if (idempotencyKey) {
       const replay = await this.replayExec(cred.orgId, row.id, idempotencyKey, requestHash);
       if (replay) return replay;
@@ -64,26 +73,34 @@ export class ExecService {
     const env = await this.secretEnvironment(row, input.secret_environment ?? []);
     const execId = newId("exe");
     const startedAt = this.clock.now();
+    // Only an exec under a key is recorded before it runs: its record is what a retry replays
+    // (and what a restart marks indeterminate). Without a key nothing can ask for it again,
+    // and the in-flight registration below is what an idle stop looks at.
     if (
+      idempotencyKey &&
       !(await repo.claimExec(this.db, {
         id: execId,
         org_id: cred.orgId,
         sandbox_id: row.id,
-        idempotency_key: idempotencyKey ?? null,
+        idempotency_key: idempotencyKey,
         request_hash: requestHash,
         started_at: startedAt,
       }))
     ) {
-      const replay = idempotencyKey ? await this.replayExec(cred.orgId, row.id, idempotencyKey, requestHash) : null;
+      const replay = await this.replayExec(cred.orgId, row.id, idempotencyKey, requestHash);
       if (replay) return replay;
       throw new AppError("operation_conflict", "a concurrent exec holds this Idempotency-Key");
     }
-    const running = this.runExec(row, execId, input, env, startedAt, idempotencyKey !== undefined);
-    this.sandboxes.execsInFlight.set(execId, running);
+    const end: ExecEnd = { execId, recordId: idempotencyKey ? execId : null, afterAnswer: false };
+    const running = this.runExec(row, end, input, env, startedAt);
+    // Registered in the tick the command goes to the driver (no reconcile runs in between)
+    // and deregistered only after its end, with the activity that pushes the idle deadline
+    // out, is recorded: an idle stop never sees a gap.
+    this.sandboxes.execBegan(execId, row.id, running);
     try {
       return await running;
     } finally {
-      this.sandboxes.execsInFlight.delete(execId);
+      if (!end.afterAnswer) this.sandboxes.execEnded(execId);
     }
   }
 
@@ -99,14 +116,14 @@ export class ExecService {
       throw new AppError("idempotency_conflict", "this Idempotency-Key was already used with a different exec request");
     }
     if (record.outcome === "running") {
-      const inFlight = this.sandboxes.execsInFlight.get(record.id);
+      const inFlight = this.sandboxes.execInFlight(record.id);
       if (inFlight) return inFlight;
       return { indeterminate: {}, stdout: "", stderr: "", truncated: false };
     }
     return execRecordResponse(record, await this.openOutput(record));
   }
 
-  private async secretEnvironment(row: repo.SandboxRow, wanted: { secret_name: string; variable_name: string }[]) {
+  private async secretEnvironment(row: repo.ExecTarget, wanted: { secret_name: string; variable_name: string }[]) {
     const env: Record<string, string> = {};
     if (wanted.length === 0) return env;
     const subject: { kind: SubjectKind; id: string } | null =
@@ -137,15 +154,15 @@ export class ExecService {
   }
 
   private async runExec(
-    row: repo.SandboxRow,
-    execId: string,
+    row: repo.ExecTarget,
+    end: ExecEnd,
     input: ExecInput,
     env: Record<string, string>,
     startedAt: Date,
-    keepOutput: boolean,
   ): Promise<ExecResponse> {
+    const { recordId } = end;
     const driver = this.sandboxes.runtime();
-    await this.sandboxes.touch(row, "exec");
+    // A long command keeps the sandbox's activity fresh; a short one is recorded at its end.
     const heartbeat = setInterval(
       () => void this.sandboxes.touch(row, "exec").catch(() => undefined),
       ACTIVITY_HEARTBEAT_MS,
@@ -164,37 +181,38 @@ export class ExecService {
       clearInterval(heartbeat);
     }
     const finishedAt = this.clock.now();
-    await this.sandboxes.touch(row, "exec");
     const durationMs = finishedAt.getTime() - startedAt.getTime();
-    const common = { at: finishedAt };
     if (outcome.kind === "spawn_failed" || outcome.kind === "sandbox_stopped") {
-      await repo.finishExec(this.db, execId, {
-        ...common,
+      await this.recordEnd(row, finishedAt, input.cmd, { outcome: outcome.kind, duration_ms: durationMs }, end, {
         outcome: outcome.kind,
         message: outcome.kind === "spawn_failed" ? outcome.message : null,
       });
-      await this.execEvent(row, input.cmd, { outcome: outcome.kind, duration_ms: durationMs });
       throw execError(outcome.kind, outcome.kind === "spawn_failed" ? outcome.message : "");
     }
     if (outcome.kind === "indeterminate") {
-      this.log.warn({ sandbox_id: row.id, exec_id: execId, err: outcome.message }, "exec outcome indeterminate");
+      this.log.warn({ sandbox_id: row.id, exec_id: recordId, err: outcome.message }, "exec outcome indeterminate");
     }
-    await repo.finishExec(this.db, execId, {
-      ...common,
-      outcome: outcome.kind,
-      exit: outcome.kind === "completed" ? outcome.exit : null,
-      // Only a replay (same Idempotency-Key) reads the output back; without a key it is not kept.
-      ...(keepOutput ? await this.sealOutput(row.org_id, execId, outcome) : {}),
-      truncated: outcome.truncated,
-    });
-    await this.execEvent(row, input.cmd, {
-      outcome: outcome.kind,
-      ...(outcome.kind === "completed" ? { exit: outcome.exit } : {}),
-      duration_ms: durationMs,
-      stdout_bytes: Buffer.byteLength(outcome.stdout),
-      stderr_bytes: Buffer.byteLength(outcome.stderr),
-      truncated: outcome.truncated,
-    });
+    await this.recordEnd(
+      row,
+      finishedAt,
+      input.cmd,
+      {
+        outcome: outcome.kind,
+        ...(outcome.kind === "completed" ? { exit: outcome.exit } : {}),
+        duration_ms: durationMs,
+        stdout_bytes: Buffer.byteLength(outcome.stdout),
+        stderr_bytes: Buffer.byteLength(outcome.stderr),
+        truncated: outcome.truncated,
+      },
+      end,
+      {
+        outcome: outcome.kind,
+        exit: outcome.kind === "completed" ? outcome.exit : null,
+        // Only a replay (same Idempotency-Key) reads the output back: it is kept only under a key.
+        ...(recordId ? await this.sealOutput(row.org_id, recordId, outcome) : {}),
+        truncated: outcome.truncated,
+      },
+    );
     const output = { stdout: outcome.stdout, stderr: outcome.stderr, truncated: outcome.truncated };
     switch (outcome.kind) {
       case "completed":
@@ -204,6 +222,44 @@ export class ExecService {
       case "indeterminate":
         return { indeterminate: {}, ...output };
     }
+  }
+
+  /**
+   * The activity, the record's outcome (under a key) and the sandbox.exec event, in one
+   * statement. Under a key it is written before the answer (a retry, even after a crash,
+   * must find the outcome). Without one it is written just after the answer (DeferringDb:
+   * no later store call of this process runs before it, and a normal shutdown waits for
+   * it); the exec stays in flight until then, so an idle stop still waits for it.
+   */
+  private async recordEnd(
+    row: repo.ExecTarget,
+    at: Date,
+    argv: string[],
+    payload: Record<string, unknown>,
+    end: ExecEnd,
+    finish: repo.ExecFinish,
+  ): Promise<void> {
+    const write = (q: Queryable) =>
+      repo.recordExecEnd(q, {
+        sandboxId: row.id,
+        at,
+        record: end.recordId ? { id: end.recordId, finish } : null,
+        event: sandboxEventOf(this.clock, row, "sandbox.exec", { argv, ...payload }),
+      });
+    if (end.recordId) {
+      await write(this.db);
+      return;
+    }
+    end.afterAnswer = true;
+    this.db
+      .defer(write)
+      .catch((error: unknown) =>
+        this.log.error(
+          { sandbox_id: row.id, err: (error as Error).message, event: { argv, ...payload } },
+          "the end of an exec (its activity and sandbox.exec event) could not be recorded",
+        ),
+      )
+      .finally(() => this.sandboxes.execEnded(end.execId));
   }
 
   private async sealOutput(orgId: string, execId: string, output: Output) {
@@ -222,10 +278,6 @@ export class ExecService {
       return opened.toString("utf8");
     };
     return { stdout: await read("stdout"), stderr: await read("stderr") };
-  }
-
-  private async execEvent(row: repo.SandboxRow, argv: string[], payload: Record<string, unknown>) {
-    await this.sandboxes.sandboxEvent(this.db, row, "sandbox.exec", { argv, ...payload });
   }
 }
 

@@ -1,4 +1,5 @@
 import type { Queryable } from "../../store/db.js";
+import { eventInsert, type NewEvent } from "../events/repo.js";
 import type { StoredState } from "./lifecycle.js";
 
 export type DesiredState = "running" | "stopped" | "deleted";
@@ -102,6 +103,33 @@ export async function insertSandbox(q: Queryable, s: SandboxRow): Promise<boolea
 export async function getSandbox(q: Queryable, id: string, forUpdate = false): Promise<SandboxRow | null> {
   const { rows } = await q.query<SandboxRow>(
     `SELECT ${C} FROM sandboxes WHERE id = $1${forUpdate ? " FOR UPDATE" : ""}`,
+    [id],
+  );
+  return rows[0] ?? null;
+}
+
+/** What an exec reads of its sandbox: its access and state checks, the secret grants' subject, its event's run. */
+export type ExecTarget = Pick<
+  SandboxRow,
+  | "id"
+  | "org_id"
+  | "project_id"
+  | "run_id"
+  | "lineage_path"
+  | "state"
+  | "desired_state"
+  | "quarantined"
+  | "finished_at"
+  | "created_by"
+  | "created_by_kind"
+  | "created_by_key_id"
+>;
+
+/** getSandbox narrowed to ExecTarget: every exec reads it, and a third of the columns cost a third as much. */
+export async function getExecTarget(q: Queryable, id: string): Promise<ExecTarget | null> {
+  const { rows } = await q.query<ExecTarget>(
+    `SELECT id, org_id, project_id, run_id, lineage_path, state, desired_state, quarantined, finished_at, created_by,
+            created_by_kind, created_by_key_id FROM sandboxes WHERE id = $1`,
     [id],
   );
   return rows[0] ?? null;
@@ -240,13 +268,6 @@ export async function purgeFinishedSandbox(q: Queryable, id: string, finishedBef
   return rows.length > 0;
 }
 
-export async function hasRunningExec(q: Queryable, sandboxId: string): Promise<boolean> {
-  const { rows } = await q.query("SELECT 1 FROM sandbox_execs WHERE sandbox_id = $1 AND outcome = 'running' LIMIT 1", [
-    sandboxId,
-  ]);
-  return rows.length > 0;
-}
-
 export async function countRunning(q: Queryable, orgId: string): Promise<number> {
   const { rows } = await q.query<{ n: string }>(
     `SELECT count(*)::text AS n FROM sandboxes WHERE org_id = $1 AND desired_state = 'running'
@@ -318,34 +339,45 @@ export async function findExecByKey(
   return rows[0] ?? null;
 }
 
-export async function finishExec(
+export interface ExecFinish {
+  outcome: ExecRow["outcome"];
+  message?: string | null;
+  exit?: number | null;
+  /** Kept output, sealed by the caller (exec-service.ts); stored empty when absent. */
+  stdout?: Buffer;
+  stderr?: Buffer;
+  truncated?: boolean;
+}
+
+/**
+ * An exec's end as one statement: the sandbox's activity (last_activity_at and the idle
+ * deadline from `at`), the outcome of its claimed record when it has one (an exec under an
+ * Idempotency-Key), and its sandbox.exec event. One statement is one commit: the event
+ * cannot be lost while the rest is written, and an exec pays for one round trip.
+ */
+export async function recordExecEnd(
   q: Queryable,
-  id: string,
-  result: {
-    outcome: ExecRow["outcome"];
-    message?: string | null;
-    exit?: number | null;
-    /** Kept output, sealed by the caller (exec-service.ts); stored empty when absent. */
-    stdout?: Buffer;
-    stderr?: Buffer;
-    truncated?: boolean;
-    at: Date;
-  },
+  end: { sandboxId: string; at: Date; record: { id: string; finish: ExecFinish } | null; event: NewEvent },
 ): Promise<void> {
-  await q.query(
-    `UPDATE sandbox_execs SET outcome = $2, message = $3, exit_code = $4, stdout = $5, stderr = $6, truncated = $7,
-            finished_at = $8 WHERE id = $1`,
-    [
-      id,
-      result.outcome,
-      result.message ?? null,
-      result.exit ?? null,
-      result.stdout ?? Buffer.alloc(0),
-      result.stderr ?? Buffer.alloc(0),
-      result.truncated ?? false,
-      result.at,
-    ],
-  );
+  const params: unknown[] = [end.sandboxId, end.at];
+  let sql = `WITH touched AS (UPDATE sandboxes SET last_activity_at = $2, last_activity_source = 'exec',
+            idle_deadline = $2::timestamptz + idle_timeout_seconds * interval '1 second' WHERE id = $1 RETURNING 1)`;
+  if (end.record) {
+    const { finish } = end.record;
+    sql += `, finished AS (UPDATE sandbox_execs SET outcome = $4, message = $5, exit_code = $6, stdout = $7, stderr = $8,
+            truncated = $9, finished_at = $2 WHERE id = $3 RETURNING 1)`;
+    params.push(
+      end.record.id,
+      finish.outcome,
+      finish.message ?? null,
+      finish.exit ?? null,
+      finish.stdout ?? Buffer.alloc(0),
+      finish.stderr ?? Buffer.alloc(0),
+      finish.truncated ?? false,
+    );
+  }
+  const insert = eventInsert(end.event, params.length + 1);
+  await q.query(`${sql}\n${insert.sql}`, [...params, ...insert.params]);
 }
 
 export async function deleteExec(q: Queryable, id: string): Promise<void> {

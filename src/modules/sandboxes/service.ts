@@ -17,7 +17,7 @@ import type { ExecResponse } from "./exec-service.js";
 import { isFinished, STABLE_STATES, stateDeadline } from "./lifecycle.js";
 import * as repo from "./repo.js";
 import type { CreateSandboxBody, SandboxState, UpdateSandboxBody } from "./schemas.js";
-import { appendSandboxEvent, type SandboxTransitions } from "./transitions.js";
+import type { SandboxTransitions } from "./transitions.js";
 import { checkArgv, checkMetadata, sandboxView } from "./view.js";
 
 const SANDBOX_ID = /^sbx-[0-9a-f]{40}$/;
@@ -38,8 +38,13 @@ export interface ReconcileTrigger {
 }
 
 export class SandboxService {
-  /** Execs running in this process (exec-service.ts), so a retry with the same key waits for the outcome. */
-  readonly execsInFlight = new Map<string, Promise<ExecResponse>>();
+  /**
+   * Execs running in this process (exec-service.ts), by exec id: a retry with the same key
+   * waits for the outcome, and an idle stop waits for the sandbox's execs (only this
+   * process's execs can be running: the store has one server).
+   */
+  private readonly execsInFlight = new Map<string, { sandboxId: string; running: Promise<ExecResponse> }>();
+  private readonly execsPerSandbox = new Map<string, number>();
 
   constructor(
     private readonly db: Db,
@@ -67,13 +72,37 @@ export class SandboxService {
     return [...this.execsInFlight.keys()];
   }
 
+  /** Whether an exec of this process runs in the sandbox (the reconciler's idle check). */
+  hasExecInFlight(sandboxId: string): boolean {
+    return (this.execsPerSandbox.get(sandboxId) ?? 0) > 0;
+  }
+
+  execInFlight(execId: string): Promise<ExecResponse> | undefined {
+    return this.execsInFlight.get(execId)?.running;
+  }
+
+  /** Registers an exec before its command is handed to the driver; execEnded after its end is recorded. */
+  execBegan(execId: string, sandboxId: string, running: Promise<ExecResponse>): void {
+    this.execsInFlight.set(execId, { sandboxId, running });
+    this.execsPerSandbox.set(sandboxId, (this.execsPerSandbox.get(sandboxId) ?? 0) + 1);
+  }
+
+  execEnded(execId: string): void {
+    const entry = this.execsInFlight.get(execId);
+    if (!entry) return;
+    this.execsInFlight.delete(execId);
+    const left = (this.execsPerSandbox.get(entry.sandboxId) ?? 1) - 1;
+    if (left > 0) this.execsPerSandbox.set(entry.sandboxId, left);
+    else this.execsPerSandbox.delete(entry.sandboxId);
+  }
+
   runtime(): RuntimeDriver {
     if (!this.driver)
       throw new AppError("unavailable", "this server has no sandbox runtime", { retryAfterSeconds: 30 });
     return this.driver;
   }
 
-  private visible(row: repo.SandboxRow): boolean {
+  private visible(row: Pick<repo.SandboxRow, "finished_at">): boolean {
     if (!row.finished_at) return true;
     return row.finished_at.getTime() + this.defaults.retentionSeconds * 1000 > this.clock.now().getTime();
   }
@@ -81,6 +110,14 @@ export class SandboxService {
   /** The sandbox a credential may see, or not_found (another org, another sandbox for a confined key, past retention). */
   async load(q: Queryable, cred: Credential, id: string, forUpdate = false): Promise<repo.SandboxRow> {
     const row = SANDBOX_ID.test(id) ? await repo.getSandbox(q, id, forUpdate) : null;
+    if (!row || row.org_id !== cred.orgId || !this.visible(row)) throw notFound("sandbox");
+    if (cred.sandbox && cred.sandbox.sandboxId !== row.id) throw notFound("sandbox");
+    return row;
+  }
+
+  /** load() for an exec: the same checks, on the columns an exec needs. */
+  async loadExecTarget(cred: Credential, id: string): Promise<repo.ExecTarget> {
+    const row = SANDBOX_ID.test(id) ? await repo.getExecTarget(this.db, id) : null;
     if (!row || row.org_id !== cred.orgId || !this.visible(row)) throw notFound("sandbox");
     if (cred.sandbox && cred.sandbox.sandboxId !== row.id) throw notFound("sandbox");
     return row;
@@ -396,13 +433,8 @@ export class SandboxService {
     return { id, request_state: "requested" as const };
   }
 
-  /** A telemetry event of the sandbox in its ambient run. */
-  async sandboxEvent(q: Queryable, row: repo.SandboxRow, name: string, payload: Record<string, unknown>) {
-    await appendSandboxEvent(q, this.clock, row, name, payload);
-  }
-
   /** Records activity; with an idle timeout, pushes the idle deadline out. */
-  async touch(row: repo.SandboxRow, source: "exec" | "session" | "update") {
+  async touch(row: Pick<repo.SandboxRow, "id">, source: "exec" | "session" | "update") {
     await repo.touchSandbox(this.db, row.id, this.clock.now(), source);
   }
 

@@ -104,7 +104,17 @@ export async function appendSandboxEvent(
   name: string,
   payload: Record<string, unknown>,
 ): Promise<void> {
-  await events.appendEvent(q, {
+  await events.appendEvent(q, sandboxEventOf(clock, row, name, payload));
+}
+
+/** The event appendSandboxEvent writes, for a repo write that carries it in its own statement. */
+export function sandboxEventOf(
+  clock: Clock,
+  row: Pick<repo.SandboxRow, "id" | "org_id" | "project_id" | "run_id" | "lineage_path">,
+  name: string,
+  payload: Record<string, unknown>,
+): events.NewEvent {
+  return {
     orgId: row.org_id,
     eventId: newUlid(),
     projectId: row.project_id,
@@ -114,5 +124,5 @@ export async function appendSandboxEvent(
     name,
     principal: "",
     payload: { sandbox_id: row.id, ...payload },
-  });
+  };
 }

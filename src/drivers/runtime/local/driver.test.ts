@@ -97,6 +97,28 @@ describe("local driver on the host", () => {
     assert.doesNotMatch(ps.stdout, /\sZ\s/);
   });
 
+  it("execs in the current run even when another driver on the same root stopped or restarted it", async () => {
+    // exec reuses what it saw of a run while that run's init lives; a run ended or started
+    // behind its back (another process on the same root) must not be taken for the old one.
+    const id = await sandbox();
+    const initOf = async () => completed(await sh(id, "cut -d' ' -f22 /proc/1/stat")).stdout;
+    const firstInit = await initOf();
+    const other = await LocalRuntimeDriver.open({ root: f.root, subnetPool: testSubnetPool(f.root) });
+    try {
+      await other.stop(id);
+      assert.deepEqual(await sh(id, "true"), { kind: "sandbox_stopped" });
+      await other.start(id);
+      const secondInit = await initOf();
+      assert.notEqual(secondInit, firstInit, "a new run");
+      await other.stop(id);
+      assert.deepEqual(await sh(id, "true"), { kind: "sandbox_stopped" });
+      await other.start(id);
+      assert.notEqual(await initOf(), secondInit);
+    } finally {
+      await other.close();
+    }
+  });
+
   it("runs as the image's user, with a workspace it owns", async () => {
     const pushed = await pushImage(f.registry.url, "test/nobody", "latest", {
       layers: [busyboxLayer()],

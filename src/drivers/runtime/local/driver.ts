@@ -51,7 +51,7 @@ import {
   sandboxEnv,
   validateResources,
 } from "./oci-config.js";
-import { isInitAlive, killInit, type RuncState, readRuncState, runcDeleteForce } from "./runc.js";
+import { InitHandle, isInitAlive, killInit, type RuncState, readRuncState, runcDeleteForce } from "./runc.js";
 import { spawner } from "./spawner.js";
 import { isShimAlive, readExitRecord, settledExitRecord, startShim } from "./supervisor.js";
 import { resolveUser } from "./users.js";
@@ -98,11 +98,21 @@ interface AgentEntry {
   initPid: number;
   initStart: number;
   agent: Promise<ExecAgent | null>;
+  /** The agent once `agent` resolved to one (so exec can take it without waiting a turn). */
+  ready: ExecAgent | null;
   /** When starting it failed (0 while it has not): another try comes AGENT_RETRY_MS later. */
   failedAt: number;
 }
 
 const AGENT_RETRY_MS = 10_000;
+
+/** A running sandbox as exec needs it: its record, the runc state of the run and its init (see liveRun). */
+interface LiveRun {
+  record: SandboxRecord;
+  paths: SandboxPaths;
+  state: RuncState;
+  init: InitHandle;
+}
 
 /** What create() fixed, in `<sandbox>/sandbox.json` (written last: its presence means create finished). */
 interface SandboxRecord {
@@ -193,6 +203,8 @@ export class LocalRuntimeDriver implements RuntimeDriver {
   private readonly exitWaiters = new Map<string, Set<() => void>>();
   private readonly listeners = new Set<ExitListener>();
   private readonly agents = new Map<string, AgentEntry>();
+  /** The run each sandbox was last seen in by exec, valid while its init lives (see liveRun). */
+  private readonly liveRuns = new Map<string, LiveRun>();
   private readonly execAgentEnabled: boolean;
   private readonly execAgentCacheDir: string | undefined;
   private readonly prestartExecAgent: boolean;
@@ -460,6 +472,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
   /** Removes every trace of a sandbox, complete or half-made. Each step tolerates absence. */
   private async teardown(id: string): Promise<void> {
     this.forgetAgent(id);
+    this.forgetRun(id);
     const paths = this.layout.sandbox(id);
     await this.stopContainer(id).catch(() => runcDeleteForce(this.layout.runcRoot, id));
     this.unwatchExit(id);
@@ -476,12 +489,11 @@ export class LocalRuntimeDriver implements RuntimeDriver {
   // ---- exec ----
 
   async exec(id: string, request: ExecRequest): Promise<ExecOutcome> {
-    const { record, paths } = await this.load(id);
+    const { record, paths, state } = this.seenRun(id) ?? (await this.liveRun(id));
     const processSpec = execProcessSpec(record.identity, request);
     if (!(request.timeoutSeconds > 0)) throw new RuntimeError("invalid_spec", "timeoutSeconds must be positive");
-    const state = await readRuncState(this.layout.runcRoot, id);
-    if (!state || !(await isInitAlive(state))) return { kind: "sandbox_stopped" };
-    const agent = await this.agentFor(id, record, paths, state);
+    if (!state) return { kind: "sandbox_stopped" };
+    const agent = this.readyAgent(id, state) ?? (await this.agentFor(id, record, paths, state));
     if (agent) {
       try {
         return await agent.run(
@@ -512,6 +524,37 @@ export class LocalRuntimeDriver implements RuntimeDriver {
       timeoutSeconds: request.timeoutSeconds,
       maxOutputBytes: request.maxOutputBytes,
     });
+  }
+
+  /**
+   * The run exec last saw of the sandbox, while its init (PID and start time, so never a
+   * reused PID) lives: a record is written once, before any run, and a run's runc state
+   * names its init, so neither can have changed. Otherwise null, and liveRun reads both from
+   * disk again: no lifecycle path (here or in another process) has to invalidate it.
+   */
+  private seenRun(id: string): LiveRun | null {
+    const seen = this.liveRuns.get(id);
+    if (!seen) return null;
+    if (seen.init.alive()) return seen;
+    this.forgetRun(id);
+    return null;
+  }
+
+  /** The sandbox's record and current run from disk (state null when its init is not alive; not_found without a record). */
+  private async liveRun(id: string): Promise<{ record: SandboxRecord; paths: SandboxPaths; state: RuncState | null }> {
+    const { record, paths } = await this.load(id);
+    const state = await readRuncState(this.layout.runcRoot, id);
+    const init = state && !this.closed ? InitHandle.open(state) : null;
+    if (!state || !init) return { record, paths, state: null };
+    this.forgetRun(id);
+    const live = { record, paths, state, init };
+    this.liveRuns.set(id, live);
+    return live;
+  }
+
+  private forgetRun(id: string): void {
+    this.liveRuns.get(id)?.init.close();
+    this.liveRuns.delete(id);
   }
 
   // ---- observation ----
@@ -561,6 +604,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
   async close(): Promise<void> {
     this.closed = true;
     for (const id of [...this.agents.keys()]) this.forgetAgent(id, true);
+    for (const id of [...this.liveRuns.keys()]) this.forgetRun(id);
     const socketDir = await this.agentSocketDir?.catch(() => null);
     if (socketDir?.startsWith(path.join(os.tmpdir(), "warren-agent-")))
       await rm(socketDir, { recursive: true, force: true });
@@ -749,6 +793,13 @@ export class LocalRuntimeDriver implements RuntimeDriver {
     return null;
   }
 
+  /** The live agent of this run when it is already up, or null (agentFor then gets or starts one). */
+  private readyAgent(id: string, state: RuncState): ExecAgent | null {
+    const entry = this.agents.get(id);
+    if (!entry || entry.initPid !== state.initPid || entry.initStart !== state.initStart) return null;
+    return entry.ready?.alive ? entry.ready : null;
+  }
+
   /**
    * `<root>/sock` (kept, reused after a restart), or a private temp dir removed at close when
    * the root is so deep that a socket path below it would pass the ~100 bytes Unix allows.
@@ -767,6 +818,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
       initPid: state.initPid,
       initStart: state.initStart,
       agent: Promise.resolve(null),
+      ready: null,
       failedAt: 0,
     };
     entry.agent = (async () => {
@@ -793,6 +845,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
       .catch(() => null)
       .then((agent) => {
         if (!agent) entry.failedAt = Date.now();
+        entry.ready = agent;
         return agent;
       });
     this.agents.set(id, entry);

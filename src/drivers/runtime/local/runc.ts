@@ -1,5 +1,6 @@
 // What runc knows about a container, read straight from its state file and /proc (no runc
 // process per observation), and the few runc commands the driver needs outside a start.
+import { closeSync, openSync, readSync } from "node:fs";
 import { readFile, rm } from "node:fs/promises";
 import path from "node:path";
 import { run, TOOLS } from "./host.js";
@@ -43,6 +44,61 @@ export async function isInitAlive(state: RuncState): Promise<boolean> {
   const text = await readFile(`/proc/${state.initPid}/stat`, "utf8").catch(() => null);
   const stat = text ? parseProcStat(text) : null;
   return stat !== null && stat.state !== "Z" && stat.state !== "X" && stat.startTime === state.initStart;
+}
+
+/**
+ * A run's init, held open for repeated liveness checks on the exec path: /proc/<pid>/stat is
+ * opened once and re-read in place (one pread, no thread pool). The open file belongs to the
+ * process, not to its PID: once the process is reaped every read fails (ESRCH), even if the
+ * PID is reused, so only the first read has to compare the start time.
+ */
+export class InitHandle {
+  private readonly buffer = Buffer.alloc(1024);
+
+  private constructor(private fd: number | null) {}
+
+  /** A handle on the init `state` names, or null when that process is not alive. */
+  static open(state: RuncState): InitHandle | null {
+    if (state.initPid <= 0) return null;
+    let fd: number;
+    try {
+      fd = openSync(`/proc/${state.initPid}/stat`, "r");
+    } catch {
+      return null;
+    }
+    const handle = new InitHandle(fd);
+    const stat = handle.read();
+    if (stat?.startTime === state.initStart && handle.aliveIn(stat)) return handle;
+    handle.close();
+    return null;
+  }
+
+  /** Not gone, not a zombie; false for good once it was false (the file is closed). */
+  alive(): boolean {
+    const stat = this.read();
+    if (stat && this.aliveIn(stat)) return true;
+    this.close();
+    return false;
+  }
+
+  close(): void {
+    if (this.fd !== null) closeSync(this.fd);
+    this.fd = null;
+  }
+
+  private aliveIn(stat: { state: string }): boolean {
+    return stat.state !== "Z" && stat.state !== "X";
+  }
+
+  private read(): { state: string; startTime: number } | null {
+    if (this.fd === null) return null;
+    try {
+      const length = readSync(this.fd, this.buffer, 0, this.buffer.length, 0);
+      return parseProcStat(this.buffer.toString("latin1", 0, length));
+    } catch {
+      return null;
+    }
+  }
 }
 
 export function runcArgs(runcRoot: string, ...args: string[]): string[] {
