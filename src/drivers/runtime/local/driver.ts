@@ -51,6 +51,7 @@ import {
   sandboxEnv,
   validateResources,
 } from "./oci-config.js";
+import { launchPaths, POOL_BUSYBOX } from "./pool-launch.js";
 import { isInitAlive, killInit, type RuncState, readRuncState, runcDeleteForce } from "./runc.js";
 import { spawner } from "./spawner.js";
 import { isShimAlive, readExitRecord, settledExitRecord, startShim } from "./supervisor.js";
@@ -358,6 +359,36 @@ export class LocalRuntimeDriver implements RuntimeDriver {
         await this.teardown(spec.id).catch(() => undefined);
         throw error;
       }
+    });
+  }
+
+  /**
+   * Gives a created sandbox (a pooled one, pool.ts) the command and environment of `spec`
+   * when everything else matches what it was made with: what its first process is to run,
+   * where. Null (nothing changed) otherwise.
+   */
+  async assign(spec: SandboxSpec): Promise<{ args: string[]; env: string[]; cwd: string; rootfs: string } | null> {
+    validateSpec(spec);
+    const args = resolveArgv(spec.image.config, spec.command);
+    return this.withLock(spec.id, async () => {
+      const { record, paths } = await this.load(spec.id).catch(() => ({ record: null, paths: null }));
+      if (!record || !paths) return null;
+      const network = await this.readNetwork(paths).catch(() => null);
+      const same =
+        record.image.digest === spec.image.digest &&
+        record.storage.class === spec.storageClass &&
+        spec.storageClass === "standard" &&
+        network?.mode === spec.network &&
+        JSON.stringify(record.resources) === JSON.stringify(spec.resources);
+      if (!same) return null;
+      const home = record.identity.env.find((entry) => entry.startsWith("HOME="))?.slice(5) ?? "/";
+      record.args = args;
+      record.identity = {
+        ...record.identity,
+        env: sandboxEnv({ imageEnv: spec.image.config.env, specEnv: spec.env, hostname: record.hostname, home }),
+      };
+      await writeJsonAtomically(paths.record, record);
+      return { args, env: record.identity.env, cwd: record.identity.cwd, rootfs: paths.rootfs };
     });
   }
 
@@ -685,7 +716,12 @@ export class LocalRuntimeDriver implements RuntimeDriver {
 
   private async writeBundleConfig(record: SandboxRecord, paths: SandboxPaths): Promise<void> {
     const execAgentPath = await this.execAgentBinary();
+    // A pooled sandbox's first run waits in its launcher (pool.ts) while the FIFO is there.
+    const launch = (await exists(launchPaths(paths).spec))
+      ? { dir: launchPaths(paths).dir, busybox: POOL_BUSYBOX }
+      : undefined;
     const config = buildBundleConfig({
+      ...(launch ? { launch } : {}),
       hostname: record.hostname,
       rootfs: paths.rootfs,
       args: record.args,
