@@ -11,9 +11,18 @@ import { LAUNCH_DIR } from "./oci-config.js";
 /** A static busybox on the host (the tests' busybox package); without it there is no pool. */
 export const POOL_BUSYBOX = "/usr/bin/busybox";
 
-export function launchPaths(paths: { dir: string }): { dir: string; spec: string; busybox: string } {
+/**
+ * `spec`: the FIFO (its presence: the next or current run waits in the launcher);
+ * `unclaimed`: the record is still the pool's placeholder (no sandbox's command yet).
+ */
+export function launchPaths(paths: { dir: string }): { dir: string; spec: string; busybox: string; unclaimed: string } {
   const dir = path.join(paths.dir, "launch");
-  return { dir, spec: path.join(dir, "spec"), busybox: path.join(dir, "busybox") };
+  return {
+    dir,
+    spec: path.join(dir, "spec"),
+    busybox: path.join(dir, "busybox"),
+    unclaimed: path.join(dir, "unclaimed"),
+  };
 }
 
 const quote = (value: string) => `'${value.replaceAll("'", `'\\''`)}'`;

@@ -94,15 +94,19 @@ export class PooledRuntime implements RuntimeDriver {
   ) {}
 
   /**
-   * Wraps `driver`. A sandbox whose first run still waits in its launcher (a crash between
-   * the claim and its start) is stopped, so its next start is a normal one.
+   * Wraps `driver`. What a previous process pooled and never claimed goes; a claimed sandbox
+   * whose first run still waits in its launcher (a crash between the claim and its start) is
+   * stopped, so its next start is a normal one.
    */
   static async open(driver: LocalRuntimeDriver, options: SandboxPoolOptions): Promise<PooledRuntime> {
     for (const id of await driver.list()) {
       const launch = launchPaths(driver.layout.sandbox(id));
-      if (!(await exists(launch.spec))) continue;
-      await driver.stop(id).catch(() => undefined);
-      await rm(launch.spec, { force: true });
+      // Never claimed: an orphan, or taken by a create whose sandbox the reconciler makes anew.
+      if (await exists(launch.unclaimed)) await driver.destroy(id);
+      else if (await exists(launch.spec)) {
+        await driver.stop(id).catch(() => undefined);
+        await rm(launch.spec, { force: true });
+      }
     }
     return new PooledRuntime(driver, options);
   }
@@ -170,6 +174,7 @@ export class PooledRuntime implements RuntimeDriver {
       await this.driver.destroy(spec.id);
       return this.driver.create(spec);
     }
+    await rm(launchPaths(this.driver.layout.sandbox(spec.id)).unclaimed, { force: true });
     const script = launchScript(assigned.args, assigned.env);
     if (script && (await executableInRoot(assigned.rootfs, assigned.args[0] as string, assigned.env, assigned.cwd))) {
       this.launches.set(spec.id, script);
@@ -306,6 +311,7 @@ export class PooledRuntime implements RuntimeDriver {
       await mkdir(launch.dir, { mode: 0o755 });
       await run("/usr/bin/mkfifo", ["-m", "0644", launch.spec]);
       await writeFile(launch.busybox, "", { mode: 0o755 });
+      await writeFile(launch.unclaimed, "");
       await this.driver.start(id);
       if (this.closed) throw new Error("the pool closed");
       this.available.set(id, { mode, digest: image.digest });
