@@ -1,10 +1,14 @@
 // Sandbox benchmarks through the API of a real server (the `make run` bundle) on
-// real runc sandboxes, with the image served by a throwaway local docker-registry:
-//   create -> running (image cached), 50 sequential creates: p50 <= 100 ms, p99 <= 250 ms
-//   exec `true`: p50 <= 20 ms; exec with 1 MiB of output: p50 <= 60 ms
-//   stop -> wake -> running: p50 <= 100 ms
-//   20 concurrent creates: all reach running
-// Usage: node --import tsx bench/sandboxes.ts [--creates 50] [--execs 100] [--network none|public]
+// real runc sandboxes, with the image served by a throwaway local docker-registry, next to
+// plain runc on the same host in the same run (bench/lib/raw-runc.ts), samples interleaved
+// (raw and Warren alternate, the order swapped every round) so the machine's drift hits both:
+//   create -> running (image cached) vs raw `runc run -d`: p50 ratio <= 1.3, network none and public
+//   exec `true` through the API vs raw `runc exec <id> true`: Warren's p50 <= 3 ms
+//   (earlier absolute targets, still reported: create p50 <= 100 ms, p99 <= 250 ms;
+//   exec with 1 MiB of output p50 <= 60 ms; stop -> wake -> running p50 <= 100 ms;
+//   20 concurrent creates all reach running)
+// Usage: node --import tsx bench/sandboxes.ts [--creates 50] [--execs 100] [--network none,public]
+//   [--pool N]  WARREN_SANDBOX_POOL_SIZE for the server (default: the server's default)
 import { randomBytes } from "node:crypto";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import os from "node:os";
@@ -12,6 +16,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { sweepRoot } from "../src/drivers/runtime/local/sweep.js";
 import { pushTestImages, startTestRegistry } from "../test/support/registry.js";
+import { openRawRunc, type RawRunc } from "./lib/raw-runc.js";
 import { freePort, killAllServers, startServer } from "./lib/server.js";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
@@ -21,6 +26,10 @@ for (let i = 2; i < process.argv.length; i += 2)
 const CREATES = Number(args.get("creates") ?? 50);
 const EXECS = Number(args.get("execs") ?? 100);
 const NETWORKS = (args.get("network") ?? "none,public").split(",");
+const POOL = args.get("pool");
+const CREATE_RATIO_TARGET = 1.3;
+const EXEC_P50_TARGET_MS = 3;
+const DEFAULT_RESOURCES = { memoryMiB: 512, cpuMillis: 1000, pids: 512 };
 
 function percentile(values: number[], p: number): number {
   const sorted = [...values].sort((a, b) => a - b);
@@ -33,7 +42,25 @@ const summary = (values: number[]) => ({
   p99: Math.round(percentile(values, 99) * 10) / 10,
 });
 
+/** Raw and Warren side by side: both summaries, the ratio of p50s and the verdict. */
+function sideBySide(raw: number[], warren: number[], target: { ratio?: number; warrenP50Ms?: number }) {
+  const r = summary(raw);
+  const w = summary(warren);
+  const ratio = Math.round((w.p50 / r.p50) * 100) / 100;
+  const pass =
+    (target.ratio === undefined || ratio <= target.ratio) &&
+    (target.warrenP50Ms === undefined || w.p50 <= target.warrenP50Ms);
+  return {
+    raw: r,
+    warren: w,
+    ratioP50: ratio,
+    target: target.ratio !== undefined ? `p50 ratio <= ${target.ratio}` : `Warren p50 <= ${target.warrenP50Ms} ms`,
+    pass,
+  };
+}
+
 const results: Record<string, unknown> = {};
+let raw: RawRunc | null = null;
 const registry = await startTestRegistry();
 const tmp = await mkdtemp(path.join(os.tmpdir(), "warren-bench-sbx-"));
 const runtimeRoot = path.join(tmp, "runtime");
@@ -41,7 +68,13 @@ const key = `bench-${randomBytes(12).toString("hex")}`;
 let stopServer: (() => Promise<void>) | null = null;
 process.on("SIGINT", () => {
   killAllServers();
-  process.exit(130);
+  void (async () => {
+    await raw?.close().catch(() => undefined);
+    await sweepRoot(runtimeRoot).catch(() => undefined);
+    await registry.stop().catch(() => undefined);
+    await rm(tmp, { recursive: true, force: true });
+    process.exit(130);
+  })();
 });
 try {
   const images = await pushTestImages(registry);
@@ -58,6 +91,7 @@ try {
       WARREN_DEFAULT_IMAGE: `${registry.host}/test/busybox:latest`,
       WARREN_QUOTA_SANDBOXES_RUNNING: "100",
       WARREN_QUOTA_SANDBOXES_TOTAL: "200",
+      ...(POOL !== undefined ? { WARREN_SANDBOX_POOL_SIZE: POOL } : {}),
     },
   });
   stopServer = server.stop;
@@ -86,34 +120,64 @@ try {
     await waitState(created.id, "running");
     return { id: created.id, ms: performance.now() - started };
   };
-  const ids: string[] = [];
   // Warm the image cache (the first create pulls and unpacks it).
   const warm = await createRunning("none");
-  ids.push(warm.id);
   results.firstCreateWithPullMs = Math.round(warm.ms);
 
+  raw = await openRawRunc(DEFAULT_RESOURCES);
+  const rawOnce = async () => {
+    const { id, ms } = await (raw as RawRunc).run();
+    await (raw as RawRunc).remove(id);
+    return ms;
+  };
+  await rawOnce();
+  const remove = async (id: string) => {
+    await api("DELETE", `/v1/sandboxes/${id}`);
+    await waitState(id, "terminated");
+  };
   for (const network of NETWORKS) {
-    const times: number[] = [];
-    for (let i = 0; i < CREATES; i++) {
+    const rawTimes: number[] = [];
+    const warrenTimes: number[] = [];
+    const warrenOnce = async () => {
       const { id, ms } = await createRunning(network);
-      times.push(ms);
-      ids.push(id);
+      await remove(id);
+      return ms;
+    };
+    // One unmeasured round: a pool (when on) is full afterwards, as in steady use.
+    await warrenOnce();
+    for (let i = 0; i < CREATES; i++) {
+      if (i % 2 === 0) {
+        rawTimes.push(await rawOnce());
+        warrenTimes.push(await warrenOnce());
+      } else {
+        warrenTimes.push(await warrenOnce());
+        rawTimes.push(await rawOnce());
+      }
     }
-    results[`createToRunning_${network}`] = summary(times);
-    for (const id of ids.splice(1)) {
-      await api("DELETE", `/v1/sandboxes/${id}`);
-      await waitState(id, "terminated");
-    }
+    results[`createToRunning_${network}`] = sideBySide(rawTimes, warrenTimes, { ratio: CREATE_RATIO_TARGET });
   }
 
   const target = warm.id;
+  const rawTarget = await raw.run();
+  const rawExecTimes: number[] = [];
   const execTimes: number[] = [];
-  for (let i = 0; i < EXECS; i++) {
+  const warrenExec = async () => {
     const started = performance.now();
     await api("POST", `/v1/sandboxes/${target}:exec`, { cmd: ["true"] });
-    execTimes.push(performance.now() - started);
+    return performance.now() - started;
+  };
+  await warrenExec();
+  for (let i = 0; i < EXECS; i++) {
+    if (i % 2 === 0) {
+      rawExecTimes.push(await raw.execTrue(rawTarget.id));
+      execTimes.push(await warrenExec());
+    } else {
+      execTimes.push(await warrenExec());
+      rawExecTimes.push(await raw.execTrue(rawTarget.id));
+    }
   }
-  results.execTrue = summary(execTimes);
+  await raw.remove(rawTarget.id);
+  results.execTrue = sideBySide(rawExecTimes, execTimes, { warrenP50Ms: EXEC_P50_TARGET_MS });
   const bigTimes: number[] = [];
   for (let i = 0; i < Math.max(10, EXECS / 4); i++) {
     const started = performance.now();
@@ -147,6 +211,10 @@ try {
   for (const r of ok) await api("DELETE", `/v1/sandboxes/${r.value.id}`);
   await api("DELETE", `/v1/sandboxes/${target}`);
 
+  const verdicts = Object.entries(results)
+    .filter(([, value]) => typeof value === "object" && value !== null && "pass" in value)
+    .map(([name, value]) => `${name}: ${(value as { pass: boolean }).pass ? "PASS" : "FAIL"}`);
+  results.verdicts = verdicts;
   results.machine = {
     cpus: os.cpus().length,
     node: process.version,
@@ -157,6 +225,7 @@ try {
   process.stdout.write(`${JSON.stringify(results, null, 2)}\n`);
 } finally {
   await stopServer?.().catch(() => undefined);
+  await raw?.close().catch(() => undefined);
   await sweepRoot(runtimeRoot).catch(() => undefined);
   await registry.stop();
   await rm(tmp, { recursive: true, force: true });

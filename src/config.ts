@@ -29,6 +29,11 @@ export interface SandboxDefaults {
   imageTagTtlSeconds: number;
   /** Where the local runtime keeps images, bundles and workspaces; default <dataDir>/runtime. */
   runtimeRoot: string;
+  /**
+   * Started sandboxes of the default shape kept ready per network mode (none, public), so a
+   * create of that shape skips `runc run`; 0 turns the pool off (local runtime only).
+   */
+  poolSize: number;
 }
 
 export interface Config {
@@ -123,6 +128,7 @@ export function loadConfig(env: Env = process.env): Config {
       insecureRegistries: (env.WARREN_INSECURE_REGISTRIES || "").split(",").filter((host) => host.length > 0),
       imageTagTtlSeconds: intSetting(env, "WARREN_IMAGE_TAG_TTL_SECONDS", 10, 0, 86_400),
       runtimeRoot: path.resolve(env.WARREN_RUNTIME_ROOT || path.join(env.WARREN_DATA_DIR || "./data", "runtime")),
+      poolSize: intSetting(env, "WARREN_SANDBOX_POOL_SIZE", 2, 0, 64),
     },
     adminUrl: env.WARREN_ADMIN_URL || "",
     adminApiKey: env.WARREN_API_KEY || "",

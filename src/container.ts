@@ -3,8 +3,10 @@
 import { mkdir } from "node:fs/promises";
 import type { Config } from "./config.js";
 import { ReconcileQueue } from "./controllers/reconcile-queue.js";
+import { PIDS_PER_SANDBOX_FLOOR } from "./controllers/sandbox-reconciler.js";
 import type { RuntimeDriver } from "./drivers/runtime/interface.js";
 import { LocalRuntimeDriver } from "./drivers/runtime/local/driver.js";
+import { PooledRuntime, poolSupported } from "./drivers/runtime/local/pool.js";
 import { buildHttp } from "./http/app.js";
 import { IdempotencyStore } from "./http/idempotency.js";
 import type { App } from "./http/types.js";
@@ -28,7 +30,7 @@ import { registerRunRoutes } from "./modules/runs/routes.js";
 import { RunService } from "./modules/runs/service.js";
 import { ExecService } from "./modules/sandboxes/exec-service.js";
 import { registerSandboxRoutes } from "./modules/sandboxes/routes.js";
-import { SandboxService } from "./modules/sandboxes/service.js";
+import { newSandboxId, SandboxService } from "./modules/sandboxes/service.js";
 import { SandboxTransitions } from "./modules/sandboxes/transitions.js";
 import { Keyring } from "./modules/secrets/keyring.js";
 import { registerSecretRoutes } from "./modules/secrets/routes.js";
@@ -85,13 +87,30 @@ export async function openStore(config: Config): Promise<Db> {
   return openPglite(`${config.dataDir}/pglite`);
 }
 
-/** The local runc runtime, or null (with a warning) when this host cannot run sandboxes. */
+/**
+ * The local runc runtime (behind the pool of default-shape sandboxes when it is on), or
+ * null (with a warning) when this host cannot run sandboxes.
+ */
 async function openRuntime(config: Config, log: Logger): Promise<RuntimeDriver | null> {
   try {
-    return await LocalRuntimeDriver.open({
+    const driver = await LocalRuntimeDriver.open({
       root: config.sandbox.runtimeRoot,
       registry: { insecureRegistries: config.sandbox.insecureRegistries },
       imageTagTtlMs: config.sandbox.imageTagTtlSeconds * 1000,
+    });
+    if (config.sandbox.poolSize === 0) return driver;
+    if (!(await poolSupported())) {
+      log.warn("no static busybox at /usr/bin/busybox: the sandbox pool is off");
+      return driver;
+    }
+    return await PooledRuntime.open(driver, {
+      size: config.sandbox.poolSize,
+      image: config.sandbox.defaultImage,
+      memoryMiB: config.sandbox.memoryMiB,
+      cpuMillis: config.sandbox.cpuMillis,
+      pids: Math.max(PIDS_PER_SANDBOX_FLOOR, config.sandbox.pids),
+      newId: newSandboxId,
+      log,
     });
   } catch (error) {
     log.warn({ err: (error as Error).message }, "no sandbox runtime on this host; sandbox routes answer 503");
@@ -127,6 +146,7 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
     quotas,
     sandboxTransitions,
     reconcileQueue,
+    runtime instanceof PooledRuntime ? runtime : null,
   );
   const execs = new ExecService(db, clock, log, config.sandbox, sandboxes, secrets);
   const annotationSchemas = new AnnotationSchemaService(db, clock);

@@ -1,6 +1,7 @@
 // Background controllers: the sandbox reconciler (with its idle, expiry and retention
 // sweep), the retention GC of idempotency records and the embedded store's VACUUM.
 import type { Container } from "../container.js";
+import { PooledRuntime } from "../drivers/runtime/local/pool.js";
 import { SandboxReconciler } from "./sandbox-reconciler.js";
 import { StoreMaintenance } from "./store-maintenance.js";
 
@@ -15,6 +16,8 @@ export async function startControllers(c: Container): Promise<{ stop(): Promise<
       })
     : null;
   await reconciler?.start();
+  // After the start-up cleanup, which removes whatever the store does not know.
+  if (c.runtime instanceof PooledRuntime) c.runtime.startFilling();
   const gc = setInterval(() => {
     c.idempotency
       .purgeExpired()

@@ -25,7 +25,7 @@ import type { Db } from "../store/db.js";
 import type { ReconcileQueue } from "./reconcile-queue.js";
 
 const SWEEP_INTERVAL_MS = 1000;
-const PIDS_PER_SANDBOX_FLOOR = 64;
+export const PIDS_PER_SANDBOX_FLOOR = 64;
 /** States other than `terminated` that a failure may still overwrite. */
 const NOT_TERMINATED = (Object.keys(STATES) as StoredState[]).filter((state) => state !== "terminated");
 

@@ -32,6 +32,23 @@ export function newSandboxId(): string {
   return `sbx-${randomBytes(20).toString("hex")}`;
 }
 
+/**
+ * Ids of sandboxes the runtime has already made for the default shape (the local driver's
+ * pool): a create of that shape takes one as its id and the reconciler's create claims it.
+ */
+export interface SandboxIdPool {
+  take(request: {
+    image: string;
+    memoryMiB: number;
+    cpuMillis: number;
+    storageClass: string;
+    workspaceCapacityGiB: number | null;
+    network: string;
+  }): string | null;
+  /** The id was taken but no sandbox was recorded with it. */
+  release(id: string): void;
+}
+
 /** What the reconciler is told: which sandbox to look at now. */
 export interface ReconcileTrigger {
   kick(id: string): void;
@@ -57,6 +74,7 @@ export class SandboxService {
     private readonly quotas: QuotaService,
     private readonly transitions: SandboxTransitions,
     private readonly trigger: ReconcileTrigger,
+    private readonly pool: SandboxIdPool | null = null,
   ) {
     quotas.registerMeter("sandboxes.running", (q, orgId) => repo.countRunning(q, orgId));
     quotas.registerMeter("sandboxes.total", (q, orgId) => repo.countTotal(q, orgId));
@@ -165,62 +183,76 @@ export class SandboxService {
     const ttl = input.ttl_seconds ?? this.defaults.ttlSeconds;
     const idle = input.idle_timeout_seconds ?? (this.defaults.idleTimeoutSeconds || null);
     const image = input.image ?? this.defaults.defaultImage;
-    const id = newSandboxId();
-    const result = await this.db.tx(async (q) => {
-      const project = await this.projects.resolve(q, cred, input.project_id);
-      await this.quotas.admit(q, cred.orgId, "sandboxes.total", 1);
-      await this.quotas.admit(q, cred.orgId, "sandboxes.running", 1);
-      if (capacity) await this.quotas.admit(q, cred.orgId, "sandboxes.workspace_capacity_gib", capacity);
-      const namesake = input.name ? await repo.findByName(q, project.id, input.name) : null;
-      if (namesake && namesake.state !== "terminated") {
-        throw new AppError("name_conflict", `a sandbox named "${input.name}" already exists in this project`);
-      }
-      const run = await this.runs.startIn(q, cred, { project_id: project.id, label: `sandbox ${id}` });
-      const row: repo.SandboxRow = {
-        id,
-        org_id: cred.orgId,
-        project_id: project.id,
-        name: input.name ?? null,
+    const memoryMiB = input.resources?.memory_mb ?? this.defaults.memoryMiB;
+    const cpuMillis = input.resources?.cpu_millis ?? this.defaults.cpuMillis;
+    const network = input.network_access ?? "public";
+    const pooled =
+      this.pool?.take({
         image,
-        workload_image: image,
-        image_digest: null,
-        storage_class: storageClass,
-        placement_class: input.placement_class ?? "standard",
-        network_access: input.network_access ?? "public",
-        lineage_path: id,
-        metadata: input.metadata ?? {},
-        command: input.command ?? null,
-        ports: input.ports ?? [],
-        resources: {
-          memory_mb: input.resources?.memory_mb ?? this.defaults.memoryMiB,
-          cpu_millis: input.resources?.cpu_millis ?? this.defaults.cpuMillis,
-        },
-        workspace_capacity_gib: capacity,
-        idle_timeout_seconds: idle,
-        expires_at: ttl > 0 ? new Date(now.getTime() + ttl * 1000) : null,
-        desired_state: "running",
-        state: "requested",
-        state_reason_code: null,
-        state_reason_message: null,
-        state_deadline: stateDeadline("requested", now),
-        quarantined: false,
-        run_id: run.id,
-        credential_key_id: null,
-        created_by: cred.principalId,
-        created_by_kind: cred.principalKind,
-        created_by_key_id: cred.keyId,
-        created_at: now,
-        updated_at: now,
-        last_activity_at: null,
-        last_activity_source: null,
-        idle_deadline: null,
-        finished_at: null,
-      };
-      if (!(await repo.insertSandbox(q, row))) {
-        throw new AppError("name_conflict", `a sandbox named "${input.name}" already exists in this project`);
-      }
-      return { id, request_state: "requested" as const, run_id: run.id };
-    });
+        memoryMiB,
+        cpuMillis,
+        storageClass,
+        workspaceCapacityGiB: capacity,
+        network,
+      }) ?? null;
+    const id = pooled ?? newSandboxId();
+    const result = await this.db
+      .tx(async (q) => {
+        const project = await this.projects.resolve(q, cred, input.project_id);
+        await this.quotas.admit(q, cred.orgId, "sandboxes.total", 1);
+        await this.quotas.admit(q, cred.orgId, "sandboxes.running", 1);
+        if (capacity) await this.quotas.admit(q, cred.orgId, "sandboxes.workspace_capacity_gib", capacity);
+        const namesake = input.name ? await repo.findByName(q, project.id, input.name) : null;
+        if (namesake && namesake.state !== "terminated") {
+          throw new AppError("name_conflict", `a sandbox named "${input.name}" already exists in this project`);
+        }
+        const run = await this.runs.startIn(q, cred, { project_id: project.id, label: `sandbox ${id}` });
+        const row: repo.SandboxRow = {
+          id,
+          org_id: cred.orgId,
+          project_id: project.id,
+          name: input.name ?? null,
+          image,
+          workload_image: image,
+          image_digest: null,
+          storage_class: storageClass,
+          placement_class: input.placement_class ?? "standard",
+          network_access: network,
+          lineage_path: id,
+          metadata: input.metadata ?? {},
+          command: input.command ?? null,
+          ports: input.ports ?? [],
+          resources: { memory_mb: memoryMiB, cpu_millis: cpuMillis },
+          workspace_capacity_gib: capacity,
+          idle_timeout_seconds: idle,
+          expires_at: ttl > 0 ? new Date(now.getTime() + ttl * 1000) : null,
+          desired_state: "running",
+          state: "requested",
+          state_reason_code: null,
+          state_reason_message: null,
+          state_deadline: stateDeadline("requested", now),
+          quarantined: false,
+          run_id: run.id,
+          credential_key_id: null,
+          created_by: cred.principalId,
+          created_by_kind: cred.principalKind,
+          created_by_key_id: cred.keyId,
+          created_at: now,
+          updated_at: now,
+          last_activity_at: null,
+          last_activity_source: null,
+          idle_deadline: null,
+          finished_at: null,
+        };
+        if (!(await repo.insertSandbox(q, row))) {
+          throw new AppError("name_conflict", `a sandbox named "${input.name}" already exists in this project`);
+        }
+        return { id, request_state: "requested" as const, run_id: run.id };
+      })
+      .catch((error: unknown) => {
+        if (pooled) this.pool?.release(pooled);
+        throw error;
+      });
     this.trigger.kick(id);
     return result;
   }

@@ -51,6 +51,7 @@ import {
   sandboxEnv,
   validateResources,
 } from "./oci-config.js";
+import { launchPaths, POOL_BUSYBOX } from "./pool-launch.js";
 import { InitHandle, isInitAlive, killInit, type RuncState, readRuncState, runcDeleteForce } from "./runc.js";
 import { spawner } from "./spawner.js";
 import { isShimAlive, readExitRecord, settledExitRecord, startShim } from "./supervisor.js";
@@ -373,6 +374,38 @@ export class LocalRuntimeDriver implements RuntimeDriver {
     });
   }
 
+  /**
+   * Gives a created sandbox (a pooled one, pool.ts) the command and environment of `spec`
+   * when everything else matches what it was made with: what its first process is to run,
+   * where. Null (nothing changed) otherwise.
+   */
+  async assign(spec: SandboxSpec): Promise<{ args: string[]; env: string[]; cwd: string; rootfs: string } | null> {
+    validateSpec(spec);
+    const args = resolveArgv(spec.image.config, spec.command);
+    return this.withLock(spec.id, async () => {
+      const { record, paths } = await this.load(spec.id).catch(() => ({ record: null, paths: null }));
+      if (!record || !paths) return null;
+      const network = await this.readNetwork(paths).catch(() => null);
+      const same =
+        record.image.digest === spec.image.digest &&
+        record.storage.class === spec.storageClass &&
+        spec.storageClass === "standard" &&
+        network?.mode === spec.network &&
+        JSON.stringify(record.resources) === JSON.stringify(spec.resources);
+      if (!same) return null;
+      const home = record.identity.env.find((entry) => entry.startsWith("HOME="))?.slice(5) ?? "/";
+      record.args = args;
+      record.identity = {
+        ...record.identity,
+        env: sandboxEnv({ imageEnv: spec.image.config.env, specEnv: spec.env, hostname: record.hostname, home }),
+      };
+      await writeJsonAtomically(paths.record, record);
+      // The pooled run goes on under its new owner: exec must read this record, not the placeholder's.
+      this.forgetRun(spec.id);
+      return { args, env: record.identity.env, cwd: record.identity.cwd, rootfs: paths.rootfs };
+    });
+  }
+
   async start(id: string): Promise<void> {
     await this.withLock(id, async () => {
       const { record, paths } = await this.load(id);
@@ -528,9 +561,9 @@ export class LocalRuntimeDriver implements RuntimeDriver {
 
   /**
    * The run exec last saw of the sandbox, while its init (PID and start time, so never a
-   * reused PID) lives: a record is written once, before any run, and a run's runc state
-   * names its init, so neither can have changed. Otherwise null, and liveRun reads both from
-   * disk again: no lifecycle path (here or in another process) has to invalidate it.
+   * reused PID) lives: a record is written before the run (or, for a pooled sandbox, by
+   * assign(), which forgets the run it rewrites), and a run's runc state names its init, so
+   * neither can have changed. Otherwise null, and liveRun reads both from disk again.
    */
   private seenRun(id: string): LiveRun | null {
     const seen = this.liveRuns.get(id);
@@ -727,7 +760,12 @@ export class LocalRuntimeDriver implements RuntimeDriver {
 
   private async writeBundleConfig(record: SandboxRecord, paths: SandboxPaths): Promise<void> {
     const execAgentPath = await this.execAgentBinary();
+    // A pooled sandbox's first run waits in its launcher (pool.ts) while the FIFO is there.
+    const launch = (await exists(launchPaths(paths).spec))
+      ? { dir: launchPaths(paths).dir, busybox: POOL_BUSYBOX }
+      : undefined;
     const config = buildBundleConfig({
+      ...(launch ? { launch } : {}),
       hostname: record.hostname,
       rootfs: paths.rootfs,
       args: record.args,

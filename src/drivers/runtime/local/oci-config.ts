@@ -50,6 +50,12 @@ export const EXEC_AGENT_PATH = "/dev/.warren-exec";
 const CPU_PERIOD_US = 100_000;
 
 /** The sandbox's process identity and environment, fixed at create. */
+/**
+ * Where a pooled sandbox's first run finds its launcher (pool.ts): a host busybox and a
+ * FIFO it reads the claiming sandbox's command and environment from.
+ */
+export const LAUNCH_DIR = "/dev/.warren-launch";
+
 export interface ProcessIdentity {
   env: string[];
   cwd: string;
@@ -78,6 +84,12 @@ export interface BundleInput {
   tiniPath: string;
   /** The exec agent binary (exec-agent.ts), bind-mounted read-only at EXEC_AGENT_PATH; none when absent. */
   execAgentPath?: string;
+  /**
+   * For a pooled sandbox's first run: `dir` (holding the FIFO `spec` and an empty `busybox`)
+   * mounted read-only at LAUNCH_DIR with `busybox` bound over the empty file; the first
+   * process then waits there for its real command instead of running `args`.
+   */
+  launch?: { dir: string; busybox: string };
   /** Whether the host's memory cgroup accounts swap (memory.memsw.*): then swap is pinned to the limit. */
   swapAccounting: boolean;
   /** `process.arch`, for the seccomp filter. */
@@ -237,7 +249,15 @@ export function buildBundleConfig(input: BundleInput): OciConfig {
   });
   return {
     ociVersion: "1.0.2",
-    process: processSpec([INIT_PATH, "-g", "--", ...input.args], input.identity),
+    process: processSpec(
+      [
+        INIT_PATH,
+        "-g",
+        "--",
+        ...(input.launch ? [`${LAUNCH_DIR}/busybox`, "sh", "-c", `. ${LAUNCH_DIR}/spec`] : input.args),
+      ],
+      input.identity,
+    ),
     root: { path: input.rootfs, readonly: false },
     hostname: input.hostname,
     mounts: [
@@ -270,6 +290,9 @@ export function buildBundleConfig(input: BundleInput): OciConfig {
       },
       bind(INIT_PATH, input.tiniPath, ["ro"]),
       ...(input.execAgentPath ? [bind(EXEC_AGENT_PATH, input.execAgentPath, ["ro"])] : []),
+      ...(input.launch
+        ? [bind(LAUNCH_DIR, input.launch.dir, ["ro"]), bind(`${LAUNCH_DIR}/busybox`, input.launch.busybox, ["ro"])]
+        : []),
       bind("/etc/hosts", input.hostsFile),
       bind("/etc/hostname", input.hostnameFile),
       bind("/workspace", input.workspaceSource),

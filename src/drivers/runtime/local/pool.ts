@@ -1,0 +1,336 @@
+// A pool of started sandboxes of the default shape (default image, resources and standard
+// storage; one set per network mode) in front of the local driver. A create -> running
+// through runc costs a `runc run` (30-40 ms) plus the filesystem and network set-up; a
+// pooled sandbox has all of it done and its first process waiting in the launcher
+// (pool-launch.ts), so a claim is a record rewrite and a FIFO write.
+//
+// The pool hands out ids, not sandboxes: the service gives a new sandbox of the default
+// shape a pooled id (take()), so nothing on the host (directory, netns, veth rules, cgroup,
+// hostname) is renamed. Until the reconciler creates that sandbox, the id reads as absent
+// here and is left out of list(), so neither the start-up orphan cleanup nor materialize
+// mistakes it for a leftover. create() then gives it the sandbox's command and environment
+// (LocalRuntimeDriver.assign), start() sends them to the launcher. Anything that does not
+// fit (another image digest, a program the launcher cannot run) takes the normal path.
+//
+// Pooled sandboxes are unknown to the store: a crash leaves them to the next start's orphan
+// cleanup; a claimed sandbox still waiting for its launch is stopped at open() and then
+// starts normally. close() destroys what is still pooled.
+import { mkdir, rm, stat, writeFile } from "node:fs/promises";
+import type { Logger } from "../../../lib/logger.js";
+import type {
+  ExecOutcome,
+  ExecRequest,
+  ExitListener,
+  NetworkMode,
+  NetworkReceipt,
+  PreparedImage,
+  RuntimeDriver,
+  SandboxObservation,
+  SandboxSpec,
+} from "../interface.js";
+import type { LocalRuntimeDriver } from "./driver.js";
+import { run } from "./host.js";
+import { isSandboxId } from "./layout.js";
+import { executableInRoot, launchPaths, launchScript, POOL_BUSYBOX, sendLaunch } from "./pool-launch.js";
+
+const MODES: NetworkMode[] = ["none", "public"];
+/** After a take, the refill waits this long so it does not compete with the claim itself. */
+const REFILL_DELAY_MS = 50;
+const RETRY_DELAY_MS = 5000;
+
+export interface SandboxPoolOptions {
+  /** Started sandboxes kept per network mode. */
+  size: number;
+  /** The default shape: only creates of exactly this shape are served from the pool. */
+  image: string;
+  memoryMiB: number;
+  cpuMillis: number;
+  pids: number;
+  /** Mints the ids (the API's sandbox ids: the pooled id becomes the sandbox's). */
+  newId: () => string;
+  log?: Logger;
+}
+
+/** What a create asks for, as the service sees it. */
+export interface PoolRequest {
+  image: string;
+  memoryMiB: number;
+  cpuMillis: number;
+  storageClass: string;
+  workspaceCapacityGiB: number | null;
+  network: string;
+}
+
+interface Entry {
+  mode: NetworkMode;
+  digest: string;
+}
+
+export async function poolSupported(): Promise<boolean> {
+  return stat(POOL_BUSYBOX).then(
+    (info) => info.isFile(),
+    () => false,
+  );
+}
+
+export class PooledRuntime implements RuntimeDriver {
+  readonly kind = "local";
+  /** Ready to hand out, oldest first. */
+  private readonly available = new Map<string, Entry>();
+  /** Handed to a create whose sandbox the reconciler has not created yet. */
+  private readonly taken = new Map<string, Entry>();
+  /** Being made by the refill. */
+  private readonly making = new Set<string>();
+  /** Claimed: the launcher script start() sends. */
+  private readonly launches = new Map<string, string>();
+  private filling: Promise<void> | null = null;
+  private refillTimer: NodeJS.Timeout | null = null;
+  private started = false;
+  private closed = false;
+
+  private constructor(
+    readonly driver: LocalRuntimeDriver,
+    private readonly options: SandboxPoolOptions,
+  ) {}
+
+  /**
+   * Wraps `driver`. What a previous process pooled and never claimed goes; a claimed sandbox
+   * whose first run still waits in its launcher (a crash between the claim and its start) is
+   * stopped, so its next start is a normal one.
+   */
+  static async open(driver: LocalRuntimeDriver, options: SandboxPoolOptions): Promise<PooledRuntime> {
+    for (const id of await driver.list()) {
+      const launch = launchPaths(driver.layout.sandbox(id));
+      // Never claimed: an orphan, or taken by a create whose sandbox the reconciler makes anew.
+      if (await exists(launch.unclaimed)) await driver.destroy(id);
+      else if (await exists(launch.spec)) {
+        await driver.stop(id).catch(() => undefined);
+        await rm(launch.spec, { force: true });
+      }
+    }
+    return new PooledRuntime(driver, options);
+  }
+
+  /** Starts filling; call after the reconciler's start-up cleanup, which would remove a fresh pool. */
+  startFilling(): void {
+    this.started = true;
+    this.scheduleRefill(0);
+  }
+
+  /** Ids in the pool now (tests). */
+  pooledIds(): string[] {
+    return [...this.available.keys()];
+  }
+
+  /** Resolves when the pool is full (or the refill stopped on an error); tests and benchmarks. */
+  async settled(): Promise<void> {
+    while (this.filling || this.refillTimer) {
+      await (this.filling ?? new Promise((resolve) => setTimeout(resolve, 10)));
+    }
+  }
+
+  /** A pooled id for a create of the default shape, or null (then the create mints its own). */
+  take(request: PoolRequest): string | null {
+    if (this.closed) return null;
+    const o = this.options;
+    const fits =
+      request.image === o.image &&
+      request.memoryMiB === o.memoryMiB &&
+      request.cpuMillis === o.cpuMillis &&
+      request.storageClass === "standard" &&
+      request.workspaceCapacityGiB === null &&
+      (MODES as string[]).includes(request.network);
+    if (!fits) return null;
+    for (const [id, entry] of this.available) {
+      if (entry.mode !== request.network) continue;
+      this.available.delete(id);
+      this.taken.set(id, entry);
+      this.scheduleRefill(REFILL_DELAY_MS);
+      return id;
+    }
+    return null;
+  }
+
+  /** A taken id whose sandbox was never recorded (the create failed in the store): it goes. */
+  release(id: string): void {
+    if (!this.taken.delete(id)) return;
+    void this.driver.destroy(id).catch((error: unknown) => this.warn(id, error, "releasing a pooled sandbox"));
+  }
+
+  // ---- RuntimeDriver ----
+
+  prepareImage(reference: string): Promise<PreparedImage> {
+    return this.driver.prepareImage(reference);
+  }
+
+  async create(spec: SandboxSpec): Promise<void> {
+    const entry = this.taken.get(spec.id);
+    if (!entry) return this.driver.create(spec);
+    this.taken.delete(spec.id);
+    const assigned = await this.driver.assign(spec).catch(() => null);
+    if (!assigned) {
+      // Another digest (the tag moved) or shape: the pooled sandbox goes, the create is a normal one.
+      if (entry.digest !== spec.image.digest) this.dropDigest(entry.digest);
+      await this.driver.destroy(spec.id);
+      return this.driver.create(spec);
+    }
+    await rm(launchPaths(this.driver.layout.sandbox(spec.id)).unclaimed, { force: true });
+    const script = launchScript(assigned.args, assigned.env);
+    if (script && (await executableInRoot(assigned.rootfs, assigned.args[0] as string, assigned.env, assigned.cwd))) {
+      this.launches.set(spec.id, script);
+      return;
+    }
+    // runc refuses to start a missing program (start_failed); the launcher would run it and
+    // exit 127. Its first run ends here and start() starts it as runc would.
+    await this.endLauncher(spec.id);
+  }
+
+  async start(id: string): Promise<void> {
+    const script = this.launches.get(id);
+    if (script === undefined) return this.driver.start(id);
+    this.launches.delete(id);
+    const fifo = launchPaths(this.driver.layout.sandbox(id)).spec;
+    const sent = await sendLaunch(fifo, script).catch(() => false);
+    await rm(fifo, { force: true });
+    if (sent) return;
+    await this.driver.stop(id);
+    return this.driver.start(id);
+  }
+
+  stop(id: string): Promise<void> {
+    return this.driver.stop(id);
+  }
+
+  exec(id: string, request: ExecRequest): Promise<ExecOutcome> {
+    return this.driver.exec(id, request);
+  }
+
+  async destroy(id: string): Promise<void> {
+    this.available.delete(id);
+    this.taken.delete(id);
+    this.launches.delete(id);
+    return this.driver.destroy(id);
+  }
+
+  async observe(id: string): Promise<SandboxObservation> {
+    if (this.isPooled(id)) return { status: "absent" };
+    return this.driver.observe(id);
+  }
+
+  async list(): Promise<string[]> {
+    return (await this.driver.list()).filter((id) => !this.isPooled(id));
+  }
+
+  setNetwork(id: string, mode: NetworkMode): Promise<NetworkReceipt> {
+    return this.driver.setNetwork(id, mode);
+  }
+
+  growWorkspace(id: string, capacityGiB: number): Promise<void> {
+    return this.driver.growWorkspace(id, capacityGiB);
+  }
+
+  onExit(listener: ExitListener): () => void {
+    return this.driver.onExit(listener);
+  }
+
+  /** Destroys every pooled sandbox (claimed ones belong to their sandboxes), then closes the driver. */
+  async close(): Promise<void> {
+    this.closed = true;
+    if (this.refillTimer) clearTimeout(this.refillTimer);
+    this.refillTimer = null;
+    await this.filling;
+    for (const id of [...this.available.keys(), ...this.taken.keys()]) {
+      await this.destroy(id).catch((error: unknown) => this.warn(id, error, "removing a pooled sandbox"));
+    }
+    await this.driver.close();
+  }
+
+  // ---- internals ----
+
+  private isPooled(id: string): boolean {
+    return this.available.has(id) || this.taken.has(id) || this.making.has(id);
+  }
+
+  /** Ends the launcher's run (its first run never started the command); a later start() is runc's. */
+  private async endLauncher(id: string): Promise<void> {
+    await this.driver.stop(id);
+    await rm(launchPaths(this.driver.layout.sandbox(id)).spec, { force: true });
+  }
+
+  private dropDigest(digest: string): void {
+    for (const [id, entry] of this.available) {
+      if (entry.digest === digest) void this.destroy(id).catch(() => undefined);
+    }
+  }
+
+  private scheduleRefill(delayMs: number): void {
+    if (!this.started || this.closed || this.refillTimer || this.options.size <= 0) return;
+    this.refillTimer = setTimeout(() => {
+      this.refillTimer = null;
+      this.filling ??= this.fill().finally(() => {
+        this.filling = null;
+      });
+    }, delayMs);
+  }
+
+  private async fill(): Promise<void> {
+    while (!this.closed) {
+      const mode = MODES.find(
+        (m) => [...this.available.values()].filter((e) => e.mode === m).length < this.options.size,
+      );
+      if (!mode) return;
+      try {
+        await this.makeOne(mode);
+      } catch (error) {
+        this.warn(null, error, "filling the sandbox pool");
+        if (!this.closed) this.scheduleRefill(RETRY_DELAY_MS);
+        return;
+      }
+    }
+  }
+
+  private async makeOne(mode: NetworkMode): Promise<void> {
+    const image = await this.driver.prepareImage(this.options.image);
+    // The tag moved: what was made from the old digest would only be refused at claim.
+    for (const entry of this.available.values()) if (entry.digest !== image.digest) this.dropDigest(entry.digest);
+    const id = this.options.newId();
+    if (!isSandboxId(id)) throw new Error(`the pool was given an invalid id ${id}`);
+    this.making.add(id);
+    try {
+      await this.driver.create({
+        id,
+        image,
+        // Replaced at claim: the launcher runs instead of it.
+        command: ["true"],
+        env: { WARREN_SANDBOX_ID: id },
+        resources: { memoryMiB: this.options.memoryMiB, cpuMillis: this.options.cpuMillis, pids: this.options.pids },
+        storageClass: "standard",
+        network: mode,
+      });
+      const launch = launchPaths(this.driver.layout.sandbox(id));
+      await mkdir(launch.dir, { mode: 0o755 });
+      await run("/usr/bin/mkfifo", ["-m", "0644", launch.spec]);
+      await writeFile(launch.busybox, "", { mode: 0o755 });
+      await writeFile(launch.unclaimed, "");
+      await this.driver.start(id);
+      if (this.closed) throw new Error("the pool closed");
+      this.available.set(id, { mode, digest: image.digest });
+    } catch (error) {
+      await this.driver.destroy(id).catch(() => undefined);
+      throw error;
+    } finally {
+      this.making.delete(id);
+    }
+  }
+
+  private warn(id: string | null, error: unknown, what: string): void {
+    this.options.log?.warn({ ...(id ? { sandbox_id: id } : {}), err: (error as Error).message }, what);
+  }
+}
+
+async function exists(file: string): Promise<boolean> {
+  return stat(file).then(
+    () => true,
+    () => false,
+  );
+}
