@@ -37,6 +37,8 @@ const MODES: NetworkMode[] = ["none", "public"];
 /** After a take, the refill waits this long so it does not compete with the claim itself. */
 const REFILL_DELAY_MS = 50;
 const RETRY_DELAY_MS = 5000;
+/** A pool that keeps failing (an unreachable default image) backs off to one try in this long. */
+const MAX_RETRY_DELAY_MS = 300_000;
 
 export interface SandboxPoolOptions {
   /** Started sandboxes kept per network mode. */
@@ -85,6 +87,8 @@ export class PooledRuntime implements RuntimeDriver {
   private readonly launches = new Map<string, string>();
   private filling: Promise<void> | null = null;
   private refillTimer: NodeJS.Timeout | null = null;
+  /** Fills that failed in a row: the retry backs off. */
+  private failures = 0;
   private started = false;
   private closed = false;
 
@@ -281,9 +285,12 @@ export class PooledRuntime implements RuntimeDriver {
       if (!mode) return;
       try {
         await this.makeOne(mode);
+        this.failures = 0;
       } catch (error) {
+        this.failures++;
         this.warn(null, error, "filling the sandbox pool");
-        if (!this.closed) this.scheduleRefill(RETRY_DELAY_MS);
+        const delay = Math.min(MAX_RETRY_DELAY_MS, RETRY_DELAY_MS * 2 ** (this.failures - 1));
+        if (!this.closed) this.scheduleRefill(delay);
         return;
       }
     }
