@@ -522,7 +522,14 @@ describe("sandbox lifecycle", { concurrency: STORE_KINDS.length }, () => {
         await reconciler.idle();
         await sleep(1200); // a sweep runs meanwhile too
         await reconciler.idle();
-        assert.equal((await sandboxOf(id)).state, "running", "kept alive by the running exec");
+        const during = await sandboxOf(id);
+        if (during.state !== "running") {
+          // Say what the exec answered, so a failure here tells a lost exec from a wrong stop.
+          const answered = await Promise.race([longExec, sleep(3000).then(() => null)]);
+          assert.fail(
+            `kept alive by the running exec: ${during.state}; the exec answered ${answered?.raw ?? "nothing yet"}`,
+          );
+        }
         const finished = await longExec;
         assert.deepEqual(finished.body, { exit: 0, stdout: "finished\n", stderr: "", truncated: false });
         const kept = await sandboxOf(id);
