@@ -15,7 +15,9 @@
 // Pooled sandboxes are unknown to the store: a crash leaves them to the next start's orphan
 // cleanup; a claimed sandbox still waiting for its launch is stopped at open() and then
 // starts normally. close() destroys what is still pooled.
+
 import { mkdir, rm, stat, writeFile } from "node:fs/promises";
+import { exists } from "../../../lib/fs.js";
 import type { Logger } from "../../../lib/logger.js";
 import type {
   ExecOutcome,
@@ -174,7 +176,7 @@ export class PooledRuntime implements RuntimeDriver {
     const assigned = await this.driver.assign(spec).catch(() => null);
     if (!assigned) {
       // Another digest (the tag moved) or shape: the pooled sandbox goes, the create is a normal one.
-      if (entry.digest !== spec.image.digest) this.dropDigest(entry.digest);
+      if (entry.digest !== spec.source.image.digest) this.dropDigest(entry.digest);
       await this.driver.destroy(spec.id);
       return this.driver.create(spec);
     }
@@ -306,7 +308,7 @@ export class PooledRuntime implements RuntimeDriver {
     try {
       await this.driver.create({
         id,
-        image,
+        source: { kind: "image", image },
         // Replaced at claim: the launcher runs instead of it.
         command: ["true"],
         env: { WARREN_SANDBOX_ID: id },
@@ -333,11 +335,4 @@ export class PooledRuntime implements RuntimeDriver {
   private warn(id: string | null, error: unknown, what: string): void {
     this.options.log?.warn({ ...(id ? { sandbox_id: id } : {}), err: (error as Error).message }, what);
   }
-}
-
-async function exists(file: string): Promise<boolean> {
-  return stat(file).then(
-    () => true,
-    () => false,
-  );
 }
