@@ -197,3 +197,23 @@ export interface RuntimeDriver {
   /** Releases the driver's own resources (watchers); sandboxes keep running. */
   close(): Promise<void>;
 }
+
+/** What a create asks for, as a pool of ready sandboxes sees it. */
+export interface PoolRequest {
+  image: string;
+  memoryMiB: number;
+  cpuMillis: number;
+  storageClass: string;
+  workspaceCapacityGiB: number | null;
+  network: string;
+}
+
+/**
+ * Ids of sandboxes a runtime has already made for the default shape (the local driver's
+ * pool): a create of that shape takes one as its id and the reconciler's create claims it.
+ */
+export interface SandboxIdPool {
+  take(request: PoolRequest): string | null;
+  /** The id was taken but no sandbox was recorded with it. */
+  release(id: string): void;
+}

@@ -25,8 +25,10 @@ import type {
   ExitListener,
   NetworkMode,
   NetworkReceipt,
+  PoolRequest,
   PreparedImage,
   RuntimeDriver,
+  SandboxIdPool,
   SandboxObservation,
   SandboxSpec,
 } from "../interface.js";
@@ -55,16 +57,6 @@ export interface SandboxPoolOptions {
   log?: Logger;
 }
 
-/** What a create asks for, as the service sees it. */
-export interface PoolRequest {
-  image: string;
-  memoryMiB: number;
-  cpuMillis: number;
-  storageClass: string;
-  workspaceCapacityGiB: number | null;
-  network: string;
-}
-
 interface Entry {
   mode: NetworkMode;
   digest: string;
@@ -77,7 +69,7 @@ export async function poolSupported(): Promise<boolean> {
   );
 }
 
-export class PooledRuntime implements RuntimeDriver {
+export class PooledRuntime implements RuntimeDriver, SandboxIdPool {
   readonly kind = "local";
   /** Ready to hand out, oldest first. */
   private readonly available = new Map<string, Entry>();
