@@ -281,7 +281,7 @@ describe("sandbox crash safety [pglite]", () => {
       const image = await outsider.prepareImage(fixture.busyboxRef);
       await outsider.create({
         id: orphan,
-        image,
+        source: { kind: "image", image },
         command: ["sleep", "3600"],
         resources: TEST_RESOURCES,
         storageClass: "standard",

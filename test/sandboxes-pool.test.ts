@@ -201,7 +201,7 @@ describe("sandbox pool", { concurrency: STORE_KINDS.length }, () => {
         const image = await fixture.driver.prepareImage(fixture.busyboxRef);
         await pool.create({
           id: takenId,
-          image,
+          source: { kind: "image", image },
           command: COMMAND,
           env: { WARREN_SANDBOX_ID: takenId, WARREN_SANDBOX_TOKEN: "claimed" },
           resources: { memoryMiB: 128, cpuMillis: 1000, pids: 128 },

@@ -328,7 +328,8 @@ export class SandboxReconciler {
     // its destroy() behind this create() on the driver's per-sandbox lock.
     await this.driver.create({
       id: row.id,
-      image,
+      source: { kind: "image", image },
+      mounts: [],
       ...(row.command ? { command: row.command } : {}),
       env: {
         WARREN_SANDBOX_ID: row.id,

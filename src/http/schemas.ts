@@ -1,6 +1,6 @@
 // Shared wire schemas: the two error envelopes of contract 7.1 and helpers that attach them
 // to every route's responses, so the OpenAPI document states them for each operation.
-import { type TSchema, Type } from "@sinclair/typebox";
+import { type TArray, type TSchema, type TString, Type } from "@sinclair/typebox";
 
 export const ErrorEnvelope = Type.Object(
   {
@@ -76,4 +76,12 @@ export function StringMap(limits: {
     propertyNames: { minLength: 1, maxLength: limits.keyMaxLength },
     description: limits.description,
   });
+}
+
+/** A page of a list: the items under `key`, then `next_page_token` (empty on the last page). */
+export function PageOf<K extends string, T extends TSchema>(key: K, item: T) {
+  const properties = { [key]: Type.Array(item), next_page_token: Type.String() } as { [P in K]: TArray<T> } & {
+    next_page_token: TString;
+  };
+  return Type.Object(properties, { additionalProperties: false });
 }

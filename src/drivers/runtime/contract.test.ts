@@ -3,6 +3,9 @@
 // a second driver instance on the same state (adoption after a restart), and a peer server
 // reachable only through a `public` network.
 import assert from "node:assert/strict";
+import { chmod, mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import type {
   ExecOutcome,
@@ -10,6 +13,7 @@ import type {
   NetworkReceipt,
   RuntimeDriver,
   RuntimeError,
+  SandboxMount,
   SandboxObservation,
   SandboxSpec,
 } from "./interface.js";
@@ -283,9 +287,74 @@ for (const target of targets) {
         (error: unknown) => (error as RuntimeError).code === "already_exists",
       );
       const bare = h.spec({ command: undefined });
-      bare.image = { ...bare.image, config: { ...bare.image.config, entrypoint: null, cmd: null } };
+      const image = bare.source.image;
+      bare.source = { kind: "image", image: { ...image, config: { ...image.config, entrypoint: null, cmd: null } } };
       await assert.rejects(h.driver.create(bare), (error: unknown) => (error as RuntimeError).code === "invalid_spec");
       assert.equal((await h.driver.observe(bare.id)).status, "absent");
+    });
+
+    it("binds host directories in, read-only or writable, for every run", async () => {
+      const shared = await mkdtemp(path.join(os.tmpdir(), "warren-mount-"));
+      try {
+        await writeFile(path.join(shared, "hello"), "from the host\n");
+        await mkdir(path.join(shared, "rw"));
+        await chmod(path.join(shared, "rw"), 0o777);
+        const id = await running({
+          mounts: [
+            { source: shared, target: "/mnt/ro", readOnly: true },
+            { source: path.join(shared, "rw"), target: "/data/rw", readOnly: false },
+          ],
+        });
+        const read = completed(await exec(id, ["cat", "/mnt/ro/hello"]));
+        assert.equal(read.stdout, "from the host\n");
+        const denied = completed(await exec(id, ["sh", "-c", "touch /mnt/ro/x 2>/dev/null; echo $?"]));
+        assert.notEqual(denied.stdout.trim(), "0", "a read-only mount refuses writes");
+        completed(await exec(id, ["sh", "-c", "echo written > /data/rw/out"]));
+        assert.equal(await readFile(path.join(shared, "rw", "out"), "utf8"), "written\n");
+        await h.driver.stop(id);
+        await h.driver.start(id);
+        assert.equal(completed(await exec(id, ["cat", "/data/rw/out"])).stdout, "written\n", "kept across runs");
+        await h.driver.destroy(id);
+        assert.equal(
+          await readFile(path.join(shared, "hello"), "utf8"),
+          "from the host\n",
+          "destroy leaves the source",
+        );
+        assert.deepEqual(await h.traces(id), []);
+      } finally {
+        await rm(shared, { recursive: true, force: true });
+      }
+    });
+
+    it("refuses a snapshot source it cannot restore, and bad mounts, leaving nothing", async () => {
+      const snapshot = h.spec();
+      snapshot.source = { kind: "snapshot", image: snapshot.source.image, snapshotId: "snp-none" };
+      await assert.rejects(
+        h.driver.create(snapshot),
+        (error: unknown) => (error as RuntimeError).code === "unsupported",
+      );
+      assert.deepEqual(await h.traces(snapshot.id), []);
+      const bad: SandboxMount[][] = [
+        [{ source: "/tmp", target: "/proc/x", readOnly: true }],
+        [{ source: "/tmp", target: "/workspace", readOnly: true }],
+        [{ source: "/tmp", target: "relative", readOnly: true }],
+        [{ source: "/tmp", target: "/a/../etc", readOnly: true }],
+        [{ source: "/tmp", target: "/dev/.warren-exec", readOnly: true }],
+        [
+          { source: "/tmp", target: "/m", readOnly: true },
+          { source: "/tmp", target: "/m", readOnly: false },
+        ],
+        [{ source: "/no/such/dir", target: "/m", readOnly: true }],
+      ];
+      for (const mounts of bad) {
+        const spec = h.spec({ mounts });
+        await assert.rejects(
+          h.driver.create(spec),
+          (error: unknown) => (error as RuntimeError).code === "invalid_spec",
+          JSON.stringify(mounts),
+        );
+        assert.deepEqual(await h.traces(spec.id), [], JSON.stringify(mounts));
+      }
     });
 
     it("gives durable storage a capacity that grows and never shrinks", async () => {

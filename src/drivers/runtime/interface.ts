@@ -36,10 +36,33 @@ export interface PreparedImage {
   };
 }
 
+/** Where a sandbox's root filesystem comes from. */
+export type SandboxSource =
+  | { kind: "image"; image: PreparedImage }
+  /**
+   * A snapshot of another sandbox: its image plus what that sandbox had changed. Restoring
+   * one is the snapshot issue's; a driver that cannot yet answers RuntimeError `unsupported`.
+   */
+  | { kind: "snapshot"; image: PreparedImage; snapshotId: string };
+
+/** A host directory bound into the sandbox (a volume's version, a shared filesystem). */
+export interface SandboxMount {
+  /** Absolute path of a directory on the host that the caller owns. */
+  source: string;
+  /**
+   * Absolute, normalized path inside the sandbox: not `/`, not `/workspace` or above it,
+   * nothing under `/proc`, `/sys`, `/dev` or `/etc/hosts`/`/etc/hostname`; no two alike.
+   */
+  target: string;
+  readOnly: boolean;
+}
+
 export interface SandboxSpec {
   /** Lowercase letters, digits and `-`, at most 64 characters (`sbx-` + 40 hex in the API). */
   id: string;
-  image: PreparedImage;
+  source: SandboxSource;
+  /** Bound into the sandbox for its whole life (every run), in this order. */
+  mounts?: SandboxMount[];
   /** Replaces the image's ENTRYPOINT and CMD as the first process, executed directly. */
   command?: string[];
   /** Added to (and overriding) the image's environment, for the first process and every exec. */
@@ -127,7 +150,9 @@ export type RuntimeErrorCode =
   /** The first process could not be started (runc refused, or a missing executable). */
   | "start_failed"
   /** The host could not do what was asked (a tool failed); the message says which. */
-  | "host_failure";
+  | "host_failure"
+  /** This driver cannot do that (yet): a snapshot source on a driver without restore. */
+  | "unsupported";
 
 export class RuntimeError extends Error {
   readonly code: RuntimeErrorCode;
@@ -171,4 +196,24 @@ export interface RuntimeDriver {
   onExit(listener: ExitListener): () => void;
   /** Releases the driver's own resources (watchers); sandboxes keep running. */
   close(): Promise<void>;
+}
+
+/** What a create asks for, as a pool of ready sandboxes sees it. */
+export interface PoolRequest {
+  image: string;
+  memoryMiB: number;
+  cpuMillis: number;
+  storageClass: string;
+  workspaceCapacityGiB: number | null;
+  network: string;
+}
+
+/**
+ * Ids of sandboxes a runtime has already made for the default shape (the local driver's
+ * pool): a create of that shape takes one as its id and the reconciler's create claims it.
+ */
+export interface SandboxIdPool {
+  take(request: PoolRequest): string | null;
+  /** The id was taken but no sandbox was recorded with it. */
+  release(id: string): void;
 }

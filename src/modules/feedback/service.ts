@@ -66,10 +66,8 @@ export class FeedbackService {
 
     const id = newId("fb");
     const createdAt = this.clock.now();
-    const inserted = await repo.insertFeedback(this.db, {
-      id,
-      orgId: cred.orgId,
-      principalId: cred.principalId,
+    // The report with its optional fields filled, as stored and as relayed.
+    const report = {
       title: input.title,
       surface: input.surface,
       body: input.body ?? "",
@@ -78,8 +76,16 @@ export class FeedbackService {
       repro: input.repro ?? "",
       severity: input.severity ?? "",
       fingerprint,
-      svcVersion: input.svc_version ?? "",
-      evidence: input.evidence ?? [],
+    };
+    const svcVersion = input.svc_version ?? "";
+    const evidence = input.evidence ?? [];
+    const inserted = await repo.insertFeedback(this.db, {
+      id,
+      orgId: cred.orgId,
+      principalId: cred.principalId,
+      ...report,
+      svcVersion,
+      evidence,
       createdAt,
     });
     if (!inserted) {
@@ -91,16 +97,9 @@ export class FeedbackService {
       id,
       organization: { id: cred.orgId, slug: cred.orgSlug },
       principal_id: cred.principalId,
-      title: input.title,
-      surface: input.surface,
-      body: input.body ?? "",
-      expected: input.expected ?? "",
-      actual: input.actual ?? "",
-      repro: input.repro ?? "",
-      severity: input.severity ?? "",
-      fingerprint,
-      svc_version: input.svc_version ?? "",
-      evidence: input.evidence ?? [],
+      ...report,
+      svc_version: svcVersion,
+      evidence,
       created_at: createdAt.toISOString(),
     });
     if (relayed) await repo.markRelayed(this.db, id);

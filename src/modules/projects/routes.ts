@@ -1,6 +1,6 @@
 import { Type } from "@sinclair/typebox";
 import { DEFAULT_PAGE_SIZE, PageQuery } from "../../http/pagination.js";
-import { DecimalString, standardResponses } from "../../http/schemas.js";
+import { DecimalString, PageOf, standardResponses } from "../../http/schemas.js";
 import { type App, credentialOf } from "../../http/types.js";
 import { invalid } from "../../lib/errors.js";
 import { Project } from "./schemas.js";
@@ -64,10 +64,7 @@ export function registerProjectRoutes(app: App, projects: ProjectService): void 
         summary: "List projects, newest first",
         querystring: Type.Object(PageQuery, { additionalProperties: false }),
         response: standardResponses({
-          200: Type.Object(
-            { projects: Type.Array(Project), next_page_token: Type.String() },
-            { additionalProperties: false },
-          ),
+          200: PageOf("projects", Project),
         }),
       },
     },

@@ -1,6 +1,6 @@
 // Wire schemas of runs (contract 2.2) and their types, shared by the routes and the service.
 import { type Static, Type } from "@sinclair/typebox";
-import { Timestamp } from "../../http/schemas.js";
+import { PageOf, Timestamp } from "../../http/schemas.js";
 
 export const RUN_LABEL_MAX_CHARS = 256;
 export const TERMINAL_RUN_STATUSES = ["succeeded", "failed", "canceled"] as const;
@@ -48,10 +48,7 @@ export const CompleteRunRequest = Type.Object(
   { additionalProperties: false },
 );
 
-export const ListRunsResponse = Type.Object(
-  { runs: Type.Array(Run), next_page_token: Type.String() },
-  { additionalProperties: false },
-);
+export const ListRunsResponse = PageOf("runs", Run);
 
 export type RunJson = Static<typeof Run>;
 export type StartRunBody = Static<typeof StartRunRequest>;

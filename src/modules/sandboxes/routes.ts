@@ -1,7 +1,7 @@
 import { type TSchema, Type } from "@sinclair/typebox";
 import { idempotencyKeyOf } from "../../http/idempotency.js";
 import { DEFAULT_PAGE_SIZE, PageQuery } from "../../http/pagination.js";
-import { FlatErrorRef } from "../../http/schemas.js";
+import { FlatErrorRef, PageOf } from "../../http/schemas.js";
 import { type App, credentialOf, verbPath } from "../../http/types.js";
 import type { ExecService } from "./exec-service.js";
 import {
@@ -117,10 +117,7 @@ export function registerSandboxRoutes(app: App, sandboxes: SandboxService, execs
           { additionalProperties: false },
         ),
         response: flatResponses({
-          200: Type.Object(
-            { sandboxes: Type.Array(Sandbox), next_page_token: Type.String() },
-            { additionalProperties: false },
-          ),
+          200: PageOf("sandboxes", Sandbox),
         }),
       },
     },

@@ -3,7 +3,12 @@
 // towards it and records what it observes. Exec is exec-service.ts.
 import { randomBytes } from "node:crypto";
 import type { SandboxDefaults } from "../../config.js";
-import { type NetworkReceipt, type RuntimeDriver, RuntimeError } from "../../drivers/runtime/interface.js";
+import {
+  type NetworkReceipt,
+  type RuntimeDriver,
+  RuntimeError,
+  type SandboxIdPool,
+} from "../../drivers/runtime/interface.js";
 import type { Clock } from "../../lib/clock.js";
 import { AppError, notFound } from "../../lib/errors.js";
 import type { Logger } from "../../lib/logger.js";
@@ -30,23 +35,6 @@ const unsupported = (message: string) => new AppError("unsupported_capability", 
 
 export function newSandboxId(): string {
   return `sbx-${randomBytes(20).toString("hex")}`;
-}
-
-/**
- * Ids of sandboxes the runtime has already made for the default shape (the local driver's
- * pool): a create of that shape takes one as its id and the reconciler's create claims it.
- */
-export interface SandboxIdPool {
-  take(request: {
-    image: string;
-    memoryMiB: number;
-    cpuMillis: number;
-    storageClass: string;
-    workspaceCapacityGiB: number | null;
-    network: string;
-  }): string | null;
-  /** The id was taken but no sandbox was recorded with it. */
-  release(id: string): void;
 }
 
 /** What the reconciler is told: which sandbox to look at now. */

@@ -1,7 +1,7 @@
 // Wire schemas of write-only sandbox secrets and their grants, and their types, shared by the
 // routes and the service.
 import { type Static, Type } from "@sinclair/typebox";
-import { Timestamp } from "../../http/schemas.js";
+import { PageOf, Timestamp } from "../../http/schemas.js";
 
 export const DELIVERIES = [
   "SANDBOX_SECRET_DELIVERY_UNSPECIFIED",
@@ -55,10 +55,7 @@ export const CreateSecretRequest = Type.Object(
   { additionalProperties: false },
 );
 
-export const ListSecretsResponse = Type.Object(
-  { secrets: Type.Array(SandboxSecret), next_page_token: Type.String() },
-  { additionalProperties: false },
-);
+export const ListSecretsResponse = PageOf("secrets", SandboxSecret);
 
 export type SecretJson = Static<typeof SandboxSecret>;
 export type GrantJson = Static<typeof SandboxSecretGrant>;

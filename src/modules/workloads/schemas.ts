@@ -1,7 +1,7 @@
 // Wire schemas of workload identities (launch ACLs, cloud federation) and their types, shared
 // by the routes and the service.
 import { type Static, Type } from "@sinclair/typebox";
-import { Timestamp } from "../../http/schemas.js";
+import { PageOf, Timestamp } from "../../http/schemas.js";
 
 export const WORKLOAD_NAME_PATTERN = "^[a-z0-9](?:[a-z0-9._-]{0,98}[a-z0-9])?$";
 
@@ -102,10 +102,7 @@ export const AddWorkloadFederationRequest = Type.Object(
   { additionalProperties: false },
 );
 
-export const ListWorkloadsResponse = Type.Object(
-  { workloads: Type.Array(Workload), next_page_token: Type.String() },
-  { additionalProperties: false },
-);
+export const ListWorkloadsResponse = PageOf("workloads", Workload);
 
 export type CloudJson = Static<typeof Cloud>;
 export type FederationDescriptorJson = Static<typeof FederationDescriptor>;

@@ -8,7 +8,7 @@ import { after, before, describe, it } from "node:test";
 import { busyboxLayer, pushImage } from "../../../../test/support/registry.js";
 import { LayerCache } from "../image/layer-cache.js";
 import { RegistryClient } from "../image/registry-client.js";
-import type { ExecOutcome, RuntimeError, SandboxSpec } from "../interface.js";
+import type { ExecOutcome, PreparedImage, RuntimeError, SandboxSpec } from "../interface.js";
 import { LocalRuntimeDriver } from "./driver.js";
 import { run, TOOLS } from "./host.js";
 import {
@@ -57,7 +57,7 @@ describe("local driver on the host", () => {
     try {
       const images = await Promise.all([1, 2, 3].map(() => driver.prepareImage(f.busyboxRef)));
       assert.ok(images.every((image) => image.digest === f.image.digest));
-      const specs = [1, 2, 3].map(() => f.spec({ image: images[0] }));
+      const specs = [1, 2, 3].map(() => f.spec({ source: { kind: "image", image: images[0] as PreparedImage } }));
       await Promise.all(specs.map((spec) => driver.create(spec)));
       const manifests = [...requests].filter(([p]) => p.includes("/manifests/"));
       const blobs = [...requests].filter(([p]) => p.includes("/blobs/"));
@@ -128,7 +128,12 @@ describe("local driver on the host", () => {
     assert.equal(image.digest, pushed.digest);
     assert.equal(image.config.user, "nobody");
     for (const storageClass of ["standard", "durable"] as const) {
-      const id = await sandbox({ image, command: undefined, storageClass, workspaceCapacityGiB: 1 });
+      const id = await sandbox({
+        source: { kind: "image", image },
+        command: undefined,
+        storageClass,
+        workspaceCapacityGiB: 1,
+      });
       const out = completed(
         await sh(id, "id -u; id -g; echo $HOME; touch /workspace/mine && echo ok; touch /etc/x 2>&1"),
       );

@@ -7,15 +7,19 @@
 //   cgroups.ts     finding and removing cgroups, OOM counters
 //   network.ts     netns, veth, nftables
 //   supervisor.ts  the shim that runs `runc run` and records the exit
+//   records.ts     the on-disk records of a sandbox (sandbox.json, network.json)
+//   exit-watch.ts  a run's end (the shim's exit.json) as exit events
+//   exec-runner.ts exec: the run's agent, or the fallback
 //   exec.ts        `runc exec` with caps and timeouts (the fallback)
 //   exec-agent.ts  the resident exec agent per running sandbox, started once by runc exec
+//   pool.ts        started sandboxes of the default shape, handed out by id (pool-launch.ts)
 //   runc.ts        runc state from disk
 // State on disk is the truth: a second driver on the same root (a restarted server) sees
 // and adopts everything the first one made.
-import { type FSWatcher, watch } from "node:fs";
-import { lstat, mkdir, mkdtemp, readdir, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
-import os from "node:os";
+import { lstat, mkdir, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import path from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { exists } from "../../../lib/fs.js";
 import { ImageError } from "../image/errors.js";
 import { LayerCache } from "../image/layer-cache.js";
 import { parseImageReference } from "../image/reference.js";
@@ -27,32 +31,40 @@ import {
   type NetworkMode,
   type NetworkReceipt,
   type PreparedImage,
-  type ResourceSpec,
   type RuntimeDriver,
   RuntimeError,
+  type SandboxMount,
   type SandboxObservation,
   type SandboxSpec,
-  type StorageClass,
 } from "../interface.js";
 import { childCgroups, oomCounterFile, removeCgroup } from "./cgroups.js";
-import { runExec } from "./exec.js";
-import { AgentLostError, AgentUnavailableError, buildExecAgent, EXEC_AGENT_PATH, ExecAgent } from "./exec-agent.js";
+import { ExecRunner } from "./exec-runner.js";
+import { ExitWatch } from "./exit-watch.js";
 import { ensureHostPackages, TOOLS } from "./host.js";
 import { assertSandboxId, isSandboxId, Layout, type SandboxPaths } from "./layout.js";
 import { mountOverlay, unmountUnder } from "./mounts.js";
 import { parsePool, SANDBOX_INTERFACE, SandboxNetwork, slotAddresses } from "./network.js";
 import {
   buildBundleConfig,
-  execProcessSpec,
   hostsFile,
   mergeEnv,
   type ProcessIdentity,
   resolveArgv,
   sandboxEnv,
+  validateMounts,
   validateResources,
 } from "./oci-config.js";
 import { launchPaths, POOL_BUSYBOX } from "./pool-launch.js";
-import { InitHandle, isInitAlive, killInit, type RuncState, readRuncState, runcDeleteForce } from "./runc.js";
+import {
+  loadRecord,
+  type NetworkRecord,
+  readNetworkRecord,
+  recordIds,
+  type SandboxRecord,
+  writeJson,
+  writeNetworkRecord,
+} from "./records.js";
+import { isInitAlive, killInit, type RuncState, readRuncState, runcDeleteForce } from "./runc.js";
 import { spawner } from "./spawner.js";
 import { isShimAlive, readExitRecord, settledExitRecord, startShim } from "./supervisor.js";
 import { resolveUser } from "./users.js";
@@ -94,65 +106,8 @@ export interface LocalRuntimeDriverOptions {
   prestartExecAgent?: boolean;
 }
 
-/** The exec agent of one sandbox run (init pid + start time), or the failure to start it. */
-interface AgentEntry {
-  initPid: number;
-  initStart: number;
-  agent: Promise<ExecAgent | null>;
-  /** The agent once `agent` resolved to one (so exec can take it without waiting a turn). */
-  ready: ExecAgent | null;
-  /** When starting it failed (0 while it has not): another try comes AGENT_RETRY_MS later. */
-  failedAt: number;
-}
-
-const AGENT_RETRY_MS = 10_000;
-
-/** A running sandbox as exec needs it: its record, the runc state of the run and its init (see liveRun). */
-interface LiveRun {
-  record: SandboxRecord;
-  paths: SandboxPaths;
-  state: RuncState;
-  init: InitHandle;
-}
-
-/** What create() fixed, in `<sandbox>/sandbox.json` (written last: its presence means create finished). */
-interface SandboxRecord {
-  version: 1;
-  id: string;
-  createdAt: string;
-  image: { reference: string; digest: string; lowerDirs: string[] };
-  args: string[];
-  identity: ProcessIdentity;
-  resources: ResourceSpec;
-  storage: { class: StorageClass };
-  hostname: string;
-}
-
-/** Mutable network state, in `<sandbox>/network.json` (written before anything is attached). */
-interface NetworkRecord {
-  mode: NetworkMode;
-  slot: number | null;
-}
-
 const DEFAULT_POOL = "10.213.0.0/16";
 const MAX_ARGS = 4096;
-
-async function exists(file: string): Promise<boolean> {
-  return stat(file).then(
-    () => true,
-    () => false,
-  );
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}
-
-async function writeJsonAtomically(file: string, value: unknown): Promise<void> {
-  const temp = `${file}.${process.pid}.tmp`;
-  await writeFile(temp, `${JSON.stringify(value, null, 2)}\n`, { mode: 0o600 });
-  await rename(temp, file);
-}
 
 /** Reads a file of the image's rootfs without following symlinks out of it (empty when absent or a link). */
 async function readRootfsFile(rootfs: string, relative: string): Promise<string> {
@@ -171,6 +126,16 @@ async function hostMaxOpenFiles(): Promise<number> {
   return Math.min(1_048_576, match ? Number(match[1]) : 1_048_576);
 }
 
+/** Each mount's source must be a directory (not a symlink to one) when the sandbox is made. */
+async function assertMountSources(mounts: readonly SandboxMount[]): Promise<void> {
+  for (const mount of mounts) {
+    const info = await lstat(mount.source).catch(() => null);
+    if (!info?.isDirectory()) {
+      throw new RuntimeError("invalid_spec", `mount source ${mount.source} is not a directory`);
+    }
+  }
+}
+
 function validateSpec(spec: SandboxSpec): void {
   assertSandboxId(spec.id);
   validateResources(spec.resources);
@@ -182,6 +147,13 @@ function validateSpec(spec: SandboxSpec): void {
     throw new RuntimeError("invalid_spec", `unknown network mode "${spec.network}"`);
   }
   if (spec.env !== undefined) mergeEnv(spec.env);
+  if (spec.source?.kind !== "image" && spec.source?.kind !== "snapshot") {
+    throw new RuntimeError("invalid_spec", "source must be an image or a snapshot");
+  }
+  if (spec.source.kind === "snapshot") {
+    throw new RuntimeError("unsupported", "this driver cannot restore snapshots yet");
+  }
+  validateMounts(spec.mounts ?? []);
   if (spec.command !== undefined) {
     if (!Array.isArray(spec.command) || spec.command.length > MAX_ARGS || spec.command.some((a) => a.includes("\0"))) {
       throw new RuntimeError("invalid_spec", "command must be an array of strings without NUL");
@@ -200,20 +172,8 @@ export class LocalRuntimeDriver implements RuntimeDriver {
   private readonly maxOpenFiles: number;
   private readonly pool: ReturnType<typeof parsePool>;
   private readonly locks = new Map<string, Promise<unknown>>();
-  private readonly exitWatchers = new Map<string, FSWatcher>();
-  private readonly exitWaiters = new Map<string, Set<() => void>>();
-  private readonly listeners = new Set<ExitListener>();
-  private readonly agents = new Map<string, AgentEntry>();
-  /** The run each sandbox was last seen in by exec, valid while its init lives (see liveRun). */
-  private readonly liveRuns = new Map<string, LiveRun>();
-  private readonly execAgentEnabled: boolean;
-  private readonly execAgentCacheDir: string | undefined;
-  private readonly prestartExecAgent: boolean;
-  private agentBinary: string | null = null;
-  private agentBuildWarned = false;
-  private closed = false;
-  /** Short private dir for the agents' start-up sockets (see ExecAgentStartInput.socketDir). */
-  private agentSocketDir: Promise<string> | null = null;
+  private readonly exits: ExitWatch;
+  private readonly execs: ExecRunner;
 
   private constructor(
     options: LocalRuntimeDriverOptions,
@@ -232,9 +192,15 @@ export class LocalRuntimeDriver implements RuntimeDriver {
       });
     this.startTimeoutMs = options.startTimeoutMs ?? 15_000;
     this.stopTimeoutMs = options.stopTimeoutMs ?? 10_000;
-    this.execAgentEnabled = options.execAgent !== false;
-    this.execAgentCacheDir = options.execAgentCacheDir;
-    this.prestartExecAgent = options.prestartExecAgent !== false;
+    this.execs = new ExecRunner(layout, {
+      enabled: options.execAgent !== false,
+      cacheDir: options.execAgentCacheDir,
+      prestart: options.prestartExecAgent !== false,
+    });
+    this.exits = new ExitWatch(layout, async (_id, paths) => ({
+      ...(await this.stoppedObservation(paths)),
+      network: (await readNetworkRecord(paths).catch(() => null))?.mode,
+    }));
     this.swapAccounting = host.swapAccounting;
     this.maxOpenFiles = host.maxOpenFiles;
   }
@@ -252,10 +218,10 @@ export class LocalRuntimeDriver implements RuntimeDriver {
       maxOpenFiles: await hostMaxOpenFiles(),
     };
     const driver = new LocalRuntimeDriver(options, host, layout);
-    await driver.execAgentBinary();
-    for (const id of await driver.recordIds()) {
+    await driver.execs.agentBinary();
+    for (const id of await recordIds(layout)) {
       const state = await readRuncState(layout.runcRoot, id);
-      if (state && (await isInitAlive(state))) driver.watchExit(id);
+      if (state && (await isInitAlive(state))) driver.exits.watch(id);
     }
     return driver;
   }
@@ -294,7 +260,9 @@ export class LocalRuntimeDriver implements RuntimeDriver {
 
   async create(spec: SandboxSpec): Promise<void> {
     validateSpec(spec);
-    const args = resolveArgv(spec.image.config, spec.command);
+    const image = spec.source.image;
+    const mounts = spec.mounts ?? [];
+    const args = resolveArgv(image.config, spec.command);
     const hostname = this.layout.hostnameOf(spec.id);
     await this.withLock(spec.id, async () => {
       const paths = this.layout.sandbox(spec.id);
@@ -307,7 +275,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
         // The merged root takes the upper dir's mode: it must let every user in, as / does.
         await mkdir(paths.upper, { mode: 0o755 });
         const network: NetworkRecord = { mode: spec.network, slot: null };
-        await writeJsonAtomically(path.join(paths.dir, "network.json"), network);
+        await writeNetworkRecord(paths, network);
 
         // The network (namespace, and for `public` veth, addresses and rules) is made while
         // the root filesystem and workspace are: separate host tools, no shared state.
@@ -321,16 +289,17 @@ export class LocalRuntimeDriver implements RuntimeDriver {
           () => undefined,
           () => undefined,
         );
-        const lowerDirs = await this.lowerDirsOf(spec.image);
+        await assertMountSources(mounts);
+        const lowerDirs = await this.lowerDirsOf(image);
         await mountOverlay({ lowerDirs, upper: paths.upper, work: paths.work, target: paths.rootfs });
         const user = resolveUser(
-          spec.image.config.user,
+          image.config.user,
           await readRootfsFile(paths.rootfs, "etc/passwd"),
           await readRootfsFile(paths.rootfs, "etc/group"),
         );
         const identity: ProcessIdentity = {
-          env: sandboxEnv({ imageEnv: spec.image.config.env, specEnv: spec.env, hostname, home: user.home }),
-          cwd: spec.image.config.workingDir || "/",
+          env: sandboxEnv({ imageEnv: image.config.env, specEnv: spec.env, hostname, home: user.home }),
+          cwd: image.config.workingDir || "/",
           uid: user.uid,
           gid: user.gid,
           additionalGids: user.additionalGids,
@@ -356,7 +325,8 @@ export class LocalRuntimeDriver implements RuntimeDriver {
           version: 1,
           id: spec.id,
           createdAt: new Date().toISOString(),
-          image: { reference: spec.image.reference, digest: spec.image.digest, lowerDirs },
+          image: { reference: image.reference, digest: image.digest, lowerDirs },
+          ...(mounts.length > 0 ? { mounts } : {}),
           args,
           identity,
           resources: { ...spec.resources },
@@ -364,7 +334,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
           hostname,
         };
         await this.writeBundleConfig(record, paths);
-        await writeJsonAtomically(paths.record, record);
+        await writeJson(paths.record, record);
       } catch (error) {
         // Let a network step still under way finish before undoing it.
         await networkDone;
@@ -381,13 +351,15 @@ export class LocalRuntimeDriver implements RuntimeDriver {
    */
   async assign(spec: SandboxSpec): Promise<{ args: string[]; env: string[]; cwd: string; rootfs: string } | null> {
     validateSpec(spec);
-    const args = resolveArgv(spec.image.config, spec.command);
+    const image = spec.source.image;
+    const args = resolveArgv(image.config, spec.command);
     return this.withLock(spec.id, async () => {
-      const { record, paths } = await this.load(spec.id).catch(() => ({ record: null, paths: null }));
+      const { record, paths } = await loadRecord(this.layout, spec.id).catch(() => ({ record: null, paths: null }));
       if (!record || !paths) return null;
-      const network = await this.readNetwork(paths).catch(() => null);
+      const network = await readNetworkRecord(paths).catch(() => null);
       const same =
-        record.image.digest === spec.image.digest &&
+        record.image.digest === image.digest &&
+        (spec.mounts ?? []).length === 0 &&
         record.storage.class === spec.storageClass &&
         spec.storageClass === "standard" &&
         network?.mode === spec.network &&
@@ -397,18 +369,18 @@ export class LocalRuntimeDriver implements RuntimeDriver {
       record.args = args;
       record.identity = {
         ...record.identity,
-        env: sandboxEnv({ imageEnv: spec.image.config.env, specEnv: spec.env, hostname: record.hostname, home }),
+        env: sandboxEnv({ imageEnv: image.config.env, specEnv: spec.env, hostname: record.hostname, home }),
       };
-      await writeJsonAtomically(paths.record, record);
+      await writeJson(paths.record, record);
       // The pooled run goes on under its new owner: exec must read this record, not the placeholder's.
-      this.forgetRun(spec.id);
+      this.execs.forgetRun(spec.id);
       return { args, env: record.identity.env, cwd: record.identity.cwd, rootfs: paths.rootfs };
     });
   }
 
   async start(id: string): Promise<void> {
     await this.withLock(id, async () => {
-      const { record, paths } = await this.load(id);
+      const { record, paths } = await loadRecord(this.layout, id);
       const state = await readRuncState(this.layout.runcRoot, id);
       if (state && (await isInitAlive(state))) return;
       // A run that just ended may still have its shim's bookkeeping (runc delete, exit.json)
@@ -426,7 +398,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
         await ensureDurableWorkspaceMounted(paths.workspaceImage, paths.workspace);
       if (!(await this.network.namespaceExists(id))) {
         await this.network.createNamespace(id);
-        const network = await this.readNetwork(paths);
+        const network = await readNetworkRecord(paths);
         if (network.mode === "public") await this.attachPublic(id, paths, network.slot);
       }
       await this.writeBundleConfig(record, paths);
@@ -439,27 +411,27 @@ export class LocalRuntimeDriver implements RuntimeDriver {
         timeoutMs: this.startTimeoutMs,
       });
       await writeFile(path.join(paths.runDir, "started"), "");
-      this.watchExit(id);
-      this.prestartAgent(id);
+      this.exits.watch(id);
+      this.execs.prestartAgent(id);
     });
   }
 
   async stop(id: string): Promise<void> {
     await this.withLock(id, async () => {
-      await this.load(id);
+      await loadRecord(this.layout, id);
       await this.stopContainer(id);
     });
   }
 
   /** Kills the container (if it runs) and waits for the shim to record the end. */
   private async stopContainer(id: string): Promise<void> {
-    this.forgetAgent(id);
+    this.execs.forgetAgent(id);
     const paths = this.layout.sandbox(id);
     const state = await readRuncState(this.layout.runcRoot, id);
     if (!state) return;
     if (await isInitAlive(state)) {
-      this.watchExit(id);
-      const exited = this.nextExit(id);
+      this.exits.watch(id);
+      const exited = this.exits.nextExit(id);
       let settled = false;
       // Marks this end as asked for, so an earlier OOM kill of an exec is not blamed for it.
       await writeFile(path.join(paths.runDir, "stop-requested"), "").catch(() => undefined);
@@ -480,7 +452,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
     const record = await settledExitRecord(paths, this.stopTimeoutMs);
     if (await exists(this.layout.runcStateDir(id))) await runcDeleteForce(this.layout.runcRoot, id);
     if (!record && (await exists(paths.runDir))) {
-      await writeJsonAtomically(paths.exitFile, { exitCode: -1, oomKills: 0 });
+      await writeJson(paths.exitFile, { exitCode: -1, oomKills: 0 });
     }
   }
 
@@ -504,14 +476,14 @@ export class LocalRuntimeDriver implements RuntimeDriver {
 
   /** Removes every trace of a sandbox, complete or half-made. Each step tolerates absence. */
   private async teardown(id: string): Promise<void> {
-    this.forgetAgent(id);
-    this.forgetRun(id);
+    this.execs.forgetAgent(id);
+    this.execs.forgetRun(id);
     const paths = this.layout.sandbox(id);
     await this.stopContainer(id).catch(() => runcDeleteForce(this.layout.runcRoot, id));
-    this.unwatchExit(id);
+    this.exits.unwatch(id);
     await runcDeleteForce(this.layout.runcRoot, id);
     await unmountUnder(paths.dir);
-    const network = await this.readNetwork(paths).catch(() => null);
+    const network = await readNetworkRecord(paths).catch(() => null);
     await this.network.detachPublic(id, network?.slot ?? null);
     await this.network.deleteNamespace(id);
     const left = await removeCgroup(this.layout.cgroupPath(id));
@@ -522,72 +494,12 @@ export class LocalRuntimeDriver implements RuntimeDriver {
   // ---- exec ----
 
   async exec(id: string, request: ExecRequest): Promise<ExecOutcome> {
-    const { record, paths, state } = this.seenRun(id) ?? (await this.liveRun(id));
-    const processSpec = execProcessSpec(record.identity, request);
-    if (!(request.timeoutSeconds > 0)) throw new RuntimeError("invalid_spec", "timeoutSeconds must be positive");
-    if (!state) return { kind: "sandbox_stopped" };
-    const agent = this.readyAgent(id, state) ?? (await this.agentFor(id, record, paths, state));
-    if (agent) {
-      try {
-        return await agent.run(
-          { argv: processSpec.args, env: processSpec.env, cwd: processSpec.cwd },
-          { timeoutSeconds: request.timeoutSeconds, maxOutputBytes: request.maxOutputBytes },
-        );
-      } catch (error) {
-        if (error instanceof AgentLostError) {
-          // The agent went away (or broke the protocol) after the request went out. With the
-          // sandbox gone too, a started command was killed with it (SIGKILL, as runc exec
-          // reports it). Otherwise the command may have run, may still run, or never started:
-          // it is indeterminate, never "did not run", so a retry cannot run it twice unknowingly.
-          if (error.exit !== null) return { kind: "completed", exit: error.exit, ...error.output };
-          if (error.started && (await this.initEndsSoon(state))) {
-            return { kind: "completed", exit: 137, ...error.output };
-          }
-          return { kind: "indeterminate", ...error.output, message: `sandbox ${id}: ${error.message}` };
-        }
-        if (!(error instanceof AgentUnavailableError)) throw error;
-        // Nothing was sent: the command runs through runc exec below.
-      }
-    }
-    return runExec({
-      runcRoot: this.layout.runcRoot,
-      id,
-      execDir: paths.execDir,
-      process: processSpec,
-      timeoutSeconds: request.timeoutSeconds,
-      maxOutputBytes: request.maxOutputBytes,
-    });
+    return this.execs.exec(id, request);
   }
 
-  /**
-   * The run exec last saw of the sandbox, while its init (PID and start time, so never a
-   * reused PID) lives: a record is written before the run (or, for a pooled sandbox, by
-   * assign(), which forgets the run it rewrites), and a run's runc state names its init, so
-   * neither can have changed. Otherwise null, and liveRun reads both from disk again.
-   */
-  private seenRun(id: string): LiveRun | null {
-    const seen = this.liveRuns.get(id);
-    if (!seen) return null;
-    if (seen.init.alive()) return seen;
-    this.forgetRun(id);
-    return null;
-  }
-
-  /** The sandbox's record and current run from disk (state null when its init is not alive; not_found without a record). */
-  private async liveRun(id: string): Promise<{ record: SandboxRecord; paths: SandboxPaths; state: RuncState | null }> {
-    const { record, paths } = await this.load(id);
-    const state = await readRuncState(this.layout.runcRoot, id);
-    const init = state && !this.closed ? InitHandle.open(state) : null;
-    if (!state || !init) return { record, paths, state: null };
-    this.forgetRun(id);
-    const live = { record, paths, state, init };
-    this.liveRuns.set(id, live);
-    return live;
-  }
-
-  private forgetRun(id: string): void {
-    this.liveRuns.get(id)?.init.close();
-    this.liveRuns.delete(id);
+  /** The host PID of the sandbox's live exec agent, if it has one (for tests and diagnostics). */
+  execAgentPid(id: string): Promise<number | null> {
+    return this.execs.execAgentPid(id);
   }
 
   // ---- observation ----
@@ -596,11 +508,11 @@ export class LocalRuntimeDriver implements RuntimeDriver {
     assertSandboxId(id);
     const paths = this.layout.sandbox(id);
     if (!(await exists(paths.record))) return { status: "absent" };
-    const network = (await this.readNetwork(paths).catch(() => null))?.mode;
+    const network = (await readNetworkRecord(paths).catch(() => null))?.mode;
     const withNetwork = (observation: SandboxObservation) => (network ? { ...observation, network } : observation);
     const state = await readRuncState(this.layout.runcRoot, id);
     if (state && (await isInitAlive(state))) {
-      this.watchExit(id);
+      this.exits.watch(id);
       return withNetwork({ status: "running", pid: state.initPid });
     }
     if (!(await exists(path.join(paths.runDir, "started")))) return withNetwork({ status: "created" });
@@ -630,18 +542,12 @@ export class LocalRuntimeDriver implements RuntimeDriver {
   }
 
   onExit(listener: ExitListener): () => void {
-    this.listeners.add(listener);
-    return () => this.listeners.delete(listener);
+    return this.exits.onExit(listener);
   }
 
   async close(): Promise<void> {
-    this.closed = true;
-    for (const id of [...this.agents.keys()]) this.forgetAgent(id, true);
-    for (const id of [...this.liveRuns.keys()]) this.forgetRun(id);
-    const socketDir = await this.agentSocketDir?.catch(() => null);
-    if (socketDir?.startsWith(path.join(os.tmpdir(), "warren-agent-")))
-      await rm(socketDir, { recursive: true, force: true });
-    for (const id of [...this.exitWatchers.keys()]) this.unwatchExit(id);
+    await this.execs.close();
+    this.exits.close();
   }
 
   // ---- network ----
@@ -649,13 +555,13 @@ export class LocalRuntimeDriver implements RuntimeDriver {
   async setNetwork(id: string, mode: NetworkMode): Promise<NetworkReceipt> {
     if (mode !== "none" && mode !== "public") throw new RuntimeError("invalid_spec", `unknown network mode "${mode}"`);
     return this.withLock(id, async () => {
-      const { paths } = await this.load(id);
+      const { paths } = await loadRecord(this.layout, id);
       if (!(await this.network.namespaceExists(id))) await this.network.createNamespace(id);
-      const current = await this.readNetwork(paths);
+      const current = await readNetworkRecord(paths);
       if (mode === "none") {
-        await writeJsonAtomically(path.join(paths.dir, "network.json"), { mode: "none", slot: current.slot });
+        await writeNetworkRecord(paths, { mode: "none", slot: current.slot });
         await this.network.detachPublic(id, current.slot);
-        await writeJsonAtomically(path.join(paths.dir, "network.json"), { mode: "none", slot: null });
+        await writeNetworkRecord(paths, { mode: "none", slot: null });
         return { mode, namespace: await this.network.namespaceIdentity(id), rules: [] };
       }
       return this.attachPublic(id, paths, current.slot);
@@ -671,7 +577,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
   ): Promise<NetworkReceipt> {
     const chosen = slot ?? (await this.network.allocateSlot(await this.slotsInUse(id)));
     const networkFile = path.join(paths.dir, "network.json");
-    await writeJsonAtomically(networkFile, { mode: "public", slot: chosen } satisfies NetworkRecord);
+    await writeJson(networkFile, { mode: "public", slot: chosen } satisfies NetworkRecord);
     try {
       const attached =
         (slot !== null ? await this.network.currentPublic(id, slot) : null) ??
@@ -697,7 +603,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
     const slots = new Set<number>();
     for (const id of await readdir(this.layout.sandboxesDir).catch(() => [] as string[])) {
       if (id === except || !isSandboxId(id)) continue;
-      const network = await this.readNetwork(this.layout.sandbox(id)).catch(() => null);
+      const network = await readNetworkRecord(this.layout.sandbox(id)).catch(() => null);
       if (network?.slot !== null && network?.slot !== undefined) slots.add(network.slot);
     }
     return slots;
@@ -705,7 +611,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
 
   /** The addresses a public sandbox has (for tests and diagnostics). */
   async addressesOf(id: string): Promise<{ sandbox: string; gateway: string } | null> {
-    const network = await this.readNetwork(this.layout.sandbox(id)).catch(() => null);
+    const network = await readNetworkRecord(this.layout.sandbox(id)).catch(() => null);
     if (network?.mode !== "public" || network.slot === null) return null;
     return slotAddresses(this.pool, network.slot);
   }
@@ -715,7 +621,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
   async growWorkspace(id: string, capacityGiB: number): Promise<void> {
     assertCapacity(capacityGiB);
     await this.withLock(id, async () => {
-      const { record, paths } = await this.load(id);
+      const { record, paths } = await loadRecord(this.layout, id);
       if (record.storage.class !== "durable") {
         throw new RuntimeError("not_durable", `sandbox ${id} has standard storage, which has no capacity to grow`);
       }
@@ -727,29 +633,6 @@ export class LocalRuntimeDriver implements RuntimeDriver {
 
   // ---- internals ----
 
-  private async load(id: string): Promise<{ record: SandboxRecord; paths: SandboxPaths }> {
-    const paths = this.layout.sandbox(id);
-    let text: string;
-    try {
-      text = await readFile(paths.record, "utf8");
-    } catch {
-      throw new RuntimeError("not_found", `no sandbox ${id}`);
-    }
-    return { record: JSON.parse(text) as SandboxRecord, paths };
-  }
-
-  private async readNetwork(paths: SandboxPaths): Promise<NetworkRecord> {
-    return JSON.parse(await readFile(path.join(paths.dir, "network.json"), "utf8")) as NetworkRecord;
-  }
-
-  private async recordIds(): Promise<string[]> {
-    const ids: string[] = [];
-    for (const id of await readdir(this.layout.sandboxesDir).catch(() => [] as string[])) {
-      if (isSandboxId(id) && (await exists(this.layout.sandbox(id).record))) ids.push(id);
-    }
-    return ids;
-  }
-
   private async hasHostState(id: string): Promise<boolean> {
     return (
       (await exists(this.layout.sandbox(id).dir)) ||
@@ -759,7 +642,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
   }
 
   private async writeBundleConfig(record: SandboxRecord, paths: SandboxPaths): Promise<void> {
-    const execAgentPath = await this.execAgentBinary();
+    const execAgentPath = await this.execs.agentBinary();
     // A pooled sandbox's first run waits in its launcher (pool.ts) while the FIFO is there.
     const launch = (await exists(launchPaths(paths).spec))
       ? { dir: launchPaths(paths).dir, busybox: POOL_BUSYBOX }
@@ -774,6 +657,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
       netnsPath: this.network.netnsPath(record.id),
       cgroupsPath: this.layout.cgroupPath(record.id),
       workspaceSource: paths.workspace,
+      ...(record.mounts ? { mounts: record.mounts } : {}),
       hostsFile: paths.hosts,
       hostnameFile: paths.hostname,
       tiniPath: TOOLS.tini,
@@ -781,158 +665,10 @@ export class LocalRuntimeDriver implements RuntimeDriver {
       swapAccounting: this.swapAccounting,
       arch: process.arch,
     });
-    await writeJsonAtomically(paths.bundleConfig, config);
+    await writeJson(paths.bundleConfig, config);
   }
 
   // ---- exec agent ----
-
-  /** The agent binary to mount into sandboxes (built when missing), or undefined: no agent. */
-  private async execAgentBinary(): Promise<string | undefined> {
-    if (!this.execAgentEnabled) return undefined;
-    if (this.agentBinary && (await exists(this.agentBinary))) return this.agentBinary;
-    try {
-      this.agentBinary = await buildExecAgent(this.execAgentCacheDir);
-      return this.agentBinary;
-    } catch (error) {
-      this.agentBinary = null;
-      if (!this.agentBuildWarned) {
-        this.agentBuildWarned = true;
-        process.emitWarning(`the exec agent could not be built, execs use runc exec: ${(error as Error).message}`);
-      }
-      return undefined;
-    }
-  }
-
-  /**
-   * The live agent of this sandbox run, started on first use (concurrent first execs share
-   * one start); null when there is none to use (then runc exec runs the command).
-   */
-  private async agentFor(
-    id: string,
-    record: SandboxRecord,
-    paths: SandboxPaths,
-    state: RuncState,
-  ): Promise<ExecAgent | null> {
-    if (!this.execAgentEnabled || this.closed) return null;
-    for (let attempt = 0; attempt < 2; attempt++) {
-      let entry = this.agents.get(id);
-      if (entry && (entry.initPid !== state.initPid || entry.initStart !== state.initStart)) {
-        this.forgetAgent(id);
-        entry = undefined;
-      }
-      entry ??= this.startAgent(id, record, paths, state);
-      const agent = await entry.agent;
-      if (agent?.alive) return agent;
-      if (this.agents.get(id) !== entry) continue;
-      if (!agent && Date.now() - entry.failedAt < AGENT_RETRY_MS) return null;
-      // It died (or failed long enough ago): start another.
-      this.agents.delete(id);
-    }
-    return null;
-  }
-
-  /** The live agent of this run when it is already up, or null (agentFor then gets or starts one). */
-  private readyAgent(id: string, state: RuncState): ExecAgent | null {
-    const entry = this.agents.get(id);
-    if (!entry || entry.initPid !== state.initPid || entry.initStart !== state.initStart) return null;
-    return entry.ready?.alive ? entry.ready : null;
-  }
-
-  /**
-   * `<root>/sock` (kept, reused after a restart), or a private temp dir removed at close when
-   * the root is so deep that a socket path below it would pass the ~100 bytes Unix allows.
-   */
-  private async makeAgentSocketDir(): Promise<string> {
-    const dir = path.join(this.layout.root, "sock");
-    if (Buffer.byteLength(path.join(dir, "agent-000000000000.sock")) > 100) {
-      return mkdtemp(path.join(os.tmpdir(), "warren-agent-"));
-    }
-    await mkdir(dir, { recursive: true, mode: 0o700 });
-    return dir;
-  }
-
-  private startAgent(id: string, record: SandboxRecord, paths: SandboxPaths, state: RuncState): AgentEntry {
-    const entry: AgentEntry = {
-      initPid: state.initPid,
-      initStart: state.initStart,
-      agent: Promise.resolve(null),
-      ready: null,
-      failedAt: 0,
-    };
-    entry.agent = (async () => {
-      // A run started before the agent existed (or without its binary) has no mount of it.
-      const binary = await this.execAgentBinary();
-      if (!binary || !(await exists(`/proc/${state.initPid}/root${EXEC_AGENT_PATH}`))) return null;
-      this.agentSocketDir ??= this.makeAgentSocketDir();
-      const agent = await ExecAgent.start({
-        binary,
-        socketDir: await this.agentSocketDir,
-        runcRoot: this.layout.runcRoot,
-        id,
-        execDir: paths.execDir,
-        // The sandbox identity and environment of any exec; each request brings its own cwd.
-        process: execProcessSpec(record.identity, { argv: [EXEC_AGENT_PATH], cwd: "/" }),
-      });
-      if (this.agents.get(id) !== entry) {
-        // Stopped, destroyed or closed meanwhile.
-        agent.close();
-        return null;
-      }
-      return agent;
-    })()
-      .catch(() => null)
-      .then((agent) => {
-        if (!agent) entry.failedAt = Date.now();
-        entry.ready = agent;
-        return agent;
-      });
-    this.agents.set(id, entry);
-    return entry;
-  }
-
-  /** Starts the agent of a sandbox that just started, in the background (errors are dropped). */
-  private prestartAgent(id: string): void {
-    if (!this.execAgentEnabled || !this.prestartExecAgent || this.closed) return;
-    setImmediate(() => {
-      void (async () => {
-        const { record, paths } = await this.load(id);
-        const state = await readRuncState(this.layout.runcRoot, id);
-        if (state && (await isInitAlive(state))) await this.agentFor(id, record, paths, state);
-      })().catch(() => undefined);
-    });
-  }
-
-  /**
-   * Drops the sandbox's agent from the map. An idle one is told to exit (a stop kills it
-   * with the sandbox anyway); a busy one keeps running its commands until the sandbox ends.
-   */
-  private forgetAgent(id: string, always = false): void {
-    const entry = this.agents.get(id);
-    if (!entry) return;
-    this.agents.delete(id);
-    void entry.agent.then((agent) => {
-      if (agent && (always || agent.inFlight === 0)) agent.close();
-    });
-  }
-
-  /**
-   * Whether the init is gone or goes within a moment. A sandbox's processes die while its
-   * init is still exiting (it kills the PID namespace first), so an agent can be gone
-   * before the init looks dead.
-   */
-  private async initEndsSoon(state: RuncState): Promise<boolean> {
-    for (let waited = 0; waited < 1000; waited += 20) {
-      if (!(await isInitAlive(state))) return true;
-      await sleep(20);
-    }
-    return !(await isInitAlive(state));
-  }
-
-  /** The host PID of the sandbox's live agent, if it has one (for tests and diagnostics). */
-  async execAgentPid(id: string): Promise<number | null> {
-    const agent = await this.agents.get(id)?.agent;
-    return agent?.alive ? agent.hostPid : null;
-  }
 
   /** Serializes lifecycle calls per sandbox within this process. */
   private withLock<T>(id: string, work: () => Promise<T>): Promise<T> {
@@ -944,57 +680,5 @@ export class LocalRuntimeDriver implements RuntimeDriver {
       if (this.locks.get(id) === tail) this.locks.delete(id);
     });
     return next;
-  }
-
-  /** Watches run/ for exit.json until the current run's end is seen, then tells the listeners. */
-  private watchExit(id: string): void {
-    if (this.closed || this.exitWatchers.has(id)) return;
-    const paths = this.layout.sandbox(id);
-    let watcher: FSWatcher;
-    try {
-      watcher = watch(paths.runDir, (_event, filename) => {
-        if (String(filename) === "exit.json") void check();
-      });
-    } catch {
-      return;
-    }
-    watcher.on("error", () => this.unwatchExit(id));
-    this.exitWatchers.set(id, watcher);
-    const check = async () => {
-      if (this.exitWatchers.get(id) !== watcher || !(await readExitRecord(paths))) return;
-      this.unwatchExit(id);
-      const observation = await this.stoppedObservation(paths);
-      for (const resolve of this.exitWaiters.get(id) ?? []) resolve();
-      for (const listener of this.listeners) {
-        try {
-          listener(id, { ...observation, network: (await this.readNetwork(paths).catch(() => null))?.mode });
-        } catch {
-          // A listener's failure is its own.
-        }
-      }
-    };
-    void check();
-  }
-
-  private unwatchExit(id: string): void {
-    this.exitWatchers.get(id)?.close();
-    this.exitWatchers.delete(id);
-  }
-
-  private nextExit(id: string): { promise: Promise<void>; cancel: () => void } {
-    let resolveExit: () => void = () => undefined;
-    const promise = new Promise<void>((resolve) => {
-      resolveExit = resolve;
-    });
-    const waiters = this.exitWaiters.get(id) ?? new Set();
-    waiters.add(resolveExit);
-    this.exitWaiters.set(id, waiters);
-    return {
-      promise,
-      cancel: () => {
-        waiters.delete(resolveExit);
-        if (waiters.size === 0) this.exitWaiters.delete(id);
-      },
-    };
   }
 }

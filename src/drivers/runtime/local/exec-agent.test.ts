@@ -111,8 +111,8 @@ const i32 = (value: number) => {
   return b;
 };
 
-/** An ExecAgent on one end of a real Unix socket; the test plays the agent on the other end. */
-async function fakeAgent(): Promise<{ agent: ExecAgent; peer: net.Socket; requests: () => Promise<number> }> {
+/** An ExecAgent on one end of a real Unix socket, before any hello; the test plays the agent on the other end. */
+async function socketPair(): Promise<{ agent: ExecAgent; peer: net.Socket }> {
   const dir = await mkdtemp(path.join(os.tmpdir(), "warren-fake-agent-"));
   const file = path.join(dir, "agent.sock");
   const server = net.createServer();
@@ -123,6 +123,12 @@ async function fakeAgent(): Promise<{ agent: ExecAgent; peer: net.Socket; reques
   const agent = new ExecAgent(await accepted);
   server.close();
   await rm(dir, { recursive: true, force: true });
+  return { agent, peer };
+}
+
+/** socketPair after the hello, with the execs' request ids as they arrive. */
+async function fakeAgent(): Promise<{ agent: ExecAgent; peer: net.Socket; requests: () => Promise<number> }> {
+  const { agent, peer } = await socketPair();
   const decoder = new FrameDecoder(MAX_REQUEST_PAYLOAD);
   const ids: number[] = [];
   let waiting: ((id: number) => void) | null = null;
@@ -213,16 +219,7 @@ describe("exec agent client against a hostile agent", () => {
   }
 
   it("closes an agent that says anything but hello first", async () => {
-    const dir = await mkdtemp(path.join(os.tmpdir(), "warren-fake-agent-"));
-    const file = path.join(dir, "agent.sock");
-    const server = net.createServer();
-    await new Promise<void>((resolve) => server.listen(file, resolve));
-    const accepted = new Promise<net.Socket>((resolve) => server.once("connection", resolve));
-    const peer = net.connect(file);
-    peer.on("error", () => undefined);
-    const agent = new ExecAgent(await accepted);
-    server.close();
-    await rm(dir, { recursive: true, force: true });
+    const { agent, peer } = await socketPair();
     peer.write(rawFrame(0, "X"));
     await assert.rejects(agent.hello, AgentUnavailableError);
     assert.equal(agent.alive, false);

@@ -2,6 +2,7 @@
 // as pure functions of their inputs. Defaults follow Docker's: its capability set, masked
 // and read-only /proc paths, /dev and /sys mounts; plus tini as PID 1, no-new-privileges
 // and a seccomp filter (seccomp.ts), and the exec agent's binary mounted beside tini.
+import path from "node:path";
 import type { ResourceSpec } from "../interface.js";
 import { RuntimeError } from "../interface.js";
 import { type SeccompProfile, seccompProfile } from "./seccomp.js";
@@ -90,6 +91,8 @@ export interface BundleInput {
    * process then waits there for its real command instead of running `args`.
    */
   launch?: { dir: string; busybox: string };
+  /** Host directories bound in after Warren's own mounts (validateMounts checked them). */
+  mounts?: { source: string; target: string; readOnly: boolean }[];
   /** Whether the host's memory cgroup accounts swap (memory.memsw.*): then swap is pinned to the limit. */
   swapAccounting: boolean;
   /** `process.arch`, for the seccomp filter. */
@@ -296,6 +299,7 @@ export function buildBundleConfig(input: BundleInput): OciConfig {
       bind("/etc/hosts", input.hostsFile),
       bind("/etc/hostname", input.hostnameFile),
       bind("/workspace", input.workspaceSource),
+      ...(input.mounts ?? []).map((mount) => bind(mount.target, mount.source, [mount.readOnly ? "ro" : "rw"])),
     ],
     linux: {
       namespaces: [
@@ -318,4 +322,38 @@ export function buildBundleConfig(input: BundleInput): OciConfig {
 /** /etc/hosts of a sandbox: loopback names and its own hostname. */
 export function hostsFile(hostname: string): string {
   return ["127.0.0.1\tlocalhost", "::1\tlocalhost ip6-localhost ip6-loopback", `127.0.1.1\t${hostname}`, ""].join("\n");
+}
+
+/** Paths a caller's mount may not cover or sit under: what the sandbox needs from Warren. */
+const RESERVED_MOUNT_PATHS = ["/proc", "/sys", "/dev", "/etc/hosts", "/etc/hostname"];
+const MAX_MOUNTS = 64;
+
+/**
+ * Checks mount targets (absolute, normalized, at most 4096 bytes, not over Warren's own
+ * mounts or the workspace itself, no two alike) and that sources are absolute. Throws
+ * RuntimeError invalid_spec naming the mount.
+ */
+export function validateMounts(mounts: readonly { source: string; target: string; readOnly: boolean }[]): void {
+  if (mounts.length > MAX_MOUNTS) throw new RuntimeError("invalid_spec", `at most ${MAX_MOUNTS} mounts`);
+  const seen = new Set<string>();
+  for (const [index, mount] of mounts.entries()) {
+    const fail = (why: string) => {
+      throw new RuntimeError("invalid_spec", `mounts[${index}] (${JSON.stringify(mount.target)}): ${why}`);
+    };
+    const { source, target } = mount;
+    if (typeof source !== "string" || !path.isAbsolute(source) || source.includes("\0"))
+      fail("source must be an absolute host path");
+    if (typeof target !== "string" || target.includes("\0") || Buffer.byteLength(target) > 4096)
+      fail("target is not a path");
+    if (!target.startsWith("/") || path.posix.normalize(target) !== target || target.endsWith("/")) {
+      fail("target must be an absolute, normalized path");
+    }
+    if (target === "/workspace" || target === "/") fail("target may not replace / or /workspace");
+    for (const reserved of RESERVED_MOUNT_PATHS) {
+      if (target === reserved || target.startsWith(`${reserved}/`)) fail(`target may not be under ${reserved}`);
+    }
+    if (seen.has(target)) fail("another mount has the same target");
+    if (typeof mount.readOnly !== "boolean") fail("readOnly must be true or false");
+    seen.add(target);
+  }
 }

@@ -15,7 +15,9 @@
 // Pooled sandboxes are unknown to the store: a crash leaves them to the next start's orphan
 // cleanup; a claimed sandbox still waiting for its launch is stopped at open() and then
 // starts normally. close() destroys what is still pooled.
+
 import { mkdir, rm, stat, writeFile } from "node:fs/promises";
+import { exists } from "../../../lib/fs.js";
 import type { Logger } from "../../../lib/logger.js";
 import type {
   ExecOutcome,
@@ -23,8 +25,10 @@ import type {
   ExitListener,
   NetworkMode,
   NetworkReceipt,
+  PoolRequest,
   PreparedImage,
   RuntimeDriver,
+  SandboxIdPool,
   SandboxObservation,
   SandboxSpec,
 } from "../interface.js";
@@ -53,16 +57,6 @@ export interface SandboxPoolOptions {
   log?: Logger;
 }
 
-/** What a create asks for, as the service sees it. */
-export interface PoolRequest {
-  image: string;
-  memoryMiB: number;
-  cpuMillis: number;
-  storageClass: string;
-  workspaceCapacityGiB: number | null;
-  network: string;
-}
-
 interface Entry {
   mode: NetworkMode;
   digest: string;
@@ -75,7 +69,7 @@ export async function poolSupported(): Promise<boolean> {
   );
 }
 
-export class PooledRuntime implements RuntimeDriver {
+export class PooledRuntime implements RuntimeDriver, SandboxIdPool {
   readonly kind = "local";
   /** Ready to hand out, oldest first. */
   private readonly available = new Map<string, Entry>();
@@ -174,7 +168,7 @@ export class PooledRuntime implements RuntimeDriver {
     const assigned = await this.driver.assign(spec).catch(() => null);
     if (!assigned) {
       // Another digest (the tag moved) or shape: the pooled sandbox goes, the create is a normal one.
-      if (entry.digest !== spec.image.digest) this.dropDigest(entry.digest);
+      if (entry.digest !== spec.source.image.digest) this.dropDigest(entry.digest);
       await this.driver.destroy(spec.id);
       return this.driver.create(spec);
     }
@@ -306,7 +300,7 @@ export class PooledRuntime implements RuntimeDriver {
     try {
       await this.driver.create({
         id,
-        image,
+        source: { kind: "image", image },
         // Replaced at claim: the launcher runs instead of it.
         command: ["true"],
         env: { WARREN_SANDBOX_ID: id },
@@ -333,11 +327,4 @@ export class PooledRuntime implements RuntimeDriver {
   private warn(id: string | null, error: unknown, what: string): void {
     this.options.log?.warn({ ...(id ? { sandbox_id: id } : {}), err: (error as Error).message }, what);
   }
-}
-
-async function exists(file: string): Promise<boolean> {
-  return stat(file).then(
-    () => true,
-    () => false,
-  );
 }

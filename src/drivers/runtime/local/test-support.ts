@@ -112,7 +112,7 @@ export async function startRuntimeFixture(name: string): Promise<RuntimeFixture>
     const image = await driver.prepareImage(busyboxRef);
     const spec = (overrides: Partial<SandboxSpec> = {}): SandboxSpec => ({
       id: testId(),
-      image,
+      source: { kind: "image", image },
       command: ["sleep", "1000000"],
       resources: TEST_RESOURCES,
       storageClass: "standard",
