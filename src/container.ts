@@ -84,6 +84,8 @@ export async function openStore(config: Config): Promise<Db> {
   // Repairs what an older version or a permissive umask left readable; PGlite's own files
   // stay private from here on (pglite-private-fs.ts).
   await makeDirPrivate(config.dataDir, [config.sandbox.runtimeRoot]);
+  // PGlite makes its own directory with the umask's mode on a first start.
+  await makeDirPrivate(`${config.dataDir}/pglite`);
   return openPglite(`${config.dataDir}/pglite`);
 }
 

@@ -85,4 +85,19 @@ describe("data dir permissions [pglite]", () => {
     assert.ok(created.length > 0, "PGlite wrote new relation files while serving");
     assert.deepEqual(await notPrivate(dataDir, [runtimeRoot]), []);
   });
+
+  it("makes a new store private from the first start", async () => {
+    const fresh = path.join(root, "fresh");
+    const config = { ...loadConfig({ WARREN_DATA_DIR: fresh }) };
+    const silent = new Writable({ write: (_chunk, _encoding, callback) => callback() });
+    const first = await createContainer(config, createLogger("error", silent), {
+      runtime: null,
+      keyring: Keyring.ephemeral(),
+    });
+    try {
+      assert.deepEqual(await notPrivate(fresh, [path.join(fresh, "runtime")]), []);
+    } finally {
+      await first.db.close();
+    }
+  });
 });
