@@ -38,6 +38,27 @@ for (const kind of STORE_KINDS) {
       await written;
     });
 
+    it("does not hold a call behind writes deferred after it", async () => {
+      // A steady stream of deferred writes must not starve a read made in the middle of it.
+      let streamEnded = false;
+      const stream = (async () => {
+        // Deferred faster than they are written, so some are always pending.
+        for (let i = 0; i < 300; i++) {
+          void db.defer(async (q) => {
+            await new Promise((resolve) => setTimeout(resolve, 5));
+            await q.query("SELECT 1");
+          });
+          await new Promise((resolve) => setTimeout(resolve, 1));
+        }
+        streamEnded = true;
+      })();
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      await ids();
+      assert.equal(streamEnded, false, "the read was answered while writes were still being deferred");
+      await stream;
+      await db.settled();
+    });
+
     it("lets later calls run after a deferred write that failed, and reports the failure to its caller", async () => {
       const failed = db.defer((q) => q.query("INSERT INTO deferred_t (id) VALUES (1)").then(() => undefined));
       assert.deepEqual(await ids(), [1]);

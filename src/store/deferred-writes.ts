@@ -1,6 +1,6 @@
 // A store whose callers may finish a write after answering (an exec's end, so its answer
 // does not wait for it) without anyone seeing the store without it: every later query,
-// script or transaction of this process waits until the deferred writes are done, and
+// script or transaction of this process waits until the writes deferred before it are done, and
 // close() waits for them too, so a normal shutdown loses none. Only a crash can.
 import type { Db, Queryable } from "./db.js";
 
@@ -30,19 +30,27 @@ export class DeferringDb implements Db {
     while (this.pending.size > 0) await Promise.allSettled([...this.pending]);
   }
 
+  /**
+   * The writes deferred before this call, settled. Only those: waiting for every write
+   * pending (settled()) would starve a call behind a steady stream of execs' ends.
+   */
+  private deferredSoFar(): Promise<unknown> {
+    return Promise.allSettled([...this.pending]);
+  }
+
   // Not async: without a deferred write, a call costs nothing more than the inner store's.
   query<T = Record<string, unknown>>(sql: string, params?: unknown[]): Promise<{ rows: T[] }> {
-    if (this.pending.size > 0) return this.settled().then(() => this.inner.query<T>(sql, params));
+    if (this.pending.size > 0) return this.deferredSoFar().then(() => this.inner.query<T>(sql, params));
     return this.inner.query<T>(sql, params);
   }
 
   exec(sql: string): Promise<void> {
-    if (this.pending.size > 0) return this.settled().then(() => this.inner.exec(sql));
+    if (this.pending.size > 0) return this.deferredSoFar().then(() => this.inner.exec(sql));
     return this.inner.exec(sql);
   }
 
   tx<T>(fn: (q: Queryable) => Promise<T>): Promise<T> {
-    if (this.pending.size > 0) return this.settled().then(() => this.inner.tx(fn));
+    if (this.pending.size > 0) return this.deferredSoFar().then(() => this.inner.tx(fn));
     return this.inner.tx(fn);
   }
 
