@@ -6,7 +6,11 @@
 /** `none`: a network namespace with loopback only. `public`: NAT to the outside, the host and private ranges blocked. */
 export type NetworkMode = "none" | "public";
 
-/** `standard`: a plain directory. `durable`: a filesystem of its own, capacity-limited, growable, never shrunk. */
+/**
+ * Both classes keep the root layer's changes and /workspace on filesystems of their own
+ * (capacity-limited, ENOSPC inside when full). `standard`: the deployment's default
+ * workspace size, fixed. `durable`: the sandbox's stamped capacity, growable, never shrunk.
+ */
 export type StorageClass = "standard" | "durable";
 
 /** The resolved compute shape (deployment defaults already applied by the service). */
@@ -40,8 +44,10 @@ export interface PreparedImage {
 export type SandboxSource =
   | { kind: "image"; image: PreparedImage }
   /**
-   * A snapshot of another sandbox: its image plus what that sandbox had changed. Restoring
-   * one is the snapshot issue's; a driver that cannot yet answers RuntimeError `unsupported`.
+   * A sealed local snapshot (see snapshot()/importSnapshot()): the sandbox starts on a
+   * copy-on-write clone of its root layer and workspace, over `image`'s layers (the
+   * snapshot's image, or an override). RuntimeError not_found when this host holds no
+   * sealed copy of it.
    */
   | { kind: "snapshot"; image: PreparedImage; snapshotId: string };
 
@@ -147,6 +153,8 @@ export type RuntimeErrorCode =
   | "workspace_shrink_unsupported"
   /** growWorkspace on a standard sandbox. */
   | "not_durable"
+  /** A snapshot of a sandbox that has one being taken. */
+  | "snapshot_in_progress"
   /** The first process could not be started (runc refused, or a missing executable). */
   | "start_failed"
   /** The host could not do what was asked (a tool failed); the message says which. */
@@ -162,6 +170,24 @@ export class RuntimeError extends Error {
     this.name = "RuntimeError";
     this.code = code;
   }
+}
+
+/** Host paths of a sealed local snapshot's image files (read-only: never write to them). */
+export interface SnapshotImages {
+  /** The root layer's changes (the overlay upper dir's filesystem). */
+  root: string;
+  workspace: string;
+}
+
+/** What snapshot() sealed. */
+export interface LocalSnapshot {
+  snapshotId: string;
+  /** Workspace capacity captured (whole GiB): the size of the workspace filesystem. */
+  workspaceCapacityGiB: number;
+  /** Bytes the images hold (allocated data, holes excluded). */
+  sizeBytes: number;
+  /** How long the sandbox was frozen (0 when it was not running). */
+  frozenMs: number;
 }
 
 export type ExitListener = (id: string, observation: SandboxObservation) => void;
@@ -192,6 +218,26 @@ export interface RuntimeDriver {
   setNetwork(id: string, mode: NetworkMode): Promise<NetworkReceipt>;
   /** Grows a durable workspace to `capacityGiB` (the same value again is a no-op); never shrinks. */
   growWorkspace(id: string, capacityGiB: number): Promise<void>;
+  /**
+   * Seals a copy-on-write snapshot of the sandbox's root layer and workspace under
+   * `snapshotId`. A running sandbox is frozen (cgroup freezer, filesystems flushed) only
+   * for the instant the clone takes and is always thawed again. Idempotent: a snapshot id
+   * already sealed returns its record. Serialized with the sandbox's lifecycle calls;
+   * RuntimeError snapshot_in_progress while another snapshot of it is being taken.
+   */
+  snapshot(id: string, snapshotId: string): Promise<LocalSnapshot>;
+  /** The sealed local copy's images, or null when this host has none. */
+  localSnapshot(snapshotId: string): Promise<SnapshotImages | null>;
+  /**
+   * Builds a sealed local copy from elsewhere (the blob store): `fill` writes both image
+   * files at the staging paths it is given; the copy is sealed when it resolves and
+   * removed when it throws. A copy already sealed is kept and `fill` is not called.
+   */
+  importSnapshot(snapshotId: string, fill: (staging: SnapshotImages) => Promise<void>): Promise<void>;
+  /** Removes the local copy (sandboxes restored from it keep their own clones). Idempotent. */
+  dropLocalSnapshot(snapshotId: string): Promise<void>;
+  /** Ids of the sealed local copies on this host. */
+  listLocalSnapshots(): Promise<string[]>;
   /** Called whenever a sandbox's first process ends (stop() included). Returns an unsubscribe. */
   onExit(listener: ExitListener): () => void;
   /** Releases the driver's own resources (watchers); sandboxes keep running. */

@@ -28,6 +28,7 @@ import {
   type ExecOutcome,
   type ExecRequest,
   type ExitListener,
+  type LocalSnapshot,
   type NetworkMode,
   type NetworkReceipt,
   type PreparedImage,
@@ -36,6 +37,7 @@ import {
   type SandboxMount,
   type SandboxObservation,
   type SandboxSpec,
+  type SnapshotImages,
 } from "../interface.js";
 import { childCgroups, oomCounterFile, removeCgroup } from "./cgroups.js";
 import { ExecRunner } from "./exec-runner.js";
@@ -543,6 +545,26 @@ export class LocalRuntimeDriver implements RuntimeDriver {
 
   onExit(listener: ExitListener): () => void {
     return this.exits.onExit(listener);
+  }
+
+  // ---- snapshots (the storage issue replaces these) ----
+
+  async snapshot(_id: string, _snapshotId: string): Promise<LocalSnapshot> {
+    throw new RuntimeError("unsupported", "this driver cannot snapshot yet");
+  }
+
+  async localSnapshot(_snapshotId: string): Promise<SnapshotImages | null> {
+    return null;
+  }
+
+  async importSnapshot(_snapshotId: string, _fill: (staging: SnapshotImages) => Promise<void>): Promise<void> {
+    throw new RuntimeError("unsupported", "this driver cannot import snapshots yet");
+  }
+
+  async dropLocalSnapshot(_snapshotId: string): Promise<void> {}
+
+  async listLocalSnapshots(): Promise<string[]> {
+    return [];
   }
 
   async close(): Promise<void> {

@@ -23,6 +23,7 @@ import type {
   ExecOutcome,
   ExecRequest,
   ExitListener,
+  LocalSnapshot,
   NetworkMode,
   NetworkReceipt,
   PoolRequest,
@@ -31,6 +32,7 @@ import type {
   SandboxIdPool,
   SandboxObservation,
   SandboxSpec,
+  SnapshotImages,
 } from "../interface.js";
 import type { LocalRuntimeDriver } from "./driver.js";
 import { run } from "./host.js";
@@ -225,6 +227,26 @@ export class PooledRuntime implements RuntimeDriver, SandboxIdPool {
 
   growWorkspace(id: string, capacityGiB: number): Promise<void> {
     return this.driver.growWorkspace(id, capacityGiB);
+  }
+
+  snapshot(id: string, snapshotId: string): Promise<LocalSnapshot> {
+    return this.driver.snapshot(id, snapshotId);
+  }
+
+  localSnapshot(snapshotId: string): Promise<SnapshotImages | null> {
+    return this.driver.localSnapshot(snapshotId);
+  }
+
+  importSnapshot(snapshotId: string, fill: (staging: SnapshotImages) => Promise<void>): Promise<void> {
+    return this.driver.importSnapshot(snapshotId, fill);
+  }
+
+  dropLocalSnapshot(snapshotId: string): Promise<void> {
+    return this.driver.dropLocalSnapshot(snapshotId);
+  }
+
+  listLocalSnapshots(): Promise<string[]> {
+    return this.driver.listLocalSnapshots();
   }
 
   onExit(listener: ExitListener): () => void {
