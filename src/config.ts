@@ -36,6 +36,15 @@ export interface SandboxDefaults {
   poolSize: number;
 }
 
+export interface SnapshotSettings {
+  /** Keep a snapshot's host copy after replication; false drops it (restores then rebuild from the blob store). */
+  keepLocalCopies: boolean;
+  /** Seconds between collections of chunks no snapshot references. */
+  gcIntervalSeconds: number;
+  /** A chunk a replication touched within this many seconds is never collected. */
+  gcGraceSeconds: number;
+}
+
 export interface Config {
   listenHost: string;
   listenPort: number;
@@ -65,6 +74,7 @@ export interface Config {
   /** Earlier master keys (base64), still accepted for unwrapping until a rotation re-wraps everything. */
   masterKeyPrevious: string[];
   sandbox: SandboxDefaults;
+  snapshots: SnapshotSettings;
   /** Admin CLI: the server to go through (else the lock file in dataDir, else the store directly). */
   adminUrl: string;
   /** Admin CLI: an owner key of the operator organization, for going through the server. */
@@ -82,6 +92,13 @@ function intSetting(env: Env, name: string, fallback: number, min: number, max: 
   const value = Number(raw);
   if (value < min || value > max) throw new ConfigError(`${name} must be between ${min} and ${max}`);
   return value;
+}
+
+function choiceSetting<T extends string>(env: Env, name: string, choices: readonly T[], fallback: T): T {
+  const raw = env[name];
+  if (raw === undefined || raw === "") return fallback;
+  if (!(choices as readonly string[]).includes(raw)) throw new ConfigError(`${name} must be one of ${choices.join(", ")}`);
+  return raw as T;
 }
 
 function parseListen(raw: string): { host: string; port: number } {
@@ -129,6 +146,11 @@ export function loadConfig(env: Env = process.env): Config {
       imageTagTtlSeconds: intSetting(env, "WARREN_IMAGE_TAG_TTL_SECONDS", 10, 0, 86_400),
       runtimeRoot: path.resolve(env.WARREN_RUNTIME_ROOT || path.join(env.WARREN_DATA_DIR || "./data", "runtime")),
       poolSize: intSetting(env, "WARREN_SANDBOX_POOL_SIZE", 2, 0, 64),
+    },
+    snapshots: {
+      keepLocalCopies: choiceSetting(env, "WARREN_SNAPSHOT_LOCAL_COPIES", ["keep", "drop"], "keep") === "keep",
+      gcIntervalSeconds: intSetting(env, "WARREN_BLOB_GC_INTERVAL_SECONDS", 600, 1, 86_400),
+      gcGraceSeconds: intSetting(env, "WARREN_BLOB_GC_GRACE_SECONDS", 3600, 0, 30 * 86_400),
     },
     adminUrl: env.WARREN_ADMIN_URL || "",
     adminApiKey: env.WARREN_API_KEY || "",

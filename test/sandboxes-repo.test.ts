@@ -57,6 +57,7 @@ async function insert(q: Queryable, t: TestApp, record: LifecycleRecord): Promis
     updated_at: NOW,
     last_activity_at: null,
     last_activity_source: null,
+    snapshot_id: null,
   });
   return id;
 }

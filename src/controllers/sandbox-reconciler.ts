@@ -21,6 +21,7 @@ import {
 import * as repo from "../modules/sandboxes/repo.js";
 import type { SandboxService } from "../modules/sandboxes/service.js";
 import type { SandboxTransitions } from "../modules/sandboxes/transitions.js";
+import type { SnapshotService } from "../modules/snapshots/service.js";
 import type { Db } from "../store/db.js";
 import type { ReconcileQueue } from "./reconcile-queue.js";
 
@@ -37,6 +38,7 @@ export interface ReconcilerDeps {
   identity: IdentityService;
   reconcileQueue: ReconcileQueue;
   sandboxTransitions: SandboxTransitions;
+  snapshots: SnapshotService;
 }
 
 export interface ReconcilerOptions {
@@ -57,6 +59,7 @@ export class SandboxReconciler {
   private readonly identity: IdentityService;
   private readonly queue: ReconcileQueue;
   private readonly transitions: SandboxTransitions;
+  private readonly snapshots: SnapshotService;
 
   constructor(
     deps: ReconcilerDeps,
@@ -70,6 +73,7 @@ export class SandboxReconciler {
     this.identity = deps.identity;
     this.queue = deps.reconcileQueue;
     this.transitions = deps.sandboxTransitions;
+    this.snapshots = deps.snapshots;
   }
 
   async start(): Promise<void> {
@@ -304,7 +308,10 @@ export class SandboxReconciler {
   }
 
   private async materialize(row: repo.SandboxRow, live: () => boolean): Promise<void> {
-    const [image, observed] = await Promise.all([this.driver.prepareImage(row.image), this.driver.observe(row.id)]);
+    const [image, observed] = await Promise.all([
+      this.driver.prepareImage(row.workload_image),
+      this.driver.observe(row.id),
+    ]);
     if (!live()) return;
     if (observed.status !== "absent") {
       await this.set(row, "ready", { image_digest: image.digest });
@@ -324,11 +331,18 @@ export class SandboxReconciler {
       await this.identity.revokeSandboxKeys(row.id);
       return;
     }
+    // A restore reads the snapshot's local copy, rebuilt from the blob store first when this
+    // host has none (every chunk verified).
+    if (row.snapshot_id) await this.snapshots.ensureLocal(row.snapshot_id);
+    if (!live()) {
+      await this.identity.revokeSandboxKeys(row.id);
+      return;
+    }
     // No await between the check above and this call: a failure that starts later queues
     // its destroy() behind this create() on the driver's per-sandbox lock.
     await this.driver.create({
       id: row.id,
-      source: { kind: "image", image },
+      source: row.snapshot_id ? { kind: "snapshot", image, snapshotId: row.snapshot_id } : { kind: "image", image },
       mounts: [],
       ...(row.command ? { command: row.command } : {}),
       env: {

@@ -85,3 +85,28 @@ export function PageOf<K extends string, T extends TSchema>(key: K, item: T) {
   };
   return Type.Object(properties, { additionalProperties: false });
 }
+
+export const FLAT = { envelope: "flat" as const };
+
+const FlatQuotaError = Type.Object(
+  {
+    code: Type.String(),
+    message: Type.String(),
+    request_id: Type.String(),
+    metric: Type.String({ description: "sandboxes.running, sandboxes.total or sandboxes.workspace_capacity_gib" }),
+    limit: Type.String({ description: "Configured limit for the organization (decimal string)" }),
+    retry_after_seconds: Type.Integer(),
+    details: Type.Object({ quota: Type.Object({ metric: Type.String() }) }),
+  },
+  { additionalProperties: false, description: "Quota rejection of sandbox admission" },
+);
+
+/** Flat-envelope error responses for the sandbox routes. */
+export function flatResponses<const S extends Record<number, TSchema>>(success: S, quota = false) {
+  return {
+    ...success,
+    429: quota ? FlatQuotaError : { ...FlatErrorRef, description: "Rate limited" },
+    default: { ...FlatErrorRef, description: "Error (flat envelope)" },
+  };
+}
+

@@ -155,6 +155,8 @@ export type RuntimeErrorCode =
   | "not_durable"
   /** A snapshot of a sandbox that has one being taken. */
   | "snapshot_in_progress"
+  /** A snapshot's copy cannot be had (gone, or a chunk missing or corrupt in the blob store). */
+  | "snapshot_not_restorable"
   /** The first process could not be started (runc refused, or a missing executable). */
   | "start_failed"
   /** The host could not do what was asked (a tool failed); the message says which. */

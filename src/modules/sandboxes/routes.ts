@@ -1,7 +1,7 @@
-import { type TSchema, Type } from "@sinclair/typebox";
+import { Type } from "@sinclair/typebox";
 import { idempotencyKeyOf } from "../../http/idempotency.js";
 import { DEFAULT_PAGE_SIZE, PageQuery } from "../../http/pagination.js";
-import { FlatErrorRef, PageOf } from "../../http/schemas.js";
+import { FLAT, flatResponses, PageOf } from "../../http/schemas.js";
 import { type App, credentialOf, verbPath } from "../../http/types.js";
 import type { ExecService } from "./exec-service.js";
 import {
@@ -20,30 +20,6 @@ const TAGS = ["SandboxService"];
 const IdParams = Type.Object({
   id: Type.String({ minLength: 1, maxLength: 128, description: "Sandbox id (or, for GetSandbox, a name)" }),
 });
-const FLAT = { envelope: "flat" as const };
-
-const FlatQuotaError = Type.Object(
-  {
-    code: Type.String(),
-    message: Type.String(),
-    request_id: Type.String(),
-    metric: Type.String({ description: "sandboxes.running, sandboxes.total or sandboxes.workspace_capacity_gib" }),
-    limit: Type.String({ description: "Configured limit for the organization (decimal string)" }),
-    retry_after_seconds: Type.Integer(),
-    details: Type.Object({ quota: Type.Object({ metric: Type.String() }) }),
-  },
-  { additionalProperties: false, description: "Quota rejection of sandbox admission" },
-);
-
-/** Flat-envelope error responses for the sandbox routes. */
-function flatResponses<const S extends Record<number, TSchema>>(success: S, quota = false) {
-  return {
-    ...success,
-    429: quota ? FlatQuotaError : { ...FlatErrorRef, description: "Rate limited" },
-    default: { ...FlatErrorRef, description: "Error (flat envelope)" },
-  };
-}
-
 export function registerSandboxRoutes(app: App, sandboxes: SandboxService, execs: ExecService): void {
   app.post(
     "/v1/sandboxes",

@@ -37,6 +37,16 @@ export function newSandboxId(): string {
   return `sbx-${randomBytes(20).toString("hex")}`;
 }
 
+/** What sandboxes need of snapshots (SnapshotService; set once both exist). */
+export interface SnapshotSource {
+  forRestore(
+    q: Queryable,
+    cred: Credential,
+    snapshotId: string,
+  ): Promise<{ id: string; image: string; lineagePath: string; workspaceCapacityGiB: number | null }>;
+  hasUndurable(q: Queryable, sandboxId: string): Promise<boolean>;
+}
+
 /** What the reconciler is told: which sandbox to look at now. */
 export interface ReconcileTrigger {
   kick(id: string): void;
@@ -50,6 +60,7 @@ export class SandboxService {
    */
   private readonly execsInFlight = new Map<string, { sandboxId: string; running: Promise<ExecResponse> }>();
   private readonly execsPerSandbox = new Map<string, number>();
+  private snapshots: SnapshotSource | null = null;
 
   constructor(
     private readonly db: Db,
@@ -67,6 +78,15 @@ export class SandboxService {
     quotas.registerMeter("sandboxes.running", (q, orgId) => repo.countRunning(q, orgId));
     quotas.registerMeter("sandboxes.total", (q, orgId) => repo.countTotal(q, orgId));
     quotas.registerMeter("sandboxes.workspace_capacity_gib", (q, orgId) => repo.sumWorkspaceGiB(q, orgId));
+  }
+
+  useSnapshots(snapshots: SnapshotSource): void {
+    this.snapshots = snapshots;
+  }
+
+  private snapshotSource(): SnapshotSource {
+    if (!this.snapshots) throw new AppError("unavailable", "snapshots are not available", { retryAfterSeconds: 30 });
+    return this.snapshots;
   }
 
   /** Emits `<sandbox id>` whenever this process changes a sandbox. */
@@ -143,12 +163,10 @@ export class SandboxService {
     input: CreateSandboxBody,
   ): Promise<{ id: string; request_state: "requested"; run_id: string }> {
     requireOrgScoped(cred, "create sandboxes");
-    if (input.snapshot_id !== undefined) {
-      if (input.image !== undefined)
-        throw new AppError("invalid_argument", "set image (from image) or snapshot_id (from snapshot), not both");
-      throw notFound(`snapshot ${input.snapshot_id}`);
-    }
-    if (input.image_override !== undefined)
+    const fromSnapshot = input.snapshot_id !== undefined;
+    if (fromSnapshot && input.image !== undefined)
+      throw new AppError("invalid_argument", "set image (from image) or snapshot_id (from snapshot), not both");
+    if (!fromSnapshot && input.image_override !== undefined)
       throw new AppError("invalid_argument", "image_override is valid only with snapshot_id");
     checkArgv("command", input.command);
     checkMetadata(input.metadata);
@@ -160,13 +178,16 @@ export class SandboxService {
     if (input.volumes?.length) throw unsupported("volumes are not available in this deployment");
     if (input.shared_filesystems?.length)
       throw new AppError("invalid_argument", "no shared filesystems are registered in this deployment");
-    const storageClass = input.storage_class ?? "standard";
+    // A restore is durable by default (contract 4.3).
+    const storageClass = input.storage_class ?? (fromSnapshot ? "durable" : "standard");
     if (input.workspace_capacity_gib !== undefined && storageClass !== "durable") {
       throw new AppError("invalid_argument", "workspace_capacity_gib is valid only with storage_class durable");
     }
     this.runtime();
-    const capacity =
-      storageClass === "durable" ? (input.workspace_capacity_gib ?? this.defaults.workspaceCapacityGiB) : null;
+    const rootCapacity =
+      storageClass === "durable" && !fromSnapshot
+        ? (input.workspace_capacity_gib ?? this.defaults.workspaceCapacityGiB)
+        : null;
     const now = this.clock.now();
     const ttl = input.ttl_seconds ?? this.defaults.ttlSeconds;
     const idle = input.idle_timeout_seconds ?? (this.defaults.idleTimeoutSeconds || null);
@@ -174,19 +195,22 @@ export class SandboxService {
     const memoryMiB = input.resources?.memory_mb ?? this.defaults.memoryMiB;
     const cpuMillis = input.resources?.cpu_millis ?? this.defaults.cpuMillis;
     const network = input.network_access ?? "public";
-    const pooled =
-      this.pool?.take({
+    const pooled = fromSnapshot
+      ? null
+      : this.pool?.take({
         image,
         memoryMiB,
         cpuMillis,
         storageClass,
-        workspaceCapacityGiB: capacity,
-        network,
-      }) ?? null;
+          workspaceCapacityGiB: rootCapacity,
+          network,
+        }) ?? null;
     const id = pooled ?? newSandboxId();
     const result = await this.db
       .tx(async (q) => {
         const project = await this.projects.resolve(q, cred, input.project_id);
+        const source = input.snapshot_id ? await this.snapshotSource().forRestore(q, cred, input.snapshot_id) : null;
+        const capacity = source ? restoredCapacity(storageClass, input.workspace_capacity_gib, source) : rootCapacity;
         await this.quotas.admit(q, cred.orgId, "sandboxes.total", 1);
         await this.quotas.admit(q, cred.orgId, "sandboxes.running", 1);
         if (capacity) await this.quotas.admit(q, cred.orgId, "sandboxes.workspace_capacity_gib", capacity);
@@ -200,13 +224,13 @@ export class SandboxService {
           org_id: cred.orgId,
           project_id: project.id,
           name: input.name ?? null,
-          image,
-          workload_image: image,
+          image: source ? source.image : image,
+          workload_image: source ? (input.image_override ?? source.image) : image,
           image_digest: null,
           storage_class: storageClass,
           placement_class: input.placement_class ?? "standard",
           network_access: network,
-          lineage_path: id,
+          lineage_path: source ? `${source.lineagePath}.${id}` : id,
           metadata: input.metadata ?? {},
           command: input.command ?? null,
           ports: input.ports ?? [],
@@ -231,6 +255,7 @@ export class SandboxService {
           last_activity_source: null,
           idle_deadline: null,
           finished_at: null,
+          snapshot_id: source?.id ?? null,
         };
         if (!(await repo.insertSandbox(q, row))) {
           throw new AppError("name_conflict", `a sandbox named "${input.name}" already exists in this project`);
@@ -370,6 +395,13 @@ export class SandboxService {
           if (!STABLE_STATES.includes(row.state)) {
             throw new AppError("operation_conflict", "the workspace grows only while the sandbox is stable");
           }
+          if (await this.snapshotSource().hasUndurable(q, row.id)) {
+            throw new AppError(
+              "operation_conflict",
+              "a snapshot of this sandbox is not durable yet; the workspace grows once it resolves",
+              { retryAfterSeconds: 1 },
+            );
+          }
           await this.quotas.admit(
             q,
             cred.orgId,
@@ -474,6 +506,36 @@ export class SandboxService {
     this.transitions.notify(id);
     if (!quarantined) this.trigger.kick(id);
   }
+}
+
+/**
+ * The workspace capacity of a restore: the snapshot's stamped capacity unless the create
+ * names a larger one (never smaller: the files are already there); a standard restore
+ * keeps the snapshot's workspace size but stamps none.
+ */
+function restoredCapacity(
+  storageClass: "standard" | "durable",
+  asked: number | undefined,
+  source: { workspaceCapacityGiB: number | null },
+): number | null {
+  if (storageClass !== "durable") return null;
+  const stamped = source.workspaceCapacityGiB;
+  if (stamped === null) {
+    if (asked === undefined) {
+      throw new AppError(
+        "invalid_argument",
+        "this snapshot has no recorded workspace capacity: name workspace_capacity_gib",
+      );
+    }
+    return asked;
+  }
+  if (asked !== undefined && asked < stamped) {
+    throw new AppError(
+      "workspace_shrink_unsupported",
+      `the snapshot's workspace is ${stamped} GiB; a restore may grow it but not shrink it`,
+    );
+  }
+  return asked ?? stamped;
 }
 
 /** The contract's receipt names Kubernetes objects; here they are the namespace and nftables rules applied. */

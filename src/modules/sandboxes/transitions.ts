@@ -100,7 +100,7 @@ export class SandboxTransitions {
 export async function appendSandboxEvent(
   q: Queryable,
   clock: Clock,
-  row: repo.SandboxRow,
+  row: Pick<repo.SandboxRow, "id" | "org_id" | "project_id" | "run_id" | "lineage_path">,
   name: string,
   payload: Record<string, unknown>,
 ): Promise<void> {

@@ -29,7 +29,8 @@ export function sandboxView(row: SandboxRow): SandboxJson {
   const view: SandboxJson = {
     id: row.id,
     state: row.quarantined ? "quarantined" : row.state,
-    image: row.image,
+    // One of two variants: a root carries image, a child the snapshot it was restored from.
+    ...(row.snapshot_id ? { snapshot_id: row.snapshot_id } : { image: row.image }),
     storage_class: row.storage_class,
     placement_class: row.placement_class,
     endpoints: [],

@@ -1,0 +1,172 @@
+// A snapshot in the blob store: one manifest naming, per image file (root layer and
+// workspace), the chunks that rebuild it. Chunks are the organization's, stored once
+// (replication/); the store's record of them (blob_chunks) is what tells a replication
+// which chunks it must still upload and what the collector may delete.
+import type { BlobStore } from "../../drivers/blobs/interface.js";
+import { RuntimeError, type SnapshotImages } from "../../drivers/runtime/interface.js";
+import type { Clock } from "../../lib/clock.js";
+import type { Db } from "../../store/db.js";
+import { blobChunkStore } from "./replication/chunk-store.js";
+import { rebuildImage } from "./replication/rebuild.js";
+import { replicateImage } from "./replication/replicate.js";
+import { ChunkError, type ChunkStore, type Digest, type ImageManifest, type ReplicationStats } from "./replication/types.js";
+import * as repo from "./repo.js";
+
+export const IMAGE_NAMES = ["root", "workspace"] as const;
+export type ImageName = (typeof IMAGE_NAMES)[number];
+const MAX_MANIFEST_BYTES = 64 * 1024 * 1024;
+
+export interface SnapshotManifest {
+  version: 1;
+  snapshot_id: string;
+  images: Record<ImageName, ImageManifest>;
+}
+
+export function chunkPrefix(orgId: string): string {
+  return `orgs/${orgId}`;
+}
+
+/** Reads and checks a snapshot's manifest; a missing or malformed one is snapshot_not_restorable. */
+export async function readSnapshotManifest(blobs: BlobStore, key: string, snapshotId: string): Promise<SnapshotManifest> {
+  const data = await blobs.get(key);
+  if (!data) throw new RuntimeError("snapshot_not_restorable", "the snapshot's manifest is missing from the blob store");
+  if (data.length > MAX_MANIFEST_BYTES) throw new RuntimeError("snapshot_not_restorable", "the snapshot's manifest is too large");
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(data.toString("utf8"));
+  } catch {
+    throw new RuntimeError("snapshot_not_restorable", "the snapshot's manifest is not valid JSON");
+  }
+  const manifest = parsed as Partial<SnapshotManifest> | null;
+  if (
+    !manifest ||
+    manifest.version !== 1 ||
+    manifest.snapshot_id !== snapshotId ||
+    typeof manifest.images !== "object" ||
+    manifest.images === null ||
+    IMAGE_NAMES.some((name) => typeof manifest.images?.[name] !== "object" || manifest.images[name] === null)
+  ) {
+    throw new RuntimeError("snapshot_not_restorable", "the snapshot's manifest is malformed");
+  }
+  return manifest as SnapshotManifest;
+}
+
+/** Rebuilds both image files at `staging`, verifying every chunk; a bad chunk is snapshot_not_restorable. */
+export async function rebuildSnapshot(
+  blobs: BlobStore,
+  orgId: string,
+  manifest: SnapshotManifest,
+  staging: SnapshotImages,
+): Promise<void> {
+  const chunks = blobChunkStore(blobs, chunkPrefix(orgId));
+  try {
+    for (const name of IMAGE_NAMES) {
+      await rebuildImage({ manifest: manifest.images[name], path: staging[name], chunks });
+    }
+  } catch (error) {
+    if (error instanceof ChunkError) {
+      throw new RuntimeError(
+        "snapshot_not_restorable",
+        `chunk ${error.digest} of the snapshot is ${error.reason} in the blob store`,
+        { cause: error },
+      );
+    }
+    if (error instanceof RuntimeError) throw error;
+    throw new RuntimeError("snapshot_not_restorable", `the snapshot could not be rebuilt: ${(error as Error).message}`, {
+      cause: error,
+    });
+  }
+}
+
+/**
+ * The organization's chunk store as a replication sees it: whether a chunk is stored comes
+ * from the store's record (touched now, so the collector leaves it alone), and a chunk put
+ * is recorded as stored once the blob store has it.
+ */
+export class TrackedChunkStore implements ChunkStore {
+  private readonly inner: ChunkStore;
+  private batch: { digest: Digest; resolve: (missing: boolean) => void; reject: (error: unknown) => void }[] = [];
+
+  constructor(
+    private readonly db: Db,
+    private readonly clock: Clock,
+    private readonly orgId: string,
+    blobs: BlobStore,
+  ) {
+    this.inner = blobChunkStore(blobs, chunkPrefix(orgId));
+  }
+
+  /** Touches the chunk's record (batched with the others asked in the same tick). */
+  has(digest: Digest): Promise<boolean> {
+    return new Promise<boolean>((resolve, reject) => {
+      if (this.batch.length === 0) setImmediate(() => void this.flush());
+      this.batch.push({ digest, resolve: (missing) => resolve(!missing), reject });
+    });
+  }
+
+  private async flush(): Promise<void> {
+    const batch = this.batch;
+    this.batch = [];
+    try {
+      const missing = await repo.touchChunks(
+        this.db,
+        this.orgId,
+        [...new Set(batch.map((entry) => entry.digest))],
+        this.clock.now(),
+      );
+      for (const entry of batch) entry.resolve(missing.has(entry.digest));
+    } catch (error) {
+      for (const entry of batch) entry.reject(error);
+    }
+  }
+
+  async put(digest: Digest, compressed: Uint8Array): Promise<void> {
+    await this.inner.put(digest, compressed);
+    await repo.recordChunkSize(this.db, this.orgId, digest, compressed.byteLength);
+  }
+
+  get(digest: Digest): Promise<Buffer | null> {
+    return this.inner.get(digest);
+  }
+}
+
+export interface ReplicatedSnapshot {
+  manifest: SnapshotManifest;
+  stats: ReplicationStats;
+}
+
+/**
+ * Replicates both images of a sealed local snapshot; with a base (an earlier replicated
+ * snapshot whose local copy shares extents with this one) only what changed is read.
+ */
+export async function replicateSnapshot(input: {
+  snapshotId: string;
+  images: SnapshotImages;
+  base: { images: SnapshotImages; manifest: SnapshotManifest } | null;
+  chunks: ChunkStore;
+  signal?: AbortSignal;
+}): Promise<ReplicatedSnapshot> {
+  const stats: ReplicationStats = { chunks: 0, newChunks: 0, bytes: 0, uploadedBytes: 0 };
+  const images = {} as Record<ImageName, ImageManifest>;
+  for (const name of IMAGE_NAMES) {
+    const result = await replicateImage({
+      path: input.images[name],
+      ...(input.base ? { base: { path: input.base.images[name], manifest: input.base.manifest.images[name] } } : {}),
+      chunks: input.chunks,
+      ...(input.signal ? { signal: input.signal } : {}),
+    });
+    images[name] = result.manifest;
+    stats.chunks += result.stats.chunks;
+    stats.newChunks += result.stats.newChunks;
+    stats.bytes += result.stats.bytes;
+    stats.uploadedBytes += result.stats.uploadedBytes;
+  }
+  return { manifest: { version: 1, snapshot_id: input.snapshotId, images }, stats };
+}
+
+/** Every chunk digest a manifest names, once. */
+export function manifestDigests(manifest: SnapshotManifest): string[] {
+  const digests = new Set<string>();
+  for (const name of IMAGE_NAMES) for (const chunk of manifest.images[name].chunks) digests.add(chunk.digest);
+  return [...digests];
+}
