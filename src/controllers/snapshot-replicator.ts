@@ -19,7 +19,7 @@ import {
 } from "../modules/snapshots/manifest.js";
 import { chunkKey } from "../modules/snapshots/replication/chunk-store.js";
 import * as repo from "../modules/snapshots/repo.js";
-import { manifestPrefix, type SnapshotService } from "../modules/snapshots/service.js";
+import { manifestPrefix, type ReplicationRelay, type SnapshotService } from "../modules/snapshots/service.js";
 import { appendSandboxEvent } from "../modules/sandboxes/transitions.js";
 import type { Db } from "../store/db.js";
 
@@ -37,24 +37,43 @@ export interface ReplicatorOptions {
   gcGraceSeconds: number;
 }
 
+export interface ReplicatorDeps {
+  db: Db;
+  clock: Clock;
+  log: Logger;
+  blobs: BlobStore;
+  snapshots: SnapshotService;
+  snapshotReplication: ReplicationRelay;
+}
+
 export class SnapshotReplicator {
   private timer: NodeJS.Timeout | null = null;
   private gcTimer: NodeJS.Timeout | null = null;
   private running: Promise<void> | null = null;
   private again = false;
   private stopped = false;
+  private readonly db: Db;
+  private readonly clock: Clock;
+  private readonly log: Logger;
+  private readonly blobs: BlobStore;
+  private readonly snapshots: SnapshotService;
+  private readonly relay: ReplicationRelay;
 
   constructor(
-    private readonly db: Db,
-    private readonly clock: Clock,
-    private readonly log: Logger,
+    deps: ReplicatorDeps,
     private readonly driver: RuntimeDriver,
-    private readonly blobs: BlobStore,
-    private readonly snapshots: SnapshotService,
     private readonly options: ReplicatorOptions,
-  ) {}
+  ) {
+    this.db = deps.db;
+    this.clock = deps.clock;
+    this.log = deps.log;
+    this.blobs = deps.blobs;
+    this.snapshots = deps.snapshots;
+    this.relay = deps.snapshotReplication;
+  }
 
   async start(): Promise<void> {
+    this.relay.connect(() => this.kick());
     await this.resolveInterrupted();
     await this.dropOrphanCopies();
     this.timer = setInterval(() => this.kick(), POLL_MS);
@@ -66,6 +85,7 @@ export class SnapshotReplicator {
 
   async stop(): Promise<void> {
     this.stopped = true;
+    this.relay.connect(null);
     if (this.timer) clearInterval(this.timer);
     if (this.gcTimer) clearInterval(this.gcTimer);
     await this.running;

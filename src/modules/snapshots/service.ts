@@ -29,9 +29,17 @@ export function newSnapshotId(): string {
   return `snp-${randomBytes(20).toString("hex")}`;
 }
 
-/** What the replicator is told: a snapshot may be due. */
-export interface ReplicationTrigger {
-  kick(): void;
+/** What the replicator is told: a snapshot may be due. The replicator connects itself when it starts. */
+export class ReplicationRelay {
+  private target: (() => void) | null = null;
+
+  connect(kick: (() => void) | null): void {
+    this.target = kick;
+  }
+
+  kick(): void {
+    this.target?.();
+  }
 }
 
 export interface SnapshotOptions {
@@ -62,7 +70,7 @@ export class SnapshotService {
     private readonly sandboxes: SandboxService,
     private readonly projects: ProjectService,
     private readonly options: SnapshotOptions,
-    private readonly replication: ReplicationTrigger,
+    private readonly replication: ReplicationRelay,
   ) {
     this.changes.setMaxListeners(0);
   }
