@@ -97,7 +97,8 @@ function intSetting(env: Env, name: string, fallback: number, min: number, max: 
 function choiceSetting<T extends string>(env: Env, name: string, choices: readonly T[], fallback: T): T {
   const raw = env[name];
   if (raw === undefined || raw === "") return fallback;
-  if (!(choices as readonly string[]).includes(raw)) throw new ConfigError(`${name} must be one of ${choices.join(", ")}`);
+  if (!(choices as readonly string[]).includes(raw))
+    throw new ConfigError(`${name} must be one of ${choices.join(", ")}`);
   return raw as T;
 }
 

@@ -38,7 +38,13 @@ for (const store of STORE_KINDS) {
         overrides: { runtime: fixture.driver },
         config: {
           dataDir: path.join(fixture.root, "data"),
-          sandbox: { ...base.sandbox, defaultImage: fixture.busyboxRef, memoryMiB: 128, pids: 128, workspaceCapacityGiB: 1 },
+          sandbox: {
+            ...base.sandbox,
+            defaultImage: fixture.busyboxRef,
+            memoryMiB: 128,
+            pids: 128,
+            workspaceCapacityGiB: 1,
+          },
         },
       });
       blobDir = path.join(fixture.root, "data", "blobs");
@@ -77,7 +83,11 @@ for (const store of STORE_KINDS) {
       return res.body as { exit: number; stdout: string; stderr: string };
     };
     const createRunning = async (body: Record<string, unknown>) => {
-      const res = await request("POST", "/v1/sandboxes", { command: ["sleep", "3600"], network_access: "none", ...body });
+      const res = await request("POST", "/v1/sandboxes", {
+        command: ["sleep", "3600"],
+        network_access: "none",
+        ...body,
+      });
       assert.equal(res.status, 200, res.raw);
       const id = res.body.id as string;
       return { id, sandbox: await waitFor(id, "running"), runId: res.body.run_id as string };
@@ -87,7 +97,11 @@ for (const store of STORE_KINDS) {
     const listSnaps = async (query: Record<string, string> = {}) => {
       const res = await t.request("GET", "/v1/snapshots", { key: owner(), query });
       assert.equal(res.status, 200, res.raw);
-      return res.body as { snapshots: Snap[]; edges: { snapshot_id: string; parent_snapshot_id: string }[]; next_page_token: string };
+      return res.body as {
+        snapshots: Snap[];
+        edges: { snapshot_id: string; parent_snapshot_id: string }[];
+        next_page_token: string;
+      };
     };
     const chunkFiles = async () =>
       (await readdir(blobDir, { recursive: true, withFileTypes: true }))
@@ -96,7 +110,10 @@ for (const store of STORE_KINDS) {
 
     it("snapshots a running sandbox, restores two children (one on another image), and a grandchild", async () => {
       const root = await createRunning({ storage_class: "durable", workspace_capacity_gib: 1 });
-      await exec(root.id, "echo ws > /workspace/a; mkdir -p /workspace/d; echo deep > /workspace/d/b; echo rootfs > /etc/marker");
+      await exec(
+        root.id,
+        "echo ws > /workspace/a; mkdir -p /workspace/d; echo deep > /workspace/d/b; echo rootfs > /etc/marker",
+      );
       const made = await snapshot(root.id, { name: "first", wait_remote: true, wait_timeout_seconds: 25 });
       assert.equal(made.status, 200, made.raw);
       assert.deepEqual(Object.keys(made.body).sort(), ["durability", "snapshot_id"]);
@@ -119,7 +136,11 @@ for (const store of STORE_KINDS) {
       });
       assert.deepEqual(listed.edges, []);
 
-      const child = await request("POST", "/v1/sandboxes", { snapshot_id: snapId, command: ["sleep", "3600"], network_access: "none" });
+      const child = await request("POST", "/v1/sandboxes", {
+        snapshot_id: snapId,
+        command: ["sleep", "3600"],
+        network_access: "none",
+      });
       assert.equal(child.status, 200, child.raw);
       const childId = child.body.id as string;
       const childView = await waitFor(childId, "running");
@@ -163,11 +184,18 @@ for (const store of STORE_KINDS) {
       assert.equal(second.status, 200, second.raw);
       const secondId = second.body.snapshot_id as string;
       const edges = await listSnaps();
-      assert.ok(edges.edges.some((e) => e.snapshot_id === secondId && e.parent_snapshot_id === snapId), JSON.stringify(edges));
+      assert.ok(
+        edges.edges.some((e) => e.snapshot_id === secondId && e.parent_snapshot_id === snapId),
+        JSON.stringify(edges),
+      );
       const secondSnap = edges.snapshots.find((s) => s.id === secondId) as Snap;
       assert.equal(secondSnap.parent_snapshot_id, snapId);
       assert.equal(secondSnap.lineage_path, `${root.id}.${childId}`);
-      const grand = await request("POST", "/v1/sandboxes", { snapshot_id: secondId, command: ["sleep", "3600"], network_access: "none" });
+      const grand = await request("POST", "/v1/sandboxes", {
+        snapshot_id: secondId,
+        command: ["sleep", "3600"],
+        network_access: "none",
+      });
       const grandView = await waitFor(grand.body.id as string, "running");
       assert.equal(grandView.lineage_path, `${root.id}.${childId}.${grand.body.id}`);
       assert.equal(grandView.workspace_capacity_gib, 2);
@@ -195,7 +223,11 @@ for (const store of STORE_KINDS) {
       const snapId = made.body.snapshot_id as string;
       await fixture.driver.dropLocalSnapshot(snapId);
       assert.equal(await fixture.driver.localSnapshot(snapId), null);
-      const child = await request("POST", "/v1/sandboxes", { snapshot_id: snapId, command: ["sleep", "3600"], network_access: "none" });
+      const child = await request("POST", "/v1/sandboxes", {
+        snapshot_id: snapId,
+        command: ["sleep", "3600"],
+        network_access: "none",
+      });
       assert.equal(child.status, 200, child.raw);
       await waitFor(child.body.id as string, "running");
       assert.equal((await exec(child.body.id as string, "md5sum -c /workspace/sum")).exit, 0);
@@ -210,9 +242,14 @@ for (const store of STORE_KINDS) {
       await fixture.driver.dropLocalSnapshot(secondId);
       const victim = fresh[0] as string;
       const bytes = await readFile(victim);
-      bytes[Math.floor(bytes.length / 2)] ^= 0xff;
+      const middle = Math.floor(bytes.length / 2);
+      bytes[middle] = (bytes[middle] ?? 0) ^ 0xff;
       await writeFile(victim, bytes);
-      const bad = await request("POST", "/v1/sandboxes", { snapshot_id: secondId, command: ["sleep", "3600"], network_access: "none" });
+      const bad = await request("POST", "/v1/sandboxes", {
+        snapshot_id: secondId,
+        command: ["sleep", "3600"],
+        network_access: "none",
+      });
       assert.equal(bad.status, 200, bad.raw);
       const failed = await waitFor(bad.body.id as string, "failed");
       assert.equal((failed.state_reason as { code: string }).code, "snapshot_not_restorable");
@@ -220,7 +257,11 @@ for (const store of STORE_KINDS) {
       assert.equal(await fixture.driver.localSnapshot(secondId), null, "no partial copy is kept");
 
       await rm(victim);
-      const missing = await request("POST", "/v1/sandboxes", { snapshot_id: secondId, command: ["sleep", "3600"], network_access: "none" });
+      const missing = await request("POST", "/v1/sandboxes", {
+        snapshot_id: secondId,
+        command: ["sleep", "3600"],
+        network_access: "none",
+      });
       const failedMissing = await waitFor(missing.body.id as string, "failed");
       assert.equal((failedMissing.state_reason as { code: string }).code, "snapshot_not_restorable");
       assert.match((failedMissing.state_reason as { message: string }).message, /missing/);
@@ -255,7 +296,10 @@ for (const store of STORE_KINDS) {
       // A restore may not shrink the workspace; image and snapshot_id exclude each other.
       const durable = await createRunning({ storage_class: "durable", workspace_capacity_gib: 2 });
       const big = await snapshot(durable.id, { wait_remote: true });
-      const shrink = await request("POST", "/v1/sandboxes", { snapshot_id: big.body.snapshot_id, workspace_capacity_gib: 1 });
+      const shrink = await request("POST", "/v1/sandboxes", {
+        snapshot_id: big.body.snapshot_id,
+        workspace_capacity_gib: 1,
+      });
       assert.equal(shrink.status, 409, shrink.raw);
       assert.equal(shrink.body.code, "workspace_shrink_unsupported");
       const both = await request("POST", "/v1/sandboxes", { snapshot_id: mineId, image: fixture.busyboxRef });
@@ -356,9 +400,16 @@ for (const store of STORE_KINDS) {
       assert.equal((await chunkFiles()).length, chunksBefore - collected);
       // The first snapshot still restores from the blob store alone.
       await fixture.driver.dropLocalSnapshot(first.body.snapshot_id as string);
-      const child = await request("POST", "/v1/sandboxes", { snapshot_id: first.body.snapshot_id, command: ["sleep", "3600"], network_access: "none" });
+      const child = await request("POST", "/v1/sandboxes", {
+        snapshot_id: first.body.snapshot_id,
+        command: ["sleep", "3600"],
+        network_access: "none",
+      });
       await waitFor(child.body.id as string, "running");
-      assert.equal((await exec(child.body.id as string, "test -f /workspace/big && test ! -e /workspace/small")).exit, 0);
+      assert.equal(
+        (await exec(child.body.id as string, "test -f /workspace/big && test ! -e /workspace/small")).exit,
+        0,
+      );
     });
 
     it("lets a sandbox-scoped key snapshot only its own sandbox and read only its lineage", async () => {

@@ -9,6 +9,7 @@ import type { RuntimeDriver, SnapshotImages } from "../drivers/runtime/interface
 import type { Clock } from "../lib/clock.js";
 import { sha256Hex } from "../lib/hash.js";
 import type { Logger } from "../lib/logger.js";
+import { appendSandboxEvent } from "../modules/sandboxes/transitions.js";
 import {
   chunkPrefix,
   manifestDigests,
@@ -20,7 +21,6 @@ import {
 import { chunkKey } from "../modules/snapshots/replication/chunk-store.js";
 import * as repo from "../modules/snapshots/repo.js";
 import { manifestPrefix, type ReplicationRelay, type SnapshotService } from "../modules/snapshots/service.js";
-import { appendSandboxEvent } from "../modules/sandboxes/transitions.js";
 import type { Db } from "../store/db.js";
 
 const GIB = 1024 ** 3;
@@ -78,7 +78,10 @@ export class SnapshotReplicator {
     await this.dropOrphanCopies();
     this.timer = setInterval(() => this.kick(), POLL_MS);
     this.timer.unref();
-    this.gcTimer = setInterval(() => void this.collectGarbage().catch(() => undefined), this.options.gcIntervalSeconds * 1000);
+    this.gcTimer = setInterval(
+      () => void this.collectGarbage().catch(() => undefined),
+      this.options.gcIntervalSeconds * 1000,
+    );
     this.gcTimer.unref();
     this.kick();
   }
@@ -197,9 +200,7 @@ export class SnapshotReplicator {
   }
 
   /** An earlier replicated snapshot whose local copy shares extents with this one: this sandbox's latest, or its parent. */
-  private async baseFor(
-    row: repo.SnapshotRow,
-  ): Promise<{ images: SnapshotImages; manifest: SnapshotManifest } | null> {
+  private async baseFor(row: repo.SnapshotRow): Promise<{ images: SnapshotImages; manifest: SnapshotManifest } | null> {
     const candidates = [await repo.latestReplicatedOf(this.db, row.source_sandbox_id, row.id)];
     if (row.parent_snapshot_id) candidates.push(await repo.getSnapshot(this.db, row.parent_snapshot_id));
     for (const candidate of candidates) {
@@ -214,9 +215,11 @@ export class SnapshotReplicator {
 
   private async dropIfUnused(snapshotId: string): Promise<void> {
     if ((await repo.restoresReading(this.db, snapshotId)) > 0) return;
-    await this.driver.dropLocalSnapshot(snapshotId).catch((error: unknown) =>
-      this.log.warn({ snapshot_id: snapshotId, err: (error as Error).message }, "could not drop a local copy"),
-    );
+    await this.driver
+      .dropLocalSnapshot(snapshotId)
+      .catch((error: unknown) =>
+        this.log.warn({ snapshot_id: snapshotId, err: (error as Error).message }, "could not drop a local copy"),
+      );
   }
 
   /** Snapshots a previous process was taking: sealed if the host sealed them, else failed. */
@@ -264,7 +267,8 @@ export class SnapshotReplicator {
       const cutoff = new Date(this.clock.now().getTime() - this.options.gcGraceSeconds * 1000);
       const taken = await this.db.tx(async (q) => {
         const rows = await repo.takeGarbageChunks(q, cutoff, GC_BATCH);
-        for (const row of rows) await this.blobs.delete(chunkKey(chunkPrefix(row.org_id), row.digest as `blake3:${string}`));
+        for (const row of rows)
+          await this.blobs.delete(chunkKey(chunkPrefix(row.org_id), row.digest as `blake3:${string}`));
         return rows.length;
       });
       collected += taken;

@@ -109,4 +109,3 @@ export function flatResponses<const S extends Record<number, TSchema>>(success: 
     default: { ...FlatErrorRef, description: "Error (flat envelope)" },
   };
 }
-

@@ -26,6 +26,7 @@ import type { SandboxTransitions } from "./transitions.js";
 import { checkArgv, checkMetadata, sandboxView } from "./view.js";
 
 const SANDBOX_ID = /^sbx-[0-9a-f]{40}$/;
+const EXEC_TARGET_CACHE_ENTRIES = 10_000;
 /** How long a claim on a sandbox's host state (growth, network switch) holds if its holder dies. */
 const HOST_CLAIM_SECONDS = 600;
 
@@ -61,6 +62,12 @@ export class SandboxService {
   private readonly execsInFlight = new Map<string, { sandboxId: string; running: Promise<ExecResponse> }>();
   private readonly execsPerSandbox = new Map<string, number>();
   private snapshots: SnapshotSource | null = null;
+  /**
+   * Exec targets of running sandboxes, read once and dropped on any change this process
+   * makes to the sandbox (every write of the fields an exec checks goes through
+   * SandboxTransitions and notifies). Like the exec counts above, it assumes one server per store.
+   */
+  private readonly execTargets = new Map<string, repo.ExecTarget>();
 
   constructor(
     private readonly db: Db,
@@ -75,6 +82,7 @@ export class SandboxService {
     private readonly trigger: ReconcileTrigger,
     private readonly pool: SandboxIdPool | null = null,
   ) {
+    transitions.onAnyChange((id) => this.execTargets.delete(id));
     quotas.registerMeter("sandboxes.running", (q, orgId) => repo.countRunning(q, orgId));
     quotas.registerMeter("sandboxes.total", (q, orgId) => repo.countTotal(q, orgId));
     quotas.registerMeter("sandboxes.workspace_capacity_gib", (q, orgId) => repo.sumWorkspaceGiB(q, orgId));
@@ -143,9 +151,19 @@ export class SandboxService {
 
   /** load() for an exec: the same checks, on the columns an exec needs. */
   async loadExecTarget(cred: Credential, id: string): Promise<repo.ExecTarget> {
-    const row = SANDBOX_ID.test(id) ? await repo.getExecTarget(this.db, id) : null;
+    const row = SANDBOX_ID.test(id) ? (this.execTargets.get(id) ?? (await this.readExecTarget(id))) : null;
     if (!row || row.org_id !== cred.orgId || !this.visible(row)) throw notFound("sandbox");
     if (cred.sandbox && cred.sandbox.sandboxId !== row.id) throw notFound("sandbox");
+    return row;
+  }
+
+  private async readExecTarget(id: string): Promise<repo.ExecTarget | null> {
+    const generation = this.transitions.generation;
+    const row = await repo.getExecTarget(this.db, id);
+    if (row?.state === "running" && row.desired_state === "running" && generation === this.transitions.generation) {
+      if (this.execTargets.size >= EXEC_TARGET_CACHE_ENTRIES) this.execTargets.clear();
+      this.execTargets.set(id, row);
+    }
     return row;
   }
 
@@ -197,14 +215,14 @@ export class SandboxService {
     const network = input.network_access ?? "public";
     const pooled = fromSnapshot
       ? null
-      : this.pool?.take({
-        image,
-        memoryMiB,
-        cpuMillis,
-        storageClass,
+      : (this.pool?.take({
+          image,
+          memoryMiB,
+          cpuMillis,
+          storageClass,
           workspaceCapacityGiB: rootCapacity,
           network,
-        }) ?? null;
+        }) ?? null);
     const id = pooled ?? newSandboxId();
     const result = await this.db
       .tx(async (q) => {
@@ -433,6 +451,7 @@ export class SandboxService {
       await repo.updateSandbox(q, row.id, change);
       return { row, host };
     });
+    this.transitions.notify(row.id);
     const receipt = host ? await this.changeHost(row, host) : null;
     this.trigger.kick(id);
     const response: Record<string, unknown> = { id, request_state: "requested" };
@@ -481,6 +500,8 @@ export class SandboxService {
       if (row.desired_state === "deleted" || row.state === "terminated") throw notFound("sandbox");
       await this.transitions.transition(row.id, "terminating", { q, change: { desired_state: "deleted" } });
     });
+    // Again once committed: the notice inside the transaction came before other readers could see it.
+    this.transitions.notify(id);
     this.trigger.kick(id);
     return { id, request_state: "requested" as const };
   }

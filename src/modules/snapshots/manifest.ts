@@ -9,7 +9,13 @@ import type { Db } from "../../store/db.js";
 import { blobChunkStore } from "./replication/chunk-store.js";
 import { rebuildImage } from "./replication/rebuild.js";
 import { replicateImage } from "./replication/replicate.js";
-import { ChunkError, type ChunkStore, type Digest, type ImageManifest, type ReplicationStats } from "./replication/types.js";
+import {
+  ChunkError,
+  type ChunkStore,
+  type Digest,
+  type ImageManifest,
+  type ReplicationStats,
+} from "./replication/types.js";
 import * as repo from "./repo.js";
 
 export const IMAGE_NAMES = ["root", "workspace"] as const;
@@ -27,10 +33,16 @@ export function chunkPrefix(orgId: string): string {
 }
 
 /** Reads and checks a snapshot's manifest; a missing or malformed one is snapshot_not_restorable. */
-export async function readSnapshotManifest(blobs: BlobStore, key: string, snapshotId: string): Promise<SnapshotManifest> {
+export async function readSnapshotManifest(
+  blobs: BlobStore,
+  key: string,
+  snapshotId: string,
+): Promise<SnapshotManifest> {
   const data = await blobs.get(key);
-  if (!data) throw new RuntimeError("snapshot_not_restorable", "the snapshot's manifest is missing from the blob store");
-  if (data.length > MAX_MANIFEST_BYTES) throw new RuntimeError("snapshot_not_restorable", "the snapshot's manifest is too large");
+  if (!data)
+    throw new RuntimeError("snapshot_not_restorable", "the snapshot's manifest is missing from the blob store");
+  if (data.length > MAX_MANIFEST_BYTES)
+    throw new RuntimeError("snapshot_not_restorable", "the snapshot's manifest is too large");
   let parsed: unknown;
   try {
     parsed = JSON.parse(data.toString("utf8"));
@@ -72,9 +84,13 @@ export async function rebuildSnapshot(
       );
     }
     if (error instanceof RuntimeError) throw error;
-    throw new RuntimeError("snapshot_not_restorable", `the snapshot could not be rebuilt: ${(error as Error).message}`, {
-      cause: error,
-    });
+    throw new RuntimeError(
+      "snapshot_not_restorable",
+      `the snapshot could not be rebuilt: ${(error as Error).message}`,
+      {
+        cause: error,
+      },
+    );
   }
 }
 

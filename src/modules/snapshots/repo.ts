@@ -94,13 +94,22 @@ export async function insertPending(q: Queryable, s: NewSnapshot): Promise<boole
   return rows.length > 0;
 }
 
-export async function getSnapshot(q: Queryable, id: string, lock: "" | "update" | "share" = ""): Promise<SnapshotRow | null> {
+export async function getSnapshot(
+  q: Queryable,
+  id: string,
+  lock: "" | "update" | "share" = "",
+): Promise<SnapshotRow | null> {
   const suffix = lock === "update" ? " FOR UPDATE" : lock === "share" ? " FOR SHARE" : "";
   const { rows } = await q.query<SnapshotRow>(`SELECT ${C} FROM sandbox_snapshots WHERE id = $1${suffix}`, [id]);
   return rows[0] ?? null;
 }
 
-export async function findByKey(q: Queryable, orgId: string, sandboxId: string, key: string): Promise<SnapshotRow | null> {
+export async function findByKey(
+  q: Queryable,
+  orgId: string,
+  sandboxId: string,
+  key: string,
+): Promise<SnapshotRow | null> {
   const { rows } = await q.query<SnapshotRow>(
     `SELECT ${C} FROM sandbox_snapshots WHERE org_id = $1 AND source_sandbox_id = $2 AND idempotency_key = $3`,
     [orgId, sandboxId, key],

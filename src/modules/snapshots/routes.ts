@@ -2,12 +2,7 @@ import { Type } from "@sinclair/typebox";
 import { idempotencyKeyOf } from "../../http/idempotency.js";
 import { EmptyObject, FLAT, flatResponses } from "../../http/schemas.js";
 import { type App, credentialOf, verbPath } from "../../http/types.js";
-import {
-  CreateSnapshotRequest,
-  CreateSnapshotResponse,
-  ListSnapshotsQuery,
-  ListSnapshotsResponse,
-} from "./schemas.js";
+import { CreateSnapshotRequest, CreateSnapshotResponse, ListSnapshotsQuery, ListSnapshotsResponse } from "./schemas.js";
 import type { SnapshotService } from "./service.js";
 
 const TAGS = ["SandboxService"];

@@ -2,8 +2,9 @@
 // what a restore needs (the snapshot a create names, its local copy). The host takes the
 // copy-on-write snapshot (RuntimeDriver.snapshot); replication to the blob store is the
 // SnapshotReplicator's (controllers/snapshot-replicator.ts), which this service kicks.
-import { EventEmitter } from "node:events";
+
 import { randomBytes } from "node:crypto";
+import { EventEmitter } from "node:events";
 import type { BlobStore } from "../../drivers/blobs/interface.js";
 import { type LocalSnapshot, type RuntimeDriver, RuntimeError } from "../../drivers/runtime/interface.js";
 import type { Clock } from "../../lib/clock.js";
@@ -18,7 +19,12 @@ import type { SandboxService } from "../sandboxes/service.js";
 import { appendSandboxEvent } from "../sandboxes/transitions.js";
 import { readSnapshotManifest, rebuildSnapshot } from "./manifest.js";
 import * as repo from "./repo.js";
-import type { CreateSnapshotBody, CreateSnapshotResult, ListSnapshotsQueryJson, ListSnapshotsResult } from "./schemas.js";
+import type {
+  CreateSnapshotBody,
+  CreateSnapshotResult,
+  ListSnapshotsQueryJson,
+  ListSnapshotsResult,
+} from "./schemas.js";
 import { snapshotView } from "./view.js";
 
 const SNAPSHOT_ID = /^snp-[0-9a-f]{40}$/;
@@ -76,7 +82,8 @@ export class SnapshotService {
   }
 
   private runtime(): RuntimeDriver {
-    if (!this.driver) throw new AppError("unavailable", "this server has no sandbox runtime", { retryAfterSeconds: 30 });
+    if (!this.driver)
+      throw new AppError("unavailable", "this server has no sandbox runtime", { retryAfterSeconds: 30 });
     return this.driver;
   }
 
@@ -160,7 +167,10 @@ export class SnapshotService {
       local = await driver.snapshot(sandbox.id, id);
     } catch (error) {
       const code = error instanceof RuntimeError ? error.code : "host_failure";
-      this.log.warn({ sandbox_id: sandbox.id, snapshot_id: id, code, err: (error as Error).message }, "snapshot failed");
+      this.log.warn(
+        { sandbox_id: sandbox.id, snapshot_id: id, code, err: (error as Error).message },
+        "snapshot failed",
+      );
       const failed = await this.db.tx(async (q) => {
         const row = await repo.fail(q, id, code, failureMessage(code));
         await appendSandboxEvent(q, this.clock, sandbox, "sandbox.snapshot_failed", { snapshot_id: id, reason: code });
@@ -191,7 +201,11 @@ export class SnapshotService {
   }
 
   /** The answer for a snapshot row: its error if it failed, else its id and durability (after waiting, if asked). */
-  private async outcome(row: repo.SnapshotRow, requestHash: string, waitSeconds: number): Promise<CreateSnapshotResult> {
+  private async outcome(
+    row: repo.SnapshotRow,
+    requestHash: string,
+    waitSeconds: number,
+  ): Promise<CreateSnapshotResult> {
     if (row.request_hash !== requestHash) {
       throw new AppError("idempotency_conflict", "this Idempotency-Key was used for a different snapshot request");
     }
@@ -232,9 +246,10 @@ export class SnapshotService {
     const project = cred.sandbox
       ? { id: (await this.sandboxes.load(this.db, cred, cred.sandbox.sandboxId)).project_id }
       : await this.projects.resolve(this.db, cred, query.project_id);
-    if (query.sandbox_id !== undefined) await this.sandboxes.load(this.db, cred, query.sandbox_id).catch(() => {
-      throw notFound("sandbox");
-    });
+    if (query.sandbox_id !== undefined)
+      await this.sandboxes.load(this.db, cred, query.sandbox_id).catch(() => {
+        throw notFound("sandbox");
+      });
     const pageSize = query.page_size ?? 50;
     const rows = await repo.listPage(this.db, {
       orgId: cred.orgId,
