@@ -118,7 +118,7 @@ const s3Driver: Driver = {
   },
   async open(now) {
     s3rver = await startS3rver();
-    const store = new S3BlobStore({ ...s3Options(s3rver), now });
+    const store = await S3BlobStore.open({ ...s3Options(s3rver), now });
     const server = s3rver;
     return {
       store,
@@ -357,7 +357,7 @@ describe("S3 driver beyond the contract", () => {
   };
 
   it("refuses bytes the server stored other than those sent (corrupted in flight), leaving nothing", async () => {
-    const store = new S3BlobStore(options());
+    const store = await S3BlobStore.open(options());
     try {
       // After signing (deserialize is the last step before sending): flip the body's first byte.
       const corrupt: DeserializeMiddleware<ServiceInputTypes, ServiceOutputTypes> = (next) => async (args) => {
@@ -379,8 +379,8 @@ describe("S3 driver beyond the contract", () => {
   });
 
   it("keeps keys under its prefix", async () => {
-    const store = new S3BlobStore(options());
-    const bare = new S3BlobStore({ ...options(), prefix: "" });
+    const store = await S3BlobStore.open(options());
+    const bare = await S3BlobStore.open({ ...options(), prefix: "" });
     try {
       await store.putIfAbsent("p/k", Buffer.from("v"));
       assert.deepEqual(
@@ -400,8 +400,13 @@ describe("S3 driver beyond the contract", () => {
   it("answers unavailable, naming no secret, when refused or unreachable", async () => {
     const secret = "wrong-secret-do-not-leak-0123456789";
     // s3rver refuses an unknown access key (it never checks a signature against the secret).
-    const refused = new S3BlobStore({ ...options(), accessKeyId: "UNKNOWN", secretAccessKey: secret, maxAttempts: 1 });
-    const unreachable = new S3BlobStore({
+    const refused = await S3BlobStore.open({
+      ...options(),
+      accessKeyId: "UNKNOWN",
+      secretAccessKey: secret,
+      maxAttempts: 1,
+    });
+    const unreachable = await S3BlobStore.open({
       ...options(),
       endpoint: "http://127.0.0.1:9",
       secretAccessKey: secret,

@@ -3,6 +3,7 @@ import path from "node:path";
 import type { Config } from "../../config.js";
 import { FsBlobStore } from "./fs.js";
 import type { BlobStore } from "./interface.js";
+import { S3BlobStore } from "./s3.js";
 
 /** The label of the HKDF-derived key that signs the fs store's presigned URLs. */
 export const BLOB_SIGNING_KEY_LABEL = "warren blob url signing";
@@ -18,10 +19,8 @@ export async function openBlobStore(
   signingKey: Buffer,
 ): Promise<BlobStore> {
   if (config.blobs.store === "s3") {
-    // Loaded only when used: the AWS SDK costs start-up time, and on Node 20 warns on import.
-    const { S3BlobStore } = await import("./s3.js");
     const s3 = config.blobs.s3;
-    return new S3BlobStore({
+    return S3BlobStore.open({
       bucket: s3.bucket,
       endpoint: s3.endpoint,
       region: s3.region,

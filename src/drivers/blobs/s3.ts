@@ -2,18 +2,14 @@
 // twice: the server checks the Content-MD5 (and, given one, the caller's sha256 as
 // x-amz-checksum-sha256), and the ETag it answers must be the MD5 of what was sent, which
 // also holds servers that ignore both headers (s3rver) to what they stored.
+//
+// The AWS SDK is loaded by `S3BlobStore.open`, not imported here: esbuild would hoist the
+// import to the server bundle's top, and the SDK costs ~450 ms of every start (and, on
+// Node 20, a warning) even when the fs store is configured.
 import { createHash } from "node:crypto";
-import {
-  DeleteObjectCommand,
-  GetObjectCommand,
-  HeadObjectCommand,
-  ListObjectsV2Command,
-  type ListObjectsV2CommandOutput,
-  PutObjectCommand,
-  S3Client,
-  S3ServiceException,
-} from "@aws-sdk/client-s3";
-import { getSignedUrl } from "@aws-sdk/s3-request-presigner";
+import type * as ClientS3 from "@aws-sdk/client-s3";
+import type { ListObjectsV2CommandOutput, S3Client } from "@aws-sdk/client-s3";
+import type * as Presigner from "@aws-sdk/s3-request-presigner";
 import { BlobError, type BlobInfo, type BlobStore, type PresignOptions } from "./interface.js";
 import { checkKey } from "./keys.js";
 import { checkPresignSeconds } from "./signed-url.js";
@@ -34,6 +30,11 @@ export interface S3BlobStoreOptions {
   maxAttempts?: number;
   /** The signing time of presigned URLs (tests move it). */
   now?: () => Date;
+}
+
+interface Sdk {
+  s3: typeof ClientS3;
+  presigner: typeof Presigner;
 }
 
 const MD5_ETAG = /^"?([0-9a-f]{32})"?$/;
@@ -57,7 +58,9 @@ function isNotFound(error: unknown): boolean {
 function unavailable(operation: string, error: unknown): BlobError {
   if (error instanceof BlobError) return error;
   const status = statusOf(error);
-  const name = error instanceof S3ServiceException ? error.name : ((error as NodeJS.ErrnoException).code ?? "error");
+  // Service errors carry $metadata and a name from S3; network errors a Node error code.
+  const name =
+    status !== undefined ? (error as Error).name : ((error as NodeJS.ErrnoException).code ?? (error as Error).name);
   return new BlobError(
     "unavailable",
     `blob store (s3): ${operation} failed: ${name}${status !== undefined ? ` (HTTP ${status})` : ""}`,
@@ -72,12 +75,21 @@ export class S3BlobStore implements BlobStore {
   private readonly prefix: string;
   private readonly now: () => Date;
 
-  constructor(options: S3BlobStoreOptions) {
+  /** Loads the AWS SDK and makes the client (it connects on the first call). */
+  static async open(options: S3BlobStoreOptions): Promise<S3BlobStore> {
+    const [s3, presigner] = await Promise.all([import("@aws-sdk/client-s3"), import("@aws-sdk/s3-request-presigner")]);
+    return new S3BlobStore({ s3, presigner }, options);
+  }
+
+  private constructor(
+    private readonly sdk: Sdk,
+    options: S3BlobStoreOptions,
+  ) {
     this.bucket = options.bucket;
     const prefix = (options.prefix ?? "").replace(/^\/+|\/+$/g, "");
     this.prefix = prefix ? `${prefix}/` : "";
     this.now = options.now ?? (() => new Date());
-    this.client = new S3Client({
+    this.client = new sdk.s3.S3Client({
       region: options.region,
       ...(options.endpoint ? { endpoint: options.endpoint } : {}),
       forcePathStyle: options.forcePathStyle ?? false,
@@ -109,7 +121,7 @@ export class S3BlobStore implements BlobStore {
     let kms = false;
     try {
       const out = await this.client.send(
-        new PutObjectCommand({
+        new this.sdk.s3.PutObjectCommand({
           Bucket: this.bucket,
           Key: this.prefix + key,
           Body: data,
@@ -146,7 +158,9 @@ export class S3BlobStore implements BlobStore {
   async get(key: string): Promise<Buffer | null> {
     checkKey(key);
     try {
-      const out = await this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: this.prefix + key }));
+      const out = await this.client.send(
+        new this.sdk.s3.GetObjectCommand({ Bucket: this.bucket, Key: this.prefix + key }),
+      );
       if (!out.Body) return Buffer.alloc(0);
       return Buffer.from(await out.Body.transformToByteArray());
     } catch (error) {
@@ -158,7 +172,9 @@ export class S3BlobStore implements BlobStore {
   async head(key: string): Promise<{ size: number } | null> {
     checkKey(key);
     try {
-      const out = await this.client.send(new HeadObjectCommand({ Bucket: this.bucket, Key: this.prefix + key }));
+      const out = await this.client.send(
+        new this.sdk.s3.HeadObjectCommand({ Bucket: this.bucket, Key: this.prefix + key }),
+      );
       return { size: out.ContentLength ?? 0 };
     } catch (error) {
       if (isNotFound(error)) return null;
@@ -169,7 +185,7 @@ export class S3BlobStore implements BlobStore {
   async delete(key: string): Promise<void> {
     checkKey(key);
     try {
-      await this.client.send(new DeleteObjectCommand({ Bucket: this.bucket, Key: this.prefix + key }));
+      await this.client.send(new this.sdk.s3.DeleteObjectCommand({ Bucket: this.bucket, Key: this.prefix + key }));
     } catch (error) {
       if (isNotFound(error)) return;
       throw unavailable("delete", error);
@@ -182,7 +198,7 @@ export class S3BlobStore implements BlobStore {
       let page: ListObjectsV2CommandOutput;
       try {
         page = await this.client.send(
-          new ListObjectsV2Command({
+          new this.sdk.s3.ListObjectsV2Command({
             Bucket: this.bucket,
             Prefix: this.prefix + prefix,
             ...(token ? { ContinuationToken: token } : {}),
@@ -206,19 +222,27 @@ export class S3BlobStore implements BlobStore {
   async presignPut(key: string, options: PresignOptions): Promise<string> {
     checkKey(key);
     checkPresignSeconds(options.expiresInSeconds);
-    return getSignedUrl(this.client, new PutObjectCommand({ Bucket: this.bucket, Key: this.prefix + key }), {
-      expiresIn: options.expiresInSeconds,
-      signingDate: this.now(),
-    });
+    return this.sdk.presigner.getSignedUrl(
+      this.client,
+      new this.sdk.s3.PutObjectCommand({ Bucket: this.bucket, Key: this.prefix + key }),
+      {
+        expiresIn: options.expiresInSeconds,
+        signingDate: this.now(),
+      },
+    );
   }
 
   async presignGet(key: string, options: PresignOptions): Promise<string> {
     checkKey(key);
     checkPresignSeconds(options.expiresInSeconds);
-    return getSignedUrl(this.client, new GetObjectCommand({ Bucket: this.bucket, Key: this.prefix + key }), {
-      expiresIn: options.expiresInSeconds,
-      signingDate: this.now(),
-    });
+    return this.sdk.presigner.getSignedUrl(
+      this.client,
+      new this.sdk.s3.GetObjectCommand({ Bucket: this.bucket, Key: this.prefix + key }),
+      {
+        expiresIn: options.expiresInSeconds,
+        signingDate: this.now(),
+      },
+    );
   }
 
   async close(): Promise<void> {
