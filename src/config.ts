@@ -45,6 +45,28 @@ export interface SnapshotSettings {
   gcGraceSeconds: number;
 }
 
+/** The S3 blob store's settings (WARREN_BLOB_STORE=s3). */
+export interface S3Settings {
+  bucket: string;
+  /** An S3-compatible server's URL; empty for AWS. */
+  endpoint: string;
+  region: string;
+  /** Static credentials; both empty: the AWS SDK's default provider chain. */
+  accessKeyId: string;
+  secretAccessKey: string;
+  forcePathStyle: boolean;
+  /** Prefix of every key in the bucket; empty for none. */
+  prefix: string;
+}
+
+export interface BlobSettings {
+  /** Where snapshots (and volumes) replicate to: `<dataDir>/blobs` or an S3 bucket. */
+  store: "fs" | "s3";
+  /** Largest body a presigned PUT to Warren's own blob route may carry (fs store). */
+  maxPutBytes: number;
+  s3: S3Settings;
+}
+
 export interface Config {
   listenHost: string;
   listenPort: number;
@@ -75,6 +97,7 @@ export interface Config {
   masterKeyPrevious: string[];
   sandbox: SandboxDefaults;
   snapshots: SnapshotSettings;
+  blobs: BlobSettings;
   /** Admin CLI: the server to go through (else the lock file in dataDir, else the store directly). */
   adminUrl: string;
   /** Admin CLI: an owner key of the operator organization, for going through the server. */
@@ -100,6 +123,42 @@ function choiceSetting<T extends string>(env: Env, name: string, choices: readon
   if (!(choices as readonly string[]).includes(raw))
     throw new ConfigError(`${name} must be one of ${choices.join(", ")}`);
   return raw as T;
+}
+
+function boolSetting(env: Env, name: string, fallback: boolean): boolean {
+  const raw = (env[name] ?? "").toLowerCase();
+  if (raw === "") return fallback;
+  if (["1", "true", "yes"].includes(raw)) return true;
+  if (["0", "false", "no"].includes(raw)) return false;
+  throw new ConfigError(`${name} must be true or false, got "${env[name]}"`);
+}
+
+function blobSettings(env: Env): BlobSettings {
+  const store = env.WARREN_BLOB_STORE || "fs";
+  if (store !== "fs" && store !== "s3") throw new ConfigError(`WARREN_BLOB_STORE must be fs or s3, got "${store}"`);
+  const s3: S3Settings = {
+    bucket: env.WARREN_S3_BUCKET || "",
+    endpoint: env.WARREN_S3_ENDPOINT || "",
+    region: env.WARREN_S3_REGION || "us-east-1",
+    accessKeyId: env.WARREN_S3_ACCESS_KEY_ID || "",
+    secretAccessKey: env.WARREN_S3_SECRET_ACCESS_KEY || "",
+    forcePathStyle: boolSetting(env, "WARREN_S3_FORCE_PATH_STYLE", false),
+    prefix: env.WARREN_S3_PREFIX || "",
+  };
+  if (store === "s3") {
+    if (!s3.bucket) throw new ConfigError("WARREN_BLOB_STORE=s3 needs WARREN_S3_BUCKET");
+    if (!s3.accessKeyId !== !s3.secretAccessKey) {
+      throw new ConfigError("set both WARREN_S3_ACCESS_KEY_ID and WARREN_S3_SECRET_ACCESS_KEY, or neither");
+    }
+    if (s3.endpoint && !/^https?:\/\/[^/]/.test(s3.endpoint)) {
+      throw new ConfigError("WARREN_S3_ENDPOINT must be an http:// or https:// URL");
+    }
+  }
+  return {
+    store,
+    maxPutBytes: intSetting(env, "WARREN_BLOB_MAX_PUT_BYTES", 256 * 1_048_576, 1, 64 * 1024 * 1_048_576),
+    s3,
+  };
 }
 
 function parseListen(raw: string): { host: string; port: number } {
@@ -153,6 +212,7 @@ export function loadConfig(env: Env = process.env): Config {
       gcIntervalSeconds: intSetting(env, "WARREN_BLOB_GC_INTERVAL_SECONDS", 600, 1, 86_400),
       gcGraceSeconds: intSetting(env, "WARREN_BLOB_GC_GRACE_SECONDS", 3600, 0, 30 * 86_400),
     },
+    blobs: blobSettings(env),
     adminUrl: env.WARREN_ADMIN_URL || "",
     adminApiKey: env.WARREN_API_KEY || "",
     quotaDefaults: {

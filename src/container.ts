@@ -4,6 +4,9 @@ import { mkdir } from "node:fs/promises";
 import type { Config } from "./config.js";
 import { ReconcileQueue } from "./controllers/reconcile-queue.js";
 import { PIDS_PER_SANDBOX_FLOOR } from "./controllers/sandbox-reconciler.js";
+import { FsBlobStore } from "./drivers/blobs/fs.js";
+import { BLOB_SIGNING_KEY_LABEL, openBlobStore } from "./drivers/blobs/index.js";
+import type { BlobStore } from "./drivers/blobs/interface.js";
 import type { RuntimeDriver } from "./drivers/runtime/interface.js";
 import { LocalRuntimeDriver } from "./drivers/runtime/local/driver.js";
 import { PooledRuntime, poolSupported } from "./drivers/runtime/local/pool.js";
@@ -18,6 +21,8 @@ import { AdminService } from "./modules/admin/service.js";
 import { AnnotationService } from "./modules/annotations/annotation-service.js";
 import { registerAnnotationRoutes } from "./modules/annotations/routes.js";
 import { AnnotationSchemaService } from "./modules/annotations/schema-service.js";
+import { registerBlobRoutes } from "./modules/blobs/routes.js";
+import { SignedBlobService } from "./modules/blobs/service.js";
 import { registerFeedbackRoutes } from "./modules/feedback/routes.js";
 import { type FeedbackRelay, FeedbackService, webhookRelay } from "./modules/feedback/service.js";
 import { registerIdentityRoutes } from "./modules/identity/routes.js";
@@ -66,6 +71,10 @@ export interface Container {
   quotas: QuotaService;
   admin: AdminService;
   idempotency: IdempotencyStore;
+  /** Where snapshots (and volumes) replicate to; closed with the app. */
+  blobs: BlobStore;
+  /** The route side of the fs store's presigned URLs; null with S3, whose URLs S3 serves. */
+  signedBlobs: SignedBlobService | null;
 }
 
 export interface ContainerOverrides {
@@ -77,13 +86,17 @@ export interface ContainerOverrides {
   runtime?: RuntimeDriver | null;
   /** Master keys for secrets; tests use an ephemeral keyring instead of the data dir's key file. */
   keyring?: Keyring;
+  /** The blob store; tests give one in a temp dir (or on s3rver) instead of `<dataDir>/blobs`. */
+  blobs?: BlobStore;
 }
 
 export async function openStore(config: Config): Promise<Db> {
   if (config.databaseUrl) return openPostgres(config.databaseUrl);
   // Repairs what an older version or a permissive umask left readable; PGlite's own files
   // stay private from here on (pglite-private-fs.ts).
-  await makeDirPrivate(config.dataDir, [config.sandbox.runtimeRoot]);
+  // The blob store keeps its own tree private (FsBlobStore.open); walking it would cost a
+  // stat per object at every start.
+  await makeDirPrivate(config.dataDir, [config.sandbox.runtimeRoot, `${config.dataDir}/blobs`]);
   // PGlite makes its own directory with the umask's mode on a first start.
   await makeDirPrivate(`${config.dataDir}/pglite`);
   return openPglite(`${config.dataDir}/pglite`);
@@ -158,6 +171,9 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
   const feedback = new FeedbackService(db, clock, relay);
   const admin = new AdminService(identity, quotas, secrets, sandboxes);
   const idempotency = new IdempotencyStore(db, clock, config.idempotencyRetentionHours);
+  const blobs =
+    overrides.blobs ?? (await openBlobStore(config, config.dataDir, keyring.deriveKey(BLOB_SIGNING_KEY_LABEL)));
+  const signedBlobs = blobs instanceof FsBlobStore ? new SignedBlobService(blobs, config.blobs.maxPutBytes) : null;
   const container: Container = {
     config,
     log,
@@ -179,6 +195,8 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
     quotas,
     admin,
     idempotency,
+    blobs,
+    signedBlobs,
   };
   return container;
 }
@@ -202,6 +220,8 @@ export async function createApp(c: Container): Promise<App> {
   registerAnnotationRoutes(app, c.annotationSchemas, c.annotations);
   registerSandboxRoutes(app, c.sandboxes, c.execs);
   registerAdminRoutes(app, c.admin);
+  if (c.signedBlobs) registerBlobRoutes(app, c.signedBlobs);
+  app.addHook("onClose", () => c.blobs.close());
   app.addHook("onClose", () => c.annotations.close());
   // Exec ends written after their answers, before whoever closes the store after the app.
   app.addHook("onClose", () => (c.db instanceof DeferringDb ? c.db.settled() : undefined));

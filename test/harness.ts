@@ -2,7 +2,7 @@
 // throwaway PostgreSQL cluster), two organizations with API keys of every role and kind,
 // and captured logs so tests can check what was written.
 import { createHash, randomBytes } from "node:crypto";
-import { readdir, readFile, rename, writeFile } from "node:fs/promises";
+import { mkdtemp, readdir, readFile, rename, rm, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { Writable } from "node:stream";
@@ -10,6 +10,7 @@ import { after, before, describe } from "node:test";
 import pg from "pg";
 import { type Config, loadConfig } from "../src/config.js";
 import { type Container, type ContainerOverrides, createApp, createContainer } from "../src/container.js";
+import { FsBlobStore } from "../src/drivers/blobs/fs.js";
 import type { App } from "../src/http/types.js";
 import { createLogger } from "../src/lib/logger.js";
 import { Keyring } from "../src/modules/secrets/keyring.js";
@@ -173,8 +174,19 @@ export async function startTestApp(store: StoreKind, options: TestAppOptions = {
   });
   const config: Config = { ...loadConfig({}), authCacheTtlMs: 0, ...options.config };
   const log = createLogger("info", sink);
+  // The blob store lives in a temp dir of its own, not in the (shared) default data dir.
+  const blobDir = options.overrides?.blobs ? null : await mkdtemp(path.join(os.tmpdir(), "warren-blobs-"));
   const c = await createContainer(config, log, {
     keyring: Keyring.ephemeral(),
+    ...(blobDir
+      ? {
+          blobs: await FsBlobStore.open({
+            dir: blobDir,
+            signingKey: randomBytes(32),
+            publicBaseUrl: config.publicApiUrl,
+          }),
+        }
+      : {}),
     ...options.overrides,
     db: testStore.db,
   });
@@ -222,6 +234,7 @@ export async function startTestApp(store: StoreKind, options: TestAppOptions = {
     async close() {
       await app.close();
       await testStore.close();
+      if (blobDir) await rm(blobDir, { recursive: true, force: true });
     },
   };
 }

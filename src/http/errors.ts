@@ -7,6 +7,7 @@ export const ERROR_STATUS: Record<ErrorCode, number> = {
   failed_precondition: 400,
   unauthenticated: 401,
   permission_denied: 403,
+  signature_invalid: 403,
   not_found: 404,
   method_not_allowed: 405,
   already_exists: 409,

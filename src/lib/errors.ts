@@ -6,6 +6,7 @@ export const ERROR_CODES = [
   "failed_precondition",
   "unauthenticated",
   "permission_denied",
+  "signature_invalid",
   "not_found",
   "method_not_allowed",
   "already_exists",

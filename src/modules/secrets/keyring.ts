@@ -2,7 +2,7 @@
 // per-organization data key; data keys are sealed under a master key. Master keys come
 // from WARREN_MASTER_KEY (+ _PREVIOUS) or from a key file generated into the data dir with
 // mode 0600. Key ids are a digest of the key, so a stored wrap names the key it needs.
-import { createCipheriv, createDecipheriv, createHash, randomBytes } from "node:crypto";
+import { createCipheriv, createDecipheriv, createHash, hkdfSync, randomBytes } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import path from "node:path";
 import { AppError } from "../../lib/errors.js";
@@ -110,6 +110,14 @@ export class Keyring {
 
   get currentId(): string {
     return this.current.id;
+  }
+
+  /**
+   * A 32-byte key for another purpose (`label` names it), derived from the current master
+   * key with HKDF-SHA256, so it needs no storage of its own; it changes when the master key rotates.
+   */
+  deriveKey(label: string): Buffer {
+    return Buffer.from(hkdfSync("sha256", this.current.key, Buffer.alloc(0), label, KEY_BYTES));
   }
 
   wrap(dataKey: Buffer, aad: string): { masterKeyId: string; wrapped: Buffer } {

@@ -1,0 +1,345 @@
+// The embedded blob store: objects as files under a private directory of the data dir.
+// A write goes to a temp file in the same filesystem, is fsynced and then published with
+// link(2), which never replaces an existing file, so concurrent writers of one key are safe
+// and a reader sees a whole object or none. Presigned URLs are HMAC-signed URLs that
+// Warren's own route serves (signed-url.ts, modules/blobs).
+//
+// Layout: `<dir>/objects/<seg>/<seg>/<last seg>@` (the `@`, outside the key charset, lets
+// key `a` and key `a/b` coexist as the file `a@` and the directory `a`) and `<dir>/tmp/`
+// for writes in flight, named `<pid>-<random>.tmp` so a restart can tell a dead writer's.
+import { createHash, randomBytes } from "node:crypto";
+import type { Dirent } from "node:fs";
+import {
+  chmod,
+  type FileHandle,
+  link,
+  mkdir,
+  open,
+  readdir,
+  readFile,
+  rm,
+  rmdir,
+  stat,
+  unlink,
+} from "node:fs/promises";
+import path from "node:path";
+import type { Readable } from "node:stream";
+import { PRIVATE_DIR_MODE, PRIVATE_FILE_MODE } from "../../lib/private-dir.js";
+import { BlobError, type BlobInfo, type BlobStore, type PresignOptions } from "./interface.js";
+import { checkKey, keyProblem } from "./keys.js";
+import {
+  checkBlobUrl,
+  checkPresignSeconds,
+  type SignatureCheck,
+  type SignedMethod,
+  signBlobUrl,
+} from "./signed-url.js";
+
+const OBJECT_SUFFIX = "@";
+const TEMP_SUFFIX = ".tmp";
+/** How often a publish retries when a concurrent delete removed the directory it made. */
+const PUBLISH_ATTEMPTS = 5;
+
+export interface FsBlobStoreOptions {
+  /** The store's directory (made private, 0700); the server uses `<dataDir>/blobs`. */
+  dir: string;
+  /** HMAC key of the presigned URLs. */
+  signingKey: Buffer;
+  /** Base URL the presigned URLs point at: this server as its clients reach it. */
+  publicBaseUrl: string;
+  /** The clock of presigned URLs' expiry (tests move it). */
+  now?: () => Date;
+}
+
+const errnoOf = (error: unknown) => (error as NodeJS.ErrnoException).code;
+const isMissing = (error: unknown) => errnoOf(error) === "ENOENT" || errnoOf(error) === "ENOTDIR";
+
+/** Runs one I/O step, turning its failure into BlobError unavailable naming the step. */
+async function io<T>(what: string, step: Promise<T>): Promise<T> {
+  try {
+    return await step;
+  } catch (error) {
+    throw unavailable(what, error);
+  }
+}
+
+function unavailable(what: string, error: unknown): BlobError {
+  if (error instanceof BlobError) return error;
+  return new BlobError("unavailable", `blob store: could not ${what}: ${errnoOf(error) ?? (error as Error).message}`, {
+    cause: error,
+  });
+}
+
+/** Whether the process that named a temp file may still be writing it. */
+function writerAlive(pid: number): boolean {
+  // This process is only opening the store: nothing of its own is in flight here yet.
+  if (pid === process.pid) return false;
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return errnoOf(error) === "EPERM";
+  }
+}
+
+async function fsyncDir(dir: string): Promise<void> {
+  const handle = await open(dir, "r");
+  try {
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+}
+
+/** A staged object: a complete, fsynced temp file and what it holds. */
+interface Staged {
+  temp: string;
+  size: number;
+  sha256: string;
+}
+
+export class FsBlobStore implements BlobStore {
+  readonly kind = "fs" as const;
+  private readonly objects: string;
+  private readonly tmp: string;
+  private readonly now: () => Date;
+
+  /** Use `FsBlobStore.open`, which makes the directories and clears what a crash left. */
+  private constructor(private readonly options: FsBlobStoreOptions) {
+    this.objects = path.join(options.dir, "objects");
+    this.tmp = path.join(options.dir, "tmp");
+    this.now = options.now ?? (() => new Date());
+  }
+
+  /**
+   * Opens the store in `options.dir`, creating it private (0700), and removes the temp
+   * files of writers that are gone (a crash mid-write leaves one; it was never published).
+   */
+  static async open(options: FsBlobStoreOptions): Promise<FsBlobStore> {
+    const store = new FsBlobStore(options);
+    await mkdir(options.dir, { recursive: true, mode: PRIVATE_DIR_MODE });
+    await chmod(options.dir, PRIVATE_DIR_MODE);
+    await mkdir(store.objects, { recursive: true, mode: PRIVATE_DIR_MODE });
+    await mkdir(store.tmp, { recursive: true, mode: PRIVATE_DIR_MODE });
+    for (const name of await readdir(store.tmp)) {
+      const pid = Number(/^(\d+)-/.exec(name)?.[1] ?? Number.NaN);
+      if (!Number.isInteger(pid) || !writerAlive(pid)) await rm(path.join(store.tmp, name), { force: true });
+    }
+    return store;
+  }
+
+  async putIfAbsent(key: string, data: Uint8Array, options: { sha256?: string } = {}): Promise<{ written: boolean }> {
+    checkKey(key);
+    const staged = await this.stage([data]);
+    return this.publish(key, staged, options.sha256);
+  }
+
+  /**
+   * putIfAbsent for a body that arrives as a stream (the presigned PUT route): written to
+   * the temp file as it comes, never held whole. An error of `source` (a size limit, a
+   * dropped connection) is rethrown as it is, after the temp file is removed.
+   */
+  async putStream(
+    key: string,
+    source: AsyncIterable<Uint8Array> | Readable,
+    options: { sha256?: string } = {},
+  ): Promise<{ written: boolean; size: number }> {
+    checkKey(key);
+    const staged = await this.stage(source);
+    const { written } = await this.publish(key, staged, options.sha256);
+    return { written, size: staged.size };
+  }
+
+  async get(key: string): Promise<Buffer | null> {
+    checkKey(key);
+    try {
+      return await readFile(this.objectPath(key));
+    } catch (error) {
+      if (isMissing(error)) return null;
+      throw unavailable("read an object", error);
+    }
+  }
+
+  /** The object as a stream with its size, or null (the presigned GET route). */
+  async openRead(key: string): Promise<{ size: number; stream: Readable } | null> {
+    checkKey(key);
+    let handle: FileHandle;
+    try {
+      handle = await open(this.objectPath(key), "r");
+    } catch (error) {
+      if (isMissing(error)) return null;
+      throw unavailable("open an object", error);
+    }
+    try {
+      const { size } = await handle.stat();
+      return { size, stream: handle.createReadStream() };
+    } catch (error) {
+      await handle.close();
+      throw unavailable("open an object", error);
+    }
+  }
+
+  async head(key: string): Promise<{ size: number } | null> {
+    checkKey(key);
+    try {
+      return { size: (await stat(this.objectPath(key))).size };
+    } catch (error) {
+      if (isMissing(error)) return null;
+      throw unavailable("stat an object", error);
+    }
+  }
+
+  async delete(key: string): Promise<void> {
+    checkKey(key);
+    const file = this.objectPath(key);
+    try {
+      await unlink(file);
+    } catch (error) {
+      if (isMissing(error)) return;
+      throw unavailable("delete an object", error);
+    }
+    // Empty directories go too, so listing never walks dead branches. A concurrent publish
+    // into a directory removed here retries (publish).
+    for (let dir = path.dirname(file); dir !== this.objects; dir = path.dirname(dir)) {
+      try {
+        await rmdir(dir);
+      } catch {
+        break;
+      }
+    }
+  }
+
+  async *list(prefix: string): AsyncIterable<BlobInfo> {
+    // A prefix is any string: one no key can start with lists nothing.
+    const cut = prefix.lastIndexOf("/");
+    const dirPart = prefix.slice(0, cut + 1);
+    const rest = prefix.slice(cut + 1);
+    if (dirPart && keyProblem(dirPart.slice(0, -1)) !== null) return;
+    if (rest && !/^[A-Za-z0-9._:-]+$/.test(rest)) return;
+    yield* this.walk(dirPart, rest);
+  }
+
+  async presignPut(key: string, options: PresignOptions): Promise<string> {
+    return this.presign("PUT", key, options);
+  }
+
+  async presignGet(key: string, options: PresignOptions): Promise<string> {
+    return this.presign("GET", key, options);
+  }
+
+  /** Whether a request to a presigned URL of this store may proceed. */
+  checkSignedUrl(
+    method: SignedMethod,
+    key: string,
+    query: { method?: string; expires?: string; signature?: string },
+  ): SignatureCheck {
+    return checkBlobUrl(this.options.signingKey, { method, key, query }, Math.floor(Date.now() / 1000));
+  }
+
+  async close(): Promise<void> {}
+
+  private presign(method: SignedMethod, key: string, options: PresignOptions): string {
+    checkKey(key);
+    checkPresignSeconds(options.expiresInSeconds);
+    const expires = Math.floor(this.now().getTime() / 1000) + options.expiresInSeconds;
+    return signBlobUrl({ ...this.options, method, key, expires });
+  }
+
+  private objectPath(key: string): string {
+    return path.join(this.objects, `${key}${OBJECT_SUFFIX}`);
+  }
+
+  /** Writes `source` to a new temp file, fsynced, hashing it on the way. */
+  private async stage(source: Iterable<Uint8Array> | AsyncIterable<Uint8Array>): Promise<Staged> {
+    const temp = path.join(this.tmp, `${process.pid}-${randomBytes(12).toString("hex")}${TEMP_SUFFIX}`);
+    const hash = createHash("sha256");
+    let size = 0;
+    let handle: FileHandle | null = null;
+    try {
+      handle = await io("create a temp file", open(temp, "wx", PRIVATE_FILE_MODE));
+      for await (const chunk of source) {
+        hash.update(chunk);
+        size += chunk.length;
+        await io("write a temp file", handle.write(chunk));
+      }
+      await io("fsync a temp file", handle.sync());
+      await handle.close();
+      handle = null;
+      return { temp, size, sha256: hash.digest("hex") };
+    } catch (error) {
+      await handle?.close().catch(() => undefined);
+      await rm(temp, { force: true });
+      throw error;
+    }
+  }
+
+  /** Links a staged temp file to the key's name unless an object is there; removes the temp. */
+  private async publish(key: string, staged: Staged, sha256: string | undefined): Promise<{ written: boolean }> {
+    try {
+      if (sha256 !== undefined && staged.sha256 !== sha256.toLowerCase()) {
+        throw new BlobError("digest_mismatch", "blob store: the bytes do not match the sha256 they were written under");
+      }
+      const file = this.objectPath(key);
+      for (let attempt = 1; ; attempt++) {
+        const made = await this.makeParents(path.dirname(file));
+        try {
+          await link(staged.temp, file);
+        } catch (error) {
+          if (errnoOf(error) === "EEXIST") return { written: false };
+          if (errnoOf(error) === "ENOENT" && attempt < PUBLISH_ATTEMPTS) continue;
+          throw unavailable("publish an object", error);
+        }
+        // The new name (and any directory made for it) survives a power loss once its parent is synced.
+        for (const dir of made) await io("fsync a directory", fsyncDir(dir));
+        return { written: true };
+      }
+    } finally {
+      await rm(staged.temp, { force: true });
+    }
+  }
+
+  /** Makes `dir` and its missing parents; returns the directories to fsync, deepest first. */
+  private async makeParents(dir: string): Promise<string[]> {
+    const first = await io("make a directory", mkdir(dir, { recursive: true, mode: PRIVATE_DIR_MODE }));
+    const toSync = [dir];
+    if (first) for (let d = dir; d !== path.dirname(first); d = path.dirname(d)) toSync.push(path.dirname(d));
+    return [...new Set(toSync)];
+  }
+
+  /**
+   * Yields the objects under the key directory `dirPart` (`""` or `a/b/`) whose remaining
+   * key starts with `rest`, in key order: an object file sorts as its segment, a directory
+   * as its segment plus `/`, which is how every key beneath it compares with its siblings.
+   */
+  private async *walk(dirPart: string, rest: string): AsyncGenerator<BlobInfo> {
+    let entries: Dirent[];
+    try {
+      entries = await readdir(path.join(this.objects, dirPart), { withFileTypes: true });
+    } catch (error) {
+      if (isMissing(error)) return;
+      throw unavailable("list objects", error);
+    }
+    const sorted: { sortKey: string; name: string; dir: boolean }[] = [];
+    for (const entry of entries) {
+      if (entry.isDirectory()) sorted.push({ sortKey: `${entry.name}/`, name: entry.name, dir: true });
+      else if (entry.isFile() && entry.name.endsWith(OBJECT_SUFFIX)) {
+        sorted.push({ sortKey: entry.name.slice(0, -OBJECT_SUFFIX.length), name: entry.name, dir: false });
+      }
+    }
+    sorted.sort((a, b) => (a.sortKey < b.sortKey ? -1 : a.sortKey > b.sortKey ? 1 : 0));
+    for (const entry of sorted) {
+      if (!entry.sortKey.startsWith(rest)) continue;
+      if (entry.dir) {
+        yield* this.walk(`${dirPart}${entry.sortKey}`, "");
+        continue;
+      }
+      try {
+        const info = await stat(path.join(this.objects, dirPart, entry.name));
+        yield { key: `${dirPart}${entry.sortKey}`, size: info.size, modifiedAt: info.mtime };
+      } catch (error) {
+        // Deleted since the directory was read.
+        if (!isMissing(error)) throw unavailable("list objects", error);
+      }
+    }
+  }
+}
