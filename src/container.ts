@@ -35,6 +35,8 @@ import { registerRunRoutes } from "./modules/runs/routes.js";
 import { RunService } from "./modules/runs/service.js";
 import { ExecService } from "./modules/sandboxes/exec-service.js";
 import { registerSandboxRoutes } from "./modules/sandboxes/routes.js";
+import { registerSnapshotRoutes } from "./modules/snapshots/routes.js";
+import { ReplicationRelay, SnapshotService } from "./modules/snapshots/service.js";
 import { newSandboxId, SandboxService } from "./modules/sandboxes/service.js";
 import { SandboxTransitions } from "./modules/sandboxes/transitions.js";
 import { Keyring } from "./modules/secrets/keyring.js";
@@ -75,6 +77,9 @@ export interface Container {
   blobs: BlobStore;
   /** The route side of the fs store's presigned URLs; null with S3, whose URLs S3 serves. */
   signedBlobs: SignedBlobService | null;
+  snapshots: SnapshotService;
+  /** Kicks the snapshot replicator (controllers/) once it runs. */
+  snapshotReplication: ReplicationRelay;
 }
 
 export interface ContainerOverrides {
@@ -174,6 +179,19 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
   const blobs =
     overrides.blobs ?? (await openBlobStore(config, config.dataDir, keyring.deriveKey(BLOB_SIGNING_KEY_LABEL)));
   const signedBlobs = blobs instanceof FsBlobStore ? new SignedBlobService(blobs, config.blobs.maxPutBytes) : null;
+  const snapshotReplication = new ReplicationRelay();
+  const snapshots = new SnapshotService(
+    db,
+    clock,
+    log,
+    runtime,
+    blobs,
+    sandboxes,
+    projects,
+    config.snapshots,
+    snapshotReplication,
+  );
+  sandboxes.useSnapshots(snapshots);
   const container: Container = {
     config,
     log,
@@ -197,6 +215,8 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
     idempotency,
     blobs,
     signedBlobs,
+    snapshots,
+    snapshotReplication,
   };
   return container;
 }
@@ -219,6 +239,7 @@ export async function createApp(c: Container): Promise<App> {
   registerSecretRoutes(app, c.secrets);
   registerAnnotationRoutes(app, c.annotationSchemas, c.annotations);
   registerSandboxRoutes(app, c.sandboxes, c.execs);
+  registerSnapshotRoutes(app, c.snapshots);
   registerAdminRoutes(app, c.admin);
   if (c.signedBlobs) registerBlobRoutes(app, c.signedBlobs);
   app.addHook("onClose", () => c.blobs.close());

@@ -1,8 +1,9 @@
 // Background controllers: the sandbox reconciler (with its idle, expiry and retention
-// sweep), the retention GC of idempotency records and the embedded store's VACUUM.
+// sweep), the snapshot replicator (replication, chunk GC), the retention GC of idempotency records and the embedded store's VACUUM.
 import type { Container } from "../container.js";
 import { PooledRuntime } from "../drivers/runtime/local/pool.js";
 import { SandboxReconciler } from "./sandbox-reconciler.js";
+import { SnapshotReplicator } from "./snapshot-replicator.js";
 import { StoreMaintenance } from "./store-maintenance.js";
 
 const GC_INTERVAL_MS = 10 * 60 * 1000;
@@ -16,6 +17,13 @@ export async function startControllers(c: Container): Promise<{ stop(): Promise<
       })
     : null;
   await reconciler?.start();
+  const replicator = c.runtime
+    ? new SnapshotReplicator(c, c.runtime, {
+        gcIntervalSeconds: c.config.snapshots.gcIntervalSeconds,
+        gcGraceSeconds: c.config.snapshots.gcGraceSeconds,
+      })
+    : null;
+  await replicator?.start();
   // After the start-up cleanup, which removes whatever the store does not know.
   if (c.runtime instanceof PooledRuntime) c.runtime.startFilling();
   const gc = setInterval(() => {
@@ -35,6 +43,7 @@ export async function startControllers(c: Container): Promise<{ stop(): Promise<
     stop: async () => {
       clearInterval(gc);
       await maintenance.stop();
+      await replicator?.stop();
       await reconciler?.stop();
     },
   };
