@@ -41,7 +41,8 @@ export function blobChunkStore(blobs: BlobStore, prefix: string): ChunkStore {
     },
     async put(digest, compressed) {
       const key = chunkKey(prefix, digest);
-      // The store checks what it received against the hash of what was sent.
+      // The store checks what it received against the hash of what was sent. (WebCrypto's
+      // digest, though asynchronous, took twice createHash's event-loop time copying its input.)
       const sha256 = createHash("sha256").update(compressed).digest("hex");
       await blobs.putIfAbsent(key, compressed, { sha256 });
       remember(digest);

@@ -33,6 +33,7 @@ export interface Range {
 export const DEFAULT_CONCURRENCY = 4;
 /** How much of the file one read takes. */
 const READ_WINDOW_BYTES = 8 * 1024 * 1024;
+const CARRY_ROOM_BYTES = MAX_CHUNK_BYTES;
 
 /** The logically contiguous data of `extents`, merged, whatever their physical placement. */
 export function dataRanges(extents: readonly Extent[]): Range[] {
@@ -116,7 +117,7 @@ export function planDelta(
 async function* readWindows(
   file: FileHandle,
   ranges: readonly Range[],
-): AsyncGenerator<{ offset: number; data: Buffer; rangeEnds: boolean }> {
+): AsyncGenerator<{ offset: number; buffer: Buffer; rangeEnds: boolean }> {
   const windows: { offset: number; length: number; rangeEnds: boolean }[] = [];
   for (const range of ranges)
     for (let at = range.start; at < range.end; at += READ_WINDOW_BYTES) {
@@ -124,10 +125,13 @@ async function* readWindows(
       windows.push({ offset: at, length, rangeEnds: at + length === range.end });
     }
   const read = async (window: { offset: number; length: number }) => {
-    const data = Buffer.allocUnsafe(window.length);
+    // The window is read after CARRY_ROOM_BYTES of room, where the caller puts the unfinished
+    // chunk of the window before (copying at most a chunk, not the window).
+    const data = Buffer.allocUnsafe(CARRY_ROOM_BYTES + window.length);
     let done = 0;
     while (done < window.length) {
-      const { bytesRead } = await file.read(data, done, window.length - done, window.offset + done);
+      const at = CARRY_ROOM_BYTES + done;
+      const { bytesRead } = await file.read(data, at, window.length - done, window.offset + done);
       if (bytesRead === 0) throw new Error(`the image ended at ${window.offset + done} while being read (it changed)`);
       done += bytesRead;
     }
@@ -141,7 +145,7 @@ async function* readWindows(
     next = following ? read(following) : null;
     // A failed read-ahead is reported when its window comes; until then it must not go unhandled.
     next?.catch(() => undefined);
-    yield { offset: window.offset, data, rangeEnds: window.rangeEnds };
+    yield { offset: window.offset, buffer: data, rangeEnds: window.rangeEnds };
   }
 }
 
@@ -246,12 +250,13 @@ async function storeRanges(
   };
 
   let carry: Buffer | null = null;
-  let carryOffset = 0;
   try {
     for await (const window of readWindows(file, ranges)) {
       signal?.throwIfAborted();
-      const data: Buffer = carry ? Buffer.concat([carry, window.data]) : window.data;
-      const offset = carry ? carryOffset : window.offset;
+      const carried = carry?.length ?? 0;
+      carry?.copy(window.buffer, CARRY_ROOM_BYTES - carried);
+      const data = window.buffer.subarray(CARRY_ROOM_BYTES - carried);
+      const offset = window.offset - carried;
       let at = 0;
       for (;;) {
         const length = nextCut(data, at, data.length, window.rangeEnds);
@@ -262,8 +267,7 @@ async function storeRanges(
       }
       // An unfinished chunk (shorter than the maximum, no cut yet) continues in the next window.
       carry = at < data.length ? data.subarray(at) : null;
-      carryOffset = offset + at;
-      if (carry && carry.length >= MAX_CHUNK_BYTES) throw new Error("chunker left a full chunk uncut");
+      if (carry && carry.length >= CARRY_ROOM_BYTES) throw new Error("chunker left a full chunk uncut");
     }
   } finally {
     // Let every started store finish (or fail) before the file is closed or an error returned.
