@@ -4,6 +4,9 @@ import { MAX_CHUNK_BYTES } from "./chunker.js";
 import { DIGEST_PATTERN } from "./codec.js";
 import type { ChunkRef, ImageManifest } from "./types.js";
 
+/** The largest image a manifest may describe (16 TiB): a bound on the sparse file a rebuild creates. */
+export const MAX_IMAGE_BYTES = 2 ** 44;
+
 /** An encoded manifest larger than this is refused (~5M chunks, a >1 TiB image). */
 export const MAX_MANIFEST_BYTES = 512 * 1024 * 1024;
 
@@ -29,7 +32,8 @@ export function validateManifest(value: unknown): ImageManifest {
   for (const key of Object.keys(record))
     if (key !== "version" && key !== "size" && key !== "chunks") throw new ManifestError(`unknown field ${key}`);
   if (record.version !== 1) throw new ManifestError("version is not 1");
-  if (!isByteCount(record.size)) throw new ManifestError("size is not a byte count");
+  if (!isByteCount(record.size) || record.size > MAX_IMAGE_BYTES)
+    throw new ManifestError(`size is not a byte count up to ${MAX_IMAGE_BYTES}`);
   if (!Array.isArray(record.chunks)) throw new ManifestError("chunks is not an array");
   const size = record.size;
   const chunks: ChunkRef[] = [];

@@ -208,7 +208,8 @@ export async function replicateImage(
     }
     const stored = await storeRanges(file, toRead, input.chunks, concurrency, input.signal);
     const chunks = [...reused, ...stored.refs].sort((a, b) => a.offset - b.offset);
-    const manifest: ImageManifest = { version: 1, size: info.size, chunks };
+    // Checked like a stored one: a planning mistake fails here, not at a restore.
+    const manifest = validateManifest({ version: 1, size: info.size, chunks });
     const bytes = chunks.reduce((sum, ref) => sum + ref.size, 0);
     return {
       manifest,

@@ -193,6 +193,16 @@ describe("replication on XFS", () => {
     }
   });
 
+  it("stops when aborted", async () => {
+    const image = path.join(mountPoint, "a.img");
+    await assert.rejects(replicateImage({ path: image, chunks, signal: AbortSignal.abort() }), { name: "AbortError" });
+    const out = path.join(dir, "out", "aborted.img");
+    await assert.rejects(rebuildImage({ manifest: baseManifest, path: out, chunks, signal: AbortSignal.abort() }), {
+      name: "AbortError",
+    });
+    assert.ok(!existsSync(out));
+  });
+
   it("rebuild rejects a hostile manifest before writing anything", async () => {
     const out = path.join(dir, "out", "hostile.img");
     const first = baseManifest.chunks[0] as ImageManifest["chunks"][0];
