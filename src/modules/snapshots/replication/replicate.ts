@@ -193,19 +193,16 @@ export async function replicateImage(
   const file = await open(input.path, "r");
   try {
     const info = await file.stat();
-    const extents = await listExtents(input.path);
+    const base = input.base && { path: input.base.path, manifest: validateManifest(input.base.manifest) };
+    // Both files' extents at once: each is a run of xfs_io.
+    const [extents, baseExtents] = await Promise.all([
+      listExtents(input.path),
+      base ? usableBaseExtents(base, info) : null,
+    ]);
     let reused: ChunkRef[] = [];
     let toRead = dataRanges(extents);
-    if (input.base) {
-      const baseManifest = validateManifest(input.base.manifest);
-      const baseFile = await open(input.base.path, "r");
-      const baseInfo = await baseFile.stat().finally(() => baseFile.close());
-      const sameFile = baseInfo.dev === info.dev && baseInfo.ino === info.ino;
-      if (!sameFile && baseInfo.size === baseManifest.size) {
-        const same = sameMapping(extents, await listExtents(input.base.path));
-        ({ reused, read: toRead } = planDelta(toRead, same, baseManifest.chunks));
-      }
-    }
+    if (base && baseExtents)
+      ({ reused, read: toRead } = planDelta(toRead, sameMapping(extents, baseExtents), base.manifest.chunks));
     const stored = await storeRanges(file, toRead, input.chunks, concurrency, input.signal);
     const chunks = [...reused, ...stored.refs].sort((a, b) => a.offset - b.offset);
     // Checked like a stored one: a planning mistake fails here, not at a restore.
@@ -218,6 +215,18 @@ export async function replicateImage(
   } finally {
     await file.close();
   }
+}
+
+/** The base's extents, or null when the base cannot serve: this very file, or a manifest of another size. */
+async function usableBaseExtents(
+  base: { path: string; manifest: ImageManifest },
+  info: { dev: number; ino: number },
+): Promise<Extent[] | null> {
+  const baseFile = await open(base.path, "r");
+  const baseInfo = await baseFile.stat().finally(() => baseFile.close());
+  if (baseInfo.dev === info.dev && baseInfo.ino === info.ino) return null;
+  if (baseInfo.size !== base.manifest.size) return null;
+  return listExtents(base.path);
 }
 
 async function storeRanges(
