@@ -17,6 +17,7 @@ export const TOOLS = {
   resize2fs: "/usr/sbin/resize2fs",
   e2fsck: "/usr/sbin/e2fsck",
   setfattr: "/usr/bin/setfattr",
+  xfsIo: "/usr/sbin/xfs_io",
   sh: "/bin/sh",
   gcc: "/usr/bin/gcc",
 } as const;
@@ -36,6 +37,7 @@ const RUNTIME_PACKAGES: [binary: string, pkg: string][] = [
   [TOOLS.resize2fs, "e2fsprogs"],
   [TOOLS.e2fsck, "e2fsprogs"],
   [TOOLS.setfattr, "attr"],
+  [TOOLS.xfsIo, "xfsprogs"],
   // The exec agent (exec-agent.c) is compiled on the host, statically.
   [TOOLS.gcc, "gcc"],
   [STATIC_LIBC, "libc6-dev"],
@@ -90,7 +92,7 @@ async function install(wanted: [string, string][]): Promise<void> {
 
 /**
  * Installs (as root, from Debian) whatever the local driver needs and the host lacks:
- * runc, tini, nftables, iproute2, e2fsprogs, attr, gcc and libc6-dev; with `forTests`, docker-registry and
+ * runc, tini, nftables, iproute2, e2fsprogs, attr, xfsprogs, gcc and libc6-dev; with `forTests`, docker-registry and
  * busybox-static too. Runs once per process; later calls share the first.
  */
 export function ensureHostPackages(options: { forTests?: boolean } = {}): Promise<void> {

@@ -1,0 +1,288 @@
+// Replication of one image file to the chunk store: its data extents only (holes are never
+// read), cut into content-defined chunks, each stored once, zstd-compressed, under the BLAKE3
+// of its plain bytes. With a base (an earlier image this one was reflinked from, and its
+// manifest), the ranges both files map to the same physical blocks are known without reading
+// them: the base's chunks there are reused as they are and its gaps there are zeros.
+//
+// Pipelined: the file is read in windows one ahead of the chunker, and the chunks are stored
+// by up to `concurrency` tasks at once (has, compress on the libuv threadpool, put), so reading,
+// hashing, compressing and storing overlap.
+import { type FileHandle, open } from "node:fs/promises";
+import { isZero, MAX_CHUNK_BYTES, nextCut } from "./chunker.js";
+import { compressChunk, digestOf } from "./codec.js";
+import { type Extent, listExtents } from "./extents.js";
+import { validateManifest } from "./manifest.js";
+import type { ChunkRef, ChunkStore, Digest, ImageManifest, ReplicationStats } from "./types.js";
+
+export interface ReplicateInput {
+  path: string;
+  /** An earlier image sharing extents with this one, and the manifest it was replicated as. */
+  base?: { path: string; manifest: ImageManifest };
+  chunks: ChunkStore;
+  signal?: AbortSignal;
+  /** Chunks stored at once (default 4: the libuv threadpool's size). */
+  concurrency?: number;
+}
+
+/** A byte range [start, end). */
+export interface Range {
+  start: number;
+  end: number;
+}
+
+export const DEFAULT_CONCURRENCY = 4;
+/** How much of the file one read takes. */
+const READ_WINDOW_BYTES = 8 * 1024 * 1024;
+const CARRY_ROOM_BYTES = MAX_CHUNK_BYTES;
+
+/** The logically contiguous data of `extents`, merged, whatever their physical placement. */
+export function dataRanges(extents: readonly Extent[]): Range[] {
+  const ranges: Range[] = [];
+  for (const extent of extents) {
+    const last = ranges[ranges.length - 1];
+    const end = extent.offset + extent.length;
+    if (last && extent.offset <= last.end) last.end = Math.max(last.end, end);
+    else ranges.push({ start: extent.offset, end });
+  }
+  return ranges;
+}
+
+/**
+ * The ranges where both files read the same physical blocks: overlapping extents of known
+ * location whose physical address minus logical offset is equal (same offset → same block).
+ */
+export function sameMapping(a: readonly Extent[], b: readonly Extent[]): Range[] {
+  const ranges: Range[] = [];
+  let j = 0;
+  for (const x of a) {
+    const xEnd = x.offset + x.length;
+    while (j < b.length && (b[j] as Extent).offset + (b[j] as Extent).length <= x.offset) j++;
+    for (let k = j; k < b.length && (b[k] as Extent).offset < xEnd; k++) {
+      const y = b[k] as Extent;
+      if (x.physical === null || y.physical === null || x.physical - x.offset !== y.physical - y.offset) continue;
+      const start = Math.max(x.offset, y.offset);
+      const end = Math.min(xEnd, y.offset + y.length);
+      if (start >= end) continue;
+      const last = ranges[ranges.length - 1];
+      if (last && start <= last.end) last.end = Math.max(last.end, end);
+      else ranges.push({ start, end });
+    }
+  }
+  return ranges;
+}
+
+/** `from` minus `remove`; both sorted and disjoint. */
+export function subtractRanges(from: readonly Range[], remove: readonly Range[]): Range[] {
+  const result: Range[] = [];
+  let j = 0;
+  for (const range of from) {
+    let start = range.start;
+    while (j < remove.length && (remove[j] as Range).end <= start) j++;
+    for (let k = j; k < remove.length && (remove[k] as Range).start < range.end; k++) {
+      const cut = remove[k] as Range;
+      if (cut.start > start) result.push({ start, end: cut.start });
+      start = Math.max(start, cut.end);
+    }
+    if (start < range.end) result.push({ start, end: range.end });
+  }
+  return result;
+}
+
+/**
+ * What a replication with a base must still read. `same` is where both files share blocks,
+ * `baseChunks` the base's manifest (trusted to describe the base file). A base chunk entirely
+ * inside `same` is reused; inside `same`, what no base chunk covers is zeros in the base and
+ * so in this file; everything else of `data` is read.
+ */
+export function planDelta(
+  data: readonly Range[],
+  same: readonly Range[],
+  baseChunks: readonly ChunkRef[],
+): { reused: ChunkRef[]; read: Range[] } {
+  const reused: ChunkRef[] = [];
+  const notReused: Range[] = [];
+  let j = 0;
+  for (const chunk of baseChunks) {
+    const end = chunk.offset + chunk.size;
+    while (j < same.length && (same[j] as Range).end <= chunk.offset) j++;
+    const range = same[j];
+    if (range && range.start <= chunk.offset && end <= range.end) reused.push(chunk);
+    else notReused.push({ start: chunk.offset, end });
+  }
+  const known = subtractRanges(same, notReused);
+  return { reused, read: subtractRanges(data, known) };
+}
+
+/** Reads `ranges` in windows, the next read under way while the caller handles the current one. */
+async function* readWindows(
+  file: FileHandle,
+  ranges: readonly Range[],
+): AsyncGenerator<{ offset: number; buffer: Buffer; rangeEnds: boolean }> {
+  const windows: { offset: number; length: number; rangeEnds: boolean }[] = [];
+  for (const range of ranges)
+    for (let at = range.start; at < range.end; at += READ_WINDOW_BYTES) {
+      const length = Math.min(READ_WINDOW_BYTES, range.end - at);
+      windows.push({ offset: at, length, rangeEnds: at + length === range.end });
+    }
+  const read = async (window: { offset: number; length: number }) => {
+    // The window is read after CARRY_ROOM_BYTES of room, where the caller puts the unfinished
+    // chunk of the window before (copying at most a chunk, not the window).
+    const data = Buffer.allocUnsafe(CARRY_ROOM_BYTES + window.length);
+    let done = 0;
+    while (done < window.length) {
+      const at = CARRY_ROOM_BYTES + done;
+      const { bytesRead } = await file.read(data, at, window.length - done, window.offset + done);
+      if (bytesRead === 0) throw new Error(`the image ended at ${window.offset + done} while being read (it changed)`);
+      done += bytesRead;
+    }
+    return data;
+  };
+  let next = windows.length > 0 ? read(windows[0] as (typeof windows)[0]) : null;
+  for (let i = 0; i < windows.length; i++) {
+    const window = windows[i] as (typeof windows)[0];
+    const data = await (next as Promise<Buffer>);
+    const following = windows[i + 1];
+    next = following ? read(following) : null;
+    // A failed read-ahead is reported when its window comes; until then it must not go unhandled.
+    next?.catch(() => undefined);
+    yield { offset: window.offset, buffer: data, rangeEnds: window.rangeEnds };
+  }
+}
+
+/** Runs up to `limit` tasks at once; the first failure is rethrown by wait() and later ones dropped. */
+class TaskPool {
+  private running = 0;
+  private failure: { error: unknown } | null = null;
+  private wakers: (() => void)[] = [];
+
+  constructor(private readonly limit: number) {}
+
+  async add(task: () => Promise<void>): Promise<void> {
+    while (this.running >= this.limit) await new Promise<void>((resolve) => this.wakers.push(resolve));
+    if (this.failure) throw this.failure.error;
+    this.running++;
+    task()
+      .catch((error: unknown) => {
+        this.failure ??= { error };
+      })
+      .finally(() => {
+        this.running--;
+        this.wakers.shift()?.();
+      });
+  }
+
+  async wait(): Promise<void> {
+    while (this.running > 0) await new Promise<void>((resolve) => this.wakers.push(resolve));
+    if (this.failure) throw this.failure.error;
+  }
+}
+
+/**
+ * Replicates the image at `path` into `chunks` and returns its manifest. Reads only data
+ * extents; all-zero chunks are left out (holes). With `base`, the unchanged ranges are taken
+ * from the base's manifest unread; a base whose manifest does not match its file's size, or
+ * that is this very file, is ignored.
+ */
+export async function replicateImage(
+  input: ReplicateInput,
+): Promise<{ manifest: ImageManifest; stats: ReplicationStats }> {
+  const concurrency = input.concurrency ?? DEFAULT_CONCURRENCY;
+  if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 64)
+    throw new RangeError("concurrency must be an integer from 1 to 64");
+  input.signal?.throwIfAborted();
+  const file = await open(input.path, "r");
+  try {
+    const info = await file.stat();
+    const base = input.base && { path: input.base.path, manifest: validateManifest(input.base.manifest) };
+    // Both files' extents at once: each is a run of xfs_io.
+    const [extents, baseExtents] = await Promise.all([
+      listExtents(input.path),
+      base ? usableBaseExtents(base, info) : null,
+    ]);
+    let reused: ChunkRef[] = [];
+    let toRead = dataRanges(extents);
+    if (base && baseExtents)
+      ({ reused, read: toRead } = planDelta(toRead, sameMapping(extents, baseExtents), base.manifest.chunks));
+    const stored = await storeRanges(file, toRead, input.chunks, concurrency, input.signal);
+    const chunks = [...reused, ...stored.refs].sort((a, b) => a.offset - b.offset);
+    // Checked like a stored one: a planning mistake fails here, not at a restore.
+    const manifest = validateManifest({ version: 1, size: info.size, chunks });
+    const bytes = chunks.reduce((sum, ref) => sum + ref.size, 0);
+    return {
+      manifest,
+      stats: { chunks: chunks.length, newChunks: stored.newChunks, bytes, uploadedBytes: stored.uploadedBytes },
+    };
+  } finally {
+    await file.close();
+  }
+}
+
+/** The base's extents, or null when the base cannot serve: this very file, or a manifest of another size. */
+async function usableBaseExtents(
+  base: { path: string; manifest: ImageManifest },
+  info: { dev: number; ino: number },
+): Promise<Extent[] | null> {
+  const baseFile = await open(base.path, "r");
+  const baseInfo = await baseFile.stat().finally(() => baseFile.close());
+  if (baseInfo.dev === info.dev && baseInfo.ino === info.ino) return null;
+  if (baseInfo.size !== base.manifest.size) return null;
+  return listExtents(base.path);
+}
+
+async function storeRanges(
+  file: FileHandle,
+  ranges: readonly Range[],
+  chunks: ChunkStore,
+  concurrency: number,
+  signal: AbortSignal | undefined,
+): Promise<{ refs: ChunkRef[]; newChunks: number; uploadedBytes: number }> {
+  const refs: ChunkRef[] = [];
+  // One store per digest, even when the same bytes recur in the image.
+  const storing = new Set<Digest>();
+  let newChunks = 0;
+  let uploadedBytes = 0;
+  const pool = new TaskPool(concurrency);
+
+  const dispatch = async (plain: Buffer, offset: number) => {
+    if (isZero(plain)) return;
+    const digest = digestOf(plain);
+    refs.push({ offset, size: plain.length, digest });
+    if (storing.has(digest)) return;
+    storing.add(digest);
+    // Resolves once the task has a slot, not when it is done: the reading goes on meanwhile.
+    await pool.add(async () => {
+      if (await chunks.has(digest)) return;
+      const compressed = await compressChunk(plain);
+      await chunks.put(digest, compressed);
+      newChunks++;
+      uploadedBytes += compressed.length;
+    });
+  };
+
+  let carry: Buffer | null = null;
+  try {
+    for await (const window of readWindows(file, ranges)) {
+      signal?.throwIfAborted();
+      const carried = carry?.length ?? 0;
+      carry?.copy(window.buffer, CARRY_ROOM_BYTES - carried);
+      const data = window.buffer.subarray(CARRY_ROOM_BYTES - carried);
+      const offset = window.offset - carried;
+      let at = 0;
+      for (;;) {
+        const length = nextCut(data, at, data.length, window.rangeEnds);
+        if (length === 0) break;
+        await dispatch(data.subarray(at, at + length), offset + at);
+        at += length;
+        if (at === data.length) break;
+      }
+      // An unfinished chunk (shorter than the maximum, no cut yet) continues in the next window.
+      carry = at < data.length ? data.subarray(at) : null;
+      if (carry && carry.length >= CARRY_ROOM_BYTES) throw new Error("chunker left a full chunk uncut");
+    }
+  } finally {
+    // Let every started store finish (or fail) before the file is closed or an error returned.
+    await pool.wait().catch(() => undefined);
+  }
+  await pool.wait();
+  return { refs, newChunks, uploadedBytes };
+}
