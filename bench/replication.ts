@@ -8,8 +8,8 @@
 //   rebuild: the 100 MB image rebuilt from the store, vs `cp` of the replica back
 //   pipeline: the same replication into a store that discards (read, chunk, hash, compress only)
 //   zstd: levels 1 and 3 on the random image and on real files (node_modules' JS), per MB/s and ratio
-// The chunk store is blobChunkStore over test/support/dir-blob-store.ts (a directory, no
-// fsync per object), standing in for the fs blob store driver until it lands.
+// The chunk store is blobChunkStore over the embedded fs blob store (test/support/blob-store.ts),
+// the server's default: each object is written to a temp file, fsynced and linked into place.
 // Usage: node --import tsx bench/replication.ts [--rounds 3] [--deltas 7] [--megabytes 100]
 import { spawnSync } from "node:child_process";
 import { randomBytes, randomInt } from "node:crypto";
@@ -22,7 +22,7 @@ import { blobChunkStore } from "../src/modules/snapshots/replication/chunk-store
 import { rebuildImage } from "../src/modules/snapshots/replication/rebuild.js";
 import { replicateImage } from "../src/modules/snapshots/replication/replicate.js";
 import type { ChunkStore, ImageManifest } from "../src/modules/snapshots/replication/types.js";
-import { dirBlobStore } from "../test/support/dir-blob-store.js";
+import { openTestBlobStore } from "../test/support/blob-store.js";
 
 const args = new Map<string, string>();
 for (let i = 2; i < process.argv.length; i += 2)
@@ -103,7 +103,7 @@ try {
     };
     const warrenOnce = async () => {
       const root = path.join(tmp, `blobs-${r}`);
-      const chunks = blobChunkStore(dirBlobStore(root), "orgs/org_bench");
+      const chunks = blobChunkStore(await openTestBlobStore(root), "orgs/org_bench");
       const { ms, value } = await timed(() => replicateImage({ path: image, chunks }));
       fresh.warrenMs.push(ms);
       fresh.stats = value.stats;
@@ -128,7 +128,7 @@ try {
   const verifiedMs: number[] = [];
   for (let r = 0; r < ROUNDS; r++) {
     const root = path.join(tmp, `blobs-v${r}`);
-    const chunks = blobChunkStore(dirBlobStore(root), "orgs/org_bench", { verifyWrites: true });
+    const chunks = blobChunkStore(await openTestBlobStore(root), "orgs/org_bench", { verifyWrites: true });
     verifiedMs.push((await timed(() => replicateImage({ path: image, chunks }))).ms);
     await rm(root, { recursive: true, force: true });
   }
@@ -143,7 +143,7 @@ try {
   const concurrencySweep: Record<string, number> = {};
   for (const concurrency of [1, 2, 4, 8]) {
     const root = path.join(tmp, `blobs-c${concurrency}`);
-    const chunks = blobChunkStore(dirBlobStore(root), "orgs/org_bench");
+    const chunks = blobChunkStore(await openTestBlobStore(root), "orgs/org_bench");
     const { ms } = await timed(() => replicateImage({ path: image, chunks, concurrency }));
     concurrencySweep[`concurrency${concurrency}MBps`] = mbps(DATA_BYTES, ms);
     await rm(root, { recursive: true, force: true });

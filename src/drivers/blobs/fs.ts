@@ -245,6 +245,12 @@ export class FsBlobStore implements BlobStore {
     return signBlobUrl({ ...this.options, method, key, expires });
   }
 
+  /** The file holding `key`'s object (tests that damage a stored object on purpose; operators). */
+  fileOf(key: string): string {
+    checkKey(key);
+    return this.objectPath(key);
+  }
+
   private objectPath(key: string): string {
     return path.join(this.objects, `${key}${OBJECT_SUFFIX}`);
   }

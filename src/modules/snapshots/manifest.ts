@@ -7,6 +7,7 @@ import { RuntimeError, type SnapshotImages } from "../../drivers/runtime/interfa
 import type { Clock } from "../../lib/clock.js";
 import type { Db } from "../../store/db.js";
 import { blobChunkStore } from "./replication/chunk-store.js";
+import { validateManifest } from "./replication/manifest.js";
 import { rebuildImage } from "./replication/rebuild.js";
 import { replicateImage } from "./replication/replicate.js";
 import {
@@ -41,26 +42,22 @@ export async function readSnapshotManifest(
   const data = await blobs.get(key);
   if (!data)
     throw new RuntimeError("snapshot_not_restorable", "the snapshot's manifest is missing from the blob store");
-  if (data.length > MAX_MANIFEST_BYTES)
-    throw new RuntimeError("snapshot_not_restorable", "the snapshot's manifest is too large");
-  let parsed: unknown;
   try {
-    parsed = JSON.parse(data.toString("utf8"));
-  } catch {
-    throw new RuntimeError("snapshot_not_restorable", "the snapshot's manifest is not valid JSON");
+    if (data.length > MAX_MANIFEST_BYTES) throw new Error("too large");
+    const parsed = JSON.parse(data.toString("utf8")) as { version?: unknown; snapshot_id?: unknown; images?: unknown };
+    if (parsed?.version !== 1 || parsed.snapshot_id !== snapshotId) throw new Error("not this snapshot's");
+    const images = (parsed.images ?? {}) as Record<string, unknown>;
+    return {
+      version: 1,
+      snapshot_id: snapshotId,
+      images: { root: validateManifest(images.root), workspace: validateManifest(images.workspace) },
+    };
+  } catch (error) {
+    throw new RuntimeError(
+      "snapshot_not_restorable",
+      `the snapshot's manifest is malformed: ${(error as Error).message}`,
+    );
   }
-  const manifest = parsed as Partial<SnapshotManifest> | null;
-  if (
-    !manifest ||
-    manifest.version !== 1 ||
-    manifest.snapshot_id !== snapshotId ||
-    typeof manifest.images !== "object" ||
-    manifest.images === null ||
-    IMAGE_NAMES.some((name) => typeof manifest.images?.[name] !== "object" || manifest.images[name] === null)
-  ) {
-    throw new RuntimeError("snapshot_not_restorable", "the snapshot's manifest is malformed");
-  }
-  return manifest as SnapshotManifest;
 }
 
 /** Rebuilds both image files at `staging`, verifying every chunk; a bad chunk is snapshot_not_restorable. */

@@ -5,7 +5,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { after, describe, it } from "node:test";
-import { dirBlobStore } from "../../../../test/support/dir-blob-store.js";
+import { openTestBlobStore } from "../../../../test/support/blob-store.js";
 import type { BlobStore } from "../../../drivers/blobs/interface.js";
 import { blobChunkStore, chunkKey } from "./chunk-store.js";
 import { digestOf } from "./codec.js";
@@ -14,13 +14,13 @@ describe("blobChunkStore", async () => {
   const root = await mkdtemp(path.join(os.tmpdir(), "warren-chunks-"));
   after(() => rm(root, { recursive: true, force: true }));
 
-  /** The directory store, recording what putIfAbsent was given and counting heads. */
+  /** The fs store, recording what putIfAbsent was given and counting heads. */
+  const inner = await openTestBlobStore(root);
   const recorded = () => {
-    const inner = dirBlobStore(root);
     const puts: { key: string; sha256?: string }[] = [];
     let heads = 0;
     const blobs: BlobStore = {
-      ...inner,
+      kind: inner.kind,
       putIfAbsent: (key, data, options) => {
         puts.push({ key, sha256: options?.sha256 });
         return inner.putIfAbsent(key, data, options);
@@ -29,6 +29,12 @@ describe("blobChunkStore", async () => {
         heads++;
         return inner.head(key);
       },
+      get: (key) => inner.get(key),
+      delete: (key) => inner.delete(key),
+      list: (prefix) => inner.list(prefix),
+      presignPut: (key, options) => inner.presignPut(key, options),
+      presignGet: (key, options) => inner.presignGet(key, options),
+      close: () => inner.close(),
     };
     return { blobs, puts, heads: () => heads };
   };

@@ -1,7 +1,7 @@
 // Replication and rebuild of image files on a real XFS (loop-mounted, reflink): a fresh
 // image, a reflinked clone changed in places replicated against it (only the change is
 // stored), byte-for-byte rebuilds, and a rebuild's failures (corrupt chunk, missing chunk).
-// The chunk store is blobChunkStore over a directory BlobStore (test/support/dir-blob-store.ts).
+// The chunk store is blobChunkStore over the embedded fs blob store.
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { constants, existsSync } from "node:fs";
@@ -9,7 +9,8 @@ import { copyFile, mkdir, mkdtemp, open, readdir, readFile, rm, stat, writeFile 
 import os from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
-import { dirBlobStore } from "../../../../test/support/dir-blob-store.js";
+import { openTestBlobStore } from "../../../../test/support/blob-store.js";
+import type { FsBlobStore } from "../../../drivers/blobs/fs.js";
 import { run, TOOLS } from "../../../drivers/runtime/local/host.js";
 import { blobChunkStore, chunkKey } from "./chunk-store.js";
 import { listExtents } from "./extents.js";
@@ -55,6 +56,7 @@ describe("replication on XFS", () => {
   let mounted = false;
   let chunks: ChunkStore;
   let blobRoot = "";
+  let blobs: FsBlobStore;
 
   before(async () => {
     dir = await mkdtemp(path.join(os.tmpdir(), "warren-repl-"));
@@ -67,7 +69,8 @@ describe("replication on XFS", () => {
     await run(TOOLS.mount, ["-o", "loop", pool, mountPoint]);
     mounted = true;
     blobRoot = path.join(dir, "blobs");
-    chunks = blobChunkStore(dirBlobStore(blobRoot), PREFIX);
+    blobs = await openTestBlobStore(blobRoot);
+    chunks = blobChunkStore(blobs, PREFIX);
   });
 
   after(async () => {
@@ -155,7 +158,7 @@ describe("replication on XFS", () => {
 
   it("rebuild refuses a corrupt chunk, naming it, and leaves nothing behind", async () => {
     const victim = baseManifest.chunks[3]?.digest as ImageManifest["chunks"][0]["digest"];
-    const stored = path.join(blobRoot, chunkKey(PREFIX, victim));
+    const stored = blobs.fileOf(chunkKey(PREFIX, victim));
     const original = await readFile(stored);
     const flipped = Buffer.from(original);
     flipped[flipped.length >> 1] = (flipped[flipped.length >> 1] as number) ^ 0x01;
@@ -178,13 +181,13 @@ describe("replication on XFS", () => {
 
   it("rebuild reports a missing chunk as missing", async () => {
     const victim = baseManifest.chunks[0]?.digest as ImageManifest["chunks"][0]["digest"];
-    const stored = path.join(blobRoot, chunkKey(PREFIX, victim));
+    const stored = blobs.fileOf(chunkKey(PREFIX, victim));
     const original = await readFile(stored);
     await rm(stored);
     const out = path.join(dir, "out", "missing.img");
     try {
       await assert.rejects(
-        rebuildImage({ manifest: baseManifest, path: out, chunks: blobChunkStore(dirBlobStore(blobRoot), PREFIX) }),
+        rebuildImage({ manifest: baseManifest, path: out, chunks: blobChunkStore(blobs, PREFIX) }),
         (error: unknown) => error instanceof ChunkError && error.reason === "missing" && error.digest === victim,
       );
       assert.ok(!existsSync(out));
