@@ -335,13 +335,14 @@ export class SnapshotService {
     const driver = this.runtime();
     if (await driver.localSnapshot(snapshotId)) return;
     const row = await repo.getSnapshot(this.db, snapshotId);
-    if (!row || row.state !== "sealed") {
+    if (row?.state !== "sealed") {
       throw new RuntimeError("snapshot_not_restorable", "the snapshot no longer exists");
     }
-    if (row.durability !== "replicated" || !row.manifest_key) {
+    const manifestKey = row.manifest_key;
+    if (row.durability !== "replicated" || !manifestKey) {
       throw new RuntimeError("snapshot_not_restorable", "the snapshot has no local copy and is not replicated");
     }
-    const manifest = await readSnapshotManifest(this.blobs, row.manifest_key, row.id);
+    const manifest = await readSnapshotManifest(this.blobs, manifestKey, row.id);
     await driver.importSnapshot(snapshotId, (staging) => rebuildSnapshot(this.blobs, row.org_id, manifest, staging));
     this.log.info({ snapshot_id: snapshotId }, "snapshot rebuilt from the blob store");
   }
