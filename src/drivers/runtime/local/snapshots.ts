@@ -89,10 +89,8 @@ export class SnapshotStore {
       let thawFailure: unknown = null;
       try {
         if (source.cgroup) await freezeCgroup(source.cgroup);
-        for (const mountPoint of source.mountPoints) {
-          frozen.push(mountPoint);
-          await freezeFilesystem(mountPoint);
-        }
+        frozen.push(...source.mountPoints);
+        await Promise.all(source.mountPoints.map((mountPoint) => freezeFilesystem(mountPoint)));
         await Promise.all([
           cloneImage(source.images.root, target.root),
           cloneImage(source.images.workspace, target.workspace),
