@@ -21,7 +21,6 @@
 // and adopts everything the first one made.
 import { chown, mkdir, readdir, rm, writeFile } from "node:fs/promises";
 import path from "node:path";
-import { setTimeout as sleep } from "node:timers/promises";
 import { exists } from "../../../lib/fs.js";
 import { ImageError } from "../image/errors.js";
 import { LayerCache } from "../image/layer-cache.js";
@@ -59,12 +58,12 @@ import {
   writeJson,
   writeNetworkRecord,
 } from "./records.js";
-import { isInitAlive, killInit, type RuncState, readRuncState, runcDeleteForce } from "./runc.js";
+import { isInitAlive, killInit, readRuncState, runcDeleteForce } from "./runc.js";
 import { spawner } from "./spawner.js";
 import { assertMountSources, hostMaxOpenFiles, readRootfsFile, validateSpec } from "./spec.js";
 import { assertCapacity } from "./storage/images.js";
 import { SandboxStorage } from "./storage/sandbox-storage.js";
-import { isShimAlive, readExitRecord, settledExitRecord, startShim } from "./supervisor.js";
+import { readExitRecord, settledExitRecord, startShim, stoppedObservation, unsupervisedEnd } from "./supervisor.js";
 import { resolveUser } from "./users.js";
 
 export interface LocalRuntimeDriverOptions {
@@ -143,7 +142,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
       prestart: options.prestartExecAgent !== false,
     });
     this.exits = new ExitWatch(layout, async (_id, paths) => ({
-      ...(await this.stoppedObservation(paths)),
+      ...(await stoppedObservation(paths)),
       network: (await readNetworkRecord(paths).catch(() => null))?.mode,
     }));
     this.swapAccounting = host.swapAccounting;
@@ -390,7 +389,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
         // exit.json is removed at every start, so one that exists now is this run's.
         readExitRecord(paths).then((record) => (record ? true : new Promise<boolean>(() => undefined))),
         exited.promise.then(() => true),
-        this.unsupervisedEnd(state, paths, () => settled).then(() => false),
+        unsupervisedEnd(state, paths, this.stopTimeoutMs, () => settled).then(() => false),
       ]);
       settled = true;
       exited.cancel();
@@ -403,19 +402,6 @@ export class LocalRuntimeDriver implements RuntimeDriver {
     if (await exists(this.layout.runcStateDir(id))) await runcDeleteForce(this.layout.runcRoot, id);
     if (!record && (await exists(paths.runDir))) {
       await writeJson(paths.exitFile, { exitCode: -1, oomKills: 0 });
-    }
-  }
-
-  /**
-   * Resolves when both the init and its shim are gone (so no exit.json will come) or the stop
-   * timeout passes. Node cannot wait on processes it did not start, so this looks at /proc
-   * with a backoff; it is the fallback next to the exit.json event, for a killed shim.
-   */
-  private async unsupervisedEnd(state: RuncState, paths: SandboxPaths, stopped: () => boolean): Promise<void> {
-    const deadline = Date.now() + this.stopTimeoutMs;
-    for (let delay = 10; !stopped() && Date.now() < deadline; delay = Math.min(250, delay * 2)) {
-      if (!(await isInitAlive(state)) && !(await isShimAlive(paths))) return;
-      await sleep(delay);
     }
   }
 
@@ -468,20 +454,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
       return withNetwork({ status: "running", pid: state.initPid });
     }
     if (!(await exists(path.join(paths.runDir, "started")))) return withNetwork({ status: "created" });
-    return withNetwork(await this.stoppedObservation(paths));
-  }
-
-  private async stoppedObservation(paths: SandboxPaths): Promise<SandboxObservation> {
-    // Between the init's death and exit.json there are a few ms of the shim's bookkeeping.
-    const exit = await settledExitRecord(paths, 5000);
-    const observation: SandboxObservation = { status: "stopped" };
-    if (exit && exit.exitCode >= 0) {
-      observation.exitCode = exit.exitCode;
-      // The init (tini) ends with 137 when the kernel's OOM killer took its child (or it).
-      const stopRequested = await exists(path.join(paths.runDir, "stop-requested"));
-      observation.oomKilled = exit.exitCode === 137 && exit.oomKills > 0 && !stopRequested;
-    }
-    return observation;
+    return withNetwork(await stoppedObservation(paths));
   }
 
   async list(): Promise<string[]> {
