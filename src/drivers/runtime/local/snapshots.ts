@@ -69,7 +69,9 @@ export class SnapshotStore {
 
   /** The sealed snapshot's record, or null. */
   async sealed(snapshotId: string): Promise<SnapshotRecord | null> {
-    const text = await readFile(path.join(this.sealedDir(snapshotId), RECORD), "utf8").catch(() => null);
+    const dir = this.sealedDir(snapshotId);
+    if (!(await this.pool.readyIfPresent())) return null;
+    const text = await readFile(path.join(dir, RECORD), "utf8").catch(() => null);
     return text === null ? null : (JSON.parse(text) as SnapshotRecord);
   }
 
@@ -113,6 +115,7 @@ export class SnapshotStore {
   /** The sealed snapshot's images, or null. */
   async local(snapshotId: string): Promise<SnapshotImages | null> {
     const dir = this.sealedDir(snapshotId);
+    if (!(await this.pool.readyIfPresent())) return null;
     return (await exists(path.join(dir, RECORD))) ? imagesIn(dir) : null;
   }
 
@@ -136,6 +139,7 @@ export class SnapshotStore {
   /** Removes the sealed copy (renamed out of snapshots/ first, so a crash never leaves half of one). */
   async drop(snapshotId: string): Promise<void> {
     const dir = this.sealedDir(snapshotId);
+    if (!(await this.pool.readyIfPresent())) return;
     if (!(await exists(dir))) return;
     const doomed = await this.pool.stagingDir(`${snapshotId}.drop`);
     await rename(dir, path.join(doomed, "sealed")).catch((error: NodeJS.ErrnoException) => {
@@ -145,6 +149,7 @@ export class SnapshotStore {
   }
 
   async list(): Promise<string[]> {
+    if (!(await this.pool.readyIfPresent())) return [];
     const ids: string[] = [];
     for (const name of await readdir(this.pool.snapshotsDir).catch(() => [] as string[])) {
       if (isSandboxId(name) && (await exists(path.join(this.pool.snapshotsDir, name, RECORD)))) ids.push(name);

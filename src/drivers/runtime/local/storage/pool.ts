@@ -69,20 +69,51 @@ async function detachLoop(device: string): Promise<void> {
 export class StoragePool {
   readonly dir: string;
   private readonly templates = new Map<number, Promise<string>>();
+  private mounted: Promise<void> | null = null;
 
-  private constructor(readonly layout: Layout) {
+  private constructor(
+    readonly layout: Layout,
+    private readonly options: StoragePoolOptions,
+  ) {
     this.dir = layout.poolDir;
   }
 
-  /** Makes the pool on first use, mounts it (after a reboot), grows it to `sizeGiB` when that is more. */
+  /**
+   * The pool of `layout`. It is mounted (and made, on first use) when first needed, so a
+   * driver that never makes a sandbox leaves nothing mounted; one a previous process left
+   * mounted is taken over, and what a crash left in it removed, at once.
+   */
   static async open(layout: Layout, options: StoragePoolOptions = {}): Promise<StoragePool> {
-    const pool = new StoragePool(layout);
-    const sizeGiB = options.sizeGiB ?? (await StoragePool.hostSizeGiB(layout.root));
-    if (!Number.isInteger(sizeGiB) || sizeGiB < 1 || sizeGiB > 1024 * MAX_IMAGE_GIB) {
-      throw new RuntimeError("invalid_spec", `storage pool size ${sizeGiB} GiB is not a whole number of GiB`);
+    const size = options.sizeGiB;
+    if (size !== undefined && (!Number.isInteger(size) || size < 1 || size > 1024 * MAX_IMAGE_GIB)) {
+      throw new RuntimeError("invalid_spec", `storage pool size ${size} GiB is not a whole number of GiB`);
     }
+    const pool = new StoragePool(layout, options);
+    if (await isMounted(pool.dir)) await pool.ready();
+    return pool;
+  }
+
+  /** Mounts the pool (making it first if there is none) and recovers it; once per instance. */
+  ready(): Promise<void> {
+    this.mounted ??= this.mountAndRecover().catch((error: unknown) => {
+      this.mounted = null;
+      throw error;
+    });
+    return this.mounted;
+  }
+
+  /** ready() when there is a pool to read; false (nothing made) when there is none. */
+  async readyIfPresent(): Promise<boolean> {
+    if (!this.mounted && !(await isMounted(this.dir)) && !(await exists(this.layout.poolImage))) return false;
+    await this.ready();
+    return true;
+  }
+
+  private async mountAndRecover(): Promise<void> {
+    const layout = this.layout;
+    const sizeGiB = this.options.sizeGiB ?? (await StoragePool.hostSizeGiB(layout.root));
     await mkdir(path.dirname(layout.poolImage), { recursive: true, mode: 0o700 });
-    if (!(await isMounted(pool.dir))) {
+    if (!(await isMounted(this.dir))) {
       if (!(await exists(layout.poolImage))) {
         const temp = `${layout.poolImage}.${randomBytes(4).toString("hex")}.tmp`;
         try {
@@ -92,14 +123,14 @@ export class StoragePool {
           await rm(temp, { force: true });
         }
       }
-      await mountImage(layout.poolImage, pool.dir, POOL_MOUNT_OPTIONS);
+      await mountImage(layout.poolImage, this.dir, POOL_MOUNT_OPTIONS);
     }
-    if (sizeGiB > (await imageSizeGiB(layout.poolImage))) await growMountedImage(layout.poolImage, pool.dir, sizeGiB);
-    await chmod(pool.dir, 0o700);
+    if (sizeGiB > (await imageSizeGiB(layout.poolImage))) await growMountedImage(layout.poolImage, this.dir, sizeGiB);
+    await chmod(this.dir, 0o700);
     for (const sub of ["templates", "sandboxes", "snapshots", "staging"]) {
-      await mkdir(path.join(pool.dir, sub), { recursive: true, mode: 0o700 });
+      await mkdir(path.join(this.dir, sub), { recursive: true, mode: 0o700 });
     }
-    return pool;
+    await this.recover();
   }
 
   private static async hostSizeGiB(root: string): Promise<number> {
@@ -113,6 +144,7 @@ export class StoragePool {
 
   /** A fresh directory for a snapshot being made (removed by recover() after a crash). */
   async stagingDir(name: string): Promise<string> {
+    await this.ready();
     const dir = path.join(this.dir, "staging", `${name}.${randomBytes(4).toString("hex")}`);
     await mkdir(dir, { mode: 0o700 });
     return dir;
@@ -131,6 +163,7 @@ export class StoragePool {
   }
 
   private async makeTemplate(sizeGiB: number): Promise<string> {
+    await this.ready();
     const file = path.join(this.dir, "templates", `xfs-${sizeGiB}g.img`);
     if (await exists(file)) return file;
     const temp = path.join(this.dir, "staging", `template-${sizeGiB}g.${randomBytes(4).toString("hex")}.img`);
@@ -148,6 +181,7 @@ export class StoragePool {
    * sealed snapshot's images (`from`), grown to `sizes` where those are larger.
    */
   async provision(id: string, paths: SandboxPaths, sizes: SandboxImageSizes, from?: SnapshotImages): Promise<void> {
+    await this.ready();
     const images = this.layout.sandboxImages(id);
     await mkdir(images.dir, { recursive: true, mode: 0o700 });
     const [rootSource, workspaceSource] = from
@@ -167,6 +201,7 @@ export class StoragePool {
 
   /** Mounts the sandbox's images where they belong (after a reboot); a no-op when they are. */
   async mount(id: string, paths: SandboxPaths): Promise<void> {
+    await this.ready();
     const images = this.layout.sandboxImages(id);
     for (const image of [images.root, images.workspace]) {
       if (!(await exists(image))) {
@@ -186,10 +221,11 @@ export class StoragePool {
 
   /** Removes the sandbox's images (unmounted by the caller first). */
   async removeImages(id: string): Promise<void> {
+    if (!(await this.readyIfPresent())) return;
     await rm(this.layout.sandboxImages(id).dir, { recursive: true, force: true });
   }
 
-  /** Sandbox ids with images in the pool. */
+  /** Sandbox ids with images in the pool (none while it is not mounted). */
   async imageIds(): Promise<string[]> {
     return readdir(path.join(this.dir, "sandboxes")).catch(() => [] as string[]);
   }
@@ -198,7 +234,7 @@ export class StoragePool {
    * After a crash: staging dirs go, and loop devices of images whose sandbox is gone (or
    * whose file was deleted) are unmounted and detached.
    */
-  async recover(): Promise<void> {
+  private async recover(): Promise<void> {
     const staging = path.join(this.dir, "staging");
     for (const name of await readdir(staging).catch(() => [] as string[])) {
       await rm(path.join(staging, name), { recursive: true, force: true });

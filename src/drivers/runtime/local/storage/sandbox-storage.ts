@@ -37,9 +37,9 @@ export class SandboxStorage {
   }
 
   /**
-   * Opens (or makes) the pool, then thaws every filesystem and cgroup of this root a snapshot
-   * may have left frozen and removes staging dirs and loop devices of destroyed sandboxes.
-   * One live driver per root is assumed (the server's lock).
+   * Opens the pool (see StoragePool.open: staging dirs and loop devices of destroyed
+   * sandboxes go when it is mounted) and thaws every filesystem and cgroup of this root a
+   * snapshot may have left frozen. One live driver per root is assumed (the server's lock).
    */
   static async open(layout: Layout, options: SandboxStorageOptions): Promise<SandboxStorage> {
     const sizes = {
@@ -56,7 +56,6 @@ export class SandboxStorage {
     for (const id of await childCgroups(layout.cgroupParent)) {
       if (isSandboxId(id)) await thawCgroup(layout.cgroupPath(id));
     }
-    await pool.recover();
     return new SandboxStorage(layout, pool, sizes);
   }
 
