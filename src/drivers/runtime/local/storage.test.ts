@@ -246,8 +246,9 @@ describe("local driver storage", () => {
       `[storage] snapshot: ${timings.map((t) => `${t.mib} MiB: frozen ${t.frozenMs.toFixed(1)} ms, snapshot() ${t.snapshotMs.toFixed(1)} ms`).join("; ")}`,
     );
     const [small, large] = timings as [(typeof timings)[0], (typeof timings)[0]];
-    assert.ok(large.frozenMs < Math.max(small.frozenMs * 4, 250), JSON.stringify(timings));
-    assert.ok(large.snapshotMs < Math.max(small.snapshotMs * 4, 500), JSON.stringify(timings));
+    // Copying 1 GiB would take seconds here; a clone's cost does not depend on the data.
+    assert.ok(large.frozenMs < Math.max(small.frozenMs * 4, 1000), JSON.stringify(timings));
+    assert.ok(large.snapshotMs < Math.max(small.snapshotMs * 4, 1500), JSON.stringify(timings));
   });
 
   it("a reopened driver thaws what a crash mid-snapshot left frozen and removes staging dirs", async () => {
