@@ -244,11 +244,15 @@ export class LocalRuntimeDriver implements RuntimeDriver {
           () => undefined,
         );
         await assertMountSources(mounts);
-        // The root layer and the workspace: clones of blank images (or of the snapshot's), mounted.
-        const [lowerDirs] = await Promise.all([
+        // The root layer and the workspace: clones of blank images (or of the snapshot's),
+        // mounted. Both steps settle before a failure is thrown, so teardown undoes all of it.
+        const [layers, provisioned] = await Promise.allSettled([
           this.lowerDirsOf(image),
           this.storage.provision(spec.id, paths, sizes, from),
         ]);
+        if (layers.status === "rejected") throw layers.reason;
+        if (provisioned.status === "rejected") throw provisioned.reason;
+        const lowerDirs = layers.value;
         await mountOverlay({ lowerDirs, upper: paths.upper, work: paths.work, target: paths.rootfs });
         const user = resolveUser(
           image.config.user,

@@ -187,7 +187,11 @@ export class StoragePool {
     const [rootSource, workspaceSource] = from
       ? [from.root, from.workspace]
       : await Promise.all([this.template(sizes.rootGiB), this.template(sizes.workspaceGiB)]);
-    await Promise.all([cloneImage(rootSource, images.root), cloneImage(workspaceSource, images.workspace)]);
+    const cloned = await Promise.allSettled([
+      cloneImage(rootSource, images.root),
+      cloneImage(workspaceSource, images.workspace),
+    ]);
+    for (const result of cloned) if (result.status === "rejected") throw result.reason;
     await this.mount(id, paths);
     if (from) {
       await this.growTo(images.root, paths.layer, sizes.rootGiB);
@@ -211,7 +215,12 @@ export class StoragePool {
         );
       }
     }
-    await Promise.all([mountImage(images.root, paths.layer), mountImage(images.workspace, paths.workspace)]);
+    // Both settle before a failure is thrown, so whoever undoes it finds every mount made.
+    const mounted = await Promise.allSettled([
+      mountImage(images.root, paths.layer),
+      mountImage(images.workspace, paths.workspace),
+    ]);
+    for (const result of mounted) if (result.status === "rejected") throw result.reason;
   }
 
   /** Grows the mounted image to `sizeGiB` if it is smaller; never shrinks. */
