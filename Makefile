@@ -20,7 +20,7 @@ deps: $(DEPS_STAMP)
 
 # What the local sandbox runtime shells out to (binary:package), installed only when absent.
 RUNTIME_TOOLS := /usr/sbin/runc:runc /usr/bin/tini-static:tini /usr/sbin/nft:nftables /usr/sbin/ip:iproute2 \
-  /usr/sbin/mkfs.ext4:e2fsprogs /usr/sbin/resize2fs:e2fsprogs /usr/bin/setfattr:attr \
+  /usr/bin/setfattr:attr \
   /usr/sbin/mkfs.xfs:xfsprogs /usr/sbin/xfs_growfs:xfsprogs /usr/sbin/xfs_io:xfsprogs /usr/sbin/fsfreeze:util-linux \
   /usr/bin/gcc:gcc /usr/lib/$(shell uname -m)-linux-gnu/libc.a:libc6-dev /usr/bin/busybox:busybox-static
 # Tests add a local registry and PostgreSQL (a throwaway cluster via initdb); busybox (the

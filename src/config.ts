@@ -34,6 +34,12 @@ export interface SandboxDefaults {
    * create of that shape skips `runc run`; 0 turns the pool off (local runtime only).
    */
   poolSize: number;
+  /** Size of every sandbox's root layer filesystem (changes to `/`), whole GiB. */
+  rootLayerGiB: number;
+  /** Size of a standard sandbox's /workspace filesystem, whole GiB. */
+  standardWorkspaceGiB: number;
+  /** Size of the local runtime's XFS storage pool (a sparse file); null: the size of the filesystem holding the runtime root. */
+  storagePoolGiB: number | null;
 }
 
 export interface SnapshotSettings {
@@ -206,6 +212,9 @@ export function loadConfig(env: Env = process.env): Config {
       imageTagTtlSeconds: intSetting(env, "WARREN_IMAGE_TAG_TTL_SECONDS", 10, 0, 86_400),
       runtimeRoot: path.resolve(env.WARREN_RUNTIME_ROOT || path.join(env.WARREN_DATA_DIR || "./data", "runtime")),
       poolSize: intSetting(env, "WARREN_SANDBOX_POOL_SIZE", 2, 0, 64),
+      rootLayerGiB: intSetting(env, "WARREN_ROOT_LAYER_GIB", 10, 1, 16_384),
+      standardWorkspaceGiB: intSetting(env, "WARREN_STANDARD_WORKSPACE_GIB", 10, 1, 16_384),
+      storagePoolGiB: env.WARREN_STORAGE_POOL_GIB ? intSetting(env, "WARREN_STORAGE_POOL_GIB", 0, 1, 1_048_576) : null,
     },
     snapshots: {
       keepLocalCopies: choiceSetting(env, "WARREN_SNAPSHOT_LOCAL_COPIES", ["keep", "drop"], "keep") === "keep",

@@ -117,6 +117,9 @@ async function openRuntime(config: Config, log: Logger): Promise<RuntimeDriver |
       root: config.sandbox.runtimeRoot,
       registry: { insecureRegistries: config.sandbox.insecureRegistries },
       imageTagTtlMs: config.sandbox.imageTagTtlSeconds * 1000,
+      rootLayerGiB: config.sandbox.rootLayerGiB,
+      standardWorkspaceGiB: config.sandbox.standardWorkspaceGiB,
+      ...(config.sandbox.storagePoolGiB !== null ? { storagePoolGiB: config.sandbox.storagePoolGiB } : {}),
     });
     if (config.sandbox.poolSize === 0) return driver;
     if (!(await poolSupported())) {

@@ -326,14 +326,41 @@ for (const target of targets) {
       }
     });
 
-    it("refuses a snapshot source it cannot restore, and bad mounts, leaving nothing", async () => {
-      const snapshot = h.spec();
-      snapshot.source = { kind: "snapshot", image: snapshot.source.image, snapshotId: "snp-none" };
-      await assert.rejects(
-        h.driver.create(snapshot),
-        (error: unknown) => (error as RuntimeError).code === "unsupported",
+    it("snapshots a running sandbox, restores it, and refuses a snapshot source it has no copy of", async () => {
+      const id = await running({ storageClass: "durable", workspaceCapacityGiB: 1 });
+      completed(await exec(id, ["sh", "-c", "echo ws > /workspace/file; echo root > /etc/file"]));
+      const snapshotId = `snp-${id}`;
+      const snapshot = await h.driver.snapshot(id, snapshotId);
+      assert.equal(snapshot.snapshotId, snapshotId);
+      assert.equal(snapshot.workspaceCapacityGiB, 1);
+      assert.ok(snapshot.sizeBytes > 0 && snapshot.frozenMs > 0, JSON.stringify(snapshot));
+      assert.deepEqual(await h.driver.snapshot(id, snapshotId), snapshot, "idempotent for a sealed id");
+      assert.equal((await h.driver.observe(id)).status, "running", "thawed");
+      assert.equal(completed(await exec(id, ["echo", "alive"])).stdout, "alive\n");
+      assert.ok((await h.driver.listLocalSnapshots()).includes(snapshotId));
+      assert.ok(await h.driver.localSnapshot(snapshotId));
+
+      const restored = h.spec({ storageClass: "durable", workspaceCapacityGiB: 1 });
+      restored.source = { kind: "snapshot", image: restored.source.image, snapshotId };
+      made.push(restored.id);
+      await h.driver.create(restored);
+      await h.driver.start(restored.id);
+      assert.equal(completed(await exec(restored.id, ["cat", "/workspace/file", "/etc/file"])).stdout, "ws\nroot\n");
+
+      await h.driver.dropLocalSnapshot(snapshotId);
+      assert.equal(await h.driver.localSnapshot(snapshotId), null);
+      const missing = h.spec();
+      missing.source = { kind: "snapshot", image: missing.source.image, snapshotId };
+      await assert.rejects(h.driver.create(missing), (error: unknown) => (error as RuntimeError).code === "not_found");
+      assert.deepEqual(await h.traces(missing.id), []);
+      assert.equal(
+        completed(await exec(restored.id, ["cat", "/workspace/file"])).stdout,
+        "ws\n",
+        "a restore keeps its clone",
       );
-      assert.deepEqual(await h.traces(snapshot.id), []);
+    });
+
+    it("refuses bad mounts, leaving nothing", async () => {
       const bad: SandboxMount[][] = [
         [{ source: "/tmp", target: "/proc/x", readOnly: true }],
         [{ source: "/tmp", target: "/workspace", readOnly: true }],
@@ -378,7 +405,8 @@ for (const target of targets) {
         h.driver.growWorkspace(id, 0),
         (error: unknown) => (error as RuntimeError).code === "invalid_spec",
       );
-      // Online growth needs CAP_SYS_RESOURCE, which some hosts (this CI) withhold; stopped growth always works.
+      await h.driver.growWorkspace(id, 2);
+      assert.ok((await size()) > 1.9, "grown while running");
       await h.driver.stop(id);
       await h.driver.growWorkspace(id, 2);
       await h.driver.growWorkspace(id, 2);

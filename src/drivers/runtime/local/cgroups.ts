@@ -1,8 +1,10 @@
 // Cgroups of sandboxes. runc creates and removes them from config.json's limits; this module
 // finds them on the host (v1, v2 or the hybrid of both), reads OOM kill counters, and
-// removes what a crash left behind.
-import { readdir, readFile, rmdir } from "node:fs/promises";
+// removes what a crash left behind; and freezes a sandbox for the instant of a snapshot.
+import { readdir, readFile, rmdir, writeFile } from "node:fs/promises";
 import path from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { RuntimeError } from "../interface.js";
 import { type MountInfo, readMounts } from "./mounts.js";
 
 export interface CgroupHierarchy {
@@ -101,4 +103,55 @@ export async function childCgroups(cgroupPath: string): Promise<string[]> {
     }
   }
   return [...names];
+}
+
+/**
+ * How the cgroup's processes are frozen: the v1 freezer controller where the host mounts one
+ * (runc puts every sandbox there), cgroup v2's core `cgroup.freeze` otherwise.
+ */
+async function freezerOf(cgroupPath: string): Promise<{ kind: "v1" | "v2"; dir: string } | null> {
+  const hierarchies = await hostCgroupHierarchies();
+  const v1 = hierarchies.find((h) => h.controllers.includes("freezer"));
+  if (v1) return { kind: "v1", dir: path.join(v1.mountPoint, cgroupPath) };
+  const v2 = hierarchies.find((h) => h.controllers.includes("unified"));
+  return v2 ? { kind: "v2", dir: path.join(v2.mountPoint, cgroupPath) } : null;
+}
+
+async function isFrozen(freezer: { kind: "v1" | "v2"; dir: string }): Promise<boolean> {
+  if (freezer.kind === "v1")
+    return (await readFile(path.join(freezer.dir, "freezer.state"), "utf8")).trim() === "FROZEN";
+  return /^frozen 1$/m.test(await readFile(path.join(freezer.dir, "cgroup.events"), "utf8"));
+}
+
+/**
+ * Freezes every process of the cgroup and resolves once all are frozen (a task in an
+ * uninterruptible wait delays that). RuntimeError host_failure after `timeoutMs`; the
+ * caller thaws in any case.
+ */
+export async function freezeCgroup(cgroupPath: string, timeoutMs = 10_000): Promise<void> {
+  const freezer = await freezerOf(cgroupPath);
+  if (!freezer) throw new RuntimeError("host_failure", "this host has no cgroup freezer");
+  try {
+    if (freezer.kind === "v1") await writeFile(path.join(freezer.dir, "freezer.state"), "FROZEN");
+    else await writeFile(path.join(freezer.dir, "cgroup.freeze"), "1");
+  } catch (error) {
+    throw new RuntimeError("host_failure", `freezing cgroup ${cgroupPath}: ${(error as Error).message}`, {
+      cause: error,
+    });
+  }
+  const deadline = Date.now() + timeoutMs;
+  for (let delay = 1; !(await isFrozen(freezer)); delay = Math.min(20, delay * 2)) {
+    if (Date.now() > deadline) throw new RuntimeError("host_failure", `cgroup ${cgroupPath} did not freeze`);
+    await sleep(delay);
+  }
+}
+
+/** Thaws the cgroup; one that is gone or not frozen is fine. */
+export async function thawCgroup(cgroupPath: string): Promise<void> {
+  const freezer = await freezerOf(cgroupPath);
+  if (!freezer) return;
+  const [file, value] = freezer.kind === "v1" ? ["freezer.state", "THAWED"] : ["cgroup.freeze", "0"];
+  await writeFile(path.join(freezer.dir, file), value).catch((error: NodeJS.ErrnoException) => {
+    if (error.code !== "ENOENT") throw error;
+  });
 }

@@ -8,7 +8,7 @@ import { after, before, describe, it } from "node:test";
 import { busyboxLayer, pushImage } from "../../../../test/support/registry.js";
 import { LayerCache } from "../image/layer-cache.js";
 import { RegistryClient } from "../image/registry-client.js";
-import type { ExecOutcome, PreparedImage, RuntimeError, SandboxSpec } from "../interface.js";
+import type { ExecOutcome, PreparedImage, SandboxSpec } from "../interface.js";
 import { LocalRuntimeDriver } from "./driver.js";
 import { run, TOOLS } from "./host.js";
 import {
@@ -19,7 +19,6 @@ import {
   testId,
   testSubnetPool,
 } from "./test-support.js";
-import { canResizeOnline } from "./workspace.js";
 
 function completed(outcome: ExecOutcome): Extract<ExecOutcome, { kind: "completed" }> {
   assert.equal(outcome.kind, "completed", `expected completed, got ${JSON.stringify(outcome).slice(0, 500)}`);
@@ -207,27 +206,6 @@ describe("local driver on the host", () => {
     } finally {
       await second.close();
     }
-  });
-
-  it("grows a running durable workspace online when the host allows it, and says why not otherwise", async () => {
-    const id = await sandbox({ storageClass: "durable", workspaceCapacityGiB: 1 });
-    completed(await sh(id, "echo data > /workspace/data"));
-    const grown = await f.driver.growWorkspace(id, 2).then(
-      () => null,
-      (error: RuntimeError) => error,
-    );
-    if (await canResizeOnline()) {
-      assert.equal(grown, null);
-      const df = completed(await sh(id, "df -k /workspace | tail -1"))
-        .stdout.trim()
-        .split(/\s+/);
-      assert.ok(Number(df[1]) > 1.9 * 1024 * 1024, df.join(" "));
-    } else {
-      assert.equal(grown?.code, "host_failure");
-      assert.match(grown?.message ?? "", /CAP_SYS_RESOURCE/);
-    }
-    assert.equal((await f.driver.observe(id)).status, "running");
-    assert.equal(completed(await sh(id, "cat /workspace/data")).stdout, "data\n");
   });
 
   it("refuses bad specs before touching the host", async () => {

@@ -2,9 +2,12 @@
 // network namespaces and nftables. Module map:
 //   layout.ts      where things live under the root; host-global names
 //   oci-config.ts  config.json and exec process specs (pure), seccomp.ts its filter
-//   mounts.ts      overlay rootfs, loop mounts, mountinfo
-//   workspace.ts   standard and durable /workspace, growth
-//   cgroups.ts     finding and removing cgroups, OOM counters
+//   spec.ts        checks of a SandboxSpec
+//   mounts.ts      overlay rootfs, mountinfo
+//   storage/       the XFS storage pool (pool.ts) and its image files (images.ts): every
+//                  sandbox's root layer and /workspace, each a filesystem of its own
+//   snapshots.ts   sealed copy-on-write snapshots of a sandbox's two images
+//   cgroups.ts     finding and removing cgroups, OOM counters, the freezer
 //   network.ts     netns, veth, nftables
 //   supervisor.ts  the shim that runs `runc run` and records the exit
 //   records.ts     the on-disk records of a sandbox (sandbox.json, network.json)
@@ -16,9 +19,8 @@
 //   runc.ts        runc state from disk
 // State on disk is the truth: a second driver on the same root (a restarted server) sees
 // and adopts everything the first one made.
-import { lstat, mkdir, readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { chown, mkdir, readdir, rm, writeFile } from "node:fs/promises";
 import path from "node:path";
-import { setTimeout as sleep } from "node:timers/promises";
 import { exists } from "../../../lib/fs.js";
 import { ImageError } from "../image/errors.js";
 import { LayerCache } from "../image/layer-cache.js";
@@ -34,7 +36,6 @@ import {
   type PreparedImage,
   type RuntimeDriver,
   RuntimeError,
-  type SandboxMount,
   type SandboxObservation,
   type SandboxSpec,
   type SnapshotImages,
@@ -45,17 +46,8 @@ import { ExitWatch } from "./exit-watch.js";
 import { ensureHostPackages, TOOLS } from "./host.js";
 import { assertSandboxId, isSandboxId, Layout, type SandboxPaths } from "./layout.js";
 import { mountOverlay, unmountUnder } from "./mounts.js";
-import { parsePool, SANDBOX_INTERFACE, SandboxNetwork, slotAddresses } from "./network.js";
-import {
-  buildBundleConfig,
-  hostsFile,
-  mergeEnv,
-  type ProcessIdentity,
-  resolveArgv,
-  sandboxEnv,
-  validateMounts,
-  validateResources,
-} from "./oci-config.js";
+import { SandboxNetwork } from "./network.js";
+import { buildBundleConfig, hostsFile, type ProcessIdentity, resolveArgv, sandboxEnv } from "./oci-config.js";
 import { launchPaths, POOL_BUSYBOX } from "./pool-launch.js";
 import {
   loadRecord,
@@ -66,17 +58,13 @@ import {
   writeJson,
   writeNetworkRecord,
 } from "./records.js";
-import { isInitAlive, killInit, type RuncState, readRuncState, runcDeleteForce } from "./runc.js";
+import { isInitAlive, killInit, readRuncState, runcDeleteForce } from "./runc.js";
 import { spawner } from "./spawner.js";
-import { isShimAlive, readExitRecord, settledExitRecord, startShim } from "./supervisor.js";
+import { assertMountSources, hostMaxOpenFiles, readRootfsFile, validateSpec } from "./spec.js";
+import { assertCapacity } from "./storage/images.js";
+import { SandboxStorage } from "./storage/sandbox-storage.js";
+import { readExitRecord, settledExitRecord, startShim, stoppedObservation, unsupervisedEnd } from "./supervisor.js";
 import { resolveUser } from "./users.js";
-import {
-  assertCapacity,
-  createDurableWorkspace,
-  createStandardWorkspace,
-  ensureDurableWorkspaceMounted,
-  growDurableWorkspace,
-} from "./workspace.js";
 
 export interface LocalRuntimeDriverOptions {
   /** Everything of this driver lives below it (see layout.ts). */
@@ -106,62 +94,15 @@ export interface LocalRuntimeDriverOptions {
   execAgentCacheDir?: string;
   /** Start a sandbox's agent in the background right after start() (default true). */
   prestartExecAgent?: boolean;
+  /** Size of every sandbox's root layer filesystem (what it writes outside /workspace); default 10. */
+  rootLayerGiB?: number;
+  /** Size of a standard sandbox's /workspace; default 10. */
+  standardWorkspaceGiB?: number;
+  /** Size of the XFS storage pool; default the size of the filesystem holding `root`. */
+  storagePoolGiB?: number;
 }
 
 const DEFAULT_POOL = "10.213.0.0/16";
-const MAX_ARGS = 4096;
-
-/** Reads a file of the image's rootfs without following symlinks out of it (empty when absent or a link). */
-async function readRootfsFile(rootfs: string, relative: string): Promise<string> {
-  let current = rootfs;
-  for (const part of relative.split("/")) {
-    current = path.join(current, part);
-    const info = await lstat(current).catch(() => null);
-    if (!info || info.isSymbolicLink()) return "";
-  }
-  return readFile(current, "utf8").catch(() => "");
-}
-
-async function hostMaxOpenFiles(): Promise<number> {
-  const limits = await readFile("/proc/self/limits", "utf8").catch(() => "");
-  const match = /^Max open files\s+\S+\s+(\d+)/m.exec(limits);
-  return Math.min(1_048_576, match ? Number(match[1]) : 1_048_576);
-}
-
-/** Each mount's source must be a directory (not a symlink to one) when the sandbox is made. */
-async function assertMountSources(mounts: readonly SandboxMount[]): Promise<void> {
-  for (const mount of mounts) {
-    const info = await lstat(mount.source).catch(() => null);
-    if (!info?.isDirectory()) {
-      throw new RuntimeError("invalid_spec", `mount source ${mount.source} is not a directory`);
-    }
-  }
-}
-
-function validateSpec(spec: SandboxSpec): void {
-  assertSandboxId(spec.id);
-  validateResources(spec.resources);
-  if (spec.storageClass !== "standard" && spec.storageClass !== "durable") {
-    throw new RuntimeError("invalid_spec", `unknown storage class "${spec.storageClass}"`);
-  }
-  if (spec.storageClass === "durable") assertCapacity(spec.workspaceCapacityGiB);
-  if (spec.network !== "none" && spec.network !== "public") {
-    throw new RuntimeError("invalid_spec", `unknown network mode "${spec.network}"`);
-  }
-  if (spec.env !== undefined) mergeEnv(spec.env);
-  if (spec.source?.kind !== "image" && spec.source?.kind !== "snapshot") {
-    throw new RuntimeError("invalid_spec", "source must be an image or a snapshot");
-  }
-  if (spec.source.kind === "snapshot") {
-    throw new RuntimeError("unsupported", "this driver cannot restore snapshots yet");
-  }
-  validateMounts(spec.mounts ?? []);
-  if (spec.command !== undefined) {
-    if (!Array.isArray(spec.command) || spec.command.length > MAX_ARGS || spec.command.some((a) => a.includes("\0"))) {
-      throw new RuntimeError("invalid_spec", "command must be an array of strings without NUL");
-    }
-  }
-}
 
 export class LocalRuntimeDriver implements RuntimeDriver {
   readonly kind = "local";
@@ -172,18 +113,19 @@ export class LocalRuntimeDriver implements RuntimeDriver {
   private readonly stopTimeoutMs: number;
   private readonly swapAccounting: boolean;
   private readonly maxOpenFiles: number;
-  private readonly pool: ReturnType<typeof parsePool>;
   private readonly locks = new Map<string, Promise<unknown>>();
   private readonly exits: ExitWatch;
   private readonly execs: ExecRunner;
+  readonly storage: SandboxStorage;
 
   private constructor(
     options: LocalRuntimeDriverOptions,
     host: { swapAccounting: boolean; maxOpenFiles: number },
     layout: Layout,
+    storage: SandboxStorage,
   ) {
     this.layout = layout;
-    this.pool = parsePool(options.subnetPool ?? DEFAULT_POOL);
+    this.storage = storage;
     this.network = new SandboxNetwork(layout, options.subnetPool ?? DEFAULT_POOL, options.extraBlockedRanges);
     this.cache =
       options.layerCache ??
@@ -200,14 +142,19 @@ export class LocalRuntimeDriver implements RuntimeDriver {
       prestart: options.prestartExecAgent !== false,
     });
     this.exits = new ExitWatch(layout, async (_id, paths) => ({
-      ...(await this.stoppedObservation(paths)),
+      ...(await stoppedObservation(paths)),
       network: (await readNetworkRecord(paths).catch(() => null))?.mode,
     }));
     this.swapAccounting = host.swapAccounting;
     this.maxOpenFiles = host.maxOpenFiles;
   }
 
-  /** Prepares the host (packages, dirs) and adopts the sandboxes already running under `root`. */
+  /**
+   * Prepares the host (packages, dirs, the storage pool), undoes what a crash in the middle
+   * of a snapshot left (frozen filesystems and cgroups, staging dirs, loop devices of
+   * destroyed sandboxes) and adopts the sandboxes already running under `root`. One live
+   * driver per root is assumed (the server's lock).
+   */
   static async open(options: LocalRuntimeDriverOptions): Promise<LocalRuntimeDriver> {
     spawner.warm();
     if (options.installPackages !== false) await ensureHostPackages();
@@ -219,7 +166,12 @@ export class LocalRuntimeDriver implements RuntimeDriver {
       swapAccounting: await exists("/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes"),
       maxOpenFiles: await hostMaxOpenFiles(),
     };
-    const driver = new LocalRuntimeDriver(options, host, layout);
+    const storage = await SandboxStorage.open(layout, {
+      ...(options.rootLayerGiB !== undefined ? { rootLayerGiB: options.rootLayerGiB } : {}),
+      ...(options.standardWorkspaceGiB !== undefined ? { standardWorkspaceGiB: options.standardWorkspaceGiB } : {}),
+      ...(options.storagePoolGiB !== undefined ? { poolGiB: options.storagePoolGiB } : {}),
+    });
+    const driver = new LocalRuntimeDriver(options, host, layout, storage);
     await driver.execs.agentBinary();
     for (const id of await recordIds(layout)) {
       const state = await readRuncState(layout.runcRoot, id);
@@ -266,16 +218,16 @@ export class LocalRuntimeDriver implements RuntimeDriver {
     const mounts = spec.mounts ?? [];
     const args = resolveArgv(image.config, spec.command);
     const hostname = this.layout.hostnameOf(spec.id);
+    const sizes = this.storage.sizesOf(spec);
     await this.withLock(spec.id, async () => {
       const paths = this.layout.sandbox(spec.id);
       if (await exists(paths.record)) throw new RuntimeError("already_exists", `sandbox ${spec.id} exists`);
+      const from = await this.storage.sourceImages(spec);
       if (await this.hasHostState(spec.id)) await this.teardown(spec.id);
       let networkDone: Promise<void> = Promise.resolve();
       try {
         await mkdir(paths.dir, { recursive: true, mode: 0o700 });
-        for (const dir of [paths.work, paths.rootfs, paths.runDir, paths.execDir]) await mkdir(dir, { mode: 0o700 });
-        // The merged root takes the upper dir's mode: it must let every user in, as / does.
-        await mkdir(paths.upper, { mode: 0o755 });
+        for (const dir of [paths.rootfs, paths.runDir, paths.execDir]) await mkdir(dir, { mode: 0o700 });
         const network: NetworkRecord = { mode: spec.network, slot: null };
         await writeNetworkRecord(paths, network);
 
@@ -285,14 +237,22 @@ export class LocalRuntimeDriver implements RuntimeDriver {
         // makes the namespace itself and has nothing to remove first.
         const networkReady =
           spec.network === "public"
-            ? this.attachPublic(spec.id, paths, null, true)
+            ? this.network.applyPublic(spec.id, paths, null, true)
             : this.network.createNamespace(spec.id);
         networkDone = networkReady.then(
           () => undefined,
           () => undefined,
         );
         await assertMountSources(mounts);
-        const lowerDirs = await this.lowerDirsOf(image);
+        // The root layer and the workspace: clones of blank images (or of the snapshot's),
+        // mounted. Both steps settle before a failure is thrown, so teardown undoes all of it.
+        const [layers, provisioned] = await Promise.allSettled([
+          this.lowerDirsOf(image),
+          this.storage.provision(spec.id, paths, sizes, from),
+        ]);
+        if (layers.status === "rejected") throw layers.reason;
+        if (provisioned.status === "rejected") throw provisioned.reason;
+        const lowerDirs = layers.value;
         await mountOverlay({ lowerDirs, upper: paths.upper, work: paths.work, target: paths.rootfs });
         const user = resolveUser(
           image.config.user,
@@ -307,17 +267,8 @@ export class LocalRuntimeDriver implements RuntimeDriver {
           additionalGids: user.additionalGids,
           maxOpenFiles: this.maxOpenFiles,
         };
-        const owner = { uid: user.uid, gid: user.gid };
-        if (spec.storageClass === "durable") {
-          await createDurableWorkspace({
-            image: paths.workspaceImage,
-            mountPoint: paths.workspace,
-            capacityGiB: spec.workspaceCapacityGiB as number,
-            owner,
-          });
-        } else {
-          await createStandardWorkspace(paths.workspace, owner);
-        }
+        // The workspace's root belongs to the sandbox's user (a restore's image may name another).
+        await chown(paths.workspace, user.uid, user.gid);
         await writeFile(paths.hosts, hostsFile(hostname), { mode: 0o644 });
         await writeFile(paths.hostname, `${hostname}\n`, { mode: 0o644 });
 
@@ -356,6 +307,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
     const image = spec.source.image;
     const args = resolveArgv(image.config, spec.command);
     return this.withLock(spec.id, async () => {
+      if (spec.source.kind !== "image") return null;
       const { record, paths } = await loadRecord(this.layout, spec.id).catch(() => ({ record: null, paths: null }));
       if (!record || !paths) return null;
       const network = await readNetworkRecord(paths).catch(() => null);
@@ -390,18 +342,17 @@ export class LocalRuntimeDriver implements RuntimeDriver {
       await this.stopContainer(id);
       await settledExitRecord(paths, this.stopTimeoutMs);
       // After a host reboot mounts and namespaces are gone; make them again.
+      await this.storage.mount(id, paths);
       await mountOverlay({
         lowerDirs: record.image.lowerDirs,
         upper: paths.upper,
         work: paths.work,
         target: paths.rootfs,
       });
-      if (record.storage.class === "durable")
-        await ensureDurableWorkspaceMounted(paths.workspaceImage, paths.workspace);
       if (!(await this.network.namespaceExists(id))) {
         await this.network.createNamespace(id);
         const network = await readNetworkRecord(paths);
-        if (network.mode === "public") await this.attachPublic(id, paths, network.slot);
+        if (network.mode === "public") await this.network.applyPublic(id, paths, network.slot);
       }
       await this.writeBundleConfig(record, paths);
       const oomFile = (await oomCounterFile(this.layout.cgroupPath(id))) ?? "/nonexistent";
@@ -442,7 +393,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
         // exit.json is removed at every start, so one that exists now is this run's.
         readExitRecord(paths).then((record) => (record ? true : new Promise<boolean>(() => undefined))),
         exited.promise.then(() => true),
-        this.unsupervisedEnd(state, paths, () => settled).then(() => false),
+        unsupervisedEnd(state, paths, this.stopTimeoutMs, () => settled).then(() => false),
       ]);
       settled = true;
       exited.cancel();
@@ -455,19 +406,6 @@ export class LocalRuntimeDriver implements RuntimeDriver {
     if (await exists(this.layout.runcStateDir(id))) await runcDeleteForce(this.layout.runcRoot, id);
     if (!record && (await exists(paths.runDir))) {
       await writeJson(paths.exitFile, { exitCode: -1, oomKills: 0 });
-    }
-  }
-
-  /**
-   * Resolves when both the init and its shim are gone (so no exit.json will come) or the stop
-   * timeout passes. Node cannot wait on processes it did not start, so this looks at /proc
-   * with a backoff; it is the fallback next to the exit.json event, for a killed shim.
-   */
-  private async unsupervisedEnd(state: RuncState, paths: SandboxPaths, stopped: () => boolean): Promise<void> {
-    const deadline = Date.now() + this.stopTimeoutMs;
-    for (let delay = 10; !stopped() && Date.now() < deadline; delay = Math.min(250, delay * 2)) {
-      if (!(await isInitAlive(state)) && !(await isShimAlive(paths))) return;
-      await sleep(delay);
     }
   }
 
@@ -484,7 +422,9 @@ export class LocalRuntimeDriver implements RuntimeDriver {
     await this.stopContainer(id).catch(() => runcDeleteForce(this.layout.runcRoot, id));
     this.exits.unwatch(id);
     await runcDeleteForce(this.layout.runcRoot, id);
+    // The images' loop devices detach with their last mount (mount -o loop sets autoclear).
     await unmountUnder(paths.dir);
+    await this.storage.remove(id);
     const network = await readNetworkRecord(paths).catch(() => null);
     await this.network.detachPublic(id, network?.slot ?? null);
     await this.network.deleteNamespace(id);
@@ -518,20 +458,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
       return withNetwork({ status: "running", pid: state.initPid });
     }
     if (!(await exists(path.join(paths.runDir, "started")))) return withNetwork({ status: "created" });
-    return withNetwork(await this.stoppedObservation(paths));
-  }
-
-  private async stoppedObservation(paths: SandboxPaths): Promise<SandboxObservation> {
-    // Between the init's death and exit.json there are a few ms of the shim's bookkeeping.
-    const exit = await settledExitRecord(paths, 5000);
-    const observation: SandboxObservation = { status: "stopped" };
-    if (exit && exit.exitCode >= 0) {
-      observation.exitCode = exit.exitCode;
-      // The init (tini) ends with 137 when the kernel's OOM killer took its child (or it).
-      const stopRequested = await exists(path.join(paths.runDir, "stop-requested"));
-      observation.oomKilled = exit.exitCode === 137 && exit.oomKills > 0 && !stopRequested;
-    }
-    return observation;
+    return withNetwork(await stoppedObservation(paths));
   }
 
   async list(): Promise<string[]> {
@@ -540,6 +467,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
     for (const name of await readdir(this.layout.runcRoot).catch(() => [] as string[])) ids.add(name);
     for (const id of await this.network.listNamespaceIds()) ids.add(id);
     for (const id of await childCgroups(this.layout.cgroupParent)) ids.add(id);
+    for (const id of await this.storage.ids()) ids.add(id);
     return [...ids].filter(isSandboxId).sort();
   }
 
@@ -547,24 +475,33 @@ export class LocalRuntimeDriver implements RuntimeDriver {
     return this.exits.onExit(listener);
   }
 
-  // ---- snapshots (the storage issue replaces these) ----
+  // ---- snapshots ----
 
-  async snapshot(_id: string, _snapshotId: string): Promise<LocalSnapshot> {
-    throw new RuntimeError("unsupported", "this driver cannot snapshot yet");
+  async snapshot(id: string, snapshotId: string): Promise<LocalSnapshot> {
+    assertSandboxId(id);
+    return this.storage.snapshot(id, snapshotId, (take) =>
+      this.withLock(id, async () => {
+        const { paths } = await loadRecord(this.layout, id);
+        const state = await readRuncState(this.layout.runcRoot, id);
+        return take(paths, state !== null && (await isInitAlive(state)));
+      }),
+    );
   }
 
-  async localSnapshot(_snapshotId: string): Promise<SnapshotImages | null> {
-    return null;
+  localSnapshot(snapshotId: string): Promise<SnapshotImages | null> {
+    return this.storage.localSnapshot(snapshotId);
   }
 
-  async importSnapshot(_snapshotId: string, _fill: (staging: SnapshotImages) => Promise<void>): Promise<void> {
-    throw new RuntimeError("unsupported", "this driver cannot import snapshots yet");
+  importSnapshot(snapshotId: string, fill: (staging: SnapshotImages) => Promise<void>): Promise<void> {
+    return this.storage.importSnapshot(snapshotId, fill);
   }
 
-  async dropLocalSnapshot(_snapshotId: string): Promise<void> {}
+  dropLocalSnapshot(snapshotId: string): Promise<void> {
+    return this.storage.dropLocalSnapshot(snapshotId);
+  }
 
-  async listLocalSnapshots(): Promise<string[]> {
-    return [];
+  listLocalSnapshots(): Promise<string[]> {
+    return this.storage.listLocalSnapshots();
   }
 
   async close(): Promise<void> {
@@ -586,60 +523,18 @@ export class LocalRuntimeDriver implements RuntimeDriver {
         await writeNetworkRecord(paths, { mode: "none", slot: null });
         return { mode, namespace: await this.network.namespaceIdentity(id), rules: [] };
       }
-      return this.attachPublic(id, paths, current.slot);
+      return this.network.applyPublic(id, paths, current.slot);
     });
   }
 
-  /** Makes the sandbox public on `slot` (a fresh one when null) and records it. */
-  private async attachPublic(
-    id: string,
-    paths: SandboxPaths,
-    slot: number | null,
-    creating = false,
-  ): Promise<NetworkReceipt> {
-    const chosen = slot ?? (await this.network.allocateSlot(await this.slotsInUse(id)));
-    const networkFile = path.join(paths.dir, "network.json");
-    await writeJson(networkFile, { mode: "public", slot: chosen } satisfies NetworkRecord);
-    try {
-      const attached =
-        (slot !== null ? await this.network.currentPublic(id, slot) : null) ??
-        (await this.network.attachPublic(id, chosen, { createNamespace: creating && slot === null }));
-      return {
-        mode: "public",
-        namespace: await this.network.namespaceIdentity(id),
-        link: {
-          hostInterface: attached.veth,
-          sandboxInterface: SANDBOX_INTERFACE,
-          sandboxAddress: attached.addresses.sandbox,
-          gatewayAddress: attached.addresses.gateway,
-        },
-        rules: attached.rules,
-      };
-    } finally {
-      this.network.releaseSlot(chosen);
-    }
-  }
-
-  /** Slots recorded by this root's other sandboxes. */
-  private async slotsInUse(except: string): Promise<Set<number>> {
-    const slots = new Set<number>();
-    for (const id of await readdir(this.layout.sandboxesDir).catch(() => [] as string[])) {
-      if (id === except || !isSandboxId(id)) continue;
-      const network = await readNetworkRecord(this.layout.sandbox(id)).catch(() => null);
-      if (network?.slot !== null && network?.slot !== undefined) slots.add(network.slot);
-    }
-    return slots;
-  }
-
   /** The addresses a public sandbox has (for tests and diagnostics). */
-  async addressesOf(id: string): Promise<{ sandbox: string; gateway: string } | null> {
-    const network = await readNetworkRecord(this.layout.sandbox(id)).catch(() => null);
-    if (network?.mode !== "public" || network.slot === null) return null;
-    return slotAddresses(this.pool, network.slot);
+  addressesOf(id: string): Promise<{ sandbox: string; gateway: string } | null> {
+    return this.network.addressesOf(id);
   }
 
   // ---- workspace ----
 
+  /** Grows the workspace's XFS online, running or not (a stopped sandbox's images stay mounted). */
   async growWorkspace(id: string, capacityGiB: number): Promise<void> {
     assertCapacity(capacityGiB);
     await this.withLock(id, async () => {
@@ -647,9 +542,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
       if (record.storage.class !== "durable") {
         throw new RuntimeError("not_durable", `sandbox ${id} has standard storage, which has no capacity to grow`);
       }
-      const state = await readRuncState(this.layout.runcRoot, id);
-      const online = state !== null && (await isInitAlive(state));
-      await growDurableWorkspace({ image: paths.workspaceImage, mountPoint: paths.workspace, capacityGiB, online });
+      await this.storage.growWorkspace(id, paths, capacityGiB);
     });
   }
 
@@ -659,6 +552,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
     return (
       (await exists(this.layout.sandbox(id).dir)) ||
       (await exists(this.layout.runcStateDir(id))) ||
+      (await exists(this.layout.sandboxImages(id).dir)) ||
       (await this.network.namespaceExists(id))
     );
   }

@@ -13,9 +13,10 @@ export const TOOLS = {
   mount: "/usr/bin/mount",
   umount: "/usr/bin/umount",
   losetup: "/usr/sbin/losetup",
-  mkfsExt4: "/usr/sbin/mkfs.ext4",
-  resize2fs: "/usr/sbin/resize2fs",
-  e2fsck: "/usr/sbin/e2fsck",
+  mkfsXfs: "/usr/sbin/mkfs.xfs",
+  xfsGrowfs: "/usr/sbin/xfs_growfs",
+  fsfreeze: "/usr/sbin/fsfreeze",
+  sync: "/usr/bin/sync",
   setfattr: "/usr/bin/setfattr",
   xfsIo: "/usr/sbin/xfs_io",
   sh: "/bin/sh",
@@ -33,9 +34,10 @@ const RUNTIME_PACKAGES: [binary: string, pkg: string][] = [
   [TOOLS.ip, "iproute2"],
   [TOOLS.mount, "mount"],
   [TOOLS.losetup, "mount"],
-  [TOOLS.mkfsExt4, "e2fsprogs"],
-  [TOOLS.resize2fs, "e2fsprogs"],
-  [TOOLS.e2fsck, "e2fsprogs"],
+  [TOOLS.mkfsXfs, "xfsprogs"],
+  [TOOLS.xfsGrowfs, "xfsprogs"],
+  [TOOLS.fsfreeze, "util-linux"],
+  [TOOLS.sync, "coreutils"],
   [TOOLS.setfattr, "attr"],
   [TOOLS.xfsIo, "xfsprogs"],
   // The exec agent (exec-agent.c) is compiled on the host, statically.
@@ -92,7 +94,7 @@ async function install(wanted: [string, string][]): Promise<void> {
 
 /**
  * Installs (as root, from Debian) whatever the local driver needs and the host lacks:
- * runc, tini, nftables, iproute2, e2fsprogs, attr, xfsprogs, gcc and libc6-dev; with `forTests`, docker-registry and
+ * runc, tini, nftables, iproute2, xfsprogs, attr, gcc and libc6-dev; with `forTests`, docker-registry and
  * busybox-static too. Runs once per process; later calls share the first.
  */
 export function ensureHostPackages(options: { forTests?: boolean } = {}): Promise<void> {

@@ -6,10 +6,15 @@
 //   <root>/images/                  the layer cache (unless one is passed in)
 //   <root>/sandboxes/<id>/          sandbox.json (written last by create: the sandbox exists),
 //                                   network.json (mode and subnet slot), config.json (bundle),
-//                                   rootfs/ (overlay mount point), upper/ work/ (overlay),
-//                                   workspace/ (+ workspace.img when durable), hosts, hostname,
-//                                   run/ (shim.pid, pid, started, stop-requested, exit.json,
-//                                   runc.log, console.log), exec/ (per-exec process.json, log, pid)
+//                                   rootfs/ (overlay mount point), layer/ (root.img mounted:
+//                                   upper/ work/ of the overlay), workspace/ (workspace.img
+//                                   mounted), hosts, hostname, run/ (shim.pid, pid, started,
+//                                   stop-requested, exit.json, runc.log, console.log),
+//                                   exec/ (per-exec process.json, log, pid)
+//   <root>/storage/pool.img         the sparse file holding the XFS storage pool, mounted at
+//   <root>/storage/pool/            templates/ (blank images, one per size), sandboxes/<id>/
+//                                   (root.img, workspace.img), snapshots/<snapshotId>/ (sealed),
+//                                   staging/ (snapshots being made; removed at open)
 import { createHash } from "node:crypto";
 import path from "node:path";
 import { RuntimeError } from "../interface.js";
@@ -31,10 +36,12 @@ export interface SandboxPaths {
   record: string;
   bundleConfig: string;
   rootfs: string;
+  /** Where root.img is mounted: it holds the overlay's upper/ and work/. */
+  layer: string;
   upper: string;
   work: string;
+  /** Where workspace.img is mounted (bound into the sandbox at /workspace). */
   workspace: string;
-  workspaceImage: string;
   hosts: string;
   hostname: string;
   runDir: string;
@@ -52,6 +59,10 @@ export class Layout {
   readonly runcRoot: string;
   readonly imagesDir: string;
   readonly sandboxesDir: string;
+  /** The sparse file holding the storage pool's XFS. */
+  readonly poolImage: string;
+  /** Where the pool is mounted. */
+  readonly poolDir: string;
   /** The nftables table (family inet) holding every rule of this root. */
   readonly nftTable: string;
   /** Prefix of this root's host-side veth names (`wr<tag>` + 4 hex of the subnet slot). */
@@ -67,6 +78,8 @@ export class Layout {
     this.runcRoot = path.join(this.root, "runc");
     this.imagesDir = path.join(this.root, "images");
     this.sandboxesDir = path.join(this.root, "sandboxes");
+    this.poolImage = path.join(this.root, "storage", "pool.img");
+    this.poolDir = path.join(this.root, "storage", "pool");
     this.nftTable = `warren_${this.tag}`;
     this.vethPrefix = `wr${this.tag}`;
     this.netnsPrefix = `warren-${this.tag}-`;
@@ -82,10 +95,10 @@ export class Layout {
       record: path.join(dir, "sandbox.json"),
       bundleConfig: path.join(dir, "config.json"),
       rootfs: path.join(dir, "rootfs"),
-      upper: path.join(dir, "upper"),
-      work: path.join(dir, "work"),
+      layer: path.join(dir, "layer"),
+      upper: path.join(dir, "layer", "upper"),
+      work: path.join(dir, "layer", "work"),
       workspace: path.join(dir, "workspace"),
-      workspaceImage: path.join(dir, "workspace.img"),
       hosts: path.join(dir, "hosts"),
       hostname: path.join(dir, "hostname"),
       runDir,
@@ -95,6 +108,13 @@ export class Layout {
       consoleLog: path.join(runDir, "console.log"),
       execDir: path.join(dir, "exec"),
     };
+  }
+
+  /** The sandbox's image files in the pool. */
+  sandboxImages(id: string): { dir: string; root: string; workspace: string } {
+    assertSandboxId(id);
+    const dir = path.join(this.poolDir, "sandboxes", id);
+    return { dir, root: path.join(dir, "root.img"), workspace: path.join(dir, "workspace.img") };
   }
 
   runcStateDir(id: string): string {

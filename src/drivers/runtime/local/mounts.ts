@@ -1,6 +1,7 @@
 // Host mounts of a sandbox: the overlay rootfs (image layers read-only under a per-sandbox
-// upper dir) and the durable workspace's loop-mounted ext4. Whether something is mounted is
-// read from /proc/self/mountinfo, so every operation here can be repeated safely.
+// upper dir), unmounting, and the loop devices behind image mounts (storage/). Whether
+// something is mounted is read from /proc/self/mountinfo, so every operation here can be
+// repeated safely.
 import { readdir, readFile } from "node:fs/promises";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -89,19 +90,6 @@ export async function mountOverlay(input: {
   );
 }
 
-/** Mounts an ext4 image file through a loop device (detached again on unmount). */
-export async function mountLoopExt4(image: string, target: string): Promise<void> {
-  if (await isMounted(target)) return;
-  await runOrFail("mounting the workspace", TOOLS.mount, [
-    "-t",
-    "ext4",
-    "-o",
-    "loop,nosuid,nodev,noatime",
-    image,
-    target,
-  ]);
-}
-
 /** Unmounts everything at or below `dir`, deepest first; a busy mount is detached lazily. */
 export async function unmountUnder(dir: string): Promise<void> {
   for (const point of mountsUnder(await readMounts(), dir)) {
@@ -129,7 +117,6 @@ export async function loopDeviceOf(image: string): Promise<string | null> {
  * Waits until no loop device backs `image`. `mount -o loop` sets autoclear, so the device goes
  * once the last mount of it does, and a stopped sandbox's mount namespace (which holds a bind
  * of the workspace) is torn down by the kernel a moment after its last process is reaped.
- * Until then the old device, with the old size, would be reused by the next mount.
  */
 export async function awaitLoopReleased(image: string, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;
@@ -137,7 +124,7 @@ export async function awaitLoopReleased(image: string, timeoutMs: number): Promi
     const device = await loopDeviceOf(image);
     if (!device) return;
     if (Date.now() >= deadline) {
-      throw new RuntimeError("host_failure", `the workspace is still attached to ${device}; try again shortly`);
+      throw new RuntimeError("host_failure", `${image} is still attached to ${device}; try again shortly`);
     }
     await sleep(delay);
   }

@@ -25,7 +25,8 @@ import { exists } from "../../../lib/fs.js";
 import type { NetworkReceipt } from "../interface.js";
 import { RuntimeError } from "../interface.js";
 import { run, runOrFail, TOOLS } from "./host.js";
-import type { Layout } from "./layout.js";
+import { isSandboxId, type Layout, type SandboxPaths } from "./layout.js";
+import { readNetworkRecord, writeNetworkRecord } from "./records.js";
 
 export const NETNS_DIR = "/run/netns";
 export const SANDBOX_INTERFACE = "eth0";
@@ -426,6 +427,51 @@ export class SandboxNetwork {
   }
 
   /** Removes the sandbox's rules and veth (the peer goes with it). Idempotent. */
+  /**
+   * Makes sandbox `id` public on `slot` (a fresh one when null), recorded in its
+   * network.json before anything is attached, and reports what is in force.
+   */
+  async applyPublic(id: string, paths: SandboxPaths, slot: number | null, creating = false): Promise<NetworkReceipt> {
+    const chosen = slot ?? (await this.allocateSlot(await this.slotsInUse(id)));
+    await writeNetworkRecord(paths, { mode: "public", slot: chosen });
+    try {
+      const attached =
+        (slot !== null ? await this.currentPublic(id, slot) : null) ??
+        (await this.attachPublic(id, chosen, { createNamespace: creating && slot === null }));
+      return {
+        mode: "public",
+        namespace: await this.namespaceIdentity(id),
+        link: {
+          hostInterface: attached.veth,
+          sandboxInterface: SANDBOX_INTERFACE,
+          sandboxAddress: attached.addresses.sandbox,
+          gatewayAddress: attached.addresses.gateway,
+        },
+        rules: attached.rules,
+      };
+    } finally {
+      this.releaseSlot(chosen);
+    }
+  }
+
+  /** Slots recorded by this root's other sandboxes. */
+  private async slotsInUse(except: string): Promise<Set<number>> {
+    const slots = new Set<number>();
+    for (const id of await readdir(this.layout.sandboxesDir).catch(() => [] as string[])) {
+      if (id === except || !isSandboxId(id)) continue;
+      const network = await readNetworkRecord(this.layout.sandbox(id)).catch(() => null);
+      if (network?.slot !== null && network?.slot !== undefined) slots.add(network.slot);
+    }
+    return slots;
+  }
+
+  /** The addresses a public sandbox has (for tests and diagnostics). */
+  async addressesOf(id: string): Promise<SlotAddresses | null> {
+    const network = await readNetworkRecord(this.layout.sandbox(id)).catch(() => null);
+    if (network?.mode !== "public" || network.slot === null) return null;
+    return slotAddresses(this.pool, network.slot);
+  }
+
   async detachPublic(id: string, slot: number | null): Promise<void> {
     await this.deleteRules(id);
     if (slot !== null) await deleteLink(this.layout.vethName(slot));

@@ -8,9 +8,13 @@
 import { spawn } from "node:child_process";
 import { type FSWatcher, watch } from "node:fs";
 import { readFile, rm, writeFile } from "node:fs/promises";
-import { RuntimeError } from "../interface.js";
+import path from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { exists } from "../../../lib/fs.js";
+import { RuntimeError, type SandboxObservation } from "../interface.js";
 import { TOOLS } from "./host.js";
 import type { SandboxPaths } from "./layout.js";
+import { isInitAlive, type RuncState } from "./runc.js";
 import { SpawnerUnavailable, spawner } from "./spawner.js";
 
 /** $1 runc, $2 runc root, $3 id, $4 bundle, $5 run dir, $6 OOM counter file (may not exist). */
@@ -179,4 +183,36 @@ export async function startShim(input: ShimInput): Promise<number> {
     "start_failed",
     `runc could not start the sandbox (exit ${record?.exitCode}): ${firstRuncError(log) ?? "no message"}`,
   );
+}
+
+/** What a stopped sandbox's last run ended with. */
+export async function stoppedObservation(paths: SandboxPaths): Promise<SandboxObservation> {
+  // Between the init's death and exit.json there are a few ms of the shim's bookkeeping.
+  const exit = await settledExitRecord(paths, 5000);
+  const observation: SandboxObservation = { status: "stopped" };
+  if (exit && exit.exitCode >= 0) {
+    observation.exitCode = exit.exitCode;
+    // The init (tini) ends with 137 when the kernel's OOM killer took its child (or it).
+    const stopRequested = await exists(path.join(paths.runDir, "stop-requested"));
+    observation.oomKilled = exit.exitCode === 137 && exit.oomKills > 0 && !stopRequested;
+  }
+  return observation;
+}
+
+/**
+ * Resolves when both the init and its shim are gone (so no exit.json will come) or
+ * `timeoutMs` passes. Node cannot wait on processes it did not start, so this looks at
+ * /proc with a backoff; it is the fallback next to the exit.json event, for a killed shim.
+ */
+export async function unsupervisedEnd(
+  state: RuncState,
+  paths: SandboxPaths,
+  timeoutMs: number,
+  stopped: () => boolean,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (let delay = 10; !stopped() && Date.now() < deadline; delay = Math.min(250, delay * 2)) {
+    if (!(await isInitAlive(state)) && !(await isShimAlive(paths))) return;
+    await sleep(delay);
+  }
 }

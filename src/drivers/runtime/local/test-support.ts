@@ -16,7 +16,7 @@ import {
 import { exists } from "../../../lib/fs.js";
 import type { NetworkReceipt, PreparedImage, ResourceSpec, SandboxSpec } from "../interface.js";
 import { cgroupDirs } from "./cgroups.js";
-import { LocalRuntimeDriver } from "./driver.js";
+import { LocalRuntimeDriver, type LocalRuntimeDriverOptions } from "./driver.js";
 import { ensureHostPackages, run, TOOLS } from "./host.js";
 import { Layout } from "./layout.js";
 import { mountsUnder, readMounts } from "./mounts.js";
@@ -89,7 +89,15 @@ export function testSubnetPool(root: string): string {
   return `10.213.${Number.parseInt(new Layout(root).tag.slice(0, 2), 16)}.0/24`;
 }
 
-export async function startRuntimeFixture(name: string): Promise<RuntimeFixture> {
+/**
+ * A registry with the test images and a driver on a fresh temp root (`options` added to the
+ * driver's). cleanup() sweeps the root: sandboxes, mounts, the storage pool's loop mount and
+ * loop devices, cgroups, network state.
+ */
+export async function startRuntimeFixture(
+  name: string,
+  options: Partial<LocalRuntimeDriverOptions> = {},
+): Promise<RuntimeFixture> {
   await ensureHostPackages({ forTests: true });
   await sweepStaleTestState();
   const registry = await startTestRegistry();
@@ -107,7 +115,7 @@ export async function startRuntimeFixture(name: string): Promise<RuntimeFixture>
   };
   try {
     const images = await pushTestImages(registry);
-    driver = await LocalRuntimeDriver.open({ root, subnetPool: testSubnetPool(root) });
+    driver = await LocalRuntimeDriver.open({ ...options, root, subnetPool: testSubnetPool(root) });
     const busyboxRef = `${registry.host}/test/busybox:latest`;
     const image = await driver.prepareImage(busyboxRef);
     const spec = (overrides: Partial<SandboxSpec> = {}): SandboxSpec => ({
@@ -138,6 +146,7 @@ export async function hostTraces(layout: Layout, id: string): Promise<string[]> 
   if (await exists(layout.runcStateDir(id))) traces.push("runc state");
   if (await exists(dir)) traces.push(`dir ${dir}`);
   if (await exists(path.join(NETNS_DIR, layout.netnsName(id)))) traces.push("netns");
+  if (await exists(layout.sandboxImages(id).dir)) traces.push("images in the storage pool");
   const rules = await run(TOOLS.nft, ["-a", "list", "table", "inet", layout.nftTable]).catch(() => "");
   if (rules.includes(`warren:${id}"`)) traces.push("nftables rules");
   return traces;
