@@ -11,6 +11,7 @@ import { type RuntimeFixture, startRuntimeFixture } from "../src/drivers/runtime
 import * as sandboxRepo from "../src/modules/sandboxes/repo.js";
 import { newSandboxId } from "../src/modules/sandboxes/service.js";
 import { STORE_KINDS, startTestApp, type TestApp } from "./harness.js";
+import { openTestBlobStore } from "./support/blob-store.js";
 
 interface Snap {
   id: string;
@@ -34,10 +35,16 @@ for (const store of STORE_KINDS) {
     before(async () => {
       fixture = await startRuntimeFixture(`snap-${store}`);
       const base = (await import("../src/config.js")).loadConfig({});
+      blobDir = path.join(fixture.root, "blobs");
       t = await startTestApp(store, {
-        overrides: { runtime: fixture.driver },
+        overrides: { runtime: fixture.driver, blobs: await openTestBlobStore(blobDir) },
         config: {
-          dataDir: path.join(fixture.root, "data"),
+          quotaDefaults: {
+            ...base.quotaDefaults,
+            "sandboxes.running": 100,
+            "sandboxes.total": 200,
+            "sandboxes.workspace_capacity_gib": 1000,
+          },
           sandbox: {
             ...base.sandbox,
             defaultImage: fixture.busyboxRef,
@@ -47,7 +54,6 @@ for (const store of STORE_KINDS) {
           },
         },
       });
-      blobDir = path.join(fixture.root, "data", "blobs");
       reconciler = new SandboxReconciler(t.c, fixture.driver, {
         pids: 128,
         retentionSeconds: 3600,
@@ -59,6 +65,7 @@ for (const store of STORE_KINDS) {
     });
 
     after(async () => {
+      if (process.env.SNAP_DEBUG) (await import("node:fs")).writeFileSync(`/tmp/snap-${store}.log`, t.logs());
       await replicator?.stop();
       await reconciler?.stop();
       await t?.close();

@@ -145,7 +145,14 @@ export async function seal(
     `UPDATE sandbox_snapshots SET state = 'sealed', durability = 'local', sealed_at = $2, workspace_capacity_gib = $3,
        size_bytes = $4, frozen_ms = $5, replication = $6, replicate_after = $2
      WHERE id = $1 AND state = 'pending' RETURNING ${C}`,
-    [id, at, sealed.capacityGiB, sealed.sizeBytes, sealed.frozenMs, sealed.replicate ? "pending" : "none"],
+    [
+      id,
+      at,
+      sealed.capacityGiB,
+      Math.round(sealed.sizeBytes),
+      Math.round(sealed.frozenMs),
+      sealed.replicate ? "pending" : "none",
+    ],
   );
   return rows[0] ?? null;
 }

@@ -167,37 +167,52 @@ export class SnapshotService {
       local = await driver.snapshot(sandbox.id, id);
     } catch (error) {
       const code = error instanceof RuntimeError ? error.code : "host_failure";
-      this.log.warn(
-        { sandbox_id: sandbox.id, snapshot_id: id, code, err: (error as Error).message },
-        "snapshot failed",
-      );
-      const failed = await this.db.tx(async (q) => {
-        const row = await repo.fail(q, id, code, failureMessage(code));
-        await appendSandboxEvent(q, this.clock, sandbox, "sandbox.snapshot_failed", { snapshot_id: id, reason: code });
+      this.log.warn({ sandbox_id: sandbox.id, snapshot_id: id, code, err: (error as Error).message }, "snapshot failed");
+      return this.recordFailure(driver, id, sandbox, code);
+    }
+    try {
+      const row = await this.db.tx(async (q) => {
+        const row = await repo.seal(q, id, this.clock.now(), {
+          capacityGiB: local.workspaceCapacityGiB,
+          sizeBytes: local.sizeBytes,
+          frozenMs: local.frozenMs,
+          replicate: true,
+        });
+        await appendSandboxEvent(q, this.clock, sandbox, "sandbox.snapshot_created", {
+          snapshot_id: id,
+          durability: "local",
+          frozen_ms: Math.round(local.frozenMs),
+        });
         return row;
       });
+      if (!row) throw new Error("the pending snapshot record was gone");
       this.changes.emit(id);
-      if (!failed) throw new AppError("unavailable", "the snapshot's outcome is unknown", { retryAfterSeconds: 1 });
-      return failed;
+      this.replication.kick();
+      return row;
+    } catch (error) {
+      this.log.error({ snapshot_id: id, err: (error as Error).message }, "recording a sealed snapshot failed");
+      return this.recordFailure(driver, id, sandbox, "record_failed");
     }
-    const row = await this.db.tx(async (q) => {
-      const row = await repo.seal(q, id, this.clock.now(), {
-        capacityGiB: local.workspaceCapacityGiB,
-        sizeBytes: local.sizeBytes,
-        frozenMs: local.frozenMs,
-        replicate: true,
-      });
-      await appendSandboxEvent(q, this.clock, sandbox, "sandbox.snapshot_created", {
-        snapshot_id: id,
-        durability: "local",
-        frozen_ms: local.frozenMs,
-      });
+  }
+
+  /** Records the snapshot failed (dropping any host copy it left); never reports it as success. */
+  private async recordFailure(
+    driver: RuntimeDriver,
+    id: string,
+    sandbox: Awaited<ReturnType<SandboxService["load"]>>,
+    code: string,
+  ): Promise<repo.SnapshotRow> {
+    await driver.dropLocalSnapshot(id).catch(() => undefined);
+    const failed = await this.db.tx(async (q) => {
+      const row = await repo.fail(q, id, code, failureMessage(code));
+      if (row) {
+        await appendSandboxEvent(q, this.clock, sandbox, "sandbox.snapshot_failed", { snapshot_id: id, reason: code });
+      }
       return row;
     });
     this.changes.emit(id);
-    this.replication.kick();
-    if (!row) throw new AppError("unavailable", "the snapshot's outcome is unknown", { retryAfterSeconds: 1 });
-    return row;
+    if (!failed) throw new AppError("unavailable", "the snapshot's outcome is unknown", { retryAfterSeconds: 1 });
+    return failed;
   }
 
   /** The answer for a snapshot row: its error if it failed, else its id and durability (after waiting, if asked). */
