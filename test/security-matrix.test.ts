@@ -85,6 +85,9 @@ const MATRIX: Record<string, Entry> = {
   UpdateSandbox: everyone("not_found"),
   DeleteSandbox: everyone("not_found"),
   ExecSandbox: everyone("not_found", "allowed"),
+  CreateSandboxSnapshot: everyone("not_found", "allowed"),
+  ListSandboxSnapshots: everyone(null, "allowed"),
+  DeleteSandboxSnapshot: everyone("not_found"),
   AdminCreateOrganization: operator,
   AdminListOrganizations: operator,
   AdminCreateApiKey: operator,
@@ -162,7 +165,17 @@ async function orgBIds(t: TestApp): Promise<Record<string, string>> {
   });
   assert.equal(schema.status, 200, schema.raw);
   const sandbox = await t.request("POST", "/v1/sandboxes", { key, body: {} });
+  // A sealed snapshot of org B's sandbox (the API-only runtime takes none), written as the service would.
+  const snapshotId = `snp-${"b".repeat(40)}`;
+  await t.c.db.query(
+    `INSERT INTO sandbox_snapshots (id, org_id, project_id, source_sandbox_id, run_id, image, lineage_path,
+       storage_class, state, durability, request_hash, created_at)
+     SELECT $2, org_id, project_id, id, run_id, image, lineage_path, storage_class, 'sealed', 'local', 'x', now()
+       FROM sandboxes WHERE id = $1 ON CONFLICT DO NOTHING`,
+    [String(sandbox.body.id), snapshotId],
+  );
   return {
+    "/v1/snapshots/{id}": snapshotId,
     "/v1/projects/{id}": t.orgB.defaultProjectId,
     "/v1/runs/{id}": (run.body.run as RunJson).id,
     "/v1/workloads/{name}": "only-in-b",

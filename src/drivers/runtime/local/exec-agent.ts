@@ -20,6 +20,7 @@ import { run, TOOLS } from "./host.js";
 import type { OciProcess } from "./oci-config.js";
 import { runcExecCall } from "./runc.js";
 import { SpawnerUnavailable, spawner } from "./spawner.js";
+import { buildStaticBinary, defaultBinaryCacheDir } from "./static-binary.js";
 import { firstRuncError } from "./supervisor.js";
 
 export { EXEC_AGENT_PATH } from "./oci-config.js";
@@ -175,50 +176,17 @@ export class FrameDecoder {
 // ---- building ----
 
 const SOURCE_FILE = projectFile("src/drivers/runtime/local/exec-agent.c");
-export const COMPILER = "/usr/bin/gcc";
+
+export { COMPILER } from "./static-binary.js";
 
 /** The default cache: root-owned, 0700, in the temp dir, shared by every driver on the host. */
 export function defaultExecAgentCacheDir(): string {
-  return path.join(os.tmpdir(), "warren-exec-agent");
+  return defaultBinaryCacheDir();
 }
 
-const builds = new Map<string, Promise<string>>();
-
-/**
- * The path of the agent binary built from exec-agent.c, compiling it (`gcc -static`) when
- * the cache has no binary for this source's hash. Builds go to a temp name and are renamed
- * into place, so concurrent builders (two test files) never see half a binary. The cache
- * dir must belong to this user and be writable by no one else (it is refused otherwise).
- */
-export async function buildExecAgent(cacheDir = defaultExecAgentCacheDir()): Promise<string> {
-  const source = await readFile(SOURCE_FILE);
-  const hash = createHash("sha256").update(source).digest("hex").slice(0, 12);
-  const binary = path.join(cacheDir, `exec-agent-${hash}`);
-  const existing = await lstat(binary).catch(() => null);
-  if (existing?.isFile() && existing.uid === process.getuid?.() && (existing.mode & 0o022) === 0) return binary;
-  let building = builds.get(binary);
-  if (!building) {
-    building = compile(cacheDir, binary).finally(() => builds.delete(binary));
-    builds.set(binary, building);
-  }
-  return building;
-}
-
-async function compile(cacheDir: string, binary: string): Promise<string> {
-  await mkdir(cacheDir, { recursive: true, mode: 0o700 });
-  const dir = await lstat(cacheDir);
-  if (!dir.isDirectory() || dir.uid !== process.getuid?.() || (dir.mode & 0o022) !== 0) {
-    throw new Error(`${cacheDir} is not a private directory of this user`);
-  }
-  const temp = `${binary}.${process.pid}.${randomBytes(4).toString("hex")}.tmp`;
-  try {
-    await run(COMPILER, ["-static", "-O2", "-Wall", "-Wextra", "-Werror", "-o", temp, SOURCE_FILE]);
-    await chmod(temp, 0o755);
-    await rename(temp, binary);
-  } finally {
-    await rm(temp, { force: true });
-  }
-  return binary;
+/** The path of the agent binary built from exec-agent.c (static-binary.ts). */
+export function buildExecAgent(cacheDir = defaultExecAgentCacheDir()): Promise<string> {
+  return buildStaticBinary(SOURCE_FILE, "exec-agent", cacheDir);
 }
 
 // ---- the client ----

@@ -16,7 +16,6 @@ export const TOOLS = {
   mkfsXfs: "/usr/sbin/mkfs.xfs",
   xfsGrowfs: "/usr/sbin/xfs_growfs",
   fsfreeze: "/usr/sbin/fsfreeze",
-  sync: "/usr/bin/sync",
   setfattr: "/usr/bin/setfattr",
   xfsIo: "/usr/sbin/xfs_io",
   sh: "/bin/sh",
@@ -37,7 +36,6 @@ const RUNTIME_PACKAGES: [binary: string, pkg: string][] = [
   [TOOLS.mkfsXfs, "xfsprogs"],
   [TOOLS.xfsGrowfs, "xfsprogs"],
   [TOOLS.fsfreeze, "util-linux"],
-  [TOOLS.sync, "coreutils"],
   [TOOLS.setfattr, "attr"],
   [TOOLS.xfsIo, "xfsprogs"],
   // The exec agent (exec-agent.c) is compiled on the host, statically.

@@ -11,11 +11,10 @@ import { freezeCgroup, thawCgroup } from "./cgroups.js";
 import { isSandboxId } from "./layout.js";
 import {
   allocatedBytes,
-  cloneImage,
-  freezeFilesystem,
+  freezeAndClone,
   fsyncPath,
   imageSizeGiB,
-  syncFilesystem,
+  syncFilesystems,
   thawFilesystem,
 } from "./storage/images.js";
 import type { StoragePool } from "./storage/pool.js";
@@ -84,22 +83,25 @@ export class SnapshotStore {
   async take(snapshotId: string, source: SnapshotSource): Promise<LocalSnapshot> {
     const staging = await this.pool.stagingDir(snapshotId);
     try {
-      for (const mountPoint of source.mountPoints) await syncFilesystem(mountPoint);
+      await syncFilesystems(source.mountPoints);
       const target = imagesIn(staging);
       const started = process.hrtime.bigint();
-      const frozen: string[] = [];
+      let failed = true;
       let thawFailure: unknown = null;
       try {
         if (source.cgroup) await freezeCgroup(source.cgroup);
-        frozen.push(...source.mountPoints);
-        await Promise.all(source.mountPoints.map((mountPoint) => freezeFilesystem(mountPoint)));
-        await Promise.all([
-          cloneImage(source.images.root, target.root),
-          cloneImage(source.images.workspace, target.workspace),
+        // One helper process: freeze both filesystems, clone both images, thaw both.
+        await freezeAndClone(source.mountPoints, [
+          [source.images.root, target.root],
+          [source.images.workspace, target.workspace],
         ]);
+        failed = false;
       } finally {
-        // Thawed whatever happened: filesystems first (a frozen task may wait on one), then the tasks.
-        const thawed = await Promise.allSettled(frozen.map((mountPoint) => thawFilesystem(mountPoint)));
+        // Thawed whatever happened: filesystems first (a frozen task may wait on one; the
+        // helper thaws them itself unless it died), then the tasks.
+        const thawed = failed
+          ? await Promise.allSettled(source.mountPoints.map((mountPoint) => thawFilesystem(mountPoint)))
+          : [];
         if (source.cgroup) await thawCgroup(source.cgroup);
         thawFailure = thawed.find((result) => result.status === "rejected")?.reason ?? null;
       }

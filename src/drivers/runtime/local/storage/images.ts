@@ -3,9 +3,11 @@
 // it gets a real ENOSPC and `df` inside shows the size. Images are made by cloning
 // (FICLONE: shared extents, no data copied) and grown online with xfs_growfs.
 import { constants, copyFile, mkdir, open, stat, truncate } from "node:fs/promises";
+import { projectFile } from "../../../../lib/paths.js";
 import { RuntimeError } from "../../interface.js";
 import { CommandError, run, runOrFail, TOOLS } from "../host.js";
 import { isMounted, loopDeviceOf } from "../mounts.js";
+import { buildStaticBinary } from "../static-binary.js";
 
 export const GIB = 1024 ** 3;
 export const MAX_IMAGE_GIB = 16 * 1024;
@@ -74,9 +76,34 @@ export async function growMountedImage(image: string, mountPoint: string, sizeGi
   await runOrFail("growing the filesystem", TOOLS.xfsGrowfs, [mountPoint]);
 }
 
-/** Flushes the filesystem mounted at `mountPoint` (syncfs), while writers go on. */
-export async function syncFilesystem(mountPoint: string): Promise<void> {
-  await runOrFail("flushing a filesystem", TOOLS.sync, ["-f", mountPoint]);
+const CLONE_HELPER_SOURCE = projectFile("src/drivers/runtime/local/storage/clone-helper.c");
+
+/** The clone helper binary (clone-helper.c), built on first use. */
+export function cloneHelper(): Promise<string> {
+  return buildStaticBinary(CLONE_HELPER_SOURCE, "warren-clone");
+}
+
+/** syncfs(2) of every mounted filesystem in one helper call, while writers go on. */
+export async function syncFilesystems(mountPoints: readonly string[]): Promise<void> {
+  if (mountPoints.length === 0) return;
+  await runOrFail("flushing filesystems", await cloneHelper(), ["sync", ...mountPoints]);
+}
+
+/**
+ * Freezes the mounted filesystems (flushed, log clean), clones each source into its new
+ * target and thaws them again, in one helper call; on failure the helper thaws what it froze
+ * and removes what it cloned.
+ */
+export async function freezeAndClone(
+  mountPoints: readonly string[],
+  pairs: readonly [source: string, target: string][],
+): Promise<void> {
+  await runOrFail("freezing and cloning the images", await cloneHelper(), [
+    "freeze-clone",
+    ...mountPoints,
+    "--",
+    ...pairs.flat(),
+  ]);
 }
 
 /** Freezes the filesystem: writes flushed, the log made clean, new writes block until thawed. */
