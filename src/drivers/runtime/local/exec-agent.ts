@@ -8,15 +8,14 @@
 // runExec (exec.ts): separate stdout/stderr under one cap, timeout kills the process group,
 // a short drain after the exit, a missing executable as spawn_failed.
 import { spawn } from "node:child_process";
-import { createHash, randomBytes } from "node:crypto";
-import { chmod, lstat, mkdir, readFile, rename, rm, writeFile } from "node:fs/promises";
+import { randomBytes } from "node:crypto";
+import { readFile, rm, writeFile } from "node:fs/promises";
 import net from "node:net";
-import os from "node:os";
 import path from "node:path";
 import { projectFile } from "../../../lib/paths.js";
 import type { ExecOutcome } from "../interface.js";
 import { OutputCollector } from "./exec.js";
-import { run, TOOLS } from "./host.js";
+import { TOOLS } from "./host.js";
 import type { OciProcess } from "./oci-config.js";
 import { runcExecCall } from "./runc.js";
 import { SpawnerUnavailable, spawner } from "./spawner.js";
