@@ -47,6 +47,34 @@ async function rawHttp(port: number, request: Buffer): Promise<TestResponse> {
 forEachStore("edge input", (t) => {
   const feedbackRows = () => countRows(t(), "feedback WHERE org_id = $1", [t().orgA.id]);
 
+  it("reads an empty body labelled application/json as no body (a DELETE or a bodiless verb), but refuses bad JSON", async () => {
+    const key = t().orgA.keys.owner;
+    const json = { "content-type": "application/json" };
+    const project = await t().request("POST", "/v1/projects", { key, body: { name: "empty-body", slug: "empty-body" } });
+    assert.equal(project.status, 200, project.raw);
+    const id = (project.body.project as { id: string }).id;
+    const deleted = await t().request("DELETE", `/v1/projects/${id}`, { key, headers: json });
+    assert.equal(deleted.status, 200, deleted.raw);
+    const run = await t().request("POST", "/v1/runs", { key, body: { label: "r" } });
+    const runId = (run.body.run as { id: string }).id;
+    const completeWithoutBody = await t().request("POST", `/v1/runs/${runId}:complete`, { key, headers: json });
+    assert.equal(completeWithoutBody.status, 400, "a verb with a required field names it");
+    assert.match(String(completeWithoutBody.body.message), /status/);
+    const broken = await t().request("POST", "/v1/projects", {
+      key,
+      headers: json,
+      body: "{not json" as unknown as Record<string, unknown>,
+    });
+    assert.equal(broken.status, 400);
+    assert.equal(broken.body.code, "invalid_argument");
+    const poisoned = await t().request("POST", "/v1/projects", {
+      key,
+      headers: json,
+      body: '{"name":"p","slug":"p","__proto__":{"x":1}}' as unknown as Record<string, unknown>,
+    });
+    assert.equal(poisoned.status, 400, poisoned.raw);
+  });
+
   it("refuses NUL and lone surrogates in any body string or key with 400 naming the field, storing nothing", async () => {
     const key = t().orgA.keys.member;
     const before = await feedbackRows();

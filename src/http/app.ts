@@ -65,8 +65,6 @@ function toAppError(error: FastifyError | AppError | Error): AppError {
       return new AppError("payload_too_large", "the request body is larger than the server accepts");
     case "FST_ERR_CTP_INVALID_MEDIA_TYPE":
       return new AppError("unsupported_media_type", "request bodies must be application/json");
-    case "FST_ERR_CTP_EMPTY_JSON_BODY":
-      return new AppError("invalid_argument", "the request body is empty; send a JSON object");
     case "FST_ERR_CTP_INVALID_JSON_BODY":
     case "FST_ERR_CTP_INVALID_CONTENT_LENGTH":
       return new AppError("invalid_argument", "the request body is not valid JSON");
@@ -171,6 +169,18 @@ export async function buildHttp(deps: HttpDeps): Promise<App> {
   app.setValidatorCompiler(validatorCompiler);
   // Bodies are JSON only: without fastify's built-in text/plain parser, any other media type is 415.
   app.removeContentTypeParser("text/plain");
+  // An empty body labelled JSON (clients that always send the header, on a DELETE or a bodiless
+  // POST) is no body; the rest goes to fastify's own parser (prototype poisoning refused).
+  const parseJson = app.getDefaultJsonParser("error", "error");
+  app.removeContentTypeParser("application/json");
+  app.addContentTypeParser("application/json", { parseAs: "string" }, (request, body, done) => {
+    const text = typeof body === "string" ? body : body.toString("utf8");
+    if (text.trim() === "") {
+      done(null, undefined);
+      return;
+    }
+    parseJson(request, text, done);
+  });
   app.decorateRequest("credential", null);
   app.decorateRequest("idempotencyClaim", null);
   app.addSchema(ErrorEnvelope);
