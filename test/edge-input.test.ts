@@ -50,7 +50,10 @@ forEachStore("edge input", (t) => {
   it("reads an empty body labelled application/json as no body (a DELETE or a bodiless verb), but refuses bad JSON", async () => {
     const key = t().orgA.keys.owner;
     const json = { "content-type": "application/json" };
-    const project = await t().request("POST", "/v1/projects", { key, body: { name: "empty-body", slug: "empty-body" } });
+    const project = await t().request("POST", "/v1/projects", {
+      key,
+      body: { name: "empty-body", slug: "empty-body" },
+    });
     assert.equal(project.status, 200, project.raw);
     const id = (project.body.project as { id: string }).id;
     const deleted = await t().request("DELETE", `/v1/projects/${id}`, { key, headers: json });
