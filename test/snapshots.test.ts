@@ -218,6 +218,8 @@ for (const store of STORE_KINDS) {
         [
           ["sandbox.snapshot_created", root.runId],
           ["sandbox.snapshot_replicated", root.runId],
+          ["sandbox.restored", child.body.run_id],
+          ["sandbox.restored", other.body.run_id],
         ],
       );
     });

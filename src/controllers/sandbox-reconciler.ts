@@ -20,7 +20,7 @@ import {
 } from "../modules/sandboxes/lifecycle.js";
 import * as repo from "../modules/sandboxes/repo.js";
 import type { SandboxService } from "../modules/sandboxes/service.js";
-import type { SandboxTransitions } from "../modules/sandboxes/transitions.js";
+import { appendSandboxEvent, type SandboxTransitions } from "../modules/sandboxes/transitions.js";
 import type { SnapshotService } from "../modules/snapshots/service.js";
 import type { Db } from "../store/db.js";
 import type { ReconcileQueue } from "./reconcile-queue.js";
@@ -333,7 +333,7 @@ export class SandboxReconciler {
     }
     // A restore reads the snapshot's local copy, rebuilt from the blob store first when this
     // host has none (every chunk verified).
-    if (row.snapshot_id) await this.snapshots.ensureLocal(row.snapshot_id);
+    const restoredFrom = row.snapshot_id ? await this.snapshots.ensureLocal(row.snapshot_id) : null;
     if (!live()) {
       await this.identity.revokeSandboxKeys(row.id);
       return;
@@ -362,6 +362,15 @@ export class SandboxReconciler {
     });
     if (!live()) return;
     await this.set(row, "ready", { image_digest: image.digest, credential_key_id: key.key_id });
+    if (row.snapshot_id) {
+      await this.db.tx((q) =>
+        appendSandboxEvent(q, this.clock, row, "sandbox.restored", {
+          snapshot_id: row.snapshot_id,
+          from: restoredFrom,
+          workload_image: row.workload_image,
+        }),
+      );
+    }
   }
 
   private async startProcess(row: repo.SandboxRow, live: () => boolean): Promise<void> {

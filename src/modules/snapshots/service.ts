@@ -349,9 +349,9 @@ export class SnapshotService {
    * store (every chunk verified) when it does not. Throws RuntimeError
    * snapshot_not_restorable with the reason when it cannot.
    */
-  async ensureLocal(snapshotId: string): Promise<void> {
+  async ensureLocal(snapshotId: string): Promise<"local" | "blob_store"> {
     const driver = this.runtime();
-    if (await driver.localSnapshot(snapshotId)) return;
+    if (await driver.localSnapshot(snapshotId)) return "local";
     const row = await repo.getSnapshot(this.db, snapshotId);
     if (row?.state !== "sealed") {
       throw new RuntimeError("snapshot_not_restorable", "the snapshot no longer exists");
@@ -363,6 +363,7 @@ export class SnapshotService {
     const manifest = await readSnapshotManifest(this.blobs, manifestKey, row.id);
     await driver.importSnapshot(snapshotId, (staging) => rebuildSnapshot(this.blobs, row.org_id, manifest, staging));
     this.log.info({ snapshot_id: snapshotId }, "snapshot rebuilt from the blob store");
+    return "blob_store";
   }
 
   /** Whether the sandbox has a snapshot that has not resolved (workspace growth waits for it). */
