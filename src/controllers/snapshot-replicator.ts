@@ -2,7 +2,8 @@
 // `replicated`), one at a time under a lease in the store so a crashed server's work is
 // taken up again, retrying with backoff; collects chunks no snapshot references any more
 // (mark and sweep with a grace period); and at start resolves the snapshots a previous
-// process left pending: sealed when the host holds the sealed copy, failed otherwise.
+// process left pending (sealed when the host holds the sealed copy, failed otherwise) and
+// resumes the replications it left under lease.
 import { stat } from "node:fs/promises";
 import type { BlobStore } from "../drivers/blobs/interface.js";
 import type { RuntimeDriver, SnapshotImages } from "../drivers/runtime/interface.js";
@@ -75,6 +76,7 @@ export class SnapshotReplicator {
   async start(): Promise<void> {
     this.relay.connect(() => this.kick());
     await this.resolveInterrupted();
+    await this.releaseInterruptedReplications();
     await this.dropOrphanCopies();
     this.timer = setInterval(() => this.kick(), POLL_MS);
     this.timer.unref();
@@ -244,6 +246,21 @@ export class SnapshotReplicator {
         }
       });
       this.log.warn({ snapshot_id: row.id, sealed: sealed !== null }, "resolved a snapshot interrupted by a restart");
+    }
+  }
+
+  /**
+   * Replications a previous process was running when it died: their leases are released so
+   * they resume now rather than when the lease lapses (LEASE_SECONDS, ten minutes during
+   * which the snapshot stays undurable: its source cannot grow, it cannot be deleted). Only
+   * snapshots whose sealed copy is on this host: no other host can replicate them, and on
+   * this one the lease holder was a previous process (one live driver per root).
+   */
+  private async releaseInterruptedReplications(): Promise<void> {
+    for (const row of await repo.leasedReplications(this.db, this.clock.now())) {
+      if (!(await this.driver.localSnapshot(row.id).catch(() => null))) continue;
+      await repo.releaseReplicationLease(this.db, row.id);
+      this.log.warn({ snapshot_id: row.id }, "resuming a replication interrupted by a restart");
     }
   }
 

@@ -130,9 +130,17 @@ export class ServerProcess {
     if (this.bundle) await Promise.all(bundleFiles(this.bundle).map((file) => rm(file, { force: true })));
   }
 
-  async api(method: string, url: string, body?: unknown, headers: Record<string, string> = {}): Promise<Reply> {
+  /** One request; a server that does not answer within `timeoutMs` fails it (a hang is a failure). */
+  async api(
+    method: string,
+    url: string,
+    body?: unknown,
+    headers: Record<string, string> = {},
+    timeoutMs = 90_000,
+  ): Promise<Reply> {
     const res = await fetch(`http://127.0.0.1:${this.port}${url}`, {
       method,
+      signal: AbortSignal.timeout(timeoutMs),
       headers: {
         authorization: `Bearer ${this.options.apiKey}`,
         ...(body !== undefined ? { "content-type": "application/json" } : {}),

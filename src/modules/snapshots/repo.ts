@@ -241,6 +241,24 @@ export async function claimReplication(q: Queryable, now: Date, leaseUntil: Date
   return rows[0] ?? null;
 }
 
+/** Snapshots whose replication is leased now (at start: leases of a previous process, maybe). */
+export async function leasedReplications(q: Queryable, now: Date): Promise<SnapshotRow[]> {
+  const { rows } = await q.query<SnapshotRow>(
+    `SELECT ${C} FROM sandbox_snapshots
+      WHERE replication = 'pending' AND state = 'sealed' AND replication_lease_until >= $1`,
+    [now],
+  );
+  return rows;
+}
+
+/** Releases a replication's lease so it may be claimed at once. */
+export async function releaseReplicationLease(q: Queryable, id: string): Promise<void> {
+  await q.query(
+    "UPDATE sandbox_snapshots SET replication_lease_until = NULL WHERE id = $1 AND replication = 'pending'",
+    [id],
+  );
+}
+
 export async function recordReplicated(
   q: Queryable,
   id: string,
