@@ -323,6 +323,33 @@ describe("snapshot crash safety [pglite]", () => {
     await checkAfterRestart(t, pid);
   });
 
+  it("kill -9 the instant a snapshot is sealed on the host, before the store records it", async (t) => {
+    const [a, b] = sources as [string, string];
+    const round = [a, b].map((sandboxId, i) => ({ sandboxId, key: `sealed-${i}`, body: { name: `sealed-${i}` } }));
+    requests.push(...round);
+    const before = new Set(await entries(poolSub("snapshots")));
+    const answers = round.map((request) => snapshot(request).catch((error: Error) => error));
+    const pid = server.pid as number;
+    let sealed = "";
+    await killWhen("a snapshot to be sealed on the host", async () => {
+      sealed = (await entries(poolSub("snapshots"))).find((name) => !before.has(name)) ?? "";
+      return sealed !== "";
+    });
+    const replies = await Promise.all(answers);
+    t.diagnostic(`answers before the kill: ${replies.map((r) => (r instanceof Error ? "none" : r.status)).join(", ")}`);
+    recordAnswers(round, replies);
+    const record = JSON.parse(await readFile(path.join(poolSub("snapshots"), sealed, "snapshot.json"), "utf8")) as {
+      sandboxId: string;
+    };
+    const request = round.find((r) => r.sandboxId === record.sandboxId) as SnapshotRequest;
+    assert.ok(request, `the sealed copy is of a source: ${JSON.stringify(record)}`);
+    // A snapshot the host sealed is sealed after the restart, whatever the store had recorded.
+    if (request.snapshotId) assert.equal(request.snapshotId, sealed);
+    request.snapshotId = sealed;
+    await server.start();
+    await checkAfterRestart(t, pid);
+  });
+
   it("kill -9 while a snapshot replicates to the blob store", async (t) => {
     const large = sources[3] as string;
     const request: SnapshotRequest = { sandboxId: large, key: "replicating", body: { name: "replicating" } };
