@@ -413,6 +413,38 @@ describe("snapshot crash safety [pglite]", () => {
     await checkAfterRestart(t, pid);
   });
 
+  it("kill -9 while unreferenced chunks are collected; a later snapshot of the same data is whole", async (t) => {
+    const large = sources[3] as string;
+    const index = requests.findIndex((r) => r.key === "replicating");
+    const deleted = requests[index] as SnapshotRequest;
+    // Its chunks become garbage; the server started next collects them at once (no grace).
+    const gone = await api("DELETE", `/v1/snapshots/${deleted.snapshotId}`);
+    assert.equal(gone.status, 200, gone.raw);
+    requests.splice(index, 1);
+    const before = (await chunkFiles()).length;
+    assert.equal(await server.stop("SIGTERM"), 0, "a clean shutdown");
+    await server.start({ WARREN_BLOB_GC_INTERVAL_SECONDS: "1", WARREN_BLOB_GC_GRACE_SECONDS: "0" });
+    const pid = server.pid as number;
+    await killWhen("the collector to delete chunks", async () => (await chunkFiles()).length < before - 20);
+    t.diagnostic(`killed with ${before - (await chunkFiles()).length} of ${before} chunk files deleted`);
+    // Started again without collecting: the same bytes snapshotted again must all be stored.
+    await server.start();
+    const again: SnapshotRequest = { sandboxId: large, key: "after-gc", body: { name: "after-gc" } };
+    requests.push(again);
+    await checkAfterRestart(t, pid);
+    const res = await api("POST", "/v1/sandboxes", {
+      command: ["sleep", "3600"],
+      network_access: "none",
+      snapshot_id: again.snapshotId,
+      name: "restored-after-gc",
+    });
+    assert.equal(res.status, 200, res.raw);
+    restores.push(res.body.id as string);
+    const restored = await sandboxOf(res.body.id as string, "?wait_state=running&wait_timeout_seconds=25");
+    assert.equal(restored.state, "running", JSON.stringify(restored));
+    assert.equal(await checksumOf(restored.id), checksums.get(large), "restored whole from the blob store");
+  });
+
   it("leaves nothing on the host once every sandbox and snapshot is deleted", async () => {
     const sandboxes = [...sources, ...restores];
     for (const id of sandboxes) {

@@ -275,21 +275,23 @@ export class SnapshotReplicator {
 
   /**
    * Deletes chunks no snapshot references and no replication touched within the grace
-   * period. Each batch's rows and blobs go in one transaction, so a replication that
-   * touches one of them waits and then knows to store it again.
+   * period. Each batch is first recorded as possibly missing (committed), then its rows and
+   * blobs go in one transaction, so a replication that touches one of them waits and then
+   * knows to store it again, and a crash between a blob's delete and the commit leaves a
+   * row that says "store it again", never one that says "stored".
    */
   async collectGarbage(): Promise<number> {
     let collected = 0;
     for (;;) {
       const cutoff = new Date(this.clock.now().getTime() - this.options.gcGraceSeconds * 1000);
-      const taken = await this.db.tx(async (q) => {
-        const rows = await repo.takeGarbageChunks(q, cutoff, GC_BATCH);
+      const marked = await repo.markGarbageChunks(this.db, cutoff, GC_BATCH);
+      collected += await this.db.tx(async (q) => {
+        const rows = await repo.takeGarbageChunks(q, marked, cutoff);
         for (const row of rows)
           await this.blobs.delete(chunkKey(chunkPrefix(row.org_id), row.digest as `blake3:${string}`));
         return rows.length;
       });
-      collected += taken;
-      if (taken < GC_BATCH) break;
+      if (marked.length < GC_BATCH) break;
     }
     if (collected > 0) this.log.info({ chunks: collected }, "collected unreferenced snapshot chunks");
     return collected;

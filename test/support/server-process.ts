@@ -71,7 +71,8 @@ export class ServerProcess {
     return this.child?.pid;
   }
 
-  async start(): Promise<void> {
+  /** Starts the server; `extraEnv` adds to (or overrides) the options' settings for this process only. */
+  async start(extraEnv: Record<string, string> = {}): Promise<void> {
     this.log = "";
     const env: NodeJS.ProcessEnv = {
       ...process.env,
@@ -82,6 +83,7 @@ export class ServerProcess {
       WARREN_BOOTSTRAP_API_KEY: this.options.apiKey,
       WARREN_LOG_LEVEL: "warn",
       ...this.options.env,
+      ...extraEnv,
     };
     delete env.NODE_TEST_CONTEXT;
     const child = spawn(process.execPath, ["--enable-source-maps", this.bundle], {
