@@ -11,28 +11,26 @@
 // its data dir (a kill -9 of the process holding PGlite is the crash that matters here).
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
-import { mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
-import os from "node:os";
-import path from "node:path";
+import { readdir } from "node:fs/promises";
 import { after, before, describe, it } from "node:test";
 import { LocalRuntimeDriver } from "../src/drivers/runtime/local/driver.js";
 import { run, TOOLS } from "../src/drivers/runtime/local/host.js";
 import { Layout } from "../src/drivers/runtime/local/layout.js";
 import { mountsUnder, readMounts } from "../src/drivers/runtime/local/mounts.js";
-import { sweepRoot } from "../src/drivers/runtime/local/sweep.js";
+import { hostTraces, type RuntimeFixture, TEST_RESOURCES, vethsOf } from "../src/drivers/runtime/local/test-support.js";
 import {
-  hostTraces,
-  type RuntimeFixture,
-  startRuntimeFixture,
-  TEST_RESOURCES,
-  vethsOf,
-} from "../src/drivers/runtime/local/test-support.js";
-import { eventually, type Json, processesMentioning, type Reply, ServerProcess } from "./support/server-process.js";
+  type CrashRig,
+  eventually,
+  type Json,
+  processesMentioning,
+  type Reply,
+  type ServerProcess,
+  startCrashRig,
+} from "./support/server-process.js";
 
 describe("sandbox crash safety [pglite]", () => {
   let fixture: RuntimeFixture;
   let root = "";
-  let dataDir = "";
   let server: ServerProcess;
   const apiKey = `wrn_${randomBytes(32).toString("base64url")}`;
 
@@ -60,34 +58,18 @@ describe("sandbox crash safety [pglite]", () => {
   /** When the sandbox's first process started (field 22 of /proc/1/stat inside it). */
   const initStart = async (id: string) => stdoutOf(await exec(id, ["cat", "/proc/1/stat"])).split(" ")[21];
 
+  let rig: CrashRig | undefined;
   before(async () => {
-    fixture = await startRuntimeFixture("crash-registry");
-    root = await mkdtemp(path.join(os.tmpdir(), "warren-runtime-crash-"));
-    // sweepStaleTestState() removes the root if this process dies without its after hook.
-    await writeFile(path.join(root, "owner.pid"), String(process.pid));
-    dataDir = await mkdtemp(path.join(os.tmpdir(), "warren-crash-data-"));
-    server = new ServerProcess({
-      dataDir,
-      runtimeRoot: root,
-      apiKey,
-      env: {
-        WARREN_DEFAULT_IMAGE: fixture.busyboxRef,
-        WARREN_SANDBOX_MEMORY_MB: "128",
-        WARREN_SANDBOX_PIDS: "128",
-      },
-    });
-    await server.build("warren-crash-test");
+    rig = await startCrashRig("crash", apiKey, (busyboxRef) => ({
+      WARREN_DEFAULT_IMAGE: busyboxRef,
+      WARREN_SANDBOX_MEMORY_MB: "128",
+      WARREN_SANDBOX_PIDS: "128",
+    }));
+    ({ fixture, root, server } = rig);
   });
 
   after(async () => {
-    await server?.dispose();
-    if (root) {
-      // A driver opened on the server's root destroys whatever a failure left behind.
-      const report = await sweepRoot(root).catch((error: Error) => ({ errors: [error.message] }));
-      if (report.errors.length > 0) process.stderr.write(`crash test sweep: ${report.errors.join("; ")}\n`);
-    }
-    if (dataDir) await rm(dataDir, { recursive: true, force: true });
-    await fixture?.cleanup();
+    await rig?.cleanup();
   });
 
   const running: string[] = [];

@@ -11,18 +11,23 @@
 // restore rebuilds it from the blob store (the step the third kill interrupts).
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
-import { mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
-import os from "node:os";
+import { readdir, readFile, stat } from "node:fs/promises";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import { childCgroups, freezerState } from "../src/drivers/runtime/local/cgroups.js";
 import { Layout } from "../src/drivers/runtime/local/layout.js";
 import { mountsUnder, readMounts } from "../src/drivers/runtime/local/mounts.js";
 import { loopDevicesUnder } from "../src/drivers/runtime/local/storage/pool.js";
-import { sweepRoot } from "../src/drivers/runtime/local/sweep.js";
-import { type RuntimeFixture, startRuntimeFixture } from "../src/drivers/runtime/local/test-support.js";
 import { decompressChunk, digestOf } from "../src/modules/snapshots/replication/codec.js";
-import { eventually, type Json, type Reply, ServerProcess, sleep } from "./support/server-process.js";
+import {
+  type CrashRig,
+  eventually,
+  type Json,
+  type Reply,
+  type ServerProcess,
+  sleep,
+  startCrashRig,
+} from "./support/server-process.js";
 
 interface SnapshotRequest {
   sandboxId: string;
@@ -35,7 +40,6 @@ interface SnapshotRequest {
 const MIB = 1024 * 1024;
 
 describe("snapshot crash safety [pglite]", () => {
-  let fixture: RuntimeFixture;
   let root = "";
   let dataDir = "";
   let server: ServerProcess;
@@ -135,38 +139,22 @@ describe("snapshot crash safety [pglite]", () => {
     assert.equal(await server.stop("SIGKILL"), null, "killed, not exited");
   };
 
+  let rig: CrashRig | undefined;
   before(async () => {
-    fixture = await startRuntimeFixture("snapcrash-registry");
-    root = await mkdtemp(path.join(os.tmpdir(), "warren-runtime-snapcrash-"));
-    // sweepStaleTestState() removes the root if this process dies without its after hook.
-    await writeFile(path.join(root, "owner.pid"), String(process.pid));
+    rig = await startCrashRig("snapcrash", apiKey, (busyboxRef) => ({
+      WARREN_DEFAULT_IMAGE: busyboxRef,
+      WARREN_SANDBOX_MEMORY_MB: "256",
+      WARREN_SANDBOX_PIDS: "128",
+      // No pre-started sandboxes: this host's two cores go to the snapshots.
+      WARREN_SANDBOX_POOL_SIZE: "0",
+      WARREN_SNAPSHOT_LOCAL_COPIES: "drop",
+    }));
+    ({ root, dataDir, server } = rig);
     layout = new Layout(root);
-    dataDir = await mkdtemp(path.join(os.tmpdir(), "warren-snapcrash-data-"));
-    server = new ServerProcess({
-      dataDir,
-      runtimeRoot: root,
-      apiKey,
-      env: {
-        WARREN_DEFAULT_IMAGE: fixture.busyboxRef,
-        WARREN_SANDBOX_MEMORY_MB: "256",
-        WARREN_SANDBOX_PIDS: "128",
-        // No pre-started sandboxes: this host's two cores go to the snapshots.
-        WARREN_SANDBOX_POOL_SIZE: "0",
-        WARREN_SNAPSHOT_LOCAL_COPIES: "drop",
-      },
-    });
-    await server.build("warren-snapcrash-test");
   });
 
   after(async () => {
-    await server?.dispose();
-    if (root) {
-      // A driver opened on the server's root destroys whatever a failure left behind.
-      const report = await sweepRoot(root).catch((error: Error) => ({ errors: [error.message] }));
-      if (report.errors.length > 0) process.stderr.write(`snapshot crash test sweep: ${report.errors.join("; ")}\n`);
-    }
-    if (dataDir) await rm(dataDir, { recursive: true, force: true });
-    await fixture?.cleanup();
+    await rig?.cleanup();
   });
 
   /**

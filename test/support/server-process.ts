@@ -2,9 +2,12 @@
 // store (PGlite in its data dir), for the crash tests: started, killed (SIGKILL is the crash)
 // and started again on the same data dir and runtime root; plus a JSON client of its API.
 import { type ChildProcess, spawn } from "node:child_process";
-import { readdir, readFile, rm } from "node:fs/promises";
+import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
+import os from "node:os";
 import path from "node:path";
 import { buildServerBundle, bundleFiles, PROJECT_DIR } from "../../scripts/server-bundle.js";
+import { sweepRoot } from "../../src/drivers/runtime/local/sweep.js";
+import { type RuntimeFixture, startRuntimeFixture } from "../../src/drivers/runtime/local/test-support.js";
 import { freePort } from "./ports.js";
 
 export type Json = Record<string, unknown>;
@@ -159,4 +162,43 @@ export class ServerProcess {
     }
     return { status: res.status, body: parsed, raw };
   }
+}
+
+/** What a crash test runs on: the test registry, a runtime root, a data dir and the server. */
+export interface CrashRig {
+  fixture: RuntimeFixture;
+  root: string;
+  dataDir: string;
+  server: ServerProcess;
+  /** Kills the server and removes everything (runs in after hooks, whatever failed). */
+  cleanup(): Promise<void>;
+}
+
+/** Starts the registry, makes the root and data dir and builds the server (`env(busybox reference)` adds settings). */
+export async function startCrashRig(
+  name: string,
+  apiKey: string,
+  env: (busyboxRef: string) => Record<string, string>,
+): Promise<CrashRig> {
+  const fixture = await startRuntimeFixture(`${name}-registry`);
+  const root = await mkdtemp(path.join(os.tmpdir(), `warren-runtime-${name}-`));
+  // sweepStaleTestState() removes the root if this process dies without its after hook.
+  await writeFile(path.join(root, "owner.pid"), String(process.pid));
+  const dataDir = await mkdtemp(path.join(os.tmpdir(), `warren-${name}-data-`));
+  const server = new ServerProcess({ dataDir, runtimeRoot: root, apiKey, env: env(fixture.busyboxRef) });
+  const cleanup = async () => {
+    await server.dispose();
+    // A driver opened on the server's root destroys whatever a failure left behind.
+    const report = await sweepRoot(root).catch((error: Error) => ({ errors: [error.message] }));
+    if (report.errors.length > 0) process.stderr.write(`${name} sweep: ${report.errors.join("; ")}\n`);
+    await rm(dataDir, { recursive: true, force: true });
+    await fixture.cleanup();
+  };
+  try {
+    await server.build(`warren-${name}-test`);
+  } catch (error) {
+    await cleanup();
+    throw error;
+  }
+  return { fixture, root, dataDir, server, cleanup };
 }
