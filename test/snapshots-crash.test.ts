@@ -1,7 +1,8 @@
 // Crash safety of snapshots: the real server (the `make run` bundle) as a child process on
 // PGlite is killed with SIGKILL while snapshots are being taken (one kill the instant a
-// source sandbox is frozen, one a few ms after the requests), while a snapshot replicates to
-// the blob store, and while a sandbox is restored from the blob store; then started again on
+// source sandbox is frozen, one a few ms after the requests, one the instant the host sealed
+// one), while a snapshot replicates to the blob store, while a sandbox is restored from the
+// blob store, and while the collector deletes unreferenced chunks; then started again on
 // the same data dir and runtime root. After each restart every snapshot is sealed (and its
 // replication resumes) or recorded failed, no chunk is half-written, nothing unsealed is
 // served, the source sandboxes run thawed, an interrupted restore ends running with its files
