@@ -10,149 +10,34 @@
 // This file runs on PGlite only: the server under test uses its default embedded store in
 // its data dir (a kill -9 of the process holding PGlite is the crash that matters here).
 import assert from "node:assert/strict";
-import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
-import net from "node:net";
-import os from "node:os";
-import path from "node:path";
+import { readdir } from "node:fs/promises";
 import { after, before, describe, it } from "node:test";
-import { buildServerBundle, bundleFiles } from "../scripts/server-bundle.js";
 import { LocalRuntimeDriver } from "../src/drivers/runtime/local/driver.js";
 import { run, TOOLS } from "../src/drivers/runtime/local/host.js";
 import { Layout } from "../src/drivers/runtime/local/layout.js";
 import { mountsUnder, readMounts } from "../src/drivers/runtime/local/mounts.js";
-import { sweepRoot } from "../src/drivers/runtime/local/sweep.js";
+import { hostTraces, type RuntimeFixture, TEST_RESOURCES, vethsOf } from "../src/drivers/runtime/local/test-support.js";
 import {
-  hostTraces,
-  type RuntimeFixture,
-  startRuntimeFixture,
-  TEST_RESOURCES,
-  vethsOf,
-} from "../src/drivers/runtime/local/test-support.js";
-
-type Json = Record<string, unknown>;
-interface Reply {
-  status: number;
-  body: Json;
-  raw: string;
-}
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-const REPO_DIR = path.resolve(import.meta.dirname, "..");
-let bundle = "";
-
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
-
-async function eventually<T>(what: string, probe: () => Promise<T | undefined | null | false>, timeoutMs = 30_000) {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe().catch(() => undefined);
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(100);
-  }
-}
-
-/** PIDs of live processes whose command line names `needle` (shims and runc calls of a root). */
-async function processesMentioning(needle: string): Promise<string[]> {
-  const found: string[] = [];
-  for (const pid of await readdir("/proc")) {
-    if (!/^\d+$/.test(pid) || Number(pid) === process.pid) continue;
-    const cmdline = await readFile(`/proc/${pid}/cmdline`, "utf8").catch(() => "");
-    if (cmdline.includes(needle)) found.push(`${pid}: ${cmdline.replaceAll("\0", " ").trim()}`);
-  }
-  return found;
-}
+  type CrashRig,
+  eventually,
+  type Json,
+  processesMentioning,
+  type Reply,
+  type ServerProcess,
+  startCrashRig,
+} from "./support/server-process.js";
 
 describe("sandbox crash safety [pglite]", () => {
   let fixture: RuntimeFixture;
   let root = "";
-  let dataDir = "";
-  let port = 0;
-  let server: ChildProcess | null = null;
-  let serverLog = "";
+  let server: ServerProcess;
   const apiKey = `wrn_${randomBytes(32).toString("base64url")}`;
 
-  const startServer = async () => {
-    serverLog = "";
-    const env: NodeJS.ProcessEnv = {
-      ...process.env,
-      DATABASE_URL: "",
-      WARREN_DATA_DIR: dataDir,
-      WARREN_RUNTIME_ROOT: root,
-      WARREN_LISTEN: `127.0.0.1:${port}`,
-      WARREN_BOOTSTRAP_API_KEY: apiKey,
-      WARREN_DEFAULT_IMAGE: fixture.busyboxRef,
-      WARREN_LOG_LEVEL: "warn",
-      WARREN_SANDBOX_MEMORY_MB: "128",
-      WARREN_SANDBOX_PIDS: "128",
-    };
-    delete env.NODE_TEST_CONTEXT;
-    const child = spawn(process.execPath, ["--enable-source-maps", bundle], {
-      cwd: REPO_DIR,
-      env,
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    server = child;
-    child.stdout?.on("data", (chunk) => {
-      serverLog += String(chunk);
-    });
-    child.stderr?.on("data", (chunk) => {
-      serverLog += String(chunk);
-    });
-    let exited = false;
-    child.once("exit", () => {
-      exited = true;
-    });
-    await eventually(
-      "the server to be ready",
-      async () => {
-        if (exited) throw new Error(`the server exited at start:\n${serverLog}`);
-        const res = await fetch(`http://127.0.0.1:${port}/readyz`);
-        return res.status === 200;
-      },
-      // PGlite's first start (initdb and migrations) takes seconds, more on a loaded host.
-      120_000,
-    ).catch((error: Error) => {
-      throw new Error(`${error.message}\n${serverLog}`);
-    });
-  };
-
-  const stopServer = async (signal: NodeJS.Signals) => {
-    const child = server;
-    server = null;
-    if (!child || child.exitCode !== null || child.signalCode !== null) return null;
-    const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
-    child.kill(signal);
-    return exited;
-  };
-
-  const api = async (method: string, url: string, body?: unknown, headers: Record<string, string> = {}) => {
-    const res = await fetch(`http://127.0.0.1:${port}${url}`, {
-      method,
-      headers: {
-        authorization: `Bearer ${apiKey}`,
-        ...(body !== undefined ? { "content-type": "application/json" } : {}),
-        ...headers,
-      },
-      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-    });
-    const raw = await res.text();
-    let parsed: Json = {};
-    try {
-      parsed = raw ? (JSON.parse(raw) as Json) : {};
-    } catch {
-      parsed = {};
-    }
-    return { status: res.status, body: parsed, raw } satisfies Reply;
-  };
+  const startServer = () => server.start();
+  const stopServer = (signal: NodeJS.Signals) => server.stop(signal);
+  const api = (method: string, url: string, body?: unknown, headers: Record<string, string> = {}) =>
+    server.api(method, url, body, headers);
   const sandboxOf = async (id: string, query = "") => {
     const res = await api("GET", `/v1/sandboxes/${id}${query}`);
     assert.equal(res.status, 200, res.raw);
@@ -173,27 +58,18 @@ describe("sandbox crash safety [pglite]", () => {
   /** When the sandbox's first process started (field 22 of /proc/1/stat inside it). */
   const initStart = async (id: string) => stdoutOf(await exec(id, ["cat", "/proc/1/stat"])).split(" ")[21];
 
+  let rig: CrashRig | undefined;
   before(async () => {
-    fixture = await startRuntimeFixture("crash-registry");
-    root = await mkdtemp(path.join(os.tmpdir(), "warren-runtime-crash-"));
-    // sweepStaleTestState() removes the root if this process dies without its after hook.
-    await writeFile(path.join(root, "owner.pid"), String(process.pid));
-    dataDir = await mkdtemp(path.join(os.tmpdir(), "warren-crash-data-"));
-    port = await freePort();
-    // The server as `make run` starts it: the bundle (its own file, beside make run's).
-    bundle = await buildServerBundle(path.join(REPO_DIR, "build", `warren-crash-test-${process.pid}.mjs`));
+    rig = await startCrashRig("crash", apiKey, (busyboxRef) => ({
+      WARREN_DEFAULT_IMAGE: busyboxRef,
+      WARREN_SANDBOX_MEMORY_MB: "128",
+      WARREN_SANDBOX_PIDS: "128",
+    }));
+    ({ fixture, root, server } = rig);
   });
 
   after(async () => {
-    await stopServer("SIGKILL");
-    if (root) {
-      // A driver opened on the server's root destroys whatever a failure left behind.
-      const report = await sweepRoot(root).catch((error: Error) => ({ errors: [error.message] }));
-      if (report.errors.length > 0) process.stderr.write(`crash test sweep: ${report.errors.join("; ")}\n`);
-    }
-    if (dataDir) await rm(dataDir, { recursive: true, force: true });
-    if (bundle) await Promise.all(bundleFiles(bundle).map((file) => rm(file, { force: true })));
-    await fixture?.cleanup();
+    await rig?.cleanup();
   });
 
   const running: string[] = [];
@@ -384,6 +260,6 @@ describe("sandbox crash safety [pglite]", () => {
     assert.ok(!/warren:sbx-/.test(table), `nftables rules left:\n${table}`);
     assert.deepEqual(await readdir(layout.runcRoot), [], "runc state");
     assert.deepEqual(await processesMentioning(layout.runcRoot), [], "shims and runc calls of the root");
-    assert.ok(!/warren failed to start|reconcile failed/.test(serverLog), serverLog);
+    assert.ok(!/warren failed to start|reconcile failed/.test(server.log), server.log);
   });
 });

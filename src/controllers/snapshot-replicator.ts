@@ -2,7 +2,8 @@
 // `replicated`), one at a time under a lease in the store so a crashed server's work is
 // taken up again, retrying with backoff; collects chunks no snapshot references any more
 // (mark and sweep with a grace period); and at start resolves the snapshots a previous
-// process left pending: sealed when the host holds the sealed copy, failed otherwise.
+// process left pending (sealed when the host holds the sealed copy, failed otherwise) and
+// resumes the replications it left under lease.
 import { stat } from "node:fs/promises";
 import type { BlobStore } from "../drivers/blobs/interface.js";
 import type { RuntimeDriver, SnapshotImages } from "../drivers/runtime/interface.js";
@@ -75,6 +76,7 @@ export class SnapshotReplicator {
   async start(): Promise<void> {
     this.relay.connect(() => this.kick());
     await this.resolveInterrupted();
+    await this.releaseInterruptedReplications();
     await this.dropOrphanCopies();
     this.timer = setInterval(() => this.kick(), POLL_MS);
     this.timer.unref();
@@ -247,6 +249,21 @@ export class SnapshotReplicator {
     }
   }
 
+  /**
+   * Replications a previous process was running when it died: their leases are released so
+   * they resume now rather than when the lease lapses (LEASE_SECONDS, ten minutes during
+   * which the snapshot stays undurable: its source cannot grow, it cannot be deleted). Only
+   * snapshots whose sealed copy is on this host: no other host can replicate them, and on
+   * this one the lease holder was a previous process (one live driver per root).
+   */
+  private async releaseInterruptedReplications(): Promise<void> {
+    for (const row of await repo.leasedReplications(this.db, this.clock.now())) {
+      if (!(await this.driver.localSnapshot(row.id).catch(() => null))) continue;
+      await repo.releaseReplicationLease(this.db, row.id);
+      this.log.warn({ snapshot_id: row.id }, "resuming a replication interrupted by a restart");
+    }
+  }
+
   /** Local copies no snapshot record names (deleted while the server was down). */
   private async dropOrphanCopies(): Promise<void> {
     for (const id of await this.driver.listLocalSnapshots()) {
@@ -258,21 +275,23 @@ export class SnapshotReplicator {
 
   /**
    * Deletes chunks no snapshot references and no replication touched within the grace
-   * period. Each batch's rows and blobs go in one transaction, so a replication that
-   * touches one of them waits and then knows to store it again.
+   * period. Each batch is first recorded as possibly missing (committed), then its rows and
+   * blobs go in one transaction, so a replication that touches one of them waits and then
+   * knows to store it again, and a crash between a blob's delete and the commit leaves a
+   * row that says "store it again", never one that says "stored".
    */
   async collectGarbage(): Promise<number> {
     let collected = 0;
     for (;;) {
       const cutoff = new Date(this.clock.now().getTime() - this.options.gcGraceSeconds * 1000);
-      const taken = await this.db.tx(async (q) => {
-        const rows = await repo.takeGarbageChunks(q, cutoff, GC_BATCH);
+      const marked = await repo.markGarbageChunks(this.db, cutoff, GC_BATCH);
+      collected += await this.db.tx(async (q) => {
+        const rows = await repo.takeGarbageChunks(q, marked, cutoff);
         for (const row of rows)
           await this.blobs.delete(chunkKey(chunkPrefix(row.org_id), row.digest as `blake3:${string}`));
         return rows.length;
       });
-      collected += taken;
-      if (taken < GC_BATCH) break;
+      if (marked.length < GC_BATCH) break;
     }
     if (collected > 0) this.log.info({ chunks: collected }, "collected unreferenced snapshot chunks");
     return collected;

@@ -241,6 +241,24 @@ export async function claimReplication(q: Queryable, now: Date, leaseUntil: Date
   return rows[0] ?? null;
 }
 
+/** Snapshots whose replication is leased now (at start: leases of a previous process, maybe). */
+export async function leasedReplications(q: Queryable, now: Date): Promise<SnapshotRow[]> {
+  const { rows } = await q.query<SnapshotRow>(
+    `SELECT ${C} FROM sandbox_snapshots
+      WHERE replication = 'pending' AND state = 'sealed' AND replication_lease_until >= $1`,
+    [now],
+  );
+  return rows;
+}
+
+/** Releases a replication's lease so it may be claimed at once. */
+export async function releaseReplicationLease(q: Queryable, id: string): Promise<void> {
+  await q.query(
+    "UPDATE sandbox_snapshots SET replication_lease_until = NULL WHERE id = $1 AND replication = 'pending'",
+    [id],
+  );
+}
+
 export async function recordReplicated(
   q: Queryable,
   id: string,
@@ -319,23 +337,49 @@ export async function insertSnapshotChunks(q: Queryable, snapshotId: string, org
 }
 
 /**
- * Deletes (in the caller's transaction) up to `limit` chunk rows no snapshot references and
- * no replication touched since `touchedBefore`; returns them so their blobs are deleted
- * before the transaction commits.
+ * Up to `limit` chunks no snapshot references and no replication touched since
+ * `touchedBefore`, recorded as possibly missing (stored_bytes 0) and committed before any
+ * blob is deleted: a collection cut short by a crash rolls its deletes back, and a row
+ * still claiming its chunk is stored would let a later replication reuse a chunk the blob
+ * store no longer has. Returns them for takeGarbageChunks.
  */
-export async function takeGarbageChunks(
+export async function markGarbageChunks(
   q: Queryable,
   touchedBefore: Date,
   limit: number,
 ): Promise<{ org_id: string; digest: string }[]> {
   const { rows } = await q.query<{ org_id: string; digest: string }>(
-    `DELETE FROM blob_chunks WHERE (org_id, digest) IN (
+    `UPDATE blob_chunks SET stored_bytes = 0 WHERE (org_id, digest) IN (
        SELECT c.org_id, c.digest FROM blob_chunks c
         WHERE c.touched_at < $1
           AND NOT EXISTS (SELECT 1 FROM snapshot_chunks s WHERE s.org_id = c.org_id AND s.digest = c.digest)
         LIMIT $2 FOR UPDATE SKIP LOCKED)
      RETURNING org_id, digest`,
     [touchedBefore, limit],
+  );
+  return rows;
+}
+
+/**
+ * Deletes (in the caller's transaction) the marked chunk rows that are still garbage (not
+ * referenced, not touched since `touchedBefore`); returns them so their blobs are deleted
+ * before the transaction commits.
+ */
+export async function takeGarbageChunks(
+  q: Queryable,
+  marked: { org_id: string; digest: string }[],
+  touchedBefore: Date,
+): Promise<{ org_id: string; digest: string }[]> {
+  if (marked.length === 0) return [];
+  const { rows } = await q.query<{ org_id: string; digest: string }>(
+    `DELETE FROM blob_chunks WHERE (org_id, digest) IN (
+       SELECT c.org_id, c.digest FROM blob_chunks c
+         JOIN unnest($1::text[], $2::text[]) AS m (org_id, digest) ON m.org_id = c.org_id AND m.digest = c.digest
+        WHERE c.touched_at < $3
+          AND NOT EXISTS (SELECT 1 FROM snapshot_chunks s WHERE s.org_id = c.org_id AND s.digest = c.digest)
+        FOR UPDATE)
+     RETURNING org_id, digest`,
+    [marked.map((row) => row.org_id), marked.map((row) => row.digest), touchedBefore],
   );
   return rows;
 }

@@ -124,6 +124,27 @@ async function isFrozen(freezer: { kind: "v1" | "v2"; dir: string }): Promise<bo
 }
 
 /**
+ * The freezer's view of the cgroup: FROZEN, FREEZING (asked, not every task frozen yet) or
+ * THAWED; null when the cgroup or the freezer is missing. Tests read it after a crash.
+ */
+export async function freezerState(cgroupPath: string): Promise<"THAWED" | "FREEZING" | "FROZEN" | null> {
+  const freezer = await freezerOf(cgroupPath);
+  if (!freezer) return null;
+  try {
+    if (freezer.kind === "v1") {
+      const state = (await readFile(path.join(freezer.dir, "freezer.state"), "utf8")).trim();
+      return state === "FROZEN" || state === "FREEZING" ? state : "THAWED";
+    }
+    const asked = (await readFile(path.join(freezer.dir, "cgroup.freeze"), "utf8")).trim() === "1";
+    if (await isFrozen(freezer)) return "FROZEN";
+    return asked ? "FREEZING" : "THAWED";
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") return null;
+    throw error;
+  }
+}
+
+/**
  * Freezes every process of the cgroup and resolves once all are frozen (a task in an
  * uninterruptible wait delays that). RuntimeError host_failure after `timeoutMs`; the
  * caller thaws in any case.

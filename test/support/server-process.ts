@@ -1,0 +1,204 @@
+// The real server (src/main.ts as `make run` bundles it) as a child process on the embedded
+// store (PGlite in its data dir), for the crash tests: started, killed (SIGKILL is the crash)
+// and started again on the same data dir and runtime root; plus a JSON client of its API.
+import { type ChildProcess, spawn } from "node:child_process";
+import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { buildServerBundle, bundleFiles, PROJECT_DIR } from "../../scripts/server-bundle.js";
+import { sweepRoot } from "../../src/drivers/runtime/local/sweep.js";
+import { type RuntimeFixture, startRuntimeFixture } from "../../src/drivers/runtime/local/test-support.js";
+import { freePort } from "./ports.js";
+
+export type Json = Record<string, unknown>;
+
+export interface Reply {
+  status: number;
+  body: Json;
+  raw: string;
+}
+
+export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Polls `probe` (a throw counts as not yet) every 100 ms until it answers truthy. */
+export async function eventually<T>(
+  what: string,
+  probe: () => Promise<T | undefined | null | false>,
+  timeoutMs = 30_000,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe().catch(() => undefined);
+    if (value) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(100);
+  }
+}
+
+/** PIDs of live processes whose command line names `needle` (shims and runc calls of a root). */
+export async function processesMentioning(needle: string): Promise<string[]> {
+  const found: string[] = [];
+  for (const pid of await readdir("/proc")) {
+    if (!/^\d+$/.test(pid) || Number(pid) === process.pid) continue;
+    const cmdline = await readFile(`/proc/${pid}/cmdline`, "utf8").catch(() => "");
+    if (cmdline.includes(needle)) found.push(`${pid}: ${cmdline.replaceAll("\0", " ").trim()}`);
+  }
+  return found;
+}
+
+export interface ServerProcessOptions {
+  dataDir: string;
+  runtimeRoot: string;
+  apiKey: string;
+  /** Further WARREN_* settings. */
+  env?: Record<string, string>;
+}
+
+/** The server under test. build() once, then start() and stop() it as often as the test needs. */
+export class ServerProcess {
+  private child: ChildProcess | null = null;
+  private bundle = "";
+  port = 0;
+  /** What the current (or last) process wrote to stdout and stderr. */
+  log = "";
+
+  constructor(private readonly options: ServerProcessOptions) {}
+
+  /** Bundles the server into its own file (beside make run's) and picks a port. */
+  async build(name: string): Promise<void> {
+    this.port = await freePort();
+    this.bundle = await buildServerBundle(path.join(PROJECT_DIR, "build", `${name}-${process.pid}.mjs`));
+  }
+
+  get pid(): number | undefined {
+    return this.child?.pid;
+  }
+
+  /** Starts the server; `extraEnv` adds to (or overrides) the options' settings for this process only. */
+  async start(extraEnv: Record<string, string> = {}): Promise<void> {
+    this.log = "";
+    const env: NodeJS.ProcessEnv = {
+      ...process.env,
+      DATABASE_URL: "",
+      WARREN_DATA_DIR: this.options.dataDir,
+      WARREN_RUNTIME_ROOT: this.options.runtimeRoot,
+      WARREN_LISTEN: `127.0.0.1:${this.port}`,
+      WARREN_BOOTSTRAP_API_KEY: this.options.apiKey,
+      WARREN_LOG_LEVEL: "warn",
+      ...this.options.env,
+      ...extraEnv,
+    };
+    delete env.NODE_TEST_CONTEXT;
+    const child = spawn(process.execPath, ["--enable-source-maps", this.bundle], {
+      cwd: PROJECT_DIR,
+      env,
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    this.child = child;
+    child.stdout?.on("data", (chunk) => {
+      this.log += String(chunk);
+    });
+    child.stderr?.on("data", (chunk) => {
+      this.log += String(chunk);
+    });
+    let exited = false;
+    child.once("exit", () => {
+      exited = true;
+    });
+    await eventually(
+      "the server to be ready",
+      async () => {
+        if (exited) throw new Error(`the server exited at start:\n${this.log}`);
+        const res = await fetch(`http://127.0.0.1:${this.port}/readyz`);
+        return res.status === 200;
+      },
+      // PGlite's first start (initdb and migrations) takes seconds, more on a loaded host.
+      120_000,
+    ).catch((error: Error) => {
+      throw new Error(`${error.message}\n${this.log}`);
+    });
+  }
+
+  /** Signals the process and resolves with its exit code once it is gone (null when killed by a signal). */
+  async stop(signal: NodeJS.Signals): Promise<number | null> {
+    const child = this.child;
+    this.child = null;
+    if (!child || child.exitCode !== null || child.signalCode !== null) return null;
+    const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+    child.kill(signal);
+    return exited;
+  }
+
+  /** Kills the process (if it runs) and removes the bundle. */
+  async dispose(): Promise<void> {
+    await this.stop("SIGKILL");
+    if (this.bundle) await Promise.all(bundleFiles(this.bundle).map((file) => rm(file, { force: true })));
+  }
+
+  /** One request; a server that does not answer within `timeoutMs` fails it (a hang is a failure). */
+  async api(
+    method: string,
+    url: string,
+    body?: unknown,
+    headers: Record<string, string> = {},
+    timeoutMs = 90_000,
+  ): Promise<Reply> {
+    const res = await fetch(`http://127.0.0.1:${this.port}${url}`, {
+      method,
+      signal: AbortSignal.timeout(timeoutMs),
+      headers: {
+        authorization: `Bearer ${this.options.apiKey}`,
+        ...(body !== undefined ? { "content-type": "application/json" } : {}),
+        ...headers,
+      },
+      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+    });
+    const raw = await res.text();
+    let parsed: Json = {};
+    try {
+      parsed = raw ? (JSON.parse(raw) as Json) : {};
+    } catch {
+      parsed = {};
+    }
+    return { status: res.status, body: parsed, raw };
+  }
+}
+
+/** What a crash test runs on: the test registry, a runtime root, a data dir and the server. */
+export interface CrashRig {
+  fixture: RuntimeFixture;
+  root: string;
+  dataDir: string;
+  server: ServerProcess;
+  /** Kills the server and removes everything (runs in after hooks, whatever failed). */
+  cleanup(): Promise<void>;
+}
+
+/** Starts the registry, makes the root and data dir and builds the server (`env(busybox reference)` adds settings). */
+export async function startCrashRig(
+  name: string,
+  apiKey: string,
+  env: (busyboxRef: string) => Record<string, string>,
+): Promise<CrashRig> {
+  const fixture = await startRuntimeFixture(`${name}-registry`);
+  const root = await mkdtemp(path.join(os.tmpdir(), `warren-runtime-${name}-`));
+  // sweepStaleTestState() removes the root if this process dies without its after hook.
+  await writeFile(path.join(root, "owner.pid"), String(process.pid));
+  const dataDir = await mkdtemp(path.join(os.tmpdir(), `warren-${name}-data-`));
+  const server = new ServerProcess({ dataDir, runtimeRoot: root, apiKey, env: env(fixture.busyboxRef) });
+  const cleanup = async () => {
+    await server.dispose();
+    // A driver opened on the server's root destroys whatever a failure left behind.
+    const report = await sweepRoot(root).catch((error: Error) => ({ errors: [error.message] }));
+    if (report.errors.length > 0) process.stderr.write(`${name} sweep: ${report.errors.join("; ")}\n`);
+    await rm(dataDir, { recursive: true, force: true });
+    await fixture.cleanup();
+  };
+  try {
+    await server.build(`warren-${name}-test`);
+  } catch (error) {
+    await cleanup();
+    throw error;
+  }
+  return { fixture, root, dataDir, server, cleanup };
+}
