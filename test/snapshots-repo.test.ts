@@ -42,14 +42,18 @@ forEachStore("snapshot chunk records", (t) => {
     await insertSnapshot(t(), `snp-${"1".repeat(40)}`, "sealed", "replicated");
     await repo.insertSnapshotChunks(db, `snp-${"1".repeat(40)}`, org, [digest(10)]);
     await repo.touchChunks(db, org, [digest(12)], at(100));
-    const taken = await db.tx((q) => repo.takeGarbageChunks(q, at(50), 100));
+    const collect = async () => {
+      const marked = await repo.markGarbageChunks(db, at(50), 100);
+      return db.tx((q) => repo.takeGarbageChunks(q, marked, at(50)));
+    };
+    const taken = await collect();
     const mine = taken.filter((row) => row.org_id === org).map((row) => row.digest);
     assert.ok(mine.includes(digest(11)), "unreferenced and old: taken");
     assert.ok(!mine.includes(digest(10)), "referenced: kept");
     assert.ok(!mine.includes(digest(12)), "touched within the grace period: kept");
     // Deleting the snapshot drops its references; then its chunk goes too.
     await repo.deleteSnapshot(db, `snp-${"1".repeat(40)}`);
-    const later = await db.tx((q) => repo.takeGarbageChunks(q, at(50), 100));
+    const later = await collect();
     assert.deepEqual(
       later.filter((row) => row.org_id === org).map((row) => row.digest),
       [digest(10)],
@@ -82,8 +86,9 @@ describe("chunk collection against a concurrent replication [postgres]", () => {
     await repo.recordChunkSize(db, org, digest(20), 10);
     let touched = new Set<string>();
     let touchDone = false;
+    const marked = await repo.markGarbageChunks(db, at(50), 100);
     await db.tx(async (q) => {
-      const taken = await repo.takeGarbageChunks(q, at(50), 100);
+      const taken = await repo.takeGarbageChunks(q, marked, at(50));
       assert.ok(taken.some((row) => row.digest === digest(20)));
       // A replication touches it now (its own connection): it must wait for this transaction.
       const touching = repo.touchChunks(db, org, [digest(20)], at(60)).then((result) => {
