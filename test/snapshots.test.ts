@@ -378,6 +378,23 @@ for (const store of STORE_KINDS) {
       assert.deepEqual(deleted.body, {});
       assert.equal((await request("DELETE", `/v1/snapshots/${snapId}`)).status, 404);
       assert.equal(await fixture.driver.localSnapshot(snapId), null);
+      const manifests = async (prefix: string) => {
+        const keys: string[] = [];
+        for await (const blob of t.c.blobs.list(prefix)) keys.push(blob.key);
+        return keys;
+      };
+      assert.deepEqual(await manifests(`orgs/${t.orgA.id}/snapshots/${snapId}/`), [], "its manifests are gone");
+      // A deletion cut short (a crash after the record went) is finished by the collector.
+      const stray = `orgs/${t.orgA.id}/snapshots/snp-${"9".repeat(40)}/`;
+      await t.c.blobs.putIfAbsent(`${stray}manifest-1.json`, Buffer.from("{}"));
+      await t.c.db.query("INSERT INTO blob_deletions (prefix, org_id, requested_at) VALUES ($1, $2, now())", [
+        stray,
+        t.orgA.id,
+      ]);
+      await replicator.collectGarbage();
+      assert.deepEqual(await manifests(stray), []);
+      const { rows: queued } = await t.c.db.query("SELECT prefix FROM blob_deletions");
+      assert.deepEqual(queued, []);
       assert.ok(!(await listSnaps()).snapshots.some((s) => s.id === snapId));
       const restore = await request("POST", "/v1/sandboxes", { snapshot_id: snapId });
       assert.equal(restore.status, 404);

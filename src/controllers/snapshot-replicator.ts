@@ -21,7 +21,12 @@ import {
 } from "../modules/snapshots/manifest.js";
 import { chunkKey } from "../modules/snapshots/replication/chunk-store.js";
 import * as repo from "../modules/snapshots/repo.js";
-import { manifestPrefix, type ReplicationRelay, type SnapshotService } from "../modules/snapshots/service.js";
+import {
+  deleteBlobPrefix,
+  manifestPrefix,
+  type ReplicationRelay,
+  type SnapshotService,
+} from "../modules/snapshots/service.js";
 import type { Db } from "../store/db.js";
 
 const GIB = 1024 ** 3;
@@ -281,6 +286,9 @@ export class SnapshotReplicator {
    * row that says "store it again", never one that says "stored".
    */
   async collectGarbage(): Promise<number> {
+    for (const prefix of await repo.pendingBlobDeletions(this.db, GC_BATCH)) {
+      await deleteBlobPrefix(this.db, this.blobs, prefix);
+    }
     let collected = 0;
     for (;;) {
       const cutoff = new Date(this.clock.now().getTime() - this.options.gcGraceSeconds * 1000);

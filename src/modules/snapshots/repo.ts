@@ -383,3 +383,23 @@ export async function takeGarbageChunks(
   );
   return rows;
 }
+
+/** Queues the deletion of every blob under `prefix` (done by the collector, or at once by the caller). */
+export async function queueBlobDeletion(q: Queryable, orgId: string, prefix: string, at: Date): Promise<void> {
+  await q.query(
+    "INSERT INTO blob_deletions (prefix, org_id, requested_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+    [prefix, orgId, at],
+  );
+}
+
+export async function pendingBlobDeletions(q: Queryable, limit: number): Promise<string[]> {
+  const { rows } = await q.query<{ prefix: string }>(
+    "SELECT prefix FROM blob_deletions ORDER BY requested_at LIMIT $1",
+    [limit],
+  );
+  return rows.map((row) => row.prefix);
+}
+
+export async function blobDeletionDone(q: Queryable, prefix: string): Promise<void> {
+  await q.query("DELETE FROM blob_deletions WHERE prefix = $1", [prefix]);
+}

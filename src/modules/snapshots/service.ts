@@ -305,6 +305,7 @@ export class SnapshotService {
         });
       }
       await repo.deleteSnapshot(q, row.id);
+      await repo.queueBlobDeletion(q, row.org_id, manifestPrefix(row.org_id, row.id), this.clock.now());
       return row;
     });
     await this.runtime()
@@ -312,9 +313,10 @@ export class SnapshotService {
       .catch((error: unknown) =>
         this.log.warn({ snapshot_id: row.id, err: (error as Error).message }, "could not drop a snapshot's local copy"),
       );
-    for await (const blob of this.blobs.list(manifestPrefix(row.org_id, row.id))) {
-      await this.blobs.delete(blob.key).catch(() => undefined);
-    }
+    // The manifests now; the collector finishes a deletion a failure or crash cuts short.
+    await deleteBlobPrefix(this.db, this.blobs, manifestPrefix(row.org_id, row.id)).catch((error: unknown) =>
+      this.log.warn({ snapshot_id: row.id, err: (error as Error).message }, "manifest deletion left to the collector"),
+    );
     return {};
   }
 
@@ -379,6 +381,12 @@ export class SnapshotService {
 /** Whether a snapshot of `snapshotLineage` is in the lineage of the sandbox at `sandboxLineage` (its own or an ancestor's). */
 function inLineage(sandboxLineage: string, snapshotLineage: string): boolean {
   return sandboxLineage === snapshotLineage || sandboxLineage.startsWith(`${snapshotLineage}.`);
+}
+
+/** Deletes every blob under a queued prefix, then the queue entry. */
+export async function deleteBlobPrefix(db: Db, blobs: BlobStore, prefix: string): Promise<void> {
+  for await (const blob of blobs.list(prefix)) await blobs.delete(blob.key);
+  await repo.blobDeletionDone(db, prefix);
 }
 
 export function manifestPrefix(orgId: string, snapshotId: string): string {
