@@ -39,6 +39,13 @@ export class TailHub {
     };
   }
 
+  /** Tails subscribed on this server (a disconnected client's is gone). */
+  get subscriptions(): number {
+    let count = 0;
+    for (const set of this.byRun.values()) count += set.size;
+    return count;
+  }
+
   async close(): Promise<void> {
     this.closed = true;
     await this.listening;
