@@ -73,6 +73,18 @@ export interface BlobSettings {
   s3: S3Settings;
 }
 
+/** The run tail (src/modules/tail/). */
+export interface TailSettings {
+  /** Milliseconds between heartbeat comments on a stream, which also re-check the run. */
+  heartbeatMs: number;
+  /** Milliseconds between checks of every open tail while notifications are unavailable. */
+  fallbackPollMs: number;
+  /** Open tail streams per organization on this server; past it a new one is 429. */
+  maxStreamsPerOrg: number;
+  /** Open tail streams on this server. */
+  maxStreamsPerServer: number;
+}
+
 export interface Config {
   listenHost: string;
   listenPort: number;
@@ -104,6 +116,7 @@ export interface Config {
   sandbox: SandboxDefaults;
   snapshots: SnapshotSettings;
   blobs: BlobSettings;
+  tail: TailSettings;
   /** Admin CLI: the server to go through (else the lock file in dataDir, else the store directly). */
   adminUrl: string;
   /** Admin CLI: an owner key of the operator organization, for going through the server. */
@@ -222,6 +235,12 @@ export function loadConfig(env: Env = process.env): Config {
       gcGraceSeconds: intSetting(env, "WARREN_BLOB_GC_GRACE_SECONDS", 3600, 0, 30 * 86_400),
     },
     blobs: blobSettings(env),
+    tail: {
+      heartbeatMs: intSetting(env, "WARREN_TAIL_HEARTBEAT_MS", 15_000, 10, 300_000),
+      fallbackPollMs: intSetting(env, "WARREN_TAIL_FALLBACK_POLL_MS", 1000, 10, 60_000),
+      maxStreamsPerOrg: intSetting(env, "WARREN_TAIL_MAX_STREAMS_PER_ORG", 500, 1, 1_000_000),
+      maxStreamsPerServer: intSetting(env, "WARREN_TAIL_MAX_STREAMS", 2000, 1, 1_000_000),
+    },
     adminUrl: env.WARREN_ADMIN_URL || "",
     adminApiKey: env.WARREN_API_KEY || "",
     quotaDefaults: {

@@ -42,6 +42,9 @@ import { registerSecretRoutes } from "./modules/secrets/routes.js";
 import { SecretService } from "./modules/secrets/service.js";
 import { registerSnapshotRoutes } from "./modules/snapshots/routes.js";
 import { ReplicationRelay, SnapshotService } from "./modules/snapshots/service.js";
+import { TailHub } from "./modules/tail/hub.js";
+import { registerTailRoutes } from "./modules/tail/routes.js";
+import { TailService } from "./modules/tail/service.js";
 import { registerUsageRoutes } from "./modules/usage/routes.js";
 import { QuotaService } from "./modules/usage/service.js";
 import { registerWorkloadRoutes } from "./modules/workloads/routes.js";
@@ -80,6 +83,9 @@ export interface Container {
   snapshots: SnapshotService;
   /** Kicks the snapshot replicator (controllers/) once it runs. */
   snapshotReplication: ReplicationRelay;
+  /** Run tails (server-sent events); the hub holds this process's notification listener. */
+  tails: TailService;
+  tailHub: TailHub;
 }
 
 export interface ContainerOverrides {
@@ -195,6 +201,8 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
     snapshotReplication,
   );
   sandboxes.useSnapshots(snapshots);
+  const tailHub = new TailHub(db, log);
+  const tails = new TailService(db, tailHub, config.tail, runs, sandboxes);
   const container: Container = {
     config,
     log,
@@ -220,6 +228,8 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
     signedBlobs,
     snapshots,
     snapshotReplication,
+    tails,
+    tailHub,
   };
   return container;
 }
@@ -244,9 +254,11 @@ export async function createApp(c: Container): Promise<App> {
   registerSandboxRoutes(app, c.sandboxes, c.execs);
   registerSnapshotRoutes(app, c.snapshots);
   registerAdminRoutes(app, c.admin);
+  registerTailRoutes(app, c.tails);
   if (c.signedBlobs) registerBlobRoutes(app, c.signedBlobs);
   app.addHook("onClose", () => c.blobs.close());
   app.addHook("onClose", () => c.annotations.close());
+  app.addHook("onClose", () => c.tailHub.close());
   // Exec ends written after their answers, before whoever closes the store after the app.
   app.addHook("onClose", () => (c.db instanceof DeferringDb ? c.db.settled() : undefined));
   await app.ready();

@@ -12,4 +12,16 @@ export interface Db extends Queryable {
   /** Runs fn in one transaction; commits when it resolves, rolls back when it throws. */
   tx<T>(fn: (q: Queryable) => Promise<T>): Promise<T>;
   close(): Promise<void>;
+  /**
+   * Subscribes to NOTIFY on `channel` (delivered when the notifying transaction commits).
+   * `onGap` runs when notifications may have been missed (a lost connection), and again
+   * once they flow: whoever relies on them should re-read then. Resolves to the unsubscribe.
+   */
+  listen?(channel: string, handlers: NotificationHandlers): Promise<() => Promise<void>>;
+}
+
+export interface NotificationHandlers {
+  onPayload(payload: string): void;
+  /** Notifications may have been missed: down is true while they are not flowing. */
+  onGap?(down: boolean): void;
 }

@@ -2,12 +2,17 @@
 // does not wait for it) without anyone seeing the store without it: every later query,
 // script or transaction of this process waits until the writes deferred before it are done, and
 // close() waits for them too, so a normal shutdown loses none. Only a crash can.
-import type { Db, Queryable } from "./db.js";
+import type { Db, NotificationHandlers, Queryable } from "./db.js";
 
 export class DeferringDb implements Db {
   private readonly pending = new Set<Promise<void>>();
 
-  constructor(private readonly inner: Db) {}
+  /** Notifications need no waiting: they report commits, and the reads they prompt wait as any query does. */
+  readonly listen?: (channel: string, handlers: NotificationHandlers) => Promise<() => Promise<void>>;
+
+  constructor(private readonly inner: Db) {
+    if (inner.listen) this.listen = inner.listen.bind(inner);
+  }
 
   get kind(): Db["kind"] {
     return this.inner.kind;

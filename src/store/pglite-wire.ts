@@ -46,6 +46,9 @@ export class PgliteWire {
   private readonly prepared = new Map<string, Prepared>();
   private sequence = 0;
 
+  /** Receives the NOTIFY messages (channel, payload) that replies to this path carry. */
+  onNotification: ((channel: string, payload: string) => void) | null = null;
+
   constructor(private readonly pg: PGlite) {}
 
   /** Runs one statement and returns its rows as PGlite's query() would. */
@@ -112,12 +115,21 @@ export class PgliteWire {
     throw failure ?? new Error("PGlite reported an error that could not be decoded");
   }
 
+  /** A NotificationResponse: kind, length, sender pid, then channel and payload as C strings. */
+  private notify(reply: Buffer, at: number) {
+    if (!this.onNotification) return;
+    const channelEnd = reply.indexOf(0, at + 9);
+    const payloadEnd = reply.indexOf(0, channelEnd + 1);
+    this.onNotification(reply.toString("utf8", at + 9, channelEnd), reply.toString("utf8", channelEnd + 1, payloadEnd));
+  }
+
   private readParamTypes(reply: Buffer): number[] {
     let types: number[] = [];
     for (let at = 0; at + 5 <= reply.length; ) {
       const kind = reply[at];
       const end = at + 1 + reply.readUInt32BE(at + 1);
       if (kind === 0x45 /* E */) this.throwError(reply, at, end);
+      if (kind === 0x41 /* A */) this.notify(reply, at);
       if (kind === 0x74 /* t: ParameterDescription */) {
         const count = reply.readUInt16BE(at + 5);
         types = [];
@@ -175,6 +187,9 @@ export class PgliteWire {
             rows.push(row as T);
             break;
           }
+        case 0x41 /* A: NotificationResponse */:
+          this.notify(reply, at);
+          break;
         default:
           // ParseComplete, BindComplete, NoData, CommandComplete, ReadyForQuery, notices.
           break;

@@ -1,5 +1,5 @@
 import { PGlite, types } from "@electric-sql/pglite";
-import type { Db, Queryable } from "./db.js";
+import type { Db, NotificationHandlers, Queryable } from "./db.js";
 import { PrivateNodeFS } from "./pglite-private-fs.js";
 import { PgliteWire } from "./pglite-wire.js";
 
@@ -21,6 +21,12 @@ export async function openPglite(dataDir?: string, loadDataDir?: Blob): Promise<
   // Parameterised statements go through the prepared-statement path (see pglite-wire.ts),
   // under the same locks PGlite's query() takes; scripts still use PGlite's exec().
   const wire = new PgliteWire(pg);
+  const listeners = new Map<string, Set<NotificationHandlers>>();
+  const dispatch = (channel: string, payload: string) => {
+    for (const handlers of listeners.get(channel) ?? []) handlers.onPayload(payload);
+  };
+  wire.onNotification = dispatch;
+  pg.onNotification(dispatch);
   const root: Queryable = {
     exec: async (sql: string) => {
       await pg.exec(sql);
@@ -59,6 +65,20 @@ export async function openPglite(dataDir?: string, loadDataDir?: Blob): Promise<
           open = false;
         }
       }),
+    // In-process: a NOTIFY comes back in the reply of the statement (or COMMIT) that
+    // committed it, on whichever path ran that (PGlite's own, or the wire above).
+    listen: async (channel, handlers) => {
+      let set = listeners.get(channel);
+      if (!set) {
+        set = new Set();
+        listeners.set(channel, set);
+        await pg.exec(`LISTEN "${channel.replaceAll('"', '""')}"`);
+      }
+      set.add(handlers);
+      return async () => {
+        set.delete(handlers);
+      };
+    },
     close: () => pg.close(),
     dump: async () => (await pg.dumpDataDir("none")) as Blob,
   };

@@ -1,5 +1,5 @@
 import pg from "pg";
-import type { Db, Queryable } from "./db.js";
+import type { Db, NotificationHandlers, Queryable } from "./db.js";
 
 /** SQL texts given a statement name; past this many, further texts run unnamed. */
 const MAX_NAMED = 1000;
@@ -64,6 +64,81 @@ export async function openPostgres(connectionString: string, maxConnections = 10
         client.release();
       }
     },
+    listen: (channel, handlers) => listenOn(connectionString, channel, handlers),
     close: () => pool.end(),
+  };
+}
+
+const RECONNECT_MIN_MS = 100;
+const RECONNECT_MAX_MS = 5000;
+
+/**
+ * LISTEN on a connection of its own (a pooled one would be handed to other queries). When
+ * it breaks, the handlers hear of the gap and it reconnects with backoff until unsubscribed.
+ */
+async function listenOn(
+  connectionString: string,
+  channel: string,
+  handlers: NotificationHandlers,
+): Promise<() => Promise<void>> {
+  const quoted = `"${channel.replaceAll('"', '""')}"`;
+  let closed = false;
+  let client: pg.Client | null = null;
+  let retry: NodeJS.Timeout | null = null;
+  let delayMs = RECONNECT_MIN_MS;
+
+  const connect = async (): Promise<void> => {
+    const next = new pg.Client({ connectionString });
+    next.on("notification", (message) => {
+      if (message.channel === channel) handlers.onPayload(message.payload ?? "");
+    });
+    next.on("error", () => lost(next));
+    next.on("end", () => lost(next));
+    try {
+      await next.connect();
+      await next.query(`LISTEN ${quoted}`);
+    } catch (error) {
+      await next.end().catch(() => undefined);
+      throw error;
+    }
+    if (closed) {
+      await next.end().catch(() => undefined);
+      return;
+    }
+    client = next;
+    delayMs = RECONNECT_MIN_MS;
+  };
+
+  const lost = (which: pg.Client) => {
+    if (client !== which || closed) return;
+    client = null;
+    void which.end().catch(() => undefined);
+    handlers.onGap?.(true);
+    schedule();
+  };
+
+  const schedule = () => {
+    retry = setTimeout(() => {
+      retry = null;
+      connect().then(
+        () => {
+          if (!closed) handlers.onGap?.(false);
+        },
+        () => {
+          delayMs = Math.min(delayMs * 2, RECONNECT_MAX_MS);
+          if (!closed) schedule();
+        },
+      );
+    }, delayMs);
+    retry.unref();
+  };
+
+  await connect();
+  return async () => {
+    closed = true;
+    if (retry) clearTimeout(retry);
+    const current = client;
+    client = null;
+    await current?.end().catch(() => undefined);
   };
 }

@@ -1,0 +1,90 @@
+// GET /v1/runs/{id}/tail: the run tail as server-sent events (docs/api-decisions.md "Run
+// tail"). Hidden from the OpenAPI document: the contract leaves the stream's path, method
+// and parameters unshown (6.7), and a text/event-stream answer is not a JSON operation.
+// Errors (unknown run, bad cursor, stream limits) are answered in the standard envelope
+// before the stream starts; after that the connection is ours (hijacked) until the run
+// ends or the client goes.
+import { Type } from "@sinclair/typebox";
+import type { FastifyReply, FastifyRequest } from "fastify";
+import { type App, credentialOf } from "../../http/types.js";
+import { TailQuery } from "./schemas.js";
+import type { TailFrame, TailService } from "./service.js";
+
+const RunParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 64 }) });
+
+export function registerTailRoutes(app: App, tails: TailService): void {
+  const streams = new Set<AbortController>();
+  // Open streams would hold the server's close until their runs end.
+  app.addHook("preClose", (done) => {
+    for (const stream of streams) stream.abort();
+    done();
+  });
+
+  app.get(
+    "/v1/runs/:id/tail",
+    { schema: { hide: true, params: RunParams, querystring: TailQuery } as Record<string, unknown> },
+    async (request: FastifyRequest<{ Params: { id: string }; Querystring: TailQuery }>, reply: FastifyReply) => {
+      const lastEventId = request.headers["last-event-id"];
+      const tail = await tails.open(credentialOf(request), {
+        runId: request.params.id,
+        cursor: typeof lastEventId === "string" && lastEventId !== "" ? lastEventId : request.query.cursor,
+        lineagePath: request.query.lineage_path,
+      });
+      const abort = new AbortController();
+      streams.add(abort);
+      const res = reply.raw;
+      res.on("close", () => abort.abort());
+      reply.hijack();
+      res.writeHead(200, {
+        "content-type": "text/event-stream; charset=utf-8",
+        "cache-control": "no-cache, no-transform",
+        "x-accel-buffering": "no",
+        "x-request-id": request.id,
+      });
+      res.flushHeaders();
+      const started = Date.now();
+      let sent = 0;
+      try {
+        for await (const frame of tail.frames(abort.signal)) {
+          if (abort.signal.aborted) break;
+          if (!res.write(frameText(frame))) await drained(res, abort.signal);
+          if ("item" in frame) sent += 1;
+        }
+      } catch (error) {
+        if (!abort.signal.aborted) request.log.error({ err: error, runId: tail.runId }, "run tail failed");
+      } finally {
+        tail.release();
+        streams.delete(abort);
+        if (!res.writableEnded) res.end();
+        request.log.info(
+          { orgId: tail.orgId, runId: tail.runId, items: sent, ms: Date.now() - started, status: 200 },
+          "run tail closed",
+        );
+      }
+    },
+  );
+}
+
+/** The SSE text of a frame: a comment for a heartbeat, else id/event/retry fields and one data line. */
+export function frameText(frame: TailFrame): string {
+  if (!("item" in frame)) return ": heartbeat\n\n";
+  const { item } = frame;
+  let text = "";
+  if (item.id !== undefined) text += `id: ${item.id}\n`;
+  if (item.event !== undefined) text += `event: ${item.event}\n`;
+  if (item.retry !== undefined) text += `retry: ${item.retry}\n`;
+  // JSON.stringify never writes a raw newline, so the data is one line.
+  return `${text}data: ${JSON.stringify(item.data)}\n\n`;
+}
+
+function drained(res: NodeJS.WritableStream, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      res.off("drain", done);
+      signal.removeEventListener("abort", done);
+      resolve();
+    };
+    res.on("drain", done);
+    signal.addEventListener("abort", done);
+  });
+}
