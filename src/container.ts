@@ -42,6 +42,8 @@ import { registerSecretRoutes } from "./modules/secrets/routes.js";
 import { SecretService } from "./modules/secrets/service.js";
 import { registerSnapshotRoutes } from "./modules/snapshots/routes.js";
 import { ReplicationRelay, SnapshotService } from "./modules/snapshots/service.js";
+import { registerTelemetryRoutes } from "./modules/telemetry/routes.js";
+import { TelemetryViewService } from "./modules/telemetry/service.js";
 import { registerUsageRoutes } from "./modules/usage/routes.js";
 import { QuotaService } from "./modules/usage/service.js";
 import { registerWorkloadRoutes } from "./modules/workloads/routes.js";
@@ -70,6 +72,7 @@ export interface Container {
   execs: ExecService;
   runtime: RuntimeDriver | null;
   feedback: FeedbackService;
+  telemetryViews: TelemetryViewService;
   quotas: QuotaService;
   admin: AdminService;
   idempotency: IdempotencyStore;
@@ -177,6 +180,7 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
   const relay =
     overrides.feedbackRelay ?? webhookRelay(config.feedbackWebhookUrl, config.feedbackWebhookTimeoutMs, log);
   const feedback = new FeedbackService(db, clock, relay);
+  const telemetryViews = new TelemetryViewService(db, clock);
   const admin = new AdminService(identity, quotas, secrets, sandboxes);
   const idempotency = new IdempotencyStore(db, clock, config.idempotencyRetentionHours);
   const blobs =
@@ -213,6 +217,7 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
     execs,
     runtime,
     feedback,
+    telemetryViews,
     quotas,
     admin,
     idempotency,
@@ -241,6 +246,7 @@ export async function createApp(c: Container): Promise<App> {
   registerWorkloadRoutes(app, c.workloads);
   registerSecretRoutes(app, c.secrets);
   registerAnnotationRoutes(app, c.annotationSchemas, c.annotations);
+  registerTelemetryRoutes(app, c.telemetryViews);
   registerSandboxRoutes(app, c.sandboxes, c.execs);
   registerSnapshotRoutes(app, c.snapshots);
   registerAdminRoutes(app, c.admin);

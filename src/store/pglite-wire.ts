@@ -81,7 +81,11 @@ export class PgliteWire {
    */
   async queryRaw(sql: string, params: unknown[]): Promise<RawResult> {
     const parsed = await this.roundTrip(
-      concat([serialize.parse({ text: sql, name: UNNAMED }), serialize.describe({ type: "S", name: UNNAMED }), serialize.sync()]),
+      concat([
+        serialize.parse({ text: sql, name: UNNAMED }),
+        serialize.describe({ type: "S", name: UNNAMED }),
+        serialize.sync(),
+      ]),
     );
     const types = this.readParamTypes(parsed);
     const values = params.map((value, i) => this.serializeParam(value, types[i]));

@@ -26,7 +26,11 @@ function statement(sql: string, params: unknown[] | undefined): pg.QueryConfig {
 /** Every value as PostgreSQL's text: no type parser runs. */
 const RAW_TYPES = { getTypeParser: () => (value: string) => value };
 
-async function queryRaw(client: pg.Pool | pg.PoolClient, sql: string, params: unknown[] | undefined): Promise<RawResult> {
+async function queryRaw(
+  client: pg.Pool | pg.PoolClient,
+  sql: string,
+  params: unknown[] | undefined,
+): Promise<RawResult> {
   const result = await client.query<unknown[]>({
     text: sql,
     values: params ?? [],
