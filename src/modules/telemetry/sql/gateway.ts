@@ -342,6 +342,8 @@ class Compiler {
     if (Array.isArray(value)) return value.map((v) => this.walk(v, scope));
     if (value === null || typeof value !== "object") return value;
     const entries = Object.keys(value as Node);
+    // DISTINCT without ON is a list holding one empty node.
+    if (entries.length === 0) return value;
     const [kind] = entries;
     if (entries.length !== 1 || !kind || !/^[A-Z]/.test(kind)) return this.refuse("an unrecognised construct");
     const node = (value as Node)[kind] as Node;
