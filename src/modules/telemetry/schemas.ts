@@ -38,7 +38,7 @@ export const DataViewSpec = Type.Object(
   { additionalProperties: false },
 );
 
-export const DataView = Type.Object(
+export const DataViewObject = Type.Object(
   {
     name: Type.String(),
     description: Type.String(),
@@ -59,8 +59,8 @@ export const PutDataViewRequest = Type.Object(
   { additionalProperties: false },
 );
 
-export const DataViewResponse = Type.Object({ view: DataView }, { additionalProperties: false });
-export const DataViewList = Type.Object({ views: Type.Array(DataView) }, { additionalProperties: false });
+export const DataViewResponse = Type.Object({ view: DataViewObject }, { additionalProperties: false });
+export const DataViewList = Type.Object({ views: Type.Array(DataViewObject) }, { additionalProperties: false });
 
 const ParamValue = Type.Union([Type.String({ maxLength: 10_000 }), Type.Number(), Type.Boolean(), Type.Null()]);
 
@@ -102,7 +102,7 @@ export const QueryResult = Type.Object(
   { additionalProperties: false },
 );
 
-export type DataViewJson = Static<typeof DataView>;
+export type DataViewJson = Static<typeof DataViewObject>;
 export type DataViewSpecJson = Static<typeof DataViewSpec>;
 export type PutDataViewBody = Static<typeof PutDataViewRequest>;
 export type RunDataViewBody = Static<typeof RunDataViewRequest>;
