@@ -45,6 +45,8 @@ import { ReplicationRelay, SnapshotService } from "./modules/snapshots/service.j
 import { TailHub } from "./modules/tail/hub.js";
 import { registerTailRoutes } from "./modules/tail/routes.js";
 import { TailService } from "./modules/tail/service.js";
+import { registerTelemetryRoutes } from "./modules/telemetry/routes.js";
+import { TelemetryViewService } from "./modules/telemetry/service.js";
 import { registerUsageRoutes } from "./modules/usage/routes.js";
 import { QuotaService } from "./modules/usage/service.js";
 import { registerWorkloadRoutes } from "./modules/workloads/routes.js";
@@ -73,6 +75,7 @@ export interface Container {
   execs: ExecService;
   runtime: RuntimeDriver | null;
   feedback: FeedbackService;
+  telemetryViews: TelemetryViewService;
   quotas: QuotaService;
   admin: AdminService;
   idempotency: IdempotencyStore;
@@ -183,6 +186,7 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
   const relay =
     overrides.feedbackRelay ?? webhookRelay(config.feedbackWebhookUrl, config.feedbackWebhookTimeoutMs, log);
   const feedback = new FeedbackService(db, clock, relay);
+  const telemetryViews = new TelemetryViewService(db, clock);
   const admin = new AdminService(identity, quotas, secrets, sandboxes);
   const idempotency = new IdempotencyStore(db, clock, config.idempotencyRetentionHours);
   const blobs =
@@ -221,6 +225,7 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
     execs,
     runtime,
     feedback,
+    telemetryViews,
     quotas,
     admin,
     idempotency,
@@ -251,6 +256,7 @@ export async function createApp(c: Container): Promise<App> {
   registerWorkloadRoutes(app, c.workloads);
   registerSecretRoutes(app, c.secrets);
   registerAnnotationRoutes(app, c.annotationSchemas, c.annotations);
+  registerTelemetryRoutes(app, c.telemetryViews);
   registerSandboxRoutes(app, c.sandboxes, c.execs);
   registerSnapshotRoutes(app, c.snapshots);
   registerAdminRoutes(app, c.admin);

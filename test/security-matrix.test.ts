@@ -79,6 +79,11 @@ const MATRIX: Record<string, Entry> = {
   Annotate: everyone(null),
   ListAnnotations: everyone(null),
   AnnotateRange: everyone(null),
+  PutDataView: everyone(null),
+  ListDataViews: everyone(null),
+  RunDataView: everyone("not_found"),
+  DeleteDataView: everyone("not_found"),
+  RunTelemetrySql: everyone(null),
   CreateSandbox: everyone(null),
   ListSandboxes: everyone(null, "allowed"),
   GetSandbox: everyone("not_found", "allowed"),
@@ -106,6 +111,8 @@ const BODIES: Record<string, Record<string, unknown>> = {
   UpdateSandbox: { idle_timeout_seconds: 60 },
   ExecSandbox: { cmd: ["true"] },
   CreateSandbox: {},
+  PutDataView: { spec: { type: "sql.v1", sql: "SELECT 1" } },
+  RunTelemetrySql: { sql: "SELECT 1" },
   SetWorkloadLaunchAcl: { acl: { policy: "WORKLOAD_LAUNCH_POLICY_MEMBERS", launchers: [] } },
   AddWorkloadFederation: { cloud: "aws", descriptor: { role_arn: "arn:aws:iam::123456789012:role/deploy" } },
 };
@@ -164,6 +171,11 @@ async function orgBIds(t: TestApp): Promise<Record<string, string>> {
     body: { name: "only-in-b", json_schema: JSON.stringify({ type: "object" }) },
   });
   assert.equal(schema.status, 200, schema.raw);
+  const view = await t.request("PUT", "/v1/data-views/only-in-b", {
+    key,
+    body: { spec: { type: "sql.v1", sql: "SELECT count(*) FROM runs" } },
+  });
+  assert.equal(view.status, 200, view.raw);
   const sandbox = await t.request("POST", "/v1/sandboxes", { key, body: {} });
   // A sealed snapshot of org B's sandbox (the API-only runtime takes none), written as the service would.
   const snapshotId = `snp-${"b".repeat(40)}`;
@@ -182,6 +194,7 @@ async function orgBIds(t: TestApp): Promise<Record<string, string>> {
     "/v1/secrets/{id}": (secret.body.secret as SecretJson).id,
     "/v1/annotation-schemas/{name}": "only-in-b",
     "/v1/sandboxes/{id}": String(sandbox.body.id),
+    "/v1/data-views/{name}": "only-in-b",
   };
 }
 

@@ -26,6 +26,7 @@ export const ERROR_STATUS: Record<ErrorCode, number> = {
   precondition_failed: 412,
   payload_too_large: 413,
   request_timeout: 408,
+  deadline_exceeded: 504,
   unsupported_media_type: 415,
   unsupported_capability: 422,
   quota_exceeded: 429,

@@ -25,6 +25,7 @@ export const ERROR_CODES = [
   "precondition_failed",
   "payload_too_large",
   "request_timeout",
+  "deadline_exceeded",
   "unsupported_media_type",
   "unsupported_capability",
   "quota_exceeded",

@@ -5,6 +5,17 @@ export interface Queryable {
   query<T = Record<string, unknown>>(sql: string, params?: unknown[]): Promise<{ rows: T[] }>;
   /** Runs a script of several statements without parameters (migrations). */
   exec(sql: string): Promise<void>;
+  /**
+   * Runs one statement (always the extended protocol, so never several) and returns its
+   * columns with their type oids and each row's values as PostgreSQL's text, unparsed, in
+   * column order (telemetry SQL: columns may repeat a name and every type is reported).
+   */
+  queryRaw(sql: string, params?: unknown[]): Promise<RawResult>;
+}
+
+export interface RawResult {
+  fields: { name: string; typeId: number }[];
+  rows: (string | null)[][];
 }
 
 export interface Db extends Queryable {

@@ -73,6 +73,7 @@ for (const kind of STORE_KINDS) {
       const probe: Db = {
         kind: inner.kind,
         query: (sql, params) => inner.query(sql, params),
+        queryRaw: (sql, params) => inner.queryRaw(sql, params),
         exec: (sql) => inner.exec(sql),
         tx: (fn) => inner.tx(fn),
         close: async () => {

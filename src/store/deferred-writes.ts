@@ -2,7 +2,7 @@
 // does not wait for it) without anyone seeing the store without it: every later query,
 // script or transaction of this process waits until the writes deferred before it are done, and
 // close() waits for them too, so a normal shutdown loses none. Only a crash can.
-import type { Db, NotificationHandlers, Queryable } from "./db.js";
+import type { Db, NotificationHandlers, Queryable, RawResult } from "./db.js";
 
 export class DeferringDb implements Db {
   private readonly pending = new Set<Promise<void>>();
@@ -47,6 +47,11 @@ export class DeferringDb implements Db {
   query<T = Record<string, unknown>>(sql: string, params?: unknown[]): Promise<{ rows: T[] }> {
     if (this.pending.size > 0) return this.deferredSoFar().then(() => this.inner.query<T>(sql, params));
     return this.inner.query<T>(sql, params);
+  }
+
+  queryRaw(sql: string, params?: unknown[]): Promise<RawResult> {
+    if (this.pending.size > 0) return this.deferredSoFar().then(() => this.inner.queryRaw(sql, params));
+    return this.inner.queryRaw(sql, params);
   }
 
   exec(sql: string): Promise<void> {

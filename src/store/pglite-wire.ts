@@ -11,6 +11,7 @@
 //
 // The caller holds PGlite's query lock (and, outside a transaction, its transaction lock).
 import { messages, type PGlite, protocol } from "@electric-sql/pglite";
+import type { RawResult } from "./db.js";
 
 /** Statements kept prepared; SQL texts beyond this are run unnamed (two round trips). */
 const MAX_PREPARED = 500;
@@ -77,6 +78,33 @@ export class PgliteWire {
     }
   }
 
+  /**
+   * Runs one statement unnamed (a caller's text never fills the statement cache) and
+   * returns its fields and each row's values as text, unparsed.
+   */
+  async queryRaw(sql: string, params: unknown[]): Promise<RawResult> {
+    const parsed = await this.roundTrip(
+      concat([
+        serialize.parse({ text: sql, name: UNNAMED }),
+        serialize.describe({ type: "S", name: UNNAMED }),
+        serialize.sync(),
+      ]),
+    );
+    const types = this.readParamTypes(parsed);
+    const values = params.map((value, i) => this.serializeParam(value, types[i]));
+    const reply = await this.roundTrip(
+      concat([
+        serialize.bind({ statement: UNNAMED, values }),
+        serialize.describe({ type: "P" }),
+        serialize.execute({}),
+        serialize.sync(),
+      ]),
+    );
+    const fields: Field[] = [];
+    const rows = this.readRows<(string | null)[]>(reply, fields);
+    return { fields, rows };
+  }
+
   private serializeParam(value: unknown, typeId: number | undefined): string | null {
     if (value === null || value === undefined) return null;
     const serializer = typeId === undefined ? undefined : this.pg.serializers[typeId];
@@ -140,9 +168,10 @@ export class PgliteWire {
     return types;
   }
 
-  private readRows<T>(reply: Buffer): T[] {
+  /** Rows as objects of parsed values; given `raw`, as arrays of text with the fields pushed onto it. */
+  private readRows<T>(reply: Buffer, raw?: Field[]): T[] {
     const parsers = this.pg.parsers;
-    let fields: Field[] = [];
+    let fields: Field[] = raw ?? [];
     const rows: T[] = [];
     for (let at = 0; at + 5 <= reply.length; ) {
       const kind = reply[at];
@@ -155,7 +184,8 @@ export class PgliteWire {
           {
             const count = reply.readUInt16BE(at + 5);
             let p = at + 7;
-            fields = [];
+            if (raw) raw.length = 0;
+            else fields = [];
             for (let i = 0; i < count; i++) {
               const nul = reply.indexOf(0, p);
               const name = reply.toString("utf8", p, nul);
@@ -169,6 +199,17 @@ export class PgliteWire {
           {
             const count = reply.readUInt16BE(at + 5);
             let p = at + 7;
+            if (raw) {
+              const values: (string | null)[] = [];
+              for (let i = 0; i < count; i++) {
+                const length = reply.readInt32BE(p);
+                p += 4;
+                values.push(length < 0 ? null : reply.toString("utf8", p, p + length));
+                if (length > 0) p += length;
+              }
+              rows.push(values as T);
+              break;
+            }
             const row: Record<string, unknown> = {};
             for (let i = 0; i < count; i++) {
               const length = reply.readInt32BE(p);

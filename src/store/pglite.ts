@@ -42,11 +42,16 @@ export async function openPglite(dataDir?: string, loadDataDir?: Blob): Promise<
       );
       return { rows };
     },
+    queryRaw: async (sql: string, params?: unknown[]) => {
+      await pg._checkReady();
+      return pg._runExclusiveTransaction(() => pg._runExclusiveQuery(() => wire.queryRaw(sql, params ?? [])));
+    },
   };
   return {
     kind: "pglite" as const,
     query: root.query,
     exec: root.exec,
+    queryRaw: root.queryRaw,
     tx: (fn) =>
       pg.transaction(async (tx) => {
         let open = true;
@@ -57,6 +62,10 @@ export async function openPglite(dataDir?: string, loadDataDir?: Blob): Promise<
           query: async <T>(sql: string, params?: unknown[]) => {
             if (!open) throw new Error("Transaction is closed");
             return { rows: await pg._runExclusiveQuery(() => wire.query<T>(sql, params ?? [])) };
+          },
+          queryRaw: async (sql: string, params?: unknown[]) => {
+            if (!open) throw new Error("Transaction is closed");
+            return pg._runExclusiveQuery(() => wire.queryRaw(sql, params ?? []));
           },
         };
         try {

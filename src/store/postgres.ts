@@ -1,5 +1,5 @@
 import pg from "pg";
-import type { Db, NotificationHandlers, Queryable } from "./db.js";
+import type { Db, NotificationHandlers, Queryable, RawResult } from "./db.js";
 
 /** SQL texts given a statement name; past this many, further texts run unnamed. */
 const MAX_NAMED = 1000;
@@ -23,6 +23,27 @@ function statement(sql: string, params: unknown[] | undefined): pg.QueryConfig {
   return { name, text: sql, values: params };
 }
 
+/** Every value as PostgreSQL's text: no type parser runs. */
+const RAW_TYPES = { getTypeParser: () => (value: string) => value };
+
+async function queryRaw(
+  client: pg.Pool | pg.PoolClient,
+  sql: string,
+  params: unknown[] | undefined,
+): Promise<RawResult> {
+  const result = await client.query<unknown[]>({
+    text: sql,
+    values: params ?? [],
+    rowMode: "array",
+    types: RAW_TYPES,
+    queryMode: "extended",
+  } as pg.QueryArrayConfig);
+  return {
+    fields: result.fields.map((field) => ({ name: field.name, typeId: field.dataTypeID })),
+    rows: result.rows as (string | null)[][],
+  };
+}
+
 export async function openPostgres(connectionString: string, maxConnections = 10): Promise<Db> {
   const pool = new pg.Pool({ connectionString, max: maxConnections });
   // An idle connection that breaks (server restart, terminated backend, a close racing a
@@ -41,12 +62,14 @@ export async function openPostgres(connectionString: string, maxConnections = 10
     exec: async (sql: string) => {
       await pool.query(sql);
     },
+    queryRaw: (sql, params) => queryRaw(pool, sql, params),
     tx: async (fn) => {
       const client = await pool.connect();
       const q: Queryable = {
         exec: async (sql: string) => {
           await client.query(sql);
         },
+        queryRaw: (sql, params) => queryRaw(client, sql, params),
         query: async <T>(sql: string, params?: unknown[]) => {
           const result = await client.query(statement(sql, params));
           return { rows: result.rows as T[] };

@@ -1,0 +1,141 @@
+// Telemetry SQL storage and layer 2: saved data views, the live annotation schemas the
+// catalog is built from, and the executor that runs a (rewritten) query in a READ ONLY
+// transaction as warren_telemetry_reader with the organization bound by SET LOCAL, under
+// the row-level security of migration 0012. The transaction always rolls back.
+import type { Db, Queryable, RawResult } from "../../store/db.js";
+import type { LiveSchema } from "./sql/catalog.js";
+
+export interface DataViewRow {
+  name: string;
+  description: string;
+  spec: unknown;
+  spec_version: number;
+  created_at: Date;
+  updated_at: Date;
+}
+
+const VIEW_COLUMNS = "name, description, spec, spec_version, created_at, updated_at";
+
+export async function liveSchemas(db: Queryable, orgId: string): Promise<LiveSchema[]> {
+  const { rows } = await db.query<{
+    name: string;
+    json_schema: string;
+    promoted_fields: { field: string; slot: string }[];
+  }>(
+    `SELECT DISTINCT ON (name) name, json_schema, promoted_fields FROM annotation_schemas
+      WHERE org_id = $1 AND archived_at IS NULL ORDER BY name, version DESC`,
+    [orgId],
+  );
+  return rows.map((r) => ({ name: r.name, jsonSchema: r.json_schema, promoted: r.promoted_fields ?? [] }));
+}
+
+export async function putView(
+  db: Queryable,
+  v: { orgId: string; name: string; description: string; spec: unknown; createdBy: string; now: Date },
+): Promise<DataViewRow> {
+  const { rows } = await db.query<DataViewRow>(
+    `INSERT INTO data_views (org_id, name, description, spec, spec_version, created_by, created_at, updated_at)
+     VALUES ($1, $2, $3, $4::jsonb, 1, $5, $6, $6)
+     ON CONFLICT (org_id, name) DO UPDATE
+       SET description = EXCLUDED.description, spec = EXCLUDED.spec,
+           spec_version = data_views.spec_version + 1, updated_at = EXCLUDED.updated_at
+     RETURNING ${VIEW_COLUMNS}`,
+    [v.orgId, v.name, v.description, JSON.stringify(v.spec), v.createdBy, v.now],
+  );
+  return rows[0] as DataViewRow;
+}
+
+export async function listViews(db: Queryable, orgId: string): Promise<DataViewRow[]> {
+  const { rows } = await db.query<DataViewRow>(
+    `SELECT ${VIEW_COLUMNS} FROM data_views WHERE org_id = $1 ORDER BY name`,
+    [orgId],
+  );
+  return rows;
+}
+
+export async function getView(db: Queryable, orgId: string, name: string): Promise<DataViewRow | null> {
+  const { rows } = await db.query<DataViewRow>(
+    `SELECT ${VIEW_COLUMNS} FROM data_views WHERE org_id = $1 AND name = $2`,
+    [orgId, name],
+  );
+  return rows[0] ?? null;
+}
+
+export async function deleteView(db: Queryable, orgId: string, name: string): Promise<boolean> {
+  const { rows } = await db.query("DELETE FROM data_views WHERE org_id = $1 AND name = $2 RETURNING name", [
+    orgId,
+    name,
+  ]);
+  return rows.length > 0;
+}
+
+/** True when the reader role can still call set_config (the superuser REVOKE of migration 0012 is missing). */
+export async function readerCanSetConfig(db: Queryable): Promise<boolean> {
+  const { rows } = await db.query<{ can: boolean }>(
+    `SELECT has_function_privilege('warren_telemetry_reader', 'pg_catalog.set_config(text, text, boolean)', 'EXECUTE') AS can`,
+  );
+  return rows[0]?.can !== false;
+}
+
+const typeNames = new Map<number, string>();
+
+/** PostgreSQL's names of type oids (cached: built-in and published types do not change). */
+export async function typeNamesOf(db: Queryable, oids: number[]): Promise<Map<number, string>> {
+  const missing = [...new Set(oids)].filter((oid) => !typeNames.has(oid));
+  if (missing.length > 0) {
+    const { rows } = await db.query<{ oid: number; name: string }>(
+      "SELECT oid::int AS oid, format_type(oid, NULL) AS name FROM pg_type WHERE oid = ANY($1::oid[])",
+      [missing],
+    );
+    for (const row of rows) typeNames.set(row.oid, row.name);
+  }
+  return typeNames;
+}
+
+export interface Layer2Limits {
+  statementTimeoutMs: number;
+  workMemKiB: number;
+  /** Rows fetched at most: the caller's cap plus one, so a cut is seen. */
+  fetchRows: number;
+}
+
+class Rollback {
+  constructor(readonly result: RawResult) {}
+}
+
+const ORG_ID = /^[A-Za-z0-9_.:-]{1,128}$/;
+
+/**
+ * Runs `sql` (one statement; never several: the extended protocol and the wrapping
+ * subquery refuse them) under layer 2 alone. The text is whatever it is given: layer 1's
+ * output in production, unrewritten hostile text in the layer-2 tests.
+ */
+export async function runAsReader(
+  db: Db,
+  orgId: string,
+  sql: string,
+  params: unknown[],
+  limits: Layer2Limits,
+): Promise<RawResult> {
+  if (!ORG_ID.test(orgId)) throw new Error("organization id with unexpected characters");
+  try {
+    await db.tx(async (q) => {
+      await q.query("SET TRANSACTION READ ONLY");
+      await q.query(`SET LOCAL statement_timeout = ${Math.max(1, Math.floor(limits.statementTimeoutMs))}`);
+      await q.query(`SET LOCAL work_mem = ${Math.max(64, Math.floor(limits.workMemKiB))}`);
+      await q.query("SET LOCAL TimeZone = 'UTC'");
+      await q.query("SET LOCAL search_path = telemetry_sql");
+      await q.query(`SET LOCAL warren.telemetry_org = '${orgId}'`);
+      await q.query("SET LOCAL ROLE warren_telemetry_reader");
+      const result = await q.queryRaw(
+        `SELECT * FROM (\n${sql}\n) AS warren_result LIMIT ${Math.max(0, Math.floor(limits.fetchRows))}`,
+        params,
+      );
+      throw new Rollback(result);
+    });
+  } catch (error) {
+    if (error instanceof Rollback) return error.result;
+    throw error;
+  }
+  throw new Error("unreachable: the reader transaction always rolls back");
+}

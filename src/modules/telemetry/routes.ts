@@ -1,0 +1,93 @@
+import { Type } from "@sinclair/typebox";
+import { EmptyObject, standardResponses } from "../../http/schemas.js";
+import { type App, credentialOf, verbPath } from "../../http/types.js";
+import {
+  DataViewList,
+  DataViewName,
+  DataViewResponse,
+  PutDataViewRequest,
+  QueryResult,
+  RunDataViewRequest,
+  RunTelemetrySqlRequest,
+} from "./schemas.js";
+import type { TelemetryViewService } from "./service.js";
+
+const TAGS = ["TelemetryViewService"];
+const NameParams = Type.Object({ name: DataViewName });
+
+export function registerTelemetryRoutes(app: App, views: TelemetryViewService): void {
+  app.put(
+    "/v1/data-views/:name",
+    {
+      schema: {
+        operationId: "PutDataView",
+        tags: TAGS,
+        summary:
+          "Create or replace a data view by name (spec_version bumped); the spec is validated through the gateway",
+        params: NameParams,
+        body: PutDataViewRequest,
+        response: standardResponses({ 200: DataViewResponse }),
+      },
+    },
+    async (request) => ({ view: await views.put(credentialOf(request), request.params.name, request.body) }),
+  );
+
+  app.get(
+    "/v1/data-views",
+    {
+      schema: {
+        operationId: "ListDataViews",
+        tags: TAGS,
+        summary: "Every data view of the organization, by name",
+        response: standardResponses({ 200: DataViewList }),
+      },
+    },
+    async (request) => ({ views: await views.list(credentialOf(request)) }),
+  );
+
+  app.post(
+    verbPath("/v1/data-views", "name", "run"),
+    {
+      schema: {
+        operationId: "RunDataView",
+        tags: TAGS,
+        summary: "Compile the view's spec fresh and run it under the forced-organization gateway",
+        params: NameParams,
+        body: RunDataViewRequest,
+        response: standardResponses({ 200: QueryResult }),
+      },
+    },
+    async (request) => views.run(credentialOf(request), request.params.name, request.body),
+  );
+
+  app.delete(
+    "/v1/data-views/:name",
+    {
+      schema: {
+        operationId: "DeleteDataView",
+        tags: TAGS,
+        summary: "Delete a data view; its name is free again",
+        params: NameParams,
+        response: standardResponses({ 200: EmptyObject }),
+      },
+    },
+    async (request) => {
+      await views.delete(credentialOf(request), request.params.name);
+      return {};
+    },
+  );
+
+  app.post(
+    "/v1/telemetry/sql",
+    {
+      schema: {
+        operationId: "RunTelemetrySql",
+        tags: TAGS,
+        summary: "Run one untrusted SELECT under the gateway with stricter caps; never stored",
+        body: RunTelemetrySqlRequest,
+        response: standardResponses({ 200: QueryResult }),
+      },
+    },
+    async (request) => views.runSql(credentialOf(request), request.body.sql, request.body.limit),
+  );
+}

@@ -1,0 +1,215 @@
+// TelemetryViewService: saved data views and raw SQL over the telemetry store, through both
+// layers of docs/telemetry-sql.md. A view's spec is compiled fresh (layer 1, against the
+// organization's current catalog) on store and on every run, then run under layer 2.
+import type { Clock } from "../../lib/clock.js";
+import { AppError, invalid, notFound } from "../../lib/errors.js";
+import type { Db } from "../../store/db.js";
+import { type Credential, requireOrgScoped } from "../identity/credential.js";
+import * as repo from "./repo.js";
+import type { DataViewJson, DataViewSpecJson, PutDataViewBody, QueryResultJson, RunDataViewBody } from "./schemas.js";
+import { catalogOf, type ParamType } from "./sql/catalog.js";
+import { type Compiled, compile, gatewayReady } from "./sql/gateway.js";
+import { encodeRows } from "./sql/values.js";
+
+export interface QueryLimits {
+  defaultRows: number;
+  maxRows: number;
+  maxResultBytes: number;
+  statementTimeoutMs: number;
+  workMemKiB: number;
+}
+
+/** Data views: documented in docs/telemetry-sql.md. */
+export const VIEW_LIMITS: QueryLimits = {
+  defaultRows: 1000,
+  maxRows: 10_000,
+  maxResultBytes: 4 * 1024 * 1024,
+  statementTimeoutMs: 5000,
+  workMemKiB: 16 * 1024,
+};
+
+/** Raw SQL: stricter. */
+export const RAW_LIMITS: QueryLimits = {
+  defaultRows: 100,
+  maxRows: 1000,
+  maxResultBytes: 1024 * 1024,
+  statementTimeoutMs: 2000,
+  workMemKiB: 8 * 1024,
+};
+
+function viewJson(row: repo.DataViewRow): DataViewJson {
+  return {
+    name: row.name,
+    description: row.description,
+    spec: row.spec as DataViewSpecJson,
+    spec_version: row.spec_version,
+    created_at: row.created_at.toISOString(),
+    updated_at: row.updated_at.toISOString(),
+  };
+}
+
+/** The SQLSTATE of a store error, when it has one. */
+function sqlState(error: unknown): string | null {
+  const code = (error as { code?: unknown }).code;
+  return typeof code === "string" && /^[0-9A-Z]{5}$/.test(code) ? code : null;
+}
+
+export class TelemetryViewService {
+  private layer2Checked = false;
+
+  constructor(
+    private readonly db: Db,
+    private readonly clock: Clock,
+    private readonly limits = { views: VIEW_LIMITS, raw: RAW_LIMITS },
+  ) {}
+
+  /** Layer 1 against the organization's current catalog. */
+  async compile(orgId: string, sql: string, paramTypes: ParamType[]): Promise<Compiled> {
+    await gatewayReady;
+    const relations = catalogOf(await repo.liveSchemas(this.db, orgId));
+    return compile(sql, { relations, paramTypes, orgId });
+  }
+
+  /** Layer 1 then layer 2, with the caps applied and database refusals mapped. */
+  private async execute(
+    orgId: string,
+    sqlText: string,
+    paramTypes: ParamType[],
+    values: unknown[],
+    rows: number,
+    limits: QueryLimits,
+  ): Promise<QueryResultJson> {
+    const compiled = await this.compile(orgId, sqlText, paramTypes);
+    await this.ensureLayer2();
+    let raw: Awaited<ReturnType<typeof repo.runAsReader>>;
+    try {
+      raw = await repo.runAsReader(this.db, orgId, compiled.sql, [...values, ...compiled.boundParams], {
+        statementTimeoutMs: limits.statementTimeoutMs,
+        workMemKiB: limits.workMemKiB,
+        fetchRows: rows + 1,
+      });
+    } catch (error) {
+      throw this.queryError(error, sqlText);
+    }
+    const names = await repo.typeNamesOf(
+      this.db,
+      raw.fields.map((f) => f.typeId),
+    );
+    const encoded = encodeRows(raw, rows, limits.maxResultBytes);
+    return {
+      columns: raw.fields.map((f) => ({ name: f.name, type: names.get(f.typeId) ?? String(f.typeId) })),
+      rows: encoded.rows,
+      row_count: encoded.rows.length,
+      truncated: encoded.truncated !== null,
+      ...(encoded.truncated ? { truncated_reason: encoded.truncated } : {}),
+    };
+  }
+
+  /** Layer 2 must hold alone: refuse to run while the reader could still call set_config. */
+  private async ensureLayer2(): Promise<void> {
+    if (this.layer2Checked) return;
+    if (await repo.readerCanSetConfig(this.db)) {
+      throw new AppError(
+        "unavailable",
+        "telemetry SQL is off: a superuser must REVOKE EXECUTE ON FUNCTION pg_catalog.set_config(text, text, boolean) FROM PUBLIC (docs/telemetry-sql.md)",
+      );
+    }
+    this.layer2Checked = true;
+  }
+
+  private queryError(error: unknown, sqlText: string): unknown {
+    const state = sqlState(error);
+    if (state === null || error instanceof AppError) return error;
+    const message = (error as Error).message;
+    if (state === "57014") {
+      return new AppError("deadline_exceeded", "the query ran past its statement timeout and was canceled");
+    }
+    if (state.startsWith("08") || state.startsWith("57P"))
+      return new AppError("unavailable", "the store is unavailable");
+    const column = /column "?([^"\s]+)"? does not exist/.exec(message)?.[1];
+    if (column !== undefined) {
+      const name = column.includes(".") ? (column.split(".").at(-1) as string) : column;
+      const at = sqlText.toLowerCase().search(new RegExp(`\\b${name.replace(/[^a-z0-9_]/gi, "")}\\b`, "i"));
+      return new AppError(
+        "invalid_argument",
+        `column ${column} is not a published column${at >= 0 ? ` (position ${at + 1})` : ""}`,
+        { details: { construct: `column ${column}`, ...(at >= 0 ? { position: at + 1 } : {}) } },
+      );
+    }
+    return new AppError("invalid_argument", `the query failed: ${message}`, { details: { sqlstate: state } });
+  }
+
+  async put(cred: Credential, name: string, body: PutDataViewBody): Promise<DataViewJson> {
+    requireOrgScoped(cred, "write data views");
+    if (body.name !== undefined && body.name !== name) throw invalid("body name must equal the path name");
+    const params = body.spec.params ?? [];
+    const seen = new Set<string>();
+    for (const p of params) {
+      if (seen.has(p.name)) throw invalid(`param ${p.name} is declared twice`);
+      seen.add(p.name);
+    }
+    // Validated through the gateway: compiled, then planned and run with no rows under layer 2.
+    await this.execute(
+      cred.orgId,
+      body.spec.sql,
+      params.map((p) => p.type),
+      params.map(() => null),
+      0,
+      this.limits.views,
+    );
+    const row = await repo.putView(this.db, {
+      orgId: cred.orgId,
+      name,
+      description: body.description ?? "",
+      spec: body.spec,
+      createdBy: cred.principalId,
+      now: this.clock.now(),
+    });
+    return viewJson(row);
+  }
+
+  async list(cred: Credential): Promise<DataViewJson[]> {
+    requireOrgScoped(cred, "list data views");
+    return (await repo.listViews(this.db, cred.orgId)).map(viewJson);
+  }
+
+  async run(cred: Credential, name: string, body: RunDataViewBody): Promise<QueryResultJson> {
+    requireOrgScoped(cred, "run data views");
+    const row = await repo.getView(this.db, cred.orgId, name);
+    if (!row) throw notFound("data view");
+    const spec = row.spec as DataViewSpecJson;
+    const declared = spec.params ?? [];
+    const given = body.params ?? {};
+    for (const key of Object.keys(given)) {
+      if (!declared.some((p) => p.name === key)) throw invalid(`param ${key} is not declared by the view`);
+    }
+    const values = declared.map((p) => {
+      const value = given[p.name];
+      if (value === undefined || value === null) return null;
+      return p.type === "jsonb" ? JSON.stringify(value) : String(value);
+    });
+    const limits = this.limits.views;
+    const rows = Math.min(body.limit ?? limits.defaultRows, limits.maxRows);
+    const result = await this.execute(
+      cred.orgId,
+      spec.sql,
+      declared.map((p) => p.type),
+      values,
+      rows,
+      limits,
+    );
+    return { ...result, spec_version: row.spec_version };
+  }
+
+  async delete(cred: Credential, name: string): Promise<void> {
+    requireOrgScoped(cred, "delete data views");
+    if (!(await repo.deleteView(this.db, cred.orgId, name))) throw notFound("data view");
+  }
+
+  /** Raw SQL: never stored; the organization comes from the credential alone. */
+  async runSql(cred: Credential, sql: string, limit: number | undefined): Promise<QueryResultJson> {
+    requireOrgScoped(cred, "run telemetry SQL");
+    const limits = this.limits.raw;
+    return this.execute(cred.orgId, sql, [], [], Math.min(limit ?? limits.defaultRows, limits.maxRows), limits);
+  }
+}

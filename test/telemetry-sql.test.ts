@@ -1,0 +1,264 @@
+// Telemetry SQL on both stores: the adversarial corpus through POST /v1/telemetry/sql, layer 2
+// alone (unrewritten hostile text run as the reader), data views from put to delete, and a
+// view naming a column the allowlist no longer has failing closed.
+import assert from "node:assert/strict";
+import { before, it } from "node:test";
+import * as repo from "../src/modules/telemetry/repo.js";
+import { forEachStore, type TestApp, type TestOrg } from "./harness.js";
+import { assertError } from "./support/assertions.js";
+import { API_ONLY_RUNTIME } from "./support/fixtures.js";
+import { CORPUS, MARKER } from "./support/telemetry-corpus.js";
+
+const REVIEW_SCHEMA = {
+  name: "review",
+  json_schema: JSON.stringify({ type: "object", properties: { score: { type: "integer" }, note: { type: "string" } } }),
+  promoted_fields: [{ field: "score", identity: false, bloom: false }],
+};
+
+/** Rows of one organization; org B's carry MARKER in every text it can hold. */
+async function seed(t: TestApp, org: TestOrg, tag: string): Promise<void> {
+  const key = org.keys.owner;
+  const run = await t.request("POST", "/v1/runs", { key, body: { label: `run-${tag}` } });
+  assert.equal(run.status, 200, run.raw);
+  const runId = (run.body.run as { id: string }).id;
+  const schema = await t.request("POST", "/v1/annotation-schemas", { key, body: REVIEW_SCHEMA });
+  assert.equal(schema.status, 200, schema.raw);
+  const slot = (schema.body.schema as { promoted_fields: { slot: string }[] }).promoted_fields[0]?.slot ?? "p1";
+  for (let i = 0; i < 3; i++) {
+    await t.c.db.query(
+      `INSERT INTO events (org_id, event_id, project_id, run_id, lineage_path, ts_wall_ns, name, principal, payload)
+       VALUES ($1, $2, $3, $4, '', $5, $6, $7, $8::jsonb)`,
+      [
+        org.id,
+        `ev-${tag}-${i}`,
+        org.defaultProjectId,
+        runId,
+        String(Date.now() * 1e6 + i),
+        `event-${tag}`,
+        tag,
+        JSON.stringify({ m: tag }),
+      ],
+    );
+  }
+  await t.c.db.query(
+    `INSERT INTO events (org_id, event_id, project_id, run_id, ts_wall_ns, name, kind, schema_name, schema_version,
+                         principal, payload, payload_text, ${slot})
+     VALUES ($1, $2, $3, $4, $5, 'annotation', 'annotation', 'review', 1, $6, $7::jsonb, $7, '7')`,
+    [
+      org.id,
+      `an-${tag}`,
+      org.defaultProjectId,
+      runId,
+      String(Date.now() * 1e6),
+      tag,
+      JSON.stringify({ score: 7, note: tag }),
+    ],
+  );
+  const sandbox = await t.request("POST", "/v1/sandboxes", { key, body: { metadata: { m: tag } } });
+  assert.equal(sandbox.status, 200, sandbox.raw);
+  await t.c.db.query(
+    `INSERT INTO sandbox_snapshots (id, org_id, project_id, source_sandbox_id, run_id, name, image, lineage_path,
+       storage_class, state, durability, request_hash, created_at)
+     SELECT $2, org_id, project_id, id, run_id, $3, image, lineage_path, storage_class, 'sealed', 'local', 'x', now()
+       FROM sandboxes WHERE id = $1`,
+    [String(sandbox.body.id), `snp-${tag}`, `snap-${tag}`],
+  );
+}
+
+const LAYER2 = { statementTimeoutMs: 5000, workMemKiB: 4096, fetchRows: 1000 };
+
+forEachStore(
+  "telemetry SQL",
+  (t) => {
+    let eventCount = 0;
+    before(async () => {
+      await seed(t(), t().orgA, "org-a-visible");
+      await seed(t(), t().orgB, MARKER);
+      eventCount = Number((await t().c.db.query<{ n: string }>("SELECT count(*) AS n FROM events")).rows[0]?.n);
+    });
+
+    const sql = (query: string, key = t().orgA.keys.member) =>
+      t().request("POST", "/v1/telemetry/sql", { key, body: { sql: query } });
+
+    it(`answers the adversarial corpus (${CORPUS.length} queries): refused, or only the caller's rows`, async () => {
+      for (const entry of CORPUS) {
+        const res = await sql(entry.sql || " ");
+        assert.ok(!res.raw.includes(MARKER), `org B's marker leaked: ${entry.sql}\n${res.raw}`);
+        if (entry.expect === "refused") {
+          assertError(res, 400, "invalid_argument");
+        } else {
+          assert.equal(res.status, 200, `${entry.sql}: ${res.raw}`);
+        }
+      }
+      const after = Number((await t().c.db.query<{ n: string }>("SELECT count(*) AS n FROM events")).rows[0]?.n);
+      assert.equal(after, eventCount, "no query changed stored data");
+    });
+
+    it("answers the caller's own rows of every published relation", async () => {
+      for (const relation of ["runs", "events", "annotations", "sandboxes", "snapshots", "review"]) {
+        const res = await sql(`SELECT count(*) AS n FROM ${relation}`);
+        assert.equal(res.status, 200, res.raw);
+        assert.ok(Number((res.body.rows as string[][])[0]?.[0]) >= 1, `${relation}: ${res.raw}`);
+      }
+      const review = await sql("SELECT score, payload->>'note' AS note FROM review");
+      assert.deepEqual(review.body.columns, [
+        { name: "score", type: "bigint" },
+        { name: "note", type: "text" },
+      ]);
+      assert.deepEqual(review.body.rows, [["7", "org-a-visible"]]);
+    });
+
+    it("names the refused construct and its position", async () => {
+      const res = await sql("SELECT id,\n  pg_sleep(1) FROM runs");
+      assertError(res, 400, "invalid_argument");
+      assert.match(String(res.body.message), /function pg_sleep is not allowed \(line 2, column 3\)/);
+      assert.deepEqual(res.body.details, { construct: "function pg_sleep", position: 14, line: 2, column: 3 });
+    });
+
+    it("caps rows and bytes with truncated: true", async () => {
+      const rows = await t().request("POST", "/v1/telemetry/sql", {
+        key: t().orgA.keys.member,
+        body: { sql: "SELECT * FROM generate_series(1, 5000)", limit: 10 },
+      });
+      assert.equal(rows.status, 200, rows.raw);
+      assert.equal((rows.body.rows as unknown[]).length, 10);
+      assert.equal(rows.body.truncated, true);
+      assert.equal(rows.body.truncated_reason, "row_limit");
+      const bytes = await sql("SELECT lpad('x', 100000, 'y') FROM generate_series(1, 50)");
+      assert.equal(bytes.status, 200, bytes.raw);
+      assert.equal(bytes.body.truncated_reason, "byte_limit");
+      assert.ok((bytes.body.rows as unknown[]).length < 11);
+    });
+
+    it("layer 2 alone: unrewritten hostile text run as the reader sees only the bound organization", async () => {
+      const orgA = t().orgA.id;
+      const orgB = t().orgB.id;
+      const own = await repo.runAsReader(t().c.db, orgA, "SELECT name, payload::text FROM events", [], LAYER2);
+      assert.ok(own.rows.length > 0);
+      assert.ok(!JSON.stringify(own.rows).includes(MARKER));
+      const hostile = [
+        "SELECT * FROM public.events",
+        "SELECT * FROM public.runs",
+        "SELECT * FROM pg_authid",
+        "SELECT * FROM pg_shadow",
+        "SELECT * FROM api_keys",
+        "SELECT * FROM data_views",
+        `SELECT set_config('warren.telemetry_org', '${orgB}', true)`,
+        `WITH x AS MATERIALIZED (SELECT set_config('warren.telemetry_org', '${orgB}', false)) SELECT e.* FROM x, events e`,
+        "SELECT set_config('role', 'postgres', true), query_to_xml('select * from public.events', true, false, '')",
+        "SELECT 1) AS q; RESET ROLE; SELECT * FROM public.events; SELECT (1",
+        "SELECT pg_read_file('/etc/passwd')",
+        "SELECT lo_import('/etc/passwd')",
+      ];
+      for (const text of hostile) {
+        const outcome = await repo.runAsReader(t().c.db, orgA, text, [], LAYER2).then(
+          (r) => JSON.stringify(r.rows),
+          (e: Error) => `refused: ${e.message}`,
+        );
+        assert.ok(outcome.startsWith("refused"), `${text} ran: ${outcome}`);
+      }
+      // Reading through the views and the xml functions stays inside the organization.
+      for (const text of [
+        "SELECT * FROM events",
+        "SELECT * FROM telemetry_sql.runs",
+        "SELECT query_to_xml('select * from telemetry_sql.events', true, false, '')::text",
+        "SELECT current_setting('warren.telemetry_org')",
+      ]) {
+        const r = await repo.runAsReader(t().c.db, orgA, text, [], LAYER2);
+        assert.ok(!JSON.stringify(r.rows).includes(MARKER), text);
+      }
+      // Nothing a query did survives its transaction.
+      const role = await t().c.db.query<{ r: string; org: string | null }>(
+        "SELECT current_user AS r, current_setting('warren.telemetry_org', true) AS org",
+      );
+      assert.notEqual(role.rows[0]?.r, "warren_telemetry_reader");
+      assert.ok(!role.rows[0]?.org);
+      const b = await repo.runAsReader(t().c.db, orgB, "SELECT name FROM events", [], LAYER2);
+      assert.ok(JSON.stringify(b.rows).includes(MARKER), "org B sees its own rows");
+    });
+
+    it("data views: put, run, upsert (spec_version 2), list, delete frees the name", async () => {
+      const key = t().orgA.keys.member;
+      const spec = {
+        type: "sql.v1",
+        sql: "SELECT name, count(*) AS n FROM events WHERE name = $1 GROUP BY name",
+        params: [{ name: "event_name", type: "text" }],
+        render: { chart: "bar" },
+      };
+      const put = await t().request("PUT", "/v1/data-views/by-name", { key, body: { description: "d", spec } });
+      assert.equal(put.status, 200, put.raw);
+      assert.equal((put.body.view as { spec_version: number }).spec_version, 1);
+      const run = await t().request("POST", "/v1/data-views/by-name:run", {
+        key,
+        body: { params: { event_name: "event-org-a-visible" } },
+      });
+      assert.equal(run.status, 200, run.raw);
+      assert.deepEqual(run.body.columns, [
+        { name: "name", type: "text" },
+        { name: "n", type: "bigint" },
+      ]);
+      assert.deepEqual(run.body.rows, [["event-org-a-visible", "3"]]);
+      const marker = await t().request("POST", "/v1/data-views/by-name:run", {
+        key,
+        body: { params: { event_name: MARKER } },
+      });
+      assert.deepEqual(marker.body.rows, []);
+      const again = await t().request("PUT", "/v1/data-views/by-name", {
+        key,
+        body: { spec: { ...spec, render: {} } },
+      });
+      assert.equal((again.body.view as { spec_version: number }).spec_version, 2);
+      const list = await t().request("GET", "/v1/data-views", { key });
+      assert.deepEqual(
+        (list.body.views as { name: string }[]).map((v) => v.name),
+        ["by-name"],
+      );
+      const hidden = await t().request("POST", "/v1/data-views/by-name:run", { key: t().orgB.keys.owner, body: {} });
+      assertError(hidden, 404, "not_found");
+      const bad = await t().request("PUT", "/v1/data-views/bad", {
+        key,
+        body: { spec: { type: "sql.v1", sql: "SELECT * FROM pg_class" } },
+      });
+      assertError(bad, 400, "invalid_argument");
+      assert.equal((await t().request("DELETE", "/v1/data-views/by-name", { key })).status, 200);
+      assertError(await t().request("DELETE", "/v1/data-views/by-name", { key }), 404, "not_found");
+      const fresh = await t().request("PUT", "/v1/data-views/by-name", { key, body: { spec } });
+      assert.equal((fresh.body.view as { spec_version: number }).spec_version, 1);
+    });
+
+    it("a view naming a column the allowlist no longer has fails closed, on store and on every run", async () => {
+      const key = t().orgA.keys.owner;
+      const put = await t().request("PUT", "/v1/data-views/scores", {
+        key,
+        body: { spec: { type: "sql.v1", sql: "SELECT avg(score) FROM review" } },
+      });
+      assert.equal(put.status, 200, put.raw);
+      const archived = await t().request("POST", "/v1/annotation-schemas/review:archive", { key, body: {} });
+      assert.equal(archived.status, 200, archived.raw);
+      const again = await t().request("POST", "/v1/annotation-schemas", {
+        key,
+        body: { ...REVIEW_SCHEMA, promoted_fields: [] },
+      });
+      assert.equal(again.status, 200, again.raw);
+      const run = await t().request("POST", "/v1/data-views/scores:run", { key, body: {} });
+      assertError(run, 400, "invalid_argument");
+      assert.match(String(run.body.message), /column score/);
+      const store = await t().request("PUT", "/v1/data-views/scores", {
+        key,
+        body: { spec: { type: "sql.v1", sql: "SELECT avg(score) FROM review" } },
+      });
+      assertError(store, 400, "invalid_argument");
+      assert.match(String(store.body.message), /column score/);
+    });
+
+    it("a query past its statement timeout is a clear error (PostgreSQL; PGlite cannot cancel)", async (ctx) => {
+      if (t().store === "pglite") {
+        ctx.skip("PGlite (single-threaded WASM) does not enforce statement_timeout");
+        return;
+      }
+      const res = await sql("SELECT count(*) FROM generate_series(1, 1000000) a, generate_series(1, 1000000) b");
+      assertError(res, 504, "deadline_exceeded");
+    });
+  },
+  { overrides: { runtime: API_ONLY_RUNTIME } },
+);
