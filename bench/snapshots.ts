@@ -147,7 +147,7 @@ const dataDir = path.join(tmp, "data");
 const layout = new Layout(runtimeRoot);
 const rawDir = path.join(layout.poolDir, "bench-raw");
 const key = `bench-${randomBytes(12).toString("hex")}`;
-let server: RunningServer | null = null;
+let server = null as RunningServer | null;
 const rawMounts = new Set<string>();
 const cleanup = async () => {
   killAllServers();
@@ -508,7 +508,7 @@ try {
   log(`replication: fresh ${freshMBps} MB/s, delta p50 ${r1(percentile(deltaWarren, 50))} ms`);
 
   // ---- 4: restore from the blob store only ---------------------------------------------------
-  await (server as RunningServer).stop();
+  await server?.stop();
   await start({ WARREN_SNAPSHOT_LOCAL_COPIES: "drop" });
   const blobSource = await createRunning(durableBody);
   const blobFile = path.join(layout.sandbox(blobSource.id).workspace, "data");
@@ -576,7 +576,7 @@ try {
   process.stderr.write(`${(error as Error).stack}\n`);
   process.exitCode = 1;
 } finally {
-  await (server as unknown as RunningServer | null)?.stop().catch(() => undefined);
+  await server?.stop().catch(() => undefined);
   await cleanup();
 }
 process.exit(process.exitCode ?? 0);
