@@ -18,7 +18,8 @@
 //     <= 1.5 s to running. Raw: `cp --sparse=always` of the same two images from the blob
 //     store's filesystem into the pool + fsync + `runc run -d`.
 // Usage: node --import tsx bench/snapshots.ts [--snapshots 15] [--restores 10] [--fresh 4]
-//   [--deltas 7] [--blob-restores 4] [--sizes 100MB,1GiB]
+//   [--deltas 7] [--blob-restores 4] [--sizes 100MB,1GiB] [--phases local,replication,blob]
+//   (local: snapshot and restore; replication: fresh and delta; blob: restore from the blob store)
 import { execFile } from "node:child_process";
 import { randomBytes, randomFillSync, randomInt } from "node:crypto";
 import { constants } from "node:fs";
@@ -47,6 +48,7 @@ const DELTAS = Number(args.get("deltas") ?? 7);
 const BLOB_RESTORES = Number(args.get("blob-restores") ?? 4);
 const SIZES: Record<string, number> = { "100MB": 100e6, "1GiB": 2 ** 30 };
 const SIZE_NAMES = (args.get("sizes") ?? "100MB,1GiB").split(",");
+const PHASES = new Set((args.get("phases") ?? "local,replication,blob").split(","));
 const WORKSPACE_GIB = 2;
 const TARGETS = {
   snapshotP50Ms: 30,
@@ -252,7 +254,7 @@ try {
   // ---- 1 and 2: snapshot to local, restore to running; 100 MB and 1 GiB -------------------
   const bySize: Record<string, { snapshot: unknown; restore: unknown; dataBytes: number; imageBytes: number }> = {};
   const durableBody = { storage_class: "durable", workspace_capacity_gib: WORKSPACE_GIB };
-  for (const sizeName of SIZE_NAMES) {
+  for (const sizeName of PHASES.has("local") ? SIZE_NAMES : []) {
     const bytes = SIZES[sizeName];
     if (bytes === undefined) throw new Error(`unknown size ${sizeName}`);
     const source = await createRunning(durableBody);
@@ -393,29 +395,31 @@ try {
     );
     await remove(source.id);
   }
-  results.bySize = bySize;
+  if (PHASES.has("local")) results.bySize = bySize;
   const p50Of = (size: string, what: "snapshot" | "restore") =>
     (bySize[size]?.[what] as { warren: { p50: number } } | undefined)?.warren.p50 ?? Number.NaN;
   const spread = (what: "snapshot" | "restore") => {
     const values = SIZE_NAMES.map((size) => p50Of(size, what));
     return ratio(Math.max(...values), Math.min(...values));
   };
-  results.snapshotToLocal = {
-    target: `p50 <= ${TARGETS.snapshotP50Ms} ms at each size, sizes within ${TARGETS.sizeSpread}x`,
-    p50Ms: Object.fromEntries(SIZE_NAMES.map((size) => [size, p50Of(size, "snapshot")])),
-    sizeSpread: spread("snapshot"),
-    pass:
-      SIZE_NAMES.every((size) => p50Of(size, "snapshot") <= TARGETS.snapshotP50Ms) &&
-      spread("snapshot") <= TARGETS.sizeSpread,
-  };
-  results.restoreToRunning = {
-    target: `p50 <= ${TARGETS.restoreP50Ms} ms at each size, sizes within ${TARGETS.sizeSpread}x`,
-    p50Ms: Object.fromEntries(SIZE_NAMES.map((size) => [size, p50Of(size, "restore")])),
-    sizeSpread: spread("restore"),
-    pass:
-      SIZE_NAMES.every((size) => p50Of(size, "restore") <= TARGETS.restoreP50Ms) &&
-      spread("restore") <= TARGETS.sizeSpread,
-  };
+  if (PHASES.has("local"))
+    results.snapshotToLocal = {
+      target: `p50 <= ${TARGETS.snapshotP50Ms} ms at each size, sizes within ${TARGETS.sizeSpread}x`,
+      p50Ms: Object.fromEntries(SIZE_NAMES.map((size) => [size, p50Of(size, "snapshot")])),
+      sizeSpread: spread("snapshot"),
+      pass:
+        SIZE_NAMES.every((size) => p50Of(size, "snapshot") <= TARGETS.snapshotP50Ms) &&
+        spread("snapshot") <= TARGETS.sizeSpread,
+    };
+  if (PHASES.has("local"))
+    results.restoreToRunning = {
+      target: `p50 <= ${TARGETS.restoreP50Ms} ms at each size, sizes within ${TARGETS.sizeSpread}x`,
+      p50Ms: Object.fromEntries(SIZE_NAMES.map((size) => [size, p50Of(size, "restore")])),
+      sizeSpread: spread("restore"),
+      pass:
+        SIZE_NAMES.every((size) => p50Of(size, "restore") <= TARGETS.restoreP50Ms) &&
+        spread("restore") <= TARGETS.sizeSpread,
+    };
 
   // ---- 3: replication of a new 100 MB workspace, then of 1 MB changed -----------------------
   const FRESH_BYTES = 100e6;
@@ -425,139 +429,149 @@ try {
     root: path.join(dataDir, "bench-raw-root.img"),
     workspace: path.join(dataDir, "bench-raw-ws.img"),
   };
-  let deltaSource = "";
-  const sources: string[] = [];
-  await alternate(
-    FRESH,
-    async () => {
-      // The source: the images of the latest new sandbox (or the first one's, made now).
-      if (sources.length === 0) {
+  if (PHASES.has("replication")) {
+    let deltaSource = "";
+    const sources: string[] = [];
+    await alternate(
+      FRESH,
+      async () => {
+        // The source: the images of the latest new sandbox (or the first one's, made now).
+        if (sources.length === 0) {
+          const made = await createRunning(durableBody);
+          sources.push(made.id);
+          await writeRandom(path.join(layout.sandbox(made.id).workspace, "data"), FRESH_BYTES);
+        }
+        const images = layout.sandboxImages(sources[sources.length - 1] as string);
+        await rm(hostCopies.root, { force: true });
+        await rm(hostCopies.workspace, { force: true });
+        const { ms } = await timed(async () => {
+          await Promise.all([
+            exec("cp", ["--reflink=never", "--sparse=always", images.root, hostCopies.root]),
+            exec("cp", ["--reflink=never", "--sparse=always", images.workspace, hostCopies.workspace]),
+          ]);
+          await Promise.all([fsyncFile(hostCopies.root), fsyncFile(hostCopies.workspace)]);
+        });
+        freshRaw.push(ms);
+      },
+      async () => {
         const made = await createRunning(durableBody);
         sources.push(made.id);
         await writeRandom(path.join(layout.sandbox(made.id).workspace, "data"), FRESH_BYTES);
-      }
-      const images = layout.sandboxImages(sources[sources.length - 1] as string);
-      await rm(hostCopies.root, { force: true });
-      await rm(hostCopies.workspace, { force: true });
-      const { ms } = await timed(async () => {
-        await Promise.all([
-          exec("cp", ["--reflink=never", "--sparse=always", images.root, hostCopies.root]),
-          exec("cp", ["--reflink=never", "--sparse=always", images.workspace, hostCopies.workspace]),
-        ]);
-        await Promise.all([fsyncFile(hostCopies.root), fsyncFile(hostCopies.workspace)]);
-      });
-      freshRaw.push(ms);
-    },
-    async () => {
-      const made = await createRunning(durableBody);
-      sources.push(made.id);
-      await writeRandom(path.join(layout.sandbox(made.id).workspace, "data"), FRESH_BYTES);
-      const idempotencyKey = newKey();
-      await snapshot(made.id, idempotencyKey);
-      const { ms } = await timed(() => awaitReplicated(made.id, idempotencyKey));
-      freshWarren.push(ms);
-      deltaSource = made.id;
-    },
-  );
-  const freshImageBytes = await allocatedBytes([hostCopies.root, hostCopies.workspace]);
+        const idempotencyKey = newKey();
+        await snapshot(made.id, idempotencyKey);
+        const { ms } = await timed(() => awaitReplicated(made.id, idempotencyKey));
+        freshWarren.push(ms);
+        deltaSource = made.id;
+      },
+    );
+    const freshImageBytes = await allocatedBytes([hostCopies.root, hostCopies.workspace]);
 
-  const deltaWarren: number[] = [];
-  const deltaRaw: number[] = [];
-  const deltaFile = path.join(layout.sandbox(deltaSource).workspace, "data");
-  await alternate(
-    DELTAS,
-    async () => {
-      const target = path.join(dataDir, `bench-raw-delta-${rawSeq++}`);
-      const { ms } = await timed(async () => {
-        await writeFile(target, randomBytes(1e6));
-        await fsyncFile(target);
-      });
-      deltaRaw.push(ms);
-      await rm(target);
-    },
-    async () => {
-      await changeOneMB(deltaFile);
-      const idempotencyKey = newKey();
-      await snapshot(deltaSource, idempotencyKey);
-      const { ms } = await timed(() => awaitReplicated(deltaSource, idempotencyKey));
-      deltaWarren.push(ms);
-    },
-  );
-  for (const id of sources) await remove(id);
-  const freshP50 = percentile(freshWarren, 50);
-  const freshMBps = r1(FRESH_BYTES / 1e6 / (freshP50 / 1000));
-  results.replicationFresh = {
-    dataBytes: FRESH_BYTES,
-    imagesAllocatedBytes: freshImageBytes,
-    warrenMs: summary(freshWarren),
-    warrenMBps: freshMBps,
-    rawCpFsyncMs: summary(freshRaw),
-    rawCpFsyncMBps: r1(FRESH_BYTES / 1e6 / (percentile(freshRaw, 50) / 1000)),
-    ratioToRawP50: ratio(freshP50, percentile(freshRaw, 50)),
-    target: `>= ${TARGETS.freshMBps} MB/s (100 MB of workspace data / time from the answer to replicated)`,
-    pass: freshMBps >= TARGETS.freshMBps,
-  };
-  results.replicationDelta = {
-    changedBytes: 1e6,
-    warrenMs: summary(deltaWarren),
-    rawWrite1MBFsyncMs: summary(deltaRaw),
-    ratioToRawP50: ratio(percentile(deltaWarren, 50), percentile(deltaRaw, 50)),
-    target: `p50 <= ${TARGETS.deltaMs} ms`,
-    pass: percentile(deltaWarren, 50) <= TARGETS.deltaMs,
-  };
-  log(`replication: fresh ${freshMBps} MB/s, delta p50 ${r1(percentile(deltaWarren, 50))} ms`);
+    const deltaWarren: number[] = [];
+    const deltaRaw: number[] = [];
+    const deltaFile = path.join(layout.sandbox(deltaSource).workspace, "data");
+    await alternate(
+      DELTAS,
+      async () => {
+        const target = path.join(dataDir, `bench-raw-delta-${rawSeq++}`);
+        const { ms } = await timed(async () => {
+          await writeFile(target, randomBytes(1e6));
+          await fsyncFile(target);
+        });
+        deltaRaw.push(ms);
+        await rm(target);
+      },
+      async () => {
+        await changeOneMB(deltaFile);
+        const idempotencyKey = newKey();
+        await snapshot(deltaSource, idempotencyKey);
+        const { ms } = await timed(() => awaitReplicated(deltaSource, idempotencyKey));
+        deltaWarren.push(ms);
+      },
+    );
+    for (const id of sources) await remove(id);
+    const freshP50 = percentile(freshWarren, 50);
+    const freshMBps = r1(FRESH_BYTES / 1e6 / (freshP50 / 1000));
+    results.replicationFresh = {
+      dataBytes: FRESH_BYTES,
+      imagesAllocatedBytes: freshImageBytes,
+      warrenMs: summary(freshWarren),
+      warrenMBps: freshMBps,
+      rawCpFsyncMs: summary(freshRaw),
+      rawCpFsyncMBps: r1(FRESH_BYTES / 1e6 / (percentile(freshRaw, 50) / 1000)),
+      ratioToRawP50: ratio(freshP50, percentile(freshRaw, 50)),
+      target: `>= ${TARGETS.freshMBps} MB/s (100 MB of workspace data / time from the answer to replicated)`,
+      pass: freshMBps >= TARGETS.freshMBps,
+    };
+    results.replicationDelta = {
+      changedBytes: 1e6,
+      warrenMs: summary(deltaWarren),
+      rawWrite1MBFsyncMs: summary(deltaRaw),
+      ratioToRawP50: ratio(percentile(deltaWarren, 50), percentile(deltaRaw, 50)),
+      target: `p50 <= ${TARGETS.deltaMs} ms`,
+      pass: percentile(deltaWarren, 50) <= TARGETS.deltaMs,
+    };
+    log(`replication: fresh ${freshMBps} MB/s, delta p50 ${r1(percentile(deltaWarren, 50))} ms`);
+  }
 
   // ---- 4: restore from the blob store only ---------------------------------------------------
-  await server?.stop();
-  await start({ WARREN_SNAPSHOT_LOCAL_COPIES: "drop" });
-  const blobSource = await createRunning(durableBody);
-  const blobFile = path.join(layout.sandbox(blobSource.id).workspace, "data");
-  await writeRandom(blobFile, FRESH_BYTES);
-  const blobWarren: number[] = [];
-  const blobRaw: number[] = [];
-  await alternate(
-    BLOB_RESTORES,
-    async () => {
-      const dir = path.join(rawDir, `b${rawSeq++}`);
-      await mkdir(dir);
-      const targets = [path.join(dir, "root.img"), path.join(dir, "workspace.img")];
-      const copy = await timed(async () => {
-        await Promise.all([
-          exec("cp", ["--reflink=never", "--sparse=always", hostCopies.root, targets[0] as string]),
-          exec("cp", ["--reflink=never", "--sparse=always", hostCopies.workspace, targets[1] as string]),
-        ]);
-        await Promise.all(targets.map((file) => fsyncFile(file)));
-      });
-      const run = await plain.run();
-      blobRaw.push(copy.ms + run.ms);
-      await plain.remove(run.id);
-      await rm(dir, { recursive: true });
-    },
-    async () => {
-      await changeOneMB(blobFile);
-      const idempotencyKey = newKey();
-      const taken = await snapshot(blobSource.id, idempotencyKey);
-      await awaitReplicated(blobSource.id, idempotencyKey);
-      // The host copy goes just after the snapshot is recorded replicated.
-      for (let i = 0; i < 1000; i++) {
-        if (!(await stat(snapshotDir(taken.id)).catch(() => null))) break;
-        await new Promise((resolve) => setTimeout(resolve, 10));
-      }
-      if (await stat(snapshotDir(taken.id)).catch(() => null)) throw new Error("the local copy was not dropped");
-      const restored = await createRunning({ snapshot_id: taken.id });
-      blobWarren.push(restored.ms);
-      await remove(restored.id);
-    },
-  );
-  await remove(blobSource.id);
-  results.restoreFromBlobStore = {
-    dataBytes: FRESH_BYTES,
-    warrenMs: summary(blobWarren),
-    rawCpFsyncRunMs: summary(blobRaw),
-    ratioToRawP50: ratio(percentile(blobWarren, 50), percentile(blobRaw, 50)),
-    target: `p50 <= ${TARGETS.blobRestoreMs} ms`,
-    pass: percentile(blobWarren, 50) <= TARGETS.blobRestoreMs,
-  };
+  if (PHASES.has("blob")) {
+    await server?.stop();
+    await start({ WARREN_SNAPSHOT_LOCAL_COPIES: "drop" });
+    const blobSource = await createRunning(durableBody);
+    const blobFile = path.join(layout.sandbox(blobSource.id).workspace, "data");
+    await writeRandom(blobFile, FRESH_BYTES);
+    if (!(await stat(hostCopies.workspace).catch(() => null))) {
+      // The raw side's copies on the blob store's filesystem, when the replication phase did not make them.
+      const images = layout.sandboxImages(blobSource.id);
+      await exec("cp", ["--reflink=never", "--sparse=always", images.root, hostCopies.root]);
+      await exec("cp", ["--reflink=never", "--sparse=always", images.workspace, hostCopies.workspace]);
+    }
+    const blobWarren: number[] = [];
+    const blobRaw: number[] = [];
+    await alternate(
+      BLOB_RESTORES,
+      async () => {
+        const dir = path.join(rawDir, `b${rawSeq++}`);
+        await mkdir(dir);
+        const targets = [path.join(dir, "root.img"), path.join(dir, "workspace.img")];
+        const copy = await timed(async () => {
+          await Promise.all([
+            exec("cp", ["--reflink=never", "--sparse=always", hostCopies.root, targets[0] as string]),
+            exec("cp", ["--reflink=never", "--sparse=always", hostCopies.workspace, targets[1] as string]),
+          ]);
+          await Promise.all(targets.map((file) => fsyncFile(file)));
+        });
+        const run = await plain.run();
+        blobRaw.push(copy.ms + run.ms);
+        await plain.remove(run.id);
+        await rm(dir, { recursive: true });
+      },
+      async () => {
+        await changeOneMB(blobFile);
+        const idempotencyKey = newKey();
+        const taken = await snapshot(blobSource.id, idempotencyKey);
+        await awaitReplicated(blobSource.id, idempotencyKey);
+        // The host copy goes just after the snapshot is recorded replicated.
+        for (let i = 0; i < 1000; i++) {
+          if (!(await stat(snapshotDir(taken.id)).catch(() => null))) break;
+          await new Promise((resolve) => setTimeout(resolve, 10));
+        }
+        if (await stat(snapshotDir(taken.id)).catch(() => null)) throw new Error("the local copy was not dropped");
+        const restored = await createRunning({ snapshot_id: taken.id });
+        blobWarren.push(restored.ms);
+        await remove(restored.id);
+      },
+    );
+    await remove(blobSource.id);
+    results.restoreFromBlobStore = {
+      dataBytes: FRESH_BYTES,
+      warrenMs: summary(blobWarren),
+      rawCpFsyncRunMs: summary(blobRaw),
+      ratioToRawP50: ratio(percentile(blobWarren, 50), percentile(blobRaw, 50)),
+      target: `p50 <= ${TARGETS.blobRestoreMs} ms`,
+      pass: percentile(blobWarren, 50) <= TARGETS.blobRestoreMs,
+    };
+  }
 
   results.verdicts = Object.entries(results)
     .filter(([, value]) => typeof value === "object" && value !== null && "pass" in value)
