@@ -19,6 +19,7 @@
 //     store's filesystem into the pool + fsync + `runc run -d`.
 // Usage: node --import tsx bench/snapshots.ts [--snapshots 15] [--restores 10] [--fresh 4]
 //   [--deltas 7] [--blob-restores 4] [--sizes 100MB,1GiB] [--phases local,replication,blob]
+//   [--server-log FILE]
 //   (local: snapshot and restore; replication: fresh and delta; blob: restore from the blob store)
 import { execFile } from "node:child_process";
 import { randomBytes, randomFillSync, randomInt } from "node:crypto";
@@ -48,6 +49,8 @@ const DELTAS = Number(args.get("deltas") ?? 7);
 const BLOB_RESTORES = Number(args.get("blob-restores") ?? 4);
 const SIZES: Record<string, number> = { "100MB": 100e6, "1GiB": 2 ** 30 };
 const SIZE_NAMES = (args.get("sizes") ?? "100MB,1GiB").split(",");
+/** Where the servers' log goes (default: the temp dir, removed at the end). */
+const SERVER_LOG = args.get("server-log");
 const PHASES = new Set((args.get("phases") ?? "local,replication,blob").split(","));
 const WORKSPACE_GIB = 2;
 const TARGETS = {
@@ -181,7 +184,7 @@ try {
     server = await startServer({
       root: ROOT,
       port,
-      logFile: path.join(tmp, "server.log"),
+      logFile: SERVER_LOG ?? path.join(tmp, "server.log"),
       env: serverEnv(extra),
     });
     return server;

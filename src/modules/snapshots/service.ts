@@ -167,7 +167,10 @@ export class SnapshotService {
       local = await driver.snapshot(sandbox.id, id);
     } catch (error) {
       const code = error instanceof RuntimeError ? error.code : "host_failure";
-      this.log.warn({ sandbox_id: sandbox.id, snapshot_id: id, code, err: (error as Error).message }, "snapshot failed");
+      this.log.warn(
+        { sandbox_id: sandbox.id, snapshot_id: id, code, err: (error as Error).message },
+        "snapshot failed",
+      );
       return this.recordFailure(driver, id, sandbox, code);
     }
     try {
