@@ -1,8 +1,6 @@
 // Entry point: loadConfig() -> createContainer() -> createApp() -> listen, plus first-start
 // bootstrap, the controllers, a guard that keeps one callback's bug from ending the process,
 // and a clean shutdown on SIGINT/SIGTERM.
-// First: sizes the libuv threadpool before any module can start it.
-import "./lib/threadpool.js";
 import { loadConfig } from "./config.js";
 import { createApp, createContainer } from "./container.js";
 import { startControllers } from "./controllers/index.js";

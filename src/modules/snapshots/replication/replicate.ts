@@ -21,9 +21,9 @@ export interface ReplicateInput {
   chunks: ChunkStore;
   signal?: AbortSignal;
   /**
-   * Chunks stored at once (default 8). Each store holds a threadpool thread through its
-   * fsyncs; the server's pool has 16 threads (src/lib/threadpool.ts), so reads and
-   * compressions still find free ones.
+   * Chunks stored at once (default 8). Each store holds a libuv threadpool thread through
+   * its fsyncs; `make run` and the benchmarks start the server with UV_THREADPOOL_SIZE=16
+   * so reads and compressions still find free ones.
    */
   concurrency?: number;
 }
