@@ -114,7 +114,11 @@ export class FsBlobStore implements BlobStore {
   private readonly objects: string;
   private readonly tmp: string;
   private readonly now: () => Date;
-  /** Directories objects were published into (they exist unless a delete emptied them). */
+  /**
+   * Directories objects were published into, their entries synced up to `objects/`: no mkdir
+   * and no parent fsyncs for the next object in one. A delete forgets a directory before it
+   * tries to remove it, and is added back only by a publish whose syncs are done.
+   */
   private readonly knownDirs = new Set<string>();
   /** Directory fsyncs in flight, and the one queued behind each. */
   private readonly dirSyncs = new Map<string, DirSync>();
@@ -216,6 +220,8 @@ export class FsBlobStore implements BlobStore {
     // Empty directories go too, so listing never walks dead branches. A concurrent publish
     // into a directory removed here retries (publish).
     for (let dir = path.dirname(file); dir !== this.objects; dir = path.dirname(dir)) {
+      // Forgotten first: a publish that finds it unknown makes it and syncs its parents.
+      this.knownDirs.delete(dir);
       try {
         await rmdir(dir);
       } catch {
@@ -307,9 +313,10 @@ export class FsBlobStore implements BlobStore {
       const file = this.objectPath(key);
       const dir = path.dirname(file);
       for (let attempt = 1; ; attempt++) {
-        // A directory this store made or published into before is taken to exist; a delete
-        // that removed it meanwhile shows as ENOENT at the link, which makes it again.
-        const made = attempt === 1 && this.knownDirs.has(dir) ? [dir] : await this.makeParents(dir);
+        // A directory this store published into before exists with its entries synced (see
+        // knownDirs); a delete that removed it meanwhile shows as ENOENT at the link.
+        const known = attempt === 1 && this.knownDirs.has(dir);
+        if (!known) await io("make a directory", mkdir(dir, { recursive: true, mode: PRIVATE_DIR_MODE }));
         try {
           await link(staged.temp, file);
         } catch (error) {
@@ -318,23 +325,22 @@ export class FsBlobStore implements BlobStore {
           if (errnoOf(error) === "ENOENT" && attempt < PUBLISH_ATTEMPTS) continue;
           throw unavailable("publish an object", error);
         }
-        // The new name (and any directory made for it) survives a power loss once its parent
-        // is synced; writers publishing into one directory at once share its fsyncs.
-        for (const made1 of made) await this.syncDir(made1);
+        // The new name survives a power loss once its directory is synced. A directory not
+        // known (new to this process, made now here or by a concurrent publish, or forgotten
+        // by a delete meanwhile) also needs every directory above it synced; writers
+        // publishing into one directory at once share these fsyncs.
+        await this.syncDir(dir);
+        if (!known || !this.knownDirs.has(dir)) {
+          const above: string[] = [];
+          for (let d = dir; d !== this.objects; d = path.dirname(d)) above.push(path.dirname(d));
+          await Promise.all(above.map((parent) => this.syncDir(parent)));
+        }
         this.rememberDir(dir);
         return { written: true };
       }
     } finally {
       await unlink(staged.temp).catch(() => undefined);
     }
-  }
-
-  /** Makes `dir` and its missing parents; returns the directories to fsync, deepest first. */
-  private async makeParents(dir: string): Promise<string[]> {
-    const first = await io("make a directory", mkdir(dir, { recursive: true, mode: PRIVATE_DIR_MODE }));
-    const toSync = [dir];
-    if (first) for (let d = dir; d !== path.dirname(first); d = path.dirname(d)) toSync.push(path.dirname(d));
-    return [...new Set(toSync)];
   }
 
   private rememberDir(dir: string): void {
