@@ -49,8 +49,9 @@ test-deps: runtime-deps
 build: deps
 	$(NODE) scripts/build-server.ts
 
+# UV_THREADPOOL_SIZE: see README.md (libuv reads it once, before the server's first line runs).
 run: deps runtime-deps build
-	node --enable-source-maps build/warren.mjs
+	UV_THREADPOOL_SIZE=$${UV_THREADPOOL_SIZE:-16} node --enable-source-maps build/warren.mjs
 
 test: deps test-deps
 	npx tsc --noEmit

@@ -7,6 +7,8 @@
 //     (target: <= 150 ms)
 //   rebuild: the 100 MB image rebuilt from the store, vs `cp` of the replica back
 //   pipeline: the same replication into a store that discards (read, chunk, hash, compress only)
+//   file floor: the fs store's publish protocol alone (one fsynced file per chunk, linked, its
+//     directory fsynced) for as many files as the image has chunks, with the CPU it took
 //   zstd: levels 1 and 3 on the random image and on real files (node_modules' JS), per MB/s and ratio
 // The chunk store is blobChunkStore over the embedded fs blob store (test/support/blob-store.ts),
 // the server's default: each object is written to a temp file, fsynced and linked into place.
@@ -14,7 +16,7 @@
 import { spawnSync } from "node:child_process";
 import { randomBytes, randomInt } from "node:crypto";
 import { constants } from "node:fs";
-import { copyFile, mkdir, mkdtemp, open, readdir, readFile, rm, stat } from "node:fs/promises";
+import { copyFile, link, mkdir, mkdtemp, open, readdir, readFile, rm, stat, unlink } from "node:fs/promises";
 import { createRequire } from "node:module";
 import os from "node:os";
 import path from "node:path";
@@ -91,7 +93,11 @@ try {
     await handle.close();
   }
 
-  const fresh: { warrenMs: number[]; rawCpMs: number[]; stats?: unknown } = { warrenMs: [], rawCpMs: [] };
+  const fresh: { warrenMs: number[]; cpuMs: number[]; rawCpMs: number[]; stats?: unknown } = {
+    warrenMs: [],
+    cpuMs: [],
+    rawCpMs: [],
+  };
   let store: { chunks: ChunkStore; root: string } | null = null;
   let manifest: ImageManifest | null = null;
   for (let r = 0; r < ROUNDS; r++) {
@@ -104,8 +110,11 @@ try {
     const warrenOnce = async () => {
       const root = path.join(tmp, `blobs-${r}`);
       const chunks = blobChunkStore(await openTestBlobStore(root), "orgs/org_bench");
+      const cpu = process.cpuUsage();
       const { ms, value } = await timed(() => replicateImage({ path: image, chunks }));
+      const used = process.cpuUsage(cpu);
       fresh.warrenMs.push(ms);
+      fresh.cpuMs.push((used.user + used.system) / 1000);
       fresh.stats = value.stats;
       if (store) await rm(store.root, { recursive: true, force: true });
       store = { chunks, root };
@@ -130,6 +139,45 @@ try {
     const root = path.join(tmp, `blobs-v${r}`);
     const chunks = blobChunkStore(await openTestBlobStore(root), "orgs/org_bench", { verifyWrites: true });
     verifiedMs.push((await timed(() => replicateImage({ path: image, chunks }))).ms);
+    await rm(root, { recursive: true, force: true });
+  }
+
+  // The store's floor without any of Warren's code: as many files as the image has chunks,
+  // of the chunks' sizes (random bytes), each written the way the fs store publishes an
+  // object (open O_EXCL in tmp/, write, fsync, close, link into a shard directory, unlink
+  // the temp, fsync the shard directory), 8 at once; with the process's CPU (user + system,
+  // the threadpool's included). One file per chunk costs this much whatever the pipeline does.
+  const floor: { ms: number[]; cpuMs: number[] } = { ms: [], cpuMs: [] };
+  const pieces = baseManifest.chunks.map((chunk) => randomBytes(chunk.size));
+  for (let r = 0; r < ROUNDS; r++) {
+    const root = path.join(tmp, `floor-${r}`);
+    await mkdir(path.join(root, "tmp"), { recursive: true });
+    for (let shard = 0; shard < 256; shard++) await mkdir(path.join(root, shard.toString(16).padStart(2, "0")));
+    let next = 0;
+    const cpu = process.cpuUsage();
+    const { ms } = await timed(() =>
+      Promise.all(
+        Array.from({ length: 8 }, async () => {
+          while (next < pieces.length) {
+            const i = next++;
+            const temp = path.join(root, "tmp", `${i}.tmp`);
+            const handle = await open(temp, "wx");
+            await handle.write(pieces[i] as Buffer);
+            await handle.sync();
+            await handle.close();
+            const dir = path.join(root, (i % 256).toString(16).padStart(2, "0"));
+            await link(temp, path.join(dir, String(i)));
+            await unlink(temp);
+            const dirHandle = await open(dir, "r");
+            await dirHandle.sync();
+            await dirHandle.close();
+          }
+        }),
+      ),
+    );
+    const used = process.cpuUsage(cpu);
+    floor.ms.push(ms);
+    floor.cpuMs.push((used.user + used.system) / 1000);
     await rm(root, { recursive: true, force: true });
   }
 
@@ -229,6 +277,7 @@ try {
     fresh: {
       warrenMs: fresh.warrenMs.map((ms) => round(ms)),
       warrenMBps: mbps(DATA_BYTES, freshMs),
+      warrenCpuMs: fresh.cpuMs.map((ms) => round(ms)),
       rawCpMs: fresh.rawCpMs.map((ms) => round(ms)),
       rawCpMBps: mbps(DATA_BYTES, median(fresh.rawCpMs)),
       ratioToCp: round(freshMs / median(fresh.rawCpMs), 2),
@@ -240,6 +289,10 @@ try {
       verifiedWritesMBps: mbps(DATA_BYTES, median(verifiedMs)),
       pipelineWithoutStoreMs: pipelineMs.map((ms) => round(ms)),
       pipelineWithoutStoreMBps: mbps(DATA_BYTES, median(pipelineMs)),
+      fileFloorMs: floor.ms.map((ms) => round(ms)),
+      fileFloorMBps: mbps(DATA_BYTES, median(floor.ms)),
+      fileFloorCpuMs: floor.cpuMs.map((ms) => round(ms)),
+      threadpoolSize: Number(process.env.UV_THREADPOOL_SIZE || 4),
       ...concurrencySweep,
     },
     delta: {

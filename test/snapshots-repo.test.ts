@@ -25,7 +25,7 @@ forEachStore("snapshot chunk records", (t) => {
     const org = t().orgA.id;
     const db = t().c.db;
     assert.deepEqual([...(await repo.touchChunks(db, org, [digest(1), digest(2)], T0))].sort(), [digest(1), digest(2)]);
-    await repo.recordChunkSize(db, org, digest(1), 100);
+    await repo.recordChunkSizes(db, org, [{ digest: digest(1), storedBytes: 100 }]);
     // digest(2)'s row exists but was never recorded stored: still missing.
     assert.deepEqual([...(await repo.touchChunks(db, org, [digest(1), digest(2)], at(1)))], [digest(2)]);
     // Another organization shares nothing.
@@ -37,7 +37,7 @@ forEachStore("snapshot chunk records", (t) => {
     const db = t().c.db;
     for (const n of [10, 11, 12]) {
       await repo.touchChunks(db, org, [digest(n)], T0);
-      await repo.recordChunkSize(db, org, digest(n), 10);
+      await repo.recordChunkSizes(db, org, [{ digest: digest(n), storedBytes: 10 }]);
     }
     await insertSnapshot(t(), `snp-${"1".repeat(40)}`, "sealed", "replicated");
     await repo.insertSnapshotChunks(db, `snp-${"1".repeat(40)}`, org, [digest(10)]);
@@ -83,7 +83,7 @@ describe("chunk collection against a concurrent replication [postgres]", () => {
     const org = t.orgA.id;
     const db = t.c.db;
     await repo.touchChunks(db, org, [digest(20)], T0);
-    await repo.recordChunkSize(db, org, digest(20), 10);
+    await repo.recordChunkSizes(db, org, [{ digest: digest(20), storedBytes: 10 }]);
     let touched = new Set<string>();
     let touchDone = false;
     const marked = await repo.markGarbageChunks(db, at(50), 100);

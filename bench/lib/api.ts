@@ -5,7 +5,14 @@ import http from "node:http";
 // per request, which a benchmark of a few-millisecond call must not count as the server's.
 const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
 
-function send(base: string, key: string, method: string, route: string, body?: unknown) {
+function send(
+  base: string,
+  key: string,
+  method: string,
+  route: string,
+  body?: unknown,
+  extraHeaders: Record<string, string> = {},
+) {
   const payload = body === undefined ? undefined : JSON.stringify(body);
   return new Promise<{ status: number; text: string }>((resolve, reject) => {
     const request = http.request(
@@ -15,6 +22,7 @@ function send(base: string, key: string, method: string, route: string, body?: u
         agent,
         headers: {
           authorization: `Bearer ${key}`,
+          ...extraHeaders,
           ...(payload !== undefined
             ? { "content-type": "application/json", "content-length": Buffer.byteLength(payload) }
             : {}),
@@ -41,8 +49,9 @@ export async function call<T>(
   method: string,
   route: string,
   body?: unknown,
+  headers: Record<string, string> = {},
 ): Promise<{ status: number; body: T }> {
-  const res = await send(base, key, method, route, body);
+  const res = await send(base, key, method, route, body, headers);
   return { status: res.status, body: JSON.parse(res.text) as T };
 }
 

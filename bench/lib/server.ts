@@ -52,7 +52,8 @@ export async function startServer(opts: ServerOptions, timeoutMs = 60_000): Prom
   const extra = process.env.WARREN_BENCH_SERVER_NODE_ARGS?.split(/\s+/).filter(Boolean) ?? [];
   const child = spawn(process.execPath, [...extra, ...(opts.nodeArgs ?? []), "--enable-source-maps", SERVER_BUNDLE], {
     cwd: opts.root,
-    env: { ...process.env, ...opts.env, WARREN_LISTEN: `127.0.0.1:${opts.port}` },
+    // As `make run` starts it: a 16-thread libuv pool unless the environment says otherwise.
+    env: { UV_THREADPOOL_SIZE: "16", ...process.env, ...opts.env, WARREN_LISTEN: `127.0.0.1:${opts.port}` },
     stdio: ["ignore", logFd, logFd],
   });
   closeSync(logFd);
@@ -93,4 +94,4 @@ export async function startServer(opts: ServerOptions, timeoutMs = 60_000): Prom
 
 /** How the benchmarks run the server, as recorded in their results. */
 export const SERVER_METHOD =
-  "node --enable-source-maps build/warren.mjs, the make run bundle (defaults; WARREN_LOG_LEVEL=info; stdout+stderr to a log file)";
+  "UV_THREADPOOL_SIZE=16 node --enable-source-maps build/warren.mjs, the make run bundle (defaults; WARREN_LOG_LEVEL=info; stdout+stderr to a log file)";

@@ -86,6 +86,29 @@ describe("fs blob store", () => {
     }
   });
 
+  it("publishes again into a directory it knew, after a delete emptied and removed it", async () => {
+    const dir = path.join(root, "known");
+    const store = await open(dir);
+    await store.putIfAbsent("k/l/first", Buffer.from("1"));
+    await store.delete("k/l/first");
+    assert.deepEqual(await readdir(path.join(dir, "objects")), []);
+    assert.deepEqual(await store.putIfAbsent("k/l/second", Buffer.from("2")), { written: true });
+    assert.equal((await store.get("k/l/second"))?.toString(), "2");
+  });
+
+  it("publishes many objects into one directory at once (their directory fsyncs shared)", async () => {
+    const dir = path.join(root, "shared-dir");
+    const store = await open(dir);
+    const keys = Array.from({ length: 40 }, (_, i) => `s/${String(i).padStart(2, "0")}`);
+    const puts = await Promise.all(keys.map((key) => store.putIfAbsent(key, Buffer.from(key))));
+    assert.ok(puts.every((put) => put.written));
+    assert.deepEqual(
+      (await collect(store.list("s/"))).map((info) => info.key),
+      keys,
+    );
+    assert.deepEqual(await readdir(path.join(dir, "tmp")), []);
+  });
+
   it("ignores what is not an object in its tree when listing", async () => {
     const dir = path.join(root, "foreign");
     const store = await open(dir);

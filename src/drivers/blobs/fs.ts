@@ -91,11 +91,22 @@ async function fsyncDir(dir: string): Promise<void> {
   }
 }
 
+/** A directory's fsync under way, and the next one, which callers arriving meanwhile share. */
+interface DirSync {
+  current: Promise<void>;
+  queued: Promise<void> | null;
+}
+
+const settled = () => undefined;
+/** How many directories the store remembers as existing (each chunk shard is one). */
+const KNOWN_DIRS = 4096;
+
 /** A staged object: a complete, fsynced temp file and what it holds. */
 interface Staged {
   temp: string;
   size: number;
-  sha256: string;
+  /** Hex sha256 of what was written; null when the caller had none to check. */
+  sha256: string | null;
 }
 
 export class FsBlobStore implements BlobStore {
@@ -103,6 +114,14 @@ export class FsBlobStore implements BlobStore {
   private readonly objects: string;
   private readonly tmp: string;
   private readonly now: () => Date;
+  /**
+   * Directories objects were published into, their entries synced up to `objects/`: no mkdir
+   * and no parent fsyncs for the next object in one. A delete forgets a directory before it
+   * tries to remove it, and is added back only by a publish whose syncs are done.
+   */
+  private readonly knownDirs = new Set<string>();
+  /** Directory fsyncs in flight, and the one queued behind each. */
+  private readonly dirSyncs = new Map<string, DirSync>();
 
   /** Use `FsBlobStore.open`, which makes the directories and clears what a crash left. */
   private constructor(private readonly options: FsBlobStoreOptions) {
@@ -130,7 +149,7 @@ export class FsBlobStore implements BlobStore {
 
   async putIfAbsent(key: string, data: Uint8Array, options: { sha256?: string } = {}): Promise<{ written: boolean }> {
     checkKey(key);
-    const staged = await this.stage([data]);
+    const staged = await this.stage([data], options.sha256 !== undefined);
     return this.publish(key, staged, options.sha256);
   }
 
@@ -145,7 +164,7 @@ export class FsBlobStore implements BlobStore {
     options: { sha256?: string } = {},
   ): Promise<{ written: boolean; size: number }> {
     checkKey(key);
-    const staged = await this.stage(source);
+    const staged = await this.stage(source, options.sha256 !== undefined);
     const { written } = await this.publish(key, staged, options.sha256);
     return { written, size: staged.size };
   }
@@ -201,6 +220,8 @@ export class FsBlobStore implements BlobStore {
     // Empty directories go too, so listing never walks dead branches. A concurrent publish
     // into a directory removed here retries (publish).
     for (let dir = path.dirname(file); dir !== this.objects; dir = path.dirname(dir)) {
+      // Forgotten first: a publish that finds it unknown makes it and syncs its parents.
+      this.knownDirs.delete(dir);
       try {
         await rmdir(dir);
       } catch {
@@ -255,26 +276,30 @@ export class FsBlobStore implements BlobStore {
     return path.join(this.objects, `${key}${OBJECT_SUFFIX}`);
   }
 
-  /** Writes `source` to a new temp file, fsynced, hashing it on the way. */
-  private async stage(source: Iterable<Uint8Array> | AsyncIterable<Uint8Array>): Promise<Staged> {
+  /**
+   * Writes `source` to a new temp file, fsynced; hashes it on the way only when the caller
+   * gave a sha256 to check (hashing 100 MB of chunks took ~60 ms of event loop that a
+   * caller without a digest, the snapshot replication, never reads).
+   */
+  private async stage(source: Iterable<Uint8Array> | AsyncIterable<Uint8Array>, hashed: boolean): Promise<Staged> {
     const temp = path.join(this.tmp, `${process.pid}-${randomBytes(12).toString("hex")}${TEMP_SUFFIX}`);
-    const hash = createHash("sha256");
+    const hash = hashed ? createHash("sha256") : null;
     let size = 0;
     let handle: FileHandle | null = null;
     try {
       handle = await io("create a temp file", open(temp, "wx", PRIVATE_FILE_MODE));
       for await (const chunk of source) {
-        hash.update(chunk);
+        hash?.update(chunk);
         size += chunk.length;
         await io("write a temp file", handle.write(chunk));
       }
       await io("fsync a temp file", handle.sync());
       await handle.close();
       handle = null;
-      return { temp, size, sha256: hash.digest("hex") };
+      return { temp, size, sha256: hash?.digest("hex") ?? null };
     } catch (error) {
       await handle?.close().catch(() => undefined);
-      await rm(temp, { force: true });
+      await unlink(temp).catch(() => undefined);
       throw error;
     }
   }
@@ -286,30 +311,70 @@ export class FsBlobStore implements BlobStore {
         throw new BlobError("digest_mismatch", "blob store: the bytes do not match the sha256 they were written under");
       }
       const file = this.objectPath(key);
+      const dir = path.dirname(file);
       for (let attempt = 1; ; attempt++) {
-        const made = await this.makeParents(path.dirname(file));
+        // A directory this store published into before exists with its entries synced (see
+        // knownDirs); a delete that removed it meanwhile shows as ENOENT at the link.
+        const known = attempt === 1 && this.knownDirs.has(dir);
+        if (!known) await io("make a directory", mkdir(dir, { recursive: true, mode: PRIVATE_DIR_MODE }));
         try {
           await link(staged.temp, file);
         } catch (error) {
           if (errnoOf(error) === "EEXIST") return { written: false };
+          this.knownDirs.delete(dir);
           if (errnoOf(error) === "ENOENT" && attempt < PUBLISH_ATTEMPTS) continue;
           throw unavailable("publish an object", error);
         }
-        // The new name (and any directory made for it) survives a power loss once its parent is synced.
-        for (const dir of made) await io("fsync a directory", fsyncDir(dir));
+        // The new name survives a power loss once its directory is synced. A directory not
+        // known (new to this process, made now here or by a concurrent publish, or forgotten
+        // by a delete meanwhile) also needs every directory above it synced; writers
+        // publishing into one directory at once share these fsyncs.
+        await this.syncDir(dir);
+        if (!known || !this.knownDirs.has(dir)) {
+          const above: string[] = [];
+          for (let d = dir; d !== this.objects; d = path.dirname(d)) above.push(path.dirname(d));
+          await Promise.all(above.map((parent) => this.syncDir(parent)));
+        }
+        this.rememberDir(dir);
         return { written: true };
       }
     } finally {
-      await rm(staged.temp, { force: true });
+      await unlink(staged.temp).catch(() => undefined);
     }
   }
 
-  /** Makes `dir` and its missing parents; returns the directories to fsync, deepest first. */
-  private async makeParents(dir: string): Promise<string[]> {
-    const first = await io("make a directory", mkdir(dir, { recursive: true, mode: PRIVATE_DIR_MODE }));
-    const toSync = [dir];
-    if (first) for (let d = dir; d !== path.dirname(first); d = path.dirname(d)) toSync.push(path.dirname(d));
-    return [...new Set(toSync)];
+  private rememberDir(dir: string): void {
+    if (this.knownDirs.size >= KNOWN_DIRS) this.knownDirs.clear();
+    this.knownDirs.add(dir);
+  }
+
+  /**
+   * fsyncs `dir` after the caller's change to it: joins the next fsync when one is under
+   * way (that one may have started before the change), so N publishes into one directory
+   * at once cost about two fsyncs, not N. Resolves once an fsync that began after the call
+   * has finished.
+   */
+  private syncDir(dir: string): Promise<void> {
+    const entry = this.dirSyncs.get(dir);
+    if (!entry) {
+      const fresh: DirSync = { current: Promise.resolve(), queued: null };
+      this.dirSyncs.set(dir, fresh);
+      return this.startDirSync(dir, fresh);
+    }
+    entry.queued ??= entry.current.then(settled, settled).then(() => {
+      entry.queued = null;
+      return this.startDirSync(dir, entry);
+    });
+    return entry.queued;
+  }
+
+  private startDirSync(dir: string, entry: DirSync): Promise<void> {
+    const run = io("fsync a directory", fsyncDir(dir));
+    entry.current = run;
+    void run.then(settled, settled).then(() => {
+      if (entry.current === run && entry.queued === null) this.dirSyncs.delete(dir);
+    });
+    return run;
   }
 
   /**

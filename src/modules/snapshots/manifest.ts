@@ -99,6 +99,7 @@ export async function rebuildSnapshot(
 export class TrackedChunkStore implements ChunkStore {
   private readonly inner: ChunkStore;
   private batch: { digest: Digest; resolve: (missing: boolean) => void; reject: (error: unknown) => void }[] = [];
+  private stored: { digest: Digest; bytes: number; resolve: () => void; reject: (error: unknown) => void }[] = [];
 
   constructor(
     private readonly db: Db,
@@ -133,9 +134,28 @@ export class TrackedChunkStore implements ChunkStore {
     }
   }
 
+  /** Stores the chunk, then records its size (batched with the others stored in the same tick). */
   async put(digest: Digest, compressed: Uint8Array): Promise<void> {
     await this.inner.put(digest, compressed);
-    await repo.recordChunkSize(this.db, this.orgId, digest, compressed.byteLength);
+    await new Promise<void>((resolve, reject) => {
+      if (this.stored.length === 0) setImmediate(() => void this.flushStored());
+      this.stored.push({ digest, bytes: compressed.byteLength, resolve, reject });
+    });
+  }
+
+  private async flushStored(): Promise<void> {
+    const batch = this.stored;
+    this.stored = [];
+    try {
+      await repo.recordChunkSizes(
+        this.db,
+        this.orgId,
+        batch.map(({ digest, bytes }) => ({ digest, storedBytes: bytes })),
+      );
+      for (const entry of batch) entry.resolve();
+    } catch (error) {
+      for (const entry of batch) entry.reject(error);
+    }
   }
 
   get(digest: Digest): Promise<Buffer | null> {

@@ -319,12 +319,19 @@ export async function touchChunks(q: Queryable, orgId: string, digests: string[]
   return new Set(rows.filter((row) => row.missing).map((row) => row.digest));
 }
 
-export async function recordChunkSize(q: Queryable, orgId: string, digest: string, storedBytes: number): Promise<void> {
-  await q.query("UPDATE blob_chunks SET stored_bytes = $3 WHERE org_id = $1 AND digest = $2", [
-    orgId,
-    digest,
-    storedBytes,
-  ]);
+/** Records chunks as stored (their compressed sizes), in one statement. */
+export async function recordChunkSizes(
+  q: Queryable,
+  orgId: string,
+  chunks: { digest: string; storedBytes: number }[],
+): Promise<void> {
+  if (chunks.length === 0) return;
+  await q.query(
+    `UPDATE blob_chunks c SET stored_bytes = v.bytes
+       FROM unnest($2::text[], $3::bigint[]) AS v(digest, bytes)
+      WHERE c.org_id = $1 AND c.digest = v.digest`,
+    [orgId, chunks.map((chunk) => chunk.digest), chunks.map((chunk) => chunk.storedBytes)],
+  );
 }
 
 export async function insertSnapshotChunks(q: Queryable, snapshotId: string, orgId: string, digests: string[]) {

@@ -20,7 +20,11 @@ export interface ReplicateInput {
   base?: { path: string; manifest: ImageManifest };
   chunks: ChunkStore;
   signal?: AbortSignal;
-  /** Chunks stored at once (default 4: the libuv threadpool's size). */
+  /**
+   * Chunks stored at once (default 8). Each store holds a libuv threadpool thread through
+   * its fsyncs; `make run` and the benchmarks start the server with UV_THREADPOOL_SIZE=16
+   * so reads and compressions still find free ones.
+   */
   concurrency?: number;
 }
 
@@ -30,7 +34,7 @@ export interface Range {
   end: number;
 }
 
-export const DEFAULT_CONCURRENCY = 4;
+export const DEFAULT_CONCURRENCY = 8;
 /** How much of the file one read takes. */
 const READ_WINDOW_BYTES = 8 * 1024 * 1024;
 const CARRY_ROOM_BYTES = MAX_CHUNK_BYTES;
