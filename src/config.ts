@@ -73,6 +73,16 @@ export interface BlobSettings {
   s3: S3Settings;
 }
 
+/** Volumes (src/modules/volumes/): pushes and the host's cache of mounted versions. */
+export interface VolumeSettings {
+  /** How long a push (its manifest URL, its blob upload URLs) stays open, seconds. */
+  pushTtlSeconds: number;
+  /** Largest manifest a push may upload (StartVolumePush's max_manifest_bytes). */
+  maxManifestBytes: number;
+  /** Where mounted versions are materialized, one directory per version: default <dataDir>/volume-cache. */
+  cacheDir: string;
+}
+
 /** The run tail (src/modules/tail/). */
 export interface TailSettings {
   /** Milliseconds between heartbeat comments on a stream, which also re-check the run. */
@@ -116,6 +126,7 @@ export interface Config {
   sandbox: SandboxDefaults;
   snapshots: SnapshotSettings;
   blobs: BlobSettings;
+  volumes: VolumeSettings;
   tail: TailSettings;
   /** Admin CLI: the server to go through (else the lock file in dataDir, else the store directly). */
   adminUrl: string;
@@ -191,10 +202,11 @@ function parseListen(raw: string): { host: string; port: number } {
 export function loadConfig(env: Env = process.env): Config {
   const listen = parseListen(env.WARREN_LISTEN || "127.0.0.1:8080");
   const hostForUrl = listen.host.includes(":") ? `[${listen.host}]` : listen.host;
+  const dataDir = path.resolve(env.WARREN_DATA_DIR || "./data");
   return {
     listenHost: listen.host,
     listenPort: listen.port,
-    dataDir: path.resolve(env.WARREN_DATA_DIR || "./data"),
+    dataDir,
     databaseUrl: env.DATABASE_URL || "",
     bootstrapApiKey: env.WARREN_BOOTSTRAP_API_KEY || "",
     bootstrapOrgSlug: "default",
@@ -235,6 +247,11 @@ export function loadConfig(env: Env = process.env): Config {
       gcGraceSeconds: intSetting(env, "WARREN_BLOB_GC_GRACE_SECONDS", 3600, 0, 30 * 86_400),
     },
     blobs: blobSettings(env),
+    volumes: {
+      pushTtlSeconds: intSetting(env, "WARREN_VOLUME_PUSH_TTL_SECONDS", 3600, 60, 86_400),
+      maxManifestBytes: intSetting(env, "WARREN_VOLUME_MAX_MANIFEST_BYTES", 64 * 1_048_576, 1024, 1024 * 1_048_576),
+      cacheDir: path.resolve(env.WARREN_VOLUME_CACHE_DIR || path.join(dataDir, "volume-cache")),
+    },
     tail: {
       heartbeatMs: intSetting(env, "WARREN_TAIL_HEARTBEAT_MS", 15_000, 10, 300_000),
       fallbackPollMs: intSetting(env, "WARREN_TAIL_FALLBACK_POLL_MS", 1000, 10, 60_000),

@@ -49,6 +49,9 @@ import { registerTelemetryRoutes } from "./modules/telemetry/routes.js";
 import { TelemetryViewService } from "./modules/telemetry/service.js";
 import { registerUsageRoutes } from "./modules/usage/routes.js";
 import { QuotaService } from "./modules/usage/service.js";
+import { VolumeCache } from "./modules/volumes/cache.js";
+import { registerVolumeRoutes } from "./modules/volumes/routes.js";
+import { VolumeService } from "./modules/volumes/service.js";
 import { registerWorkloadRoutes } from "./modules/workloads/routes.js";
 import { WorkloadService } from "./modules/workloads/service.js";
 import type { Db } from "./store/db.js";
@@ -89,6 +92,9 @@ export interface Container {
   /** Run tails (server-sent events); the hub holds this process's notification listener. */
   tails: TailService;
   tailHub: TailHub;
+  volumes: VolumeService;
+  /** This host's materialized volume versions, mounted read-only into sandboxes. */
+  volumeCache: VolumeCache;
 }
 
 export interface ContainerOverrides {
@@ -205,6 +211,10 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
     snapshotReplication,
   );
   sandboxes.useSnapshots(snapshots);
+  const volumes = new VolumeService(db, clock, log, blobs, projects, config.volumes);
+  sandboxes.useVolumes(volumes);
+  projects.useVolumes(volumes);
+  const volumeCache = new VolumeCache(blobs, config.volumes.cacheDir);
   const tailHub = new TailHub(db, log);
   const tails = new TailService(db, tailHub, config.tail, runs, sandboxes);
   const container: Container = {
@@ -235,6 +245,8 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
     snapshotReplication,
     tails,
     tailHub,
+    volumes,
+    volumeCache,
   };
   return container;
 }
@@ -261,6 +273,7 @@ export async function createApp(c: Container): Promise<App> {
   registerSnapshotRoutes(app, c.snapshots);
   registerAdminRoutes(app, c.admin);
   registerTailRoutes(app, c.tails);
+  registerVolumeRoutes(app, c.volumes);
   if (c.signedBlobs) registerBlobRoutes(app, c.signedBlobs);
   app.addHook("onClose", () => c.blobs.close());
   app.addHook("onClose", () => c.annotations.close());

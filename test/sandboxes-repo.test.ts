@@ -58,6 +58,7 @@ async function insert(q: Queryable, t: TestApp, record: LifecycleRecord): Promis
     last_activity_at: null,
     last_activity_source: null,
     snapshot_id: null,
+    volumes: [],
   });
   return id;
 }

@@ -93,6 +93,13 @@ const MATRIX: Record<string, Entry> = {
   CreateSandboxSnapshot: everyone("not_found", "allowed"),
   ListSandboxSnapshots: everyone(null, "allowed"),
   DeleteSandboxSnapshot: everyone("not_found"),
+  CreateVolume: everyone(null),
+  ListVolumes: everyone(null),
+  GetVolume: everyone("not_found"),
+  DeleteVolume: everyone("not_found"),
+  StartVolumePush: everyone("not_found"),
+  RequestVolumeBlobUploads: everyone("not_found"),
+  PublishVolumeVersion: everyone("not_found"),
   AdminCreateOrganization: operator,
   AdminListOrganizations: operator,
   AdminCreateApiKey: operator,
@@ -110,6 +117,8 @@ const BODIES: Record<string, Record<string, unknown>> = {
   ArchiveAnnotationSchema: {},
   UpdateSandbox: { idle_timeout_seconds: 60 },
   ExecSandbox: { cmd: ["true"] },
+  CreateVolume: { name: "matrix", quota_bytes: "1" },
+  RequestVolumeBlobUploads: { blobs: [{ digest: `blake3:${"0".repeat(64)}`, size_bytes: "1" }] },
   CreateSandbox: {},
   PutDataView: { spec: { type: "sql.v1", sql: "SELECT 1" } },
   RunTelemetrySql: { sql: "SELECT 1" },
@@ -186,7 +195,14 @@ async function orgBIds(t: TestApp): Promise<Record<string, string>> {
        FROM sandboxes WHERE id = $1 ON CONFLICT DO NOTHING`,
     [String(sandbox.body.id), snapshotId],
   );
+  const volume = await t.request("POST", "/v1/volumes", { key, body: { name: "only-in-b", quota_bytes: "1" } });
+  assert.equal(volume.status, 200, volume.raw);
+  const volumeId = (volume.body.volume as { id: string }).id;
+  const push = await t.request("POST", `/v1/volumes/${volumeId}/pushes`, { key, body: {} });
+  assert.equal(push.status, 200, push.raw);
   return {
+    "/v1/volumes/{id}": volumeId,
+    "/v1/volume-pushes/{push_id}": String(push.body.push_id),
     "/v1/snapshots/{id}": snapshotId,
     "/v1/projects/{id}": t.orgB.defaultProjectId,
     "/v1/runs/{id}": (run.body.run as RunJson).id,

@@ -22,6 +22,7 @@ import * as repo from "../modules/sandboxes/repo.js";
 import type { SandboxService } from "../modules/sandboxes/service.js";
 import { appendSandboxEvent, type SandboxTransitions } from "../modules/sandboxes/transitions.js";
 import type { SnapshotService } from "../modules/snapshots/service.js";
+import type { VolumeCache } from "../modules/volumes/cache.js";
 import type { Db } from "../store/db.js";
 import type { ReconcileQueue } from "./reconcile-queue.js";
 
@@ -39,6 +40,7 @@ export interface ReconcilerDeps {
   reconcileQueue: ReconcileQueue;
   sandboxTransitions: SandboxTransitions;
   snapshots: SnapshotService;
+  volumeCache: VolumeCache;
 }
 
 export interface ReconcilerOptions {
@@ -60,6 +62,7 @@ export class SandboxReconciler {
   private readonly queue: ReconcileQueue;
   private readonly transitions: SandboxTransitions;
   private readonly snapshots: SnapshotService;
+  private readonly volumeCache: VolumeCache;
 
   constructor(
     deps: ReconcilerDeps,
@@ -74,6 +77,7 @@ export class SandboxReconciler {
     this.queue = deps.reconcileQueue;
     this.transitions = deps.sandboxTransitions;
     this.snapshots = deps.snapshots;
+    this.volumeCache = deps.volumeCache;
   }
 
   async start(): Promise<void> {
@@ -334,6 +338,14 @@ export class SandboxReconciler {
     // A restore reads the snapshot's local copy, rebuilt from the blob store first when this
     // host has none (every chunk verified).
     const restoredFrom = row.snapshot_id ? await this.snapshots.ensureLocal(row.snapshot_id) : null;
+    // Pinned volume versions from this host's cache (materialized from the blob store first when cold).
+    const mounts = await Promise.all(
+      row.volumes.map(async (volume) => ({
+        source: await this.volumeCache.ensure(row.org_id, volume.version),
+        target: volume.target_path,
+        readOnly: true,
+      })),
+    );
     if (!live()) {
       await this.identity.revokeSandboxKeys(row.id);
       return;
@@ -343,7 +355,7 @@ export class SandboxReconciler {
     await this.driver.create({
       id: row.id,
       source: row.snapshot_id ? { kind: "snapshot", image, snapshotId: row.snapshot_id } : { kind: "image", image },
-      mounts: [],
+      mounts,
       ...(row.command ? { command: row.command } : {}),
       env: {
         WARREN_SANDBOX_ID: row.id,

@@ -28,7 +28,9 @@ export type IdPrefix =
   | "sec"
   | "dek"
   | "sch"
-  | "exe";
+  | "exe"
+  | "vol"
+  | "vpu";
 
 export function newId(prefix: IdPrefix): string {
   return `${prefix}_${nextUlid().toLowerCase()}`;

@@ -48,13 +48,25 @@ export function parseIfMatch(header: string | undefined): string | null {
   return String(BigInt(match[1]));
 }
 
+/** What DeleteProject needs of volumes (VolumeService; set once both exist). */
+export interface ProjectVolumes {
+  countInProject(q: Queryable, projectId: string): Promise<number>;
+  deleteInProject(q: Queryable, projectId: string): Promise<void>;
+}
+
 export class ProjectService {
+  private volumes: ProjectVolumes | null = null;
+
   constructor(
     private readonly db: Db,
     private readonly clock: Clock,
     private readonly quotas: QuotaService,
   ) {
     quotas.registerMeter("projects.total", (q, orgId) => repo.countProjects(q, orgId));
+  }
+
+  useVolumes(volumes: ProjectVolumes): void {
+    this.volumes = volumes;
   }
 
   /** The project by id in the organization, or null; inside the caller's transaction. */
@@ -149,20 +161,22 @@ export class ProjectService {
         throw new AppError("failed_precondition", "the organization's default project cannot be deleted");
       }
       const dependents = await repo.countDependents(q, id);
-      const hasDependents = dependents.apiKeys + dependents.runs > 0;
+      const volumes = (await this.volumes?.countInProject(q, id)) ?? 0;
+      const hasDependents = dependents.apiKeys + dependents.runs + volumes > 0;
       if (hasDependents && !cascade) {
         throw new AppError(
           "failed_precondition",
-          `the project has ${dependents.runs} run(s) and ${dependents.apiKeys} API key(s); delete with cascade=true to remove them too`,
+          `the project has ${dependents.runs} run(s), ${dependents.apiKeys} API key(s) and ${volumes} volume(s); delete with cascade=true to remove them too`,
         );
       }
       await deleteProjectEvents(q, cred.orgId, id);
+      await this.volumes?.deleteInProject(q, id);
       await repo.deleteProjectCascade(q, cred.orgId, id);
       return {
         api_keys_deleted: String(dependents.apiKeys),
         runs_deleted: String(dependents.runs),
         secrets_deleted: "0",
-        volumes_deleted: "0",
+        volumes_deleted: String(volumes),
       };
     });
   }

@@ -47,19 +47,28 @@ export interface SandboxRow {
   finished_at: Date | null;
   /** The snapshot a child was restored from; null for a root made from an image. */
   snapshot_id: string | null;
+  /** Volumes pinned at admission (SandboxPinnedVolume). */
+  volumes: PinnedVolumeRow[];
+}
+
+export interface PinnedVolumeRow {
+  volume_id: string;
+  version: string;
+  target_path: string;
+  name: string;
 }
 
 const C = `id, org_id, project_id, name, image, workload_image, image_digest, storage_class, placement_class,
   network_access, lineage_path, metadata, command, ports, resources, workspace_capacity_gib, idle_timeout_seconds,
   expires_at, desired_state, state, state_reason_code, state_reason_message, state_deadline, quarantined, run_id,
   credential_key_id, created_by, created_by_kind, created_by_key_id, created_at, updated_at, last_activity_at,
-  last_activity_source, idle_deadline, finished_at, snapshot_id`;
+  last_activity_source, idle_deadline, finished_at, snapshot_id, volumes`;
 
 export async function insertSandbox(q: Queryable, s: SandboxRow): Promise<boolean> {
   const { rows } = await q.query(
     `INSERT INTO sandboxes (${C}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::jsonb, $13::jsonb,
        $14::jsonb, $15::jsonb, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32,
-       $33, $34, $35, $36)
+       $33, $34, $35, $36, $37::jsonb)
      ON CONFLICT DO NOTHING RETURNING id`,
     [
       s.id,
@@ -98,6 +107,7 @@ export async function insertSandbox(q: Queryable, s: SandboxRow): Promise<boolea
       s.idle_deadline,
       s.finished_at,
       s.snapshot_id,
+      JSON.stringify(s.volumes),
     ],
   );
   return rows.length > 0;

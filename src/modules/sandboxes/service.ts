@@ -18,6 +18,7 @@ import { type Credential, requireOrgScoped } from "../identity/credential.js";
 import type { ProjectService } from "../projects/service.js";
 import type { RunService } from "../runs/service.js";
 import type { QuotaService } from "../usage/service.js";
+import { checkMountTargets } from "../volumes/mounts.js";
 import type { ExecResponse } from "./exec-service.js";
 import { isFinished, STABLE_STATES, stateDeadline } from "./lifecycle.js";
 import * as repo from "./repo.js";
@@ -44,8 +45,23 @@ export interface SnapshotSource {
     q: Queryable,
     cred: Credential,
     snapshotId: string,
-  ): Promise<{ id: string; image: string; lineagePath: string; workspaceCapacityGiB: number | null }>;
+  ): Promise<{
+    id: string;
+    image: string;
+    lineagePath: string;
+    workspaceCapacityGiB: number | null;
+    volumes: repo.PinnedVolumeRow[];
+  }>;
   hasUndurable(q: Queryable, sandboxId: string): Promise<boolean>;
+}
+
+/** What sandboxes need of volumes (VolumeService): the current version of each, pinned. */
+export interface VolumeSource {
+  pin(
+    q: Queryable,
+    cred: Credential,
+    mounts: { volume_id: string; target_path: string }[],
+  ): Promise<repo.PinnedVolumeRow[]>;
 }
 
 /** What the reconciler is told: which sandbox to look at now. */
@@ -62,6 +78,7 @@ export class SandboxService {
   private readonly execsInFlight = new Map<string, { sandboxId: string; running: Promise<ExecResponse> }>();
   private readonly execsPerSandbox = new Map<string, number>();
   private snapshots: SnapshotSource | null = null;
+  private volumes: VolumeSource | null = null;
   /**
    * Exec targets of running sandboxes, read once and dropped on any change this process
    * makes to the sandbox (every write of the fields an exec checks goes through
@@ -90,6 +107,15 @@ export class SandboxService {
 
   useSnapshots(snapshots: SnapshotSource): void {
     this.snapshots = snapshots;
+  }
+
+  useVolumes(volumes: VolumeSource): void {
+    this.volumes = volumes;
+  }
+
+  private volumeSource(): VolumeSource {
+    if (!this.volumes) throw new AppError("unavailable", "volumes are not available", { retryAfterSeconds: 30 });
+    return this.volumes;
   }
 
   private snapshotSource(): SnapshotSource {
@@ -193,7 +219,7 @@ export class SandboxService {
       throw unsupported("gateway_only networking is not available in this deployment");
     if (input.secrets?.length)
       throw unsupported("secret bindings need the egress gateway, which this deployment does not run");
-    if (input.volumes?.length) throw unsupported("volumes are not available in this deployment");
+    if (input.volumes?.length) checkMountTargets(input.volumes.map((mount) => mount.target_path));
     if (input.shared_filesystems?.length)
       throw new AppError("invalid_argument", "no shared filesystems are registered in this deployment");
     // A restore is durable by default (contract 4.3).
@@ -213,22 +239,27 @@ export class SandboxService {
     const memoryMiB = input.resources?.memory_mb ?? this.defaults.memoryMiB;
     const cpuMillis = input.resources?.cpu_millis ?? this.defaults.cpuMillis;
     const network = input.network_access ?? "public";
-    const pooled = fromSnapshot
-      ? null
-      : (this.pool?.take({
-          image,
-          memoryMiB,
-          cpuMillis,
-          storageClass,
-          workspaceCapacityGiB: rootCapacity,
-          network,
-        }) ?? null);
+    const pooled =
+      fromSnapshot || input.volumes?.length
+        ? null
+        : (this.pool?.take({
+            image,
+            memoryMiB,
+            cpuMillis,
+            storageClass,
+            workspaceCapacityGiB: rootCapacity,
+            network,
+          }) ?? null);
     const id = pooled ?? newSandboxId();
     const result = await this.db
       .tx(async (q) => {
         const project = await this.projects.resolve(q, cred, input.project_id);
         const source = input.snapshot_id ? await this.snapshotSource().forRestore(q, cred, input.snapshot_id) : null;
         const capacity = source ? restoredCapacity(storageClass, input.workspace_capacity_gib, source) : rootCapacity;
+        // A restore pins the snapshot's versions again, then whatever the create adds.
+        const added = input.volumes?.length ? await this.volumeSource().pin(q, cred, input.volumes) : [];
+        const volumes = [...(source?.volumes ?? []), ...added];
+        if (source?.volumes.length && added.length) checkMountTargets(volumes.map((v) => v.target_path));
         await this.quotas.admit(q, cred.orgId, "sandboxes.total", 1);
         await this.quotas.admit(q, cred.orgId, "sandboxes.running", 1);
         if (capacity) await this.quotas.admit(q, cred.orgId, "sandboxes.workspace_capacity_gib", capacity);
@@ -274,6 +305,7 @@ export class SandboxService {
           idle_deadline: null,
           finished_at: null,
           snapshot_id: source?.id ?? null,
+          volumes,
         };
         if (!(await repo.insertSandbox(q, row))) {
           throw new AppError("name_conflict", `a sandbox named "${input.name}" already exists in this project`);

@@ -38,7 +38,12 @@ export function sandboxView(row: SandboxRow): SandboxJson {
     metadata: row.metadata,
     created_at: row.created_at.toISOString(),
     updated_at: row.updated_at.toISOString(),
-    volumes: [],
+    volumes: (row.volumes ?? []).map((v) => ({
+      volume_id: v.volume_id,
+      version: v.version,
+      target_path: v.target_path,
+      name: v.name,
+    })),
     workload_image: row.workload_image,
   };
   if (row.expires_at) view.expires_at = row.expires_at.toISOString();

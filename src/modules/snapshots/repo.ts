@@ -39,13 +39,15 @@ export interface SnapshotRow {
   new_chunk_count: number | null;
   plain_bytes: string | null;
   uploaded_bytes: string | null;
+  /** The source's pinned volumes when the snapshot was taken; a restore pins them again. */
+  volumes: { volume_id: string; version: string; target_path: string; name: string }[];
 }
 
 const C = `id, org_id, project_id, source_sandbox_id, parent_snapshot_id, run_id, name, image, image_digest, lineage_path,
   storage_class, workspace_capacity_gib, state, durability, failure_code, failure_message, idempotency_key,
   request_hash, created_by, created_at, sealed_at, size_bytes::text AS size_bytes, frozen_ms, replication,
   replication_lease_until, replication_attempts, replication_error, replicate_after, replicated_at, manifest_key,
-  chunk_count, new_chunk_count, plain_bytes::text AS plain_bytes, uploaded_bytes::text AS uploaded_bytes`;
+  chunk_count, new_chunk_count, plain_bytes::text AS plain_bytes, uploaded_bytes::text AS uploaded_bytes, volumes`;
 
 export type NewSnapshot = Pick<
   SnapshotRow,
@@ -64,14 +66,15 @@ export type NewSnapshot = Pick<
   | "request_hash"
   | "created_by"
   | "created_at"
+  | "volumes"
 >;
 
 /** Inserts a pending snapshot; false when the sandbox already has one pending (the unique index). */
 export async function insertPending(q: Queryable, s: NewSnapshot): Promise<boolean> {
   const { rows } = await q.query(
     `INSERT INTO sandbox_snapshots (id, org_id, project_id, source_sandbox_id, parent_snapshot_id, run_id, name, image,
-       image_digest, lineage_path, storage_class, state, idempotency_key, request_hash, created_by, created_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'pending', $12, $13, $14, $15)
+       image_digest, lineage_path, storage_class, state, idempotency_key, request_hash, created_by, created_at, volumes)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'pending', $12, $13, $14, $15, $16::jsonb)
      ON CONFLICT DO NOTHING RETURNING id`,
     [
       s.id,
@@ -89,6 +92,7 @@ export async function insertPending(q: Queryable, s: NewSnapshot): Promise<boole
       s.request_hash,
       s.created_by,
       s.created_at,
+      JSON.stringify(s.volumes),
     ],
   );
   return rows.length > 0;

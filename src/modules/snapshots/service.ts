@@ -59,6 +59,7 @@ export interface RestoreSource {
   image: string;
   lineagePath: string;
   workspaceCapacityGiB: number | null;
+  volumes: repo.SnapshotRow["volumes"];
 }
 
 export class SnapshotService {
@@ -135,6 +136,7 @@ export class SnapshotService {
         request_hash: requestHash,
         created_by: cred.principalId,
         created_at: this.clock.now(),
+        volumes: sandbox.volumes,
       };
       if (await repo.insertPending(q, row)) return { row, sandbox };
       const sameKey = idempotencyKey ? await repo.findByKey(q, cred.orgId, sandbox.id, idempotencyKey) : null;
@@ -343,6 +345,7 @@ export class SnapshotService {
       image: row.image,
       lineagePath: row.lineage_path,
       workspaceCapacityGiB: row.workspace_capacity_gib,
+      volumes: row.volumes ?? [],
     };
   }
 

@@ -1,0 +1,252 @@
+// Pushes a local directory as a new version of a volume (docs/volumes.md "Pushing a
+// directory"): cuts every regular file into 4 MiB chunks and hashes them (BLAKE3), asks
+// which blobs the volume's organization lacks, uploads only those (in parallel, to their
+// presigned URLs), uploads the manifest and publishes. A rerun after an interruption
+// uploads only what did not land (stored blobs answer `present`). A publish that lost a
+// race to another push is rebased: a new push over the new current version.
+//
+//   node --import tsx scripts/volume-push.ts --url http://127.0.0.1:8080 --volume vol_... DIR
+//   (the API key comes from WARREN_API_KEY; --quiet drops the progress lines on stderr)
+import { open, readdir } from "node:fs/promises";
+import path from "node:path";
+import { Blake3Hasher, blake3 } from "@napi-rs/blake-hash";
+
+export const CHUNK_BYTES = 4 * 1_048_576;
+const BLOBS_PER_REQUEST = 1000;
+const MAX_REBASES = 5;
+
+export interface PushOptions {
+  apiUrl: string;
+  apiKey: string;
+  volumeId: string;
+  dir: string;
+  /** Uploads (and files hashed) at once; default 8. */
+  concurrency?: number;
+  onProgress?: (line: string) => void;
+}
+
+export interface PushResult {
+  version: Record<string, string>;
+  files: number;
+  bytes: number;
+  blobs: number;
+  uploadedBlobs: number;
+  uploadedBytes: number;
+  rebases: number;
+}
+
+interface Chunk {
+  digest: string;
+  size: number;
+  file: string;
+  offset: number;
+}
+
+interface FileEntry {
+  path: string;
+  mode: number;
+  size: number;
+  digest: string;
+  chunks: { digest: string; size: number }[];
+}
+
+class PushError extends Error {}
+
+/** Regular files under `dir` (relative, `/`-separated); symlinks and special files are skipped. */
+async function walk(dir: string, skipped: string[]): Promise<string[]> {
+  const out: string[] = [];
+  for (const entry of await readdir(dir, { recursive: true, withFileTypes: true })) {
+    const full = path.join(entry.parentPath, entry.name);
+    if (entry.isFile()) out.push(path.relative(dir, full).split(path.sep).join("/"));
+    else if (!entry.isDirectory()) skipped.push(path.relative(dir, full));
+  }
+  return out.sort();
+}
+
+async function hashFile(root: string, rel: string): Promise<{ entry: FileEntry; chunks: Chunk[] }> {
+  const full = path.join(root, rel);
+  const handle = await open(full, "r");
+  try {
+    const info = await handle.stat();
+    const whole = new Blake3Hasher();
+    const chunks: Chunk[] = [];
+    const buffer = Buffer.allocUnsafe(CHUNK_BYTES);
+    let offset = 0;
+    for (;;) {
+      let filled = 0;
+      while (filled < CHUNK_BYTES) {
+        const { bytesRead } = await handle.read(buffer, filled, CHUNK_BYTES - filled, offset + filled);
+        if (bytesRead === 0) break;
+        filled += bytesRead;
+      }
+      if (filled === 0) break;
+      const piece = buffer.subarray(0, filled);
+      whole.update(piece);
+      chunks.push({ digest: `blake3:${blake3(piece).toString("hex")}`, size: filled, file: full, offset });
+      offset += filled;
+      if (filled < CHUNK_BYTES) break;
+    }
+    const entry: FileEntry = {
+      path: rel,
+      mode: info.mode & 0o777,
+      size: offset,
+      digest: `blake3:${whole.digest("hex")}`,
+      chunks: chunks.map((c) => ({ digest: c.digest, size: c.size })),
+    };
+    return { entry, chunks };
+  } finally {
+    await handle.close();
+  }
+}
+
+async function readChunk(chunk: Chunk): Promise<Buffer> {
+  const handle = await open(chunk.file, "r");
+  try {
+    const buffer = Buffer.allocUnsafe(chunk.size);
+    const { bytesRead } = await handle.read(buffer, 0, chunk.size, chunk.offset);
+    if (bytesRead !== chunk.size) throw new PushError(`${chunk.file} changed while it was pushed`);
+    return buffer;
+  } finally {
+    await handle.close();
+  }
+}
+
+async function pool<T>(items: readonly T[], limit: number, fn: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) await fn(items[next++] as T);
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+}
+
+export async function pushDirectory(options: PushOptions): Promise<PushResult> {
+  const concurrency = options.concurrency ?? 8;
+  const progress = options.onProgress ?? (() => undefined);
+  const base = options.apiUrl.replace(/\/+$/, "");
+  const api = async (method: string, route: string, body?: unknown) => {
+    const res = await fetch(`${base}${route}`, {
+      method,
+      headers: { authorization: `Bearer ${options.apiKey}`, "content-type": "application/json" },
+      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+    });
+    const json = (await res.json().catch(() => ({}))) as Record<string, unknown>;
+    return { status: res.status, json };
+  };
+  const put = async (url: string, data: Uint8Array) => {
+    const res = await fetch(url, {
+      method: "PUT",
+      body: data as unknown as BodyInit,
+      headers: { "content-type": "application/octet-stream" },
+    });
+    if (res.status >= 300) throw new PushError(`upload refused: ${res.status} ${await res.text()}`);
+    await res.arrayBuffer().catch(() => undefined);
+  };
+
+  const skipped: string[] = [];
+  const paths = await walk(options.dir, skipped);
+  if (skipped.length > 0) progress(`skipping ${skipped.length} entries that are not regular files or directories`);
+  const files: FileEntry[] = [];
+  const chunkOf = new Map<string, Chunk>();
+  let bytes = 0;
+  await pool(paths, concurrency, async (rel) => {
+    const { entry, chunks } = await hashFile(options.dir, rel);
+    files.push(entry);
+    bytes += entry.size;
+    for (const chunk of chunks) if (!chunkOf.has(chunk.digest)) chunkOf.set(chunk.digest, chunk);
+  });
+  files.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
+  progress(`hashed ${files.length} files, ${bytes} bytes, ${chunkOf.size} distinct blobs`);
+  const manifest = Buffer.from(JSON.stringify({ version: 1, files }));
+
+  let uploadedBlobs = 0;
+  let uploadedBytes = 0;
+  for (let rebases = 0; rebases <= MAX_REBASES; rebases++) {
+    const start = await api("POST", `/v1/volumes/${encodeURIComponent(options.volumeId)}/pushes`, {});
+    if (start.status !== 200) throw new PushError(`StartVolumePush: ${start.status} ${JSON.stringify(start.json)}`);
+    const pushId = String(start.json.push_id);
+    if (manifest.length > Number(start.json.max_manifest_bytes)) {
+      throw new PushError(`the manifest (${manifest.length} bytes) is over max_manifest_bytes`);
+    }
+    const digests = [...chunkOf.keys()];
+    const missing: Chunk[] = [];
+    const urls = new Map<string, string>();
+    for (let i = 0; i < digests.length; i += BLOBS_PER_REQUEST) {
+      const blobs = digests.slice(i, i + BLOBS_PER_REQUEST).map((digest) => ({
+        digest,
+        size_bytes: String(chunkOf.get(digest)?.size ?? 0),
+      }));
+      const res = await api("POST", `/v1/volume-pushes/${pushId}/blob-uploads`, { blobs });
+      if (res.status !== 200)
+        throw new PushError(`RequestVolumeBlobUploads: ${res.status} ${JSON.stringify(res.json)}`);
+      for (const upload of res.json.uploads as { digest: string; present: boolean; upload_url: string }[]) {
+        if (upload.present) continue;
+        missing.push(chunkOf.get(upload.digest) as Chunk);
+        urls.set(upload.digest, upload.upload_url);
+      }
+    }
+    const toUpload = missing.reduce((sum, chunk) => sum + chunk.size, 0);
+    progress(`${digests.length - missing.length} blobs present, uploading ${missing.length} (${toUpload} bytes)`);
+    let done = 0;
+    let lastReport = Date.now();
+    await pool(missing, concurrency, async (chunk) => {
+      await put(urls.get(chunk.digest) as string, await readChunk(chunk));
+      uploadedBlobs++;
+      uploadedBytes += chunk.size;
+      done += chunk.size;
+      if (Date.now() - lastReport > 1000) {
+        lastReport = Date.now();
+        progress(`uploaded ${done} of ${toUpload} bytes`);
+      }
+    });
+    await put(String(start.json.manifest_upload_url), manifest);
+    const published = await api("POST", `/v1/volume-pushes/${pushId}/publish`, {});
+    if (published.status === 200) {
+      const version = published.json.version as Record<string, string>;
+      progress(`published ${version.version_digest}`);
+      return { version, files: files.length, bytes, blobs: chunkOf.size, uploadedBlobs, uploadedBytes, rebases };
+    }
+    if (published.status !== 409) {
+      throw new PushError(`PublishVolumeVersion: ${published.status} ${JSON.stringify(published.json)}`);
+    }
+    progress("another push was published first; rebasing on the new current version");
+  }
+  throw new PushError(`gave up after ${MAX_REBASES} rebases: the volume keeps changing`);
+}
+
+async function main(argv: string[]): Promise<void> {
+  const args = [...argv];
+  let apiUrl = "http://127.0.0.1:8080";
+  let volumeId = "";
+  let quiet = false;
+  let concurrency = 8;
+  const rest: string[] = [];
+  while (args.length > 0) {
+    const arg = args.shift() as string;
+    if (arg === "--url") apiUrl = args.shift() ?? "";
+    else if (arg === "--volume") volumeId = args.shift() ?? "";
+    else if (arg === "--concurrency") concurrency = Number(args.shift());
+    else if (arg === "--quiet") quiet = true;
+    else rest.push(arg);
+  }
+  const apiKey = process.env.WARREN_API_KEY ?? "";
+  if (!volumeId || rest.length !== 1 || !apiKey) {
+    process.stderr.write("usage: WARREN_API_KEY=... volume-push.ts [--url URL] --volume VOLUME_ID [--quiet] DIR\n");
+    process.exit(2);
+  }
+  const result = await pushDirectory({
+    apiUrl,
+    apiKey,
+    volumeId,
+    dir: path.resolve(rest[0] as string),
+    concurrency,
+    onProgress: quiet ? () => undefined : (line) => process.stderr.write(`${line}\n`),
+  });
+  process.stdout.write(`${JSON.stringify(result)}\n`);
+}
+
+if (process.argv[1] && path.resolve(process.argv[1]) === new URL(import.meta.url).pathname) {
+  main(process.argv.slice(2)).catch((error: unknown) => {
+    process.stderr.write(`${(error as Error).message}\n`);
+    process.exit(1);
+  });
+}

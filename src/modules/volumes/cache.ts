@@ -1,0 +1,110 @@
+// The host's cache of volume versions: each version materialized once, as a read-only tree
+// under <cacheDir>/<org>/<version hex>, and bound read-only into every sandbox that pins it
+// (a version mounted by ten sandboxes is stored once). Entries are immutable and never
+// removed while this server runs, so deleting a volume never pulls files from under a
+// sandbox. Every chunk and every file is checked against its BLAKE3 digest as it is written.
+import { randomBytes } from "node:crypto";
+import { chmod, mkdir, open, rename, rm, stat } from "node:fs/promises";
+import path from "node:path";
+import { Blake3Hasher } from "@napi-rs/blake-hash";
+import type { BlobStore } from "../../drivers/blobs/interface.js";
+import { mapLimit, volumeKeys } from "./blobs.js";
+import { DIGEST_PATTERN, digestOf, type ManifestFile, readStoredManifest } from "./manifest.js";
+
+/** Files written at once while materializing a version. */
+const FILE_CONCURRENCY = 8;
+
+export class VolumeCacheError extends Error {}
+
+export class VolumeCache {
+  private readonly inflight = new Map<string, Promise<string>>();
+
+  constructor(
+    private readonly blobs: BlobStore,
+    readonly dir: string,
+  ) {}
+
+  /** The directory of an organization's version, materialized first when this host has none. */
+  ensure(orgId: string, version: string): Promise<string> {
+    if (!DIGEST_PATTERN.test(version) || !/^[A-Za-z0-9_-]+$/.test(orgId)) {
+      throw new VolumeCacheError(`not a volume version: ${version.slice(0, 80)}`);
+    }
+    const dir = path.join(this.dir, orgId, version.slice("blake3:".length));
+    const running = this.inflight.get(dir);
+    if (running) return running;
+    const job = this.materialize(orgId, version, dir).finally(() => this.inflight.delete(dir));
+    this.inflight.set(dir, job);
+    return job;
+  }
+
+  private async materialize(orgId: string, version: string, dir: string): Promise<string> {
+    if ((await stat(dir).catch(() => null))?.isDirectory()) return dir;
+    const bytes = await this.blobs.get(volumeKeys.versionManifest(orgId, version));
+    if (!bytes) throw new VolumeCacheError(`the manifest of volume version ${version} is not in the blob store`);
+    if (digestOf(bytes) !== version) throw new VolumeCacheError(`the stored manifest of ${version} is corrupt`);
+    const { files } = readStoredManifest(bytes);
+    const tmp = `${dir}.tmp-${randomBytes(6).toString("hex")}`;
+    try {
+      await mkdir(tmp, { recursive: true, mode: 0o755 });
+      const dirs = new Set<string>();
+      for (const file of files) {
+        for (let at = path.posix.dirname(file.path); at !== "."; at = path.posix.dirname(at)) dirs.add(at);
+      }
+      // Parents before children.
+      for (const sub of [...dirs].sort()) await mkdir(path.join(tmp, sub), { recursive: true, mode: 0o755 });
+      await mapLimit(files, FILE_CONCURRENCY, (file) => this.writeFile(orgId, tmp, file));
+      // Directories read-only too, deepest first (the bind mount is read-only besides).
+      for (const sub of [...dirs].sort().reverse()) await chmod(path.join(tmp, sub), 0o555);
+      await chmod(tmp, 0o555);
+      await rename(tmp, dir).catch(async (error: NodeJS.ErrnoException) => {
+        // Another server process materialized it meanwhile: theirs is as good.
+        if (error.code !== "ENOTEMPTY" && error.code !== "EEXIST") throw error;
+        await this.remove(tmp);
+      });
+      return dir;
+    } catch (error) {
+      await this.remove(tmp);
+      throw error;
+    }
+  }
+
+  private async writeFile(orgId: string, root: string, file: ManifestFile): Promise<void> {
+    const target = path.join(root, file.path);
+    const handle = await open(target, "wx", 0o600);
+    const whole = new Blake3Hasher();
+    try {
+      let offset = 0;
+      for (const chunk of file.chunks) {
+        const bytes = await this.blobs.get(volumeKeys.blob(orgId, chunk.digest));
+        if (!bytes) throw new VolumeCacheError(`blob ${chunk.digest} of ${file.path} is missing from the blob store`);
+        if (bytes.length !== chunk.size || digestOf(bytes) !== chunk.digest) {
+          throw new VolumeCacheError(`blob ${chunk.digest} of ${file.path} does not match its digest`);
+        }
+        whole.update(bytes);
+        await handle.write(bytes, 0, bytes.length, offset);
+        offset += bytes.length;
+      }
+    } finally {
+      await handle.close();
+    }
+    if (`blake3:${whole.digest("hex")}` !== file.digest) {
+      throw new VolumeCacheError(`${file.path} does not match its digest in the manifest`);
+    }
+    // Read-only for everyone; only the execute bits of the pushed mode are kept.
+    await chmod(target, file.mode & 0o111 ? 0o555 : 0o444);
+  }
+
+  private async remove(dir: string): Promise<void> {
+    // Read-only directories cannot be emptied until they are writable again.
+    await chmodTree(dir).catch(() => undefined);
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+async function chmodTree(dir: string): Promise<void> {
+  const { readdir } = await import("node:fs/promises");
+  await chmod(dir, 0o755);
+  for (const entry of await readdir(dir, { withFileTypes: true })) {
+    if (entry.isDirectory()) await chmodTree(path.join(dir, entry.name));
+  }
+}
