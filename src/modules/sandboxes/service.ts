@@ -24,7 +24,7 @@ import { isFinished, STABLE_STATES, stateDeadline } from "./lifecycle.js";
 import * as repo from "./repo.js";
 import type { CreateSandboxBody, SandboxState, UpdateSandboxBody } from "./schemas.js";
 import type { SandboxTransitions } from "./transitions.js";
-import { checkArgv, checkMetadata, sandboxView } from "./view.js";
+import { checkArgv, checkMetadata, receiptView, restoredCapacity, sandboxView } from "./view.js";
 
 const SANDBOX_ID = /^sbx-[0-9a-f]{40}$/;
 const EXEC_TARGET_CACHE_ENTRIES = 10_000;
@@ -559,49 +559,4 @@ export class SandboxService {
     this.transitions.notify(id);
     if (!quarantined) this.trigger.kick(id);
   }
-}
-
-/**
- * The workspace capacity of a restore: the snapshot's stamped capacity unless the create
- * names a larger one (never smaller: the files are already there); a standard restore
- * keeps the snapshot's workspace size but stamps none.
- */
-function restoredCapacity(
-  storageClass: "standard" | "durable",
-  asked: number | undefined,
-  source: { workspaceCapacityGiB: number | null },
-): number | null {
-  if (storageClass !== "durable") return null;
-  const stamped = source.workspaceCapacityGiB;
-  if (stamped === null) {
-    if (asked === undefined) {
-      throw new AppError(
-        "invalid_argument",
-        "this snapshot has no recorded workspace capacity: name workspace_capacity_gib",
-      );
-    }
-    return asked;
-  }
-  if (asked !== undefined && asked < stamped) {
-    throw new AppError(
-      "workspace_shrink_unsupported",
-      `the snapshot's workspace is ${stamped} GiB; a restore may grow it but not shrink it`,
-    );
-  }
-  return asked ?? stamped;
-}
-
-/** The contract's receipt names Kubernetes objects; here they are the namespace and nftables rules applied. */
-export function receiptView(receipt: NetworkReceipt) {
-  return {
-    network_access: receipt.mode,
-    pod_uid: receipt.namespace.name,
-    pod_resource_version: String(receipt.namespace.inode),
-    policies: receipt.rules.map((rule) => ({
-      policy_name: `${rule.family} ${rule.table} ${rule.chain}`,
-      policy_endpoint_name: rule.rule,
-      policy_endpoint_uid: String(rule.handle),
-      policy_endpoint_resource_version: String(rule.handle),
-    })),
-  };
 }

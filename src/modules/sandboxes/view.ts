@@ -1,5 +1,7 @@
-// Pure helpers of the sandbox service: the wire view of a row, create-request checks the
-// schema cannot state.
+// Pure helpers of the sandbox service: the wire views of a row and of a network receipt,
+// and the create-request rules the schema cannot state (metadata bytes, argv, a restore's
+// workspace capacity).
+import type { NetworkReceipt } from "../../drivers/runtime/interface.js";
 import { AppError } from "../../lib/errors.js";
 import type { SandboxRow } from "./repo.js";
 import type { SandboxJson } from "./schemas.js";
@@ -61,4 +63,49 @@ export function sandboxView(row: SandboxRow): SandboxJson {
   if (row.idle_timeout_seconds) view.idle_timeout_seconds = row.idle_timeout_seconds;
   if (row.idle_deadline && row.state === "running") view.idle_deadline = row.idle_deadline.toISOString();
   return view;
+}
+
+/**
+ * The workspace capacity of a restore: the snapshot's stamped capacity unless the create
+ * names a larger one (never smaller: the files are already there); a standard restore
+ * keeps the snapshot's workspace size but stamps none.
+ */
+export function restoredCapacity(
+  storageClass: "standard" | "durable",
+  asked: number | undefined,
+  source: { workspaceCapacityGiB: number | null },
+): number | null {
+  if (storageClass !== "durable") return null;
+  const stamped = source.workspaceCapacityGiB;
+  if (stamped === null) {
+    if (asked === undefined) {
+      throw new AppError(
+        "invalid_argument",
+        "this snapshot has no recorded workspace capacity: name workspace_capacity_gib",
+      );
+    }
+    return asked;
+  }
+  if (asked !== undefined && asked < stamped) {
+    throw new AppError(
+      "workspace_shrink_unsupported",
+      `the snapshot's workspace is ${stamped} GiB; a restore may grow it but not shrink it`,
+    );
+  }
+  return asked ?? stamped;
+}
+
+/** The contract's receipt names Kubernetes objects; here they are the namespace and nftables rules applied. */
+export function receiptView(receipt: NetworkReceipt) {
+  return {
+    network_access: receipt.mode,
+    pod_uid: receipt.namespace.name,
+    pod_resource_version: String(receipt.namespace.inode),
+    policies: receipt.rules.map((rule) => ({
+      policy_name: `${rule.family} ${rule.table} ${rule.chain}`,
+      policy_endpoint_name: rule.rule,
+      policy_endpoint_uid: String(rule.handle),
+      policy_endpoint_resource_version: String(rule.handle),
+    })),
+  };
 }
