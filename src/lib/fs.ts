@@ -1,6 +1,6 @@
 // Small file helpers shared by the store, the keyring and the runtime drivers.
 import { randomBytes } from "node:crypto";
-import { chmod, rename, rm, stat, writeFile } from "node:fs/promises";
+import { chmod, open, rename, rm, stat, writeFile } from "node:fs/promises";
 
 /** Whether a path exists (following symlinks); any error reads as absent. */
 export async function exists(file: string): Promise<boolean> {
@@ -23,5 +23,15 @@ export async function writeFileAtomically(file: string, content: string | Buffer
   } catch (error) {
     await rm(temp, { force: true });
     throw error;
+  }
+}
+
+/** fsync(2) of a file or a directory (a directory's entries: what was linked or renamed in it). */
+export async function fsyncPath(target: string): Promise<void> {
+  const handle = await open(target, "r");
+  try {
+    await handle.sync();
+  } finally {
+    await handle.close();
   }
 }

@@ -24,6 +24,7 @@ import {
 } from "node:fs/promises";
 import path from "node:path";
 import type { Readable } from "node:stream";
+import { fsyncPath } from "../../lib/fs.js";
 import { PRIVATE_DIR_MODE, PRIVATE_FILE_MODE } from "../../lib/private-dir.js";
 import { BlobError, type BlobInfo, type BlobStore, type PresignOptions } from "./interface.js";
 import { checkKey, keyProblem } from "./keys.js";
@@ -79,15 +80,6 @@ function writerAlive(pid: number): boolean {
     return true;
   } catch (error) {
     return errnoOf(error) === "EPERM";
-  }
-}
-
-async function fsyncDir(dir: string): Promise<void> {
-  const handle = await open(dir, "r");
-  try {
-    await handle.sync();
-  } finally {
-    await handle.close();
   }
 }
 
@@ -369,7 +361,7 @@ export class FsBlobStore implements BlobStore {
   }
 
   private startDirSync(dir: string, entry: DirSync): Promise<void> {
-    const run = io("fsync a directory", fsyncDir(dir));
+    const run = io("fsync a directory", fsyncPath(dir));
     entry.current = run;
     void run.then(settled, settled).then(() => {
       if (entry.current === run && entry.queued === null) this.dirSyncs.delete(dir);

@@ -5,18 +5,11 @@
 // memory is not captured: a restore boots the sandbox's command on the captured files.
 import { open, readdir, readFile, rename, rm } from "node:fs/promises";
 import path from "node:path";
-import { exists } from "../../../lib/fs.js";
+import { exists, fsyncPath } from "../../../lib/fs.js";
 import { type LocalSnapshot, RuntimeError, type SnapshotImages } from "../interface.js";
 import { freezeCgroup, thawCgroup } from "./cgroups.js";
 import { isSandboxId } from "./layout.js";
-import {
-  allocatedBytes,
-  freezeAndClone,
-  fsyncPath,
-  imageSizeGiB,
-  syncFilesystems,
-  thawFilesystem,
-} from "./storage/images.js";
+import { allocatedBytes, freezeAndClone, imageSizeGiB, syncFilesystems, thawFilesystem } from "./storage/images.js";
 import type { StoragePool } from "./storage/pool.js";
 
 /** `<snapshot>/snapshot.json`. */
@@ -47,15 +40,6 @@ export function assertSnapshotId(snapshotId: string): void {
 
 function imagesIn(dir: string): SnapshotImages {
   return { root: path.join(dir, "root.img"), workspace: path.join(dir, "workspace.img") };
-}
-
-async function fsyncDir(dir: string): Promise<void> {
-  const handle = await open(dir, "r");
-  try {
-    await handle.sync();
-  } finally {
-    await handle.close();
-  }
 }
 
 export class SnapshotStore {
@@ -186,7 +170,7 @@ export class SnapshotStore {
     } finally {
       await handle.close();
     }
-    await fsyncDir(staging);
+    await fsyncPath(staging);
     try {
       await rename(staging, this.sealedDir(snapshotId));
     } catch (error) {
@@ -197,7 +181,7 @@ export class SnapshotStore {
       await rm(staging, { recursive: true, force: true });
       return { ...snapshotOf(existing) };
     }
-    await fsyncDir(this.pool.snapshotsDir);
+    await fsyncPath(this.pool.snapshotsDir);
     return snapshot;
   }
 }

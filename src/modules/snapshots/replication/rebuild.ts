@@ -5,6 +5,7 @@
 import { randomBytes } from "node:crypto";
 import { open, rename, unlink } from "node:fs/promises";
 import path from "node:path";
+import { fsyncPath } from "../../../lib/fs.js";
 import { decompressChunk, digestOf } from "./codec.js";
 import { validateManifest } from "./manifest.js";
 import { DEFAULT_CONCURRENCY } from "./replicate.js";
@@ -89,19 +90,10 @@ export async function rebuildImage(input: RebuildInput): Promise<void> {
     closed = true;
     await file.close();
     await rename(temporary, input.path);
-    await syncDirectory(path.dirname(input.path));
+    await fsyncPath(path.dirname(input.path));
   } catch (error) {
     if (!closed) await file.close().catch(() => undefined);
     await unlink(temporary).catch(() => undefined);
     throw error;
-  }
-}
-
-async function syncDirectory(directory: string): Promise<void> {
-  const handle = await open(directory, "r");
-  try {
-    await handle.sync();
-  } finally {
-    await handle.close();
   }
 }

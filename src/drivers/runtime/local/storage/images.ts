@@ -120,13 +120,3 @@ export async function thawFilesystem(mountPoint: string): Promise<void> {
     throw new RuntimeError("host_failure", `thawing ${mountPoint}: ${(error as Error).message}`, { cause: error });
   }
 }
-
-/** Flushes a file's data and metadata (a clone's extents included) to the pool. */
-export async function fsyncPath(file: string): Promise<void> {
-  const handle = await open(file, "r");
-  try {
-    await handle.sync();
-  } finally {
-    await handle.close();
-  }
-}
