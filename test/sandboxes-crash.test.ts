@@ -38,16 +38,8 @@ describe("sandbox crash safety [pglite]", () => {
   const stopServer = (signal: NodeJS.Signals) => server.stop(signal);
   const api = (method: string, url: string, body?: unknown, headers: Record<string, string> = {}) =>
     server.api(method, url, body, headers);
-  const sandboxOf = async (id: string, query = "") => {
-    const res = await api("GET", `/v1/sandboxes/${id}${query}`);
-    assert.equal(res.status, 200, res.raw);
-    return res.body.sandbox as { id: string; state: string; state_reason?: { code: string; message: string } };
-  };
-  const waitFor = async (id: string, state: string) => {
-    const sandbox = await sandboxOf(id, `?wait_state=${state}&wait_timeout_seconds=25`);
-    assert.equal(sandbox.state, state, JSON.stringify(sandbox));
-    return sandbox;
-  };
+  const sandboxOf = (id: string, query = "") => server.sandbox(id, query);
+  const waitFor = (id: string, state: string) => server.waitFor(id, state);
   const exec = (id: string, cmd: string[], extra: Json = {}, headers: Record<string, string> = {}) =>
     api("POST", `/v1/sandboxes/${id}:exec`, { cmd, ...extra }, headers);
   const stdoutOf = (res: Reply) => {

@@ -1,6 +1,7 @@
 // The real server (src/main.ts as `make run` bundles it) as a child process on the embedded
 // store (PGlite in its data dir), for the crash tests: started, killed (SIGKILL is the crash)
 // and started again on the same data dir and runtime root; plus a JSON client of its API.
+import assert from "node:assert/strict";
 import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import os from "node:os";
@@ -11,6 +12,12 @@ import { type RuntimeFixture, startRuntimeFixture } from "../../src/drivers/runt
 import { freePort } from "./ports.js";
 
 export type Json = Record<string, unknown>;
+
+export interface ShownSandbox {
+  id: string;
+  state: string;
+  state_reason?: { code: string; message: string };
+}
 
 export interface Reply {
   status: number;
@@ -136,6 +143,20 @@ export class ServerProcess {
   }
 
   /** One request; a server that does not answer within `timeoutMs` fails it (a hang is a failure). */
+  /** GetSandbox (with `query`, e.g. a wait); anything but 200 fails the test. */
+  async sandbox(id: string, query = ""): Promise<ShownSandbox> {
+    const res = await this.api("GET", `/v1/sandboxes/${id}${query}`);
+    assert.equal(res.status, 200, res.raw);
+    return res.body.sandbox as ShownSandbox;
+  }
+
+  /** Waits (long poll) until the sandbox shows `state`; fails the test otherwise. */
+  async waitFor(id: string, state: string): Promise<ShownSandbox> {
+    const sandbox = await this.sandbox(id, `?wait_state=${state}&wait_timeout_seconds=25`);
+    assert.equal(sandbox.state, state, JSON.stringify(sandbox));
+    return sandbox;
+  }
+
   async api(
     method: string,
     url: string,
