@@ -116,16 +116,18 @@ async function compileBench(iterations: number) {
 
 /** 1M events over the last two days (half of them in the last day), 25 names. */
 const SEED_SQL = `INSERT INTO events (org_id, event_id, project_id, lineage_path, ts_wall_ns, name, principal, payload)
-  SELECT $1, 'bench-' || i, $2, '', $3::bigint - (i::bigint * 172800000000000 / $4::bigint), 'event-' || (i % 25),
+  SELECT $1, 'bench-' || i, $2, '', $3::bigint - i * $4::bigint, 'event-' || (i % 25),
          'bench', jsonb_build_object('i', i)
     FROM generate_series($5::bigint, $6::bigint) AS i`;
+
+const TWO_DAYS_NS = 2n * 86_400n * 1_000_000_000n;
 
 async function seed(q: { query(sql: string, params?: unknown[]): Promise<unknown> }, orgId: string, projectId: string) {
   const nowNs = String(BigInt(Date.now()) * 1_000_000n);
   const batch = 200_000;
   for (let from = 1; from <= eventCount; from += batch) {
     const to = Math.min(eventCount, from + batch - 1);
-    await q.query(SEED_SQL, [orgId, projectId, nowNs, eventCount, from, to]);
+    await q.query(SEED_SQL, [orgId, projectId, nowNs, String(TWO_DAYS_NS / BigInt(eventCount)), from, to]);
   }
 }
 
@@ -176,9 +178,10 @@ async function viewBench(store: Store) {
   const direct: number[] = [];
   const inProcess: number[] = [];
   let lastDay = 0;
-  const check = (rows: [string, string | number][], source: string) => {
-    const total = rows.reduce((sum, row) => sum + Number(row[1]), 0);
-    if (lastDay && total !== lastDay) log(`${source}: ${total} events in the last day, the gateway counted ${lastDay}`);
+  // The window slides with now(), so the two sides' last-day counts differ by the events that aged out in between.
+  let directLastDay = 0;
+  const check = (rows: [string, string | number][]) => {
+    directLastDay = rows.reduce((sum, row) => sum + Number(row[1]), 0);
   };
   const loadBefore = await loadNow();
   for (let i = 0; i < 2; i++) lastDay = (await runView()).rows.reduce((sum, row) => sum + Number(row[1]), 0);
@@ -192,10 +195,7 @@ async function viewBench(store: Store) {
       gateway.push((await timed(runView)).ms);
       const d = await timed(runDirect);
       direct.push(d.ms);
-      check(
-        d.value.rows.map((r) => [r.name, r.n]),
-        "direct",
-      );
+      check(d.value.rows.map((r) => [r.name, r.n]));
     }
     await pgClient.end();
   } else {
@@ -210,10 +210,7 @@ async function viewBench(store: Store) {
     for (let i = 0; i < runs; i++) {
       const d = await timed(() => db.query<{ name: string; n: string }>(DIRECT_SQL, [orgId]));
       direct.push(d.ms);
-      check(
-        d.value.rows.map((r) => [r.name, r.n]),
-        "direct",
-      );
+      check(d.value.rows.map((r) => [r.name, r.n]));
       inProcess.push((await timed(() => service.runSql(cred, VIEW_SQL, 1000))).ms);
     }
     await db.close();
@@ -227,6 +224,7 @@ async function viewBench(store: Store) {
     store,
     events: eventCount,
     eventsLastDay: lastDay,
+    eventsLastDayDirect: directLastDay,
     seedSeconds,
     viewSql: VIEW_SQL,
     directSql: DIRECT_SQL,
