@@ -119,7 +119,7 @@ export interface Config {
   tail: TailSettings;
   /**
    * Telemetry SQL: the highest planner cost estimate (EXPLAIN's total cost) a query may have;
-   * null: the store's default (PGlite 1,000,000; PostgreSQL none, its statement_timeout
+   * null: the store's default (PGlite 250,000; PostgreSQL none, its statement_timeout
    * cancels); 0: no cost guard on either store (docs/telemetry-sql.md).
    */
   telemetrySqlMaxCost: number | null;

@@ -55,7 +55,7 @@ function sqlState(error: unknown): string | null {
 }
 
 /** The planner-cost cap of the embedded store when none is configured (docs/telemetry-sql.md). */
-export const PGLITE_DEFAULT_MAX_COST = 1_000_000;
+export const PGLITE_DEFAULT_MAX_COST = 250_000;
 
 export interface TelemetryViewOptions {
   /** WARREN_TELEMETRY_SQL_MAX_COST: null for the store's default, 0 for no guard. */
