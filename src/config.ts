@@ -128,6 +128,12 @@ export interface Config {
   blobs: BlobSettings;
   volumes: VolumeSettings;
   tail: TailSettings;
+  /**
+   * Telemetry SQL: the highest planner cost estimate (EXPLAIN's total cost) a query may have;
+   * null: the store's default (PGlite 250,000; PostgreSQL none, its statement_timeout
+   * cancels); 0: no cost guard on either store (docs/telemetry-sql.md).
+   */
+  telemetrySqlMaxCost: number | null;
   /** Admin CLI: the server to go through (else the lock file in dataDir, else the store directly). */
   adminUrl: string;
   /** Admin CLI: an owner key of the operator organization, for going through the server. */
@@ -258,6 +264,9 @@ export function loadConfig(env: Env = process.env): Config {
       maxStreamsPerOrg: intSetting(env, "WARREN_TAIL_MAX_STREAMS_PER_ORG", 500, 1, 1_000_000),
       maxStreamsPerServer: intSetting(env, "WARREN_TAIL_MAX_STREAMS", 2000, 1, 1_000_000),
     },
+    telemetrySqlMaxCost: env.WARREN_TELEMETRY_SQL_MAX_COST
+      ? intSetting(env, "WARREN_TELEMETRY_SQL_MAX_COST", 0, 0, 1_000_000_000_000)
+      : null,
     adminUrl: env.WARREN_ADMIN_URL || "",
     adminApiKey: env.WARREN_API_KEY || "",
     quotaDefaults: {

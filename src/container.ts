@@ -192,7 +192,7 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
   const relay =
     overrides.feedbackRelay ?? webhookRelay(config.feedbackWebhookUrl, config.feedbackWebhookTimeoutMs, log);
   const feedback = new FeedbackService(db, clock, relay);
-  const telemetryViews = new TelemetryViewService(db, clock);
+  const telemetryViews = new TelemetryViewService(db, clock, { maxCost: config.telemetrySqlMaxCost });
   const admin = new AdminService(identity, quotas, secrets, sandboxes);
   const idempotency = new IdempotencyStore(db, clock, config.idempotencyRetentionHours);
   const blobs =

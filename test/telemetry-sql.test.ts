@@ -3,7 +3,9 @@
 // view naming a column the allowlist no longer has failing closed.
 import assert from "node:assert/strict";
 import { before, it } from "node:test";
+import { systemClock } from "../src/lib/clock.js";
 import * as repo from "../src/modules/telemetry/repo.js";
+import { PGLITE_DEFAULT_MAX_COST, TelemetryViewService } from "../src/modules/telemetry/service.js";
 import { forEachStore, type TestApp, type TestOrg } from "./harness.js";
 import { assertError } from "./support/assertions.js";
 import { API_ONLY_RUNTIME } from "./support/fixtures.js";
@@ -249,6 +251,40 @@ forEachStore(
       });
       assertError(store, 400, "invalid_argument");
       assert.match(String(store.body.message), /column score/);
+    });
+
+    it("the planner-cost guard refuses a long query before it runs (PGlite by default, PostgreSQL when configured)", async () => {
+      // PGlite guards by default; on PostgreSQL a service configured with a cap shows the extra layer.
+      const service =
+        t().store === "pglite"
+          ? t().c.telemetryViews
+          : new TelemetryViewService(t().c.db, systemClock(), { maxCost: PGLITE_DEFAULT_MAX_COST });
+      assert.equal(service.maxCost, PGLITE_DEFAULT_MAX_COST);
+      const cred = await t().c.identity.authenticate(t().orgA.keys.member);
+      for (const slow of [
+        "SELECT count(*) FROM generate_series(1, 1000000) a, generate_series(1, 1000000) b",
+        "SELECT a.n FROM events e, generate_series(1, 1000000) a(n), generate_series(1, 1000) b ORDER BY 1",
+      ]) {
+        const started = performance.now();
+        const refused = await service.runSql(cred, slow, 10).then(
+          () => null,
+          (error: { code?: string; message?: string; details?: Record<string, unknown> }) => error,
+        );
+        const ms = performance.now() - started;
+        assert.equal(refused?.code, "invalid_argument", slow);
+        const expected = `exceeds the limit ${PGLITE_DEFAULT_MAX_COST} (WARREN_TELEMETRY_SQL_MAX_COST)`;
+        assert.match(String(refused?.message), /^the query's estimated cost \d+ /);
+        assert.ok(String(refused?.message).includes(expected), String(refused?.message));
+        assert.ok(Number(refused?.details?.estimated_cost) > PGLITE_DEFAULT_MAX_COST);
+        assert.ok(ms < 2000, `refused after ${ms.toFixed(0)} ms`);
+      }
+      const normal = await service.runSql(cred, "SELECT name, count(*) FROM events GROUP BY name ORDER BY name", 10);
+      assert.ok(normal.rows.length > 0);
+      if (t().store === "pglite") {
+        const res = await sql("SELECT count(*) FROM generate_series(1, 1000000) a, generate_series(1, 1000000) b");
+        assertError(res, 400, "invalid_argument");
+        assert.equal(res.body.details && (res.body.details as { max_cost: number }).max_cost, PGLITE_DEFAULT_MAX_COST);
+      }
     });
 
     it("a query past its statement timeout is a clear error (PostgreSQL; PGlite cannot cancel)", async (ctx) => {

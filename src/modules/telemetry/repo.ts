@@ -97,6 +97,26 @@ export interface Layer2Limits {
   workMemKiB: number;
   /** Rows fetched at most: the caller's cap plus one, so a cut is seen. */
   fetchRows: number;
+  /** Refuse (CostOverCap) a plan whose estimated total cost exceeds this; null: no guard. */
+  maxCost?: number | null;
+}
+
+/** The planner's estimate for a query was over the cap: it was planned, never run. */
+export class CostOverCap extends Error {
+  constructor(
+    readonly estimatedCost: number,
+    readonly maxCost: number,
+  ) {
+    super(`estimated cost ${estimatedCost} exceeds ${maxCost}`);
+  }
+}
+
+/** The total cost of the top node of an EXPLAIN (FORMAT JSON) answer (json parsed or not). */
+export function planTotalCost(plan: unknown): number {
+  const parsed = typeof plan === "string" ? (JSON.parse(plan) as unknown) : plan;
+  const cost = (parsed as { Plan?: { "Total Cost"?: unknown } }[] | undefined)?.[0]?.Plan?.["Total Cost"];
+  if (typeof cost !== "number" || !Number.isFinite(cost)) throw new Error("EXPLAIN gave no total cost");
+  return cost;
 }
 
 class Rollback {
@@ -127,10 +147,15 @@ export async function runAsReader(
       await q.query("SET LOCAL search_path = telemetry_sql");
       await q.query(`SET LOCAL warren.telemetry_org = '${orgId}'`);
       await q.query("SET LOCAL ROLE warren_telemetry_reader");
-      const result = await q.queryRaw(
-        `SELECT * FROM (\n${sql}\n) AS warren_result LIMIT ${Math.max(0, Math.floor(limits.fetchRows))}`,
-        params,
-      );
+      const text = `SELECT * FROM (\n${sql}\n) AS warren_result LIMIT ${Math.max(0, Math.floor(limits.fetchRows))}`;
+      // The cost guard plans the exact statement, with the same role, settings and values,
+      // and refuses before anything runs (PGlite cannot cancel a running query).
+      if (limits.maxCost) {
+        const { rows } = await q.query<{ "QUERY PLAN": unknown }>(`EXPLAIN (FORMAT JSON) ${text}`, params);
+        const cost = planTotalCost(rows[0]?.["QUERY PLAN"]);
+        if (cost > limits.maxCost) throw new CostOverCap(cost, limits.maxCost);
+      }
+      const result = await q.queryRaw(text, params);
       throw new Rollback(result);
     });
   } catch (error) {

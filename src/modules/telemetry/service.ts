@@ -54,14 +54,30 @@ function sqlState(error: unknown): string | null {
   return typeof code === "string" && /^[0-9A-Z]{5}$/.test(code) ? code : null;
 }
 
+/** The planner-cost cap of the embedded store when none is configured (docs/telemetry-sql.md). */
+export const PGLITE_DEFAULT_MAX_COST = 250_000;
+
+export interface TelemetryViewOptions {
+  /** WARREN_TELEMETRY_SQL_MAX_COST: null for the store's default, 0 for no guard. */
+  maxCost?: number | null;
+  limits?: { views: QueryLimits; raw: QueryLimits };
+}
+
 export class TelemetryViewService {
   private layer2Checked = false;
+  private readonly limits: { views: QueryLimits; raw: QueryLimits };
+  /** The planner-cost cap in force on this store; null: none. */
+  readonly maxCost: number | null;
 
   constructor(
     private readonly db: Db,
     private readonly clock: Clock,
-    private readonly limits = { views: VIEW_LIMITS, raw: RAW_LIMITS },
-  ) {}
+    options: TelemetryViewOptions = {},
+  ) {
+    this.limits = options.limits ?? { views: VIEW_LIMITS, raw: RAW_LIMITS };
+    const configured = options.maxCost ?? (db.kind === "pglite" ? PGLITE_DEFAULT_MAX_COST : null);
+    this.maxCost = configured === 0 ? null : configured;
+  }
 
   /** Layer 1 against the organization's current catalog. */
   async compile(orgId: string, sql: string, paramTypes: ParamType[]): Promise<Compiled> {
@@ -87,6 +103,7 @@ export class TelemetryViewService {
         statementTimeoutMs: limits.statementTimeoutMs,
         workMemKiB: limits.workMemKiB,
         fetchRows: rows + 1,
+        maxCost: this.maxCost,
       });
     } catch (error) {
       throw this.queryError(error, sqlText);
@@ -118,6 +135,14 @@ export class TelemetryViewService {
   }
 
   private queryError(error: unknown, sqlText: string): unknown {
+    if (error instanceof repo.CostOverCap) {
+      const estimated = Math.ceil(error.estimatedCost);
+      return new AppError(
+        "invalid_argument",
+        `the query's estimated cost ${estimated} exceeds the limit ${error.maxCost} (WARREN_TELEMETRY_SQL_MAX_COST): narrow it with a WHERE, a LIMIT or fewer joins`,
+        { details: { construct: "estimated cost", estimated_cost: estimated, max_cost: error.maxCost } },
+      );
+    }
     const state = sqlState(error);
     if (state === null || error instanceof AppError) return error;
     const message = (error as Error).message;
