@@ -205,10 +205,17 @@ export async function pushDirectory(options: PushOptions): Promise<PushResult> {
       progress(`published ${version.version_digest}`);
       return { version, files: files.length, bytes, blobs: chunkOf.size, uploadedBlobs, uploadedBytes, rebases };
     }
-    if (published.status !== 409) {
+    // Blobs answered present but collected before the publish (unreferenced past the grace period): again.
+    const collected =
+      published.status === 400 && (published.json.details as { missing_digests?: unknown })?.missing_digests;
+    if (published.status !== 409 && !collected) {
       throw new PushError(`PublishVolumeVersion: ${published.status} ${JSON.stringify(published.json)}`);
     }
-    progress("another push was published first; rebasing on the new current version");
+    progress(
+      collected
+        ? "blobs were collected meanwhile; pushing again"
+        : "another push was published first; rebasing on the new current version",
+    );
   }
   throw new PushError(`gave up after ${MAX_REBASES} rebases: the volume keeps changing`);
 }

@@ -13,7 +13,15 @@ import { createVolume, digest, pushTree, putUrl, requestUploads, startPush, tree
 
 const MAX_MANIFEST_BYTES = 4096;
 const config = () => {
-  return { volumes: { pushTtlSeconds: 3600, maxManifestBytes: MAX_MANIFEST_BYTES, cacheDir: "/nonexistent" } };
+  return {
+    volumes: {
+      pushTtlSeconds: 3600,
+      maxManifestBytes: MAX_MANIFEST_BYTES,
+      cacheDir: "/nonexistent",
+      gcIntervalSeconds: 600,
+      gcGraceSeconds: 3600,
+    },
+  };
 };
 
 /** The push protocol, on whichever blob store the app was given. */

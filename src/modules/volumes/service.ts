@@ -128,7 +128,7 @@ export class VolumeService {
    */
   async delete(cred: Credential, id: string): Promise<Record<string, never>> {
     requireOrgScoped(cred, "delete volumes");
-    if (!(await repo.deleteVolume(this.db, cred.orgId, id))) throw notFound("volume");
+    if (!(await repo.deleteVolume(this.db, cred.orgId, id, this.clock.now()))) throw notFound("volume");
     return {};
   }
 
@@ -261,6 +261,17 @@ export class VolumeService {
       );
     }
     const now = this.clock.now();
+    // Touched under their row locks: a collection of one of them either committed before
+    // (it is gone: refuse) or waits for this transaction and then sees it touched.
+    const touched = await repo.touchVerified(q, volume.org_id, digests, now);
+    const collected = digests.filter((digest) => !touched.has(digest));
+    if (collected.length > 0) {
+      throw new AppError(
+        "failed_precondition",
+        `${collected.length} blob(s) of the manifest were collected as unreferenced since they were verified; upload them again`,
+        { details: { missing_digests: collected.slice(0, 100) } },
+      );
+    }
     const row: repo.VersionRow = {
       volume_id: volume.id,
       version_digest: versionDigest,
@@ -272,7 +283,7 @@ export class VolumeService {
       created_by: cred.principalId,
     };
     await repo.insertVersion(q, row);
-    await repo.addRefs(q, volume.id, digests, sizes);
+    await repo.addRefs(q, volume.org_id, volume.id, digests, sizes);
     await repo.setCurrentVersion(q, volume.id, versionDigest, used + added, now);
     await repo.markPublished(q, push.id, versionDigest);
     return (await repo.getVersion(q, volume.id, versionDigest)) ?? row;
@@ -287,7 +298,8 @@ export class VolumeService {
     const digests = [...wanted.keys()];
     const known = new Map<string, number>();
     for (let i = 0; i < digests.length; i += 5000) {
-      for (const [digest, size] of await repo.verifiedBlobs(this.db, orgId, digests.slice(i, i + 5000))) {
+      const slice = digests.slice(i, i + 5000);
+      for (const [digest, size] of await repo.touchVerified(this.db, orgId, slice, this.clock.now())) {
         known.set(digest, size);
       }
     }
@@ -382,7 +394,7 @@ export class VolumeService {
   }
 
   deleteInProject(q: Queryable, projectId: string): Promise<void> {
-    return repo.deleteProjectVolumes(q, projectId);
+    return repo.deleteProjectVolumes(q, projectId, this.clock.now());
   }
 
   private async load(q: Queryable, cred: Credential, id: string): Promise<repo.VolumeRow> {
