@@ -174,6 +174,15 @@ export async function setCurrentVersion(
   );
 }
 
+/** The verified blobs among `digests`, with their sizes. */
+export async function verifiedBlobs(q: Queryable, orgId: string, digests: string[]): Promise<Map<string, number>> {
+  const { rows } = await q.query<{ digest: string; size_bytes: string }>(
+    "SELECT digest, size_bytes::text FROM volume_blobs WHERE org_id = $1 AND digest = ANY($2::text[])",
+    [orgId, digests],
+  );
+  return new Map(rows.map((row) => [row.digest, Number(row.size_bytes)]));
+}
+
 /**
  * The verified blobs among `digests`, with their sizes, touched now: the collector leaves a
  * blob touched since its cutoff alone, and waits on this row lock when it is collecting one

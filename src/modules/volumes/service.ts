@@ -10,9 +10,10 @@ import { newId } from "../../lib/ids.js";
 import type { Logger } from "../../lib/logger.js";
 import { type Cursor, decodeCursor, pageOf } from "../../lib/page-token.js";
 import type { Db, Queryable } from "../../store/db.js";
+import type { UploadObserver } from "../blobs/service.js";
 import { type Credential, requireOrgScoped } from "../identity/credential.js";
 import type { ProjectService } from "../projects/service.js";
-import { checkStoredBlob, mapLimit, volumeKeys } from "./blobs.js";
+import { BLOB_KEY, checkStoredBlob, mapLimit, volumeKeys } from "./blobs.js";
 import { type CanonicalManifest, canonicalBytes, type Digest, digestOf, parseManifest } from "./manifest.js";
 import * as repo from "./repo.js";
 import type {
@@ -299,7 +300,12 @@ export class VolumeService {
     const known = new Map<string, number>();
     for (let i = 0; i < digests.length; i += 5000) {
       const slice = digests.slice(i, i + 5000);
-      for (const [digest, size] of await repo.touchVerified(this.db, orgId, slice, this.clock.now())) {
+      // An upload request touches what it answers present (the push may publish it later);
+      // a publish touches its blobs in its transaction instead (record).
+      const rows = strict
+        ? await repo.verifiedBlobs(this.db, orgId, slice)
+        : await repo.touchVerified(this.db, orgId, slice, this.clock.now());
+      for (const [digest, size] of rows) {
         known.set(digest, size);
       }
     }
@@ -345,6 +351,26 @@ export class VolumeService {
       await this.blobs.delete(push.manifest_key);
       throw error;
     }
+  }
+
+  /**
+   * Blobs uploaded through Warren's own presigned URLs (the fs store) are hashed as they
+   * stream in: one whose bytes match its key is recorded verified (a publish need not read
+   * it back); one that does not is deleted and the upload refused.
+   */
+  uploadObserver(): UploadObserver {
+    return {
+      accepts: (key) => BLOB_KEY.test(key),
+      stored: async (key, hex, size) => {
+        const [, orgId, keyHex] = BLOB_KEY.exec(key) ?? [];
+        if (!orgId || !keyHex) return;
+        if (hex !== keyHex) {
+          await this.blobs.delete(key);
+          throw invalid("the uploaded bytes do not match the BLAKE3 digest of the blob's URL; they were discarded");
+        }
+        await repo.recordVerified(this.db, orgId, `blake3:${hex}`, size, this.clock.now());
+      },
+    };
   }
 
   /**
