@@ -246,7 +246,8 @@ export async function pushDirectory(options: PushOptions): Promise<PushResult> {
   });
   if (reused > 0) progress(`${reused} files unchanged since the last push (hash cache)`);
   const saveCache = async () => {
-    if (!options.hashCache) return;
+    // Every file found as it was cached, and nothing else cached: the file says it already.
+    if (!options.hashCache || (reused === paths.length && cached.size === fresh.size)) return;
     await mkdir(path.dirname(options.hashCache), { recursive: true });
     const tmp = `${options.hashCache}.tmp-${process.pid}`;
     await writeFile(tmp, JSON.stringify({ version: 1, files: Object.fromEntries(fresh) }));
