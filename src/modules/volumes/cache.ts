@@ -2,8 +2,8 @@
 // under <cacheDir>/<org>/<version hex>, and bound read-only into every sandbox that pins it
 // (a version mounted by ten sandboxes is stored once). Entries are immutable; a sweep
 // (collector.ts) removes those no sandbox that has not ended pins, so deleting a volume
-// never pulls files from under a sandbox. Every chunk and every file is checked against its
-// BLAKE3 digest as it is written.
+// never pulls files from under a sandbox. Every file is checked against its BLAKE3 digest
+// as it is written (a one-chunk file's digest is its chunk's).
 import { randomBytes } from "node:crypto";
 import { chmod, mkdir, open, readdir, rename, rm, stat } from "node:fs/promises";
 import path from "node:path";
