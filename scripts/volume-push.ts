@@ -1,13 +1,16 @@
 // Pushes a local directory as a new version of a volume (docs/volumes.md "Pushing a
-// directory"): cuts every regular file into 4 MiB chunks and hashes them (BLAKE3), asks
-// which blobs the volume's organization lacks, uploads only those (in parallel, to their
-// presigned URLs), uploads the manifest and publishes. A rerun after an interruption
+// directory"): cuts every regular file into 4 MiB chunks and hashes them (BLAKE3), uploads
+// the manifest and tries to publish; when blobs are missing, asks which blobs the volume's
+// organization lacks, uploads only those (in parallel, to their presigned URLs) and publishes. A rerun after an interruption
 // uploads only what did not land (stored blobs answer `present`). A publish that lost a
 // race to another push is rebased: a new push over the new current version.
 //
 //   node --import tsx scripts/volume-push.ts --url http://127.0.0.1:8080 --volume vol_... DIR
 //   (the API key comes from WARREN_API_KEY; --quiet drops the progress lines on stderr)
-import { open, readdir } from "node:fs/promises";
+import { createHash } from "node:crypto";
+import { statSync } from "node:fs";
+import { mkdir, open, readdir, readFile, rename, writeFile } from "node:fs/promises";
+import os from "node:os";
 import path from "node:path";
 import { Blake3Hasher, blake3 } from "@napi-rs/blake-hash";
 
@@ -23,6 +26,38 @@ export interface PushOptions {
   /** Uploads (and files hashed) at once; default 8. */
   concurrency?: number;
   onProgress?: (line: string) => void;
+  /**
+   * A file of the digests of this directory's files from earlier pushes, keyed by path and
+   * reused while size, mtime, ctime and inode are unchanged (as git's index does); none:
+   * every file is read and hashed.
+   */
+  hashCache?: string;
+}
+
+interface CachedFile {
+  size: string;
+  mtimeNs: string;
+  ctimeNs: string;
+  ino: string;
+  digest: string;
+  chunks: { digest: string; size: number }[];
+}
+
+/** Where the CLI keeps the hash cache of `dir`: under $XDG_CACHE_HOME (or ~/.cache). */
+export function defaultHashCache(dir: string): string {
+  const base = process.env.XDG_CACHE_HOME || path.join(os.homedir(), ".cache");
+  const name = createHash("sha256").update(path.resolve(dir)).digest("hex").slice(0, 32);
+  return path.join(base, "warren", "volume-push", `${name}.json`);
+}
+
+async function readHashCache(file: string | undefined): Promise<Map<string, CachedFile>> {
+  if (!file) return new Map();
+  try {
+    const parsed = JSON.parse(await readFile(file, "utf8")) as { version?: number; files?: Record<string, CachedFile> };
+    return parsed.version === 1 && parsed.files ? new Map(Object.entries(parsed.files)) : new Map();
+  } catch {
+    return new Map();
+  }
 }
 
 export interface PushResult {
@@ -63,14 +98,18 @@ async function walk(dir: string, skipped: string[]): Promise<string[]> {
   return out.sort();
 }
 
+/** Chunk buffers reused across files: a fresh 4 MiB buffer per small file costs more than hashing it. */
+const spareBuffers: Buffer[] = [];
+
 async function hashFile(root: string, rel: string): Promise<{ entry: FileEntry; chunks: Chunk[] }> {
   const full = path.join(root, rel);
   const handle = await open(full, "r");
+  const buffer = spareBuffers.pop() ?? Buffer.allocUnsafe(CHUNK_BYTES);
   try {
     const info = await handle.stat();
     const whole = new Blake3Hasher();
+    const single = info.size > 0 && info.size <= CHUNK_BYTES;
     const chunks: Chunk[] = [];
-    const buffer = Buffer.allocUnsafe(CHUNK_BYTES);
     let offset = 0;
     for (;;) {
       let filled = 0;
@@ -81,7 +120,9 @@ async function hashFile(root: string, rel: string): Promise<{ entry: FileEntry; 
       }
       if (filled === 0) break;
       const piece = buffer.subarray(0, filled);
-      whole.update(piece);
+      if (single && chunks.length > 0) throw new PushError(`${full} changed while it was pushed`);
+      // A one-chunk file's digest is its chunk's: hashed once.
+      if (!single) whole.update(piece);
       chunks.push({ digest: `blake3:${blake3(piece).toString("hex")}`, size: filled, file: full, offset });
       offset += filled;
       if (filled < CHUNK_BYTES) break;
@@ -90,11 +131,12 @@ async function hashFile(root: string, rel: string): Promise<{ entry: FileEntry; 
       path: rel,
       mode: info.mode & 0o777,
       size: offset,
-      digest: `blake3:${whole.digest("hex")}`,
+      digest: single && chunks[0] ? chunks[0].digest : `blake3:${whole.digest("hex")}`,
       chunks: chunks.map((c) => ({ digest: c.digest, size: c.size })),
     };
     return { entry, chunks };
   } finally {
+    spareBuffers.push(buffer);
     await handle.close();
   }
 }
@@ -148,25 +190,79 @@ export async function pushDirectory(options: PushOptions): Promise<PushResult> {
   const files: FileEntry[] = [];
   const chunkOf = new Map<string, Chunk>();
   let bytes = 0;
-  await pool(paths, concurrency, async (rel) => {
+  const cached = await readHashCache(options.hashCache);
+  const fresh = new Map<string, CachedFile>();
+  // Files changed this close to the hashing may change again within the same mtime: not cached (git's racy clean).
+  const racyAfterNs = (BigInt(Date.now()) - 2000n) * 1_000_000n;
+  let reused = 0;
+  const toHash: string[] = [];
+  for (const rel of paths) {
+    const info = statSync(path.join(options.dir, rel), { bigint: true });
+    const key = {
+      size: String(info.size),
+      mtimeNs: String(info.mtimeNs),
+      ctimeNs: String(info.ctimeNs),
+      ino: String(info.ino),
+    };
+    const hit = cached.get(rel);
+    if (
+      hit &&
+      hit.size === key.size &&
+      hit.mtimeNs === key.mtimeNs &&
+      hit.ctimeNs === key.ctimeNs &&
+      hit.ino === key.ino
+    ) {
+      const full = path.join(options.dir, rel);
+      files.push({
+        path: rel,
+        mode: Number(info.mode) & 0o777,
+        size: Number(info.size),
+        digest: hit.digest,
+        chunks: hit.chunks,
+      });
+      bytes += Number(info.size);
+      hit.chunks.forEach((chunk, i) => {
+        if (!chunkOf.has(chunk.digest)) chunkOf.set(chunk.digest, { ...chunk, file: full, offset: i * CHUNK_BYTES });
+      });
+      fresh.set(rel, hit);
+      reused++;
+    } else toHash.push(rel);
+  }
+  await pool(toHash, concurrency, async (rel) => {
+    const info = statSync(path.join(options.dir, rel), { bigint: true });
     const { entry, chunks } = await hashFile(options.dir, rel);
     files.push(entry);
     bytes += entry.size;
     for (const chunk of chunks) if (!chunkOf.has(chunk.digest)) chunkOf.set(chunk.digest, chunk);
+    if (info.mtimeNs < racyAfterNs && info.ctimeNs < racyAfterNs && BigInt(entry.size) === info.size) {
+      const key = {
+        size: String(info.size),
+        mtimeNs: String(info.mtimeNs),
+        ctimeNs: String(info.ctimeNs),
+        ino: String(info.ino),
+      };
+      fresh.set(rel, { ...key, digest: entry.digest, chunks: entry.chunks });
+    }
   });
+  if (reused > 0) progress(`${reused} files unchanged since the last push (hash cache)`);
+  const saveCache = async () => {
+    // Every file found as it was cached, and nothing else cached: the file says it already.
+    if (!options.hashCache || (reused === paths.length && cached.size === fresh.size)) return;
+    await mkdir(path.dirname(options.hashCache), { recursive: true });
+    const tmp = `${options.hashCache}.tmp-${process.pid}`;
+    await writeFile(tmp, JSON.stringify({ version: 1, files: Object.fromEntries(fresh) }));
+    await rename(tmp, options.hashCache);
+  };
   files.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
   progress(`hashed ${files.length} files, ${bytes} bytes, ${chunkOf.size} distinct blobs`);
   const manifest = Buffer.from(JSON.stringify({ version: 1, files }));
 
   let uploadedBlobs = 0;
   let uploadedBytes = 0;
-  for (let rebases = 0; rebases <= MAX_REBASES; rebases++) {
-    const start = await api("POST", `/v1/volumes/${encodeURIComponent(options.volumeId)}/pushes`, {});
-    if (start.status !== 200) throw new PushError(`StartVolumePush: ${start.status} ${JSON.stringify(start.json)}`);
-    const pushId = String(start.json.push_id);
-    if (manifest.length > Number(start.json.max_manifest_bytes)) {
-      throw new PushError(`the manifest (${manifest.length} bytes) is over max_manifest_bytes`);
-    }
+  const missingBlobs = (res: { status: number; json: Record<string, unknown> }) =>
+    res.status === 400 && Boolean((res.json.details as { missing_digests?: unknown } | undefined)?.missing_digests);
+  /** Asks which blobs the push lacks and uploads those. */
+  const uploadMissing = async (pushId: string) => {
     const digests = [...chunkOf.keys()];
     const missing: Chunk[] = [];
     const urls = new Map<string, string>();
@@ -198,17 +294,41 @@ export async function pushDirectory(options: PushOptions): Promise<PushResult> {
         progress(`uploaded ${done} of ${toUpload} bytes`);
       }
     });
+    progress(`uploaded ${missing.length} blobs`);
+  };
+  for (let rebases = 0; rebases <= MAX_REBASES; rebases++) {
+    const start = await api("POST", `/v1/volumes/${encodeURIComponent(options.volumeId)}/pushes`, {});
+    if (start.status !== 200) throw new PushError(`StartVolumePush: ${start.status} ${JSON.stringify(start.json)}`);
+    const pushId = String(start.json.push_id);
+    if (manifest.length > Number(start.json.max_manifest_bytes)) {
+      throw new PushError(`the manifest (${manifest.length} bytes) is over max_manifest_bytes`);
+    }
+    // The manifest and a publish first: a tree whose blobs are all stored (a re-push, or a
+    // small change after one) costs no upload request. Missing blobs are named in the refusal.
     await put(String(start.json.manifest_upload_url), manifest);
-    const published = await api("POST", `/v1/volume-pushes/${pushId}/publish`, {});
+    let published = await api("POST", `/v1/volume-pushes/${pushId}/publish`, {});
+    if (missingBlobs(published)) {
+      await uploadMissing(pushId);
+      published = await api("POST", `/v1/volume-pushes/${pushId}/publish`, {});
+    }
     if (published.status === 200) {
       const version = published.json.version as Record<string, string>;
       progress(`published ${version.version_digest}`);
+      await saveCache().catch((error: unknown) =>
+        progress(`the hash cache was not saved: ${(error as Error).message}`),
+      );
       return { version, files: files.length, bytes, blobs: chunkOf.size, uploadedBlobs, uploadedBytes, rebases };
     }
-    if (published.status !== 409) {
+    // Blobs answered present but collected before the publish (unreferenced past the grace period): again.
+    const collected = missingBlobs(published);
+    if (published.status !== 409 && !collected) {
       throw new PushError(`PublishVolumeVersion: ${published.status} ${JSON.stringify(published.json)}`);
     }
-    progress("another push was published first; rebasing on the new current version");
+    progress(
+      collected
+        ? "blobs were collected meanwhile; pushing again"
+        : "another push was published first; rebasing on the new current version",
+    );
   }
   throw new PushError(`gave up after ${MAX_REBASES} rebases: the volume keeps changing`);
 }
@@ -218,6 +338,7 @@ async function main(argv: string[]): Promise<void> {
   let apiUrl = "http://127.0.0.1:8080";
   let volumeId = "";
   let quiet = false;
+  let hashCache = true;
   let concurrency = 8;
   const rest: string[] = [];
   while (args.length > 0) {
@@ -226,11 +347,14 @@ async function main(argv: string[]): Promise<void> {
     else if (arg === "--volume") volumeId = args.shift() ?? "";
     else if (arg === "--concurrency") concurrency = Number(args.shift());
     else if (arg === "--quiet") quiet = true;
+    else if (arg === "--no-hash-cache") hashCache = false;
     else rest.push(arg);
   }
   const apiKey = process.env.WARREN_API_KEY ?? "";
   if (!volumeId || rest.length !== 1 || !apiKey) {
-    process.stderr.write("usage: WARREN_API_KEY=... volume-push.ts [--url URL] --volume VOLUME_ID [--quiet] DIR\n");
+    process.stderr.write(
+      "usage: WARREN_API_KEY=... volume-push.ts [--url URL] --volume VOLUME_ID [--quiet] [--no-hash-cache] DIR\n",
+    );
     process.exit(2);
   }
   const result = await pushDirectory({
@@ -239,6 +363,7 @@ async function main(argv: string[]): Promise<void> {
     volumeId,
     dir: path.resolve(rest[0] as string),
     concurrency,
+    ...(hashCache ? { hashCache: defaultHashCache(rest[0] as string) } : {}),
     onProgress: quiet ? () => undefined : (line) => process.stderr.write(`${line}\n`),
   });
   process.stdout.write(`${JSON.stringify(result)}\n`);

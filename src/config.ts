@@ -81,6 +81,10 @@ export interface VolumeSettings {
   maxManifestBytes: number;
   /** Where mounted versions are materialized, one directory per version: default <dataDir>/volume-cache. */
   cacheDir: string;
+  /** Seconds between passes of the volume collector (unreferenced blobs, unpinned cache entries). */
+  gcIntervalSeconds: number;
+  /** How long a verified blob no version references is kept after it was last used (at least the push TTL). */
+  gcGraceSeconds: number;
 }
 
 /** The run tail (src/modules/tail/). */
@@ -257,6 +261,8 @@ export function loadConfig(env: Env = process.env): Config {
       pushTtlSeconds: intSetting(env, "WARREN_VOLUME_PUSH_TTL_SECONDS", 3600, 60, 86_400),
       maxManifestBytes: intSetting(env, "WARREN_VOLUME_MAX_MANIFEST_BYTES", 64 * 1_048_576, 1024, 1024 * 1_048_576),
       cacheDir: path.resolve(env.WARREN_VOLUME_CACHE_DIR || path.join(dataDir, "volume-cache")),
+      gcIntervalSeconds: intSetting(env, "WARREN_VOLUME_GC_INTERVAL_SECONDS", 600, 1, 86_400),
+      gcGraceSeconds: intSetting(env, "WARREN_VOLUME_GC_GRACE_SECONDS", 2 * 3600, 0, 30 * 86_400),
     },
     tail: {
       heartbeatMs: intSetting(env, "WARREN_TAIL_HEARTBEAT_MS", 15_000, 10, 300_000),

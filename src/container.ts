@@ -212,6 +212,7 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
   );
   sandboxes.useSnapshots(snapshots);
   const volumes = new VolumeService(db, clock, log, blobs, projects, config.volumes);
+  signedBlobs?.observeUploads(volumes.uploadObserver());
   sandboxes.useVolumes(volumes);
   projects.useVolumes(volumes);
   const volumeCache = new VolumeCache(blobs, config.volumes.cacheDir);

@@ -43,7 +43,13 @@ describe("volume mounts [pglite]", () => {
       },
       config: {
         publicApiUrl: apiUrl,
-        volumes: { pushTtlSeconds: 3600, maxManifestBytes: 1_048_576, cacheDir },
+        volumes: {
+          pushTtlSeconds: 3600,
+          maxManifestBytes: 1_048_576,
+          cacheDir,
+          gcIntervalSeconds: 600,
+          gcGraceSeconds: 3600,
+        },
         sandbox: { ...base.sandbox, defaultImage: fixture.busyboxRef, memoryMiB: 128, pids: 128 },
       },
     });

@@ -1,7 +1,9 @@
 // Background controllers: the sandbox reconciler (with its idle, expiry and retention
-// sweep), the snapshot replicator (replication, chunk GC), the retention GC of idempotency records and the embedded store's VACUUM.
+// sweep), the snapshot replicator (replication, chunk GC), the volume collector (unreferenced
+// blobs, unpinned cache entries), the retention GC of idempotency records and the embedded store's VACUUM.
 import type { Container } from "../container.js";
 import { PooledRuntime } from "../drivers/runtime/local/pool.js";
+import { VolumeCollector } from "../modules/volumes/collector.js";
 import { SandboxReconciler } from "./sandbox-reconciler.js";
 import { SnapshotReplicator } from "./snapshot-replicator.js";
 import { StoreMaintenance } from "./store-maintenance.js";
@@ -35,6 +37,21 @@ export async function startControllers(c: Container): Promise<{ stop(): Promise<
       .catch((error: unknown) => c.log.warn({ err: (error as Error).message }, "idempotency GC failed"));
   }, GC_INTERVAL_MS);
   gc.unref();
+  const volumeCollector = new VolumeCollector(c.db, c.clock, c.log, c.blobs, c.config.volumes);
+  let volumePass: Promise<void> | null = null;
+  const volumeGc = setInterval(() => {
+    if (volumePass) return;
+    volumePass = (async () => {
+      await volumeCollector.collectBlobs();
+      // Only a host that runs sandboxes has a cache of mounted versions.
+      if (c.runtime) await volumeCollector.sweepCache(c.volumeCache);
+    })()
+      .catch((error: unknown) => c.log.warn({ err: (error as Error).message }, "volume collection failed"))
+      .finally(() => {
+        volumePass = null;
+      });
+  }, c.config.volumes.gcIntervalSeconds * 1000);
+  volumeGc.unref();
   const maintenance = new StoreMaintenance(c.db, c.log, {
     intervalMs: c.config.pgliteVacuumIntervalSeconds * 1000,
   });
@@ -42,6 +59,8 @@ export async function startControllers(c: Container): Promise<{ stop(): Promise<
   return {
     stop: async () => {
       clearInterval(gc);
+      clearInterval(volumeGc);
+      await volumePass;
       await maintenance.stop();
       await replicator?.stop();
       await reconciler?.stop();

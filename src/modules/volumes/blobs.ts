@@ -12,6 +12,9 @@ export const volumeKeys = {
   versionManifest: (orgId: string, version: string) => `volumes/${orgId}/manifests/${hexOf(version)}.json`,
 };
 
+/** A blob's key: its organization and the hex of its BLAKE3. */
+export const BLOB_KEY = /^volumes\/([A-Za-z0-9_-]+)\/blobs\/([0-9a-f]{64})$/;
+
 export type BlobCheck = { kind: "verified"; size: number } | { kind: "missing" } | { kind: "corrupt"; size: number };
 
 /**

@@ -1,10 +1,11 @@
 // The host's cache of volume versions: each version materialized once, as a read-only tree
 // under <cacheDir>/<org>/<version hex>, and bound read-only into every sandbox that pins it
-// (a version mounted by ten sandboxes is stored once). Entries are immutable and never
-// removed while this server runs, so deleting a volume never pulls files from under a
-// sandbox. Every chunk and every file is checked against its BLAKE3 digest as it is written.
+// (a version mounted by ten sandboxes is stored once). Entries are immutable; a sweep
+// (collector.ts) removes those no sandbox that has not ended pins, so deleting a volume
+// never pulls files from under a sandbox. Every file is checked against its BLAKE3 digest
+// as it is written (a one-chunk file's digest is its chunk's).
 import { randomBytes } from "node:crypto";
-import { chmod, mkdir, open, rename, rm, stat } from "node:fs/promises";
+import { chmod, mkdir, open, readdir, rename, rm, stat } from "node:fs/promises";
 import path from "node:path";
 import { Blake3Hasher } from "@napi-rs/blake-hash";
 import type { BlobStore } from "../../drivers/blobs/interface.js";
@@ -18,6 +19,11 @@ export class VolumeCacheError extends Error {}
 
 export class VolumeCache {
   private readonly inflight = new Map<string, Promise<string>>();
+  /** Entries being removed by a sweep: an ensure() of one waits, then materializes it again. */
+  private readonly removing = new Map<string, Promise<void>>();
+  /** When each entry was last asked for, as a count of ensure() calls. */
+  private readonly lastUse = new Map<string, number>();
+  private uses = 0;
 
   constructor(
     private readonly blobs: BlobStore,
@@ -30,9 +36,11 @@ export class VolumeCache {
       throw new VolumeCacheError(`not a volume version: ${version.slice(0, 80)}`);
     }
     const dir = path.join(this.dir, orgId, version.slice("blake3:".length));
+    this.lastUse.set(dir, ++this.uses);
     const running = this.inflight.get(dir);
     if (running) return running;
-    const job = this.materialize(orgId, version, dir).finally(() => this.inflight.delete(dir));
+    const removal = this.removing.get(dir) ?? Promise.resolve();
+    const job = removal.then(() => this.materialize(orgId, version, dir)).finally(() => this.inflight.delete(dir));
     this.inflight.set(dir, job);
     return job;
   }
@@ -68,26 +76,58 @@ export class VolumeCache {
     }
   }
 
+  /**
+   * Removes the entries (and leftovers of materializations cut short) that `pinned` does not
+   * name (`<org>/<version>`). `pinned` is read after the sweep starts, so a sandbox admitted
+   * later (not in it) asks ensure() later too, and the sweep leaves what it asked for alone;
+   * an ensure() while an entry is being removed waits for the removal and materializes it again.
+   */
+  async sweep(pinned: () => Promise<Set<string>>): Promise<number> {
+    const since = this.uses;
+    const keep = await pinned();
+    let removed = 0;
+    for (const org of await readdir(this.dir).catch(() => [] as string[])) {
+      for (const name of await readdir(path.join(this.dir, org)).catch(() => [] as string[])) {
+        const dir = path.join(this.dir, org, name);
+        const entry = name.match(/^([0-9a-f]{64})(\.tmp-[0-9a-f]+)?$/);
+        if (!entry) continue;
+        const of = path.join(this.dir, org, entry[1] as string);
+        if (this.inflight.has(of) || this.removing.has(of) || (this.lastUse.get(of) ?? 0) > since) continue;
+        if (!entry[2] && keep.has(`${org}/blake3:${entry[1]}`)) continue;
+        // Set before the first await: an ensure() from now on waits for it.
+        const removal = this.remove(dir).finally(() => this.removing.delete(of));
+        if (!entry[2]) this.removing.set(of, removal);
+        await removal;
+        if (!entry[2]) this.lastUse.delete(of);
+        removed++;
+      }
+    }
+    return removed;
+  }
+
   private async writeFile(orgId: string, root: string, file: ManifestFile): Promise<void> {
     const target = path.join(root, file.path);
     const handle = await open(target, "wx", 0o600);
+    // Each byte is hashed once: a one-chunk file's digest is its chunk's, and a multi-chunk
+    // file whose whole digest matches has exactly the bytes its manifest names.
     const whole = new Blake3Hasher();
+    const single = file.chunks.length === 1;
     try {
       let offset = 0;
       for (const chunk of file.chunks) {
         const bytes = await this.blobs.get(volumeKeys.blob(orgId, chunk.digest));
         if (!bytes) throw new VolumeCacheError(`blob ${chunk.digest} of ${file.path} is missing from the blob store`);
-        if (bytes.length !== chunk.size || digestOf(bytes) !== chunk.digest) {
+        if (bytes.length !== chunk.size || (single && digestOf(bytes) !== chunk.digest)) {
           throw new VolumeCacheError(`blob ${chunk.digest} of ${file.path} does not match its digest`);
         }
-        whole.update(bytes);
+        if (!single) whole.update(bytes);
         await handle.write(bytes, 0, bytes.length, offset);
         offset += bytes.length;
       }
     } finally {
       await handle.close();
     }
-    if (`blake3:${whole.digest("hex")}` !== file.digest) {
+    if ((single ? file.chunks[0]?.digest : `blake3:${whole.digest("hex")}`) !== file.digest) {
       throw new VolumeCacheError(`${file.path} does not match its digest in the manifest`);
     }
     // Read-only for everyone; only the execute bits of the pushed mode are kept.
@@ -102,7 +142,6 @@ export class VolumeCache {
 }
 
 async function chmodTree(dir: string): Promise<void> {
-  const { readdir } = await import("node:fs/promises");
   await chmod(dir, 0o755);
   for (const entry of await readdir(dir, { withFileTypes: true })) {
     if (entry.isDirectory()) await chmodTree(path.join(dir, entry.name));

@@ -86,8 +86,13 @@ export async function listVolumes(
   return rows;
 }
 
-export async function deleteVolume(q: Queryable, orgId: string, id: string): Promise<boolean> {
-  const { rows } = await q.query("DELETE FROM volumes WHERE org_id = $1 AND id = $2 RETURNING id", [orgId, id]);
+/** Deletes the volume and leaves a tombstone: the collector releases its blob references. */
+export async function deleteVolume(q: Queryable, orgId: string, id: string, at: Date): Promise<boolean> {
+  const { rows } = await q.query(
+    `WITH gone AS (DELETE FROM volumes WHERE org_id = $1 AND id = $2 RETURNING id, org_id)
+     INSERT INTO volume_tombstones (volume_id, org_id, deleted_at) SELECT id, org_id, $3 FROM gone RETURNING volume_id`,
+    [orgId, id, at],
+  );
   return rows.length > 0;
 }
 
@@ -98,8 +103,12 @@ export async function countProjectVolumes(q: Queryable, projectId: string): Prom
   return Number(rows[0]?.n ?? 0);
 }
 
-export async function deleteProjectVolumes(q: Queryable, projectId: string): Promise<void> {
-  await q.query("DELETE FROM volumes WHERE project_id = $1", [projectId]);
+export async function deleteProjectVolumes(q: Queryable, projectId: string, at: Date): Promise<void> {
+  await q.query(
+    `WITH gone AS (DELETE FROM volumes WHERE project_id = $1 RETURNING id, org_id)
+     INSERT INTO volume_tombstones (volume_id, org_id, deleted_at) SELECT id, org_id, $2 FROM gone`,
+    [projectId, at],
+  );
 }
 
 export async function getVersion(q: Queryable, volumeId: string, digest: string): Promise<VersionRow | null> {
@@ -138,11 +147,17 @@ export async function newRefBytes(q: Queryable, volumeId: string, digests: strin
   return Number(rows[0]?.n ?? 0);
 }
 
-export async function addRefs(q: Queryable, volumeId: string, digests: string[], sizes: number[]): Promise<void> {
+export async function addRefs(
+  q: Queryable,
+  orgId: string,
+  volumeId: string,
+  digests: string[],
+  sizes: number[],
+): Promise<void> {
   await q.query(
-    `INSERT INTO volume_blob_refs (volume_id, digest, size_bytes)
-     SELECT $1, b.digest, b.size FROM unnest($2::text[], $3::bigint[]) AS b (digest, size) ON CONFLICT DO NOTHING`,
-    [volumeId, digests, sizes],
+    `INSERT INTO volume_blob_refs (volume_id, org_id, digest, size_bytes)
+     SELECT $1, $2, b.digest, b.size FROM unnest($3::text[], $4::bigint[]) AS b (digest, size) ON CONFLICT DO NOTHING`,
+    [volumeId, orgId, digests, sizes],
   );
 }
 
@@ -168,10 +183,29 @@ export async function verifiedBlobs(q: Queryable, orgId: string, digests: string
   return new Map(rows.map((row) => [row.digest, Number(row.size_bytes)]));
 }
 
+/**
+ * The verified blobs among `digests`, with their sizes, touched now: the collector leaves a
+ * blob touched since its cutoff alone, and waits on this row lock when it is collecting one
+ * of them (then the blob is gone, and not answered).
+ */
+export async function touchVerified(
+  q: Queryable,
+  orgId: string,
+  digests: string[],
+  now: Date,
+): Promise<Map<string, number>> {
+  const { rows } = await q.query<{ digest: string; size_bytes: string }>(
+    `UPDATE volume_blobs SET touched_at = $3 WHERE org_id = $1 AND digest = ANY($2::text[])
+     RETURNING digest, size_bytes::text`,
+    [orgId, digests, now],
+  );
+  return new Map(rows.map((row) => [row.digest, Number(row.size_bytes)]));
+}
+
 export async function recordVerified(q: Queryable, orgId: string, digest: string, size: number, at: Date) {
   await q.query(
-    `INSERT INTO volume_blobs (org_id, digest, size_bytes, verified_at) VALUES ($1, $2, $3, $4)
-     ON CONFLICT DO NOTHING`,
+    `INSERT INTO volume_blobs (org_id, digest, size_bytes, verified_at, touched_at) VALUES ($1, $2, $3, $4, $4)
+     ON CONFLICT (org_id, digest) DO UPDATE SET touched_at = EXCLUDED.touched_at`,
     [orgId, digest, size, at],
   );
 }
@@ -217,7 +251,7 @@ export async function expiredPushes(q: Queryable, now: Date, limit: number): Pro
 /**
  * Blobs the push asked to upload that were never verified (so nothing can reference them
  * without verifying them again) and that no other push asked for: what it leaves behind.
- * A verified blob stays until a collector of unreferenced blobs exists (docs/volumes.md).
+ * A verified blob is left to the collector of unreferenced blobs (collector.ts).
  */
 export async function orphanedBlobsOf(q: Queryable, push: PushRow): Promise<string[]> {
   const { rows } = await q.query<{ digest: string }>(

@@ -10,9 +10,10 @@ import { newId } from "../../lib/ids.js";
 import type { Logger } from "../../lib/logger.js";
 import { type Cursor, decodeCursor, pageOf } from "../../lib/page-token.js";
 import type { Db, Queryable } from "../../store/db.js";
+import type { UploadObserver } from "../blobs/service.js";
 import { type Credential, requireOrgScoped } from "../identity/credential.js";
 import type { ProjectService } from "../projects/service.js";
-import { checkStoredBlob, mapLimit, volumeKeys } from "./blobs.js";
+import { BLOB_KEY, checkStoredBlob, mapLimit, volumeKeys } from "./blobs.js";
 import { type CanonicalManifest, canonicalBytes, type Digest, digestOf, parseManifest } from "./manifest.js";
 import * as repo from "./repo.js";
 import type {
@@ -128,7 +129,7 @@ export class VolumeService {
    */
   async delete(cred: Credential, id: string): Promise<Record<string, never>> {
     requireOrgScoped(cred, "delete volumes");
-    if (!(await repo.deleteVolume(this.db, cred.orgId, id))) throw notFound("volume");
+    if (!(await repo.deleteVolume(this.db, cred.orgId, id, this.clock.now()))) throw notFound("volume");
     return {};
   }
 
@@ -206,8 +207,12 @@ export class VolumeService {
     }
     const bytes = canonicalBytes(manifest, push.parent_version_digest);
     const versionDigest = digestOf(bytes);
-    // Stored before the version exists (outside the lock); a failed publish leaves an unused manifest.
-    await this.blobs.putIfAbsent(volumeKeys.versionManifest(cred.orgId, versionDigest), bytes);
+    // Stored before the version exists (outside the lock); a failed publish leaves an unused
+    // manifest. Not when the files are the current version's and the push's parent is still
+    // current: the transaction below then either changes nothing or refuses (the volume moved).
+    if (!(await this.unchanged(push, manifest.contentDigest))) {
+      await this.blobs.putIfAbsent(volumeKeys.versionManifest(cred.orgId, versionDigest), bytes);
+    }
     const version = await this.db.tx(async (q) => {
       const volume = await repo.getVolume(q, cred.orgId, push.volume_id, true);
       if (!volume) throw notFound("volume");
@@ -230,6 +235,15 @@ export class VolumeService {
     });
     await this.blobs.delete(push.manifest_key).catch(() => undefined);
     return versionView(version);
+  }
+
+  /** Whether the push's parent is the current version and has exactly these files. */
+  private async unchanged(push: repo.PushRow, contentDigest: string): Promise<boolean> {
+    if (!push.parent_version_digest) return false;
+    const volume = await repo.getVolume(this.db, push.org_id, push.volume_id);
+    if (!volume || volume.current_version_digest !== push.parent_version_digest) return false;
+    const head = await repo.getVersion(this.db, volume.id, volume.current_version_digest);
+    return head?.content_digest === contentDigest;
   }
 
   private async record(
@@ -261,6 +275,17 @@ export class VolumeService {
       );
     }
     const now = this.clock.now();
+    // Touched under their row locks: a collection of one of them either committed before
+    // (it is gone: refuse) or waits for this transaction and then sees it touched.
+    const touched = await repo.touchVerified(q, volume.org_id, digests, now);
+    const collected = digests.filter((digest) => !touched.has(digest));
+    if (collected.length > 0) {
+      throw new AppError(
+        "failed_precondition",
+        `${collected.length} blob(s) of the manifest were collected as unreferenced since they were verified; upload them again`,
+        { details: { missing_digests: collected.slice(0, 100) } },
+      );
+    }
     const row: repo.VersionRow = {
       volume_id: volume.id,
       version_digest: versionDigest,
@@ -272,7 +297,7 @@ export class VolumeService {
       created_by: cred.principalId,
     };
     await repo.insertVersion(q, row);
-    await repo.addRefs(q, volume.id, digests, sizes);
+    await repo.addRefs(q, volume.org_id, volume.id, digests, sizes);
     await repo.setCurrentVersion(q, volume.id, versionDigest, used + added, now);
     await repo.markPublished(q, push.id, versionDigest);
     return (await repo.getVersion(q, volume.id, versionDigest)) ?? row;
@@ -287,7 +312,13 @@ export class VolumeService {
     const digests = [...wanted.keys()];
     const known = new Map<string, number>();
     for (let i = 0; i < digests.length; i += 5000) {
-      for (const [digest, size] of await repo.verifiedBlobs(this.db, orgId, digests.slice(i, i + 5000))) {
+      const slice = digests.slice(i, i + 5000);
+      // An upload request touches what it answers present (the push may publish it later);
+      // a publish touches its blobs in its transaction instead (record).
+      const rows = strict
+        ? await repo.verifiedBlobs(this.db, orgId, slice)
+        : await repo.touchVerified(this.db, orgId, slice, this.clock.now());
+      for (const [digest, size] of rows) {
         known.set(digest, size);
       }
     }
@@ -333,6 +364,26 @@ export class VolumeService {
       await this.blobs.delete(push.manifest_key);
       throw error;
     }
+  }
+
+  /**
+   * Blobs uploaded through Warren's own presigned URLs (the fs store) are hashed as they
+   * stream in: one whose bytes match its key is recorded verified (a publish need not read
+   * it back); one that does not is deleted and the upload refused.
+   */
+  uploadObserver(): UploadObserver {
+    return {
+      accepts: (key) => BLOB_KEY.test(key),
+      stored: async (key, hex, size) => {
+        const [, orgId, keyHex] = BLOB_KEY.exec(key) ?? [];
+        if (!orgId || !keyHex) return;
+        if (hex !== keyHex) {
+          await this.blobs.delete(key);
+          throw invalid("the uploaded bytes do not match the BLAKE3 digest of the blob's URL; they were discarded");
+        }
+        await repo.recordVerified(this.db, orgId, `blake3:${hex}`, size, this.clock.now());
+      },
+    };
   }
 
   /**
@@ -382,7 +433,7 @@ export class VolumeService {
   }
 
   deleteInProject(q: Queryable, projectId: string): Promise<void> {
-    return repo.deleteProjectVolumes(q, projectId);
+    return repo.deleteProjectVolumes(q, projectId, this.clock.now());
   }
 
   private async load(q: Queryable, cred: Credential, id: string): Promise<repo.VolumeRow> {
