@@ -3,7 +3,7 @@
 // never published go after the grace period, a publish racing the collector either keeps
 // its blobs or is refused naming them; and the host cache's sweep removes what no sandbox pins.
 import assert from "node:assert/strict";
-import { mkdir, mkdtemp, readdir, readFile, rm } from "node:fs/promises";
+import { chmod, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
@@ -223,15 +223,23 @@ forEachStore(
           return new Set([`${orgId}/${v1}`]);
         });
         assert.equal(during, 1, "only the leftover");
-        assert.deepEqual((await readdir(path.join(dir, orgId))).sort(), [v1.slice(7), v2.slice(7)].sort());
+        const entries = async () => (await readdir(path.join(dir, orgId))).filter((name) => !name.endsWith(".boot"));
+        assert.deepEqual((await entries()).sort(), [v1.slice(7), v2.slice(7)].sort());
         assert.equal(await gc.sweepCache(cache), 1);
-        assert.deepEqual(await readdir(path.join(dir, orgId)), [v1.slice(7)]);
+        assert.deepEqual(await entries(), [v1.slice(7)]);
         assert.equal(await readFile(path.join(d1, "d/b.txt"), "utf8"), "bee");
         await t().c.db.query("UPDATE sandboxes SET state = 'failed' WHERE id = $1", [sandbox.body.id]);
         assert.equal(await gc.sweepCache(cache), 1);
-        assert.deepEqual(await readdir(path.join(dir, orgId)), []);
+        assert.deepEqual(await readdir(path.join(dir, orgId)), [], "entries and their boot markers are gone");
         // Asked for again, it is materialized again.
         assert.equal(await cache.ensure(orgId, v2), d2);
+        assert.equal(await readFile(path.join(d2, "a.txt"), "utf8"), "unpinned");
+        // An entry written in an earlier boot (its unflushed data may be lost) is written again.
+        await chmod(d2, 0o755);
+        await chmod(path.join(d2, "a.txt"), 0o644);
+        await writeFile(path.join(d2, "a.txt"), "");
+        await writeFile(`${d2}.boot`, "an-earlier-boot");
+        assert.equal(await new VolumeCache(t().c.blobs, dir).ensure(orgId, v2), d2);
         assert.equal(await readFile(path.join(d2, "a.txt"), "utf8"), "unpinned");
       } finally {
         await rm(dir, { recursive: true, force: true });

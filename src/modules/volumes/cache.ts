@@ -5,10 +5,11 @@
 // never pulls files from under a sandbox. Every file is checked against its BLAKE3 digest
 // as it is written (a one-chunk file's digest is its chunk's).
 import { randomBytes } from "node:crypto";
-import { chmod, mkdir, open, readdir, rename, rm, stat } from "node:fs/promises";
+import { chmod, mkdir, open, readdir, readFile, rename, rm, stat } from "node:fs/promises";
 import path from "node:path";
 import { Blake3Hasher } from "@napi-rs/blake-hash";
 import type { BlobStore } from "../../drivers/blobs/interface.js";
+import { writeFileAtomically } from "../../lib/fs.js";
 import { mapLimit, volumeKeys } from "./blobs.js";
 import { DIGEST_PATTERN, digestOf, type ManifestFile, readStoredManifest } from "./manifest.js";
 
@@ -46,7 +47,13 @@ export class VolumeCache {
   }
 
   private async materialize(orgId: string, version: string, dir: string): Promise<string> {
-    if ((await stat(dir).catch(() => null))?.isDirectory()) return dir;
+    if ((await stat(dir).catch(() => null))?.isDirectory()) {
+      // An entry of this boot is whole (renamed into place after its last write, and the page
+      // cache outlives a crashed process). One from before a reboot may have lost unflushed
+      // data, since nothing is fsynced: it is written again.
+      if ((await readFile(bootMarker(dir), "utf8").catch(() => "")) === (await bootId())) return dir;
+      await this.remove(dir);
+    }
     const bytes = await this.blobs.get(volumeKeys.versionManifest(orgId, version));
     if (!bytes) throw new VolumeCacheError(`the manifest of volume version ${version} is not in the blob store`);
     if (digestOf(bytes) !== version) throw new VolumeCacheError(`the stored manifest of ${version} is corrupt`);
@@ -69,6 +76,7 @@ export class VolumeCache {
         if (error.code !== "ENOTEMPTY" && error.code !== "EEXIST") throw error;
         await this.remove(tmp);
       });
+      await writeFileAtomically(bootMarker(dir), await bootId());
       return dir;
     } catch (error) {
       await this.remove(tmp);
@@ -89,6 +97,14 @@ export class VolumeCache {
     for (const org of await readdir(this.dir).catch(() => [] as string[])) {
       for (const name of await readdir(path.join(this.dir, org)).catch(() => [] as string[])) {
         const dir = path.join(this.dir, org, name);
+        const marker = name.match(/^([0-9a-f]{64})\.boot$/);
+        if (marker) {
+          // A marker whose entry is gone (a removal cut short).
+          if (!(await stat(path.join(this.dir, org, marker[1] as string)).catch(() => null))) {
+            await rm(dir, { force: true });
+          }
+          continue;
+        }
         const entry = name.match(/^([0-9a-f]{64})(\.tmp-[0-9a-f]+)?$/);
         if (!entry) continue;
         const of = path.join(this.dir, org, entry[1] as string);
@@ -138,7 +154,20 @@ export class VolumeCache {
     // Read-only directories cannot be emptied until they are writable again.
     await chmodTree(dir).catch(() => undefined);
     await rm(dir, { recursive: true, force: true });
+    await rm(bootMarker(dir), { force: true });
   }
+}
+
+/** `<entry>.boot`: the boot the entry was written in (beside it, not inside the mounted tree). */
+function bootMarker(dir: string): string {
+  return `${dir}.boot`;
+}
+
+let currentBoot: Promise<string> | null = null;
+/** This boot's id (the kernel's random boot_id). */
+function bootId(): Promise<string> {
+  currentBoot ??= readFile("/proc/sys/kernel/random/boot_id", "utf8").then((text) => text.trim());
+  return currentBoot;
 }
 
 async function chmodTree(dir: string): Promise<void> {
