@@ -387,6 +387,10 @@ export class SandboxReconciler {
 
   private async startProcess(row: repo.SandboxRow, live: () => boolean): Promise<void> {
     if (!live()) return;
+    // The pinned versions are bound at every start: make sure each is whole in the cache (an
+    // entry from before a reboot is written again now, never under a running sandbox).
+    for (const volume of row.volumes) await this.volumeCache.ensure(row.org_id, volume.version);
+    if (!live()) return;
     await this.driver.start(row.id);
     if (!live()) return;
     const now = this.clock.now();
