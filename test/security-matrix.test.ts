@@ -91,6 +91,8 @@ const MATRIX: Record<string, Entry> = {
   DeleteSandbox: everyone("not_found"),
   ExecSandbox: everyone("not_found", "allowed"),
   CreateSandboxSnapshot: everyone("not_found", "allowed"),
+  // Past authorization a scoped key gets 404 for any run but its sandbox's own.
+  TailRun: everyone("not_found", "allowed"),
   ListSandboxSnapshots: everyone(null, "allowed"),
   DeleteSandboxSnapshot: everyone("not_found"),
   CreateVolume: everyone(null),

@@ -1,11 +1,12 @@
-// GET /v1/runs/{id}/tail: the run tail as server-sent events (docs/api-decisions.md "Run
-// tail"). Hidden from the OpenAPI document: the contract leaves the stream's path, method
-// and parameters unshown (6.7), and a text/event-stream answer is not a JSON operation.
+// GET /v1/runs/{id}/tail (TailRun): the run tail as server-sent events (docs/api-decisions.md
+// "Run tail"). The OpenAPI document states its parameters, its text/event-stream answer and
+// the standard error envelope answered before the stream starts.
 // Errors (unknown run, bad cursor, stream limits) are answered in the standard envelope
 // before the stream starts; after that the connection is ours (hijacked) until the run
 // ends or the client goes.
 import { Type } from "@sinclair/typebox";
 import type { FastifyReply, FastifyRequest } from "fastify";
+import { standardResponses } from "../../http/schemas.js";
 import { type App, credentialOf } from "../../http/types.js";
 import { TailQuery } from "./schemas.js";
 import type { TailFrame, TailService } from "./service.js";
@@ -22,7 +23,27 @@ export function registerTailRoutes(app: App, tails: TailService): void {
 
   app.get(
     "/v1/runs/:id/tail",
-    { schema: { hide: true, params: RunParams, querystring: TailQuery } as Record<string, unknown> },
+    {
+      schema: {
+        operationId: "TailRun",
+        tags: ["TelemetryViewService"],
+        summary: "Stream a run's telemetry events as server-sent events, resumable by cursor",
+        description:
+          "Each event's `id` is a resume cursor; reconnect with `Last-Event-ID` (or `cursor`) to get exactly the events after it, then live ones. `: heartbeat` comments keep an idle stream open; `event: end` closes it once the run has completed and its last event was sent.",
+        params: RunParams,
+        querystring: TailQuery,
+        headers: Type.Object({
+          "last-event-id": Type.Optional(Type.String({ maxLength: 128, description: "Resume cursor (wins over `cursor`)" })),
+        }),
+        response: {
+          ...standardResponses({}),
+          200: {
+            description: "text/event-stream of {id, event?, data} items",
+            content: { "text/event-stream": { schema: { type: "string" } } },
+          },
+        },
+      },
+    } as Record<string, unknown>,
     async (request: FastifyRequest<{ Params: { id: string }; Querystring: TailQuery }>, reply: FastifyReply) => {
       const lastEventId = request.headers["last-event-id"];
       const tail = await tails.open(credentialOf(request), {
