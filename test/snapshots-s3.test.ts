@@ -7,10 +7,10 @@ import { after, before, describe, it } from "node:test";
 import { ListObjectsV2Command } from "@aws-sdk/client-s3";
 import { SandboxReconciler } from "../src/controllers/sandbox-reconciler.js";
 import { SnapshotReplicator } from "../src/controllers/snapshot-replicator.js";
-import { S3BlobStore } from "../src/drivers/blobs/s3.js";
+import type { S3BlobStore } from "../src/drivers/blobs/s3.js";
 import { type RuntimeFixture, startRuntimeFixture } from "../src/drivers/runtime/local/test-support.js";
 import { startTestApp, type TestApp } from "./harness.js";
-import { type S3rverHandle, startS3rver } from "./support/s3rver.js";
+import { openS3BlobStore, type S3rverHandle, startS3rver } from "./support/s3rver.js";
 
 describe("snapshots on the S3 blob store [pglite]", () => {
   let fixture: RuntimeFixture;
@@ -24,15 +24,7 @@ describe("snapshots on the S3 blob store [pglite]", () => {
   before(async () => {
     fixture = await startRuntimeFixture("snap-s3");
     s3 = await startS3rver();
-    blobs = await S3BlobStore.open({
-      bucket: s3.bucket,
-      endpoint: s3.endpoint,
-      region: "us-east-1",
-      accessKeyId: s3.accessKeyId,
-      secretAccessKey: s3.secretAccessKey,
-      forcePathStyle: true,
-      prefix: "warren",
-    });
+    blobs = await openS3BlobStore(s3);
     const base = (await import("../src/config.js")).loadConfig({});
     t = await startTestApp("pglite", {
       overrides: { runtime: fixture.driver, blobs },

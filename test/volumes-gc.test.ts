@@ -6,16 +6,15 @@ import assert from "node:assert/strict";
 import { chmod, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
-import { after, before, describe, it } from "node:test";
+import { it } from "node:test";
 import type { BlobStore } from "../src/drivers/blobs/interface.js";
-import { S3BlobStore } from "../src/drivers/blobs/s3.js";
 import { volumeKeys } from "../src/modules/volumes/blobs.js";
 import { VolumeCache } from "../src/modules/volumes/cache.js";
 import { VolumeCollector } from "../src/modules/volumes/collector.js";
-import { forEachStore, startTestApp, type TestApp } from "./harness.js";
+import { forEachStore, type TestApp } from "./harness.js";
 import { assertError } from "./support/assertions.js";
 import { API_ONLY_RUNTIME } from "./support/fixtures.js";
-import { type S3rverHandle, startS3rver } from "./support/s3rver.js";
+import { onS3BlobStore } from "./support/s3rver.js";
 import { createVolume, digest, pushTree, putUrl, requestUploads, startPush, treeOf } from "./support/volumes.js";
 
 const config = () => ({
@@ -249,25 +248,4 @@ forEachStore(
   { overrides: { runtime: API_ONLY_RUNTIME }, config: config() },
 );
 
-describe("volume collector [pglite, s3 blob store]", () => {
-  let s3: S3rverHandle;
-  let t: TestApp;
-  before(async () => {
-    s3 = await startS3rver();
-    const blobs = await S3BlobStore.open({
-      bucket: s3.bucket,
-      endpoint: s3.endpoint,
-      region: "us-east-1",
-      accessKeyId: s3.accessKeyId,
-      secretAccessKey: s3.secretAccessKey,
-      forcePathStyle: true,
-      prefix: "warren",
-    });
-    t = await startTestApp("pglite", { overrides: { runtime: API_ONLY_RUNTIME, blobs }, config: config() });
-  });
-  after(async () => {
-    await t?.close();
-    await s3?.stop();
-  });
-  collectorTests(() => t);
-});
+onS3BlobStore("volume collector", collectorTests, { overrides: { runtime: API_ONLY_RUNTIME }, config: config() });

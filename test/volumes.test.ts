@@ -3,13 +3,12 @@
 // organizations, DeleteProject's cascade and the admission of `volumes` at sandbox create.
 // The push protocol runs on both stores with the fs blob store, and on S3 (s3rver).
 import assert from "node:assert/strict";
-import { after, before, describe, it } from "node:test";
-import { S3BlobStore } from "../src/drivers/blobs/s3.js";
+import { it } from "node:test";
 import { VolumeCollector } from "../src/modules/volumes/collector.js";
-import { forEachStore, startTestApp, type TestApp } from "./harness.js";
+import { forEachStore, type TestApp } from "./harness.js";
 import { assertError } from "./support/assertions.js";
 import { API_ONLY_RUNTIME, listPages } from "./support/fixtures.js";
-import { type S3rverHandle, startS3rver } from "./support/s3rver.js";
+import { onS3BlobStore } from "./support/s3rver.js";
 import { createVolume, digest, pushTree, putUrl, requestUploads, startPush, treeOf } from "./support/volumes.js";
 
 const MAX_MANIFEST_BYTES = 4096;
@@ -358,25 +357,4 @@ forEachStore(
   { overrides: { runtime: API_ONLY_RUNTIME }, config: config() },
 );
 
-describe("volumes [pglite, s3 blob store]", () => {
-  let s3: S3rverHandle;
-  let t: TestApp;
-  before(async () => {
-    s3 = await startS3rver();
-    const blobs = await S3BlobStore.open({
-      bucket: s3.bucket,
-      endpoint: s3.endpoint,
-      region: "us-east-1",
-      accessKeyId: s3.accessKeyId,
-      secretAccessKey: s3.secretAccessKey,
-      forcePathStyle: true,
-      prefix: "warren",
-    });
-    t = await startTestApp("pglite", { overrides: { runtime: API_ONLY_RUNTIME, blobs }, config: config() });
-  });
-  after(async () => {
-    await t?.close();
-    await s3?.stop();
-  });
-  pushProtocol(() => t);
-});
+onS3BlobStore("volumes", pushProtocol, { overrides: { runtime: API_ONLY_RUNTIME }, config: config() });

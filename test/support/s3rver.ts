@@ -5,7 +5,10 @@ import { mkdtemp, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { createInterface } from "node:readline";
+import { after, before, describe } from "node:test";
 import { fileURLToPath } from "node:url";
+import { S3BlobStore } from "../../src/drivers/blobs/s3.js";
+import { startTestApp, type TestApp, type TestAppOptions } from "../harness.js";
 
 export interface S3rverHandle {
   endpoint: string;
@@ -53,4 +56,38 @@ export async function startS3rver(bucket = "warren-test"): Promise<S3rverHandle>
     await stop();
     throw error;
   }
+}
+
+/** The S3 blob store driver on a running s3rver, keys under `prefix`. */
+export function openS3BlobStore(server: S3rverHandle, prefix = "warren"): Promise<S3BlobStore> {
+  return S3BlobStore.open({
+    bucket: server.bucket,
+    endpoint: server.endpoint,
+    region: "us-east-1",
+    accessKeyId: server.accessKeyId,
+    secretAccessKey: server.secretAccessKey,
+    forcePathStyle: true,
+    prefix,
+  });
+}
+
+/**
+ * Runs a suite on a PGlite app whose blob store is S3 (an s3rver started for it), as
+ * forEachStore runs one per store: `onS3BlobStore("volumes", (t) => { ... }, options)`.
+ */
+export function onS3BlobStore(name: string, suite: (t: () => TestApp) => void, options: TestAppOptions = {}): void {
+  describe(`${name} [pglite, s3 blob store]`, () => {
+    let s3: S3rverHandle | null = null;
+    let t: TestApp | null = null;
+    before(async () => {
+      s3 = await startS3rver();
+      const blobs = await openS3BlobStore(s3);
+      t = await startTestApp("pglite", { ...options, overrides: { ...options.overrides, blobs } });
+    });
+    after(async () => {
+      await t?.close();
+      await s3?.stop();
+    });
+    suite(() => t as TestApp);
+  });
 }
