@@ -154,6 +154,34 @@ interface Scope {
   ctes: Set<string>;
 }
 
+/** SELECT clauses whose expressions are walked (checked and rewritten) in place. */
+const WALKED_SELECT_CLAUSES = [
+  "targetList",
+  "distinctClause",
+  "whereClause",
+  "groupClause",
+  "havingClause",
+  "windowClause",
+  "valuesLists",
+  "sortClause",
+  "limitOffset",
+  "limitCount",
+] as const;
+
+/** Every SELECT field the walker knows; any other is refused (fail closed). */
+const KNOWN_SELECT_CLAUSES = new Set<string>([
+  ...WALKED_SELECT_CLAUSES,
+  "withClause",
+  "op",
+  "all",
+  "larg",
+  "rarg",
+  "fromClause",
+  "limitOption",
+  "groupDistinct",
+  "lockingClause",
+]);
+
 class Compiler {
   private readonly bound: string[] = [];
   private readonly read = new Set<string>();
@@ -233,44 +261,11 @@ class Compiler {
       this.select(s.rarg as Node, scope, at);
     }
     if (Array.isArray(s.fromClause)) s.fromClause = s.fromClause.map((item: Node) => this.from(item, scope));
-    for (const key of [
-      "targetList",
-      "distinctClause",
-      "whereClause",
-      "groupClause",
-      "havingClause",
-      "windowClause",
-      "valuesLists",
-      "sortClause",
-      "limitOffset",
-      "limitCount",
-    ]) {
+    for (const key of WALKED_SELECT_CLAUSES) {
       if (s[key] !== undefined) s[key] = this.walk(s[key], scope);
     }
     for (const key of Object.keys(s)) {
-      if (
-        ![
-          "withClause",
-          "op",
-          "all",
-          "larg",
-          "rarg",
-          "fromClause",
-          "limitOption",
-          "groupDistinct",
-          "targetList",
-          "distinctClause",
-          "whereClause",
-          "groupClause",
-          "havingClause",
-          "windowClause",
-          "valuesLists",
-          "sortClause",
-          "limitOffset",
-          "limitCount",
-          "lockingClause",
-        ].includes(key)
-      ) {
+      if (!KNOWN_SELECT_CLAUSES.has(key)) {
         this.refuse(`SELECT clause ${key}`, at);
       }
     }
