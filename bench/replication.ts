@@ -25,10 +25,9 @@ import { rebuildImage } from "../src/modules/snapshots/replication/rebuild.js";
 import { replicateImage } from "../src/modules/snapshots/replication/replicate.js";
 import type { ChunkStore, ImageManifest } from "../src/modules/snapshots/replication/types.js";
 import { openTestBlobStore } from "../test/support/blob-store.js";
+import { benchArgs } from "./lib/args.js";
 
-const args = new Map<string, string>();
-for (let i = 2; i < process.argv.length; i += 2)
-  args.set(String(process.argv[i]).replace(/^--/, ""), String(process.argv[i + 1]));
+const args = benchArgs();
 const ROUNDS = Number(args.get("rounds") ?? 3);
 const DELTAS = Number(args.get("deltas") ?? 7);
 const MEGABYTES = Number(args.get("megabytes") ?? 100);

@@ -18,13 +18,12 @@ import { fileURLToPath } from "node:url";
 import { sweepRoot } from "../src/drivers/runtime/local/sweep.js";
 import { pushTestImages, startTestRegistry } from "../test/support/registry.js";
 import { call } from "./lib/api.js";
+import { benchArgs } from "./lib/args.js";
 import { openRawRunc, type RawRunc } from "./lib/raw-runc.js";
 import { freePort, killAllServers, startServer } from "./lib/server.js";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
-const args = new Map<string, string>();
-for (let i = 2; i < process.argv.length; i += 2)
-  args.set(String(process.argv[i]).replace(/^--/, ""), String(process.argv[i + 1]));
+const args = benchArgs();
 const CREATES = Number(args.get("creates") ?? 50);
 const EXECS = Number(args.get("execs") ?? 100);
 const NETWORKS = (args.get("network") ?? "none,public").split(",");

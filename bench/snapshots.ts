@@ -35,14 +35,13 @@ import { cloneHelper } from "../src/drivers/runtime/local/storage/images.js";
 import { sweepRoot } from "../src/drivers/runtime/local/sweep.js";
 import { pushTestImages, startTestRegistry } from "../test/support/registry.js";
 import { call } from "./lib/api.js";
+import { benchArgs } from "./lib/args.js";
 import { openRawRunc, type RawRunc } from "./lib/raw-runc.js";
 import { freePort, killAllServers, type RunningServer, startServer } from "./lib/server.js";
 
 const exec = promisify(execFile);
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
-const args = new Map<string, string>();
-for (let i = 2; i < process.argv.length; i += 2)
-  args.set(String(process.argv[i]).replace(/^--/, ""), String(process.argv[i + 1]));
+const args = benchArgs();
 const SNAPSHOTS = Number(args.get("snapshots") ?? 15);
 const RESTORES = Number(args.get("restores") ?? 10);
 const FRESH = Number(args.get("fresh") ?? 4);

@@ -18,13 +18,12 @@ import { pushDirectory } from "../scripts/volume-push.js";
 import { sweepRoot } from "../src/drivers/runtime/local/sweep.js";
 import { pushTestImages, startTestRegistry } from "../test/support/registry.js";
 import { call } from "./lib/api.js";
+import { benchArgs } from "./lib/args.js";
 import { machineLoad } from "./lib/cpu.js";
 import { freePort, killAllServers, SERVER_METHOD, startServer } from "./lib/server.js";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
-const args = new Map<string, string>();
-for (let i = 2; i < process.argv.length; i += 2)
-  args.set(String(process.argv[i]).replace(/^--/, ""), String(process.argv[i + 1]));
+const args = benchArgs();
 const ROUNDS = Number(args.get("rounds") ?? 3);
 const REPUSHES = Number(args.get("repushes") ?? 5);
 const MOUNTS = Number(args.get("mounts") ?? 5);
