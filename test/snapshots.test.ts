@@ -292,6 +292,10 @@ for (const store of STORE_KINDS) {
         assert.deepEqual(Object.keys(res.body).sort(), ["code", "message", "request_id"]);
       }
       assert.equal((await listSnaps({ sandbox_id: sb.id })).snapshots.length, 0);
+      // Just inside the limits: a 128-character name, a 25 s wait.
+      const longest = await snapshot(sb.id, { name: "n".repeat(128), wait_remote: true, wait_timeout_seconds: 25 });
+      assert.equal(longest.status, 200, longest.raw);
+      assert.equal((await listSnaps({ name: "n".repeat(128) })).snapshots[0]?.id, longest.body.snapshot_id);
       // Another organization's sandbox and snapshot are not found.
       const foreign = await request("POST", `/v1/sandboxes/${sb.id}:snapshot`, {}, t.orgB.keys.owner);
       assert.equal(foreign.status, 404);
