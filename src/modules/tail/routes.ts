@@ -33,7 +33,9 @@ export function registerTailRoutes(app: App, tails: TailService): void {
         params: RunParams,
         querystring: TailQuery,
         headers: Type.Object({
-          "last-event-id": Type.Optional(Type.String({ maxLength: 128, description: "Resume cursor (wins over `cursor`)" })),
+          "last-event-id": Type.Optional(
+            Type.String({ maxLength: 128, description: "Resume cursor (wins over `cursor`)" }),
+          ),
         }),
         response: {
           ...standardResponses({}),
