@@ -13,6 +13,7 @@ import { type RuntimeFixture, startRuntimeFixture } from "../src/drivers/runtime
 import { startTestApp, type TestApp } from "./harness.js";
 import { openTestBlobStore } from "./support/blob-store.js";
 import { type Exposition, parseExposition, sampleSum } from "./support/prometheus.js";
+import { type CrashRig, startCrashRig } from "./support/server-process.js";
 
 const OTLP_SECRET = "otlp-collector-credential-5e1f";
 /** Largest OTLP request the receiver reads; the exporter batches far smaller ones. */
@@ -252,5 +253,55 @@ describe("sandbox metrics and traces [pglite]", () => {
     }
     // The sandbox's own credential (WARREN_SANDBOX_TOKEN) is no attribute either.
     assert.ok(!/wrn_[A-Za-z0-9_-]{20,}/.test(everything), "no API key in any exported span");
+  });
+});
+
+describe("metrics and traces of the server bundle (make run's build/warren.mjs)", () => {
+  const key = `wrn_${"b".repeat(43)}`;
+  const token = "bundle-metrics-token-9c4e21";
+  const receiver = new OtlpReceiver();
+  let rig: CrashRig;
+
+  before(async () => {
+    const endpoint = (await receiver.listen()).replace(/\/v1\/traces$/, "");
+    // The settings come from the environment, as an operator sets them.
+    rig = await startCrashRig("metrics-bundle", key, (busyboxRef) => ({
+      WARREN_DEFAULT_IMAGE: busyboxRef,
+      WARREN_SANDBOX_POOL_SIZE: "0",
+      WARREN_METRICS_TOKEN: token,
+      OTEL_TRACES_EXPORTER: "otlp",
+      OTEL_EXPORTER_OTLP_ENDPOINT: endpoint,
+      OTEL_EXPORTER_OTLP_HEADERS: `authorization=Bearer%20${OTLP_SECRET}`,
+      OTEL_BSP_SCHEDULE_DELAY: "100",
+    }));
+    await rig.server.start();
+  });
+
+  after(async () => {
+    await rig?.cleanup();
+    await receiver.close();
+  });
+
+  it("serves GET /metrics to the token and exports request spans, flushed at shutdown", async () => {
+    const whoami = await rig.server.api("GET", "/v1/whoami");
+    assert.equal(whoami.status, 200, whoami.raw);
+    const refused = await rig.server.api("GET", "/metrics", undefined, { authorization: "Bearer wrong" });
+    assert.equal(refused.status, 401, refused.raw);
+    assert.equal(refused.body.code, "unauthenticated");
+    const res = await fetch(`http://127.0.0.1:${rig.server.port}/metrics`, {
+      headers: { authorization: `Bearer ${token}` },
+    });
+    assert.equal(res.status, 200);
+    const exposition = parseExposition(await res.text());
+    assert.equal(sampleSum(exposition, "warren_http_requests_total", { operation: "WhoAmI", status: "200" }), 1);
+    assert.ok(sampleSum(exposition, "process_resident_memory_bytes") > 0);
+    assert.equal(await rig.server.stop("SIGTERM"), 0);
+    assert.ok(receiver.serviceNames.has("warren"));
+    assert.ok(
+      receiver.spans.some((s) => s.name === "WhoAmI"),
+      "the span was sent before the process ended",
+    );
+    assert.deepEqual([...receiver.authorizations], [`Bearer ${OTLP_SECRET}`]);
+    assert.ok(!receiver.raw.join("\n").includes(key), "no API key in any exported span");
   });
 });
