@@ -9,7 +9,9 @@ import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import { SandboxReconciler } from "../src/controllers/sandbox-reconciler.js";
 import { SnapshotReplicator } from "../src/controllers/snapshot-replicator.js";
+import { PooledRuntime } from "../src/drivers/runtime/local/pool.js";
 import { type RuntimeFixture, startRuntimeFixture } from "../src/drivers/runtime/local/test-support.js";
+import { newSandboxId } from "../src/modules/sandboxes/service.js";
 import { startTestApp, type TestApp } from "./harness.js";
 import { openTestBlobStore } from "./support/blob-store.js";
 import { type Exposition, parseExposition, sampleSum } from "./support/prometheus.js";
@@ -96,15 +98,25 @@ describe("sandbox metrics and traces [pglite]", () => {
   let t: TestApp;
   let reconciler: SandboxReconciler;
   let replicator: SnapshotReplicator;
+  let pool: PooledRuntime;
   const receiver = new OtlpReceiver();
   const owner = () => t.orgA.keys.owner;
 
   before(async () => {
     const url = await receiver.listen();
     fixture = await startRuntimeFixture("metrics");
+    // One pooled sandbox of the default shape, so a default create is a pool hit.
+    pool = await PooledRuntime.open(fixture.driver, {
+      size: 1,
+      image: fixture.busyboxRef,
+      memoryMiB: 128,
+      cpuMillis: 1000,
+      pids: 128,
+      newId: newSandboxId,
+    });
     const base = (await import("../src/config.js")).loadConfig({});
     t = await startTestApp("pglite", {
-      overrides: { runtime: fixture.driver, blobs: await openTestBlobStore(path.join(fixture.root, "blobs")) },
+      overrides: { runtime: pool, blobs: await openTestBlobStore(path.join(fixture.root, "blobs")) },
       config: {
         sandbox: { ...base.sandbox, defaultImage: fixture.busyboxRef, memoryMiB: 128, pids: 128 },
         metrics: { token: "", stateCacheSeconds: 0 },
@@ -118,19 +130,22 @@ describe("sandbox metrics and traces [pglite]", () => {
         },
       },
     });
-    reconciler = new SandboxReconciler(t.c, fixture.driver, {
+    reconciler = new SandboxReconciler(t.c, pool, {
       pids: 128,
       retentionSeconds: 3600,
       publicApiUrl: "http://127.0.0.1:1",
     });
     await reconciler.start();
-    replicator = new SnapshotReplicator(t.c, fixture.driver, { gcIntervalSeconds: 3600, gcGraceSeconds: 0 });
+    replicator = new SnapshotReplicator(t.c, pool, { gcIntervalSeconds: 3600, gcGraceSeconds: 0 });
     await replicator.start();
+    pool.startFilling();
+    await pool.settled();
   });
 
   after(async () => {
     await replicator?.stop();
     await reconciler?.stop();
+    await pool?.close();
     await t?.close();
     await receiver.close();
     await fixture?.cleanup();
@@ -161,7 +176,8 @@ describe("sandbox metrics and traces [pglite]", () => {
     const startCount = (labels: Record<string, string>) =>
       sampleSum(after, "warren_sandbox_create_to_running_seconds_count", labels) -
       sampleSum(before, "warren_sandbox_create_to_running_seconds_count", labels);
-    // An image this host never pulled (a layer beyond busybox's), then the fixture's own.
+    // An image this host never pulled (a layer beyond busybox's), then the default shape,
+    // which the pool serves.
     const cold = await createRunning({ image: `${fixture.registry.host}/test/multi:latest` });
     const warm = await createRunning({});
     const ok = await t.request("POST", `/v1/sandboxes/${warm}:exec`, { key: owner(), body: { cmd: ["true"] } });
@@ -181,7 +197,8 @@ describe("sandbox metrics and traces [pglite]", () => {
     const after = await scrape();
 
     assert.equal(startCount({ image_cache: "cold", pool: "miss", source: "image" }), 1);
-    assert.equal(startCount({ image_cache: "warm", pool: "miss", source: "image" }), 1);
+    assert.equal(startCount({ image_cache: "warm", pool: "hit", source: "image" }), 1);
+    assert.equal(startCount({}), 2);
     const coldSeconds = sampleSum(after, "warren_sandbox_create_to_running_seconds_sum", { image_cache: "cold" });
     assert.ok(coldSeconds > 0 && coldSeconds < 60, `cold start took ${coldSeconds} s`);
     // The +Inf bucket holds every observation; a bucket below the sum's value cannot hold the cold one alone.
