@@ -31,6 +31,7 @@ interface OtlpSpan {
   name: string;
   kind: number;
   traceId: string;
+  parentSpanId?: string;
   attributes: { key: string; value: OtlpValue }[];
   status?: { code?: number };
 }
@@ -240,6 +241,18 @@ describe("sandbox metrics and traces [pglite]", () => {
     const id = await createRunning({});
     const whoami = await t.request("GET", "/v1/whoami", { key: owner() });
     assert.equal(whoami.status, 200);
+    // A caller's trace context is followed; a malformed one is ignored, never an error.
+    const callerTrace = "4bf92f3577b34da6a3ce929d0e0e4736";
+    const followed = await t.request("GET", "/v1/whoami", {
+      key: owner(),
+      headers: { traceparent: `00-${callerTrace}-00f067aa0ba902b7-01` },
+    });
+    assert.equal(followed.status, 200);
+    const malformed = await t.request("GET", "/v1/whoami", {
+      key: owner(),
+      headers: { traceparent: `00-${"0".repeat(32)}-00f067aa0ba902b7-01` },
+    });
+    assert.equal(malformed.status, 200);
     await t.c.tracing?.flush();
 
     assert.deepEqual([...receiver.serviceNames], ["warren-metrics-test"]);
@@ -257,6 +270,14 @@ describe("sandbox metrics and traces [pglite]", () => {
     assert.equal(attr(request, "http.route"), "/v1/whoami");
     assert.equal(attr(request, "http.response.status_code"), 200);
     assert.equal(attr(request, "warren.org_id"), t.orgA.id);
+    const child = receiver.spans.find((s) => attr(s, "warren.request_id") === followed.headers["x-request-id"]);
+    assert.equal(child?.traceId, callerTrace, "the request's span joins the caller's trace");
+    assert.equal(child?.parentSpanId, "00f067aa0ba902b7");
+    const root = receiver.spans.find((s) => attr(s, "warren.request_id") === malformed.headers["x-request-id"]);
+    assert.ok(
+      root && root.traceId !== "0".repeat(32) && !root.parentSpanId,
+      "a malformed traceparent starts a new trace",
+    );
     const create = receiver.spans.find((s) => s.name === "CreateSandbox");
     assert.ok(create, "the create's span arrived");
     for (const step of ["reconcile materialize", "reconcile start"]) {

@@ -274,11 +274,15 @@ export async function buildHttp(deps: HttpDeps): Promise<App> {
   if (tracing) {
     // First, so the span covers authentication too.
     app.addHook("onRequest", (request, _reply, done) => {
-      request.traceSpan = tracing.startServer(operationOf(request), {
-        "http.request.method": request.method,
-        "http.route": request.routeOptions.url ?? "unmatched",
-        "warren.request_id": request.id,
-      });
+      request.traceSpan = tracing.startServer(
+        operationOf(request),
+        {
+          "http.request.method": request.method,
+          "http.route": request.routeOptions.url ?? "unmatched",
+          "warren.request_id": request.id,
+        },
+        request.headers.traceparent,
+      );
       done();
     });
   }

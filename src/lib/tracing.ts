@@ -4,7 +4,16 @@
 // can run several servers with their own exporters in one process. Span attributes are
 // chosen here and in the callers from fixed fields (route pattern, operationId, status,
 // ids): never a raw URL (signed blob URLs carry signatures in the query), a header or a body.
-import { type Attributes, type Span, SpanKind, SpanStatusCode, type Tracer } from "@opentelemetry/api";
+import {
+  type Attributes,
+  type Context,
+  ROOT_CONTEXT,
+  type Span,
+  SpanKind,
+  SpanStatusCode,
+  type Tracer,
+  trace,
+} from "@opentelemetry/api";
 import { OTLPTraceExporter } from "@opentelemetry/exporter-trace-otlp-http";
 import { resourceFromAttributes } from "@opentelemetry/resources";
 import {
@@ -52,8 +61,10 @@ export class Tracing {
     return this.tracer.startSpan(name, { kind, attributes, ...(startTime !== undefined ? { startTime } : {}) });
   }
 
-  startServer(name: string, attributes: Attributes): Span {
-    return this.start(name, attributes, SpanKind.SERVER);
+  /** A request's span, the child of the caller's span when its `traceparent` header names one. */
+  startServer(name: string, attributes: Attributes, traceparent?: string | string[]): Span {
+    const parent = remoteParent(traceparent);
+    return this.tracer.startSpan(name, { kind: SpanKind.SERVER, attributes }, parent ?? ROOT_CONTEXT);
   }
 
   /** Sends what is buffered (tests, shutdown). */
@@ -65,4 +76,25 @@ export class Tracing {
   shutdown(): Promise<void> {
     return this.provider.shutdown();
   }
+}
+
+const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
+
+/**
+ * The context of a W3C `traceparent` header (version 00), or undefined when there is none or
+ * it is malformed: a header a client controls is checked whole and never fails the request.
+ * `tracestate` is not carried.
+ */
+export function remoteParent(header: string | string[] | undefined): Context | undefined {
+  if (typeof header !== "string" || header.length > 128) return undefined;
+  const match = TRACEPARENT.exec(header.trim());
+  if (!match) return undefined;
+  const [, traceId, spanId, flags] = match as unknown as [string, string, string, string];
+  if (/^0+$/.test(traceId) || /^0+$/.test(spanId)) return undefined;
+  return trace.setSpanContext(ROOT_CONTEXT, {
+    traceId,
+    spanId,
+    traceFlags: Number.parseInt(flags, 16) & 1,
+    isRemote: true,
+  });
 }
