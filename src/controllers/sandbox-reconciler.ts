@@ -454,8 +454,8 @@ export class SandboxReconciler {
     const first = this.firstStarts.get(row.id);
     this.firstStarts.delete(row.id);
     if (moved.applied && first && this.metrics) {
-      // From the create's own timestamp (the API's answer time), not this process's clock at
-      // materialize: queueing before the first step is part of what a caller waits for.
+      // From the sandbox's created_at (minted when the API accepted the create), not from
+      // materialize: waiting for the first step is part of what a caller waits for.
       const seconds = Math.max(0, this.clock.now().getTime() - row.created_at.getTime()) / 1000;
       this.metrics.sandboxReachedRunning(seconds, { imageCache: first.imageCache, pool, source: first.source });
     }
