@@ -186,6 +186,11 @@ export class LayerCache {
     return path.join(this.root, "images", "sha256", `${hexOf(digest)}.json`);
   }
 
+  /** Bytes this cache's registry client has received (image pulls, for metrics). */
+  receivedBytes(): number {
+    return this.client.receivedBytes;
+  }
+
   /** The record of a pulled image by manifest digest, or null when it is not (fully) cached. */
   async getImage(digest: string): Promise<ImageRecord | null> {
     try {
