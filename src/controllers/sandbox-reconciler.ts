@@ -9,6 +9,7 @@ import type { RuntimeDriver } from "../drivers/runtime/interface.js";
 import { RuntimeError } from "../drivers/runtime/interface.js";
 import type { Clock } from "../lib/clock.js";
 import type { Logger } from "../lib/logger.js";
+import { DEFAULT_GATEWAY_ADDRESS, gatewayEnv } from "../modules/egress/env.js";
 import type { IdentityService } from "../modules/identity/service.js";
 import {
   decide,
@@ -46,7 +47,13 @@ export interface ReconcilerDeps {
 export interface ReconcilerOptions {
   pids: number;
   retentionSeconds: number;
-  publicApiUrl: string;
+  /**
+   * Unused since sandboxes reach the API through the egress gateway (WARREN_API_URL is the
+   * gateway's virtual address); kept optional so existing callers compile.
+   */
+  publicApiUrl?: string;
+  /** The egress gateway's virtual address, in every sandbox's environment (default 169.254.213.1). */
+  gatewayAddress?: string;
 }
 
 export class SandboxReconciler {
@@ -358,9 +365,9 @@ export class SandboxReconciler {
       mounts,
       ...(row.command ? { command: row.command } : {}),
       env: {
+        ...gatewayEnv(this.options.gatewayAddress ?? DEFAULT_GATEWAY_ADDRESS),
         WARREN_SANDBOX_ID: row.id,
         WARREN_RUN_ID: row.run_id,
-        WARREN_API_URL: this.options.publicApiUrl,
         WARREN_SANDBOX_TOKEN: key.api_key,
       },
       resources: {
@@ -370,7 +377,7 @@ export class SandboxReconciler {
       },
       storageClass: row.storage_class,
       ...(row.workspace_capacity_gib ? { workspaceCapacityGiB: row.workspace_capacity_gib } : {}),
-      network: row.network_access === "none" ? "none" : "public",
+      network: row.network_access,
     });
     if (!live()) return;
     await this.set(row, "ready", { image_digest: image.digest, credential_key_id: key.key_id });
