@@ -149,6 +149,8 @@ export class EgressGateway {
       requestTimeout: 0,
       keepAliveTimeout: 5_000,
     });
+    // A client that half-closes after its request (`printf ... | nc`) still gets its answer.
+    (this.server as Server & { httpAllowHalfOpen: boolean }).httpAllowHalfOpen = true;
     this.server.on("connection", (socket: Socket) => {
       this.sockets.add(socket);
       socket.setTimeout(this.options.idleTimeoutMs, () => socket.destroy());
@@ -333,12 +335,15 @@ export class EgressGateway {
       return refuse("the API through the gateway accepts only this sandbox's own sandbox-scoped credential");
     }
     if (!this.apiTarget) throw new Refusal(503, "unavailable", "the API is not serving yet");
+    const headers = endToEndHeaders(req.headers);
+    // An HTTP/1.0 client may send no Host; the API (HTTP/1.1) requires one.
+    headers.host ??= `${this.apiTarget.host}:${this.apiTarget.port}`;
     this.forward(req, res, {
       host: this.apiTarget.host,
       port: this.apiTarget.port,
       method: req.method ?? "GET",
       path: req.url ?? "/",
-      headers: endToEndHeaders(req.headers),
+      headers,
       what: "the API",
     });
   }
