@@ -324,6 +324,7 @@ export async function createApp(c: Container): Promise<App> {
   registerVolumeRoutes(app, c.volumes);
   if (c.signedBlobs) registerBlobRoutes(app, c.signedBlobs);
   app.addHook("onClose", () => c.blobs.close());
+  app.addHook("onClose", () => c.egress?.close());
   app.addHook("onClose", () => c.annotations.close());
   app.addHook("onClose", () => c.tailHub.close());
   // Exec ends written after their answers, before whoever closes the store after the app.

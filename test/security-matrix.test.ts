@@ -111,6 +111,8 @@ const MATRIX: Record<string, Entry> = {
   AdminQuarantineSandbox: operator,
   AdminReleaseSandbox: operator,
   AdminSetQuota: operator,
+  AdminGetEgressAllowlist: operator,
+  AdminSetEgressAllowlist: operator,
 };
 
 /** Bodies the schema sample gets wrong (a service rule beyond the schema), so authorization decides. */

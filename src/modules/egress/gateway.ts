@@ -132,6 +132,7 @@ export class EgressGateway {
   private apiTarget: { host: string; port: number } | null = null;
   private readonly sockets = new Set<Duplex>();
   private boundPort = 0;
+  private closing: Promise<void> | null = null;
 
   private constructor(options: EgressGatewayOptions) {
     this.options = {
@@ -205,9 +206,13 @@ export class EgressGateway {
     this.apiTarget = target;
   }
 
-  async close(): Promise<void> {
-    for (const socket of this.sockets) socket.destroy();
-    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  /** Stops listening and ends every connection (tunnels included). Idempotent. */
+  close(): Promise<void> {
+    this.closing ??= new Promise<void>((resolve) => {
+      this.server.close(() => resolve());
+      for (const socket of this.sockets) socket.destroy();
+    });
+    return this.closing;
   }
 
   // ---- callers and policy ----
