@@ -38,6 +38,10 @@ export interface EgressGatewayOptions {
   connectTimeoutMs?: number;
   /** A tunnel or request idle this long is closed. */
   idleTimeoutMs?: number;
+  /** Open connections one source address (one sandbox) may hold; more are closed at once. */
+  maxConnectionsPerSource?: number;
+  /** DNS lookups in flight at once (they take libuv threadpool slots the server shares). */
+  maxConcurrentLookups?: number;
 }
 
 /** What the gateway asks of the rest of Warren, bound once the container has it all. */
@@ -133,6 +137,9 @@ export class EgressGateway {
   private readonly sockets = new Set<Duplex>();
   private boundPort = 0;
   private closing: Promise<void> | null = null;
+  private readonly perSource = new Map<string, number>();
+  private lookupsInFlight = 0;
+  private readonly lookupQueue: (() => void)[] = [];
 
   private constructor(options: EgressGatewayOptions) {
     this.options = {
@@ -143,6 +150,8 @@ export class EgressGateway {
       maxHeaderBytes: options.maxHeaderBytes ?? 16 * 1024,
       connectTimeoutMs: options.connectTimeoutMs ?? 10_000,
       idleTimeoutMs: options.idleTimeoutMs ?? 300_000,
+      maxConnectionsPerSource: options.maxConnectionsPerSource ?? 256,
+      maxConcurrentLookups: options.maxConcurrentLookups ?? 8,
     };
     this.server = createServer({
       maxHeaderSize: this.options.maxHeaderBytes,
@@ -153,6 +162,15 @@ export class EgressGateway {
     // A client that half-closes after its request (`printf ... | nc`) still gets its answer.
     (this.server as Server & { httpAllowHalfOpen: boolean }).httpAllowHalfOpen = true;
     this.server.on("connection", (socket: Socket) => {
+      const source = socket.remoteAddress ?? "";
+      const open = (this.perSource.get(source) ?? 0) + 1;
+      if (open > this.options.maxConnectionsPerSource) return void socket.destroy();
+      this.perSource.set(source, open);
+      socket.once("close", () => {
+        const left = (this.perSource.get(source) ?? 1) - 1;
+        if (left > 0) this.perSource.set(source, left);
+        else this.perSource.delete(source);
+      });
       this.sockets.add(socket);
       socket.setTimeout(this.options.idleTimeoutMs, () => socket.destroy());
       socket.on("close", () => this.sockets.delete(socket));
@@ -251,20 +269,30 @@ export class EgressGateway {
     const addresses =
       host.kind === "ipv4"
         ? [host.host]
-        : await withTimeout(
-            lookup(host.host, { all: true, verbatim: true }).then(
-              (found) => found.map((entry) => entry.address),
-              () => [] as string[],
-            ),
-            this.options.connectTimeoutMs,
-            `resolving ${host.host}`,
-          );
+        : await withTimeout(this.resolve(host.host), this.options.connectTimeoutMs, `resolving ${host.host}`);
     const byAddress = decideAddresses(host.host, addresses, null);
     if (!byAddress.allowed) {
       if (byAddress.code === "unresolved") throw new Refusal(502, byAddress.code, byAddress.reason);
       return refuse(byAddress.code, byAddress.reason, host.host);
     }
     return { host: host.host, address: addresses[0] as string };
+  }
+
+  /** getaddrinfo through at most maxConcurrentLookups threadpool slots; [] when it fails. */
+  private async resolve(name: string): Promise<string[]> {
+    if (this.lookupsInFlight >= this.options.maxConcurrentLookups) {
+      if (this.lookupQueue.length >= 1024) throw new Refusal(503, "unavailable", "too many lookups waiting");
+      await new Promise<void>((resolve) => this.lookupQueue.push(resolve));
+    }
+    this.lookupsInFlight++;
+    try {
+      return (await lookup(name, { all: true, verbatim: true })).map((entry) => entry.address);
+    } catch {
+      return [];
+    } finally {
+      this.lookupsInFlight--;
+      this.lookupQueue.shift()?.();
+    }
   }
 
   private record(caller: EgressCaller, entry: EgressLedgerEntry): void {
