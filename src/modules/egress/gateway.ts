@@ -18,7 +18,7 @@ import {
   type Server,
   type ServerResponse,
 } from "node:http";
-import { connect, type Socket } from "node:net";
+import { connect, isIPv4, type Socket } from "node:net";
 import type { Duplex } from "node:stream";
 import type { Logger } from "../../lib/logger.js";
 import { decideAddresses, decideHost, parseDestinationHost } from "./policy.js";
@@ -275,7 +275,8 @@ export class EgressGateway {
       if (byAddress.code === "unresolved") throw new Refusal(502, byAddress.code, byAddress.reason);
       return refuse(byAddress.code, byAddress.reason, host.host);
     }
-    return { host: host.host, address: addresses[0] as string };
+    // IPv4 first: the host may have no IPv6 route, and sandboxes have no IPv6 at all.
+    return { host: host.host, address: addresses.find((address) => isIPv4(address)) ?? (addresses[0] as string) };
   }
 
   /** getaddrinfo through at most maxConcurrentLookups threadpool slots; [] when it fails. */
@@ -331,7 +332,8 @@ export class EgressGateway {
     const method = req.method ?? "GET";
     const admitted = await this.admit(caller, url.hostname, port, method, pathOnly(url.pathname));
     const headers = endToEndHeaders(req.headers);
-    headers.host ??= url.host;
+    // RFC 9112 3.2.2: a proxy sends the request target's authority as Host, whatever the client said.
+    headers.host = url.host;
     this.forward(req, res, {
       host: admitted.address,
       port,
