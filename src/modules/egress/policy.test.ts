@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
+import { ConfigError, loadConfig } from "../../config.js";
 import {
   allowlistEntryProblem,
   decideAddresses,
@@ -129,6 +130,37 @@ describe("egress policy", () => {
     assert.equal(parseEgressHosts("").size, 0);
     for (const bad of ["api.test", "api.test=::1", "API.test=1.2.3.4", "a=b=c", "x.test=1.2.3"]) {
       assert.throws(() => parseEgressHosts(bad), /WARREN_EGRESS_HOSTS/, bad);
+    }
+  });
+});
+
+describe("egress settings", () => {
+  it("defaults to port 8091 and 169.254.213.1, and parses the operator's options", () => {
+    const defaults = loadConfig({}).egress;
+    assert.deepEqual(
+      { ...defaults, hosts: [...defaults.hosts] },
+      { gatewayPort: 8091, gatewayAddress: "169.254.213.1", hosts: [], extraCaFile: "" },
+    );
+    const set = loadConfig({
+      WARREN_EGRESS_GATEWAY_PORT: "0",
+      WARREN_GATEWAY_ADDRESS: "169.254.1.1",
+      WARREN_EGRESS_HOSTS: "a.test=203.0.113.1",
+      WARREN_EGRESS_EXTRA_CA_FILE: "/etc/ca.pem",
+    }).egress;
+    assert.equal(set.gatewayPort, 0);
+    assert.equal(set.gatewayAddress, "169.254.1.1");
+    assert.equal(set.hosts.get("a.test"), "203.0.113.1");
+    assert.equal(set.extraCaFile, "/etc/ca.pem");
+  });
+
+  it("refuses a gateway address outside link-local, bad host mappings and ports", () => {
+    for (const env of [
+      { WARREN_GATEWAY_ADDRESS: "10.0.0.1" },
+      { WARREN_GATEWAY_ADDRESS: "not-an-ip" },
+      { WARREN_EGRESS_HOSTS: "a.test" },
+      { WARREN_EGRESS_GATEWAY_PORT: "70000" },
+    ]) {
+      assert.throws(() => loadConfig(env), ConfigError, JSON.stringify(env));
     }
   });
 });
