@@ -8,7 +8,7 @@
 //                  sandbox's root layer and /workspace, each a filesystem of its own
 //   snapshots.ts   sealed copy-on-write snapshots of a sandbox's two images
 //   cgroups.ts     finding and removing cgroups, OOM counters, the freezer
-//   network.ts     netns, veth, nftables
+//   network.ts     netns, veth, nftables (network-plan.ts: the pure slots and rule text)
 //   supervisor.ts  the shim that runs `runc run` and records the exit
 //   records.ts     the on-disk records of a sandbox (sandbox.json, network.json)
 //   exit-watch.ts  a run's end (the shim's exit.json) as exit events

@@ -17,7 +17,7 @@ import {
   slotsInRoutes,
   tableScript,
   upgradeScript,
-} from "./network.js";
+} from "./network-plan.js";
 
 describe("addresses", () => {
   it("converts IPv4 addresses both ways", () => {
