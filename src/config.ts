@@ -1,6 +1,8 @@
 // The only reader of process.env: one schema of settings with documented defaults.
 // Everything else receives the parsed Config.
+import { isIPv4 } from "node:net";
 import path from "node:path";
+import { parseEgressHosts } from "./modules/egress/policy.js";
 
 export interface QuotaDefaults {
   "sandboxes.running": number;
@@ -127,6 +129,18 @@ export interface TracingSettings {
   exportDelayMs: number;
 }
 
+/** The egress gateway (src/modules/egress/, docs/egress.md). */
+export interface EgressSettings {
+  /** The gateway's TCP port on the host (WARREN_EGRESS_GATEWAY_PORT, default 8091; 0 picks a free one). */
+  gatewayPort: number;
+  /** The virtual address sandboxes reach it at, port 80 (WARREN_GATEWAY_ADDRESS, default 169.254.213.1). */
+  gatewayAddress: string;
+  /** Names the gateway resolves to these IPv4 addresses instead of DNS (WARREN_EGRESS_HOSTS "name=ipv4,..."). */
+  hosts: Map<string, string>;
+  /** Extra PEM CAs trusted for upstream TLS besides the system store (WARREN_EGRESS_EXTRA_CA_FILE). */
+  extraCaFile: string;
+}
+
 export interface Config {
   listenHost: string;
   listenPort: number;
@@ -160,6 +174,7 @@ export interface Config {
   blobs: BlobSettings;
   volumes: VolumeSettings;
   tail: TailSettings;
+  egress: EgressSettings;
   /**
    * Telemetry SQL: the highest planner cost estimate (EXPLAIN's total cost) a query may have;
    * null: the store's default (PGlite 250,000; PostgreSQL none, its statement_timeout
@@ -290,6 +305,27 @@ function tracingSettings(env: Env): TracingSettings {
   };
 }
 
+function egressSettings(env: Env): EgressSettings {
+  const gatewayAddress = env.WARREN_GATEWAY_ADDRESS || "169.254.213.1";
+  if (!isIPv4(gatewayAddress) || !gatewayAddress.startsWith("169.254.")) {
+    throw new ConfigError(
+      `WARREN_GATEWAY_ADDRESS must be a link-local IPv4 address (169.254.x.y), got "${gatewayAddress}"`,
+    );
+  }
+  let hosts: Map<string, string>;
+  try {
+    hosts = parseEgressHosts(env.WARREN_EGRESS_HOSTS || "");
+  } catch (error) {
+    throw new ConfigError((error as Error).message);
+  }
+  return {
+    gatewayPort: intSetting(env, "WARREN_EGRESS_GATEWAY_PORT", 8091, 0, 65535),
+    gatewayAddress,
+    hosts,
+    extraCaFile: env.WARREN_EGRESS_EXTRA_CA_FILE ? path.resolve(env.WARREN_EGRESS_EXTRA_CA_FILE) : "",
+  };
+}
+
 function parseListen(raw: string): { host: string; port: number } {
   const match = /^(.*):(\d{1,5})$/.exec(raw);
   if (!match) throw new ConfigError(`WARREN_LISTEN must be host:port, got "${raw}"`);
@@ -359,6 +395,7 @@ export function loadConfig(env: Env = process.env): Config {
       maxStreamsPerOrg: intSetting(env, "WARREN_TAIL_MAX_STREAMS_PER_ORG", 500, 1, 1_000_000),
       maxStreamsPerServer: intSetting(env, "WARREN_TAIL_MAX_STREAMS", 2000, 1, 1_000_000),
     },
+    egress: egressSettings(env),
     telemetrySqlMaxCost: env.WARREN_TELEMETRY_SQL_MAX_COST
       ? intSetting(env, "WARREN_TELEMETRY_SQL_MAX_COST", 0, 0, 1_000_000_000_000)
       : null,

@@ -24,6 +24,9 @@ import { registerAnnotationRoutes } from "./modules/annotations/routes.js";
 import { AnnotationSchemaService } from "./modules/annotations/schema-service.js";
 import { registerBlobRoutes } from "./modules/blobs/routes.js";
 import { SignedBlobService } from "./modules/blobs/service.js";
+import { callerDirectory } from "./modules/egress/callers.js";
+import { EgressGateway } from "./modules/egress/gateway.js";
+import { EgressAllowlistService } from "./modules/egress/service.js";
 import { registerFeedbackRoutes } from "./modules/feedback/routes.js";
 import { type FeedbackRelay, FeedbackService, webhookRelay } from "./modules/feedback/service.js";
 import { registerIdentityRoutes } from "./modules/identity/routes.js";
@@ -106,6 +109,10 @@ export interface Container {
   metricsAccess: MetricsService;
   /** OpenTelemetry traces when the OTEL_* settings turn them on; null otherwise. Shut down with the app. */
   tracing: Tracing | null;
+  /** Organization egress allowlists (what gateway_only sandboxes reach besides their secrets' hosts). */
+  egressAllowlist: EgressAllowlistService;
+  /** The egress gateway sandboxes reach at the virtual address; null without a runtime. Closed by main/tests. */
+  egress: EgressGateway | null;
 }
 
 export interface ContainerOverrides {
@@ -121,6 +128,12 @@ export interface ContainerOverrides {
   blobs?: BlobStore;
   /** Node.js process metrics in GET /metrics (default on; tests that start many servers turn them off). */
   processMetrics?: boolean;
+  /**
+   * The egress gateway the given runtime was opened with (its port is a driver option, so a
+   * test starts it first); bound to this container's services. Without it a given runtime
+   * runs with no gateway.
+   */
+  egressGateway?: EgressGateway | null;
 }
 
 export async function openStore(config: Config): Promise<Db> {
@@ -139,9 +152,10 @@ export async function openStore(config: Config): Promise<Db> {
  * The local runc runtime (behind the pool of default-shape sandboxes when it is on), or
  * null (with a warning) when this host cannot run sandboxes.
  */
-async function openRuntime(config: Config, log: Logger): Promise<RuntimeDriver | null> {
+async function openRuntime(config: Config, log: Logger, gateway: EgressGateway | null): Promise<RuntimeDriver | null> {
   try {
     const driver = await LocalRuntimeDriver.open({
+      ...(gateway ? { gateway: { address: config.egress.gatewayAddress, port: gateway.port } } : {}),
       root: config.sandbox.runtimeRoot,
       registry: { insecureRegistries: config.sandbox.insecureRegistries },
       imageTagTtlMs: config.sandbox.imageTagTtlSeconds * 1000,
@@ -169,6 +183,15 @@ async function openRuntime(config: Config, log: Logger): Promise<RuntimeDriver |
   }
 }
 
+async function startGateway(config: Config, log: Logger): Promise<EgressGateway | null> {
+  try {
+    return await EgressGateway.start({ port: config.egress.gatewayPort, hosts: config.egress.hosts, log });
+  } catch (error) {
+    log.warn({ err: (error as Error).message }, "the egress gateway could not listen; sandboxes run without it");
+    return null;
+  }
+}
+
 export async function createContainer(config: Config, log: Logger, overrides: ContainerOverrides = {}) {
   // Every module gets the deferring store, so none can read past an exec's end written after its answer.
   const db = new DeferringDb(overrides.db ?? (await openStore(config)));
@@ -182,7 +205,18 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
   if (!overrides.keyring && !config.masterKey) await mkdir(config.dataDir, { recursive: true, mode: 0o700 });
   const keyring = overrides.keyring ?? (await Keyring.load(config));
   const secrets = new SecretService(db, clock, keyring);
-  const runtime = overrides.runtime !== undefined ? overrides.runtime : await openRuntime(config, log);
+  // The gateway listens before the runtime opens: the runtime's nat chain redirects to its port.
+  let egress = overrides.egressGateway ?? null;
+  let runtime: RuntimeDriver | null;
+  if (overrides.runtime !== undefined) runtime = overrides.runtime;
+  else {
+    egress = await startGateway(config, log);
+    runtime = await openRuntime(config, log, egress);
+    if (!runtime && egress) {
+      await egress.close();
+      egress = null;
+    }
+  }
   // The reconciler (started with the controllers) becomes the queue's worker; the service only kicks it.
   const reconcileQueue = new ReconcileQueue();
   const sandboxTransitions = new SandboxTransitions(db, clock);
@@ -206,7 +240,18 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
     overrides.feedbackRelay ?? webhookRelay(config.feedbackWebhookUrl, config.feedbackWebhookTimeoutMs, log);
   const feedback = new FeedbackService(db, clock, relay);
   const telemetryViews = new TelemetryViewService(db, clock, { maxCost: config.telemetrySqlMaxCost });
-  const admin = new AdminService(identity, quotas, secrets, sandboxes);
+  const egressAllowlist = new EgressAllowlistService(db, clock);
+  const admin = new AdminService(identity, quotas, secrets, sandboxes, egressAllowlist);
+  if (egress && runtime) {
+    egress.bind({
+      identify: callerDirectory(runtime, sandboxes),
+      allowlist: (orgId) => egressAllowlist.list(orgId),
+      sandboxOfCredential: async (secret) => {
+        const cred = await identity.authenticate(secret).catch(() => null);
+        return cred?.sandbox?.sandboxId ?? null;
+      },
+    });
+  }
   const idempotency = new IdempotencyStore(db, clock, config.idempotencyRetentionHours);
   const blobs =
     overrides.blobs ?? (await openBlobStore(config, config.dataDir, keyring.deriveKey(BLOB_SIGNING_KEY_LABEL)));
@@ -277,6 +322,8 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
     metrics,
     metricsAccess,
     tracing,
+    egressAllowlist,
+    egress,
   };
   return container;
 }
@@ -309,6 +356,7 @@ export async function createApp(c: Container): Promise<App> {
   if (c.signedBlobs) registerBlobRoutes(app, c.signedBlobs);
   registerMetricsRoutes(app, c.metricsAccess);
   app.addHook("onClose", () => c.blobs.close());
+  app.addHook("onClose", () => c.egress?.close());
   app.addHook("onClose", () => c.annotations.close());
   app.addHook("onClose", () => c.tailHub.close());
   // Spans still buffered are sent before the process goes.

@@ -7,6 +7,7 @@ import { startControllers } from "./controllers/index.js";
 import { createServerLogger } from "./lib/logger.js";
 import { installProcessGuard } from "./lib/process-guard.js";
 import { writeServerLock } from "./lib/server-lock.js";
+import { apiTargetOf } from "./modules/egress/gateway.js";
 import { bootstrapNotice } from "./modules/identity/service.js";
 
 async function main(): Promise<void> {
@@ -32,6 +33,7 @@ async function main(): Promise<void> {
   const app = await createApp(container);
   const controllers = await startControllers(container);
   const address = await app.listen({ host: config.listenHost, port: config.listenPort });
+  container.egress?.setApiTarget(apiTargetOf(config.listenHost, app.server.address()));
   log.info({ address, store: container.db.kind }, "warren is serving");
 
   let stopping = false;
@@ -41,6 +43,7 @@ async function main(): Promise<void> {
     log.info({ signal }, "shutting down");
     await controllers.stop();
     await container.runtime?.close();
+    await container.egress?.close();
     await app.close();
     await releaseLock();
     await container.db.close();

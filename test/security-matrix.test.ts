@@ -113,6 +113,8 @@ const MATRIX: Record<string, Entry> = {
   AdminSetQuota: operator,
   // Also WARREN_METRICS_TOKEN, which is no API key (test/metrics.test.ts).
   GetMetrics: operator,
+  AdminGetEgressAllowlist: operator,
+  AdminSetEgressAllowlist: operator,
 };
 
 /** Bodies the schema sample gets wrong (a service rule beyond the schema), so authorization decides. */

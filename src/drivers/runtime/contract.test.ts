@@ -424,7 +424,7 @@ for (const target of targets) {
       );
     });
 
-    it("switches the network live: none reaches nothing, public reaches a public peer", async () => {
+    it("switches the network live: none reaches nothing, public reaches a public peer, gateway_only does not", async () => {
       const id = await running();
       const probe = ["nc", "-w", "2", h.peer.address, String(h.peer.port)];
       const before = completed(await exec(id, probe));
@@ -441,6 +441,17 @@ for (const target of targets) {
 
       const again = await h.driver.setNetwork(id, "public");
       assert.deepEqual(again, receipt, "public again changes nothing");
+
+      // gateway_only: the same link and address, but nothing outside (only a gateway, if any).
+      const confined = await h.driver.setNetwork(id, "gateway_only");
+      assert.equal(confined.mode, "gateway_only");
+      assert.equal(confined.link?.sandboxAddress, receipt.link?.sandboxAddress);
+      assert.ok(confined.rules.length > 0 && confined.rules.length < receipt.rules.length);
+      assert.notEqual(completed(await exec(id, probe)).stdout, "pong\n");
+      assert.equal((await h.driver.observe(id)).network, "gateway_only");
+      const reopened = await h.driver.setNetwork(id, "public");
+      assert.equal(completed(await exec(id, probe)).stdout, "pong\n");
+      assert.equal(reopened.rules.length, receipt.rules.length);
 
       const none = await h.driver.setNetwork(id, "none");
       assert.deepEqual(none.rules, []);

@@ -4,6 +4,7 @@
 import { randomBytes } from "node:crypto";
 import type { SandboxDefaults } from "../../config.js";
 import {
+  type NetworkMode,
   type NetworkReceipt,
   type RuntimeDriver,
   RuntimeError,
@@ -31,7 +32,7 @@ const EXEC_TARGET_CACHE_ENTRIES = 10_000;
 /** How long a claim on a sandbox's host state (growth, network switch) holds if its holder dies. */
 const HOST_CLAIM_SECONDS = 600;
 
-type HostChange = { kind: "grow"; from: number; to: number } | { kind: "network"; mode: "public" | "none" };
+type HostChange = { kind: "grow"; from: number; to: number } | { kind: "network"; mode: NetworkMode };
 
 const unsupported = (message: string) => new AppError("unsupported_capability", message);
 
@@ -215,8 +216,6 @@ export class SandboxService {
     checkArgv("command", input.command);
     checkMetadata(input.metadata);
     if ((input.resources?.gpus?.count ?? 0) > 0) throw unsupported("this deployment cannot schedule GPUs");
-    if (input.network_access === "gateway_only")
-      throw unsupported("gateway_only networking is not available in this deployment");
     if (input.secrets?.length)
       throw unsupported("secret bindings need the egress gateway, which this deployment does not run");
     if (input.volumes?.length) checkMountTargets(input.volumes.map((mount) => mount.target_path));
@@ -464,8 +463,6 @@ export class SandboxService {
         }
       }
       if (input.network_access !== undefined) {
-        if (input.network_access === "gateway_only")
-          throw unsupported("gateway_only networking is not available in this deployment");
         if (!STABLE_STATES.includes(row.state)) {
           throw new AppError(
             "operation_conflict",
@@ -541,6 +538,16 @@ export class SandboxService {
   /** Records activity; with an idle timeout, pushes the idle deadline out. */
   async touch(row: Pick<repo.SandboxRow, "id">, source: "exec" | "session" | "update") {
     await repo.touchSandbox(this.db, row.id, this.clock.now(), source);
+  }
+
+  /**
+   * Who a sandbox is, for the egress gateway (it knows a caller by source address): its
+   * organization, project and ambient run; null when there is no such live sandbox.
+   */
+  async egressIdentity(id: string): Promise<{ orgId: string; projectId: string; runId: string } | null> {
+    const row = await repo.getExecTarget(this.db, id);
+    if (!row || isFinished(row.state) || row.desired_state === "deleted") return null;
+    return { orgId: row.org_id, projectId: row.project_id, runId: row.run_id };
   }
 
   /** Operator action (admin CLI): quarantine or release a sandbox. */

@@ -238,6 +238,11 @@ export class PooledRuntime implements RuntimeDriver, SandboxIdPool {
     return this.driver.setNetwork(id, mode);
   }
 
+  /** A pooled sandbox not yet claimed is unknown to the store, so the gateway refuses it anyway. */
+  sandboxAtAddress(address: string): Promise<{ id: string; mode: NetworkMode } | null> {
+    return this.driver.sandboxAtAddress(address);
+  }
+
   growWorkspace(id: string, capacityGiB: number): Promise<void> {
     return this.driver.growWorkspace(id, capacityGiB);
   }
