@@ -218,6 +218,17 @@ export interface RuntimeDriver {
   list(): Promise<string[]>;
   /** Switches the network live (running or not) and reports exactly what is in force. */
   setNetwork(id: string, mode: NetworkMode): Promise<NetworkReceipt>;
+  /**
+   * The address the host connects to for the sandbox's guest TCP ports (its end of the veth
+   * in `public` and `gateway_only`); null when it has no link (`none`) or does not exist.
+   * Used by the session plane's endpoints and the SSH gateway's port forwarding.
+   */
+  portAddress(id: string): Promise<string | null>;
+  /**
+   * Guest TCP ports the running sandbox listens on where portAddress() reaches them (the
+   * wildcard or that address; not loopback only), ascending; [] when it is not running.
+   */
+  listeningPorts(id: string): Promise<number[]>;
   /** Grows a durable workspace to `capacityGiB` (the same value again is a no-op); never shrinks. */
   growWorkspace(id: string, capacityGiB: number): Promise<void>;
   /**

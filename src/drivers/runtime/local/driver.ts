@@ -45,6 +45,7 @@ import { ExecRunner } from "./exec-runner.js";
 import { ExitWatch } from "./exit-watch.js";
 import { ensureHostPackages, TOOLS } from "./host.js";
 import { assertSandboxId, isSandboxId, Layout, type SandboxPaths } from "./layout.js";
+import { listeningPorts, readProcTable } from "./listening.js";
 import { mountOverlay, unmountUnder } from "./mounts.js";
 import { SandboxNetwork } from "./network.js";
 import { buildBundleConfig, hostsFile, type ProcessIdentity, resolveArgv, sandboxEnv } from "./oci-config.js";
@@ -527,9 +528,29 @@ export class LocalRuntimeDriver implements RuntimeDriver {
     });
   }
 
-  /** The addresses a public sandbox has (for tests and diagnostics). */
+  /** The addresses a sandbox with a link has (for tests and diagnostics). */
   addressesOf(id: string): Promise<{ sandbox: string; gateway: string } | null> {
     return this.network.addressesOf(id);
+  }
+
+  async portAddress(id: string): Promise<string | null> {
+    assertSandboxId(id);
+    return (await this.network.addressesOf(id))?.sandbox ?? null;
+  }
+
+  async listeningPorts(id: string): Promise<number[]> {
+    assertSandboxId(id);
+    const state = await readRuncState(this.layout.runcRoot, id);
+    if (!state || !(await isInitAlive(state))) return [];
+    const proc = `/proc/${state.initPid}/net`;
+    const [tcp, tcp6, address] = await Promise.all([
+      readProcTable(`${proc}/tcp`),
+      readProcTable(`${proc}/tcp6`),
+      this.portAddress(id),
+    ]);
+    // The PID may have been reused between the check and the reads: then the tables are another namespace's.
+    if (!(await isInitAlive(state))) return [];
+    return listeningPorts(tcp, tcp6, address);
   }
 
   // ---- workspace ----

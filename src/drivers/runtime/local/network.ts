@@ -465,10 +465,10 @@ export class SandboxNetwork {
     return slots;
   }
 
-  /** The addresses a public sandbox has (for tests and diagnostics). */
+  /** The addresses of a sandbox with a veth on a slot (every mode but `none`); null without one. */
   async addressesOf(id: string): Promise<SlotAddresses | null> {
     const network = await readNetworkRecord(this.layout.sandbox(id)).catch(() => null);
-    if (network?.mode !== "public" || network.slot === null) return null;
+    if (!network || network.mode === "none" || network.slot === null) return null;
     return slotAddresses(this.pool, network.slot);
   }
 
