@@ -102,11 +102,17 @@ function presentedCredentials(req: http.IncomingMessage): PresentedCredentials {
   const bearer = /^bearer\s+(\S+)\s*$/i.exec(authorization)?.[1] ?? null;
   const url = req.url ?? "/";
   const queryAt = url.indexOf("?");
-  const queryToken = queryAt >= 0 ? new URLSearchParams(url.slice(queryAt + 1)).get(ENDPOINT_QUERY) : null;
+  const queryToken =
+    queryAt >= 0 && url.includes(ENDPOINT_QUERY, queryAt)
+      ? new URLSearchParams(url.slice(queryAt + 1)).get(ENDPOINT_QUERY)
+      : null;
   let cookieToken: string | null = null;
-  for (const part of (req.headers.cookie ?? "").split(";")) {
-    const [name, ...value] = part.trim().split("=");
-    if (name === ENDPOINT_COOKIE) cookieToken = value.join("=");
+  const cookie = req.headers.cookie;
+  if (cookie?.includes(ENDPOINT_COOKIE)) {
+    for (const part of cookie.split(";")) {
+      const [name, ...value] = part.trim().split("=");
+      if (name === ENDPOINT_COOKIE) cookieToken = value.join("=");
+    }
   }
   return { bearer, queryToken, cookieToken };
 }
@@ -114,7 +120,7 @@ function presentedCredentials(req: http.IncomingMessage): PresentedCredentials {
 /** The request target without the token query parameter. */
 function pathWithoutToken(url: string): string {
   const queryAt = url.indexOf("?");
-  if (queryAt < 0) return url;
+  if (queryAt < 0 || !url.includes(ENDPOINT_QUERY, queryAt)) return url;
   const params = new URLSearchParams(url.slice(queryAt + 1));
   if (!params.has(ENDPOINT_QUERY)) return url;
   params.delete(ENDPOINT_QUERY);
@@ -220,7 +226,7 @@ async function proxyRequest(
     req.resume();
     return sendError(res, error, log);
   }
-  const protocol = sessions.publicUrl().startsWith("https:") ? "https:" : "http:";
+  const protocol = sessions.protocol();
   const path = pathWithoutToken(req.url ?? "/");
   if (target.fromQuery && (req.method === "GET" || req.method === "HEAD")) {
     // The token moves to a cookie of this host only, and the URL loses it (history, logs, Referer).
@@ -310,7 +316,7 @@ async function proxyUpgrade(
     socket.end(rawError(appError));
     return;
   }
-  const protocol = sessions.publicUrl().startsWith("https:") ? "https:" : "http:";
+  const protocol = sessions.protocol();
   sessions.noteActivity(target.sandboxId);
   const done = sessions.connectionOpened(target.sandboxId);
   const upstream = net.connect({ host: target.address, port: target.port });

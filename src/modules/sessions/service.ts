@@ -94,8 +94,9 @@ export class SessionService implements EndpointSource {
     return this.base ? `${this.base.protocol}//${this.base.hostname}${this.base.portSuffix}` : "";
   }
 
-  sessionHostname(): string | null {
-    return this.base?.hostname ?? null;
+  /** `http:` or `https:`, as clients reach the plane. */
+  protocol(): string {
+    return this.base?.protocol ?? "http:";
   }
 
   endpointUrl(address: EndpointAddress): string {
@@ -237,6 +238,7 @@ export class SessionService implements EndpointSource {
   /** A connection (a long response, a WebSocket) is held open: activity keeps advancing until closed. */
   connectionOpened(sandboxId: string): () => void {
     this.open.set(sandboxId, (this.open.get(sandboxId) ?? 0) + 1);
+    // One timer while the plane serves (not one per connection): it touches what is held open.
     this.activityTimer ??= setInterval(() => {
       for (const id of this.open.keys()) this.noteActivity(id);
     }, ACTIVITY_INTERVAL_MS).unref();
@@ -247,10 +249,6 @@ export class SessionService implements EndpointSource {
       const left = (this.open.get(sandboxId) ?? 1) - 1;
       if (left > 0) this.open.set(sandboxId, left);
       else this.open.delete(sandboxId);
-      if (this.open.size === 0 && this.activityTimer) {
-        clearInterval(this.activityTimer);
-        this.activityTimer = null;
-      }
     };
   }
 
