@@ -62,25 +62,32 @@ describe("port endpoints", () => {
   const hostOf = (id: string, port: number) => `${port}-${id}.localhost:${plane.address.port}`;
 
   /** A request to the plane with the endpoint's Host header (sent to 127.0.0.1: no resolver needed). */
-  const viaPlane = (host: string, path = "/", headers: Record<string, string> = {}, method = "GET") =>
-    new Promise<PlaneResponse>((resolve, reject) => {
+  const viaPlane = (
+    host: string,
+    path = "/",
+    headers: Record<string, string> = {},
+    method = "GET",
+    body: Buffer | null = null,
+  ) =>
+    new Promise<PlaneResponse & { bytes: Buffer }>((resolve, reject) => {
       const req = http.request(
         { host: "127.0.0.1", port: plane.address.port, path, method, headers: { host, ...headers }, agent: false },
         (res) => {
           const chunks: Buffer[] = [];
           res.on("data", (chunk: Buffer) => chunks.push(chunk));
           res.on("end", () => {
-            const text = Buffer.concat(chunks).toString();
+            const bytes = Buffer.concat(chunks);
+            const text = bytes.toString();
             let json: Record<string, unknown> = {};
             try {
               json = JSON.parse(text) as Record<string, unknown>;
             } catch {}
-            resolve({ status: res.statusCode ?? 0, headers: res.headers, text, json });
+            resolve({ status: res.statusCode ?? 0, headers: res.headers, text, json, bytes });
           });
         },
       );
       req.on("error", reject);
-      req.end();
+      req.end(body ?? undefined);
     });
 
   const assertRefused = (res: PlaneResponse, status: number, code: string) => {
@@ -248,6 +255,17 @@ describe("port endpoints", () => {
     assert.match(own.text, /\r\nauthorization: Basic YXBwOmFwcA==\r\n/i);
     assert.match(own.text, /\r\nCookie: app=1; other=2\r\n/i);
     assert.ok(!own.text.includes(token), "the token is not forwarded");
+
+    // A 4 MiB body streamed in and back out; a response head over 16 KiB and a request head over it.
+    const payload = randomBytes(4 * 1_048_576);
+    const echoed = await viaPlane(host, "/echo", { authorization: `Bearer ${owner()}` }, "POST", payload);
+    assert.equal(echoed.status, 200);
+    assert.ok(echoed.bytes.equals(payload), "the body came back byte for byte");
+    assertRefused(await viaPlane(host, "/bigheader", { authorization: `Bearer ${owner()}` }), 503, "unavailable");
+    const hugeHead = await viaPlane(host, "/", { authorization: `Bearer ${owner()}`, "x-pad": "p".repeat(20_000) });
+    assert.equal(hugeHead.status, 431);
+    // The plane and the sandbox's server still serve after both.
+    assert.equal((await viaPlane(host, "/", { authorization: `Bearer ${owner()}` })).text, "hello");
 
     // A raw upgrade: 101 from the sandbox, then bytes echoed through the plane.
     const upgraded = await rawExchange(

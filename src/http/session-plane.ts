@@ -25,6 +25,8 @@ export const MAX_HEADER_BYTES = 16_384;
 const HEADERS_TIMEOUT_MS = 30_000;
 /** A connection (either side) with no bytes moving for this long is closed. */
 export const IDLE_TIMEOUT_MS = 300_000;
+/** Client connections the plane holds at once; more are refused at accept. */
+const MAX_CLIENT_CONNECTIONS = 10_000;
 /** Connecting to the sandbox's port may take this long. */
 const CONNECT_TIMEOUT_MS = 5_000;
 
@@ -60,11 +62,16 @@ export async function startSessionPlane(
     keepAliveTimeout: 30_000,
   });
   server.setTimeout(IDLE_TIMEOUT_MS, (socket) => socket.destroy());
+  // Bounds what one process holds open for clients (each may also hold an upstream connection).
+  server.maxConnections = MAX_CLIENT_CONNECTIONS;
   server.on("request", (req, res) => {
-    void proxyRequest(sessions, agent, req, res, log);
+    proxyRequest(sessions, agent, req, res, log).catch((error: unknown) => sendError(res, error, log));
   });
   server.on("upgrade", (req: http.IncomingMessage, socket: net.Socket, head: Buffer) => {
-    void proxyUpgrade(sessions, req, socket, head, log);
+    proxyUpgrade(sessions, req, socket, head, log).catch((error: unknown) => {
+      log.error({ err: (error as Error).message }, "session plane upgrade failed");
+      socket.destroy();
+    });
   });
   server.on("clientError", (error: NodeJS.ErrnoException, socket: net.Socket) => {
     if (!socket.writable) return socket.destroy();
@@ -181,6 +188,7 @@ function sendError(res: http.ServerResponse, error: unknown, log: Logger): void 
   const appError =
     error instanceof AppError ? error : new AppError("internal", "the session plane failed to serve the request");
   if (!(error instanceof AppError)) log.error({ err: (error as Error).message }, "session plane request failed");
+  if (res.destroyed || res.writableEnded) return;
   if (res.headersSent) {
     res.destroy();
     return;
@@ -313,7 +321,8 @@ async function proxyUpgrade(
   } catch (error) {
     const appError = error instanceof AppError ? error : new AppError("internal", "the upgrade failed");
     if (!(error instanceof AppError)) log.error({ err: (error as Error).message }, "session plane upgrade failed");
-    socket.end(rawError(appError));
+    if (socket.writable) socket.end(rawError(appError));
+    else socket.destroy();
     return;
   }
   const protocol = sessions.protocol();
@@ -339,7 +348,8 @@ async function proxyUpgrade(
     clearTimeout(connectTimer);
     const lines = [`${req.method} ${pathWithoutToken(req.url ?? "/")} HTTP/1.1`];
     for (const [name, value] of forwardedHeaders(req, target, protocol, true)) lines.push(`${name}: ${value}`);
-    upstream.write(`${lines.join("\r\n")}\r\n\r\n`);
+    // latin1: header values are bytes (obs-text included), as Node's parser read them.
+    upstream.write(`${lines.join("\r\n")}\r\n\r\n`, "latin1");
     if (head.length > 0) upstream.write(head);
     // The rest is the sandbox's and the client's business: bytes both ways, idle-bounded.
     socket.setTimeout(IDLE_TIMEOUT_MS, end);

@@ -3,9 +3,11 @@
  * A tiny HTTP/1.1 server for endpoint tests and benchmarks, run inside a sandbox (static,
  * no libc beyond what -static brings). One forked child per connection, keep-alive:
  *   GET /headers   200, the request head as the body (what the proxy forwarded)
+ *   POST /echo     200, the request body (Content-Length) streamed back as it arrives
+ *   GET /bigheader 200 with a 20,000-byte header (a response head over the proxy's cap)
  *   any Upgrade    101, then every byte received is echoed back (a raw upgrade passthrough)
  *   anything else  200 "hello" (5 bytes)
- * Request bodies are not read (the tests and benchmark send none). Usage: http-echo PORT
+ * Other requests' bodies are not read (the tests and benchmark send none). Usage: http-echo PORT
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -44,7 +46,38 @@ static void serve(int fd) {
     buffer[head - 1] = '\0';
     int upgrade = strcasestr(buffer, "\r\nupgrade:") != NULL;
     int headers = strncmp(buffer, "GET /headers", 12) == 0 && (buffer[12] == ' ' || buffer[12] == '?');
+    int echo = strncmp(buffer, "POST /echo ", 11) == 0;
+    int big = strncmp(buffer, "GET /bigheader ", 15) == 0;
+    char *length_at = strcasestr(buffer, "\r\ncontent-length:");
+    size_t length = length_at ? strtoul(length_at + 17, NULL, 10) : 0;
     buffer[head - 1] = saved;
+    if (echo) {
+      char reply[128];
+      int n = snprintf(reply, sizeof reply, "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n\r\n", length);
+      if (write_all(fd, reply, (size_t)n) < 0) return;
+      size_t have = filled - head < length ? filled - head : length;
+      if (write_all(fd, buffer + head, have) < 0) return;
+      size_t left = length - have;
+      memmove(buffer, buffer + head + have, filled - head - have);
+      filled -= head + have;
+      while (left > 0) {
+        ssize_t got = read(fd, buffer, left < sizeof buffer ? left : sizeof buffer);
+        if (got <= 0 || write_all(fd, buffer, (size_t)got) < 0) return;
+        left -= (size_t)got;
+      }
+      continue;
+    }
+    if (big) {
+      static char filler[20001];
+      memset(filler, 'a', 20000);
+      const char *start = "HTTP/1.1 200 OK\r\nX-Big: ", *end_of_head = "\r\nContent-Length: 0\r\n\r\n";
+      if (write_all(fd, start, strlen(start)) < 0 || write_all(fd, filler, 20000) < 0 ||
+          write_all(fd, end_of_head, strlen(end_of_head)) < 0)
+        return;
+      memmove(buffer, buffer + head, filled - head);
+      filled -= head;
+      continue;
+    }
     if (upgrade) {
       const char *reply = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n";
       if (write_all(fd, reply, strlen(reply)) < 0) return;
