@@ -4,9 +4,14 @@
 //   small HTTP responses (GET / -> 200 "hello", keep-alive) through the endpoint: >= 5,000 req/s
 // The server in the sandbox is test/support/http-echo.c (static C, one process per
 // connection), so the direct run measures the sandbox's server and the host's network path
-// alone and the proxied run adds the plane. autocannon, closed loop, N connections,
-// pipelining 1; direct and proxied runs alternate so the machine's drift hits both.
+// alone and the proxied run adds the plane. A third path, `node-floor`, is the least a
+// Node proxy does (http.createServer piping to http.request over a keep-alive agent, no
+// routing, no credential) in its own process, to tell the plane's own cost from Node's.
+// Closed loop, N connections, pipelining 1; the paths' order rotates every round so the
+// machine's drift hits all of them.
 // Usage: node --import tsx bench/endpoints.ts [--connections 50] [--duration 10] [--rounds 2]
+//   [--tool autocannon|wrk]
+import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import os from "node:os";
@@ -18,7 +23,7 @@ import { startTestRegistry } from "../test/support/registry.js";
 import { call } from "./lib/api.js";
 import { benchArgs } from "./lib/args.js";
 import { machineLoad } from "./lib/cpu.js";
-import { type LoadResult, runAutocannon } from "./lib/load.js";
+import { type LoadResult, type LoadSpec, pickTools, runLoad, type Tool } from "./lib/load.js";
 import { freePort, killAllServers, SERVER_METHOD, startServer } from "./lib/server.js";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
@@ -27,8 +32,24 @@ const CONNECTIONS = Number(args.get("connections") ?? 50);
 const DURATION_SEC = Number(args.get("duration") ?? 10);
 const ROUNDS = Number(args.get("rounds") ?? 2);
 const TARGET_REQ_PER_SEC = 5000;
+type Path = "direct" | "node-floor" | "endpoint";
+
+/** The node-floor proxy: the least a Node HTTP proxy does, to `target`, on `port`. */
+const FLOOR_PROXY = `
+const http = require("node:http");
+const [host, port] = process.env.TARGET.split(":");
+const agent = new http.Agent({ keepAlive: true, maxSockets: 256 });
+http.createServer((req, res) => {
+  const up = http.request({ host, port, method: req.method, path: req.url, headers: req.headers, agent }, (ur) => {
+    res.writeHead(ur.statusCode, ur.headers);
+    ur.pipe(res);
+  });
+  up.on("error", () => res.destroy());
+  req.pipe(up);
+}).listen(Number(process.env.PORT), "127.0.0.1");`;
 
 const log = (line: string) => process.stderr.write(`${line}\n`);
+const TOOL: Tool = pickTools(args.get("tool") ?? "autocannon", log)[0] ?? "autocannon";
 const loadAverage = () => os.loadavg().map((value) => Math.round(value * 100) / 100);
 
 const registry = await startTestRegistry();
@@ -87,45 +108,55 @@ try {
   if (!address) throw new Error(`no address in ${ifconfig.stdout}`);
   const endpointHost = new URL(endpoint.url).host;
   log(`endpoint ${endpoint.url} (sent to 127.0.0.1:${planePort} with that Host), direct http://${address}:8080/`);
+  const runs: { path: Path; result: LoadResult; load: number[]; otherCpuPct: number }[] = [];
 
-  const direct = () =>
-    runAutocannon({ url: `http://${address}:8080/`, headers: {}, connections: CONNECTIONS, durationSec: DURATION_SEC });
-  const proxied = () =>
-    runAutocannon({
-      url: `http://127.0.0.1:${planePort}/`,
-      headers: { host: endpointHost, authorization: `Bearer ${key}` },
-      connections: CONNECTIONS,
-      durationSec: DURATION_SEC,
-    });
-  // Warm-up of both paths (connections, the plane's caches, JIT).
-  await runAutocannon({ url: `http://${address}:8080/`, headers: {}, connections: CONNECTIONS, durationSec: 2 }).result;
-  await runAutocannon({
-    url: `http://127.0.0.1:${planePort}/`,
-    headers: { host: endpointHost, authorization: `Bearer ${key}` },
-    connections: CONNECTIONS,
-    durationSec: 2,
-  }).result;
-
-  const runs: { path: "direct" | "endpoint"; result: LoadResult; load: number[]; otherCpuPct: number }[] = [];
-  for (let round = 0; round < ROUNDS; round++) {
-    const order = round % 2 === 0 ? (["direct", "endpoint"] as const) : (["endpoint", "direct"] as const);
-    for (const which of order) {
-      const busy = await machineLoad(1000);
-      const result = await (which === "direct" ? direct() : proxied()).result;
-      runs.push({ path: which, result, load: loadAverage(), otherCpuPct: Math.round(busy) });
-      log(
-        `${which}: ${Math.round(result.reqPerSec)} req/s, p50 ${result.latencyMs.p50} ms, p99 ${result.latencyMs.p99} ms, non-2xx ${result.non2xx}, errors ${result.errors}`,
-      );
+  const floorPort = await freePort();
+  const floor = spawn(process.execPath, ["-e", FLOOR_PROXY], {
+    env: { ...process.env, TARGET: `${address}:8080`, PORT: String(floorPort) },
+    stdio: "ignore",
+  });
+  try {
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    const specs: Record<Path, LoadSpec> = {
+      direct: { url: `http://${address}:8080/`, headers: {}, connections: CONNECTIONS, durationSec: DURATION_SEC },
+      "node-floor": {
+        url: `http://127.0.0.1:${floorPort}/`,
+        headers: {},
+        connections: CONNECTIONS,
+        durationSec: DURATION_SEC,
+      },
+      endpoint: {
+        url: `http://127.0.0.1:${planePort}/`,
+        headers: { host: endpointHost, authorization: `Bearer ${key}` },
+        connections: CONNECTIONS,
+        durationSec: DURATION_SEC,
+      },
+    };
+    const paths: Path[] = ["direct", "node-floor", "endpoint"];
+    // Warm-up of every path (connections, the plane's caches, JIT).
+    for (const which of paths) await runLoad(TOOL, { ...specs[which], durationSec: 2 }).result;
+    for (let round = 0; round < ROUNDS; round++) {
+      const order = paths.map((_, i) => paths[(i + round) % paths.length] as Path);
+      for (const which of order) {
+        const busy = await machineLoad(1000);
+        const result = await runLoad(TOOL, specs[which]).result;
+        runs.push({ path: which, result, load: loadAverage(), otherCpuPct: Math.round(busy) });
+        log(
+          `${which}: ${Math.round(result.reqPerSec)} req/s, p50 ${result.latencyMs.p50} ms, p99 ${result.latencyMs.p99} ms, non-2xx ${result.non2xx}, errors ${result.errors}`,
+        );
+      }
     }
+  } finally {
+    floor.kill("SIGKILL");
   }
-  const best = (which: "direct" | "endpoint") =>
+  const best = (which: Path) =>
     Math.max(...runs.filter((run) => run.path === which).map((run) => run.result.reqPerSec));
   const endpointBest = best("endpoint");
   const results = {
     at: new Date().toISOString(),
     machine: { cpus: os.cpus().length, loadAverageAtStart: runs[0]?.load, note: "shared with other helpers' work" },
     server: SERVER_METHOD,
-    method: `autocannon -c ${CONNECTIONS} -p 1 -d ${DURATION_SEC}, GET / -> 200 "hello" from test/support/http-echo.c`,
+    method: `${TOOL}, ${CONNECTIONS} connections, closed loop, ${DURATION_SEC} s per run, ${ROUNDS} rounds; GET / -> 200 "hello" from test/support/http-echo.c`,
     runs: runs.map((run) => ({
       path: run.path,
       reqPerSec: Math.round(run.result.reqPerSec),
@@ -136,8 +167,10 @@ try {
       otherProcessesPctOfOneCoreBefore: run.otherCpuPct,
     })),
     directBestReqPerSec: Math.round(best("direct")),
+    nodeFloorBestReqPerSec: Math.round(best("node-floor")),
     endpointBestReqPerSec: Math.round(endpointBest),
-    ratio: Math.round((endpointBest / best("direct")) * 100) / 100,
+    endpointToDirect: Math.round((endpointBest / best("direct")) * 100) / 100,
+    endpointToNodeFloor: Math.round((endpointBest / best("node-floor")) * 100) / 100,
     target: `endpoint >= ${TARGET_REQ_PER_SEC} req/s`,
     pass: endpointBest >= TARGET_REQ_PER_SEC && runs.every((run) => run.result.non2xx === 0),
   };
