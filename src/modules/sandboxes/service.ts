@@ -64,9 +64,12 @@ export interface VolumeSource {
   ): Promise<repo.PinnedVolumeRow[]>;
 }
 
+/** A sandbox's stored row, as other modules see it (they reach it through this service). */
+export type SandboxRecord = repo.SandboxRow;
+
 /** The session plane's side of a sandbox's view: its `endpoints` (implemented by modules/sessions). */
 export interface EndpointSource {
-  endpointsOf(row: repo.SandboxRow): Promise<{ port: number; url: string }[]>;
+  endpointsOf(row: SandboxRecord): Promise<{ port: number; url: string }[]>;
 }
 
 /** What the reconciler is told: which sandbox to look at now. */

@@ -9,8 +9,7 @@ import type { Logger } from "../../lib/logger.js";
 import type { Credential } from "../identity/credential.js";
 import { requireOrgScoped } from "../identity/credential.js";
 import type { IdentityService } from "../identity/service.js";
-import type { SandboxRow } from "../sandboxes/repo.js";
-import type { EndpointSource, SandboxService } from "../sandboxes/service.js";
+import type { EndpointSource, SandboxRecord, SandboxService } from "../sandboxes/service.js";
 import { type EndpointAddress, endpointUrl, type PlaneBase, parseEndpointHost, planeBase } from "./endpoint-host.js";
 import { DEFAULT_TOKEN_TTL_SECONDS, isSessionToken, type SessionTokenSigner } from "./tokens.js";
 
@@ -44,7 +43,7 @@ export interface SessionTarget {
 }
 
 interface CachedTarget {
-  row: SandboxRow;
+  row: SandboxRecord;
   address: string | null;
   expiresAtMs: number;
 }
@@ -107,7 +106,7 @@ export class SessionService implements EndpointSource {
   // ---- endpoints of a sandbox's view ----
 
   /** Each of `ports` the running sandbox listens on (where the host reaches it), as `{port, url}`. */
-  async endpointsOf(row: SandboxRow): Promise<{ port: number; url: string }[]> {
+  async endpointsOf(row: SandboxRecord): Promise<{ port: number; url: string }[]> {
     const base = this.base;
     if (!base || !this.runtime || row.state !== "running" || row.quarantined || row.ports.length === 0) return [];
     if (row.network_access === "none") return [];
