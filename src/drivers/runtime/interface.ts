@@ -225,8 +225,9 @@ export interface RuntimeDriver {
    */
   portAddress(id: string): Promise<string | null>;
   /**
-   * Guest TCP ports the running sandbox listens on where portAddress() reaches them (the
-   * wildcard or that address; not loopback only), ascending; [] when it is not running.
+   * Guest TCP ports the running sandbox listens on the wildcard address or on portAddress()
+   * (not on loopback only, which no host connection reaches), ascending; [] when it is not
+   * running. Whether the host can connect at all is portAddress()'s answer.
    */
   listeningPorts(id: string): Promise<number[]>;
   /** Grows a durable workspace to `capacityGiB` (the same value again is a no-op); never shrinks. */
