@@ -220,6 +220,15 @@ describe("port endpoints", () => {
     assert.equal(byCookie.status, 200);
     assert.equal(byCookie.text, "hello-from-httpd\n");
 
+    // An absolute-form target would turn the redirect into an open one: refused.
+    const absolute = await rawExchange(
+      plane.address.port,
+      `GET http://evil.example/?warren_token=${token} HTTP/1.1\r\nHost: ${host}\r\nConnection: close\r\n\r\n`,
+      null,
+    );
+    assert.match(absolute, /^HTTP\/1\.1 400 /);
+    assert.doesNotMatch(absolute, /evil\.example/);
+
     // Nothing of the credentials reached the log.
     assert.ok(!t.logs().includes(owner()) && !t.logs().includes(token), "no credential in the log");
 

@@ -229,6 +229,11 @@ async function proxyRequest(
   req.on("error", () => res.destroy());
   let target: SessionTarget;
   try {
+    // Origin-form only: an absolute-form target (`GET http://elsewhere/`) would make the
+    // token redirect below an open redirect, and names a host the Host header does not.
+    if (!req.url?.startsWith("/") || req.url.startsWith("//")) {
+      throw new AppError("invalid_argument", "the request target must be a path");
+    }
     target = await sessions.authorize(req.headers.host, presentedCredentials(req));
   } catch (error) {
     req.resume();
@@ -317,6 +322,9 @@ async function proxyUpgrade(
   socket.on("error", () => socket.destroy());
   let target: SessionTarget;
   try {
+    if (!req.url?.startsWith("/") || req.url.startsWith("//")) {
+      throw new AppError("invalid_argument", "the request target must be a path");
+    }
     target = await sessions.authorize(req.headers.host, presentedCredentials(req));
   } catch (error) {
     const appError = error instanceof AppError ? error : new AppError("internal", "the upgrade failed");
