@@ -45,7 +45,7 @@ import { ExecRunner } from "./exec-runner.js";
 import { ExitWatch } from "./exit-watch.js";
 import { ensureHostPackages, TOOLS } from "./host.js";
 import { assertSandboxId, isSandboxId, Layout, type SandboxPaths } from "./layout.js";
-import { listeningPorts, readProcTable } from "./listening.js";
+import { listeningPortsOfSandbox } from "./listening.js";
 import { mountOverlay, unmountUnder } from "./mounts.js";
 import { SandboxNetwork } from "./network.js";
 import { buildBundleConfig, hostsFile, type ProcessIdentity, resolveArgv, sandboxEnv } from "./oci-config.js";
@@ -540,17 +540,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
 
   async listeningPorts(id: string): Promise<number[]> {
     assertSandboxId(id);
-    const state = await readRuncState(this.layout.runcRoot, id);
-    if (!state || !(await isInitAlive(state))) return [];
-    const proc = `/proc/${state.initPid}/net`;
-    const [tcp, tcp6, address] = await Promise.all([
-      readProcTable(`${proc}/tcp`),
-      readProcTable(`${proc}/tcp6`),
-      this.portAddress(id),
-    ]);
-    // The PID may have been reused between the check and the reads: then the tables are another namespace's.
-    if (!(await isInitAlive(state))) return [];
-    return listeningPorts(tcp, tcp6, address);
+    return listeningPortsOfSandbox(this.layout.runcRoot, id, await this.portAddress(id));
   }
 
   // ---- workspace ----

@@ -3,6 +3,7 @@
 // are written by the kernel, but their size grows with the sockets the sandbox opens, so a
 // read is capped and a malformed line is skipped.
 import { open } from "node:fs/promises";
+import { isInitAlive, readRuncState } from "./runc.js";
 
 /** The most bytes read of one table (about 7,000 sockets); the rest is ignored. */
 export const MAX_TABLE_BYTES = 1_048_576;
@@ -68,4 +69,15 @@ export async function readProcTable(file: string): Promise<string> {
   } finally {
     await handle.close();
   }
+}
+
+/** The listening ports of sandbox `id` (see listeningPorts), or [] when its init is not alive. */
+export async function listeningPortsOfSandbox(runcRoot: string, id: string, address: string | null): Promise<number[]> {
+  const state = await readRuncState(runcRoot, id);
+  if (!state || !(await isInitAlive(state))) return [];
+  const proc = `/proc/${state.initPid}/net`;
+  const [tcp, tcp6] = await Promise.all([readProcTable(`${proc}/tcp`), readProcTable(`${proc}/tcp6`)]);
+  // The PID may have been reused between the check and the reads: then the tables are another namespace's.
+  if (!(await isInitAlive(state))) return [];
+  return listeningPorts(tcp, tcp6, address);
 }
