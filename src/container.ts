@@ -10,12 +10,13 @@ import type { BlobStore } from "./drivers/blobs/interface.js";
 import type { RuntimeDriver } from "./drivers/runtime/interface.js";
 import { LocalRuntimeDriver } from "./drivers/runtime/local/driver.js";
 import { PooledRuntime, poolSupported } from "./drivers/runtime/local/pool.js";
-import { buildHttp } from "./http/app.js";
+import { API_VERSION, buildHttp } from "./http/app.js";
 import { IdempotencyStore } from "./http/idempotency.js";
 import type { App } from "./http/types.js";
 import { type Clock, systemClock } from "./lib/clock.js";
 import type { Logger } from "./lib/logger.js";
 import { makeDirPrivate } from "./lib/private-dir.js";
+import { Tracing } from "./lib/tracing.js";
 import { registerAdminRoutes } from "./modules/admin/routes.js";
 import { AdminService } from "./modules/admin/service.js";
 import { AnnotationService } from "./modules/annotations/annotation-service.js";
@@ -29,6 +30,10 @@ import { registerIdentityRoutes } from "./modules/identity/routes.js";
 import { IdentityService } from "./modules/identity/service.js";
 import { registerMetaRoutes } from "./modules/meta/routes.js";
 import { registerSystemRoutes } from "./modules/meta/system-routes.js";
+import { WarrenMetrics } from "./modules/metrics/registry.js";
+import { countSandboxesByState } from "./modules/metrics/repo.js";
+import { registerMetricsRoutes } from "./modules/metrics/routes.js";
+import { MetricsService } from "./modules/metrics/service.js";
 import { registerProjectRoutes } from "./modules/projects/routes.js";
 import { ProjectService } from "./modules/projects/service.js";
 import { registerRunRoutes } from "./modules/runs/routes.js";
@@ -100,6 +105,12 @@ export interface Container {
   volumeCache: VolumeCache;
   /** Port endpoints: the rules of the session plane (src/http/session-plane.ts serves it). */
   sessions: SessionService;
+  /** Prometheus instruments (docs/metrics.md); the controllers record into them too. */
+  metrics: WarrenMetrics;
+  /** GET /metrics: who may scrape, and the scrape. */
+  metricsAccess: MetricsService;
+  /** OpenTelemetry traces when the OTEL_* settings turn them on; null otherwise. Shut down with the app. */
+  tracing: Tracing | null;
 }
 
 export interface ContainerOverrides {
@@ -113,6 +124,8 @@ export interface ContainerOverrides {
   keyring?: Keyring;
   /** The blob store; tests give one in a temp dir (or on s3rver) instead of `<dataDir>/blobs`. */
   blobs?: BlobStore;
+  /** Node.js process metrics in GET /metrics (default on; tests that start many servers turn them off). */
+  processMetrics?: boolean;
 }
 
 export async function openStore(config: Config): Promise<Db> {
@@ -233,6 +246,19 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
     config.sessionPlaneUrl,
   );
   sandboxes.useEndpoints(sessions);
+  const metrics = new WarrenMetrics({
+    stateCacheSeconds: config.metrics.stateCacheSeconds,
+    processMetrics: overrides.processMetrics ?? true,
+  });
+  metrics.countSandboxStatesWith(() => countSandboxesByState(db));
+  const pullBytes = runtime?.imagePullBytes?.bind(runtime);
+  if (pullBytes) metrics.readPullBytesFrom(pullBytes);
+  execs.useMetrics(metrics);
+  annotations.useMetrics(metrics);
+  telemetryViews.useMetrics(metrics);
+  snapshots.useMetrics(metrics);
+  const metricsAccess = new MetricsService(metrics, identity, admin, config.metrics.token);
+  const tracing = Tracing.open(config.tracing, API_VERSION);
   const container: Container = {
     config,
     log,
@@ -264,6 +290,9 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
     volumes,
     volumeCache,
     sessions,
+    metrics,
+    metricsAccess,
+    tracing,
   };
   return container;
 }
@@ -274,6 +303,8 @@ export async function createApp(c: Container): Promise<App> {
     bodyLimitBytes: c.config.bodyLimitBytes,
     identity: c.identity,
     idempotency: c.idempotency,
+    metrics: c.metrics,
+    tracing: c.tracing,
   });
   registerSystemRoutes(app, c.db);
   registerMetaRoutes(app, c.config, () => c.sessions.publicUrl());
@@ -293,9 +324,12 @@ export async function createApp(c: Container): Promise<App> {
   registerVolumeRoutes(app, c.volumes);
   registerSessionRoutes(app, c.sessions);
   if (c.signedBlobs) registerBlobRoutes(app, c.signedBlobs);
+  registerMetricsRoutes(app, c.metricsAccess);
   app.addHook("onClose", () => c.blobs.close());
   app.addHook("onClose", () => c.annotations.close());
   app.addHook("onClose", () => c.tailHub.close());
+  // Spans still buffered are sent before the process goes.
+  app.addHook("onClose", () => c.tracing?.shutdown());
   // Exec ends written after their answers, before whoever closes the store after the app.
   app.addHook("onClose", () => (c.db instanceof DeferringDb ? c.db.settled() : undefined));
   await app.ready();
