@@ -152,6 +152,12 @@ export interface Config {
   logLevel: string;
   /** Client-visible sibling service URLs (GetServiceConfig). */
   publicApiUrl: string;
+  /**
+   * The session plane (port endpoints, src/http/session-plane.ts): its listener
+   * (WARREN_SESSION_LISTEN, host:port; port 0 picks a free one) or null when none runs, and
+   * its public base URL (WARREN_SESSION_PLANE_URL; empty: derived from the bound address).
+   */
+  sessionListen: { host: string; port: number } | null;
   sessionPlaneUrl: string;
   sshHost: string;
   feedbackWebhookUrl: string;
@@ -326,12 +332,31 @@ function egressSettings(env: Env): EgressSettings {
   };
 }
 
-function parseListen(raw: string): { host: string; port: number } {
+function parseListen(raw: string, name = "WARREN_LISTEN"): { host: string; port: number } {
   const match = /^(.*):(\d{1,5})$/.exec(raw);
-  if (!match) throw new ConfigError(`WARREN_LISTEN must be host:port, got "${raw}"`);
+  if (!match) throw new ConfigError(`${name} must be host:port, got "${raw}"`);
   const port = Number(match[2]);
-  if (port > 65535) throw new ConfigError("WARREN_LISTEN port must be at most 65535");
+  if (port > 65535) throw new ConfigError(`${name} port must be at most 65535`);
   return { host: (match[1] ?? "").replace(/^\[|\]$/g, "") || "127.0.0.1", port };
+}
+
+function sessionPlaneUrlSetting(env: Env): string {
+  const raw = env.WARREN_SESSION_PLANE_URL || "";
+  if (raw === "") return "";
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new ConfigError(`WARREN_SESSION_PLANE_URL must be an http:// or https:// URL, got "${raw}"`);
+  }
+  if ((url.protocol !== "http:" && url.protocol !== "https:") || url.pathname !== "/" || url.search || url.hash) {
+    throw new ConfigError("WARREN_SESSION_PLANE_URL must be an http:// or https:// base URL without a path");
+  }
+  // Endpoints are `<port>-<sandbox id>.<host>`: an IP address has no subdomains.
+  if (/^[\d.]+$|^\[/.test(url.hostname)) {
+    throw new ConfigError("WARREN_SESSION_PLANE_URL needs a host name (with wildcard DNS), not an IP address");
+  }
+  return url.origin;
 }
 
 export function loadConfig(env: Env = process.env): Config {
@@ -347,7 +372,8 @@ export function loadConfig(env: Env = process.env): Config {
     bootstrapOrgSlug: "default",
     logLevel: env.WARREN_LOG_LEVEL || "info",
     publicApiUrl: env.WARREN_PUBLIC_API_URL || `http://${hostForUrl}:${listen.port}`,
-    sessionPlaneUrl: env.WARREN_SESSION_PLANE_URL || "",
+    sessionListen: env.WARREN_SESSION_LISTEN ? parseListen(env.WARREN_SESSION_LISTEN, "WARREN_SESSION_LISTEN") : null,
+    sessionPlaneUrl: sessionPlaneUrlSetting(env),
     sshHost: env.WARREN_SSH_HOST || "",
     feedbackWebhookUrl: env.WARREN_FEEDBACK_WEBHOOK_URL || "",
     feedbackWebhookTimeoutMs: intSetting(env, "WARREN_FEEDBACK_WEBHOOK_TIMEOUT_MS", 5000, 100, 60000),

@@ -48,6 +48,9 @@ import { SandboxTransitions } from "./modules/sandboxes/transitions.js";
 import { Keyring } from "./modules/secrets/keyring.js";
 import { registerSecretRoutes } from "./modules/secrets/routes.js";
 import { SecretService } from "./modules/secrets/service.js";
+import { registerSessionRoutes } from "./modules/sessions/routes.js";
+import { SessionService } from "./modules/sessions/service.js";
+import { SESSION_TOKEN_KEY_LABEL, SessionTokenSigner } from "./modules/sessions/tokens.js";
 import { registerSnapshotRoutes } from "./modules/snapshots/routes.js";
 import { ReplicationRelay, SnapshotService } from "./modules/snapshots/service.js";
 import { TailHub } from "./modules/tail/hub.js";
@@ -103,6 +106,8 @@ export interface Container {
   volumes: VolumeService;
   /** This host's materialized volume versions, mounted read-only into sandboxes. */
   volumeCache: VolumeCache;
+  /** Port endpoints: the rules of the session plane (src/http/session-plane.ts serves it). */
+  sessions: SessionService;
   /** Prometheus instruments (docs/metrics.md); the controllers record into them too. */
   metrics: WarrenMetrics;
   /** GET /metrics: who may scrape, and the scrape. */
@@ -276,6 +281,16 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
   const volumeCache = new VolumeCache(blobs, config.volumes.cacheDir);
   const tailHub = new TailHub(db, log);
   const tails = new TailService(db, tailHub, config.tail, runs, sandboxes);
+  const sessions = new SessionService(
+    identity,
+    sandboxes,
+    runtime,
+    new SessionTokenSigner(keyring.deriveKey(SESSION_TOKEN_KEY_LABEL)),
+    clock,
+    log,
+    config.sessionPlaneUrl,
+  );
+  sandboxes.useEndpoints(sessions);
   const metrics = new WarrenMetrics({
     stateCacheSeconds: config.metrics.stateCacheSeconds,
     processMetrics: overrides.processMetrics ?? true,
@@ -319,6 +334,7 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
     tailHub,
     volumes,
     volumeCache,
+    sessions,
     metrics,
     metricsAccess,
     tracing,
@@ -338,7 +354,7 @@ export async function createApp(c: Container): Promise<App> {
     tracing: c.tracing,
   });
   registerSystemRoutes(app, c.db);
-  registerMetaRoutes(app, c.config);
+  registerMetaRoutes(app, c.config, () => c.sessions.publicUrl());
   registerIdentityRoutes(app);
   registerUsageRoutes(app, c.quotas);
   registerFeedbackRoutes(app, c.feedback);
@@ -353,6 +369,7 @@ export async function createApp(c: Container): Promise<App> {
   registerAdminRoutes(app, c.admin);
   registerTailRoutes(app, c.tails);
   registerVolumeRoutes(app, c.volumes);
+  registerSessionRoutes(app, c.sessions);
   if (c.signedBlobs) registerBlobRoutes(app, c.signedBlobs);
   registerMetricsRoutes(app, c.metricsAccess);
   app.addHook("onClose", () => c.blobs.close());

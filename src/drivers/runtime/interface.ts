@@ -231,6 +231,18 @@ export interface RuntimeDriver {
    * its callers by source address); null for any other address. Absent: no gateway callers.
    */
   sandboxAtAddress?(address: string): Promise<{ id: string; mode: NetworkMode } | null>;
+  /**
+   * The address the host connects to for the sandbox's guest TCP ports (its end of the veth
+   * in `public` and `gateway_only`); null when it has no link (`none`) or does not exist.
+   * Used by the session plane's endpoints and the SSH gateway's port forwarding.
+   */
+  portAddress(id: string): Promise<string | null>;
+  /**
+   * Guest TCP ports the running sandbox listens on the wildcard address or on portAddress()
+   * (not on loopback only, which no host connection reaches), ascending; [] when it is not
+   * running. Whether the host can connect at all is portAddress()'s answer.
+   */
+  listeningPorts(id: string): Promise<number[]>;
   /** Grows a durable workspace to `capacityGiB` (the same value again is a no-op); never shrinks. */
   growWorkspace(id: string, capacityGiB: number): Promise<void>;
   /**

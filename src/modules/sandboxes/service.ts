@@ -23,7 +23,7 @@ import { checkMountTargets } from "../volumes/mounts.js";
 import type { ExecResponse } from "./exec-service.js";
 import { isFinished, STABLE_STATES, stateDeadline } from "./lifecycle.js";
 import * as repo from "./repo.js";
-import type { CreateSandboxBody, SandboxState, UpdateSandboxBody } from "./schemas.js";
+import type { CreateSandboxBody, SandboxJson, SandboxState, UpdateSandboxBody } from "./schemas.js";
 import type { SandboxTransitions } from "./transitions.js";
 import { checkArgv, checkMetadata, receiptView, restoredCapacity, sandboxView } from "./view.js";
 
@@ -65,6 +65,14 @@ export interface VolumeSource {
   ): Promise<repo.PinnedVolumeRow[]>;
 }
 
+/** A sandbox's stored row, as other modules see it (they reach it through this service). */
+export type SandboxRecord = repo.SandboxRow;
+
+/** The session plane's side of a sandbox's view: its `endpoints` (implemented by modules/sessions). */
+export interface EndpointSource {
+  endpointsOf(row: SandboxRecord): Promise<{ port: number; url: string }[]>;
+}
+
 /** What the reconciler is told: which sandbox to look at now. */
 export interface ReconcileTrigger {
   kick(id: string): void;
@@ -80,6 +88,7 @@ export class SandboxService {
   private readonly execsPerSandbox = new Map<string, number>();
   private snapshots: SnapshotSource | null = null;
   private volumes: VolumeSource | null = null;
+  private endpoints: EndpointSource | null = null;
   /**
    * Exec targets of running sandboxes, read once and dropped on any change this process
    * makes to the sandbox (every write of the fields an exec checks goes through
@@ -112,6 +121,24 @@ export class SandboxService {
 
   useVolumes(volumes: VolumeSource): void {
     this.volumes = volumes;
+  }
+
+  useEndpoints(endpoints: EndpointSource): void {
+    this.endpoints = endpoints;
+  }
+
+  /** The wire view with the endpoints that serve now (the session plane's, when one runs). */
+  private async view(row: repo.SandboxRow): Promise<SandboxJson> {
+    return sandboxView(row, this.endpoints ? await this.endpoints.endpointsOf(row) : []);
+  }
+
+  /**
+   * The sandbox a session-plane request names, whoever asks (the plane checks the
+   * credential's organization against it); null when unknown or past retention.
+   */
+  async sessionTarget(id: string): Promise<repo.SandboxRow | null> {
+    const row = SANDBOX_ID.test(id) ? await repo.getSandbox(this.db, id) : null;
+    return row && this.visible(row) ? row : null;
   }
 
   private volumeSource(): VolumeSource {
@@ -332,7 +359,7 @@ export class SandboxService {
     if (options.waitState && options.waitTimeoutSeconds) {
       row = await this.waitFor(cred, row, options.waitState, options.waitTimeoutSeconds);
     }
-    return { sandbox: sandboxView(row) };
+    return { sandbox: await this.view(row) };
   }
 
   /** Long-poll: resolves when the state is observed, or with the current row at the deadline. */
@@ -370,7 +397,7 @@ export class SandboxService {
     if (cred.sandbox) {
       const own = await this.load(this.db, cred, cred.sandbox.sandboxId).catch(() => null);
       const matches = own && (!input.name || own.name === input.name);
-      return { sandboxes: matches ? [sandboxView(own)] : [], next_page_token: "" };
+      return { sandboxes: matches ? [await this.view(own)] : [], next_page_token: "" };
     }
     const project = await this.projects.resolve(this.db, cred, input.projectId);
     const after = decodeCursor("sandboxes", input.pageToken);
@@ -387,7 +414,7 @@ export class SandboxService {
     const page = rows.slice(0, input.pageSize);
     const last = page[page.length - 1];
     return {
-      sandboxes: page.map(sandboxView),
+      sandboxes: await Promise.all(page.map((row) => this.view(row))),
       next_page_token:
         rows.length > input.pageSize && last ? encodeCursor("sandboxes", { at: last.created_at, id: last.id }) : "",
     };

@@ -45,6 +45,7 @@ import { ExecRunner } from "./exec-runner.js";
 import { ExitWatch } from "./exit-watch.js";
 import { ensureHostPackages, TOOLS } from "./host.js";
 import { assertSandboxId, isSandboxId, Layout, type SandboxPaths } from "./layout.js";
+import { listeningPortsOfSandbox } from "./listening.js";
 import { mountOverlay, unmountUnder } from "./mounts.js";
 import { SandboxNetwork } from "./network.js";
 import { buildBundleConfig, hostsFile, type ProcessIdentity, resolveArgv, sandboxEnv } from "./oci-config.js";
@@ -541,13 +542,23 @@ export class LocalRuntimeDriver implements RuntimeDriver {
     });
   }
 
-  /** The addresses an attached (public or gateway_only) sandbox has (for tests and diagnostics). */
+  /** The addresses a sandbox with a link has (for tests and diagnostics). */
   addressesOf(id: string): Promise<{ sandbox: string; gateway: string } | null> {
     return this.network.addressesOf(id);
   }
 
   sandboxAtAddress(address: string): Promise<{ id: string; mode: NetworkMode } | null> {
     return this.network.holderOf(address);
+  }
+
+  async portAddress(id: string): Promise<string | null> {
+    assertSandboxId(id);
+    return (await this.network.addressesOf(id))?.sandbox ?? null;
+  }
+
+  async listeningPorts(id: string): Promise<number[]> {
+    assertSandboxId(id);
+    return listeningPortsOfSandbox(this.layout.runcRoot, id, await this.portAddress(id));
   }
 
   // ---- workspace ----

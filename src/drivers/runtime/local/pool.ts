@@ -243,6 +243,14 @@ export class PooledRuntime implements RuntimeDriver, SandboxIdPool {
     return this.driver.sandboxAtAddress(address);
   }
 
+  async portAddress(id: string): Promise<string | null> {
+    return this.isPooled(id) ? null : this.driver.portAddress(id);
+  }
+
+  async listeningPorts(id: string): Promise<number[]> {
+    return this.isPooled(id) ? [] : this.driver.listeningPorts(id);
+  }
+
   growWorkspace(id: string, capacityGiB: number): Promise<void> {
     return this.driver.growWorkspace(id, capacityGiB);
   }
