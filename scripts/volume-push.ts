@@ -7,7 +7,13 @@
 import path from "node:path";
 import { defaultHashCache, pushDirectory } from "../packages/sdk/src/volume-push.js";
 
-export { CHUNK_BYTES, defaultHashCache, type PushOptions, type PushResult, pushDirectory } from "../packages/sdk/src/volume-push.js";
+export {
+  CHUNK_BYTES,
+  defaultHashCache,
+  type PushOptions,
+  type PushResult,
+  pushDirectory,
+} from "../packages/sdk/src/volume-push.js";
 
 async function main(argv: string[]): Promise<void> {
   const args = [...argv];

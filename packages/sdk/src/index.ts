@@ -6,6 +6,7 @@ import { type CallOptions, Transport, type TransportOptions } from "./transport.
 import type { Body, Ok } from "./types.js";
 
 export * from "./errors.js";
+export { toArray } from "./pagination.js";
 export { newEventId } from "./resources.js";
 export {
   type CreateOptions,
@@ -22,7 +23,6 @@ export { parseSse, type TailEvent, type TailOptions } from "./tail.js";
 export type { CallOptions } from "./transport.js";
 export type * from "./types.js";
 export { type PushProgress, type PushResult, pushDirectory } from "./volume-push.js";
-export { toArray } from "./pagination.js";
 
 export const DEFAULT_BASE_URL = "http://127.0.0.1:8080";
 

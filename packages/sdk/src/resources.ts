@@ -3,7 +3,7 @@ import { randomBytes } from "node:crypto";
 import { pages } from "./pagination.js";
 import { type TailOptions, tailRun } from "./tail.js";
 import type { CallOptions, Transport } from "./transport.js";
-import type { Body, Ok, Query, operations } from "./types.js";
+import type { Body, Ok, operations, Query } from "./types.js";
 import { defaultHashCache, type PushOptions, type PushResult, pushDirectory } from "./volume-push.js";
 
 const seg = encodeURIComponent;
@@ -71,7 +71,9 @@ export class Annotations {
   constructor(private readonly t: Transport) {}
   /** Writes one annotation; `payload` is serialized to payload_json; an event_id is minted when none is given. */
   async annotate(
-    input: Omit<Body<"Annotate">, "payload_json"> & { payload: unknown } & Partial<Pick<Body<"Annotate">, "payload_json">>,
+    input: Omit<Body<"Annotate">, "payload_json"> & { payload: unknown } & Partial<
+        Pick<Body<"Annotate">, "payload_json">
+      >,
     o: CallOptions = {},
   ) {
     const { payload, ...rest } = input;
@@ -92,7 +94,9 @@ export class Annotations {
 export class Schemas {
   constructor(private readonly t: Transport) {}
   register(body: Body<"RegisterAnnotationSchema">, o: CallOptions = {}) {
-    return this.t.json<Ok<"RegisterAnnotationSchema">>("POST", "/v1/annotation-schemas", { body, ...o }).then((r) => r.schema);
+    return this.t
+      .json<Ok<"RegisterAnnotationSchema">>("POST", "/v1/annotation-schemas", { body, ...o })
+      .then((r) => r.schema);
   }
   get(name: string, version?: number, o: CallOptions = {}) {
     return this.t
