@@ -142,6 +142,13 @@ export const ERROR_CLASSES: Record<string, ErrorClass> = {
   unavailable: UnavailableError,
 };
 
+/** 64-bit counts may come as decimal strings. */
+function numberOf(value: unknown): number | undefined {
+  if (typeof value === "number") return value;
+  if (typeof value === "string" && /^\d+$/.test(value)) return Number(value);
+  return undefined;
+}
+
 /** The error of an error response: its envelope's code picks the class (unknown codes: WarrenApiError). */
 export function errorFromResponse(status: number, body: unknown, retryAfter: string | null): WarrenApiError {
   const envelope = (body && typeof body === "object" ? body : {}) as Record<string, unknown>;
@@ -160,7 +167,7 @@ export function errorFromResponse(status: number, body: unknown, retryAfter: str
     const nested = (init.details?.quota ?? {}) as Partial<QuotaDetails>;
     return new QuotaExceededError(init, {
       metric: typeof envelope.metric === "string" ? envelope.metric : nested.metric,
-      limit: typeof envelope.limit === "number" ? envelope.limit : nested.limit,
+      limit: numberOf(envelope.limit ?? nested.limit),
     });
   }
   const Class = ERROR_CLASSES[code] ?? WarrenApiError;

@@ -24,8 +24,13 @@ export class Projects {
       .json<Ok<"UpdateProject">>("PATCH", `/v1/projects/${seg(id)}`, { body, headers, ...o })
       .then((r) => r.project);
   }
-  async delete(id: string, o: CallOptions = {}) {
-    await this.t.json("DELETE", `/v1/projects/${seg(id)}`, o);
+  /** `cascade`: also delete its runs, keys and volumes (otherwise a project holding any is FailedPreconditionError). */
+  async delete(id: string, o: CallOptions & { cascade?: boolean } = {}) {
+    const { cascade, ...rest } = o;
+    await this.t.json("DELETE", `/v1/projects/${seg(id)}`, {
+      query: { cascade: cascade ? "true" : undefined },
+      ...rest,
+    });
   }
   list(query: ListQuery<"ListProjects"> = {}, o: CallOptions = {}) {
     return pages(this.t, "/v1/projects", query, (p: Ok<"ListProjects">) => p.projects, o.signal);

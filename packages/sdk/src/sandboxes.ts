@@ -182,17 +182,20 @@ export class Sandbox {
 const PIECE_CHARS = 4096;
 const WRITE_PIECES = 240;
 
+// base64 from the image, else busybox's applet (minimal images link only some applets).
+const B64 = 'b64() { if command -v base64 >/dev/null 2>&1; then base64 "$@"; else busybox base64 "$@"; fi; }; ';
+
 /**
- * Files inside the sandbox, **over exec** (`base64`, `find` and `stat` of the sandbox's own
- * image, which needs them: busybox and coreutils both have them): the API has no file
- * route. A read is capped by the exec output cap (1 MiB of base64 by default, ~750 KiB of
- * file); a write sends ~960 KiB per exec.
+ * Files inside the sandbox, **over exec** (the API has no file route): `base64` (or
+ * `busybox base64`), `sh` and `stat` of the sandbox's own image, which busybox and
+ * coreutils images both have. A read is capped by the exec output cap (1 MiB of base64 by
+ * default, ~750 KiB of file); a write sends ~960 KiB per exec.
  */
 export class SandboxFiles {
   constructor(private readonly sandbox: Sandbox) {}
 
   private async run(cmd: string[], what: string, signal?: AbortSignal): Promise<string> {
-    const result = await this.sandbox.exec(cmd, { signal });
+    const result = await this.sandbox.exec(cmd, signal ? { signal } : {});
     if (result.kind !== "completed" || result.exit !== 0 || result.truncated) {
       const reason =
         result.kind !== "completed"
@@ -206,7 +209,8 @@ export class SandboxFiles {
   }
 
   async read(filePath: string, options: { signal?: AbortSignal } = {}): Promise<Buffer> {
-    const out = await this.run(["base64", "--", filePath], `read ${filePath}`, options.signal);
+    const script = `${B64}[ -f "$1" ] || { echo "not a file: $1" >&2; exit 1; }; b64 < "$1"`;
+    const out = await this.run(["sh", "-c", script, "sh", filePath], `read ${filePath}`, options.signal);
     return Buffer.from(out.replace(/\s+/g, ""), "base64");
   }
 
@@ -221,7 +225,7 @@ export class SandboxFiles {
     if (pieces.length === 0) pieces.push("");
     for (let at = 0; at < pieces.length; at += WRITE_PIECES) {
       const redirect = at === 0 ? ">" : ">>";
-      const script = `f=$1; shift; for p in "$@"; do printf %s "$p"; done | base64 -d ${redirect} "$f"`;
+      const script = `${B64}f=$1; shift; for p in "$@"; do printf %s "$p"; done | b64 -d ${redirect} "$f"`;
       await this.run(
         ["sh", "-c", script, "sh", filePath, ...pieces.slice(at, at + WRITE_PIECES)],
         `write ${filePath}`,
@@ -230,22 +234,22 @@ export class SandboxFiles {
     }
   }
 
-  /** The entries of directory `dirPath` (not recursive). */
+  /** The entries of directory `dirPath` (not recursive; a name holding a newline is skipped). */
   async list(dirPath: string, options: { signal?: AbortSignal } = {}): Promise<FileEntry[]> {
-    const out = await this.run(
-      ["find", dirPath, "-mindepth", "1", "-maxdepth", "1", "-exec", "stat", "-c", "%f %s %n", "{}", "+"],
-      `list ${dirPath}`,
-      options.signal,
-    );
+    const script =
+      'cd -- "$1" || exit 1; for f in * .*; do case "$f" in .|..) continue;; esac; ' +
+      '[ -e "$f" ] || [ -L "$f" ] || continue; stat -c "%f %s %n" -- "$f"; done';
+    const out = await this.run(["sh", "-c", script, "sh", dirPath], `list ${dirPath}`, options.signal);
+    const base = dirPath.endsWith("/") ? dirPath : `${dirPath}/`;
     const entries: FileEntry[] = [];
     for (const line of out.split("\n")) {
       const match = /^([0-9a-f]+) (\d+) (.*)$/.exec(line);
       if (!match) continue;
       const mode = Number.parseInt(match[1] as string, 16) & 0o170000;
-      const full = match[3] as string;
+      const name = match[3] as string;
       entries.push({
-        name: full.slice(full.lastIndexOf("/") + 1),
-        path: full,
+        name,
+        path: `${base}${name}`,
         size: Number(match[2]),
         type: mode === 0o040000 ? "dir" : mode === 0o100000 ? "file" : mode === 0o120000 ? "symlink" : "other",
       });

@@ -12,6 +12,8 @@ export interface TransportOptions {
   maxRetries?: number;
   /** Delay before the first retry when the server names none (default 250 ms, doubled per retry, at most 8 s). */
   retryBaseDelayMs?: number;
+  /** A Retry-After longer than this (default 10 s) is not slept through: the error is thrown at once. */
+  maxRetryAfterSeconds?: number;
   fetch?: typeof fetch;
   userAgent?: string;
 }
@@ -31,7 +33,6 @@ export interface RequestInit2 extends CallOptions {
 }
 
 const RETRYABLE_STATUS = new Set([429, 503]);
-const MAX_RETRY_AFTER_MS = 60_000;
 
 export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve, reject) => {
@@ -53,6 +54,7 @@ export class Transport {
   readonly apiKey: string;
   private readonly maxRetries: number;
   private readonly retryBaseDelayMs: number;
+  private readonly maxRetryAfterMs: number;
   private readonly fetchImpl: typeof fetch;
   private readonly userAgent: string;
 
@@ -61,6 +63,7 @@ export class Transport {
     this.apiKey = options.apiKey;
     this.maxRetries = options.maxRetries ?? 3;
     this.retryBaseDelayMs = options.retryBaseDelayMs ?? 250;
+    this.maxRetryAfterMs = (options.maxRetryAfterSeconds ?? 10) * 1000;
     this.fetchImpl = options.fetch ?? fetch;
     this.userAgent = options.userAgent ?? "warren-sdk/0.1";
   }
@@ -141,7 +144,7 @@ export class Transport {
   private retryDelay(header: string | null, attempt: number): number | null {
     if (header !== null && /^\d+$/.test(header)) {
       const ms = Number(header) * 1000;
-      return ms > MAX_RETRY_AFTER_MS ? null : ms;
+      return ms > this.maxRetryAfterMs ? null : ms;
     }
     return this.backoff(attempt);
   }

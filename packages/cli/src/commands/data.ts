@@ -204,7 +204,7 @@ export function registerDataCommands(program: Command, action: Wrap) {
   const view = program.command("view").description("data views: named, parameterized SQL");
   example(
     view.command("put <name>").description("create or replace a data view"),
-    `warren view put errors --spec '{"sql":"SELECT * FROM events WHERE name = :name","params":{"name":{"type":"text"}}}'`,
+    `warren view put by-label --spec '{"type":"sql.v1","sql":"SELECT label, status FROM runs WHERE label = $1","params":[{"name":"label","type":"text"}]}'`,
   )
     .requiredOption("--spec <json>", "the view spec (inline JSON or @file.json)")
     .option("--description <text>", "description")
@@ -225,7 +225,10 @@ export function registerDataCommands(program: Command, action: Wrap) {
       );
     }),
   );
-  example(view.command("run <name>").description("run a data view"), `warren view run errors --params '{"name":"x"}'`)
+  example(
+    view.command("run <name>").description("run a data view"),
+    `warren view run by-label --params '{"label":"nightly"}'`,
+  )
     .option("--params <json>", "parameters (inline JSON or @file.json)")
     .option("--limit <n>", "row limit", integer)
     .action(
@@ -238,7 +241,7 @@ export function registerDataCommands(program: Command, action: Wrap) {
         output(g).print(result, sqlTable);
       }),
     );
-  example(view.command("delete <name>").description("delete a data view"), "warren view delete errors").action(
+  example(view.command("delete <name>").description("delete a data view"), "warren view delete by-label").action(
     action(async (g, name: string) => {
       await (await client(g)).views.delete(name);
       output(g).print({ name, deleted: true }, () => `deleted ${name}\n`);
@@ -258,7 +261,7 @@ export function registerDataCommands(program: Command, action: Wrap) {
         const jsonSchema = await jsonArg(flags.jsonSchema, "--json-schema");
         const s = await (await client(g)).schemas.register({
           name,
-          json_schema: jsonSchema as never,
+          json_schema: JSON.stringify(jsonSchema),
           ...(flags.description ? { description: flags.description } : {}),
           ...(flags.promote ? { promoted_fields: flags.promote as never } : {}),
         });
@@ -289,16 +292,16 @@ export function registerDataCommands(program: Command, action: Wrap) {
     secret.command("create <name>").description("create a secret; the value is read from stdin"),
     'printf %s "$TOKEN" | warren secret create github --dest-host api.github.com',
   )
-    .requiredOption("--dest-host <host>", "the only host the secret is delivered to")
+    .option("--dest-host <host>", "the only host the secret is delivered to")
     .option("--delivery <kind>", "delivery kind")
     .action(
-      action(async (g, name: string, flags: { destHost: string; delivery?: string }) => {
+      action(async (g, name: string, flags: { destHost?: string; delivery?: string }) => {
         const value = await readStdin();
         if (!value) throw new UsageError("the secret value is read from stdin: pipe it in");
         const s = await (await client(g)).secrets.create({
           name,
           value,
-          dest_host: flags.destHost,
+          ...(flags.destHost ? { dest_host: flags.destHost } : {}),
           ...(flags.delivery ? { delivery: flags.delivery as never } : {}),
         });
         output(g).print(s, (r: Row) => record(r));
@@ -315,12 +318,12 @@ export function registerDataCommands(program: Command, action: Wrap) {
     secret.command("grant <secret>").description("grant use of a secret"),
     "warren secret grant sec_... --subject-kind workload --subject-id agent",
   )
-    .requiredOption("--subject-kind <kind>", "principal | workload | ...")
+    .requiredOption("--subject-kind <kind>", "user | service_account | workload")
     .requiredOption("--subject-id <id>", "subject id")
     .action(
       action(async (g, id: string, flags: { subjectKind: string; subjectId: string }) => {
         const grant = await (await client(g)).secrets.grant(id, {
-          subject_kind: flags.subjectKind as never,
+          subject_kind: `SANDBOX_SECRET_GRANT_SUBJECT_KIND_${flags.subjectKind.toUpperCase()}` as never,
           subject_id: flags.subjectId,
         });
         output(g).print(grant, (r: Row) => record(r));
