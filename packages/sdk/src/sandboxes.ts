@@ -290,7 +290,7 @@ export class Sandboxes {
   /** Restores `snapshotId` into a new sandbox (durable storage by default, as the contract says). */
   async fromSnapshot(
     snapshotId: string,
-    body: Omit<Extract<CreateSandboxBody, { snapshot_id: string }>, "snapshot_id"> = {},
+    body: Omit<CreateSandboxBody, "snapshot_id" | "image"> = {},
     options: CreateOptions = {},
   ): Promise<Sandbox> {
     return this.create({ ...body, snapshot_id: snapshotId } as CreateSandboxBody, options);
