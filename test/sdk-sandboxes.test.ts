@@ -124,3 +124,31 @@ describe("SDK sandboxes [pglite, local runtime]", () => {
     await assert.rejects(sbx.delete(), NotFoundError);
   });
 });
+
+describe("the README's SDK walkthrough [pglite, local runtime]", () => {
+  let api: ApiServer;
+  before(async () => {
+    api = await startApiServer("pglite", { runtime: "sdk-walk" });
+  });
+  after(async () => {
+    await api?.close();
+  });
+
+  it("runs packages/sdk/examples/walkthrough.ts to the end and leaves no sandbox running", async () => {
+    const { spawnSync } = await import("node:child_process");
+    const res = spawnSync(process.execPath, ["--import", "tsx", "packages/sdk/examples/walkthrough.ts"], {
+      env: { PATH: process.env.PATH ?? "", WARREN_API_URL: api.url, WARREN_API_KEY: api.t.orgA.keys.owner },
+      encoding: "utf8",
+      timeout: 180_000,
+    });
+    assert.equal(res.status, 0, `stdout: ${res.stdout}\nstderr: ${res.stderr}`);
+    assert.match(res.stdout, /exit 0 Linux/);
+    assert.match(res.stdout, /restored: hello/);
+    assert.match(res.stdout, /version_digest/);
+    assert.match(res.stdout, /event sandbox\.state_changed/);
+    const warren = new Warren({ apiKey: api.t.orgA.keys.owner, baseUrl: api.url });
+    const states = [];
+    for await (const s of warren.sandboxes.list()) states.push(s.state);
+    assert.ok(states.length === 2 && states.every((s) => s === "terminating" || s === "terminated"), states.join());
+  });
+});
