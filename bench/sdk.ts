@@ -67,7 +67,7 @@ function runCli(
 ): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [path.join(ROOT, "packages/cli/bin/warren.mjs"), ...cliArgs], {
-      env: { PATH: process.env.PATH ?? "", ...env },
+      env: { ...process.env, ...env },
       stdio: ["ignore", "pipe", "pipe"],
     });
     let stdout = "";

@@ -135,12 +135,22 @@ describe("the README's SDK walkthrough [pglite, local runtime]", () => {
   });
 
   it("runs packages/sdk/examples/walkthrough.ts to the end and leaves no sandbox running", async () => {
-    const { spawnSync } = await import("node:child_process");
-    const res = spawnSync(process.execPath, ["--import", "tsx", "packages/sdk/examples/walkthrough.ts"], {
+    // Not spawnSync: the server runs in this process.
+    const { spawn } = await import("node:child_process");
+    const child = spawn(process.execPath, ["--import", "tsx", "packages/sdk/examples/walkthrough.ts"], {
       env: { PATH: process.env.PATH ?? "", WARREN_API_URL: api.url, WARREN_API_KEY: api.t.orgA.keys.owner },
-      encoding: "utf8",
-      timeout: 180_000,
+      stdio: ["ignore", "pipe", "pipe"],
     });
+    const res = { stdout: "", stderr: "", status: null as number | null };
+    child.stdout.on("data", (chunk) => {
+      res.stdout += chunk;
+    });
+    child.stderr.on("data", (chunk) => {
+      res.stderr += chunk;
+    });
+    const timer = setTimeout(() => child.kill("SIGKILL"), 180_000);
+    res.status = await new Promise<number | null>((resolve) => child.once("close", resolve));
+    clearTimeout(timer);
     assert.equal(res.status, 0, `stdout: ${res.stdout}\nstderr: ${res.stderr}`);
     assert.match(res.stdout, /exit 0 Linux/);
     assert.match(res.stdout, /restored: hello/);
