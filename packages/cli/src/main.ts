@@ -12,6 +12,7 @@ import { action, example } from "./program.js";
 export function buildProgram(): Command {
   const program = new Command("warren")
     .description("Warren: sandboxes, volumes, runs and their telemetry")
+    .version("0.1.0")
     .option("--json", "machine-readable JSON on stdout (errors as JSON on stderr)")
     .option("--url <url>", "API URL (default: WARREN_API_URL, then `warren login`'s, then http://127.0.0.1:8080)")
     .option("--api-key <key>", "API key (default: WARREN_API_KEY, then `warren login`'s)")

@@ -102,7 +102,12 @@ export class Transport {
       } catch (error) {
         if (init.signal?.aborted) throw init.signal.reason ?? error;
         if (attempt >= this.maxRetries || init.retryOnConnectionError === false) {
-          throw new ConnectionError(`${method} ${path}: ${(error as Error).message}`, { cause: error });
+          throw new ConnectionError(
+            `could not reach ${this.baseUrl} (${method} ${path}): ${(error as Error).message}`,
+            {
+              cause: error,
+            },
+          );
         }
         await sleep(this.backoff(attempt), init.signal);
         continue;
