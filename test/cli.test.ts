@@ -7,9 +7,27 @@ import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises"
 import os from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
+import type { Command } from "commander";
+import { buildProgram } from "../packages/cli/src/build.js";
+import { EXAMPLES } from "../packages/cli/src/program.js";
 import { Warren } from "../packages/sdk/src/index.js";
 import { type CliResult, runCli } from "./support/cli.js";
 import { type ApiServer, startApiServer } from "./support/sdk-server.js";
+
+describe("warren CLI command tree", () => {
+  it("gives every command an example in its --help", () => {
+    const missing: string[] = [];
+    const walk = (command: Command, path: string[]) => {
+      for (const sub of command.commands) {
+        const here = [...path, sub.name()];
+        if (sub.commands.length === 0 && sub.name() !== "help" && !EXAMPLES.has(sub)) missing.push(here.join(" "));
+        walk(sub, here);
+      }
+    };
+    walk(buildProgram(), []);
+    assert.deepEqual(missing, []);
+  });
+});
 
 describe("warren CLI [pglite, local runtime]", () => {
   let api: ApiServer;

@@ -6,7 +6,11 @@ import { exitCodeOf, type GlobalOptions, reportError } from "./context.js";
 // biome-ignore lint/suspicious/noExplicitAny: commander hands actions untyped positional arguments (a number returned is the exit code).
 export type Action = (global: GlobalOptions, ...args: any[]) => Promise<unknown>;
 
+/** Commands given an example (test/cli.test.ts checks that every leaf command has one). */
+export const EXAMPLES = new WeakMap<Command, string[]>();
+
 export function example(command: Command, ...lines: string[]): Command {
+  EXAMPLES.set(command, lines);
   return command.addHelpText("after", `\nExample:\n${lines.map((line) => `  $ ${line}`).join("\n")}\n`);
 }
 
