@@ -161,6 +161,42 @@ describe("warren CLI [pglite, local runtime]", () => {
     assert.equal(refused.code, 2, refused.stderr);
   });
 
+  it("manages secrets (value from stdin, never printed), schemas and data views", async () => {
+    const value = "cli-secret-value-not-echoed";
+    const secret = json<{ id: string; name: string }>(
+      await cli(["secret", "create", "cli-token", "--dest-host", "api.openai.com", "--json"], { stdin: value }),
+    );
+    assert.equal(secret.name, "cli-token");
+    const rotated = json<{ current_version: string | number }>(
+      await cli(["secret", "rotate", secret.id, "--json"], { stdin: `${value}-2` }),
+    );
+    assert.equal(String(rotated.current_version), "2");
+    const list = ok(await cli(["secret", "list"]));
+    assert.match(list.stdout, /cli-token/);
+    ok(await cli(["secret", "revoke", secret.id]));
+    const empty = await cli(["secret", "create", "cli-empty"]);
+    assert.equal(empty.code, 2, empty.stderr);
+    for (const res of [list]) assert.ok(!res.stdout.includes(value) && !res.stderr.includes(value));
+    const schema = json<{ name: string; version: string }>(
+      await cli(["schema", "register", "cli_rating", "--json-schema", '{"type":"object"}', "--json"]),
+    );
+    assert.equal(String(schema.version), "1");
+    assert.match(ok(await cli(["schema", "list"])).stdout, /cli_rating/);
+    ok(await cli(["schema", "archive", "cli_rating"]));
+    const spec = JSON.stringify({
+      type: "sql.v1",
+      sql: "SELECT label FROM runs WHERE label = $1",
+      params: [{ name: "label", type: "text" }],
+    });
+    ok(await cli(["view", "put", "cli-by-label", "--spec", spec]));
+    assert.match(ok(await cli(["view", "list"])).stdout, /cli-by-label/);
+    const ran = json<{ rows: unknown[][] }>(
+      await cli(["view", "run", "cli-by-label", "--params", '{"label":"cli-tailed"}', "--json"]),
+    );
+    assert.deepEqual(ran.rows, [["cli-tailed"]]);
+    ok(await cli(["view", "delete", "cli-by-label"]));
+  });
+
   it("runs the admin commands through the server, prints completion scripts, and help with examples", async () => {
     const orgs = json<{ organizations: { slug: string }[] }>(
       await cli(["admin", "org", "list"], {
