@@ -24,7 +24,6 @@ import { pushDirectory } from "../scripts/volume-push.js";
 import { sweepRoot } from "../src/drivers/runtime/local/sweep.js";
 import { pushTestImages, startTestRegistry } from "../test/support/registry.js";
 import { benchArgs } from "./lib/args.js";
-import { machineLoad } from "./lib/cpu.js";
 import { freePort, killAllServers, startServer } from "./lib/server.js";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");

@@ -70,7 +70,8 @@ describe("warren mcp [pglite, local runtime]", () => {
       "sql",
     ]);
     const exec = tools.find((tool) => tool.name === "sandbox_exec");
-    const cmd = (exec?.inputSchema.properties as Record<string, { maxItems?: number }>).cmd;
+    assert.ok(exec, "sandbox_exec is listed");
+    const cmd = (exec.inputSchema.properties as Record<string, { maxItems?: number }>).cmd;
     assert.equal(cmd?.maxItems, 256, "the exec body's own limits");
     assert.deepEqual(exec?.inputSchema.required, ["sandbox_id", "cmd"]);
   });
