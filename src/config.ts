@@ -99,6 +99,14 @@ export interface TailSettings {
   maxStreamsPerServer: number;
 }
 
+/** Secret egress (src/modules/egress/, docs/secret-egress.md). */
+export interface SecretEgressSettings {
+  /** The host MODEL_GATEWAY secrets are injected for (WARREN_MODEL_GATEWAY_HOST); empty: such bindings are 422. */
+  modelGatewayHost: string;
+  /** A PEM bundle of extra CAs trusted for upstream TLS besides Node's bundled roots (WARREN_EGRESS_EXTRA_CA_FILE). */
+  extraCaFile: string;
+}
+
 export interface Config {
   listenHost: string;
   listenPort: number;
@@ -132,6 +140,7 @@ export interface Config {
   blobs: BlobSettings;
   volumes: VolumeSettings;
   tail: TailSettings;
+  secretEgress: SecretEgressSettings;
   /**
    * Telemetry SQL: the highest planner cost estimate (EXPLAIN's total cost) a query may have;
    * null: the store's default (PGlite 250,000; PostgreSQL none, its statement_timeout
@@ -171,6 +180,16 @@ function boolSetting(env: Env, name: string, fallback: boolean): boolean {
   if (["1", "true", "yes"].includes(raw)) return true;
   if (["0", "false", "no"].includes(raw)) return false;
   throw new ConfigError(`${name} must be true or false, got "${env[name]}"`);
+}
+
+function secretEgressSettings(env: Env): SecretEgressSettings {
+  const modelGatewayHost = (env.WARREN_MODEL_GATEWAY_HOST || "").toLowerCase();
+  const label = "[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?";
+  if (modelGatewayHost && !new RegExp(`^(?=.{1,253}$)${label}(?:\\.${label})+$`).test(modelGatewayHost)) {
+    throw new ConfigError("WARREN_MODEL_GATEWAY_HOST must be a host name (no scheme, port or path)");
+  }
+  const extraCaFile = env.WARREN_EGRESS_EXTRA_CA_FILE ? path.resolve(env.WARREN_EGRESS_EXTRA_CA_FILE) : "";
+  return { modelGatewayHost, extraCaFile };
 }
 
 function blobSettings(env: Env): BlobSettings {
@@ -270,6 +289,7 @@ export function loadConfig(env: Env = process.env): Config {
       maxStreamsPerOrg: intSetting(env, "WARREN_TAIL_MAX_STREAMS_PER_ORG", 500, 1, 1_000_000),
       maxStreamsPerServer: intSetting(env, "WARREN_TAIL_MAX_STREAMS", 2000, 1, 1_000_000),
     },
+    secretEgress: secretEgressSettings(env),
     telemetrySqlMaxCost: env.WARREN_TELEMETRY_SQL_MAX_COST
       ? intSetting(env, "WARREN_TELEMETRY_SQL_MAX_COST", 0, 0, 1_000_000_000_000)
       : null,

@@ -1,6 +1,6 @@
 // Composition root: the one place that picks drivers (store, relay, clock) and wires the
 // services and routes together.
-import { mkdir } from "node:fs/promises";
+import { mkdir, readFile } from "node:fs/promises";
 import type { Config } from "./config.js";
 import { ReconcileQueue } from "./controllers/reconcile-queue.js";
 import { PIDS_PER_SANDBOX_FLOOR } from "./controllers/sandbox-reconciler.js";
@@ -23,6 +23,9 @@ import { registerAnnotationRoutes } from "./modules/annotations/routes.js";
 import { AnnotationSchemaService } from "./modules/annotations/schema-service.js";
 import { registerBlobRoutes } from "./modules/blobs/routes.js";
 import { SignedBlobService } from "./modules/blobs/service.js";
+import { EgressCa } from "./modules/egress/ca.js";
+import { EventLedger } from "./modules/egress/ledger.js";
+import { SecretEgress } from "./modules/egress/secret-egress.js";
 import { registerFeedbackRoutes } from "./modules/feedback/routes.js";
 import { type FeedbackRelay, FeedbackService, webhookRelay } from "./modules/feedback/service.js";
 import { registerIdentityRoutes } from "./modules/identity/routes.js";
@@ -95,6 +98,12 @@ export interface Container {
   volumes: VolumeService;
   /** This host's materialized volume versions, mounted read-only into sandboxes. */
   volumeCache: VolumeCache;
+  /** The deployment's egress CA (every sandbox trusts it; secret egress signs its leaves). */
+  egressCa: EgressCa;
+  /** Egress ledger entries as telemetry events in the sandboxes' ambient runs. */
+  egressLedger: EventLedger;
+  /** What the egress gateway hands a CONNECT to a host with a bound secret. */
+  secretEgress: SecretEgress;
 }
 
 export interface ContainerOverrides {
@@ -216,6 +225,21 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
   sandboxes.useVolumes(volumes);
   projects.useVolumes(volumes);
   const volumeCache = new VolumeCache(blobs, config.volumes.cacheDir);
+  const egressCa = await EgressCa.open(db, keyring, clock);
+  secrets.onMasterKeyRotation(EgressCa.rewrap);
+  const egressLedger = new EventLedger(db, clock, log);
+  const secretEgress = new SecretEgress({
+    secrets,
+    ca: egressCa,
+    ledger: egressLedger,
+    bindings: (id) => sandboxes.secretBindingsOf(id),
+    clock,
+    log,
+    extraCaPem: config.secretEgress.extraCaFile ? await readFile(config.secretEgress.extraCaFile, "utf8") : "",
+  });
+  sandboxes.useSecretBindings({
+    bind: (cred, names) => secrets.bindForSandbox(cred, names, config.secretEgress.modelGatewayHost),
+  });
   const tailHub = new TailHub(db, log);
   const tails = new TailService(db, tailHub, config.tail, runs, sandboxes);
   const container: Container = {
@@ -248,6 +272,9 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
     tailHub,
     volumes,
     volumeCache,
+    egressCa,
+    egressLedger,
+    secretEgress,
   };
   return container;
 }
@@ -279,6 +306,7 @@ export async function createApp(c: Container): Promise<App> {
   app.addHook("onClose", () => c.blobs.close());
   app.addHook("onClose", () => c.annotations.close());
   app.addHook("onClose", () => c.tailHub.close());
+  app.addHook("onClose", () => c.egressLedger.close());
   // Exec ends written after their answers, before whoever closes the store after the app.
   app.addHook("onClose", () => (c.db instanceof DeferringDb ? c.db.settled() : undefined));
   await app.ready();

@@ -98,6 +98,21 @@ export type DeliveryResult =
   | { ok: true; value: string; version: number; secretId: string; destHost: string }
   | { ok: false; reason: "not_found" | "revoked" | "expired" | "not_granted" | "wrong_delivery" };
 
+/** A secret bound to a sandbox at admission (stored on its row; the egress gateway injects it). */
+export interface SecretBinding {
+  name: string;
+  secret_id: string;
+  delivery: "SANDBOX_SECRET_DELIVERY_SECRET_EGRESS" | "SANDBOX_SECRET_DELIVERY_MODEL_GATEWAY";
+  /** The exact host the value is injected for (the model-gateway host for MODEL_GATEWAY). */
+  dest_host: string;
+  /** The grant admission found, checked again at every injection. */
+  subject_kind: SubjectKind;
+  subject_id: string;
+}
+
+/** Hooks re-sealing other data under the master key when it rotates (the egress CA's key). */
+export type MasterKeyRewrapper = (q: Queryable, keyring: Keyring, at: Date) => Promise<number>;
+
 const aadFor = (orgId: string, secretId: string, version: number) => `warren-secret:${orgId}:${secretId}:${version}`;
 const dekAad = (orgId: string, dataKeyId: string) => `warren-data-key:${orgId}:${dataKeyId}`;
 const dataAad = (orgId: string, purpose: string) => `warren-sealed-data:${orgId}:${purpose}`;
@@ -105,6 +120,8 @@ const dataAad = (orgId: string, purpose: string) => `warren-sealed-data:${orgId}
 const SEALED_DATA_VERSION = 1;
 
 export class SecretService {
+  private readonly rewrappers: MasterKeyRewrapper[] = [];
+
   constructor(
     private readonly db: Db,
     private readonly clock: Clock,
@@ -380,6 +397,62 @@ export class SecretService {
   }
 
   /**
+   * Admits a create's `secrets` bindings (contract 5.12): each name must be an active
+   * SECRET_EGRESS or MODEL_GATEWAY secret with an exact grant for the calling principal,
+   * resolved through resolveSecretForDelivery like exec's secret environment. Every refusal
+   * (unknown, revoked, expired, not granted, another delivery) is the same invalid_argument,
+   * so a caller learns nothing about secrets it may not use. A MODEL_GATEWAY secret binds to
+   * the deployment's model-gateway host; without one it is unsupported_capability.
+   */
+  async bindForSandbox(cred: Credential, names: string[], modelGatewayHost: string): Promise<SecretBinding[]> {
+    const seen = new Set<string>();
+    for (const name of names) {
+      if (seen.has(name)) throw new AppError("invalid_argument", `secret "${name}" is bound twice`);
+      seen.add(name);
+    }
+    const subject = await this.creatorSubject(this.db, cred);
+    const bindings: SecretBinding[] = [];
+    for (const name of names) {
+      let result: DeliveryResult = { ok: false, reason: "not_granted" };
+      let delivery: SecretBinding["delivery"] = "SANDBOX_SECRET_DELIVERY_SECRET_EGRESS";
+      if (subject) {
+        result = await this.resolveSecretForDelivery(cred.orgId, name, subject, delivery);
+        if (!result.ok && result.reason === "wrong_delivery") {
+          delivery = "SANDBOX_SECRET_DELIVERY_MODEL_GATEWAY";
+          result = await this.resolveSecretForDelivery(cred.orgId, name, subject, delivery);
+        }
+      }
+      if (!result.ok || !subject) {
+        throw new AppError(
+          "invalid_argument",
+          `secret "${name}" cannot be bound to this sandbox (it must be an active SECRET_EGRESS or MODEL_GATEWAY secret with an exact grant for the caller)`,
+        );
+      }
+      if (delivery === "SANDBOX_SECRET_DELIVERY_MODEL_GATEWAY" && !modelGatewayHost) {
+        throw new AppError("unsupported_capability", "this deployment has no model gateway (WARREN_MODEL_GATEWAY_HOST)");
+      }
+      const destHost = delivery === "SANDBOX_SECRET_DELIVERY_MODEL_GATEWAY" ? modelGatewayHost : result.destHost;
+      if (bindings.some((b) => b.dest_host === destHost)) {
+        throw new AppError("invalid_argument", `two bound secrets are for the same host ${destHost}`);
+      }
+      bindings.push({
+        name,
+        secret_id: result.secretId,
+        delivery,
+        dest_host: destHost,
+        subject_kind: subject.kind,
+        subject_id: subject.id,
+      });
+    }
+    return bindings;
+  }
+
+  /** Registers data to re-seal when the master key rotates (before the old keys are forgotten). */
+  onMasterKeyRotation(rewrapper: MasterKeyRewrapper): void {
+    this.rewrappers.push(rewrapper);
+  }
+
+  /**
    * Re-wraps every organization's data key under the current master key (after generating
    * a new one when keys live in the data dir). Secret values are not touched.
    */
@@ -396,6 +469,7 @@ export class SecretService {
         await repo.rewrapDataKey(q, row.id, masterKeyId, wrapped, this.clock.now());
         rewrapped += 1;
       }
+      for (const rewrapper of this.rewrappers) await rewrapper(q, this.keyring, this.clock.now());
       return rewrapped;
     });
     await this.keyring.forgetOldKeys();
