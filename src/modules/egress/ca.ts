@@ -100,7 +100,10 @@ export class EgressCa {
     const row = await readCa(q);
     if (!row || row.master_key_id === keyring.currentId) return 0;
     const aad = caKeyAad(row.id);
-    const { masterKeyId, wrapped } = keyring.wrap(keyring.unwrap(row.master_key_id, Buffer.from(row.wrapped_key), aad), aad);
+    const { masterKeyId, wrapped } = keyring.wrap(
+      keyring.unwrap(row.master_key_id, Buffer.from(row.wrapped_key), aad),
+      aad,
+    );
     await q.query("UPDATE egress_ca SET master_key_id = $2, wrapped_key = $3, rewrapped_at = $4 WHERE id = $1", [
       row.id,
       masterKeyId,
@@ -128,6 +131,12 @@ export class EgressCa {
     return minted;
   }
 
+  /** The cached context for `host` when one is ready now (no minting). */
+  cachedContext(host: string): SecureContext | undefined {
+    const cached = this.leaves.get(host);
+    return cached && cached.renewAt > this.clock.now().getTime() ? cached.context : undefined;
+  }
+
   /** Leaves currently cached (tests check the bound). */
   get cachedLeaves(): number {
     return this.leaves.size;
@@ -136,7 +145,9 @@ export class EgressCa {
   private async mint(host: string, now: number): Promise<SecureContext> {
     const notAfter = Math.min(now + LEAF_DAYS * 86_400_000, this.caCert.notAfter.getTime());
     const leaf = await x509.X509CertificateGenerator.create({
-      serialNumber: Buffer.from(webcrypto.getRandomValues(new Uint8Array(16))).toString("hex").replace(/^[89a-f]/, "1"),
+      serialNumber: Buffer.from(webcrypto.getRandomValues(new Uint8Array(16)))
+        .toString("hex")
+        .replace(/^[89a-f]/, "1"),
       subject: `CN=${host}`,
       issuer: this.caCert.subject,
       notBefore: new Date(now - 3600_000),
@@ -167,7 +178,9 @@ async function generateCa(now: Date): Promise<{ certificatePem: string; pkcs8: B
   const notAfter = new Date(now);
   notAfter.setUTCFullYear(notAfter.getUTCFullYear() + CA_YEARS);
   const cert = await x509.X509CertificateGenerator.createSelfSigned({
-    serialNumber: Buffer.from(webcrypto.getRandomValues(new Uint8Array(16))).toString("hex").replace(/^[89a-f]/, "1"),
+    serialNumber: Buffer.from(webcrypto.getRandomValues(new Uint8Array(16)))
+      .toString("hex")
+      .replace(/^[89a-f]/, "1"),
     name: `CN=Warren egress CA ${Buffer.from(webcrypto.getRandomValues(new Uint8Array(4))).toString("hex")}, O=Warren`,
     notBefore: new Date(now.getTime() - 3600_000),
     notAfter,

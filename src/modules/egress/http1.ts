@@ -132,7 +132,10 @@ export function parseHead(raw: Buffer): Head {
 }
 
 export function serializeHead(head: Head): Buffer {
-  return Buffer.from(`${[head.startLine, ...head.fields.map((f) => `${f.name}: ${f.value}`)].join("\r\n")}\r\n\r\n`, "latin1");
+  return Buffer.from(
+    `${[head.startLine, ...head.fields.map((f) => `${f.name}: ${f.value}`)].join("\r\n")}\r\n\r\n`,
+    "latin1",
+  );
 }
 
 export function fieldValues(head: Head, name: string): string[] {
@@ -172,7 +175,12 @@ export function bodyFraming(head: Head, isRequest: boolean): Framing {
   const cl = fieldValues(head, "content-length");
   if (te.length > 0) {
     if (cl.length > 0) throw new HttpError(400, "both Transfer-Encoding and Content-Length");
-    const codings = te.flatMap((v) => v.toLowerCase().split(",").map((t) => t.trim()));
+    const codings = te.flatMap((v) =>
+      v
+        .toLowerCase()
+        .split(",")
+        .map((t) => t.trim()),
+    );
     if (codings.length !== 1 || codings[0] !== "chunked")
       throw new HttpError(501, "only Transfer-Encoding: chunked is supported");
     return { kind: "chunked" };
@@ -223,7 +231,11 @@ export async function copyBody(
   for (;;) {
     const line = await reader.readUntil(CRLF, MAX_CHUNK_LINE_BYTES, "a chunk size line");
     if (line === null) throw new HttpError(400, "the stream ended inside a chunked body");
-    const sizeText = line.toString("latin1", 0, line.length - 2).split(";")[0]?.trim() ?? "";
+    const sizeText =
+      line
+        .toString("latin1", 0, line.length - 2)
+        .split(";")[0]
+        ?.trim() ?? "";
     if (!/^[0-9a-fA-F]{1,12}$/.test(sizeText)) throw new HttpError(400, "a malformed chunk size");
     const size = Number.parseInt(sizeText, 16);
     if (!options.decode) await sink(line);

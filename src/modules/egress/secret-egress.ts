@@ -7,8 +7,16 @@
 // of the host's certificate, and streams the response back with the value scrubbed. Every
 // request, injected or refused, becomes a ledger entry. The value never goes to the sandbox.
 // docs/secret-egress.md
-import { checkServerIdentity, connect, createSecureContext, rootCertificates, type SecureContext, TLSSocket } from "node:tls";
+
 import type { Duplex } from "node:stream";
+import {
+  checkServerIdentity,
+  connect,
+  createSecureContext,
+  rootCertificates,
+  type SecureContext,
+  TLSSocket,
+} from "node:tls";
 import type { Clock } from "../../lib/clock.js";
 import type { Logger } from "../../lib/logger.js";
 import type { SecretBindingRow } from "../sandboxes/repo.js";
@@ -20,7 +28,6 @@ import {
   copyBody,
   type Framing,
   fieldValues,
-  type Head,
   HttpError,
   parseHead,
   readHead,
@@ -72,7 +79,7 @@ type Refusal = { status: number; reason: string; secretId?: string; secretVersio
 
 export class SecretEgress implements EgressInterceptor {
   private readonly upstreamContext: SecureContext;
-  private readonly cache = new Map<string, SecretBindingRow[]>();
+  private readonly cache = new Map<string, { orgId: string; bindings: SecretBindingRow[] } | null>();
 
   constructor(private readonly o: SecretEgressOptions) {
     // Node's bundled roots (Mozilla's, the source of Debian's ca-certificates) plus the
@@ -84,14 +91,14 @@ export class SecretEgress implements EgressInterceptor {
   }
 
   private async bindingsOf(caller: EgressCaller): Promise<SecretBindingRow[]> {
-    const cached = this.cache.get(caller.sandboxId);
-    if (cached) return cached;
-    const found = await this.o.bindings(caller.sandboxId);
     // Bindings never change after admission, so they are cached; another org's id has none.
-    const bindings = found && found.orgId === caller.orgId ? found.bindings : [];
-    if (this.cache.size >= BINDING_CACHE_ENTRIES) this.cache.clear();
-    this.cache.set(caller.sandboxId, bindings);
-    return bindings;
+    let found = this.cache.get(caller.sandboxId);
+    if (found === undefined) {
+      found = await this.o.bindings(caller.sandboxId);
+      if (this.cache.size >= BINDING_CACHE_ENTRIES) this.cache.clear();
+      this.cache.set(caller.sandboxId, found);
+    }
+    return found && found.orgId === caller.orgId ? found.bindings : [];
   }
 
   async hostsFor(caller: EgressCaller): Promise<string[]> {
@@ -107,23 +114,29 @@ export class SecretEgress implements EgressInterceptor {
   intercept(client: Duplex, target: { host: string; port: number; address: string }, caller: EgressCaller): void {
     client.on("error", () => {});
     const host = target.host.toLowerCase();
-    client.pause();
-    void this.o.ca.contextFor(host).then(
-      (secureContext) => {
-        const tls = new TLSSocket(client, { isServer: true, secureContext, ALPNProtocols: ["http/1.1"] });
-        tls.on("error", () => tls.destroy());
-        tls.setTimeout(IDLE_TIMEOUT_MS, () => tls.destroy());
-        client.resume();
-        void new Session(this.o, this.upstreamContext, tls, { ...target, host }, caller, () =>
-          this.bindingsOf(caller),
-        ).run();
+    // Wrapped at once, so no byte of the ClientHello can slip past; the leaf for the CONNECT's
+    // host (whatever name the client's SNI claims) comes from the cache or is minted meanwhile.
+    const cached = this.o.ca.cachedContext(host);
+    const tls = new TLSSocket(client, {
+      isServer: true,
+      ALPNProtocols: ["http/1.1"],
+      ...(cached ? { secureContext: cached } : {}),
+      SNICallback: (_servername, callback) => {
+        this.o.ca.contextFor(host).then(
+          (context) => callback(null, context),
+          (error: Error) => {
+            this.o.log.warn({ err: error.message, host }, "secret egress: no leaf certificate");
+            this.o.ledger.record(caller, { kind: "refused", host, port: target.port, reason: "no_certificate" });
+            callback(error);
+          },
+        );
       },
-      (error: Error) => {
-        this.o.log.warn({ err: error.message, host }, "secret egress: no leaf certificate");
-        this.o.ledger.record(caller, { kind: "refused", host, port: target.port, reason: "no_certificate" });
-        client.destroy();
-      },
-    );
+    });
+    tls.on("error", () => tls.destroy());
+    tls.setTimeout(IDLE_TIMEOUT_MS, () => tls.destroy());
+    void new Session(this.o, this.upstreamContext, tls, { ...target, host }, caller, () =>
+      this.bindingsOf(caller),
+    ).run();
   }
 }
 
@@ -222,7 +235,10 @@ class Session {
     // server would route it elsewhere (a CDN fronts many hosts on one address).
     const hosts = fieldValues(head, "host");
     const hostValue = hosts[0]?.toLowerCase() ?? "";
-    if (hosts.length !== 1 || (hostValue !== this.target.host && hostValue !== `${this.target.host}:${this.target.port}`)) {
+    if (
+      hosts.length !== 1 ||
+      (hostValue !== this.target.host && hostValue !== `${this.target.host}:${this.target.port}`)
+    ) {
       return this.refuse({ status: 403, reason: "host_header_must_name_the_bound_host" }, method, path, started);
     }
     if (fieldValues(head, "upgrade").length > 0) {
@@ -244,11 +260,18 @@ class Session {
     try {
       upstream = await this.connectUpstream();
     } catch (error) {
-      const reason = (error as { code?: string }).code?.startsWith("ERR_TLS") || /certificate|altname/i.test((error as Error).message)
-        ? "upstream_certificate_not_trusted"
-        : "upstream_unreachable";
+      const reason =
+        (error as { code?: string }).code?.startsWith("ERR_TLS") ||
+        /certificate|altname/i.test((error as Error).message)
+          ? "upstream_certificate_not_trusted"
+          : "upstream_unreachable";
       await this.drainBody(requestFraming);
-      return this.refuse({ status: 502, reason, secretId: resolved.secretId, secretVersion: resolved.version }, method, path, started);
+      return this.refuse(
+        { status: 502, reason, secretId: resolved.secretId, secretVersion: resolved.version },
+        method,
+        path,
+        started,
+      );
     }
     const scrubber = new Scrubber(Buffer.from(resolved.value, "utf8"));
     await write(upstream.socket, serializeHead(forwarded));
@@ -276,21 +299,30 @@ class Session {
   }
 
   /** The bound secret's current value for this host, or why it cannot be injected. */
-  private async resolve(): Promise<
-    { value: string; version: number; secretId: string } | Refusal
-  > {
+  private async resolve(): Promise<{ value: string; version: number; secretId: string } | Refusal> {
     const binding = (await this.bindings()).find((b) => b.dest_host === this.target.host);
     if (!binding) return { status: 403, reason: "no_secret_bound_for_this_host" };
     const subject = { kind: binding.subject_kind, id: binding.subject_id } as DeliverySubject;
-    const result = await this.o.secrets.resolveSecretForDelivery(this.caller.orgId, binding.name, subject, binding.delivery);
+    const result = await this.o.secrets.resolveSecretForDelivery(
+      this.caller.orgId,
+      binding.name,
+      subject,
+      binding.delivery,
+    );
     if (!result.ok) return { status: 403, reason: `secret_${result.reason}`, secretId: binding.secret_id };
     // A secret deleted and created again under the same name is another secret: not bound.
-    if (result.secretId !== binding.secret_id) return { status: 403, reason: "secret_not_found", secretId: binding.secret_id };
+    if (result.secretId !== binding.secret_id)
+      return { status: 403, reason: "secret_not_found", secretId: binding.secret_id };
     if (binding.delivery === "SANDBOX_SECRET_DELIVERY_SECRET_EGRESS" && result.destHost !== binding.dest_host) {
       return { status: 403, reason: "secret_destination_changed", secretId: binding.secret_id };
     }
     if (!HEADER_SAFE.test(result.value)) {
-      return { status: 403, reason: "secret_value_not_header_safe", secretId: result.secretId, secretVersion: result.version };
+      return {
+        status: 403,
+        reason: "secret_value_not_header_safe",
+        secretId: result.secretId,
+        secretVersion: result.version,
+      };
     }
     return { value: result.value, version: result.version, secretId: result.secretId };
   }
@@ -313,7 +345,10 @@ class Session {
         // Verified against the host name, not the address connected to.
         checkServerIdentity: (_name, cert) => checkServerIdentity(this.target.host, cert),
       });
-      const timer = setTimeout(() => socket.destroy(new Error("upstream connect timed out")), UPSTREAM_CONNECT_TIMEOUT_MS);
+      const timer = setTimeout(
+        () => socket.destroy(new Error("upstream connect timed out")),
+        UPSTREAM_CONNECT_TIMEOUT_MS,
+      );
       socket.once("secureConnect", () => {
         clearTimeout(timer);
         socket.setTimeout(IDLE_TIMEOUT_MS, () => socket.destroy());
@@ -339,7 +374,8 @@ class Session {
       const head = parseHead(scrubber.scrubWhole(raw));
       const [version = "", statusText = ""] = head.startLine.split(" ");
       const status = Number(statusText);
-      if (!/^HTTP\/1\.[01]$/.test(version) || !/^\d{3}$/.test(statusText)) throw new HttpError(502, "a malformed upstream response");
+      if (!/^HTTP\/1\.[01]$/.test(version) || !/^\d{3}$/.test(statusText))
+        throw new HttpError(502, "a malformed upstream response");
       if (status === 101) throw new HttpError(502, "the upstream switched protocols");
       if (status >= 100 && status < 200) {
         await write(this.client, serializeHead(head));
@@ -356,7 +392,10 @@ class Session {
         : withoutFields(head, ["keep-alive"]);
       if (rechunk) out.fields.push({ name: "Transfer-Encoding", value: "chunked" });
       if (rechunk && upstreamClose) out.fields.push({ name: "Connection", value: "keep-alive" });
-      await write(this.client, serializeHead(version === "HTTP/1.0" ? { ...out, startLine: `HTTP/1.1 ${head.startLine.slice(9)}` } : out));
+      await write(
+        this.client,
+        serializeHead(version === "HTTP/1.0" ? { ...out, startLine: `HTTP/1.1 ${head.startLine.slice(9)}` } : out),
+      );
       let bytesOut = 0;
       const emit = async (bytes: Buffer) => {
         if (bytes.length === 0) return;

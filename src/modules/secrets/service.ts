@@ -429,7 +429,10 @@ export class SecretService {
         );
       }
       if (delivery === "SANDBOX_SECRET_DELIVERY_MODEL_GATEWAY" && !modelGatewayHost) {
-        throw new AppError("unsupported_capability", "this deployment has no model gateway (WARREN_MODEL_GATEWAY_HOST)");
+        throw new AppError(
+          "unsupported_capability",
+          "this deployment has no model gateway (WARREN_MODEL_GATEWAY_HOST)",
+        );
       }
       const destHost = delivery === "SANDBOX_SECRET_DELIVERY_MODEL_GATEWAY" ? modelGatewayHost : result.destHost;
       if (bindings.some((b) => b.dest_host === destHost)) {
