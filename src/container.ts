@@ -135,9 +135,10 @@ export async function openStore(config: Config): Promise<Db> {
  * The local runc runtime (behind the pool of default-shape sandboxes when it is on), or
  * null (with a warning) when this host cannot run sandboxes.
  */
-async function openRuntime(config: Config, log: Logger): Promise<RuntimeDriver | null> {
+async function openRuntime(config: Config, log: Logger, trustedCaPem: string): Promise<RuntimeDriver | null> {
   try {
     const driver = await LocalRuntimeDriver.open({
+      trustedCaPem,
       root: config.sandbox.runtimeRoot,
       registry: { insecureRegistries: config.sandbox.insecureRegistries },
       imageTagTtlMs: config.sandbox.imageTagTtlSeconds * 1000,
@@ -178,7 +179,11 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
   if (!overrides.keyring && !config.masterKey) await mkdir(config.dataDir, { recursive: true, mode: 0o700 });
   const keyring = overrides.keyring ?? (await Keyring.load(config));
   const secrets = new SecretService(db, clock, keyring);
-  const runtime = overrides.runtime !== undefined ? overrides.runtime : await openRuntime(config, log);
+  // Every sandbox trusts the deployment's egress CA (the local driver binds it in).
+  const egressCa = await EgressCa.open(db, keyring, clock);
+  secrets.onMasterKeyRotation(EgressCa.rewrap);
+  const runtime =
+    overrides.runtime !== undefined ? overrides.runtime : await openRuntime(config, log, egressCa.certificatePem);
   // The reconciler (started with the controllers) becomes the queue's worker; the service only kicks it.
   const reconcileQueue = new ReconcileQueue();
   const sandboxTransitions = new SandboxTransitions(db, clock);
@@ -225,8 +230,6 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
   sandboxes.useVolumes(volumes);
   projects.useVolumes(volumes);
   const volumeCache = new VolumeCache(blobs, config.volumes.cacheDir);
-  const egressCa = await EgressCa.open(db, keyring, clock);
-  secrets.onMasterKeyRotation(EgressCa.rewrap);
   const egressLedger = new EventLedger(db, clock, log);
   const secretEgress = new SecretEgress({
     secrets,

@@ -315,3 +315,31 @@ export async function openTunnel(gatewayPort: number, host: string, caPem: strin
     },
   };
 }
+
+/**
+ * A layer with the host's curl (Debian's /usr/bin/curl and every shared library `ldd` lists,
+ * at the same paths) and the host's CA bundle at /etc/ssl/certs/ca-certificates.crt: busybox
+ * has no TLS client, so this is how a test sandbox makes an HTTPS request. Stack it on the
+ * busybox layer.
+ */
+export async function curlLayer(): Promise<Buffer> {
+  const { encodeTar } = await import("../../src/drivers/runtime/image/tar.js");
+  const { realpathSync } = await import("node:fs");
+  const files = new Map<string, Buffer>();
+  files.set("usr/bin/curl", readFileSync("/usr/bin/curl"));
+  const ldd = execFileSync("ldd", ["/usr/bin/curl"], { encoding: "utf8" });
+  for (const line of ldd.split("\n")) {
+    const match = /(?:=>\s*)?(\/\S+)\s+\(0x/.exec(line);
+    if (match?.[1]) files.set(match[1].slice(1), readFileSync(realpathSync(match[1])));
+  }
+  files.set("etc/ssl/certs/ca-certificates.crt", readFileSync("/etc/ssl/certs/ca-certificates.crt"));
+  const dirs = new Set<string>();
+  for (const name of files.keys()) {
+    const parts = name.split("/");
+    for (let i = 1; i < parts.length; i++) dirs.add(parts.slice(0, i).join("/"));
+  }
+  return encodeTar([
+    ...[...dirs].sort().map((name) => ({ name, type: "dir" as const })),
+    ...[...files].map(([name, data]) => ({ name, type: "file" as const, mode: 0o755, data })),
+  ]);
+}

@@ -2,7 +2,6 @@
 // a buffered reader with bounded reads, head parsing with bounded sizes, and the body
 // framing rules of RFC 9112 (Content-Length, chunked, or until close). A malformed or
 // oversized input throws HttpError, which ends that one connection.
-import { once } from "node:events";
 import type { Duplex } from "node:stream";
 
 export const MAX_HEAD_BYTES = 64 * 1024;
@@ -196,9 +195,18 @@ export function bodyFraming(head: Head, isRequest: boolean): Framing {
   return isRequest ? { kind: "none" } : { kind: "close" };
 }
 
-export async function write(stream: Duplex, bytes: Buffer): Promise<void> {
-  if (bytes.length === 0) return;
-  if (!stream.write(bytes)) await Promise.race([once(stream, "drain"), once(stream, "close")]);
+/** Writes, then waits for the stream to drain (or close) when its buffer is full. */
+export function write(stream: Duplex, bytes: Buffer): Promise<void> {
+  if (bytes.length === 0 || stream.write(bytes)) return Promise.resolve();
+  return new Promise((resolve) => {
+    const done = () => {
+      stream.off("drain", done);
+      stream.off("close", done);
+      resolve();
+    };
+    stream.on("drain", done);
+    stream.on("close", done);
+  });
 }
 
 /**

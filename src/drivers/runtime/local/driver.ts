@@ -64,6 +64,7 @@ import { assertMountSources, hostMaxOpenFiles, readRootfsFile, validateSpec } fr
 import { assertCapacity } from "./storage/images.js";
 import { SandboxStorage } from "./storage/sandbox-storage.js";
 import { readExitRecord, settledExitRecord, startShim, stoppedObservation, unsupervisedEnd } from "./supervisor.js";
+import { prepareTrust, trustEnv } from "./trust.js";
 import { resolveUser } from "./users.js";
 
 export interface LocalRuntimeDriverOptions {
@@ -100,6 +101,8 @@ export interface LocalRuntimeDriverOptions {
   standardWorkspaceGiB?: number;
   /** Size of the XFS storage pool; default the size of the filesystem holding `root`. */
   storagePoolGiB?: number;
+  /** A CA certificate (PEM) every sandbox trusts: the deployment's egress CA (trust.ts). */
+  trustedCaPem?: string;
 }
 
 const DEFAULT_POOL = "10.213.0.0/16";
@@ -113,6 +116,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
   private readonly stopTimeoutMs: number;
   private readonly swapAccounting: boolean;
   private readonly maxOpenFiles: number;
+  private readonly trustedCaPem: string | undefined;
   private readonly locks = new Map<string, Promise<unknown>>();
   private readonly exits: ExitWatch;
   private readonly execs: ExecRunner;
@@ -147,6 +151,12 @@ export class LocalRuntimeDriver implements RuntimeDriver {
     }));
     this.swapAccounting = host.swapAccounting;
     this.maxOpenFiles = host.maxOpenFiles;
+    this.trustedCaPem = options.trustedCaPem;
+  }
+
+  /** The spec's environment over the CA's (NODE_EXTRA_CA_CERTS) when sandboxes trust one. */
+  private envOf(spec: SandboxSpec): Record<string, string> | undefined {
+    return this.trustedCaPem ? { ...trustEnv(), ...spec.env } : spec.env;
   }
 
   /**
@@ -259,8 +269,9 @@ export class LocalRuntimeDriver implements RuntimeDriver {
           await readRootfsFile(paths.rootfs, "etc/passwd"),
           await readRootfsFile(paths.rootfs, "etc/group"),
         );
+        const trust = this.trustedCaPem ? await prepareTrust(paths.rootfs, paths.dir, this.trustedCaPem) : [];
         const identity: ProcessIdentity = {
-          env: sandboxEnv({ imageEnv: image.config.env, specEnv: spec.env, hostname, home: user.home }),
+          env: sandboxEnv({ imageEnv: image.config.env, specEnv: this.envOf(spec), hostname, home: user.home }),
           cwd: image.config.workingDir || "/",
           uid: user.uid,
           gid: user.gid,
@@ -280,6 +291,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
           createdAt: new Date().toISOString(),
           image: { reference: image.reference, digest: image.digest, lowerDirs },
           ...(mounts.length > 0 ? { mounts } : {}),
+          ...(trust.length > 0 ? { trust } : {}),
           args,
           identity,
           resources: { ...spec.resources },
@@ -323,7 +335,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
       record.args = args;
       record.identity = {
         ...record.identity,
-        env: sandboxEnv({ imageEnv: image.config.env, specEnv: spec.env, hostname: record.hostname, home }),
+        env: sandboxEnv({ imageEnv: image.config.env, specEnv: this.envOf(spec), hostname: record.hostname, home }),
       };
       await writeJson(paths.record, record);
       // The pooled run goes on under its new owner: exec must read this record, not the placeholder's.
@@ -573,7 +585,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
       netnsPath: this.network.netnsPath(record.id),
       cgroupsPath: this.layout.cgroupPath(record.id),
       workspaceSource: paths.workspace,
-      ...(record.mounts ? { mounts: record.mounts } : {}),
+      ...(record.mounts || record.trust ? { mounts: [...(record.trust ?? []), ...(record.mounts ?? [])] } : {}),
       hostsFile: paths.hosts,
       hostnameFile: paths.hostname,
       tiniPath: TOOLS.tini,
