@@ -21,6 +21,8 @@ import { API_ONLY_RUNTIME } from "./support/fixtures.js";
 const BOUND = "api.upstream-one.com";
 const OTHER = "other.upstream-two.com";
 const MODEL = "model.gateway-three.com";
+const IMPOSTOR = "api.impostor-four.com";
+const GUARDED = "api.guarded-five.com";
 const pki = makeTestPki();
 after(() => pki.remove());
 
@@ -30,7 +32,9 @@ forEachStore(
     let upstream: TestUpstream;
     let impostor: TestUpstream;
     let gateway: TestGateway;
+    let guardGateway: TestGateway;
     let caller: EgressCaller;
+    let guardCaller: EgressCaller;
     let secretId: string;
     const value = `sk-live-${"q".repeat(20)}-${Date.now()}`;
     const owner = () => t().orgA.keys.owner;
@@ -50,7 +54,7 @@ forEachStore(
     const get = (path: string, extra = "") => `GET ${path} HTTP/1.1\r\nHost: ${BOUND}\r\n${extra}\r\n`;
 
     before(async () => {
-      upstream = await startUpstream(pki.leaf([BOUND, OTHER, MODEL]));
+      upstream = await startUpstream(pki.leaf([BOUND, OTHER, MODEL, GUARDED]));
       impostor = await startUpstream(pki.leaf([BOUND], { selfSigned: true }));
       secretId = await createSecret({ name: "upstream-token", value, dest_host: BOUND });
       const created = await createSandbox(["upstream-token"]);
@@ -66,9 +70,20 @@ forEachStore(
         mode: "gateway_only",
       };
       gateway = await startTestGateway(t().c.secretEgress, caller, { [BOUND]: upstream.port, [OTHER]: upstream.port });
+      // A second sandbox: one secret for a host whose server is not trusted, one for the guards.
+      await createSecret({ name: "impostor-token", value: `${value}-imp`, dest_host: IMPOSTOR });
+      await createSecret({ name: "guarded-token", value: `${value}-grd`, dest_host: GUARDED });
+      const second = await createSandbox(["impostor-token", "guarded-token"]);
+      assert.equal(second.status, 200, second.raw);
+      guardCaller = { ...caller, sandboxId: second.body.id as string, runId: second.body.run_id as string };
+      guardGateway = await startTestGateway(t().c.secretEgress, guardCaller, {
+        [IMPOSTOR]: impostor.port,
+        [GUARDED]: upstream.port,
+      });
     });
     after(async () => {
       await gateway?.close();
+      await guardGateway?.close();
       await upstream?.close();
       await impostor?.close();
     });
@@ -227,6 +242,57 @@ forEachStore(
       } finally {
         tunnel.close();
       }
+    });
+
+    it("refuses an upstream whose certificate the trust store does not vouch for", async () => {
+      const tunnel = await openTunnel(guardGateway.port, IMPOSTOR, t().c.egressCa.certificatePem);
+      try {
+        const res = await tunnel.send(`GET /x HTTP/1.1\r\nHost: ${IMPOSTOR}\r\n\r\n`);
+        assert.equal(res.status, 502);
+        assert.match(res.body.toString(), /upstream certificate not trusted/);
+      } finally {
+        tunnel.close();
+      }
+      assert.equal(impostor.received.length, 0, "the impostor never saw a request");
+    });
+
+    it("refuses a Host naming another host, absolute targets, upgrades and oversized heads", async () => {
+      const before = upstream.received.length;
+      const cases: [string, number, RegExp][] = [
+        [`GET / HTTP/1.1\r\nHost: ${OTHER}\r\n\r\n`, 403, /host header/],
+        [`GET / HTTP/1.1\r\nHost: ${GUARDED}\r\nHost: ${OTHER}\r\n\r\n`, 403, /host header/],
+        [`GET https://${OTHER}/ HTTP/1.1\r\nHost: ${GUARDED}\r\n\r\n`, 400, /origin form/],
+        [`GET / HTTP/1.1\r\nHost: ${GUARDED}\r\nUpgrade: websocket\r\nConnection: upgrade\r\n\r\n`, 501, /upgrades/],
+        [`GET / HTTP/1.1\r\nHost: ${GUARDED}\r\nX-Big: ${"a".repeat(70_000)}\r\n\r\n`, 431, /larger/],
+        [`POST / HTTP/1.1\r\nHost: ${GUARDED}\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n`, 400, /both/],
+        [`GET / HTTP/1.0\r\nHost: ${GUARDED}\r\n\r\n`, 400, /request line/],
+      ];
+      for (const [request, status, message] of cases) {
+        const tunnel = await openTunnel(guardGateway.port, GUARDED, t().c.egressCa.certificatePem);
+        try {
+          const res = await tunnel.send(request);
+          assert.equal(res.status, status, request.slice(0, 80));
+          assert.match(res.body.toString(), message);
+        } finally {
+          tunnel.close();
+        }
+      }
+      assert.equal(upstream.received.length, before, "nothing reached the upstream");
+      // The same connection type still works for a proper request.
+      const tunnel = await openTunnel(guardGateway.port, GUARDED, t().c.egressCa.certificatePem);
+      try {
+        assert.equal((await tunnel.send(`GET /fine HTTP/1.1\r\nHost: ${GUARDED}:443\r\n\r\n`)).status, 200);
+      } finally {
+        tunnel.close();
+      }
+      assert.equal(upstream.received.at(-1)?.authorization, `Bearer ${value}-grd`);
+      await t().c.egressLedger.flush();
+      const refused = await sql(
+        `SELECT payload->>'reason' FROM events WHERE run_id = '${guardCaller.runId}' AND name = 'egress.refused'`,
+      );
+      assert.ok(refused.length >= 8, JSON.stringify(refused));
+      assert.ok(refused.some((r) => r[0] === "upstream_certificate_not_trusted"));
+      assert.ok(refused.some((r) => r[0] === "host_header_must_name_the_bound_host"));
     });
 
     it("records every injection and refusal in the ledger, queryable with SQL, never the value", async () => {

@@ -61,10 +61,16 @@ export class EgressCa {
     /** One key pair for every leaf of this process: minting a leaf is then one signature. */
     private readonly leafKeys: CryptoKeyPair,
     private readonly leafKeyPem: string,
+    private readonly leafCacheEntries: number,
   ) {}
 
   /** The deployment's CA from the store, generated and stored by the first caller. */
-  static async open(db: Db, keyring: Keyring, clock: Clock): Promise<EgressCa> {
+  static async open(
+    db: Db,
+    keyring: Keyring,
+    clock: Clock,
+    options: { leafCacheEntries?: number } = {},
+  ): Promise<EgressCa> {
     let row = await readCa(db);
     if (!row) {
       const generated = await generateCa(clock.now());
@@ -89,6 +95,7 @@ export class EgressCa {
       caKey as CryptoKey,
       leafKeys,
       leafKeyPem,
+      options.leafCacheEntries ?? LEAF_CACHE_ENTRIES,
     );
   }
 
@@ -164,7 +171,7 @@ export class EgressCa {
       ],
     });
     const context = createSecureContext({ key: this.leafKeyPem, cert: leaf.toString("pem"), minVersion: "TLSv1.2" });
-    if (this.leaves.size >= LEAF_CACHE_ENTRIES) {
+    if (this.leaves.size >= this.leafCacheEntries) {
       const oldest = this.leaves.keys().next().value;
       if (oldest !== undefined) this.leaves.delete(oldest);
     }

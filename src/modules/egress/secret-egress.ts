@@ -235,10 +235,7 @@ class Session {
     // server would route it elsewhere (a CDN fronts many hosts on one address).
     const hosts = fieldValues(head, "host");
     const hostValue = hosts[0]?.toLowerCase() ?? "";
-    if (
-      hosts.length !== 1 ||
-      (hostValue !== this.target.host && hostValue !== `${this.target.host}:${this.target.port}`)
-    ) {
+    if (hosts.length !== 1 || (hostValue !== this.target.host && hostValue !== `${this.target.host}:${HTTPS_PORT}`)) {
       return this.refuse({ status: 403, reason: "host_header_must_name_the_bound_host" }, method, path, started);
     }
     if (fieldValues(head, "upgrade").length > 0) {
