@@ -15,8 +15,12 @@ import type { EgressCaller, EgressLedger, EgressLedgerEntry } from "./types.js";
 export const MAX_QUEUED = 10_000;
 /** Most events one insert carries. */
 const MAX_BATCH = 500;
-/** How long an entry may wait for others to join its batch. */
-const FLUSH_DELAY_MS = 20;
+/**
+ * How long an entry may wait for others to join its batch. On PGlite an insert runs on the
+ * server's thread, so each flush holds every request in flight for its length: at 20 ms the
+ * benchmark's added p50 was ~3 ms, at 1 s 0.9 ms (bench/README.md, Secret egress).
+ */
+const FLUSH_DELAY_MS = 250;
 const LINEAGE_CACHE_ENTRIES = 4096;
 
 interface Queued {
@@ -45,7 +49,8 @@ export class EventLedger implements EgressLedger {
       return;
     }
     this.queue.push({ caller, entry, tsWallNs: this.clock.nowNs() });
-    if (!this.timer && !this.writing) this.timer = setTimeout(() => this.flush(), FLUSH_DELAY_MS);
+    if (this.queue.length >= MAX_BATCH && !this.writing) void this.flush();
+    else if (!this.timer && !this.writing) this.timer = setTimeout(() => void this.flush(), FLUSH_DELAY_MS);
   }
 
   /** Writes everything queued so far (tests and close call it; the timer does otherwise). */

@@ -8,6 +8,7 @@
 // request, injected or refused, becomes a ledger entry. The value never goes to the sandbox.
 // docs/secret-egress.md
 
+import type { Socket } from "node:net";
 import type { Duplex } from "node:stream";
 import {
   checkServerIdentity,
@@ -113,6 +114,8 @@ export class SecretEgress implements EgressInterceptor {
 
   intercept(client: Duplex, target: { host: string; port: number; address: string }, caller: EgressCaller): void {
     client.on("error", () => {});
+    // Heads and bodies leave as separate writes: Nagle plus a delayed ACK would hold each for 40 ms.
+    (client as Partial<Socket>).setNoDelay?.(true);
     const host = target.host.toLowerCase();
     // Wrapped at once, so no byte of the ClientHello can slip past; the leaf for the CONNECT's
     // host (whatever name the client's SNI claims) comes from the cache or is minted meanwhile.
@@ -346,6 +349,7 @@ class Session {
         () => socket.destroy(new Error("upstream connect timed out")),
         UPSTREAM_CONNECT_TIMEOUT_MS,
       );
+      socket.setNoDelay(true);
       socket.once("secureConnect", () => {
         clearTimeout(timer);
         socket.setTimeout(IDLE_TIMEOUT_MS, () => socket.destroy());

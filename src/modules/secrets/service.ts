@@ -370,27 +370,38 @@ export class SecretService {
     subject: DeliverySubject,
     delivery: Delivery,
   ): Promise<DeliveryResult> {
-    const secret = await repo.getSecretByName(this.db, orgId, name);
+    // One statement: the egress gateway resolves again at every request it injects.
+    const secret = await repo.getForDelivery(this.db, orgId, name, subject.kind, subject.id);
     if (!secret) return { ok: false, reason: "not_found" };
     if (secret.revoked_at) return { ok: false, reason: "revoked" };
     if (secret.expires_at && secret.expires_at <= this.clock.now()) return { ok: false, reason: "expired" };
     if (secret.delivery !== delivery) return { ok: false, reason: "wrong_delivery" };
-    if (!(await repo.hasGrant(this.db, secret.id, subject.kind, subject.id)))
-      return { ok: false, reason: "not_granted" };
-    const version = await repo.getVersion(this.db, secret.id, secret.current_version);
-    if (!version) return { ok: false, reason: "not_found" };
-    const dekRow = await repo.getDataKey(this.db, version.data_key_id);
-    if (!dekRow || dekRow.org_id !== orgId) return { ok: false, reason: "not_found" };
-    const dek = this.keyring.unwrap(dekRow.master_key_id, Buffer.from(dekRow.wrapped_key), dekAad(orgId, dekRow.id));
+    if (!secret.granted) return { ok: false, reason: "not_granted" };
+    if (
+      secret.v_version === null ||
+      !secret.v_nonce ||
+      !secret.v_ciphertext ||
+      !secret.k_master_key_id ||
+      !secret.k_wrapped_key ||
+      secret.k_org_id !== orgId ||
+      !secret.v_data_key_id
+    ) {
+      return { ok: false, reason: "not_found" };
+    }
+    const dek = this.keyring.unwrap(
+      secret.k_master_key_id,
+      Buffer.from(secret.k_wrapped_key),
+      dekAad(orgId, secret.v_data_key_id),
+    );
     const plaintext = open(
       dek,
-      { nonce: Buffer.from(version.nonce), ciphertext: Buffer.from(version.ciphertext) },
-      aadFor(orgId, secret.id, version.version),
+      { nonce: Buffer.from(secret.v_nonce), ciphertext: Buffer.from(secret.v_ciphertext) },
+      aadFor(orgId, secret.id, secret.v_version),
     );
     return {
       ok: true,
       value: plaintext.toString("utf8"),
-      version: version.version,
+      version: secret.v_version,
       secretId: secret.id,
       destHost: secret.dest_host,
     };
