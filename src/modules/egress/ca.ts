@@ -10,10 +10,10 @@ import * as x509 from "@peculiar/x509";
 import type { Clock } from "../../lib/clock.js";
 import type { Db, Queryable } from "../../store/db.js";
 import type { Keyring } from "../secrets/keyring.js";
+import { CA_ROW_ID, insertCa, readCa, rewrapCa } from "./repo.js";
 
 x509.cryptoProvider.set(webcrypto as unknown as Crypto);
 
-const CA_ROW_ID = "deployment";
 const EC = { name: "ECDSA", namedCurve: "P-256" } as const;
 const SIGNING = { name: "ECDSA", hash: "SHA-256" } as const;
 const CA_YEARS = 10;
@@ -25,24 +25,9 @@ export const LEAF_CACHE_ENTRIES = 1024;
 
 const caKeyAad = (id: string) => `warren-egress-ca:${id}`;
 
-interface CaRow {
-  id: string;
-  certificate_pem: string;
-  master_key_id: string;
-  wrapped_key: Uint8Array;
-}
-
 function pem(label: string, der: ArrayBuffer): string {
   const body = Buffer.from(der).toString("base64").replace(/.{64}/g, "$&\n");
   return `-----BEGIN ${label}-----\n${body}${body.endsWith("\n") ? "" : "\n"}-----END ${label}-----\n`;
-}
-
-async function readCa(q: Queryable): Promise<CaRow | null> {
-  const { rows } = await q.query<CaRow>(
-    "SELECT id, certificate_pem, master_key_id, wrapped_key FROM egress_ca WHERE id = $1",
-    [CA_ROW_ID],
-  );
-  return rows[0] ?? null;
 }
 
 /** A host name as a certificate may carry it: lowercase DNS labels only (the gateway checked it already). */
@@ -76,11 +61,7 @@ export class EgressCa {
       const generated = await generateCa(clock.now());
       const { masterKeyId, wrapped } = keyring.wrap(generated.pkcs8, caKeyAad(CA_ROW_ID));
       // Two processes may race here: the loser's insert does nothing and it reads the winner's.
-      await db.query(
-        `INSERT INTO egress_ca (id, certificate_pem, master_key_id, wrapped_key, created_at)
-         VALUES ($1, $2, $3, $4, $5) ON CONFLICT (id) DO NOTHING`,
-        [CA_ROW_ID, generated.certificatePem, masterKeyId, wrapped, clock.now()],
-      );
+      await insertCa(db, { certificatePem: generated.certificatePem, masterKeyId, wrapped, at: clock.now() });
       row = await readCa(db);
       if (!row) throw new Error("the egress CA could not be stored");
     }
@@ -111,12 +92,7 @@ export class EgressCa {
       keyring.unwrap(row.master_key_id, Buffer.from(row.wrapped_key), aad),
       aad,
     );
-    await q.query("UPDATE egress_ca SET master_key_id = $2, wrapped_key = $3, rewrapped_at = $4 WHERE id = $1", [
-      row.id,
-      masterKeyId,
-      wrapped,
-      at,
-    ]);
+    await rewrapCa(q, masterKeyId, wrapped, at);
     return 1;
   }
 

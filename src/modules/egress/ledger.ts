@@ -9,6 +9,7 @@ import { newUlid } from "../../lib/ids.js";
 import type { Logger } from "../../lib/logger.js";
 import type { Db } from "../../store/db.js";
 import * as events from "../events/service.js";
+import * as repo from "./repo.js";
 import type { EgressCaller, EgressLedger, EgressLedgerEntry } from "./types.js";
 
 /** Entries waiting for the store; past this, new ones are dropped (and counted). */
@@ -79,10 +80,7 @@ export class EventLedger implements EgressLedger {
   private async lineageOf(sandboxIds: string[]): Promise<void> {
     const missing = [...new Set(sandboxIds)].filter((id) => !this.lineage.has(id));
     if (missing.length === 0) return;
-    const { rows } = await this.db.query<{ id: string; lineage_path: string }>(
-      "SELECT id, lineage_path FROM sandboxes WHERE id = ANY($1::text[])",
-      [missing],
-    );
+    const rows = await repo.lineagePaths(this.db, missing);
     if (this.lineage.size + rows.length > LINEAGE_CACHE_ENTRIES) this.lineage.clear();
     for (const row of rows) this.lineage.set(row.id, row.lineage_path);
   }

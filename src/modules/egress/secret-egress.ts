@@ -20,8 +20,7 @@ import {
 } from "node:tls";
 import type { Clock } from "../../lib/clock.js";
 import type { Logger } from "../../lib/logger.js";
-import type { SecretBindingRow } from "../sandboxes/repo.js";
-import type { DeliverySubject, SecretService } from "../secrets/service.js";
+import type { DeliverySubject, SecretBinding, SecretService } from "../secrets/service.js";
 import type { EgressCa } from "./ca.js";
 import {
   bodyFraming,
@@ -63,7 +62,7 @@ const DROPPED_REQUEST_FIELDS = [
 ];
 
 /** A sandbox's bindings, from its row (org-checked by the caller). */
-export type BindingSource = (sandboxId: string) => Promise<{ orgId: string; bindings: SecretBindingRow[] } | null>;
+export type BindingSource = (sandboxId: string) => Promise<{ orgId: string; bindings: SecretBinding[] } | null>;
 
 export interface SecretEgressOptions {
   secrets: Pick<SecretService, "resolveSecretForDelivery">;
@@ -80,7 +79,7 @@ type Refusal = { status: number; reason: string; secretId?: string; secretVersio
 
 export class SecretEgress implements EgressInterceptor {
   private readonly upstreamContext: SecureContext;
-  private readonly cache = new Map<string, { orgId: string; bindings: SecretBindingRow[] } | null>();
+  private readonly cache = new Map<string, { orgId: string; bindings: SecretBinding[] } | null>();
 
   constructor(private readonly o: SecretEgressOptions) {
     // Node's bundled roots (Mozilla's, the source of Debian's ca-certificates) plus the
@@ -91,7 +90,7 @@ export class SecretEgress implements EgressInterceptor {
     });
   }
 
-  private async bindingsOf(caller: EgressCaller): Promise<SecretBindingRow[]> {
+  private async bindingsOf(caller: EgressCaller): Promise<SecretBinding[]> {
     // Bindings never change after admission, so they are cached; another org's id has none.
     let found = this.cache.get(caller.sandboxId);
     if (found === undefined) {
@@ -163,7 +162,7 @@ class Session {
     private readonly client: TLSSocket,
     private readonly target: { host: string; port: number; address: string },
     private readonly caller: EgressCaller,
-    private readonly bindings: () => Promise<SecretBindingRow[]>,
+    private readonly bindings: () => Promise<SecretBinding[]>,
   ) {
     this.reader = new StreamReader(client);
   }
