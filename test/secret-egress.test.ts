@@ -23,6 +23,7 @@ const OTHER = "other.upstream-two.com";
 const MODEL = "model.gateway-three.com";
 const IMPOSTOR = "api.impostor-four.com";
 const GUARDED = "api.guarded-five.com";
+const CRLF = "api.crlf-six.com";
 const pki = makeTestPki();
 after(() => pki.remove());
 
@@ -73,12 +74,14 @@ forEachStore(
       // A second sandbox: one secret for a host whose server is not trusted, one for the guards.
       await createSecret({ name: "impostor-token", value: `${value}-imp`, dest_host: IMPOSTOR });
       await createSecret({ name: "guarded-token", value: `${value}-grd`, dest_host: GUARDED });
-      const second = await createSandbox(["impostor-token", "guarded-token"]);
+      await createSecret({ name: "crlf-token", value: "abc\r\nX-Injected: 1", dest_host: CRLF });
+      const second = await createSandbox(["impostor-token", "guarded-token", "crlf-token"]);
       assert.equal(second.status, 200, second.raw);
       guardCaller = { ...caller, sandboxId: second.body.id as string, runId: second.body.run_id as string };
       guardGateway = await startTestGateway(t().c.secretEgress, guardCaller, {
         [IMPOSTOR]: impostor.port,
         [GUARDED]: upstream.port,
+        [CRLF]: upstream.port,
       });
     });
     after(async () => {
@@ -278,6 +281,29 @@ forEachStore(
         }
       }
       assert.equal(upstream.received.length, before, "nothing reached the upstream");
+      const crlf = await openTunnel(guardGateway.port, CRLF, t().c.egressCa.certificatePem);
+      try {
+        const res = await crlf.send(`GET / HTTP/1.1\r\nHost: ${CRLF}\r\n\r\n`);
+        assert.equal(res.status, 403);
+        assert.match(res.body.toString(), /not header safe/);
+      } finally {
+        crlf.close();
+      }
+      // Expect: 100-continue is answered by the interceptor; HEAD has no body.
+      const tunnel100 = await openTunnel(guardGateway.port, GUARDED, t().c.egressCa.certificatePem);
+      try {
+        const posted = await tunnel100.send(
+          `POST /c HTTP/1.1\r\nHost: ${GUARDED}\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\nhi`,
+        );
+        assert.equal(posted.body.toString(), "ok 2");
+        const head = await tunnel100.send(`HEAD /h HTTP/1.1\r\nHost: ${GUARDED}\r\n\r\n`, "HEAD");
+        assert.equal(head.status, 200);
+        assert.equal((await tunnel100.send(`GET /after-head HTTP/1.1\r\nHost: ${GUARDED}\r\n\r\n`)).status, 200);
+      } finally {
+        tunnel100.close();
+      }
+      assert.equal(upstream.received.length, before + 3);
+      assert.ok(!upstream.received.some((r) => r.url === "/" && r.host === CRLF), "the CRLF value never left");
       // The same connection type still works for a proper request.
       const tunnel = await openTunnel(guardGateway.port, GUARDED, t().c.egressCa.certificatePem);
       try {

@@ -195,8 +195,9 @@ export function bodyFraming(head: Head, isRequest: boolean): Framing {
   return isRequest ? { kind: "none" } : { kind: "close" };
 }
 
-/** Writes, then waits for the stream to drain (or close) when its buffer is full. */
+/** Writes, then waits for the stream to drain (or close) when its buffer is full; throws when it is gone. */
 export function write(stream: Duplex, bytes: Buffer): Promise<void> {
+  if (stream.destroyed || stream.writableEnded) return Promise.reject(new HttpError(502, "the connection closed"));
   if (bytes.length === 0 || stream.write(bytes)) return Promise.resolve();
   return new Promise((resolve) => {
     const done = () => {

@@ -155,6 +155,8 @@ function pathOf(requestTarget: string): string {
 class Session {
   private readonly reader: StreamReader;
   private upstream: { socket: TLSSocket; reader: StreamReader } | null = null;
+  /** Whether bytes of the current response went to the sandbox (then an error can only close). */
+  private answering = false;
 
   constructor(
     private readonly o: SecretEgressOptions,
@@ -181,8 +183,9 @@ class Session {
       }
     } catch (error) {
       if (error instanceof HttpError) {
-        this.record({ kind: "refused", status: error.status, reason: "malformed_request" });
-        await this.answer(error.status, error.message).catch(() => {});
+        const reason = error.status === 502 ? "upstream_failed" : "malformed_request";
+        this.record({ kind: "refused", status: error.status, reason });
+        if (!this.answering) await this.answer(error.status, error.message).catch(() => {});
       }
     } finally {
       this.client.end();
@@ -224,6 +227,7 @@ class Session {
   /** One request and its response; false when the connection must close afterwards. */
   private async exchange(raw: Buffer): Promise<boolean> {
     const started = Date.now();
+    this.answering = false;
     const head = parseHead(raw);
     const [method = "", requestTarget = "", version = ""] = head.startLine.split(" ");
     const path = pathOf(requestTarget);
@@ -248,6 +252,7 @@ class Session {
     if ("reason" in resolved) return this.refuse(resolved, method, path, started);
 
     if (fieldValues(head, "expect").some((v) => v.toLowerCase() === "100-continue")) {
+      this.answering = true;
       await write(this.client, Buffer.from("HTTP/1.1 100 Continue\r\n\r\n"));
     }
     const clientClose = wantsClose(head, version);
@@ -377,6 +382,7 @@ class Session {
       if (!/^HTTP\/1\.[01]$/.test(version) || !/^\d{3}$/.test(statusText))
         throw new HttpError(502, "a malformed upstream response");
       if (status === 101) throw new HttpError(502, "the upstream switched protocols");
+      this.answering = true;
       if (status >= 100 && status < 200) {
         await write(this.client, serializeHead(head));
         continue;
