@@ -4,6 +4,9 @@
 import "reflect-metadata";
 import assert from "node:assert/strict";
 import { randomBytes, X509Certificate } from "node:crypto";
+import { mkdtemp, rm } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
 import { PassThrough } from "node:stream";
 import { describe, it } from "node:test";
 import { connect, createServer } from "node:tls";
@@ -11,6 +14,7 @@ import { systemClock } from "../../lib/clock.js";
 import { migrate } from "../../store/migrate.js";
 import { openPglite } from "../../store/pglite.js";
 import { Keyring } from "../secrets/keyring.js";
+import { SecretService } from "../secrets/service.js";
 import { EgressCa, LEAF_CACHE_ENTRIES } from "./ca.js";
 import { bodyFraming, copyBody, HttpError, parseHead, readHead, StreamReader } from "./http1.js";
 import { Scrubber } from "./scrub.js";
@@ -155,6 +159,26 @@ describe("EgressCa", () => {
       assert.equal(reopened.certificatePem, first.certificatePem);
     } finally {
       await db.close();
+    }
+  });
+
+  it("is re-sealed by the secrets' master key rotation (key file keyring), then opens under the new key alone", async () => {
+    const db = await openPglite();
+    const dir = await mkdtemp(path.join(os.tmpdir(), "warren-egress-ca-"));
+    try {
+      await migrate(db);
+      const clock = systemClock();
+      const keyring = await Keyring.fromDataDir(dir);
+      const first = await EgressCa.open(db, keyring, clock);
+      const secrets = new SecretService(db, clock, keyring);
+      secrets.onMasterKeyRotation(EgressCa.rewrap);
+      const rotated = await secrets.rotateMasterKey();
+      const reread = await Keyring.fromDataDir(dir);
+      assert.equal(reread.currentId, rotated.master_key_id);
+      assert.equal((await EgressCa.open(db, reread, clock)).certificatePem, first.certificatePem);
+    } finally {
+      await db.close();
+      await rm(dir, { recursive: true, force: true });
     }
   });
 

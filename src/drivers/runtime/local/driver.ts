@@ -64,7 +64,7 @@ import { assertMountSources, hostMaxOpenFiles, readRootfsFile, validateSpec } fr
 import { assertCapacity } from "./storage/images.js";
 import { SandboxStorage } from "./storage/sandbox-storage.js";
 import { readExitRecord, settledExitRecord, startShim, stoppedObservation, unsupervisedEnd } from "./supervisor.js";
-import { prepareTrust, trustEnv } from "./trust.js";
+import { prepareTrust, trustedEnv } from "./trust.js";
 import { resolveUser } from "./users.js";
 
 export interface LocalRuntimeDriverOptions {
@@ -154,10 +154,6 @@ export class LocalRuntimeDriver implements RuntimeDriver {
     this.trustedCaPem = options.trustedCaPem;
   }
 
-  /** The spec's environment over the CA's (NODE_EXTRA_CA_CERTS) when sandboxes trust one. */
-  private envOf(spec: SandboxSpec): Record<string, string> | undefined {
-    return this.trustedCaPem ? { ...trustEnv(), ...spec.env } : spec.env;
-  }
 
   /**
    * Prepares the host (packages, dirs, the storage pool), undoes what a crash in the middle
@@ -271,7 +267,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
         );
         const trust = this.trustedCaPem ? await prepareTrust(paths.rootfs, paths.dir, this.trustedCaPem) : [];
         const identity: ProcessIdentity = {
-          env: sandboxEnv({ imageEnv: image.config.env, specEnv: this.envOf(spec), hostname, home: user.home }),
+          env: sandboxEnv({ imageEnv: image.config.env, specEnv: trustedEnv(this.trustedCaPem, spec.env), hostname, home: user.home }),
           cwd: image.config.workingDir || "/",
           uid: user.uid,
           gid: user.gid,
@@ -335,7 +331,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
       record.args = args;
       record.identity = {
         ...record.identity,
-        env: sandboxEnv({ imageEnv: image.config.env, specEnv: this.envOf(spec), hostname: record.hostname, home }),
+        env: sandboxEnv({ imageEnv: image.config.env, specEnv: trustedEnv(this.trustedCaPem, spec.env), hostname: record.hostname, home }),
       };
       await writeJson(paths.record, record);
       // The pooled run goes on under its new owner: exec must read this record, not the placeholder's.

@@ -20,9 +20,9 @@ export const CA_BUNDLE_PATHS = [
 /** An image bundle larger than this is left alone (Mozilla's whole store is ~220 KB). */
 const MAX_BUNDLE_BYTES = 4 * 1024 * 1024;
 
-/** The environment every sandbox gets for the CA (the spec's own entries win). */
-export function trustEnv(): Record<string, string> {
-  return { NODE_EXTRA_CA_CERTS: SANDBOX_CA_PATH };
+/** A sandbox's environment: NODE_EXTRA_CA_CERTS when it trusts a CA, under the spec's own entries. */
+export function trustedEnv(caPem: string | undefined, env: Record<string, string> | undefined) {
+  return caPem ? { NODE_EXTRA_CA_CERTS: SANDBOX_CA_PATH, ...env } : env;
 }
 
 /**
