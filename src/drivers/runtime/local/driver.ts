@@ -154,7 +154,6 @@ export class LocalRuntimeDriver implements RuntimeDriver {
     this.trustedCaPem = options.trustedCaPem;
   }
 
-
   /**
    * Prepares the host (packages, dirs, the storage pool), undoes what a crash in the middle
    * of a snapshot left (frozen filesystems and cgroups, staging dirs, loop devices of
@@ -267,7 +266,12 @@ export class LocalRuntimeDriver implements RuntimeDriver {
         );
         const trust = this.trustedCaPem ? await prepareTrust(paths.rootfs, paths.dir, this.trustedCaPem) : [];
         const identity: ProcessIdentity = {
-          env: sandboxEnv({ imageEnv: image.config.env, specEnv: trustedEnv(this.trustedCaPem, spec.env), hostname, home: user.home }),
+          env: sandboxEnv({
+            imageEnv: image.config.env,
+            specEnv: trustedEnv(this.trustedCaPem, spec.env),
+            hostname,
+            home: user.home,
+          }),
           cwd: image.config.workingDir || "/",
           uid: user.uid,
           gid: user.gid,
@@ -331,7 +335,12 @@ export class LocalRuntimeDriver implements RuntimeDriver {
       record.args = args;
       record.identity = {
         ...record.identity,
-        env: sandboxEnv({ imageEnv: image.config.env, specEnv: trustedEnv(this.trustedCaPem, spec.env), hostname: record.hostname, home }),
+        env: sandboxEnv({
+          imageEnv: image.config.env,
+          specEnv: trustedEnv(this.trustedCaPem, spec.env),
+          hostname: record.hostname,
+          home,
+        }),
       };
       await writeJson(paths.record, record);
       // The pooled run goes on under its new owner: exec must read this record, not the placeholder's.
