@@ -164,5 +164,43 @@ describe("secret egress from inside a sandbox", () => {
       ["egress.injected", "/upload", 200],
       ["egress.refused", "/after-revoke", 403],
     ]);
+    // The run tail carries the same events.
+    const tail = await t.c.tails.open(await t.c.identity.authenticate(t.orgA.keys.member), { runId: caller.runId });
+    const abort = new AbortController();
+    const timer = setTimeout(() => abort.abort(), 10_000);
+    const tailed: string[] = [];
+    for await (const frame of tail.frames(abort.signal)) {
+      if (!("item" in frame)) continue;
+      const data = frame.item.data as { name?: string; payload?: { path?: string } };
+      if (data.name?.startsWith("egress.")) tailed.push(`${data.name} ${data.payload?.path}`);
+      if (tailed.length === 5) break;
+    }
+    clearTimeout(timer);
+    assert.deepEqual(tailed, [
+      "egress.injected /plain",
+      "egress.injected /echo",
+      "egress.injected /echo-chunked",
+      "egress.injected /upload",
+      "egress.refused /after-revoke",
+    ]);
+  });
+
+  it("answers 422 for a MODEL_GATEWAY binding when no model gateway is configured", async () => {
+    const secret = await t.request("POST", "/v1/secrets", {
+      key: t.orgA.keys.owner,
+      body: {
+        name: "model-key",
+        value: "m",
+        delivery: "SANDBOX_SECRET_DELIVERY_MODEL_GATEWAY",
+        dest_host: "api.model-vendor.com",
+      },
+    });
+    assert.equal(secret.status, 200, secret.raw);
+    const res = await t.request("POST", "/v1/sandboxes", {
+      key: t.orgA.keys.owner,
+      body: { secrets: [{ name: "model-key" }] },
+    });
+    assert.equal(res.status, 422, res.raw);
+    assert.equal(res.body.code, "unsupported_capability");
   });
 });
