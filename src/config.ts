@@ -107,6 +107,34 @@ export interface SecretEgressSettings {
   extraCaFile: string;
 }
 
+/** Prometheus metrics (GET /metrics, docs/metrics.md). */
+export interface MetricsSettings {
+  /**
+   * A bearer token that may scrape GET /metrics besides an owner key of the operator
+   * organization (WARREN_METRICS_TOKEN); empty: only such a key. Never logged.
+   */
+  token: string;
+  /** Seconds the sandboxes-by-state gauge reuses its count from the store. */
+  stateCacheSeconds: number;
+}
+
+/**
+ * OpenTelemetry traces (src/lib/tracing.ts) from the standard OTEL_* variables; off unless
+ * OTEL_TRACES_EXPORTER is `otlp` (or an OTLP endpoint is set and the exporter is not `none`).
+ */
+export interface TracingSettings {
+  enabled: boolean;
+  /** Full URL of the OTLP/HTTP traces endpoint (`<OTEL_EXPORTER_OTLP_ENDPOINT>/v1/traces`). */
+  url: string;
+  /** Headers sent with every export (OTEL_EXPORTER_OTLP_[TRACES_]HEADERS); never put into spans or logs. */
+  headers: Record<string, string>;
+  serviceName: string;
+  /** Fraction of root spans kept (OTEL_TRACES_SAMPLER_ARG with a ratio sampler); 1 keeps all. */
+  sampleRatio: number;
+  /** Milliseconds between batch exports (OTEL_BSP_SCHEDULE_DELAY). */
+  exportDelayMs: number;
+}
+
 export interface Config {
   listenHost: string;
   listenPort: number;
@@ -147,6 +175,8 @@ export interface Config {
    * cancels); 0: no cost guard on either store (docs/telemetry-sql.md).
    */
   telemetrySqlMaxCost: number | null;
+  metrics: MetricsSettings;
+  tracing: TracingSettings;
   /** Admin CLI: the server to go through (else the lock file in dataDir, else the store directly). */
   adminUrl: string;
   /** Admin CLI: an owner key of the operator organization, for going through the server. */
@@ -217,6 +247,65 @@ function blobSettings(env: Env): BlobSettings {
     store,
     maxPutBytes: intSetting(env, "WARREN_BLOB_MAX_PUT_BYTES", 256 * 1_048_576, 1, 64 * 1024 * 1_048_576),
     s3,
+  };
+}
+
+/** `k1=v1,k2=v2` with percent-encoded values, as the OTLP header variables are written. */
+function otlpHeaders(raw: string, name: string): Record<string, string> {
+  const headers: Record<string, string> = {};
+  for (const pair of raw.split(",")) {
+    if (pair.trim() === "") continue;
+    const at = pair.indexOf("=");
+    if (at <= 0) throw new ConfigError(`${name} must be key=value pairs separated by commas`);
+    try {
+      headers[decodeURIComponent(pair.slice(0, at).trim())] = decodeURIComponent(pair.slice(at + 1).trim());
+    } catch {
+      throw new ConfigError(`${name} holds a value that is not valid percent-encoding`);
+    }
+  }
+  return headers;
+}
+
+function tracingSettings(env: Env): TracingSettings {
+  const exporter = (env.OTEL_TRACES_EXPORTER || "").trim().toLowerCase();
+  const tracesEndpoint = env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT || "";
+  const baseEndpoint = env.OTEL_EXPORTER_OTLP_ENDPOINT || "";
+  if (exporter !== "" && exporter !== "otlp" && exporter !== "none") {
+    throw new ConfigError(`OTEL_TRACES_EXPORTER must be otlp or none, got "${exporter}"`);
+  }
+  const enabled = exporter === "otlp" || (exporter === "" && (tracesEndpoint !== "" || baseEndpoint !== ""));
+  // Spans are sent as OTLP/HTTP JSON, which OTLP/HTTP receivers take on the same path as
+  // protobuf; gRPC is not spoken (docs/metrics.md).
+  const protocol = env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL || env.OTEL_EXPORTER_OTLP_PROTOCOL || "http/json";
+  if (enabled && protocol !== "http/json" && protocol !== "http/protobuf") {
+    throw new ConfigError(`OTEL_EXPORTER_OTLP_PROTOCOL: only OTLP over HTTP is supported, got "${protocol}"`);
+  }
+  // The signal-specific endpoint is used as is; the base one gets the signal's path (OTLP spec).
+  const url = tracesEndpoint || `${(baseEndpoint || "http://localhost:4318").replace(/\/+$/, "")}/v1/traces`;
+  if (enabled && !/^https?:\/\/[^/]/.test(url))
+    throw new ConfigError("the OTLP endpoint must be an http:// or https:// URL");
+  const sampler = env.OTEL_TRACES_SAMPLER || "parentbased_always_on";
+  let sampleRatio = 1;
+  if (sampler === "always_off" || sampler === "parentbased_always_off") sampleRatio = 0;
+  else if (sampler === "traceidratio" || sampler === "parentbased_traceidratio") {
+    const ratio = Number(env.OTEL_TRACES_SAMPLER_ARG ?? "1");
+    if (!Number.isFinite(ratio) || ratio < 0 || ratio > 1) {
+      throw new ConfigError("OTEL_TRACES_SAMPLER_ARG must be a ratio between 0 and 1");
+    }
+    sampleRatio = ratio;
+  } else if (sampler !== "always_on" && sampler !== "parentbased_always_on") {
+    throw new ConfigError(`OTEL_TRACES_SAMPLER "${sampler}" is not supported`);
+  }
+  return {
+    enabled: enabled && env.OTEL_SDK_DISABLED !== "true",
+    url,
+    headers: {
+      ...otlpHeaders(env.OTEL_EXPORTER_OTLP_HEADERS || "", "OTEL_EXPORTER_OTLP_HEADERS"),
+      ...otlpHeaders(env.OTEL_EXPORTER_OTLP_TRACES_HEADERS || "", "OTEL_EXPORTER_OTLP_TRACES_HEADERS"),
+    },
+    serviceName: env.OTEL_SERVICE_NAME || "warren",
+    sampleRatio,
+    exportDelayMs: intSetting(env, "OTEL_BSP_SCHEDULE_DELAY", 5000, 0, 600_000),
   };
 }
 
@@ -293,6 +382,11 @@ export function loadConfig(env: Env = process.env): Config {
     telemetrySqlMaxCost: env.WARREN_TELEMETRY_SQL_MAX_COST
       ? intSetting(env, "WARREN_TELEMETRY_SQL_MAX_COST", 0, 0, 1_000_000_000_000)
       : null,
+    metrics: {
+      token: env.WARREN_METRICS_TOKEN || "",
+      stateCacheSeconds: intSetting(env, "WARREN_METRICS_STATE_CACHE_SECONDS", 5, 0, 3600),
+    },
+    tracing: tracingSettings(env),
     adminUrl: env.WARREN_ADMIN_URL || "",
     adminApiKey: env.WARREN_API_KEY || "",
     quotaDefaults: {

@@ -10,12 +10,13 @@ import type { BlobStore } from "./drivers/blobs/interface.js";
 import type { RuntimeDriver } from "./drivers/runtime/interface.js";
 import { LocalRuntimeDriver } from "./drivers/runtime/local/driver.js";
 import { PooledRuntime, poolSupported } from "./drivers/runtime/local/pool.js";
-import { buildHttp } from "./http/app.js";
+import { API_VERSION, buildHttp } from "./http/app.js";
 import { IdempotencyStore } from "./http/idempotency.js";
 import type { App } from "./http/types.js";
 import { type Clock, systemClock } from "./lib/clock.js";
 import type { Logger } from "./lib/logger.js";
 import { makeDirPrivate } from "./lib/private-dir.js";
+import { Tracing } from "./lib/tracing.js";
 import { registerAdminRoutes } from "./modules/admin/routes.js";
 import { AdminService } from "./modules/admin/service.js";
 import { AnnotationService } from "./modules/annotations/annotation-service.js";
@@ -32,6 +33,10 @@ import { registerIdentityRoutes } from "./modules/identity/routes.js";
 import { IdentityService } from "./modules/identity/service.js";
 import { registerMetaRoutes } from "./modules/meta/routes.js";
 import { registerSystemRoutes } from "./modules/meta/system-routes.js";
+import { WarrenMetrics } from "./modules/metrics/registry.js";
+import { countSandboxesByState } from "./modules/metrics/repo.js";
+import { registerMetricsRoutes } from "./modules/metrics/routes.js";
+import { MetricsService } from "./modules/metrics/service.js";
 import { registerProjectRoutes } from "./modules/projects/routes.js";
 import { ProjectService } from "./modules/projects/service.js";
 import { registerRunRoutes } from "./modules/runs/routes.js";
@@ -104,6 +109,12 @@ export interface Container {
   egressLedger: EventLedger;
   /** What the egress gateway hands a CONNECT to a host with a bound secret. */
   secretEgress: SecretEgress;
+  /** Prometheus instruments (docs/metrics.md); the controllers record into them too. */
+  metrics: WarrenMetrics;
+  /** GET /metrics: who may scrape, and the scrape. */
+  metricsAccess: MetricsService;
+  /** OpenTelemetry traces when the OTEL_* settings turn them on; null otherwise. Shut down with the app. */
+  tracing: Tracing | null;
 }
 
 export interface ContainerOverrides {
@@ -117,6 +128,8 @@ export interface ContainerOverrides {
   keyring?: Keyring;
   /** The blob store; tests give one in a temp dir (or on s3rver) instead of `<dataDir>/blobs`. */
   blobs?: BlobStore;
+  /** Node.js process metrics in GET /metrics (default on; tests that start many servers turn them off). */
+  processMetrics?: boolean;
 }
 
 export async function openStore(config: Config): Promise<Db> {
@@ -245,6 +258,19 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
   });
   const tailHub = new TailHub(db, log);
   const tails = new TailService(db, tailHub, config.tail, runs, sandboxes);
+  const metrics = new WarrenMetrics({
+    stateCacheSeconds: config.metrics.stateCacheSeconds,
+    processMetrics: overrides.processMetrics ?? true,
+  });
+  metrics.countSandboxStatesWith(() => countSandboxesByState(db));
+  const pullBytes = runtime?.imagePullBytes?.bind(runtime);
+  if (pullBytes) metrics.readPullBytesFrom(pullBytes);
+  execs.useMetrics(metrics);
+  annotations.useMetrics(metrics);
+  telemetryViews.useMetrics(metrics);
+  snapshots.useMetrics(metrics);
+  const metricsAccess = new MetricsService(metrics, identity, admin, config.metrics.token);
+  const tracing = Tracing.open(config.tracing, API_VERSION);
   const container: Container = {
     config,
     log,
@@ -278,6 +304,9 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
     egressCa,
     egressLedger,
     secretEgress,
+    metrics,
+    metricsAccess,
+    tracing,
   };
   return container;
 }
@@ -288,6 +317,8 @@ export async function createApp(c: Container): Promise<App> {
     bodyLimitBytes: c.config.bodyLimitBytes,
     identity: c.identity,
     idempotency: c.idempotency,
+    metrics: c.metrics,
+    tracing: c.tracing,
   });
   registerSystemRoutes(app, c.db);
   registerMetaRoutes(app, c.config);
@@ -306,10 +337,13 @@ export async function createApp(c: Container): Promise<App> {
   registerTailRoutes(app, c.tails);
   registerVolumeRoutes(app, c.volumes);
   if (c.signedBlobs) registerBlobRoutes(app, c.signedBlobs);
+  registerMetricsRoutes(app, c.metricsAccess);
   app.addHook("onClose", () => c.blobs.close());
   app.addHook("onClose", () => c.annotations.close());
   app.addHook("onClose", () => c.tailHub.close());
   app.addHook("onClose", () => c.egressLedger.close());
+  // Spans still buffered are sent before the process goes.
+  app.addHook("onClose", () => c.tracing?.shutdown());
   // Exec ends written after their answers, before whoever closes the store after the app.
   app.addHook("onClose", () => (c.db instanceof DeferringDb ? c.db.settled() : undefined));
   await app.ready();

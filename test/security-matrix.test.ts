@@ -111,6 +111,8 @@ const MATRIX: Record<string, Entry> = {
   AdminQuarantineSandbox: operator,
   AdminReleaseSandbox: operator,
   AdminSetQuota: operator,
+  // Also WARREN_METRICS_TOKEN, which is no API key (test/metrics.test.ts).
+  GetMetrics: operator,
 };
 
 /** Bodies the schema sample gets wrong (a service rule beyond the schema), so authorization decides. */

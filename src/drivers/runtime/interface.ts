@@ -29,6 +29,11 @@ export interface PreparedImage {
   reference: string;
   /** Digest of the platform manifest: the image's identity. */
   digest: string;
+  /**
+   * True when this call waited for layers to be downloaded (a cold image cache), false when
+   * everything was on the host already; absent from a driver that does not say (metrics).
+   */
+  downloaded?: boolean;
   config: {
     entrypoint: string[] | null;
     cmd: string[] | null;
@@ -240,6 +245,13 @@ export interface RuntimeDriver {
   dropLocalSnapshot(snapshotId: string): Promise<void>;
   /** Ids of the sealed local copies on this host. */
   listLocalSnapshots(): Promise<string[]>;
+  /** Bytes received from image registries since the driver opened (metrics; optional). */
+  imagePullBytes?(): number;
+  /**
+   * Whether the sandbox's create was served by a pre-started pooled sandbox; answered until
+   * its first start (metrics; optional, absent means no pool).
+   */
+  servedFromPool?(id: string): boolean;
   /** Called whenever a sandbox's first process ends (stop() included). Returns an unsubscribe. */
   onExit(listener: ExitListener): () => void;
   /** Releases the driver's own resources (watchers); sandboxes keep running. */

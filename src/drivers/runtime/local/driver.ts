@@ -189,9 +189,9 @@ export class LocalRuntimeDriver implements RuntimeDriver {
 
   async prepareImage(reference: string): Promise<PreparedImage> {
     try {
-      const { image } = await this.cache.pull(reference);
+      const { image, downloaded } = await this.cache.pull(reference);
       const { entrypoint, cmd, env, workingDir, user } = image.config;
-      return { reference, digest: image.digest, config: { entrypoint, cmd, env, workingDir, user } };
+      return { reference, digest: image.digest, downloaded, config: { entrypoint, cmd, env, workingDir, user } };
     } catch (error) {
       if (error instanceof ImageError) {
         const code = error.code === "invalid_reference" ? "invalid_spec" : "image_unavailable";
@@ -199,6 +199,10 @@ export class LocalRuntimeDriver implements RuntimeDriver {
       }
       throw error;
     }
+  }
+
+  imagePullBytes(): number {
+    return this.cache.receivedBytes();
   }
 
   /** The image's layer dirs, pulled again by digest if the cache lost them. */

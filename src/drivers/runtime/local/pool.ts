@@ -81,6 +81,8 @@ export class PooledRuntime implements RuntimeDriver, SandboxIdPool {
   private readonly making = new Set<string>();
   /** Claimed: the launcher script start() sends. */
   private readonly launches = new Map<string, string>();
+  /** Ids whose create a pooled sandbox served, until their first start (metrics). */
+  private readonly served = new Set<string>();
   private filling: Promise<void> | null = null;
   private refillTimer: NodeJS.Timeout | null = null;
   /** Fills that failed in a row: the retry backs off. */
@@ -174,6 +176,7 @@ export class PooledRuntime implements RuntimeDriver, SandboxIdPool {
       await this.driver.destroy(spec.id);
       return this.driver.create(spec);
     }
+    this.served.add(spec.id);
     await rm(launchPaths(this.driver.layout.sandbox(spec.id)).unclaimed, { force: true });
     const script = launchScript(assigned.args, assigned.env);
     if (script && (await executableInRoot(assigned.rootfs, assigned.args[0] as string, assigned.env, assigned.cwd))) {
@@ -185,7 +188,16 @@ export class PooledRuntime implements RuntimeDriver, SandboxIdPool {
     await this.endLauncher(spec.id);
   }
 
+  servedFromPool(id: string): boolean {
+    return this.served.has(id);
+  }
+
+  imagePullBytes(): number {
+    return this.driver.imagePullBytes();
+  }
+
   async start(id: string): Promise<void> {
+    this.served.delete(id);
     const script = this.launches.get(id);
     if (script === undefined) return this.driver.start(id);
     this.launches.delete(id);
@@ -209,6 +221,7 @@ export class PooledRuntime implements RuntimeDriver, SandboxIdPool {
     this.available.delete(id);
     this.taken.delete(id);
     this.launches.delete(id);
+    this.served.delete(id);
     return this.driver.destroy(id);
   }
 
