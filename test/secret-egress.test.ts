@@ -24,6 +24,7 @@ const MODEL = "model.gateway-three.com";
 const IMPOSTOR = "api.impostor-four.com";
 const GUARDED = "api.guarded-five.com";
 const CRLF = "api.crlf-six.com";
+const IDLE = "api.idle-seven.com";
 const pki = makeTestPki();
 after(() => pki.remove());
 
@@ -32,6 +33,7 @@ forEachStore(
   (t) => {
     let upstream: TestUpstream;
     let impostor: TestUpstream;
+    let brief: TestUpstream;
     let gateway: TestGateway;
     let guardGateway: TestGateway;
     let caller: EgressCaller;
@@ -57,6 +59,7 @@ forEachStore(
     before(async () => {
       upstream = await startUpstream(pki.leaf([BOUND, OTHER, MODEL, GUARDED]));
       impostor = await startUpstream(pki.leaf([BOUND], { selfSigned: true }));
+      brief = await startUpstream(pki.leaf([IDLE]), 150);
       secretId = await createSecret({ name: "upstream-token", value, dest_host: BOUND });
       const created = await createSandbox(["upstream-token"]);
       assert.equal(created.status, 200, created.raw);
@@ -75,13 +78,15 @@ forEachStore(
       await createSecret({ name: "impostor-token", value: `${value}-imp`, dest_host: IMPOSTOR });
       await createSecret({ name: "guarded-token", value: `${value}-grd`, dest_host: GUARDED });
       await createSecret({ name: "crlf-token", value: "abc\r\nX-Injected: 1", dest_host: CRLF });
-      const second = await createSandbox(["impostor-token", "guarded-token", "crlf-token"]);
+      await createSecret({ name: "idle-token", value: `${value}-idl`, dest_host: IDLE });
+      const second = await createSandbox(["impostor-token", "guarded-token", "crlf-token", "idle-token"]);
       assert.equal(second.status, 200, second.raw);
       guardCaller = { ...caller, sandboxId: second.body.id as string, runId: second.body.run_id as string };
       guardGateway = await startTestGateway(t().c.secretEgress, guardCaller, {
         [IMPOSTOR]: impostor.port,
         [GUARDED]: upstream.port,
         [CRLF]: upstream.port,
+        [IDLE]: brief.port,
       });
     });
     after(async () => {
@@ -89,6 +94,7 @@ forEachStore(
       await guardGateway?.close();
       await upstream?.close();
       await impostor?.close();
+      await brief?.close();
     });
 
     it("stores the admitted binding on the sandbox row, never the value", async () => {
@@ -257,6 +263,25 @@ forEachStore(
         tunnel.close();
       }
       assert.equal(impostor.received.length, 0, "the impostor never saw a request");
+    });
+
+    it("opens a new upstream connection when the upstream closed an idle one", async () => {
+      const tunnel = await openTunnel(guardGateway.port, IDLE, t().c.egressCa.certificatePem);
+      try {
+        const get = (p: string) => tunnel.send(`GET ${p} HTTP/1.1\r\nHost: ${IDLE}\r\n\r\n`);
+        assert.equal((await get("/one")).status, 200);
+        await new Promise((resolve) => setTimeout(resolve, 600));
+        assert.equal((await get("/two")).status, 200, "the sandbox's connection outlives the upstream's");
+      } finally {
+        tunnel.close();
+      }
+      assert.deepEqual(
+        brief.received.map((r) => [r.url, r.authorization]),
+        [
+          ["/one", `Bearer ${value}-idl`],
+          ["/two", `Bearer ${value}-idl`],
+        ],
+      );
     });
 
     it("refuses a Host naming another host, absolute targets, upgrades and oversized heads", async () => {

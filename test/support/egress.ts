@@ -135,9 +135,12 @@ export interface TestUpstream {
  * in the body, `/echo-chunked` sends it split across chunks of `?split=<n>` bytes, `/bytes?n=`
  * answers n bytes, anything else answers "ok" with the request body's length.
  */
-export async function startUpstream(tlsOptions: { key: string; cert: string }): Promise<TestUpstream> {
+export async function startUpstream(
+  tlsOptions: { key: string; cert: string },
+  keepAliveTimeoutMs = 30_000,
+): Promise<TestUpstream> {
   const received: Received[] = [];
-  const server: HttpsServer = createHttpsServer({ ...tlsOptions, keepAliveTimeout: 30_000 }, (req, res) => {
+  const server: HttpsServer = createHttpsServer({ ...tlsOptions, keepAliveTimeout: keepAliveTimeoutMs }, (req, res) => {
     const chunks: Buffer[] = [];
     req.on("data", (c: Buffer) => chunks.push(c));
     req.on("end", () => {

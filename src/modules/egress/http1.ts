@@ -96,6 +96,11 @@ export class StreamReader {
     return this.take(Math.min(max, this.buf.length));
   }
 
+  /** Whether the source ended (an idle keep-alive peer that closed). */
+  get isEnded(): boolean {
+    return this.ended || this.failure !== null;
+  }
+
   /** Whether unread bytes are buffered (a pipelined request). */
   get buffered(): number {
     return this.buf.length;

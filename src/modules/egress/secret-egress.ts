@@ -337,7 +337,12 @@ class Session {
   }
 
   private connectUpstream(): Promise<{ socket: TLSSocket; reader: StreamReader }> {
-    if (this.upstream && !this.upstream.socket.destroyed) return Promise.resolve(this.upstream);
+    // An upstream that closed its idle keep-alive connection meanwhile is not reused.
+    if (this.upstream && !this.upstream.socket.destroyed && !this.upstream.reader.isEnded) {
+      return Promise.resolve(this.upstream);
+    }
+    this.upstream?.socket.destroy();
+    this.upstream = null;
     return new Promise((resolve, reject) => {
       const socket = connect({
         host: this.target.address,
