@@ -269,7 +269,7 @@ class Session {
         /certificate|altname/i.test((error as Error).message)
           ? "upstream_certificate_not_trusted"
           : "upstream_unreachable";
-      await this.drainBody(requestFraming);
+      // The request's body is left unread: the connection closes after the answer.
       return this.refuse(
         { status: 502, reason, secretId: resolved.secretId, secretVersion: resolved.version },
         method,
@@ -329,11 +329,6 @@ class Session {
       };
     }
     return { value: result.value, version: result.version, secretId: result.secretId };
-  }
-
-  private async drainBody(framing: Framing): Promise<void> {
-    if (framing.kind === "none") return;
-    await copyBody(this.reader, framing, async () => {}, { decode: true }).catch(() => {});
   }
 
   private connectUpstream(): Promise<{ socket: TLSSocket; reader: StreamReader }> {
