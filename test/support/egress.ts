@@ -9,6 +9,7 @@ import { createServer, connect as netConnect, type Server, type Socket } from "n
 import os from "node:os";
 import path from "node:path";
 import type { EgressCaller, EgressInterceptor } from "../../src/modules/egress/types.js";
+import { ensureDebianPackage } from "./registry.js";
 
 export interface TestPki {
   dir: string;
@@ -20,6 +21,7 @@ export interface TestPki {
 }
 
 export function makeTestPki(): TestPki {
+  ensureDebianPackage("/usr/bin/openssl", "openssl");
   const dir = mkdtempSync(path.join(os.tmpdir(), "warren-egress-pki-"));
   const ossl = (...args: string[]) => execFileSync("openssl", args, { cwd: dir, stdio: "pipe" });
   ossl(
@@ -328,6 +330,8 @@ export async function openTunnel(gatewayPort: number, host: string, caPem: strin
 export async function curlLayer(): Promise<Buffer> {
   const { encodeTar } = await import("../../src/drivers/runtime/image/tar.js");
   const { realpathSync } = await import("node:fs");
+  ensureDebianPackage("/usr/bin/curl", "curl");
+  ensureDebianPackage("/etc/ssl/certs/ca-certificates.crt", "ca-certificates");
   const files = new Map<string, Buffer>();
   files.set("usr/bin/curl", readFileSync("/usr/bin/curl"));
   const ldd = execFileSync("ldd", ["/usr/bin/curl"], { encoding: "utf8" });
