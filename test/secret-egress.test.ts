@@ -314,6 +314,13 @@ forEachStore(
       } finally {
         crlf.close();
       }
+      // A client that sends no SNI still gets the bound host's leaf.
+      const noSni = await openTunnel(guardGateway.port, GUARDED, t().c.egressCa.certificatePem, { sni: false });
+      try {
+        assert.equal((await noSni.send(`GET /no-sni HTTP/1.1\r\nHost: ${GUARDED}\r\n\r\n`)).status, 200);
+      } finally {
+        noSni.close();
+      }
       // Expect: 100-continue is answered by the interceptor; HEAD has no body.
       const tunnel100 = await openTunnel(guardGateway.port, GUARDED, t().c.egressCa.certificatePem);
       try {
@@ -327,7 +334,7 @@ forEachStore(
       } finally {
         tunnel100.close();
       }
-      assert.equal(upstream.received.length, before + 3);
+      assert.equal(upstream.received.length, before + 4);
       assert.ok(!upstream.received.some((r) => r.url === "/" && r.host === CRLF), "the CRLF value never left");
       // The same connection type still works for a proper request.
       const tunnel = await openTunnel(guardGateway.port, GUARDED, t().c.egressCa.certificatePem);

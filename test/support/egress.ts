@@ -259,8 +259,8 @@ export interface RawResponse {
 }
 
 /** A sandbox-side HTTPS connection through the gateway (CONNECT, then TLS trusting `caPem`), one request at a time. */
-export async function openTunnel(gatewayPort: number, host: string, caPem: string) {
-  const { connect: tlsConnect } = await import("node:tls");
+export async function openTunnel(gatewayPort: number, host: string, caPem: string, options: { sni?: boolean } = {}) {
+  const { connect: tlsConnect, checkServerIdentity } = await import("node:tls");
   const { StreamReader, readHead, parseHead, bodyFraming, copyBody } = await import(
     "../../src/modules/egress/http1.js"
   );
@@ -284,7 +284,14 @@ export async function openTunnel(gatewayPort: number, host: string, caPem: strin
     raw.once("error", reject);
   });
   if (!answer.startsWith("HTTP/1.1 200")) throw new Error(`CONNECT refused: ${answer}`);
-  const tls = tlsConnect({ socket: raw, servername: host, ca: caPem, ALPNProtocols: ["http/1.1"] });
+  const tls = tlsConnect({
+    socket: raw,
+    // An empty servername sends no SNI; the certificate is still checked against `host`.
+    servername: options.sni === false ? "" : host,
+    checkServerIdentity: (_name, cert) => checkServerIdentity(host, cert),
+    ca: caPem,
+    ALPNProtocols: ["http/1.1"],
+  });
   await new Promise<void>((resolve, reject) => {
     tls.once("secureConnect", resolve);
     tls.once("error", reject);

@@ -108,7 +108,11 @@ export class SecretEgress implements EgressInterceptor {
   async wants(caller: EgressCaller, host: string, port: number): Promise<boolean> {
     if (port !== HTTPS_PORT || caller.mode === "none") return false;
     const lower = host.toLowerCase();
-    return (await this.bindingsOf(caller)).some((b) => b.dest_host === lower);
+    if (!(await this.bindingsOf(caller)).some((b) => b.dest_host === lower)) return false;
+    // The leaf is ready before the gateway hands the stream over, so even a client that
+    // sends no SNI gets it (intercept's SNICallback covers a leaf evicted meanwhile).
+    await this.o.ca.contextFor(lower).catch(() => undefined);
+    return true;
   }
 
   intercept(client: Duplex, target: { host: string; port: number; address: string }, caller: EgressCaller): void {
