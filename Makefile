@@ -51,7 +51,7 @@ build: deps
 
 # UV_THREADPOOL_SIZE: see README.md (libuv reads it once, before the server's first line runs).
 run: deps runtime-deps build
-	UV_THREADPOOL_SIZE=$${UV_THREADPOOL_SIZE:-16} node --enable-source-maps build/warren.mjs
+	UV_THREADPOOL_SIZE=$${UV_THREADPOOL_SIZE:-16} WARREN_SESSION_LISTEN=$${WARREN_SESSION_LISTEN:-127.0.0.1:7081} node --enable-source-maps build/warren.mjs
 
 test: deps test-deps
 	npx tsc --noEmit

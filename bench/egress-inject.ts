@@ -14,6 +14,7 @@ import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
+import { loadConfig } from "../src/config.js";
 import { startTestApp } from "../test/harness.js";
 import { makeTestPki, startTestGateway } from "../test/support/egress.js";
 import { API_ONLY_RUNTIME } from "../test/support/fixtures.js";
@@ -58,7 +59,7 @@ function peer(argv: string[]): { child: ReturnType<typeof spawn>; output: Promis
 
 const pki = makeTestPki();
 const t = await startTestApp("pglite", {
-  config: { secretEgress: { modelGatewayHost: "", extraCaFile: pki.caFile } },
+  config: { secretEgress: { modelGatewayHost: "" }, egress: { ...loadConfig({}).egress, extraCaFile: pki.caFile } },
   overrides: { runtime: API_ONLY_RUNTIME },
 });
 const leaf = pki.leaf([HOST]);

@@ -1,6 +1,8 @@
 // The only reader of process.env: one schema of settings with documented defaults.
 // Everything else receives the parsed Config.
+import { isIPv4 } from "node:net";
 import path from "node:path";
+import { parseEgressHosts } from "./modules/egress/policy.js";
 
 export interface QuotaDefaults {
   "sandboxes.running": number;
@@ -103,8 +105,6 @@ export interface TailSettings {
 export interface SecretEgressSettings {
   /** The host MODEL_GATEWAY secrets are injected for (WARREN_MODEL_GATEWAY_HOST); empty: such bindings are 422. */
   modelGatewayHost: string;
-  /** A PEM bundle of extra CAs trusted for upstream TLS besides Node's bundled roots (WARREN_EGRESS_EXTRA_CA_FILE). */
-  extraCaFile: string;
 }
 
 /** Prometheus metrics (GET /metrics, docs/metrics.md). */
@@ -135,6 +135,18 @@ export interface TracingSettings {
   exportDelayMs: number;
 }
 
+/** The egress gateway (src/modules/egress/, docs/egress.md). */
+export interface EgressSettings {
+  /** The gateway's TCP port on the host (WARREN_EGRESS_GATEWAY_PORT, default 8091; 0 picks a free one). */
+  gatewayPort: number;
+  /** The virtual address sandboxes reach it at, port 80 (WARREN_GATEWAY_ADDRESS, default 169.254.213.1). */
+  gatewayAddress: string;
+  /** Names the gateway resolves to these IPv4 addresses instead of DNS (WARREN_EGRESS_HOSTS "name=ipv4,..."). */
+  hosts: Map<string, string>;
+  /** Extra PEM CAs trusted for upstream TLS besides the system store (WARREN_EGRESS_EXTRA_CA_FILE). */
+  extraCaFile: string;
+}
+
 export interface Config {
   listenHost: string;
   listenPort: number;
@@ -146,6 +158,12 @@ export interface Config {
   logLevel: string;
   /** Client-visible sibling service URLs (GetServiceConfig). */
   publicApiUrl: string;
+  /**
+   * The session plane (port endpoints, src/http/session-plane.ts): its listener
+   * (WARREN_SESSION_LISTEN, host:port; port 0 picks a free one) or null when none runs, and
+   * its public base URL (WARREN_SESSION_PLANE_URL; empty: derived from the bound address).
+   */
+  sessionListen: { host: string; port: number } | null;
   sessionPlaneUrl: string;
   sshHost: string;
   feedbackWebhookUrl: string;
@@ -169,6 +187,7 @@ export interface Config {
   volumes: VolumeSettings;
   tail: TailSettings;
   secretEgress: SecretEgressSettings;
+  egress: EgressSettings;
   /**
    * Telemetry SQL: the highest planner cost estimate (EXPLAIN's total cost) a query may have;
    * null: the store's default (PGlite 250,000; PostgreSQL none, its statement_timeout
@@ -218,8 +237,7 @@ function secretEgressSettings(env: Env): SecretEgressSettings {
   if (modelGatewayHost && !new RegExp(`^(?=.{1,253}$)${label}(?:\\.${label})+$`).test(modelGatewayHost)) {
     throw new ConfigError("WARREN_MODEL_GATEWAY_HOST must be a host name (no scheme, port or path)");
   }
-  const extraCaFile = env.WARREN_EGRESS_EXTRA_CA_FILE ? path.resolve(env.WARREN_EGRESS_EXTRA_CA_FILE) : "";
-  return { modelGatewayHost, extraCaFile };
+  return { modelGatewayHost };
 }
 
 function blobSettings(env: Env): BlobSettings {
@@ -309,12 +327,52 @@ function tracingSettings(env: Env): TracingSettings {
   };
 }
 
-function parseListen(raw: string): { host: string; port: number } {
+function egressSettings(env: Env): EgressSettings {
+  const gatewayAddress = env.WARREN_GATEWAY_ADDRESS || "169.254.213.1";
+  if (!isIPv4(gatewayAddress) || !gatewayAddress.startsWith("169.254.")) {
+    throw new ConfigError(
+      `WARREN_GATEWAY_ADDRESS must be a link-local IPv4 address (169.254.x.y), got "${gatewayAddress}"`,
+    );
+  }
+  let hosts: Map<string, string>;
+  try {
+    hosts = parseEgressHosts(env.WARREN_EGRESS_HOSTS || "");
+  } catch (error) {
+    throw new ConfigError((error as Error).message);
+  }
+  return {
+    gatewayPort: intSetting(env, "WARREN_EGRESS_GATEWAY_PORT", 8091, 0, 65535),
+    gatewayAddress,
+    hosts,
+    extraCaFile: env.WARREN_EGRESS_EXTRA_CA_FILE ? path.resolve(env.WARREN_EGRESS_EXTRA_CA_FILE) : "",
+  };
+}
+
+function parseListen(raw: string, name = "WARREN_LISTEN"): { host: string; port: number } {
   const match = /^(.*):(\d{1,5})$/.exec(raw);
-  if (!match) throw new ConfigError(`WARREN_LISTEN must be host:port, got "${raw}"`);
+  if (!match) throw new ConfigError(`${name} must be host:port, got "${raw}"`);
   const port = Number(match[2]);
-  if (port > 65535) throw new ConfigError("WARREN_LISTEN port must be at most 65535");
+  if (port > 65535) throw new ConfigError(`${name} port must be at most 65535`);
   return { host: (match[1] ?? "").replace(/^\[|\]$/g, "") || "127.0.0.1", port };
+}
+
+function sessionPlaneUrlSetting(env: Env): string {
+  const raw = env.WARREN_SESSION_PLANE_URL || "";
+  if (raw === "") return "";
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new ConfigError(`WARREN_SESSION_PLANE_URL must be an http:// or https:// URL, got "${raw}"`);
+  }
+  if ((url.protocol !== "http:" && url.protocol !== "https:") || url.pathname !== "/" || url.search || url.hash) {
+    throw new ConfigError("WARREN_SESSION_PLANE_URL must be an http:// or https:// base URL without a path");
+  }
+  // Endpoints are `<port>-<sandbox id>.<host>`: an IP address has no subdomains.
+  if (/^[\d.]+$|^\[/.test(url.hostname)) {
+    throw new ConfigError("WARREN_SESSION_PLANE_URL needs a host name (with wildcard DNS), not an IP address");
+  }
+  return url.origin;
 }
 
 export function loadConfig(env: Env = process.env): Config {
@@ -330,7 +388,8 @@ export function loadConfig(env: Env = process.env): Config {
     bootstrapOrgSlug: "default",
     logLevel: env.WARREN_LOG_LEVEL || "info",
     publicApiUrl: env.WARREN_PUBLIC_API_URL || `http://${hostForUrl}:${listen.port}`,
-    sessionPlaneUrl: env.WARREN_SESSION_PLANE_URL || "",
+    sessionListen: env.WARREN_SESSION_LISTEN ? parseListen(env.WARREN_SESSION_LISTEN, "WARREN_SESSION_LISTEN") : null,
+    sessionPlaneUrl: sessionPlaneUrlSetting(env),
     sshHost: env.WARREN_SSH_HOST || "",
     feedbackWebhookUrl: env.WARREN_FEEDBACK_WEBHOOK_URL || "",
     feedbackWebhookTimeoutMs: intSetting(env, "WARREN_FEEDBACK_WEBHOOK_TIMEOUT_MS", 5000, 100, 60000),
@@ -379,6 +438,7 @@ export function loadConfig(env: Env = process.env): Config {
       maxStreamsPerServer: intSetting(env, "WARREN_TAIL_MAX_STREAMS", 2000, 1, 1_000_000),
     },
     secretEgress: secretEgressSettings(env),
+    egress: egressSettings(env),
     telemetrySqlMaxCost: env.WARREN_TELEMETRY_SQL_MAX_COST
       ? intSetting(env, "WARREN_TELEMETRY_SQL_MAX_COST", 0, 0, 1_000_000_000_000)
       : null,

@@ -25,8 +25,11 @@ import { AnnotationSchemaService } from "./modules/annotations/schema-service.js
 import { registerBlobRoutes } from "./modules/blobs/routes.js";
 import { SignedBlobService } from "./modules/blobs/service.js";
 import { EgressCa } from "./modules/egress/ca.js";
+import { callerDirectory } from "./modules/egress/callers.js";
+import { EgressGateway } from "./modules/egress/gateway.js";
 import { EventLedger } from "./modules/egress/ledger.js";
 import { SecretEgress } from "./modules/egress/secret-egress.js";
+import { EgressAllowlistService } from "./modules/egress/service.js";
 import { registerFeedbackRoutes } from "./modules/feedback/routes.js";
 import { type FeedbackRelay, FeedbackService, webhookRelay } from "./modules/feedback/service.js";
 import { registerIdentityRoutes } from "./modules/identity/routes.js";
@@ -48,6 +51,9 @@ import { SandboxTransitions } from "./modules/sandboxes/transitions.js";
 import { Keyring } from "./modules/secrets/keyring.js";
 import { registerSecretRoutes } from "./modules/secrets/routes.js";
 import { SecretService } from "./modules/secrets/service.js";
+import { registerSessionRoutes } from "./modules/sessions/routes.js";
+import { SessionService } from "./modules/sessions/service.js";
+import { SESSION_TOKEN_KEY_LABEL, SessionTokenSigner } from "./modules/sessions/tokens.js";
 import { registerSnapshotRoutes } from "./modules/snapshots/routes.js";
 import { ReplicationRelay, SnapshotService } from "./modules/snapshots/service.js";
 import { TailHub } from "./modules/tail/hub.js";
@@ -109,12 +115,18 @@ export interface Container {
   egressLedger: EventLedger;
   /** What the egress gateway hands a CONNECT to a host with a bound secret. */
   secretEgress: SecretEgress;
+  /** Port endpoints: the rules of the session plane (src/http/session-plane.ts serves it). */
+  sessions: SessionService;
   /** Prometheus instruments (docs/metrics.md); the controllers record into them too. */
   metrics: WarrenMetrics;
   /** GET /metrics: who may scrape, and the scrape. */
   metricsAccess: MetricsService;
   /** OpenTelemetry traces when the OTEL_* settings turn them on; null otherwise. Shut down with the app. */
   tracing: Tracing | null;
+  /** Organization egress allowlists (what gateway_only sandboxes reach besides their secrets' hosts). */
+  egressAllowlist: EgressAllowlistService;
+  /** The egress gateway sandboxes reach at the virtual address; null without a runtime. Closed by main/tests. */
+  egress: EgressGateway | null;
 }
 
 export interface ContainerOverrides {
@@ -130,6 +142,12 @@ export interface ContainerOverrides {
   blobs?: BlobStore;
   /** Node.js process metrics in GET /metrics (default on; tests that start many servers turn them off). */
   processMetrics?: boolean;
+  /**
+   * The egress gateway the given runtime was opened with (its port is a driver option, so a
+   * test starts it first); bound to this container's services. Without it a given runtime
+   * runs with no gateway.
+   */
+  egressGateway?: EgressGateway | null;
 }
 
 export async function openStore(config: Config): Promise<Db> {
@@ -148,10 +166,16 @@ export async function openStore(config: Config): Promise<Db> {
  * The local runc runtime (behind the pool of default-shape sandboxes when it is on), or
  * null (with a warning) when this host cannot run sandboxes.
  */
-async function openRuntime(config: Config, log: Logger, trustedCaPem: string): Promise<RuntimeDriver | null> {
+async function openRuntime(
+  config: Config,
+  log: Logger,
+  gateway: EgressGateway | null,
+  trustedCaPem: string,
+): Promise<RuntimeDriver | null> {
   try {
     const driver = await LocalRuntimeDriver.open({
       trustedCaPem,
+      ...(gateway ? { gateway: { address: config.egress.gatewayAddress, port: gateway.port } } : {}),
       root: config.sandbox.runtimeRoot,
       registry: { insecureRegistries: config.sandbox.insecureRegistries },
       imageTagTtlMs: config.sandbox.imageTagTtlSeconds * 1000,
@@ -179,6 +203,15 @@ async function openRuntime(config: Config, log: Logger, trustedCaPem: string): P
   }
 }
 
+async function startGateway(config: Config, log: Logger): Promise<EgressGateway | null> {
+  try {
+    return await EgressGateway.start({ port: config.egress.gatewayPort, hosts: config.egress.hosts, log });
+  } catch (error) {
+    log.warn({ err: (error as Error).message }, "the egress gateway could not listen; sandboxes run without it");
+    return null;
+  }
+}
+
 export async function createContainer(config: Config, log: Logger, overrides: ContainerOverrides = {}) {
   // Every module gets the deferring store, so none can read past an exec's end written after its answer.
   const db = new DeferringDb(overrides.db ?? (await openStore(config)));
@@ -195,8 +228,18 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
   // Every sandbox trusts the deployment's egress CA (the local driver binds it in).
   const egressCa = await EgressCa.open(db, keyring, clock);
   secrets.onMasterKeyRotation(EgressCa.rewrap);
-  const runtime =
-    overrides.runtime !== undefined ? overrides.runtime : await openRuntime(config, log, egressCa.certificatePem);
+  // The gateway listens before the runtime opens: the runtime's nat chain redirects to its port.
+  let egress = overrides.egressGateway ?? null;
+  let runtime: RuntimeDriver | null;
+  if (overrides.runtime !== undefined) runtime = overrides.runtime;
+  else {
+    egress = await startGateway(config, log);
+    runtime = await openRuntime(config, log, egress, egressCa.certificatePem);
+    if (!runtime && egress) {
+      await egress.close();
+      egress = null;
+    }
+  }
   // The reconciler (started with the controllers) becomes the queue's worker; the service only kicks it.
   const reconcileQueue = new ReconcileQueue();
   const sandboxTransitions = new SandboxTransitions(db, clock);
@@ -220,7 +263,18 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
     overrides.feedbackRelay ?? webhookRelay(config.feedbackWebhookUrl, config.feedbackWebhookTimeoutMs, log);
   const feedback = new FeedbackService(db, clock, relay);
   const telemetryViews = new TelemetryViewService(db, clock, { maxCost: config.telemetrySqlMaxCost });
-  const admin = new AdminService(identity, quotas, secrets, sandboxes);
+  const egressAllowlist = new EgressAllowlistService(db, clock);
+  const admin = new AdminService(identity, quotas, secrets, sandboxes, egressAllowlist);
+  if (egress && runtime) {
+    egress.bind({
+      identify: callerDirectory(runtime, sandboxes),
+      allowlist: (orgId) => egressAllowlist.list(orgId),
+      sandboxOfCredential: async (secret) => {
+        const cred = await identity.authenticate(secret).catch(() => null);
+        return cred?.sandbox?.sandboxId ?? null;
+      },
+    });
+  }
   const idempotency = new IdempotencyStore(db, clock, config.idempotencyRetentionHours);
   const blobs =
     overrides.blobs ?? (await openBlobStore(config, config.dataDir, keyring.deriveKey(BLOB_SIGNING_KEY_LABEL)));
@@ -251,13 +305,25 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
     bindings: (id) => sandboxes.secretBindingsOf(id),
     clock,
     log,
-    extraCaPem: config.secretEgress.extraCaFile ? await readFile(config.secretEgress.extraCaFile, "utf8") : "",
+    extraCaPem: config.egress.extraCaFile ? await readFile(config.egress.extraCaFile, "utf8") : "",
   });
+  // The gateway hands CONNECTs to bound secrets' hosts to secret egress, and records refusals in the ledger.
+  egress?.use({ interceptor: secretEgress, ledger: egressLedger });
   sandboxes.useSecretBindings({
     bind: (cred, names) => secrets.bindForSandbox(cred, names, config.secretEgress.modelGatewayHost),
   });
   const tailHub = new TailHub(db, log);
   const tails = new TailService(db, tailHub, config.tail, runs, sandboxes);
+  const sessions = new SessionService(
+    identity,
+    sandboxes,
+    runtime,
+    new SessionTokenSigner(keyring.deriveKey(SESSION_TOKEN_KEY_LABEL)),
+    clock,
+    log,
+    config.sessionPlaneUrl,
+  );
+  sandboxes.useEndpoints(sessions);
   const metrics = new WarrenMetrics({
     stateCacheSeconds: config.metrics.stateCacheSeconds,
     processMetrics: overrides.processMetrics ?? true,
@@ -304,9 +370,12 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
     egressCa,
     egressLedger,
     secretEgress,
+    sessions,
     metrics,
     metricsAccess,
     tracing,
+    egressAllowlist,
+    egress,
   };
   return container;
 }
@@ -321,7 +390,7 @@ export async function createApp(c: Container): Promise<App> {
     tracing: c.tracing,
   });
   registerSystemRoutes(app, c.db);
-  registerMetaRoutes(app, c.config);
+  registerMetaRoutes(app, c.config, () => c.sessions.publicUrl());
   registerIdentityRoutes(app);
   registerUsageRoutes(app, c.quotas);
   registerFeedbackRoutes(app, c.feedback);
@@ -336,9 +405,11 @@ export async function createApp(c: Container): Promise<App> {
   registerAdminRoutes(app, c.admin);
   registerTailRoutes(app, c.tails);
   registerVolumeRoutes(app, c.volumes);
+  registerSessionRoutes(app, c.sessions);
   if (c.signedBlobs) registerBlobRoutes(app, c.signedBlobs);
   registerMetricsRoutes(app, c.metricsAccess);
   app.addHook("onClose", () => c.blobs.close());
+  app.addHook("onClose", () => c.egress?.close());
   app.addHook("onClose", () => c.annotations.close());
   app.addHook("onClose", () => c.tailHub.close());
   app.addHook("onClose", () => c.egressLedger.close());

@@ -9,6 +9,7 @@ import { createServer, type Server } from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
+import { loadConfig } from "../src/config.js";
 import type { ExecOutcome } from "../src/drivers/runtime/interface.js";
 import { type RuntimeFixture, startRuntimeFixture, startSandbox } from "../src/drivers/runtime/local/test-support.js";
 import { CA_BUNDLE_PATHS, SANDBOX_CA_PATH } from "../src/drivers/runtime/local/trust.js";
@@ -54,7 +55,7 @@ describe("secret egress from inside a sandbox", () => {
 
   before(async () => {
     t = await startTestApp("pglite", {
-      config: { secretEgress: { modelGatewayHost: "", extraCaFile: pki.caFile } },
+      config: { secretEgress: { modelGatewayHost: "" }, egress: { ...loadConfig({}).egress, extraCaFile: pki.caFile } },
       overrides: { runtime: API_ONLY_RUNTIME },
     });
     upstream = await startUpstream(pki.leaf([BOUND]));

@@ -5,6 +5,7 @@
 // sandbox-egress.test.ts, once the gateway runs.)
 import assert from "node:assert/strict";
 import { after, before, it } from "node:test";
+import { loadConfig } from "../src/config.js";
 import type { EgressCaller } from "../src/modules/egress/types.js";
 import { forEachStore } from "./harness.js";
 import { assertError } from "./support/assertions.js";
@@ -381,7 +382,10 @@ forEachStore(
     });
   },
   {
-    config: { secretEgress: { modelGatewayHost: MODEL, extraCaFile: pki.caFile } },
+    config: {
+      secretEgress: { modelGatewayHost: MODEL },
+      egress: { ...loadConfig({}).egress, extraCaFile: pki.caFile },
+    },
     overrides: { runtime: API_ONLY_RUNTIME },
   },
 );

@@ -10,6 +10,7 @@ import { RuntimeError } from "../drivers/runtime/interface.js";
 import type { Clock } from "../lib/clock.js";
 import type { Logger } from "../lib/logger.js";
 import { SpanStatusCode, type Tracing } from "../lib/tracing.js";
+import { DEFAULT_GATEWAY_ADDRESS, gatewayEnv } from "../modules/egress/env.js";
 import type { IdentityService } from "../modules/identity/service.js";
 import type { WarrenMetrics } from "../modules/metrics/registry.js";
 import {
@@ -58,7 +59,13 @@ interface FirstStart {
 export interface ReconcilerOptions {
   pids: number;
   retentionSeconds: number;
-  publicApiUrl: string;
+  /**
+   * Unused since sandboxes reach the API through the egress gateway (WARREN_API_URL is the
+   * gateway's virtual address); kept optional so existing callers compile.
+   */
+  publicApiUrl?: string;
+  /** The egress gateway's virtual address, in every sandbox's environment (default 169.254.213.1). */
+  gatewayAddress?: string;
 }
 
 export class SandboxReconciler {
@@ -407,9 +414,9 @@ export class SandboxReconciler {
       mounts,
       ...(row.command ? { command: row.command } : {}),
       env: {
+        ...gatewayEnv(this.options.gatewayAddress ?? DEFAULT_GATEWAY_ADDRESS),
         WARREN_SANDBOX_ID: row.id,
         WARREN_RUN_ID: row.run_id,
-        WARREN_API_URL: this.options.publicApiUrl,
         WARREN_SANDBOX_TOKEN: key.api_key,
       },
       resources: {
@@ -419,7 +426,7 @@ export class SandboxReconciler {
       },
       storageClass: row.storage_class,
       ...(row.workspace_capacity_gib ? { workspaceCapacityGiB: row.workspace_capacity_gib } : {}),
-      network: row.network_access === "none" ? "none" : "public",
+      network: row.network_access,
     });
     if (!live()) return;
     this.firstStarts.set(row.id, {

@@ -27,7 +27,7 @@ export function checkArgv(field: string, argv: string[] | undefined): void {
     throw new AppError("invalid_argument", `${field} entries may not contain NUL`);
 }
 
-export function sandboxView(row: SandboxRow): SandboxJson {
+export function sandboxView(row: SandboxRow, endpoints: SandboxJson["endpoints"] = []): SandboxJson {
   const view: SandboxJson = {
     id: row.id,
     state: row.quarantined ? "quarantined" : row.state,
@@ -35,7 +35,7 @@ export function sandboxView(row: SandboxRow): SandboxJson {
     ...(row.snapshot_id ? { snapshot_id: row.snapshot_id } : { image: row.image }),
     storage_class: row.storage_class,
     placement_class: row.placement_class,
-    endpoints: [],
+    endpoints,
     lineage_path: row.lineage_path,
     metadata: row.metadata,
     created_at: row.created_at.toISOString(),

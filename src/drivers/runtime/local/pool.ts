@@ -238,6 +238,19 @@ export class PooledRuntime implements RuntimeDriver, SandboxIdPool {
     return this.driver.setNetwork(id, mode);
   }
 
+  /** A pooled sandbox not yet claimed is unknown to the store, so the gateway refuses it anyway. */
+  sandboxAtAddress(address: string): Promise<{ id: string; mode: NetworkMode } | null> {
+    return this.driver.sandboxAtAddress(address);
+  }
+
+  async portAddress(id: string): Promise<string | null> {
+    return this.isPooled(id) ? null : this.driver.portAddress(id);
+  }
+
+  async listeningPorts(id: string): Promise<number[]> {
+    return this.isPooled(id) ? [] : this.driver.listeningPorts(id);
+  }
+
   growWorkspace(id: string, capacityGiB: number): Promise<void> {
     return this.driver.growWorkspace(id, capacityGiB);
   }
