@@ -4,7 +4,7 @@
 // reaches the interceptor through a Unix socket bound into it (`curl --unix-socket`), which
 // the test hands to the interceptor the way the gateway hands it a CONNECT's stream.
 import assert from "node:assert/strict";
-import { mkdtemp, readdir, readFile, rm, stat } from "node:fs/promises";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { createServer, type Server } from "node:net";
 import os from "node:os";
 import path from "node:path";
@@ -15,22 +15,11 @@ import { type RuntimeFixture, startRuntimeFixture, startSandbox } from "../src/d
 import { CA_BUNDLE_PATHS, SANDBOX_CA_PATH } from "../src/drivers/runtime/local/trust.js";
 import type { EgressCaller } from "../src/modules/egress/types.js";
 import { startTestApp, type TestApp } from "./harness.js";
-import { curlLayer, makeTestPki, startUpstream, type TestUpstream } from "./support/egress.js";
+import { curlLayer, filesContaining, makeTestPki, startUpstream, type TestUpstream } from "./support/egress.js";
 import { API_ONLY_RUNTIME } from "./support/fixtures.js";
 import { busyboxLayer, pushImage } from "./support/registry.js";
 
 const BOUND = "api.upstream-one.com";
-
-async function filesContaining(dir: string, needle: Buffer, found: string[] = []): Promise<string[]> {
-  for (const entry of await readdir(dir, { withFileTypes: true }).catch(() => [])) {
-    const full = path.join(dir, entry.name);
-    if (entry.isDirectory()) await filesContaining(full, needle, found);
-    else if (entry.isFile() && (await stat(full)).size < 16 * 1024 * 1024) {
-      if ((await readFile(full)).includes(needle)) found.push(full);
-    }
-  }
-  return found;
-}
 
 describe("secret egress from inside a sandbox", () => {
   const pki = makeTestPki();

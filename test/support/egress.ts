@@ -4,6 +4,7 @@
 // wants to the interceptor and tunnels any other one straight to the upstream.
 import { execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { readdir, readFile, stat } from "node:fs/promises";
 import { createServer as createHttpsServer, type Server as HttpsServer } from "node:https";
 import { createServer, connect as netConnect, type Server, type Socket } from "node:net";
 import os from "node:os";
@@ -356,4 +357,16 @@ export async function curlLayer(): Promise<Buffer> {
     ...[...dirs].sort().map((name) => ({ name, type: "dir" as const })),
     ...[...files].map(([name, data]) => ({ name, type: "file" as const, mode: 0o755, data })),
   ]);
+}
+
+/** Files under `dir` (recursively, each under 16 MiB) whose bytes contain `needle`. */
+export async function filesContaining(dir: string, needle: Buffer, found: string[] = []): Promise<string[]> {
+  for (const entry of await readdir(dir, { withFileTypes: true }).catch(() => [])) {
+    const full = path.join(dir, entry.name);
+    if (entry.isDirectory()) await filesContaining(full, needle, found);
+    else if (entry.isFile() && (await stat(full)).size < 16 * 1024 * 1024) {
+      if ((await readFile(full)).includes(needle)) found.push(full);
+    }
+  }
+  return found;
 }

@@ -122,7 +122,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
   private readonly stopTimeoutMs: number;
   private readonly swapAccounting: boolean;
   private readonly maxOpenFiles: number;
-  private readonly trustedCaPem: string | undefined;
+  private trustedCaPem: string | undefined;
   private readonly locks = new Map<string, Promise<unknown>>();
   private readonly exits: ExitWatch;
   private readonly execs: ExecRunner;
@@ -229,6 +229,11 @@ export class LocalRuntimeDriver implements RuntimeDriver {
   }
 
   // ---- lifecycle ----
+
+  /** Sandboxes created from now on trust this CA (the option at open, given later: tests). */
+  useTrustedCa(caPem: string): void {
+    this.trustedCaPem = caPem;
+  }
 
   async create(spec: SandboxSpec): Promise<void> {
     validateSpec(spec);
