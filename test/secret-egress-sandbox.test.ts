@@ -136,7 +136,7 @@ describe("secret egress from inside a sandbox", () => {
     assert.equal((await t.request("POST", `/v1/secrets/${secretId}:revoke`, { key: t.orgA.keys.owner })).status, 200);
     const before = upstream.received.length;
     const refused = await curl("/after-revoke", "-w", "%{http_code}");
-    assert.match(refused.stdout, /secret revoked\n403$/);
+    assert.match(refused.stdout, /^\{"code":"secret_revoked","message":"secret egress: secret revoked"\}\n403$/);
     assert.equal(upstream.received.length, before);
     await t.c.egressLedger.flush();
     const rows = await t.request("POST", "/v1/telemetry/sql", {

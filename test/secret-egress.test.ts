@@ -247,6 +247,8 @@ forEachStore(
         const refused = await tunnel.send(get("/c"));
         assert.equal(refused.status, 403);
         assert.match(refused.body.toString(), /secret revoked/);
+        assert.match(refused.head, /\r\nX-Warren-Egress: secret_revoked\r\n/);
+        assert.equal(JSON.parse(refused.body.toString()).code, "secret_revoked");
         assert.ok(!refused.body.includes(value));
         assert.equal(upstream.received.length, before + 2, "the revoked request never left");
       } finally {

@@ -189,7 +189,7 @@ class Session {
       if (error instanceof HttpError) {
         const reason = error.status === 502 ? "upstream_failed" : "malformed_request";
         this.record({ kind: "refused", status: error.status, reason });
-        if (!this.answering) await this.answer(error.status, error.message).catch(() => {});
+        if (!this.answering) await this.answer(error.status, reason, error.message).catch(() => {});
       }
     } finally {
       this.client.end();
@@ -198,15 +198,19 @@ class Session {
     }
   }
 
-  /** Sends Warren's own answer to the sandbox; the connection then closes. */
-  private async answer(status: number, message: string): Promise<void> {
-    const body = Buffer.from(`warren egress: ${message}\n`);
+  /**
+   * Sends Warren's own answer to the sandbox, as the gateway answers its refusals: a JSON
+   * `{code, message}` and `X-Warren-Egress: <code>`; the connection then closes.
+   */
+  private async answer(status: number, code: string, message: string): Promise<void> {
+    const body = Buffer.from(`${JSON.stringify({ code, message })}\n`);
+    const reason = status === 403 ? "Forbidden" : status === 502 ? "Bad Gateway" : "Refused";
     await write(
       this.client,
       Buffer.concat([
         Buffer.from(
-          `HTTP/1.1 ${status} ${status === 403 ? "Forbidden" : status === 502 ? "Bad Gateway" : "Refused"}\r\n` +
-            `Content-Type: text/plain; charset=utf-8\r\nContent-Length: ${body.length}\r\nX-Warren-Egress: refused\r\nConnection: close\r\n\r\n`,
+          `HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n` +
+            `X-Warren-Egress: ${code}\r\nConnection: close\r\n\r\n`,
         ),
         body,
       ]),
@@ -224,7 +228,7 @@ class Session {
       ...(refusal.secretId ? { secretId: refusal.secretId } : {}),
       ...(refusal.secretVersion ? { secretVersion: refusal.secretVersion } : {}),
     });
-    await this.answer(refusal.status, refusal.reason.replaceAll("_", " "));
+    await this.answer(refusal.status, refusal.reason, `secret egress: ${refusal.reason.replaceAll("_", " ")}`);
     return false;
   }
 
