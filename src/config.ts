@@ -101,6 +101,12 @@ export interface TailSettings {
   maxStreamsPerServer: number;
 }
 
+/** Secret egress (src/modules/egress/, docs/secret-egress.md). */
+export interface SecretEgressSettings {
+  /** The host MODEL_GATEWAY secrets are injected for (WARREN_MODEL_GATEWAY_HOST); empty: such bindings are 422. */
+  modelGatewayHost: string;
+}
+
 /** Prometheus metrics (GET /metrics, docs/metrics.md). */
 export interface MetricsSettings {
   /**
@@ -180,6 +186,7 @@ export interface Config {
   blobs: BlobSettings;
   volumes: VolumeSettings;
   tail: TailSettings;
+  secretEgress: SecretEgressSettings;
   egress: EgressSettings;
   /**
    * Telemetry SQL: the highest planner cost estimate (EXPLAIN's total cost) a query may have;
@@ -222,6 +229,15 @@ function boolSetting(env: Env, name: string, fallback: boolean): boolean {
   if (["1", "true", "yes"].includes(raw)) return true;
   if (["0", "false", "no"].includes(raw)) return false;
   throw new ConfigError(`${name} must be true or false, got "${env[name]}"`);
+}
+
+function secretEgressSettings(env: Env): SecretEgressSettings {
+  const modelGatewayHost = (env.WARREN_MODEL_GATEWAY_HOST || "").toLowerCase();
+  const label = "[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?";
+  if (modelGatewayHost && !new RegExp(`^(?=.{1,253}$)${label}(?:\\.${label})+$`).test(modelGatewayHost)) {
+    throw new ConfigError("WARREN_MODEL_GATEWAY_HOST must be a host name (no scheme, port or path)");
+  }
+  return { modelGatewayHost };
 }
 
 function blobSettings(env: Env): BlobSettings {
@@ -421,6 +437,7 @@ export function loadConfig(env: Env = process.env): Config {
       maxStreamsPerOrg: intSetting(env, "WARREN_TAIL_MAX_STREAMS_PER_ORG", 500, 1, 1_000_000),
       maxStreamsPerServer: intSetting(env, "WARREN_TAIL_MAX_STREAMS", 2000, 1, 1_000_000),
     },
+    secretEgress: secretEgressSettings(env),
     egress: egressSettings(env),
     telemetrySqlMaxCost: env.WARREN_TELEMETRY_SQL_MAX_COST
       ? intSetting(env, "WARREN_TELEMETRY_SQL_MAX_COST", 0, 0, 1_000_000_000_000)

@@ -1,6 +1,6 @@
 // Composition root: the one place that picks drivers (store, relay, clock) and wires the
 // services and routes together.
-import { mkdir } from "node:fs/promises";
+import { mkdir, readFile } from "node:fs/promises";
 import type { Config } from "./config.js";
 import { ReconcileQueue } from "./controllers/reconcile-queue.js";
 import { PIDS_PER_SANDBOX_FLOOR } from "./controllers/sandbox-reconciler.js";
@@ -24,8 +24,11 @@ import { registerAnnotationRoutes } from "./modules/annotations/routes.js";
 import { AnnotationSchemaService } from "./modules/annotations/schema-service.js";
 import { registerBlobRoutes } from "./modules/blobs/routes.js";
 import { SignedBlobService } from "./modules/blobs/service.js";
+import { EgressCa } from "./modules/egress/ca.js";
 import { callerDirectory } from "./modules/egress/callers.js";
 import { EgressGateway } from "./modules/egress/gateway.js";
+import { EventLedger } from "./modules/egress/ledger.js";
+import { SecretEgress } from "./modules/egress/secret-egress.js";
 import { EgressAllowlistService } from "./modules/egress/service.js";
 import { registerFeedbackRoutes } from "./modules/feedback/routes.js";
 import { type FeedbackRelay, FeedbackService, webhookRelay } from "./modules/feedback/service.js";
@@ -106,6 +109,12 @@ export interface Container {
   volumes: VolumeService;
   /** This host's materialized volume versions, mounted read-only into sandboxes. */
   volumeCache: VolumeCache;
+  /** The deployment's egress CA (every sandbox trusts it; secret egress signs its leaves). */
+  egressCa: EgressCa;
+  /** Egress ledger entries as telemetry events in the sandboxes' ambient runs. */
+  egressLedger: EventLedger;
+  /** What the egress gateway hands a CONNECT to a host with a bound secret. */
+  secretEgress: SecretEgress;
   /** Port endpoints: the rules of the session plane (src/http/session-plane.ts serves it). */
   sessions: SessionService;
   /** Prometheus instruments (docs/metrics.md); the controllers record into them too. */
@@ -157,9 +166,15 @@ export async function openStore(config: Config): Promise<Db> {
  * The local runc runtime (behind the pool of default-shape sandboxes when it is on), or
  * null (with a warning) when this host cannot run sandboxes.
  */
-async function openRuntime(config: Config, log: Logger, gateway: EgressGateway | null): Promise<RuntimeDriver | null> {
+async function openRuntime(
+  config: Config,
+  log: Logger,
+  gateway: EgressGateway | null,
+  trustedCaPem: string,
+): Promise<RuntimeDriver | null> {
   try {
     const driver = await LocalRuntimeDriver.open({
+      trustedCaPem,
       ...(gateway ? { gateway: { address: config.egress.gatewayAddress, port: gateway.port } } : {}),
       root: config.sandbox.runtimeRoot,
       registry: { insecureRegistries: config.sandbox.insecureRegistries },
@@ -210,13 +225,16 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
   if (!overrides.keyring && !config.masterKey) await mkdir(config.dataDir, { recursive: true, mode: 0o700 });
   const keyring = overrides.keyring ?? (await Keyring.load(config));
   const secrets = new SecretService(db, clock, keyring);
+  // Every sandbox trusts the deployment's egress CA (the local driver binds it in).
+  const egressCa = await EgressCa.open(db, keyring, clock);
+  secrets.onMasterKeyRotation(EgressCa.rewrap);
   // The gateway listens before the runtime opens: the runtime's nat chain redirects to its port.
   let egress = overrides.egressGateway ?? null;
   let runtime: RuntimeDriver | null;
   if (overrides.runtime !== undefined) runtime = overrides.runtime;
   else {
     egress = await startGateway(config, log);
-    runtime = await openRuntime(config, log, egress);
+    runtime = await openRuntime(config, log, egress, egressCa.certificatePem);
     if (!runtime && egress) {
       await egress.close();
       egress = null;
@@ -279,6 +297,21 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
   sandboxes.useVolumes(volumes);
   projects.useVolumes(volumes);
   const volumeCache = new VolumeCache(blobs, config.volumes.cacheDir);
+  const egressLedger = new EventLedger(db, clock, log);
+  const secretEgress = new SecretEgress({
+    secrets,
+    ca: egressCa,
+    ledger: egressLedger,
+    bindings: (id) => sandboxes.secretBindingsOf(id),
+    clock,
+    log,
+    extraCaPem: config.egress.extraCaFile ? await readFile(config.egress.extraCaFile, "utf8") : "",
+  });
+  // The gateway hands CONNECTs to bound secrets' hosts to secret egress, and records refusals in the ledger.
+  egress?.use({ interceptor: secretEgress, ledger: egressLedger });
+  sandboxes.useSecretBindings({
+    bind: (cred, names) => secrets.bindForSandbox(cred, names, config.secretEgress.modelGatewayHost),
+  });
   const tailHub = new TailHub(db, log);
   const tails = new TailService(db, tailHub, config.tail, runs, sandboxes);
   const sessions = new SessionService(
@@ -334,6 +367,9 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
     tailHub,
     volumes,
     volumeCache,
+    egressCa,
+    egressLedger,
+    secretEgress,
     sessions,
     metrics,
     metricsAccess,
@@ -376,6 +412,7 @@ export async function createApp(c: Container): Promise<App> {
   app.addHook("onClose", () => c.egress?.close());
   app.addHook("onClose", () => c.annotations.close());
   app.addHook("onClose", () => c.tailHub.close());
+  app.addHook("onClose", () => c.egressLedger.close());
   // Spans still buffered are sent before the process goes.
   app.addHook("onClose", () => c.tracing?.shutdown());
   // Exec ends written after their answers, before whoever closes the store after the app.

@@ -59,6 +59,7 @@ async function insert(q: Queryable, t: TestApp, record: LifecycleRecord): Promis
     last_activity_source: null,
     snapshot_id: null,
     volumes: [],
+    secret_bindings: [],
   });
   return id;
 }

@@ -87,3 +87,30 @@ export function annotationEventInsert(from: string): string {
 export async function deleteProjectEvents(q: Queryable, orgId: string, projectId: string): Promise<void> {
   await q.query("DELETE FROM events WHERE org_id = $1 AND project_id = $2", [orgId, projectId]);
 }
+
+/** Telemetry events written together as one multi-row insert (the egress ledger's batches). */
+export async function appendEvents(q: Queryable, list: NewEvent[]): Promise<void> {
+  if (list.length === 0) return;
+  const params: unknown[] = [];
+  const values = list.map((e) => {
+    const base = params.length;
+    params.push(
+      e.orgId,
+      e.eventId,
+      e.projectId,
+      e.runId,
+      e.lineagePath,
+      e.tsWallNs.toString(),
+      e.name,
+      e.principal,
+      JSON.stringify(e.payload),
+    );
+    const p = (i: number) => `$${base + i + 1}`;
+    return `(${p(0)}, ${p(1)}, ${p(2)}, ${p(3)}, ${p(4)}, ${p(5)}::bigint, ${p(6)}, ${p(7)}, ${p(8)}::jsonb)`;
+  });
+  await q.query(
+    `INSERT INTO events (org_id, event_id, project_id, run_id, lineage_path, ts_wall_ns, name, principal, payload)
+     VALUES ${values.join(", ")}`,
+    params,
+  );
+}

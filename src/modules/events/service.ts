@@ -9,6 +9,11 @@ export function appendEvent(q: Queryable, event: repo.NewEvent): Promise<void> {
   return repo.appendEvent(q, event);
 }
 
+/** Events that describe no change of their own (the egress ledger), written as one statement. */
+export function appendEvents(q: Queryable, list: repo.NewEvent[]): Promise<void> {
+  return repo.appendEvents(q, list);
+}
+
 export function listRunEvents(q: Queryable, orgId: string, runId: string): Promise<repo.EventRow[]> {
   return repo.listRunEvents(q, orgId, runId);
 }

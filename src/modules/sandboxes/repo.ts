@@ -1,5 +1,6 @@
 import type { Queryable } from "../../store/db.js";
 import { eventInsert, type NewEvent } from "../events/repo.js";
+import type { SecretBinding } from "../secrets/service.js";
 import type { StoredState } from "./lifecycle.js";
 
 export type DesiredState = "running" | "stopped" | "deleted";
@@ -49,7 +50,12 @@ export interface SandboxRow {
   snapshot_id: string | null;
   /** Volumes pinned at admission (SandboxPinnedVolume). */
   volumes: PinnedVolumeRow[];
+  /** Secrets bound at admission (SECRET_EGRESS and MODEL_GATEWAY delivery), injected by the egress gateway. */
+  secret_bindings: SecretBindingRow[];
 }
+
+/** A secret bound at admission (SecretBinding of the secrets module). */
+export type SecretBindingRow = SecretBinding;
 
 export interface PinnedVolumeRow {
   volume_id: string;
@@ -62,13 +68,13 @@ const C = `id, org_id, project_id, name, image, workload_image, image_digest, st
   network_access, lineage_path, metadata, command, ports, resources, workspace_capacity_gib, idle_timeout_seconds,
   expires_at, desired_state, state, state_reason_code, state_reason_message, state_deadline, quarantined, run_id,
   credential_key_id, created_by, created_by_kind, created_by_key_id, created_at, updated_at, last_activity_at,
-  last_activity_source, idle_deadline, finished_at, snapshot_id, volumes`;
+  last_activity_source, idle_deadline, finished_at, snapshot_id, volumes, secret_bindings`;
 
 export async function insertSandbox(q: Queryable, s: SandboxRow): Promise<boolean> {
   const { rows } = await q.query(
     `INSERT INTO sandboxes (${C}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::jsonb, $13::jsonb,
        $14::jsonb, $15::jsonb, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32,
-       $33, $34, $35, $36, $37::jsonb)
+       $33, $34, $35, $36, $37::jsonb, $38::jsonb)
      ON CONFLICT DO NOTHING RETURNING id`,
     [
       s.id,
@@ -108,6 +114,7 @@ export async function insertSandbox(q: Queryable, s: SandboxRow): Promise<boolea
       s.finished_at,
       s.snapshot_id,
       JSON.stringify(s.volumes),
+      JSON.stringify(s.secret_bindings),
     ],
   );
   return rows.length > 0;
@@ -405,4 +412,16 @@ export async function markRunningExecsIndeterminate(q: Queryable, at: Date, exce
     [at, except],
   );
   return Number(rows[0]?.n ?? 0);
+}
+
+/** A sandbox's secret bindings and organization (the egress gateway's question); null when unknown. */
+export async function getSecretBindings(
+  q: Queryable,
+  id: string,
+): Promise<{ org_id: string; secret_bindings: SecretBindingRow[] } | null> {
+  const { rows } = await q.query<{ org_id: string; secret_bindings: SecretBindingRow[] }>(
+    "SELECT org_id, secret_bindings FROM sandboxes WHERE id = $1",
+    [id],
+  );
+  return rows[0] ?? null;
 }

@@ -65,6 +65,11 @@ export interface VolumeSource {
   ): Promise<repo.PinnedVolumeRow[]>;
 }
 
+/** Admits a create's secret bindings (the secrets module, with the deployment's model-gateway host). */
+export interface SecretBinder {
+  bind(cred: Credential, names: string[]): Promise<repo.SecretBindingRow[]>;
+}
+
 /** A sandbox's stored row, as other modules see it (they reach it through this service). */
 export type SandboxRecord = repo.SandboxRow;
 
@@ -88,6 +93,7 @@ export class SandboxService {
   private readonly execsPerSandbox = new Map<string, number>();
   private snapshots: SnapshotSource | null = null;
   private volumes: VolumeSource | null = null;
+  private secretBinder: SecretBinder | null = null;
   private endpoints: EndpointSource | null = null;
   /**
    * Exec targets of running sandboxes, read once and dropped on any change this process
@@ -121,6 +127,17 @@ export class SandboxService {
 
   useVolumes(volumes: VolumeSource): void {
     this.volumes = volumes;
+  }
+
+  /** Turns on `secrets` bindings at create (the egress gateway injects them); without it they are 422. */
+  useSecretBindings(binder: SecretBinder): void {
+    this.secretBinder = binder;
+  }
+
+  /** A sandbox's secret bindings and organization, for the egress gateway (which checks the org). */
+  async secretBindingsOf(id: string): Promise<{ orgId: string; bindings: repo.SecretBindingRow[] } | null> {
+    const row = SANDBOX_ID.test(id) ? await repo.getSecretBindings(this.db, id) : null;
+    return row ? { orgId: row.org_id, bindings: row.secret_bindings } : null;
   }
 
   useEndpoints(endpoints: EndpointSource): void {
@@ -243,7 +260,7 @@ export class SandboxService {
     checkArgv("command", input.command);
     checkMetadata(input.metadata);
     if ((input.resources?.gpus?.count ?? 0) > 0) throw unsupported("this deployment cannot schedule GPUs");
-    if (input.secrets?.length)
+    if (input.secrets?.length && !this.secretBinder)
       throw unsupported("secret bindings need the egress gateway, which this deployment does not run");
     if (input.volumes?.length) checkMountTargets(input.volumes.map((mount) => mount.target_path));
     if (input.shared_filesystems?.length)
@@ -254,6 +271,14 @@ export class SandboxService {
       throw new AppError("invalid_argument", "workspace_capacity_gib is valid only with storage_class durable");
     }
     this.runtime();
+    // Resolved (and their values decrypted) outside the admitting transaction.
+    const secretBindings =
+      input.secrets?.length && this.secretBinder
+        ? await this.secretBinder.bind(
+            cred,
+            input.secrets.map((binding) => binding.name),
+          )
+        : [];
     const rootCapacity =
       storageClass === "durable" && !fromSnapshot
         ? (input.workspace_capacity_gib ?? this.defaults.workspaceCapacityGiB)
@@ -332,6 +357,7 @@ export class SandboxService {
           finished_at: null,
           snapshot_id: source?.id ?? null,
           volumes,
+          secret_bindings: secretBindings,
         };
         if (!(await repo.insertSandbox(q, row))) {
           throw new AppError("name_conflict", `a sandbox named "${input.name}" already exists in this project`);

@@ -199,3 +199,40 @@ export async function hasGrant(q: Queryable, secretId: string, kind: string, sub
   );
   return rows.length > 0;
 }
+
+/** What a delivery needs, read in one statement (the egress gateway resolves at every request). */
+export interface DeliveryRow extends SecretRow {
+  granted: boolean;
+  /** The current version's sealed value and its data key; null when missing. */
+  v_version: number | null;
+  v_data_key_id: string | null;
+  v_nonce: Buffer | Uint8Array | null;
+  v_ciphertext: Buffer | Uint8Array | null;
+  k_org_id: string | null;
+  k_master_key_id: string | null;
+  k_wrapped_key: Buffer | Uint8Array | null;
+}
+
+export async function getForDelivery(
+  q: Queryable,
+  orgId: string,
+  name: string,
+  kind: string,
+  subjectId: string,
+): Promise<DeliveryRow | null> {
+  const { rows } = await q.query<DeliveryRow>(
+    `SELECT ${S.split(", ")
+      .map((c) => `s.${c}`)
+      .join(", ")},
+            EXISTS (SELECT 1 FROM sandbox_secret_grants g
+                     WHERE g.secret_id = s.id AND g.subject_kind = $3 AND g.subject_id = $4) AS granted,
+            v.version AS v_version, v.data_key_id AS v_data_key_id, v.nonce AS v_nonce, v.ciphertext AS v_ciphertext,
+            k.org_id AS k_org_id, k.master_key_id AS k_master_key_id, k.wrapped_key AS k_wrapped_key
+       FROM sandbox_secrets s
+       LEFT JOIN sandbox_secret_versions v ON v.secret_id = s.id AND v.version = s.current_version
+       LEFT JOIN secret_data_keys k ON k.id = v.data_key_id
+      WHERE s.org_id = $1 AND s.name = $2`,
+    [orgId, name, kind, subjectId],
+  );
+  return rows[0] ?? null;
+}

@@ -98,6 +98,21 @@ export type DeliveryResult =
   | { ok: true; value: string; version: number; secretId: string; destHost: string }
   | { ok: false; reason: "not_found" | "revoked" | "expired" | "not_granted" | "wrong_delivery" };
 
+/** A secret bound to a sandbox at admission (stored on its row; the egress gateway injects it). */
+export interface SecretBinding {
+  name: string;
+  secret_id: string;
+  delivery: "SANDBOX_SECRET_DELIVERY_SECRET_EGRESS" | "SANDBOX_SECRET_DELIVERY_MODEL_GATEWAY";
+  /** The exact host the value is injected for (the model-gateway host for MODEL_GATEWAY). */
+  dest_host: string;
+  /** The grant admission found, checked again at every injection. */
+  subject_kind: SubjectKind;
+  subject_id: string;
+}
+
+/** Hooks re-sealing other data under the master key when it rotates (the egress CA's key). */
+export type MasterKeyRewrapper = (q: Queryable, keyring: Keyring, at: Date) => Promise<number>;
+
 const aadFor = (orgId: string, secretId: string, version: number) => `warren-secret:${orgId}:${secretId}:${version}`;
 const dekAad = (orgId: string, dataKeyId: string) => `warren-data-key:${orgId}:${dataKeyId}`;
 const dataAad = (orgId: string, purpose: string) => `warren-sealed-data:${orgId}:${purpose}`;
@@ -105,6 +120,8 @@ const dataAad = (orgId: string, purpose: string) => `warren-sealed-data:${orgId}
 const SEALED_DATA_VERSION = 1;
 
 export class SecretService {
+  private readonly rewrappers: MasterKeyRewrapper[] = [];
+
   constructor(
     private readonly db: Db,
     private readonly clock: Clock,
@@ -353,30 +370,100 @@ export class SecretService {
     subject: DeliverySubject,
     delivery: Delivery,
   ): Promise<DeliveryResult> {
-    const secret = await repo.getSecretByName(this.db, orgId, name);
+    // One statement: the egress gateway resolves again at every request it injects.
+    const secret = await repo.getForDelivery(this.db, orgId, name, subject.kind, subject.id);
     if (!secret) return { ok: false, reason: "not_found" };
     if (secret.revoked_at) return { ok: false, reason: "revoked" };
     if (secret.expires_at && secret.expires_at <= this.clock.now()) return { ok: false, reason: "expired" };
     if (secret.delivery !== delivery) return { ok: false, reason: "wrong_delivery" };
-    if (!(await repo.hasGrant(this.db, secret.id, subject.kind, subject.id)))
-      return { ok: false, reason: "not_granted" };
-    const version = await repo.getVersion(this.db, secret.id, secret.current_version);
-    if (!version) return { ok: false, reason: "not_found" };
-    const dekRow = await repo.getDataKey(this.db, version.data_key_id);
-    if (!dekRow || dekRow.org_id !== orgId) return { ok: false, reason: "not_found" };
-    const dek = this.keyring.unwrap(dekRow.master_key_id, Buffer.from(dekRow.wrapped_key), dekAad(orgId, dekRow.id));
+    if (!secret.granted) return { ok: false, reason: "not_granted" };
+    if (
+      secret.v_version === null ||
+      !secret.v_nonce ||
+      !secret.v_ciphertext ||
+      !secret.k_master_key_id ||
+      !secret.k_wrapped_key ||
+      secret.k_org_id !== orgId ||
+      !secret.v_data_key_id
+    ) {
+      return { ok: false, reason: "not_found" };
+    }
+    const dek = this.keyring.unwrap(
+      secret.k_master_key_id,
+      Buffer.from(secret.k_wrapped_key),
+      dekAad(orgId, secret.v_data_key_id),
+    );
     const plaintext = open(
       dek,
-      { nonce: Buffer.from(version.nonce), ciphertext: Buffer.from(version.ciphertext) },
-      aadFor(orgId, secret.id, version.version),
+      { nonce: Buffer.from(secret.v_nonce), ciphertext: Buffer.from(secret.v_ciphertext) },
+      aadFor(orgId, secret.id, secret.v_version),
     );
     return {
       ok: true,
       value: plaintext.toString("utf8"),
-      version: version.version,
+      version: secret.v_version,
       secretId: secret.id,
       destHost: secret.dest_host,
     };
+  }
+
+  /**
+   * Admits a create's `secrets` bindings (contract 5.12): each name must be an active
+   * SECRET_EGRESS or MODEL_GATEWAY secret with an exact grant for the calling principal,
+   * resolved through resolveSecretForDelivery like exec's secret environment. Every refusal
+   * (unknown, revoked, expired, not granted, another delivery) is the same invalid_argument,
+   * so a caller learns nothing about secrets it may not use. A MODEL_GATEWAY secret binds to
+   * the deployment's model-gateway host; without one it is unsupported_capability.
+   */
+  async bindForSandbox(cred: Credential, names: string[], modelGatewayHost: string): Promise<SecretBinding[]> {
+    const seen = new Set<string>();
+    for (const name of names) {
+      if (seen.has(name)) throw new AppError("invalid_argument", `secret "${name}" is bound twice`);
+      seen.add(name);
+    }
+    const subject = await this.creatorSubject(this.db, cred);
+    const bindings: SecretBinding[] = [];
+    for (const name of names) {
+      let result: DeliveryResult = { ok: false, reason: "not_granted" };
+      let delivery: SecretBinding["delivery"] = "SANDBOX_SECRET_DELIVERY_SECRET_EGRESS";
+      if (subject) {
+        result = await this.resolveSecretForDelivery(cred.orgId, name, subject, delivery);
+        if (!result.ok && result.reason === "wrong_delivery") {
+          delivery = "SANDBOX_SECRET_DELIVERY_MODEL_GATEWAY";
+          result = await this.resolveSecretForDelivery(cred.orgId, name, subject, delivery);
+        }
+      }
+      if (!result.ok || !subject) {
+        throw new AppError(
+          "invalid_argument",
+          `secret "${name}" cannot be bound to this sandbox (it must be an active SECRET_EGRESS or MODEL_GATEWAY secret with an exact grant for the caller)`,
+        );
+      }
+      if (delivery === "SANDBOX_SECRET_DELIVERY_MODEL_GATEWAY" && !modelGatewayHost) {
+        throw new AppError(
+          "unsupported_capability",
+          "this deployment has no model gateway (WARREN_MODEL_GATEWAY_HOST)",
+        );
+      }
+      const destHost = delivery === "SANDBOX_SECRET_DELIVERY_MODEL_GATEWAY" ? modelGatewayHost : result.destHost;
+      if (bindings.some((b) => b.dest_host === destHost)) {
+        throw new AppError("invalid_argument", `two bound secrets are for the same host ${destHost}`);
+      }
+      bindings.push({
+        name,
+        secret_id: result.secretId,
+        delivery,
+        dest_host: destHost,
+        subject_kind: subject.kind,
+        subject_id: subject.id,
+      });
+    }
+    return bindings;
+  }
+
+  /** Registers data to re-seal when the master key rotates (before the old keys are forgotten). */
+  onMasterKeyRotation(rewrapper: MasterKeyRewrapper): void {
+    this.rewrappers.push(rewrapper);
   }
 
   /**
@@ -396,6 +483,7 @@ export class SecretService {
         await repo.rewrapDataKey(q, row.id, masterKeyId, wrapped, this.clock.now());
         rewrapped += 1;
       }
+      for (const rewrapper of this.rewrappers) await rewrapper(q, this.keyring, this.clock.now());
       return rewrapped;
     });
     await this.keyring.forgetOldKeys();

@@ -65,6 +65,7 @@ import { assertMountSources, hostMaxOpenFiles, readRootfsFile, validateSpec } fr
 import { assertCapacity } from "./storage/images.js";
 import { SandboxStorage } from "./storage/sandbox-storage.js";
 import { readExitRecord, settledExitRecord, startShim, stoppedObservation, unsupervisedEnd } from "./supervisor.js";
+import { prepareTrust, trustedEnv } from "./trust.js";
 import { resolveUser } from "./users.js";
 
 export interface LocalRuntimeDriverOptions {
@@ -106,6 +107,8 @@ export interface LocalRuntimeDriverOptions {
   standardWorkspaceGiB?: number;
   /** Size of the XFS storage pool; default the size of the filesystem holding `root`. */
   storagePoolGiB?: number;
+  /** A CA certificate (PEM) every sandbox trusts: the deployment's egress CA (trust.ts). */
+  trustedCaPem?: string;
 }
 
 const DEFAULT_POOL = "10.213.0.0/16";
@@ -119,6 +122,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
   private readonly stopTimeoutMs: number;
   private readonly swapAccounting: boolean;
   private readonly maxOpenFiles: number;
+  private trustedCaPem: string | undefined;
   private readonly locks = new Map<string, Promise<unknown>>();
   private readonly exits: ExitWatch;
   private readonly execs: ExecRunner;
@@ -156,6 +160,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
     }));
     this.swapAccounting = host.swapAccounting;
     this.maxOpenFiles = host.maxOpenFiles;
+    this.trustedCaPem = options.trustedCaPem;
   }
 
   /**
@@ -225,6 +230,11 @@ export class LocalRuntimeDriver implements RuntimeDriver {
 
   // ---- lifecycle ----
 
+  /** Sandboxes created from now on trust this CA (the option at open, given later: tests). */
+  useTrustedCa(caPem: string): void {
+    this.trustedCaPem = caPem;
+  }
+
   async create(spec: SandboxSpec): Promise<void> {
     validateSpec(spec);
     const image = spec.source.image;
@@ -272,8 +282,14 @@ export class LocalRuntimeDriver implements RuntimeDriver {
           await readRootfsFile(paths.rootfs, "etc/passwd"),
           await readRootfsFile(paths.rootfs, "etc/group"),
         );
+        const trust = this.trustedCaPem ? await prepareTrust(paths.rootfs, paths.dir, this.trustedCaPem) : [];
         const identity: ProcessIdentity = {
-          env: sandboxEnv({ imageEnv: image.config.env, specEnv: spec.env, hostname, home: user.home }),
+          env: sandboxEnv({
+            imageEnv: image.config.env,
+            specEnv: trustedEnv(this.trustedCaPem, spec.env),
+            hostname,
+            home: user.home,
+          }),
           cwd: image.config.workingDir || "/",
           uid: user.uid,
           gid: user.gid,
@@ -293,6 +309,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
           createdAt: new Date().toISOString(),
           image: { reference: image.reference, digest: image.digest, lowerDirs },
           ...(mounts.length > 0 ? { mounts } : {}),
+          ...(trust.length > 0 ? { trust } : {}),
           args,
           identity,
           resources: { ...spec.resources },
@@ -336,7 +353,12 @@ export class LocalRuntimeDriver implements RuntimeDriver {
       record.args = args;
       record.identity = {
         ...record.identity,
-        env: sandboxEnv({ imageEnv: image.config.env, specEnv: spec.env, hostname: record.hostname, home }),
+        env: sandboxEnv({
+          imageEnv: image.config.env,
+          specEnv: trustedEnv(this.trustedCaPem, spec.env),
+          hostname: record.hostname,
+          home,
+        }),
       };
       await writeJson(paths.record, record);
       // The pooled run goes on under its new owner: exec must read this record, not the placeholder's.
@@ -602,7 +624,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
       netnsPath: this.network.netnsPath(record.id),
       cgroupsPath: this.layout.cgroupPath(record.id),
       workspaceSource: paths.workspace,
-      ...(record.mounts ? { mounts: record.mounts } : {}),
+      ...(record.mounts || record.trust ? { mounts: [...(record.trust ?? []), ...(record.mounts ?? [])] } : {}),
       hostsFile: paths.hosts,
       hostnameFile: paths.hostname,
       tiniPath: TOOLS.tini,

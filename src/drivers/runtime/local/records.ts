@@ -21,6 +21,8 @@ export interface SandboxRecord {
   image: { reference: string; digest: string; lowerDirs: string[] };
   /** Host directories bound in (SandboxSpec.mounts); absent when none. */
   mounts?: SandboxMount[];
+  /** The egress CA's files bound read-only over the image's (trust.ts); absent without a CA. */
+  trust?: SandboxMount[];
   args: string[];
   identity: ProcessIdentity;
   resources: ResourceSpec;
