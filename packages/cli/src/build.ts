@@ -18,6 +18,8 @@ const ADMIN_EXAMPLES: Record<string, string> = {
   "rotate-master-key": "warren admin rotate-master-key",
   "sandbox quarantine": "warren admin sandbox quarantine sbx-... --reason 'investigating'",
   "sandbox release": "warren admin sandbox release sbx-...",
+  "egress-allowlist get": "warren admin egress-allowlist get --org acme",
+  "egress-allowlist set": "warren admin egress-allowlist set --org acme api.example.com '*.example.org'",
 };
 
 function adminExamples(command: Command, path: string[] = []): void {
