@@ -37,7 +37,10 @@ import {
   type RuntimeDriver,
   RuntimeError,
   type SandboxObservation,
+  type SandboxSession,
   type SandboxSpec,
+  type SessionHandlers,
+  type SessionRequest,
   type SnapshotImages,
 } from "../interface.js";
 import { childCgroups, oomCounterFile, removeCgroup } from "./cgroups.js";
@@ -437,6 +440,14 @@ export class LocalRuntimeDriver implements RuntimeDriver {
 
   async exec(id: string, request: ExecRequest): Promise<ExecOutcome> {
     return this.execs.exec(id, request);
+  }
+
+  openSession(id: string, request: SessionRequest, handlers: SessionHandlers): Promise<SandboxSession> {
+    return this.execs.openSession(id, request, handlers);
+  }
+
+  async portAddress(id: string): Promise<string | null> {
+    return (await this.network.addressesOf(id))?.sandbox ?? null;
   }
 
   /** The host PID of the sandbox's live exec agent, if it has one (for tests and diagnostics). */

@@ -13,8 +13,9 @@ import { readFile, rm, writeFile } from "node:fs/promises";
 import net from "node:net";
 import path from "node:path";
 import { projectFile } from "../../../lib/paths.js";
-import type { ExecOutcome } from "../interface.js";
+import type { ExecOutcome, SessionHandlers } from "../interface.js";
 import { OutputCollector } from "./exec.js";
+import { AgentSession, encodeSessionHeader } from "./exec-session.js";
 import { TOOLS } from "./host.js";
 import type { OciProcess } from "./oci-config.js";
 import { runcExecCall } from "./runc.js";
@@ -35,7 +36,7 @@ const START_TIMEOUT_MS = 10_000;
 /** How long a killed or exited command's agent may take to say 'D' before the exec gives up on it. */
 const AGENT_SLACK_MS = 5_000;
 
-export type FrameType = "R" | "K" | "H" | "P" | "O" | "E" | "X" | "F" | "D";
+export type FrameType = "R" | "K" | "H" | "P" | "O" | "E" | "X" | "F" | "D" | "S" | "I" | "W" | "A" | "a";
 
 export interface Frame {
   execId: number;
@@ -111,7 +112,11 @@ const MAX_FAILURE_MESSAGE = 8191;
 const MAX_UNSENT_BYTES = 2 * MAX_REQUEST_PAYLOAD;
 /** Execs given up on before their last frame, whose late frames are still expected (and dropped). */
 const MAX_ABANDONED_EXECS = 1024;
-const HELLO = "warren-exec-agent 1";
+/** Version 1 (an agent of a run started before sessions existed) runs execs only. */
+const HELLOS = new Map([
+  ["warren-exec-agent 1", 1],
+  ["warren-exec-agent 2", 2],
+]);
 
 /** The byte stream broke the frame protocol; whoever reads it should drop the connection. */
 export class FrameError extends Error {
@@ -279,6 +284,7 @@ export class ExecAgent {
   private readonly abandoned = new Map<number, true>();
   private nextId = 1;
   private greeted = false;
+  private version = 0;
   private gone = false;
   private whyGone = "";
   private helloResult: { resolve(): void; reject(error: Error): void } | null = null;
@@ -491,6 +497,41 @@ export class ExecAgent {
     });
   }
 
+  /** Whether this agent streams sessions (openSession); an agent of an older run does not. */
+  get streams(): boolean {
+    return this.version >= 2;
+  }
+
+  /**
+   * Starts a streaming session (exec-session.ts); resolves once its command runs. Rejects
+   * with AgentUnavailableError when nothing was sent, SessionSpawnError when the command did
+   * not start and SessionLostError when the agent went away before reporting its start.
+   */
+  async openSession(
+    request: AgentRequest,
+    pty: { rows: number; cols: number } | null,
+    handlers: SessionHandlers,
+  ): Promise<AgentSession> {
+    if (this.gone) throw new AgentUnavailableError("the exec agent is gone");
+    if (!this.greeted || !this.streams) throw new AgentUnavailableError("the exec agent does not stream sessions");
+    if (this.pending.size >= MAX_AGENT_EXECS) throw new AgentUnavailableError("the agent is full");
+    const payload = Buffer.concat([encodeSessionHeader(pty), encodeRequest(request)]);
+    if (payload.length > MAX_REQUEST_PAYLOAD) throw new AgentUnavailableError("the request is too large for the agent");
+    const execId = this.nextId;
+    this.nextId = this.nextId >= 0xffff_fff0 ? 1 : this.nextId + 1;
+    const session = new AgentSession(
+      execId,
+      pty !== null,
+      (frame) => this.send(frame),
+      () => this.pending.delete(execId),
+      handlers,
+    );
+    this.pending.set(execId, session);
+    this.send(encodeFrame(execId, "S", payload));
+    await session.started;
+    return session;
+  }
+
   /** Ends the agent: it exits on stdin EOF (running commands keep running). */
   close(): void {
     this.socket.end();
@@ -522,9 +563,9 @@ export class ExecAgent {
   /** Hands a frame to its exec; a non-null answer says how the frame broke the protocol. */
   private dispatch(frame: Frame): string | null {
     if (!this.greeted) {
-      if (frame.type !== "H" || frame.execId !== 0 || frame.payload.toString("latin1") !== HELLO) {
-        return "no hello first";
-      }
+      const version = HELLOS.get(frame.payload.toString("latin1"));
+      if (frame.type !== "H" || frame.execId !== 0 || version === undefined) return "no hello first";
+      this.version = version;
       this.greeted = true;
       this.helloResult?.resolve();
       return null;
