@@ -112,6 +112,8 @@ export interface Config {
   publicApiUrl: string;
   sessionPlaneUrl: string;
   sshHost: string;
+  /** Where the SSH gateway listens (WARREN_SSH_LISTEN); null: no gateway. */
+  sshListen: { host: string; port: number } | null;
   feedbackWebhookUrl: string;
   feedbackWebhookTimeoutMs: number;
   bodyLimitBytes: number;
@@ -201,18 +203,26 @@ function blobSettings(env: Env): BlobSettings {
   };
 }
 
-function parseListen(raw: string): { host: string; port: number } {
+function parseListen(raw: string, name = "WARREN_LISTEN"): { host: string; port: number } {
   const match = /^(.*):(\d{1,5})$/.exec(raw);
-  if (!match) throw new ConfigError(`WARREN_LISTEN must be host:port, got "${raw}"`);
+  if (!match) throw new ConfigError(`${name} must be host:port, got "${raw}"`);
   const port = Number(match[2]);
-  if (port > 65535) throw new ConfigError("WARREN_LISTEN port must be at most 65535");
+  if (port > 65535) throw new ConfigError(`${name} port must be at most 65535`);
   return { host: (match[1] ?? "").replace(/^\[|\]$/g, "") || "127.0.0.1", port };
+}
+
+/** The host clients reach a listener on: its own, unless it listens on every address (then the API's). */
+function publicHostOf(host: string, apiHost: string): string {
+  const wildcard = (h: string) => h === "0.0.0.0" || h === "::" || h === "";
+  if (!wildcard(host)) return host;
+  return wildcard(apiHost) ? "127.0.0.1" : apiHost;
 }
 
 export function loadConfig(env: Env = process.env): Config {
   const listen = parseListen(env.WARREN_LISTEN || "127.0.0.1:8080");
   const hostForUrl = listen.host.includes(":") ? `[${listen.host}]` : listen.host;
   const dataDir = path.resolve(env.WARREN_DATA_DIR || "./data");
+  const sshListen = env.WARREN_SSH_LISTEN ? parseListen(env.WARREN_SSH_LISTEN, "WARREN_SSH_LISTEN") : null;
   return {
     listenHost: listen.host,
     listenPort: listen.port,
@@ -223,7 +233,8 @@ export function loadConfig(env: Env = process.env): Config {
     logLevel: env.WARREN_LOG_LEVEL || "info",
     publicApiUrl: env.WARREN_PUBLIC_API_URL || `http://${hostForUrl}:${listen.port}`,
     sessionPlaneUrl: env.WARREN_SESSION_PLANE_URL || "",
-    sshHost: env.WARREN_SSH_HOST || "",
+    sshHost: env.WARREN_SSH_HOST || (sshListen ? publicHostOf(sshListen.host, listen.host) : ""),
+    sshListen,
     feedbackWebhookUrl: env.WARREN_FEEDBACK_WEBHOOK_URL || "",
     feedbackWebhookTimeoutMs: intSetting(env, "WARREN_FEEDBACK_WEBHOOK_TIMEOUT_MS", 5000, 100, 60000),
     bodyLimitBytes: intSetting(env, "WARREN_BODY_LIMIT_BYTES", 1_048_576, 1024, 64 * 1_048_576),

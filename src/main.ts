@@ -8,6 +8,7 @@ import { createServerLogger } from "./lib/logger.js";
 import { installProcessGuard } from "./lib/process-guard.js";
 import { writeServerLock } from "./lib/server-lock.js";
 import { bootstrapNotice } from "./modules/identity/service.js";
+import { startSshGateway } from "./modules/ssh/index.js";
 
 async function main(): Promise<void> {
   const config = loadConfig();
@@ -33,12 +34,24 @@ async function main(): Promise<void> {
   const controllers = await startControllers(container);
   const address = await app.listen({ host: config.listenHost, port: config.listenPort });
   log.info({ address, store: container.db.kind }, "warren is serving");
+  const ssh = config.sshListen
+    ? await startSshGateway({
+        listen: config.sshListen,
+        publicHost: config.sshHost,
+        dataDir: config.dataDir,
+        identity: container.identity,
+        sandboxes: container.sandboxes,
+        runtime: container.runtime,
+        log,
+      })
+    : null;
 
   let stopping = false;
   const stop = async (signal: string) => {
     if (stopping) return;
     stopping = true;
     log.info({ signal }, "shutting down");
+    await ssh?.close();
     await controllers.stop();
     await container.runtime?.close();
     await app.close();

@@ -65,6 +65,12 @@ export interface VolumeSource {
 }
 
 /** What the reconciler is told: which sandbox to look at now. */
+/** What the sandbox service knows of the SSH gateway (modules/ssh/index.ts). */
+export interface SshGatewayLink {
+  endpoint: { host: string; port: number };
+  hasOpenSession(sandboxId: string): boolean;
+}
+
 export interface ReconcileTrigger {
   kick(id: string): void;
 }
@@ -77,6 +83,8 @@ export class SandboxService {
    */
   private readonly execsInFlight = new Map<string, { sandboxId: string; running: Promise<ExecResponse> }>();
   private readonly execsPerSandbox = new Map<string, number>();
+  /** The SSH gateway of this process, when one serves (modules/ssh). */
+  private ssh: SshGatewayLink | null = null;
   private snapshots: SnapshotSource | null = null;
   private volumes: VolumeSource | null = null;
   /**
@@ -105,6 +113,11 @@ export class SandboxService {
     quotas.registerMeter("sandboxes.workspace_capacity_gib", (q, orgId) => repo.sumWorkspaceGiB(q, orgId));
   }
 
+  /** The SSH gateway: running sandboxes then carry `ssh`, and an open session holds off an idle stop. */
+  useSshGateway(link: SshGatewayLink): void {
+    this.ssh = link;
+  }
+
   useSnapshots(snapshots: SnapshotSource): void {
     this.snapshots = snapshots;
   }
@@ -123,6 +136,10 @@ export class SandboxService {
     return this.snapshots;
   }
 
+  private view(row: repo.SandboxRow) {
+    return sandboxView(row, this.ssh?.endpoint ?? null);
+  }
+
   /** Emits `<sandbox id>` whenever this process changes a sandbox. */
   get changes() {
     return this.transitions.changes;
@@ -132,9 +149,9 @@ export class SandboxService {
     return [...this.execsInFlight.keys()];
   }
 
-  /** Whether an exec of this process runs in the sandbox (the reconciler's idle check). */
+  /** Whether an exec or an SSH session of this process runs in the sandbox (the reconciler's idle check). */
   hasExecInFlight(sandboxId: string): boolean {
-    return (this.execsPerSandbox.get(sandboxId) ?? 0) > 0;
+    return (this.execsPerSandbox.get(sandboxId) ?? 0) > 0 || (this.ssh?.hasOpenSession(sandboxId) ?? false);
   }
 
   execInFlight(execId: string): Promise<ExecResponse> | undefined {
@@ -333,7 +350,7 @@ export class SandboxService {
     if (options.waitState && options.waitTimeoutSeconds) {
       row = await this.waitFor(cred, row, options.waitState, options.waitTimeoutSeconds);
     }
-    return { sandbox: sandboxView(row) };
+    return { sandbox: this.view(row) };
   }
 
   /** Long-poll: resolves when the state is observed, or with the current row at the deadline. */
@@ -371,7 +388,7 @@ export class SandboxService {
     if (cred.sandbox) {
       const own = await this.load(this.db, cred, cred.sandbox.sandboxId).catch(() => null);
       const matches = own && (!input.name || own.name === input.name);
-      return { sandboxes: matches ? [sandboxView(own)] : [], next_page_token: "" };
+      return { sandboxes: matches ? [this.view(own)] : [], next_page_token: "" };
     }
     const project = await this.projects.resolve(this.db, cred, input.projectId);
     const after = decodeCursor("sandboxes", input.pageToken);
@@ -388,7 +405,7 @@ export class SandboxService {
     const page = rows.slice(0, input.pageSize);
     const last = page[page.length - 1];
     return {
-      sandboxes: page.map(sandboxView),
+      sandboxes: page.map((row) => this.view(row)),
       next_page_token:
         rows.length > input.pageSize && last ? encodeCursor("sandboxes", { at: last.created_at, id: last.id }) : "",
     };
