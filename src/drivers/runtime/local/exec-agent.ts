@@ -528,7 +528,19 @@ export class ExecAgent {
     );
     this.pending.set(execId, session);
     this.send(encodeFrame(execId, "S", payload));
-    await session.started;
+    // An agent that never reports the start must not hold the caller: the command is killed
+    // (if it started after all) and its late frames are dropped.
+    const timer = setTimeout(() => {
+      if (this.pending.get(execId) !== session) return;
+      this.send(encodeFrame(execId, "K"));
+      this.abandon(execId);
+      session.onLost("the exec agent did not report the session's start in time");
+    }, START_TIMEOUT_MS);
+    try {
+      await session.started;
+    } finally {
+      clearTimeout(timer);
+    }
     return session;
   }
 
