@@ -180,10 +180,41 @@ describe("ssh gateway with the OpenSSH client", { timeout: 300_000 }, () => {
     assert.equal(result.code, 3);
   });
 
+  it("streams large output and input at the pace of the SSH channel, losing nothing", async () => {
+    const out = await ssh(id, owner(), ["head -c 6000000 /dev/zero | tr '\\0' x"]);
+    assert.equal(out.code, 0, out.stderr);
+    assert.equal(out.stdout.length, 6_000_000);
+    assert.ok(/^x+$/.test(out.stdout));
+    const input = "y".repeat(3_000_000);
+    const counted = await ssh(id, owner(), ["wc -c"], input);
+    assert.equal(counted.stdout.trim(), "3000000", counted.stderr);
+  });
+
+  it("holds the sandbox awake while a session is open (the reconciler's idle check)", async () => {
+    assert.equal(t.c.sandboxes.hasExecInFlight(id), false);
+    const child = startSsh(id, owner(), [], ["echo open; sleep 2"]);
+    let seen = "";
+    child.stdout?.on("data", (d: Buffer) => {
+      seen += d.toString();
+    });
+    const done = collect(child);
+    const deadline = Date.now() + 10_000;
+    while (!seen.includes("open") && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+    assert.equal(t.c.sandboxes.hasExecInFlight(id), true, "an open session counts");
+    assert.equal(t.c.sandboxes.hasExecInFlight(other), false, "only in its own sandbox");
+    assert.equal((await done).code, 0);
+    assert.equal(t.c.sandboxes.hasExecInFlight(id), false, "not after it closed");
+  });
+
   it("counts a session as activity of the sandbox", async () => {
+    // An API exec first, so the source is `exec`; the session's touch may trail by up to
+    // MIN_TOUCH_MS (5 s) when the sandbox's last session touch was that recent.
+    const exec = await t.request("POST", `/v1/sandboxes/${id}:exec`, { key: owner(), body: { cmd: ["true"] } });
+    assert.equal(exec.status, 200, exec.raw);
+    assert.equal((await sandboxOf(id)).last_activity?.source, "exec");
     const result = await ssh(id, t.orgA.keys.member, ["true"]);
     assert.equal(result.code, 0, result.stderr);
-    const deadline = Date.now() + 5000;
+    const deadline = Date.now() + 8000;
     let source: string | undefined;
     while (Date.now() < deadline && source !== "session") {
       source = (await sandboxOf(id)).last_activity?.source;

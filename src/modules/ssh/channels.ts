@@ -178,7 +178,7 @@ export async function serveForward(
     reject();
     return;
   }
-  const socket = net.connect({ host: address, port });
+  const socket = net.connect({ host: address, port, noDelay: true });
   socket.setTimeout(FORWARD_CONNECT_TIMEOUT_MS);
   const failed = () => {
     socket.destroy();

@@ -81,6 +81,10 @@ export class SshGateway {
 
   private accept(client: Connection, address: string): void {
     client.on("error", () => undefined);
+    // The handshake is many small messages each way: with Nagle's algorithm on, a delayed ACK
+    // held one of them ~40 ms (`ssh ... true` p50 110 ms -> 60-80 ms against a bare ssh2 server).
+    // (ssh2's server-side connection has setNoDelay; @types/ssh2 declares it on the client only.)
+    (client as unknown as { setNoDelay(on: boolean): void }).setNoDelay(true);
     const fromAddress = this.perAddress.get(address) ?? 0;
     if (this.connections.size >= MAX_CONNECTIONS || fromAddress >= MAX_CONNECTIONS_PER_ADDRESS) {
       client.end();
