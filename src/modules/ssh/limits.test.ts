@@ -2,6 +2,7 @@
 // terminal name rules, and the throttled session activity (with a fake clock and touch).
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
+import { loadConfig } from "../../config.js";
 import { HEARTBEAT_MS, MIN_TOUCH_MS, SessionActivity } from "./activity.js";
 import { allowedClientEnv, FailureLimiter, terminalName } from "./limits.js";
 
@@ -102,5 +103,23 @@ describe("ssh session activity", () => {
     activity.close();
     await new Promise((resolve) => setTimeout(resolve, 10));
     assert.equal(touches.length, 1);
+  });
+});
+
+describe("ssh configuration", () => {
+  it("is off by default, and names the host clients reach it on", () => {
+    assert.equal(loadConfig({}).sshListen, null);
+    assert.equal(loadConfig({}).sshHost, "");
+    const on = loadConfig({ WARREN_SSH_LISTEN: "127.0.0.1:0" });
+    assert.deepEqual(on.sshListen, { host: "127.0.0.1", port: 0 });
+    assert.equal(on.sshHost, "127.0.0.1");
+    // A wildcard listener is named by the API's host; WARREN_SSH_HOST overrides both.
+    assert.equal(loadConfig({ WARREN_SSH_LISTEN: "0.0.0.0:2222", WARREN_LISTEN: "10.1.2.3:80" }).sshHost, "10.1.2.3");
+    assert.equal(loadConfig({ WARREN_SSH_LISTEN: "0.0.0.0:2222", WARREN_LISTEN: "0.0.0.0:80" }).sshHost, "127.0.0.1");
+    assert.equal(
+      loadConfig({ WARREN_SSH_LISTEN: "0.0.0.0:2222", WARREN_SSH_HOST: "ssh.example" }).sshHost,
+      "ssh.example",
+    );
+    assert.throws(() => loadConfig({ WARREN_SSH_LISTEN: "2222" }), /WARREN_SSH_LISTEN must be host:port/);
   });
 });
