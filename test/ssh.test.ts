@@ -322,6 +322,31 @@ describe("ssh gateway with the OpenSSH client", { timeout: 300_000 }, () => {
     assert.ok(!t.logs().includes(scoped.key), "no key in the log");
   });
 
+  it("opens no new channel on a connection whose key was revoked after the login", async () => {
+    const extra = await t.issueKey(t.orgA, {});
+    const control = path.join(dir, "ctl");
+    const master = startSsh(id, extra.key, ["-M", "-S", control, "-N"]);
+    const masterDone = collect(master);
+    try {
+      const check = () => collect(spawn(SSH, ["-S", control, "-O", "check", `${id}@127.0.0.1`], { stdio: "pipe" }));
+      const deadline = Date.now() + 15_000;
+      while ((await check()).code !== 0) {
+        if (Date.now() > deadline) throw new Error("the control master did not come up");
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      const overMaster = (command: string) =>
+        collect(spawn(SSH, ["-S", control, `${id}@127.0.0.1`, command], { stdio: "pipe" }), "");
+      assert.equal((await overMaster("echo one")).stdout, "one\n");
+      await t.c.identity.revokeKey(extra.keyId);
+      const refused = await overMaster("echo two");
+      assert.notEqual(refused.code, 0);
+      assert.equal(refused.stdout, "");
+    } finally {
+      master.kill();
+      await masterDone;
+    }
+  });
+
   it("survives a sandbox that kills its exec agent mid-session and a client sending garbage", async () => {
     // The command's parent is the agent (inside the sandbox): kill it under the session.
     const lost = await ssh(id, owner(), ["echo before; sleep 0.5; kill -9 $PPID; sleep 5; echo after"]);

@@ -24,6 +24,11 @@ export const LOGIN_SHELL = ["/bin/sh", "-l"];
 
 export interface ConnectionScope {
   sandboxId: string;
+  /**
+   * Whether the connection's credential still opens the sandbox (asked at every new channel:
+   * a key revoked or a sandbox quarantined after the login opens nothing more).
+   */
+  stillAllowed(): Promise<boolean>;
   runtime: RuntimeDriver;
   activity: SessionActivity;
   log: Logger;
@@ -59,6 +64,8 @@ export function serveSession(session: Session, scope: ConnectionScope): void {
   const start = (accept: () => ServerChannel, reject: (() => void) | undefined, argv: string[] | null) => {
     if (started || !argv) return reject?.();
     started = true;
+    // Accepted at once: ssh2 drops a reply that comes after the client's EOF on the session,
+    // which OpenSSH sends right after the request when its stdin is empty.
     const channel = accept();
     const size = pendingSize ?? pty;
     const request = {
@@ -88,6 +95,12 @@ async function runInChannel(
   opened: (session: SandboxSession) => void,
 ): Promise<void> {
   channel.on("error", () => undefined);
+  if (!(await scope.stillAllowed())) {
+    channel.stderr.write("warren: this credential no longer opens the sandbox\r\n");
+    channel.exit(255);
+    channel.end();
+    return;
+  }
   const endActivity = scope.activity.begin(scope.sandboxId);
   let closed = false;
   let ended = false;
@@ -172,7 +185,8 @@ export async function serveForward(
     released = true;
     scope.forwards--;
   };
-  const address = await scope.runtime.portAddress(scope.sandboxId).catch(() => null);
+  const allowed = await scope.stillAllowed();
+  const address = allowed ? await scope.runtime.portAddress(scope.sandboxId).catch(() => null) : null;
   if (!address) {
     release();
     reject();

@@ -115,6 +115,7 @@ export class SshGateway {
           if (sandboxId) {
             scope = {
               sandboxId,
+              stillAllowed: () => this.opens(secret, sandboxId).then((id) => id !== null),
               runtime: this.options.runtime,
               activity: this.activity,
               log: this.options.log,
@@ -157,6 +158,17 @@ export class SshGateway {
     });
   }
 
+  /** The sandbox's id when this API key may exec in it (as ExecSandbox checks), else null. */
+  private async opens(secret: string, sandboxId: string): Promise<string | null> {
+    try {
+      const cred = await this.options.identity.authenticate(secret);
+      const row = await this.options.sandboxes.loadExecTarget(cred, sandboxId);
+      return row.quarantined ? null : row.id;
+    } catch {
+      return null;
+    }
+  }
+
   /** The sandbox id this credential opens, or null: every failure is the same null after the same delay. */
   private async verify(address: string, user: string, secret: string): Promise<string | null> {
     const started = Date.now();
@@ -166,13 +178,7 @@ export class SshGateway {
       SANDBOX_ID.test(user) &&
       Buffer.byteLength(secret) <= MAX_PASSWORD_BYTES
     ) {
-      try {
-        const cred = await this.options.identity.authenticate(secret);
-        const row = await this.options.sandboxes.loadExecTarget(cred, user);
-        if (!row.quarantined) sandboxId = row.id;
-      } catch {
-        sandboxId = null;
-      }
+      sandboxId = await this.opens(secret, user);
     }
     if (sandboxId) return sandboxId;
     this.limiter.recordFailure(address, Date.now());

@@ -247,6 +247,7 @@ static void child(char *const argv[], char *const env[], const char *cwd, int in
 		in = out = err = slave;
 	}
 	if (dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0) child_fail(fail, 3, errno);
+	if (tty && in > 2) close(in); /* the slave lives on as fds 0-2 only */
 	if (chdir(cwd) != 0) child_fail(fail, 1, errno);
 	const char *file = look_path(argv[0], env);
 	if (!file) child_fail(fail, 2, ENOENT);
