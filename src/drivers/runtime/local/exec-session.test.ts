@@ -96,6 +96,14 @@ describe("exec agent sessions on real sandboxes", { timeout: 120_000 }, () => {
     assert.equal(got.stderr.length, 0, "a terminal session's output is all stdout");
   });
 
+  it("gives a terminal command exactly fds 0-2 (the slave is not leaked, no master reaches it)", async () => {
+    const { handlers, got } = collector();
+    await f.driver.openSession(id, { argv: ["ls", "/proc/self/fd"], pty: { rows: 24, cols: 80 } }, handlers);
+    assert.deepEqual(await got.end, { exit: 0 });
+    // ls's own directory fd is the 3.
+    assert.deepEqual(got.text().trim().split(/\s+/), ["0", "1", "2", "3"]);
+  });
+
   it("holds the command while its output is not acknowledged, and loses nothing", async () => {
     const { handlers, got, held } = collector({ holdAcks: true });
     const total = 4 * SESSION_WINDOW;
