@@ -318,6 +318,7 @@ describe("ssh gateway with the OpenSSH client", { timeout: 300_000 }, () => {
     // The scoped key opens its own sandbox.
     const own = await ssh(other, scoped.key, ["echo own"]);
     assert.equal(own.stdout, "own\n", own.stderr);
+    assert.ok(!t.logs().includes(owner()), "no key in the log, not even one sent as the user name");
     assert.ok(!t.logs().includes(t.orgB.keys.owner), "no key in the log");
     assert.ok(!t.logs().includes(scoped.key), "no key in the log");
   });

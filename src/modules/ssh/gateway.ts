@@ -3,7 +3,7 @@
 // see the sandbox as exec may (a sandbox-scoped key only its own sandbox). Every refusal
 // looks the same (unknown key, another organization's key or sandbox, a malformed user), comes
 // after the same delay, and counts against the client address (limits.ts). Channels are in
-// channels.ts. Nothing a client sends is logged beyond the (bounded) user name.
+// channels.ts. Nothing a client sends is logged beyond a user name that is a sandbox id.
 import type net from "node:net";
 import ssh2, { type AuthContext, type Connection } from "ssh2";
 import type { RuntimeDriver } from "../../drivers/runtime/interface.js";
@@ -50,9 +50,10 @@ export class SshGateway {
       (sandboxId, error) =>
         options.log.warn({ sandbox_id: sandboxId, err: error.message }, "could not record ssh session activity"),
     );
-    this.server = new ssh2.Server({ hostKeys: [options.hostKey], ident: "Warren" }, (client, info) =>
-      this.accept(client, info.ip),
-    );
+    // Keepalives drop a client that vanished without a word (its sessions would otherwise hold
+    // the sandbox awake): about a minute of silence.
+    const config = { hostKeys: [options.hostKey], ident: "Warren", keepaliveInterval: 15_000, keepaliveCountMax: 4 };
+    this.server = new ssh2.Server(config, (client, info) => this.accept(client, info.ip));
     this.server.on("error", (error: Error) => options.log.warn({ err: error.message }, "ssh gateway error"));
   }
 
@@ -182,7 +183,9 @@ export class SshGateway {
     }
     if (sandboxId) return sandboxId;
     this.limiter.recordFailure(address, Date.now());
-    this.options.log.info({ client: address, user: user.slice(0, 80) }, "ssh authentication refused");
+    // The user only when it is a sandbox id: a key pasted as the user name must not reach the log.
+    const named = SANDBOX_ID.test(user) ? user : "(not a sandbox id)";
+    this.options.log.info({ client: address, user: named }, "ssh authentication refused");
     const wait = FAILURE_DELAY_MS - (Date.now() - started);
     if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
     return null;

@@ -6,7 +6,7 @@
 // has taken), and the host sends at most SESSION_INPUT bytes the agent has not written yet.
 // Every frame from the agent is hostile and checked against the order the agent keeps.
 import type { SandboxSession, SessionHandlers, SessionRequest } from "../interface.js";
-import { encodeFrame, type Frame } from "./exec-agent.js";
+import { encodeFrame, type Frame } from "./exec-frames.js";
 
 /** SESSION_WINDOW in exec-agent.c. */
 export const SESSION_WINDOW = 256 << 10;
