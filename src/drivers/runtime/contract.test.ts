@@ -158,6 +158,30 @@ for (const target of targets) {
       assert.equal((await h.driver.observe(spec.id)).pid, observed.pid);
     });
 
+    it("opens an interactive session: input in, output streamed out, the exit status", async () => {
+      const id = await running();
+      let out = "";
+      let ended!: (end: { exit: number | null; lost?: string }) => void;
+      const end = new Promise<{ exit: number | null; lost?: string }>((resolve) => {
+        ended = resolve;
+      });
+      const session = await h.driver.openSession(
+        id,
+        { argv: ["sh", "-c", "read line; echo got:$line; exit 4"], pty: null },
+        {
+          onStdout: (data, done) => {
+            out += data.toString();
+            done();
+          },
+          onStderr: (_data, done) => done(),
+          onEnd: ended,
+        },
+      );
+      session.write(Buffer.from("ping\n"));
+      assert.deepEqual(await end, { exit: 4 });
+      assert.equal(out, "got:ping\n");
+    });
+
     it("keeps stdout and stderr apart and propagates exit codes", async () => {
       const id = await running();
       const outcome = completed(await exec(id, ["sh", "-c", "echo out; echo err >&2; exit 3"]));
@@ -435,6 +459,7 @@ for (const target of targets) {
       assert.equal(receipt.mode, "public");
       assert.ok(receipt.namespace.name && receipt.namespace.path && receipt.namespace.inode > 0);
       assert.ok(receipt.link?.sandboxAddress && receipt.rules.length > 0);
+      assert.equal(await h.driver.portAddress(id), receipt.link.sandboxAddress, "the host reaches its ports there");
       for (const rule of receipt.rules) assert.ok(rule.handle > 0 && rule.table && rule.chain);
       assert.equal(completed(await exec(id, probe)).stdout, "pong\n");
       assert.equal((await h.driver.observe(id)).network, "public");
@@ -444,6 +469,7 @@ for (const target of targets) {
 
       const none = await h.driver.setNetwork(id, "none");
       assert.deepEqual(none.rules, []);
+      assert.equal(await h.driver.portAddress(id), null, "no link, no port address");
       assert.equal(none.namespace.inode, receipt.namespace.inode);
       assert.notEqual(completed(await exec(id, probe)).stdout, "pong\n");
       const links = completed(await exec(id, ["ls", "/sys/class/net"]))
