@@ -552,9 +552,13 @@ int main(int argc, char **argv) {
 				stream_of[n] = 2;
 				fds[n++] = (struct pollfd){.fd = e->in_fd, .events = POLLOUT};
 			}
-			/* A session whose output is not acknowledged waits (its pipes fill, its command blocks). */
-			if (e->session && e->unacked >= SESSION_WINDOW && !e->exited) continue;
-			for (int s = 0; s < 2; s++) {
+			/*
+			 * A session whose output is not acknowledged waits (its pipes fill, its command
+			 * blocks), after the exit too (a background child may still write): what is left
+			 * when the drain grace ends is read once, at most 16 chunks per stream.
+			 */
+			int paused = e->session && e->unacked >= SESSION_WINDOW;
+			for (int s = 0; s < 2 && !paused; s++) {
 				if (e->fd[s] < 0) continue;
 				owner[n] = e;
 				stream_of[n] = s;

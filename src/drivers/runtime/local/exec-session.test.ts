@@ -124,6 +124,19 @@ describe("exec agent sessions on real sandboxes", { timeout: 120_000 }, () => {
     assert.equal(size(), total);
   });
 
+  it("keeps the window after the exit: a background writer with nobody reading ends the session cleanly", async () => {
+    const { handlers, got } = collector({ holdAcks: true });
+    // `yes` outlives the shell and writes as fast as it can; no output is acknowledged.
+    await f.driver.openSession(id, { argv: ["sh", "-c", "yes & sleep 0.1; exit 6"], pty: null }, handlers);
+    assert.deepEqual(await got.end, { exit: 6 }, "ended with its status, not as a broken protocol");
+    const size = got.stdout.reduce((sum, b) => sum + b.length, 0);
+    assert.ok(size <= SESSION_WINDOW + 33 * (64 << 10), `bounded output, got ${size}`);
+    const { handlers: after, got: afterGot } = collector();
+    await f.driver.openSession(id, { argv: ["echo", "agent still here"], pty: null }, after);
+    assert.deepEqual(await afterGot.end, { exit: 0 });
+    assert.equal(afterGot.text(), "agent still here\n");
+  });
+
   it("refuses a command that does not exist, and a sandbox that is not running", async () => {
     const { handlers } = collector();
     await assert.rejects(
