@@ -53,8 +53,8 @@ build: deps
 # UV_THREADPOOL_SIZE: see README.md (libuv reads it once, before the server's first line runs).
 # The SSH gateway listens on 127.0.0.1:2222 unless WARREN_SSH_LISTEN says otherwise.
 run: deps runtime-deps build
-	UV_THREADPOOL_SIZE=$${UV_THREADPOOL_SIZE:-16} WARREN_SSH_LISTEN=$${WARREN_SSH_LISTEN-127.0.0.1:2222} \
-	  node --enable-source-maps build/warren.mjs
+	UV_THREADPOOL_SIZE=$${UV_THREADPOOL_SIZE:-16} WARREN_SESSION_LISTEN=$${WARREN_SESSION_LISTEN:-127.0.0.1:7081} \
+	  WARREN_SSH_LISTEN=$${WARREN_SSH_LISTEN-127.0.0.1:2222} node --enable-source-maps build/warren.mjs
 
 test: deps test-deps
 	npx tsc --noEmit

@@ -1,6 +1,8 @@
 // The only reader of process.env: one schema of settings with documented defaults.
 // Everything else receives the parsed Config.
+import { isIPv4 } from "node:net";
 import path from "node:path";
+import { parseEgressHosts } from "./modules/egress/policy.js";
 
 export interface QuotaDefaults {
   "sandboxes.running": number;
@@ -99,6 +101,46 @@ export interface TailSettings {
   maxStreamsPerServer: number;
 }
 
+/** Prometheus metrics (GET /metrics, docs/metrics.md). */
+export interface MetricsSettings {
+  /**
+   * A bearer token that may scrape GET /metrics besides an owner key of the operator
+   * organization (WARREN_METRICS_TOKEN); empty: only such a key. Never logged.
+   */
+  token: string;
+  /** Seconds the sandboxes-by-state gauge reuses its count from the store. */
+  stateCacheSeconds: number;
+}
+
+/**
+ * OpenTelemetry traces (src/lib/tracing.ts) from the standard OTEL_* variables; off unless
+ * OTEL_TRACES_EXPORTER is `otlp` (or an OTLP endpoint is set and the exporter is not `none`).
+ */
+export interface TracingSettings {
+  enabled: boolean;
+  /** Full URL of the OTLP/HTTP traces endpoint (`<OTEL_EXPORTER_OTLP_ENDPOINT>/v1/traces`). */
+  url: string;
+  /** Headers sent with every export (OTEL_EXPORTER_OTLP_[TRACES_]HEADERS); never put into spans or logs. */
+  headers: Record<string, string>;
+  serviceName: string;
+  /** Fraction of root spans kept (OTEL_TRACES_SAMPLER_ARG with a ratio sampler); 1 keeps all. */
+  sampleRatio: number;
+  /** Milliseconds between batch exports (OTEL_BSP_SCHEDULE_DELAY). */
+  exportDelayMs: number;
+}
+
+/** The egress gateway (src/modules/egress/, docs/egress.md). */
+export interface EgressSettings {
+  /** The gateway's TCP port on the host (WARREN_EGRESS_GATEWAY_PORT, default 8091; 0 picks a free one). */
+  gatewayPort: number;
+  /** The virtual address sandboxes reach it at, port 80 (WARREN_GATEWAY_ADDRESS, default 169.254.213.1). */
+  gatewayAddress: string;
+  /** Names the gateway resolves to these IPv4 addresses instead of DNS (WARREN_EGRESS_HOSTS "name=ipv4,..."). */
+  hosts: Map<string, string>;
+  /** Extra PEM CAs trusted for upstream TLS besides the system store (WARREN_EGRESS_EXTRA_CA_FILE). */
+  extraCaFile: string;
+}
+
 export interface Config {
   listenHost: string;
   listenPort: number;
@@ -110,6 +152,12 @@ export interface Config {
   logLevel: string;
   /** Client-visible sibling service URLs (GetServiceConfig). */
   publicApiUrl: string;
+  /**
+   * The session plane (port endpoints, src/http/session-plane.ts): its listener
+   * (WARREN_SESSION_LISTEN, host:port; port 0 picks a free one) or null when none runs, and
+   * its public base URL (WARREN_SESSION_PLANE_URL; empty: derived from the bound address).
+   */
+  sessionListen: { host: string; port: number } | null;
   sessionPlaneUrl: string;
   sshHost: string;
   /** Where the SSH gateway listens (WARREN_SSH_LISTEN); null: no gateway. */
@@ -134,12 +182,15 @@ export interface Config {
   blobs: BlobSettings;
   volumes: VolumeSettings;
   tail: TailSettings;
+  egress: EgressSettings;
   /**
    * Telemetry SQL: the highest planner cost estimate (EXPLAIN's total cost) a query may have;
    * null: the store's default (PGlite 250,000; PostgreSQL none, its statement_timeout
    * cancels); 0: no cost guard on either store (docs/telemetry-sql.md).
    */
   telemetrySqlMaxCost: number | null;
+  metrics: MetricsSettings;
+  tracing: TracingSettings;
   /** Admin CLI: the server to go through (else the lock file in dataDir, else the store directly). */
   adminUrl: string;
   /** Admin CLI: an owner key of the operator organization, for going through the server. */
@@ -203,6 +254,86 @@ function blobSettings(env: Env): BlobSettings {
   };
 }
 
+/** `k1=v1,k2=v2` with percent-encoded values, as the OTLP header variables are written. */
+function otlpHeaders(raw: string, name: string): Record<string, string> {
+  const headers: Record<string, string> = {};
+  for (const pair of raw.split(",")) {
+    if (pair.trim() === "") continue;
+    const at = pair.indexOf("=");
+    if (at <= 0) throw new ConfigError(`${name} must be key=value pairs separated by commas`);
+    try {
+      headers[decodeURIComponent(pair.slice(0, at).trim())] = decodeURIComponent(pair.slice(at + 1).trim());
+    } catch {
+      throw new ConfigError(`${name} holds a value that is not valid percent-encoding`);
+    }
+  }
+  return headers;
+}
+
+function tracingSettings(env: Env): TracingSettings {
+  const exporter = (env.OTEL_TRACES_EXPORTER || "").trim().toLowerCase();
+  const tracesEndpoint = env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT || "";
+  const baseEndpoint = env.OTEL_EXPORTER_OTLP_ENDPOINT || "";
+  if (exporter !== "" && exporter !== "otlp" && exporter !== "none") {
+    throw new ConfigError(`OTEL_TRACES_EXPORTER must be otlp or none, got "${exporter}"`);
+  }
+  const enabled = exporter === "otlp" || (exporter === "" && (tracesEndpoint !== "" || baseEndpoint !== ""));
+  // Spans are sent as OTLP/HTTP JSON, which OTLP/HTTP receivers take on the same path as
+  // protobuf; gRPC is not spoken (docs/metrics.md).
+  const protocol = env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL || env.OTEL_EXPORTER_OTLP_PROTOCOL || "http/json";
+  if (enabled && protocol !== "http/json" && protocol !== "http/protobuf") {
+    throw new ConfigError(`OTEL_EXPORTER_OTLP_PROTOCOL: only OTLP over HTTP is supported, got "${protocol}"`);
+  }
+  // The signal-specific endpoint is used as is; the base one gets the signal's path (OTLP spec).
+  const url = tracesEndpoint || `${(baseEndpoint || "http://localhost:4318").replace(/\/+$/, "")}/v1/traces`;
+  if (enabled && !/^https?:\/\/[^/]/.test(url))
+    throw new ConfigError("the OTLP endpoint must be an http:// or https:// URL");
+  const sampler = env.OTEL_TRACES_SAMPLER || "parentbased_always_on";
+  let sampleRatio = 1;
+  if (sampler === "always_off" || sampler === "parentbased_always_off") sampleRatio = 0;
+  else if (sampler === "traceidratio" || sampler === "parentbased_traceidratio") {
+    const ratio = Number(env.OTEL_TRACES_SAMPLER_ARG ?? "1");
+    if (!Number.isFinite(ratio) || ratio < 0 || ratio > 1) {
+      throw new ConfigError("OTEL_TRACES_SAMPLER_ARG must be a ratio between 0 and 1");
+    }
+    sampleRatio = ratio;
+  } else if (sampler !== "always_on" && sampler !== "parentbased_always_on") {
+    throw new ConfigError(`OTEL_TRACES_SAMPLER "${sampler}" is not supported`);
+  }
+  return {
+    enabled: enabled && env.OTEL_SDK_DISABLED !== "true",
+    url,
+    headers: {
+      ...otlpHeaders(env.OTEL_EXPORTER_OTLP_HEADERS || "", "OTEL_EXPORTER_OTLP_HEADERS"),
+      ...otlpHeaders(env.OTEL_EXPORTER_OTLP_TRACES_HEADERS || "", "OTEL_EXPORTER_OTLP_TRACES_HEADERS"),
+    },
+    serviceName: env.OTEL_SERVICE_NAME || "warren",
+    sampleRatio,
+    exportDelayMs: intSetting(env, "OTEL_BSP_SCHEDULE_DELAY", 5000, 0, 600_000),
+  };
+}
+
+function egressSettings(env: Env): EgressSettings {
+  const gatewayAddress = env.WARREN_GATEWAY_ADDRESS || "169.254.213.1";
+  if (!isIPv4(gatewayAddress) || !gatewayAddress.startsWith("169.254.")) {
+    throw new ConfigError(
+      `WARREN_GATEWAY_ADDRESS must be a link-local IPv4 address (169.254.x.y), got "${gatewayAddress}"`,
+    );
+  }
+  let hosts: Map<string, string>;
+  try {
+    hosts = parseEgressHosts(env.WARREN_EGRESS_HOSTS || "");
+  } catch (error) {
+    throw new ConfigError((error as Error).message);
+  }
+  return {
+    gatewayPort: intSetting(env, "WARREN_EGRESS_GATEWAY_PORT", 8091, 0, 65535),
+    gatewayAddress,
+    hosts,
+    extraCaFile: env.WARREN_EGRESS_EXTRA_CA_FILE ? path.resolve(env.WARREN_EGRESS_EXTRA_CA_FILE) : "",
+  };
+}
+
 function parseListen(raw: string, name = "WARREN_LISTEN"): { host: string; port: number } {
   const match = /^(.*):(\d{1,5})$/.exec(raw);
   if (!match) throw new ConfigError(`${name} must be host:port, got "${raw}"`);
@@ -216,6 +347,25 @@ function publicHostOf(host: string, apiHost: string): string {
   const wildcard = (h: string) => h === "0.0.0.0" || h === "::" || h === "";
   if (!wildcard(host)) return host;
   return wildcard(apiHost) ? "127.0.0.1" : apiHost;
+}
+
+function sessionPlaneUrlSetting(env: Env): string {
+  const raw = env.WARREN_SESSION_PLANE_URL || "";
+  if (raw === "") return "";
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new ConfigError(`WARREN_SESSION_PLANE_URL must be an http:// or https:// URL, got "${raw}"`);
+  }
+  if ((url.protocol !== "http:" && url.protocol !== "https:") || url.pathname !== "/" || url.search || url.hash) {
+    throw new ConfigError("WARREN_SESSION_PLANE_URL must be an http:// or https:// base URL without a path");
+  }
+  // Endpoints are `<port>-<sandbox id>.<host>`: an IP address has no subdomains.
+  if (/^[\d.]+$|^\[/.test(url.hostname)) {
+    throw new ConfigError("WARREN_SESSION_PLANE_URL needs a host name (with wildcard DNS), not an IP address");
+  }
+  return url.origin;
 }
 
 export function loadConfig(env: Env = process.env): Config {
@@ -232,7 +382,8 @@ export function loadConfig(env: Env = process.env): Config {
     bootstrapOrgSlug: "default",
     logLevel: env.WARREN_LOG_LEVEL || "info",
     publicApiUrl: env.WARREN_PUBLIC_API_URL || `http://${hostForUrl}:${listen.port}`,
-    sessionPlaneUrl: env.WARREN_SESSION_PLANE_URL || "",
+    sessionListen: env.WARREN_SESSION_LISTEN ? parseListen(env.WARREN_SESSION_LISTEN, "WARREN_SESSION_LISTEN") : null,
+    sessionPlaneUrl: sessionPlaneUrlSetting(env),
     sshHost: env.WARREN_SSH_HOST || (sshListen ? publicHostOf(sshListen.host, listen.host) : ""),
     sshListen,
     feedbackWebhookUrl: env.WARREN_FEEDBACK_WEBHOOK_URL || "",
@@ -281,9 +432,15 @@ export function loadConfig(env: Env = process.env): Config {
       maxStreamsPerOrg: intSetting(env, "WARREN_TAIL_MAX_STREAMS_PER_ORG", 500, 1, 1_000_000),
       maxStreamsPerServer: intSetting(env, "WARREN_TAIL_MAX_STREAMS", 2000, 1, 1_000_000),
     },
+    egress: egressSettings(env),
     telemetrySqlMaxCost: env.WARREN_TELEMETRY_SQL_MAX_COST
       ? intSetting(env, "WARREN_TELEMETRY_SQL_MAX_COST", 0, 0, 1_000_000_000_000)
       : null,
+    metrics: {
+      token: env.WARREN_METRICS_TOKEN || "",
+      stateCacheSeconds: intSetting(env, "WARREN_METRICS_STATE_CACHE_SECONDS", 5, 0, 3600),
+    },
+    tracing: tracingSettings(env),
     adminUrl: env.WARREN_ADMIN_URL || "",
     adminApiKey: env.WARREN_API_KEY || "",
     quotaDefaults: {

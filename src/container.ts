@@ -10,12 +10,13 @@ import type { BlobStore } from "./drivers/blobs/interface.js";
 import type { RuntimeDriver } from "./drivers/runtime/interface.js";
 import { LocalRuntimeDriver } from "./drivers/runtime/local/driver.js";
 import { PooledRuntime, poolSupported } from "./drivers/runtime/local/pool.js";
-import { buildHttp } from "./http/app.js";
+import { API_VERSION, buildHttp } from "./http/app.js";
 import { IdempotencyStore } from "./http/idempotency.js";
 import type { App } from "./http/types.js";
 import { type Clock, systemClock } from "./lib/clock.js";
 import type { Logger } from "./lib/logger.js";
 import { makeDirPrivate } from "./lib/private-dir.js";
+import { Tracing } from "./lib/tracing.js";
 import { registerAdminRoutes } from "./modules/admin/routes.js";
 import { AdminService } from "./modules/admin/service.js";
 import { AnnotationService } from "./modules/annotations/annotation-service.js";
@@ -23,12 +24,19 @@ import { registerAnnotationRoutes } from "./modules/annotations/routes.js";
 import { AnnotationSchemaService } from "./modules/annotations/schema-service.js";
 import { registerBlobRoutes } from "./modules/blobs/routes.js";
 import { SignedBlobService } from "./modules/blobs/service.js";
+import { callerDirectory } from "./modules/egress/callers.js";
+import { EgressGateway } from "./modules/egress/gateway.js";
+import { EgressAllowlistService } from "./modules/egress/service.js";
 import { registerFeedbackRoutes } from "./modules/feedback/routes.js";
 import { type FeedbackRelay, FeedbackService, webhookRelay } from "./modules/feedback/service.js";
 import { registerIdentityRoutes } from "./modules/identity/routes.js";
 import { IdentityService } from "./modules/identity/service.js";
 import { registerMetaRoutes } from "./modules/meta/routes.js";
 import { registerSystemRoutes } from "./modules/meta/system-routes.js";
+import { WarrenMetrics } from "./modules/metrics/registry.js";
+import { countSandboxesByState } from "./modules/metrics/repo.js";
+import { registerMetricsRoutes } from "./modules/metrics/routes.js";
+import { MetricsService } from "./modules/metrics/service.js";
 import { registerProjectRoutes } from "./modules/projects/routes.js";
 import { ProjectService } from "./modules/projects/service.js";
 import { registerRunRoutes } from "./modules/runs/routes.js";
@@ -40,6 +48,9 @@ import { SandboxTransitions } from "./modules/sandboxes/transitions.js";
 import { Keyring } from "./modules/secrets/keyring.js";
 import { registerSecretRoutes } from "./modules/secrets/routes.js";
 import { SecretService } from "./modules/secrets/service.js";
+import { registerSessionRoutes } from "./modules/sessions/routes.js";
+import { SessionService } from "./modules/sessions/service.js";
+import { SESSION_TOKEN_KEY_LABEL, SessionTokenSigner } from "./modules/sessions/tokens.js";
 import { registerSnapshotRoutes } from "./modules/snapshots/routes.js";
 import { ReplicationRelay, SnapshotService } from "./modules/snapshots/service.js";
 import { TailHub } from "./modules/tail/hub.js";
@@ -95,6 +106,18 @@ export interface Container {
   volumes: VolumeService;
   /** This host's materialized volume versions, mounted read-only into sandboxes. */
   volumeCache: VolumeCache;
+  /** Port endpoints: the rules of the session plane (src/http/session-plane.ts serves it). */
+  sessions: SessionService;
+  /** Prometheus instruments (docs/metrics.md); the controllers record into them too. */
+  metrics: WarrenMetrics;
+  /** GET /metrics: who may scrape, and the scrape. */
+  metricsAccess: MetricsService;
+  /** OpenTelemetry traces when the OTEL_* settings turn them on; null otherwise. Shut down with the app. */
+  tracing: Tracing | null;
+  /** Organization egress allowlists (what gateway_only sandboxes reach besides their secrets' hosts). */
+  egressAllowlist: EgressAllowlistService;
+  /** The egress gateway sandboxes reach at the virtual address; null without a runtime. Closed by main/tests. */
+  egress: EgressGateway | null;
 }
 
 export interface ContainerOverrides {
@@ -108,6 +131,14 @@ export interface ContainerOverrides {
   keyring?: Keyring;
   /** The blob store; tests give one in a temp dir (or on s3rver) instead of `<dataDir>/blobs`. */
   blobs?: BlobStore;
+  /** Node.js process metrics in GET /metrics (default on; tests that start many servers turn them off). */
+  processMetrics?: boolean;
+  /**
+   * The egress gateway the given runtime was opened with (its port is a driver option, so a
+   * test starts it first); bound to this container's services. Without it a given runtime
+   * runs with no gateway.
+   */
+  egressGateway?: EgressGateway | null;
 }
 
 export async function openStore(config: Config): Promise<Db> {
@@ -126,9 +157,10 @@ export async function openStore(config: Config): Promise<Db> {
  * The local runc runtime (behind the pool of default-shape sandboxes when it is on), or
  * null (with a warning) when this host cannot run sandboxes.
  */
-async function openRuntime(config: Config, log: Logger): Promise<RuntimeDriver | null> {
+async function openRuntime(config: Config, log: Logger, gateway: EgressGateway | null): Promise<RuntimeDriver | null> {
   try {
     const driver = await LocalRuntimeDriver.open({
+      ...(gateway ? { gateway: { address: config.egress.gatewayAddress, port: gateway.port } } : {}),
       root: config.sandbox.runtimeRoot,
       registry: { insecureRegistries: config.sandbox.insecureRegistries },
       imageTagTtlMs: config.sandbox.imageTagTtlSeconds * 1000,
@@ -156,6 +188,15 @@ async function openRuntime(config: Config, log: Logger): Promise<RuntimeDriver |
   }
 }
 
+async function startGateway(config: Config, log: Logger): Promise<EgressGateway | null> {
+  try {
+    return await EgressGateway.start({ port: config.egress.gatewayPort, hosts: config.egress.hosts, log });
+  } catch (error) {
+    log.warn({ err: (error as Error).message }, "the egress gateway could not listen; sandboxes run without it");
+    return null;
+  }
+}
+
 export async function createContainer(config: Config, log: Logger, overrides: ContainerOverrides = {}) {
   // Every module gets the deferring store, so none can read past an exec's end written after its answer.
   const db = new DeferringDb(overrides.db ?? (await openStore(config)));
@@ -169,7 +210,18 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
   if (!overrides.keyring && !config.masterKey) await mkdir(config.dataDir, { recursive: true, mode: 0o700 });
   const keyring = overrides.keyring ?? (await Keyring.load(config));
   const secrets = new SecretService(db, clock, keyring);
-  const runtime = overrides.runtime !== undefined ? overrides.runtime : await openRuntime(config, log);
+  // The gateway listens before the runtime opens: the runtime's nat chain redirects to its port.
+  let egress = overrides.egressGateway ?? null;
+  let runtime: RuntimeDriver | null;
+  if (overrides.runtime !== undefined) runtime = overrides.runtime;
+  else {
+    egress = await startGateway(config, log);
+    runtime = await openRuntime(config, log, egress);
+    if (!runtime && egress) {
+      await egress.close();
+      egress = null;
+    }
+  }
   // The reconciler (started with the controllers) becomes the queue's worker; the service only kicks it.
   const reconcileQueue = new ReconcileQueue();
   const sandboxTransitions = new SandboxTransitions(db, clock);
@@ -193,7 +245,18 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
     overrides.feedbackRelay ?? webhookRelay(config.feedbackWebhookUrl, config.feedbackWebhookTimeoutMs, log);
   const feedback = new FeedbackService(db, clock, relay);
   const telemetryViews = new TelemetryViewService(db, clock, { maxCost: config.telemetrySqlMaxCost });
-  const admin = new AdminService(identity, quotas, secrets, sandboxes);
+  const egressAllowlist = new EgressAllowlistService(db, clock);
+  const admin = new AdminService(identity, quotas, secrets, sandboxes, egressAllowlist);
+  if (egress && runtime) {
+    egress.bind({
+      identify: callerDirectory(runtime, sandboxes),
+      allowlist: (orgId) => egressAllowlist.list(orgId),
+      sandboxOfCredential: async (secret) => {
+        const cred = await identity.authenticate(secret).catch(() => null);
+        return cred?.sandbox?.sandboxId ?? null;
+      },
+    });
+  }
   const idempotency = new IdempotencyStore(db, clock, config.idempotencyRetentionHours);
   const blobs =
     overrides.blobs ?? (await openBlobStore(config, config.dataDir, keyring.deriveKey(BLOB_SIGNING_KEY_LABEL)));
@@ -218,6 +281,29 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
   const volumeCache = new VolumeCache(blobs, config.volumes.cacheDir);
   const tailHub = new TailHub(db, log);
   const tails = new TailService(db, tailHub, config.tail, runs, sandboxes);
+  const sessions = new SessionService(
+    identity,
+    sandboxes,
+    runtime,
+    new SessionTokenSigner(keyring.deriveKey(SESSION_TOKEN_KEY_LABEL)),
+    clock,
+    log,
+    config.sessionPlaneUrl,
+  );
+  sandboxes.useEndpoints(sessions);
+  const metrics = new WarrenMetrics({
+    stateCacheSeconds: config.metrics.stateCacheSeconds,
+    processMetrics: overrides.processMetrics ?? true,
+  });
+  metrics.countSandboxStatesWith(() => countSandboxesByState(db));
+  const pullBytes = runtime?.imagePullBytes?.bind(runtime);
+  if (pullBytes) metrics.readPullBytesFrom(pullBytes);
+  execs.useMetrics(metrics);
+  annotations.useMetrics(metrics);
+  telemetryViews.useMetrics(metrics);
+  snapshots.useMetrics(metrics);
+  const metricsAccess = new MetricsService(metrics, identity, admin, config.metrics.token);
+  const tracing = Tracing.open(config.tracing, API_VERSION);
   const container: Container = {
     config,
     log,
@@ -248,6 +334,12 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
     tailHub,
     volumes,
     volumeCache,
+    sessions,
+    metrics,
+    metricsAccess,
+    tracing,
+    egressAllowlist,
+    egress,
   };
   return container;
 }
@@ -258,9 +350,11 @@ export async function createApp(c: Container): Promise<App> {
     bodyLimitBytes: c.config.bodyLimitBytes,
     identity: c.identity,
     idempotency: c.idempotency,
+    metrics: c.metrics,
+    tracing: c.tracing,
   });
   registerSystemRoutes(app, c.db);
-  registerMetaRoutes(app, c.config);
+  registerMetaRoutes(app, c.config, () => c.sessions.publicUrl());
   registerIdentityRoutes(app);
   registerUsageRoutes(app, c.quotas);
   registerFeedbackRoutes(app, c.feedback);
@@ -275,10 +369,15 @@ export async function createApp(c: Container): Promise<App> {
   registerAdminRoutes(app, c.admin);
   registerTailRoutes(app, c.tails);
   registerVolumeRoutes(app, c.volumes);
+  registerSessionRoutes(app, c.sessions);
   if (c.signedBlobs) registerBlobRoutes(app, c.signedBlobs);
+  registerMetricsRoutes(app, c.metricsAccess);
   app.addHook("onClose", () => c.blobs.close());
+  app.addHook("onClose", () => c.egress?.close());
   app.addHook("onClose", () => c.annotations.close());
   app.addHook("onClose", () => c.tailHub.close());
+  // Spans still buffered are sent before the process goes.
+  app.addHook("onClose", () => c.tracing?.shutdown());
   // Exec ends written after their answers, before whoever closes the store after the app.
   app.addHook("onClose", () => (c.db instanceof DeferringDb ? c.db.settled() : undefined));
   await app.ready();

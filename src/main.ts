@@ -4,9 +4,11 @@
 import { loadConfig } from "./config.js";
 import { createApp, createContainer } from "./container.js";
 import { startControllers } from "./controllers/index.js";
+import { startSessionPlane } from "./http/session-plane.js";
 import { createServerLogger } from "./lib/logger.js";
 import { installProcessGuard } from "./lib/process-guard.js";
 import { writeServerLock } from "./lib/server-lock.js";
+import { apiTargetOf } from "./modules/egress/gateway.js";
 import { bootstrapNotice } from "./modules/identity/service.js";
 import { startSshGateway } from "./modules/ssh/index.js";
 
@@ -33,6 +35,10 @@ async function main(): Promise<void> {
   const app = await createApp(container);
   const controllers = await startControllers(container);
   const address = await app.listen({ host: config.listenHost, port: config.listenPort });
+  container.egress?.setApiTarget(apiTargetOf(config.listenHost, app.server.address()));
+  const sessionPlane = config.sessionListen
+    ? await startSessionPlane(container.sessions, { ...config.sessionListen, log })
+    : null;
   log.info({ address, store: container.db.kind }, "warren is serving");
   const ssh = config.sshListen
     ? await startSshGateway({
@@ -52,8 +58,10 @@ async function main(): Promise<void> {
     stopping = true;
     log.info({ signal }, "shutting down");
     await ssh?.close();
+    await sessionPlane?.close();
     await controllers.stop();
     await container.runtime?.close();
+    await container.egress?.close();
     await app.close();
     await releaseLock();
     await container.db.close();

@@ -172,7 +172,14 @@ export async function startTestApp(store: StoreKind, options: TestAppOptions = {
       callback();
     },
   });
-  const config: Config = { ...loadConfig({}), authCacheTtlMs: 0, ...options.config };
+  const defaults = loadConfig({});
+  // A free gateway port per test app (several test files run at once).
+  const config: Config = {
+    ...defaults,
+    authCacheTtlMs: 0,
+    egress: { ...defaults.egress, gatewayPort: 0 },
+    ...options.config,
+  };
   const log = createLogger("info", sink);
   // The blob store lives in a temp dir of its own, not in the (shared) default data dir.
   const blobDir = options.overrides?.blobs ? null : await mkdtemp(path.join(os.tmpdir(), "warren-blobs-"));

@@ -429,7 +429,6 @@ describe("sandbox lifecycle", { concurrency: STORE_KINDS.length }, () => {
         const inode = /net:\[(\d+)\]/.exec(nsLink)?.[1] as string;
 
         assertFlatError(await patch(id, { network_access: "public", metadata: {} }), 400, "invalid_argument");
-        assertFlatError(await patch(id, { network_access: "gateway_only" }), 422, "unsupported_capability");
 
         const toPublic = await patch(id, { network_access: "public" });
         assert.equal(toPublic.status, 200, toPublic.raw);

@@ -90,6 +90,8 @@ const MATRIX: Record<string, Entry> = {
   UpdateSandbox: everyone("not_found"),
   DeleteSandbox: everyone("not_found"),
   ExecSandbox: everyone("not_found", "allowed"),
+  // A sandbox-scoped credential neither opens endpoints nor issues their tokens (docs/api-decisions.md).
+  IssueEndpointToken: everyone("not_found"),
   CreateSandboxSnapshot: everyone("not_found", "allowed"),
   // Past authorization a scoped key gets 404 for any run but its sandbox's own.
   TailRun: everyone("not_found", "allowed"),
@@ -111,6 +113,10 @@ const MATRIX: Record<string, Entry> = {
   AdminQuarantineSandbox: operator,
   AdminReleaseSandbox: operator,
   AdminSetQuota: operator,
+  // Also WARREN_METRICS_TOKEN, which is no API key (test/metrics.test.ts).
+  GetMetrics: operator,
+  AdminGetEgressAllowlist: operator,
+  AdminSetEgressAllowlist: operator,
 };
 
 /** Bodies the schema sample gets wrong (a service rule beyond the schema), so authorization decides. */
@@ -217,7 +223,7 @@ async function orgBIds(t: TestApp): Promise<Record<string, string>> {
 }
 
 /** Path parameters after the first whose "x" the route's schema refuses before authorization. */
-const LATER_PARAMS: Record<string, string> = { subject_kind: "SANDBOX_SECRET_GRANT_SUBJECT_KIND_USER" };
+const LATER_PARAMS: Record<string, string> = { subject_kind: "SANDBOX_SECRET_GRANT_SUBJECT_KIND_USER", port: "8080" };
 
 /** The path with its first parameter set to `id` (the others "x", or their LATER_PARAMS value). */
 function urlWith(path: string, id: string): string {

@@ -79,7 +79,7 @@ function collectorTests(t: () => TestApp) {
     assert.equal((await t().request("DELETE", `/v1/volumes/${one.id}`, { key: owner() })).status, 200);
     await age(2);
     // Pinned by a sandbox that has not ended: the references stay.
-    assert.deepEqual(await collector().collectBlobs(0), { releasedVolumes: 0, blobs: 0 });
+    assert.deepEqual(await collector().collectBlobs(0), { releasedVolumes: 0, manifests: 0, blobs: 0 });
     assert.ok(await stored(only));
     await t().c.db.query("UPDATE sandboxes SET state = 'terminated' WHERE id = $1", [sandbox.body.id]);
     // Within the grace period nothing goes (touched two days ago, grace three days).
@@ -95,6 +95,34 @@ function collectorTests(t: () => TestApp) {
       digest(Buffer.from(only)),
     ]);
     assert.equal(rows.rows.length, 0);
+  });
+
+  it("removes a deleted volume's manifests once no other volume has the same version", async () => {
+    const same = treeOf({ f: `same ${Date.now()}` });
+    const one = await createVolume(t(), owner(), `m-one-${Date.now()}`);
+    const two = await createVolume(t(), owner(), `m-two-${Date.now()}`);
+    const first = await pushTree(t(), owner(), one.id, same);
+    assert.equal(first.publish.status, 200, first.publish.raw);
+    const versionOf = (res: { body: Record<string, unknown> }) =>
+      (res.body.version as { version_digest: string }).version_digest;
+    const shared = versionOf(first.publish);
+    const second = await pushTree(t(), owner(), one.id, treeOf({ f: `own ${Date.now()}` }));
+    const own = versionOf(second.publish);
+    // The same files with no parent: the same version digest in another volume.
+    const again = await pushTree(t(), owner(), two.id, same);
+    assert.equal(versionOf(again.publish), shared);
+    const manifest = async (version: string) =>
+      (await t().c.blobs.head(volumeKeys.versionManifest(org(), version))) !== null;
+    assert.ok((await manifest(shared)) && (await manifest(own)));
+    assert.equal((await t().request("DELETE", `/v1/volumes/${one.id}`, { key: owner() })).status, 200);
+    const pass = await collector().collectBlobs();
+    assert.equal(pass.releasedVolumes, 1);
+    assert.equal(pass.manifests, 1);
+    assert.equal(await manifest(own), false);
+    assert.ok(await manifest(shared), "the other volume still has this version");
+    assert.equal((await t().request("DELETE", `/v1/volumes/${two.id}`, { key: owner() })).status, 200);
+    assert.equal((await collector().collectBlobs()).manifests, 1);
+    assert.equal(await manifest(shared), false);
   });
 
   it("collects verified uploads of a push that never published; a new push uploads them again", async () => {

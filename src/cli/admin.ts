@@ -1,5 +1,5 @@
 // `npm run admin -- <command>`: create organizations and API keys of every kind and role,
-// revoke keys, set quota limits. While a server runs on the data dir (PGlite admits one
+// revoke keys, set quota limits and egress allowlists. While a server runs on the data dir (PGlite admits one
 // process) or when WARREN_ADMIN_URL is set, it goes through the server's /v1/admin routes
 // with an operator owner key (WARREN_API_KEY); otherwise it opens the store directly.
 import { Writable } from "node:stream";
@@ -20,6 +20,8 @@ interface AdminClient {
   setQuota(organization: string, metric: string, limit: number | null): Promise<unknown>;
   rotateMasterKey(): Promise<unknown>;
   quarantine(sandboxId: string, quarantined: boolean, reason: string): Promise<unknown>;
+  egressAllowlist(organization: string): Promise<unknown>;
+  setEgressAllowlist(organization: string, hosts: string[]): Promise<unknown>;
   close(): Promise<void>;
 }
 
@@ -54,6 +56,9 @@ function httpClient(baseUrl: string, apiKey: string): AdminClient {
       call("POST", `/v1/admin/sandboxes/${encodeURIComponent(sandboxId)}:${quarantined ? "quarantine" : "release"}`, {
         reason,
       }),
+    egressAllowlist: (organization) => call("GET", `/v1/admin/organizations/${org(organization)}/egress-allowlist`),
+    setEgressAllowlist: (organization, hosts) =>
+      call("PUT", `/v1/admin/organizations/${org(organization)}/egress-allowlist`, { hosts }),
     close: async () => undefined,
   };
 }
@@ -81,6 +86,8 @@ async function directClient(config: Config): Promise<AdminClient> {
       await c.admin.quarantine(sandboxId, quarantined, reason);
       return {};
     },
+    egressAllowlist: (organization) => c.admin.egressAllowlist(organization),
+    setEgressAllowlist: (organization, hosts) => c.admin.setEgressAllowlist(organization, hosts),
     close: () => db.close(),
   };
 }
@@ -190,6 +197,21 @@ sandboxes
 sandboxes
   .command("release <sandboxId>")
   .action((sandboxId: string) => withClient((client) => client.quarantine(sandboxId, false, "")));
+
+const egress = program
+  .command("egress-allowlist")
+  .description("the hosts gateway_only sandboxes of an organization reach besides their secrets' hosts");
+egress
+  .command("get")
+  .requiredOption("--org <org>", "organization id or slug")
+  .action((options: { org: string }) => withClient((client) => client.egressAllowlist(options.org)));
+egress
+  .command("set [hosts...]")
+  .description("replace the whole list (host names and *.domain wildcards; none empties it)")
+  .requiredOption("--org <org>", "organization id or slug")
+  .action((hosts: string[], options: { org: string }) =>
+    withClient((client) => client.setEgressAllowlist(options.org, hosts)),
+  );
 
 program.parseAsync().catch((error: unknown) => {
   process.stderr.write(`warren-admin: ${error instanceof Error ? error.message : String(error)}\n`);

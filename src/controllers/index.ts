@@ -15,7 +15,7 @@ export async function startControllers(c: Container): Promise<{ stop(): Promise<
     ? new SandboxReconciler(c, c.runtime, {
         pids: c.config.sandbox.pids,
         retentionSeconds: c.config.sandbox.retentionSeconds,
-        publicApiUrl: c.config.publicApiUrl,
+        gatewayAddress: c.config.egress.gatewayAddress,
       })
     : null;
   await reconciler?.start();

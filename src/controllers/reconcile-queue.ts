@@ -6,6 +6,9 @@ import type { ReconcileTrigger } from "../modules/sandboxes/service.js";
 export class ReconcileQueue implements ReconcileTrigger {
   private readonly chains = new Map<string, Promise<void>>();
   private readonly again = new Set<string>();
+  /** When each id waiting for a pass was first kicked (performance.now()), for the lag metric. */
+  private readonly kickedAt = new Map<string, number>();
+  private lagObserver: ((seconds: number) => void) | null = null;
   private worker: ((id: string) => Promise<void>) | null = null;
   private stopped = false;
 
@@ -14,8 +17,14 @@ export class ReconcileQueue implements ReconcileTrigger {
     this.worker = worker;
   }
 
+  /** Called with how long each pass waited between its kick and its start (reconcile lag). */
+  observeLag(observer: (seconds: number) => void): void {
+    this.lagObserver = observer;
+  }
+
   kick(id: string): void {
     if (this.stopped || !this.worker) return;
+    if (this.lagObserver && !this.kickedAt.has(id)) this.kickedAt.set(id, performance.now());
     if (this.chains.has(id)) {
       this.again.add(id);
       return;
@@ -24,6 +33,11 @@ export class ReconcileQueue implements ReconcileTrigger {
     const run = async () => {
       do {
         this.again.delete(id);
+        const kicked = this.kickedAt.get(id);
+        if (kicked !== undefined) {
+          this.kickedAt.delete(id);
+          this.lagObserver?.((performance.now() - kicked) / 1000);
+        }
         // The worker logs its own failures; one must never wedge this id's chain.
         await work(id).catch(() => undefined);
       } while (this.again.has(id) && !this.stopped);

@@ -9,7 +9,10 @@ import type { RuntimeDriver } from "../drivers/runtime/interface.js";
 import { RuntimeError } from "../drivers/runtime/interface.js";
 import type { Clock } from "../lib/clock.js";
 import type { Logger } from "../lib/logger.js";
+import { SpanStatusCode, type Tracing } from "../lib/tracing.js";
+import { DEFAULT_GATEWAY_ADDRESS, gatewayEnv } from "../modules/egress/env.js";
 import type { IdentityService } from "../modules/identity/service.js";
+import type { WarrenMetrics } from "../modules/metrics/registry.js";
 import {
   decide,
   type LifecycleAction,
@@ -41,12 +44,28 @@ export interface ReconcilerDeps {
   sandboxTransitions: SandboxTransitions;
   snapshots: SnapshotService;
   volumeCache: VolumeCache;
+  /** Step durations, queue lag and create -> running (GET /metrics). */
+  metrics?: WarrenMetrics | null;
+  /** A span per reconcile step that did something, when tracing is on. */
+  tracing?: Tracing | null;
+}
+
+/** How a sandbox's first start was made, kept from its materialize step to its first running. */
+interface FirstStart {
+  imageCache: "warm" | "cold" | "unknown";
+  source: "image" | "snapshot";
 }
 
 export interface ReconcilerOptions {
   pids: number;
   retentionSeconds: number;
-  publicApiUrl: string;
+  /**
+   * Unused since sandboxes reach the API through the egress gateway (WARREN_API_URL is the
+   * gateway's virtual address); kept optional so existing callers compile.
+   */
+  publicApiUrl?: string;
+  /** The egress gateway's virtual address, in every sandbox's environment (default 169.254.213.1). */
+  gatewayAddress?: string;
 }
 
 export class SandboxReconciler {
@@ -63,6 +82,10 @@ export class SandboxReconciler {
   private readonly transitions: SandboxTransitions;
   private readonly snapshots: SnapshotService;
   private readonly volumeCache: VolumeCache;
+  private readonly metrics: WarrenMetrics | null;
+  private readonly tracing: Tracing | null;
+  /** Sandboxes materialized by this process and not yet running (create -> running histogram). */
+  private readonly firstStarts = new Map<string, FirstStart>();
 
   constructor(
     deps: ReconcilerDeps,
@@ -78,6 +101,12 @@ export class SandboxReconciler {
     this.transitions = deps.sandboxTransitions;
     this.snapshots = deps.snapshots;
     this.volumeCache = deps.volumeCache;
+    this.metrics = deps.metrics ?? null;
+    this.tracing = deps.tracing ?? null;
+    if (this.metrics) {
+      const metrics = this.metrics;
+      this.queue.observeLag((seconds) => metrics.reconcileWaited(seconds));
+    }
   }
 
   async start(): Promise<void> {
@@ -139,9 +168,12 @@ export class SandboxReconciler {
 
   /** Observe, decide, apply; kicks itself again while more steps remain. */
   private async reconcile(id: string): Promise<void> {
+    const began = performance.now();
+    const beganAt = Date.now();
     const row = await repo.getSandbox(this.db, id);
     const now = this.clock.now();
     if (!row) {
+      this.firstStarts.delete(id);
       await this.driver.destroy(id);
       return;
     }
@@ -155,7 +187,29 @@ export class SandboxReconciler {
       }
       action = decide(row, observed, now, decideOptions);
     }
-    if (await this.apply(row, action)) this.kick(id);
+    // A pass that found nothing to do is neither timed nor traced: the sweep makes many.
+    if (action.kind === "none" || action.kind === "observe") {
+      if (await this.apply(row, action)) this.kick(id);
+      return;
+    }
+    const span = this.tracing?.start(
+      `reconcile ${action.kind}`,
+      { "warren.sandbox.id": row.id, "warren.sandbox.state": row.state, "warren.reconcile.action": action.kind },
+      undefined,
+      beganAt,
+    );
+    let again = false;
+    try {
+      again = await this.apply(row, action);
+      this.metrics?.reconcileStepEnded(action.kind, "ok", (performance.now() - began) / 1000);
+    } catch (error) {
+      this.metrics?.reconcileStepEnded(action.kind, "error", (performance.now() - began) / 1000);
+      span?.setStatus({ code: SpanStatusCode.ERROR });
+      throw error;
+    } finally {
+      span?.end();
+    }
+    if (again) this.kick(id);
   }
 
   /** Applies one action; true when another step follows at once. */
@@ -247,6 +301,7 @@ export class SandboxReconciler {
   }
 
   private async terminate(row: repo.SandboxRow): Promise<void> {
+    this.firstStarts.delete(row.id);
     if (row.state !== "terminating") {
       const moved = await this.set(row, "terminating");
       if (!moved.applied || !moved.row) return;
@@ -271,6 +326,7 @@ export class SandboxReconciler {
    * ends `failed` (or `terminated` when deleted) with the same reason.
    */
   private async fail(row: repo.SandboxRow, code: string, message: string): Promise<void> {
+    this.firstStarts.delete(row.id);
     const cleanup = await this.driver.destroy(row.id).then(
       () => null,
       (error: unknown) => error as Error,
@@ -358,9 +414,9 @@ export class SandboxReconciler {
       mounts,
       ...(row.command ? { command: row.command } : {}),
       env: {
+        ...gatewayEnv(this.options.gatewayAddress ?? DEFAULT_GATEWAY_ADDRESS),
         WARREN_SANDBOX_ID: row.id,
         WARREN_RUN_ID: row.run_id,
-        WARREN_API_URL: this.options.publicApiUrl,
         WARREN_SANDBOX_TOKEN: key.api_key,
       },
       resources: {
@@ -370,9 +426,13 @@ export class SandboxReconciler {
       },
       storageClass: row.storage_class,
       ...(row.workspace_capacity_gib ? { workspaceCapacityGiB: row.workspace_capacity_gib } : {}),
-      network: row.network_access === "none" ? "none" : "public",
+      network: row.network_access,
     });
     if (!live()) return;
+    this.firstStarts.set(row.id, {
+      imageCache: image.downloaded === undefined ? "unknown" : image.downloaded ? "cold" : "warm",
+      source: row.snapshot_id ? "snapshot" : "image",
+    });
     await this.set(row, "ready", { image_digest: image.digest, credential_key_id: key.key_id });
     if (row.snapshot_id) {
       await this.db.tx((q) =>
@@ -391,12 +451,21 @@ export class SandboxReconciler {
     // entry from before a reboot is written again now, never under a running sandbox).
     for (const volume of row.volumes) await this.volumeCache.ensure(row.org_id, volume.version);
     if (!live()) return;
+    const pool = this.driver.servedFromPool?.(row.id) ? "hit" : "miss";
     await this.driver.start(row.id);
     if (!live()) return;
     const now = this.clock.now();
-    await this.set(row, "running", {
+    const moved = await this.set(row, "running", {
       idle_deadline: row.idle_timeout_seconds ? new Date(now.getTime() + row.idle_timeout_seconds * 1000) : null,
     });
+    const first = this.firstStarts.get(row.id);
+    this.firstStarts.delete(row.id);
+    if (moved.applied && first && this.metrics) {
+      // From the sandbox's created_at (minted when the API accepted the create), not from
+      // materialize: waiting for the first step is part of what a caller waits for.
+      const seconds = Math.max(0, this.clock.now().getTime() - row.created_at.getTime()) / 1000;
+      this.metrics.sandboxReachedRunning(seconds, { imageCache: first.imageCache, pool, source: first.source });
+    }
   }
 
   private async stopProcess(row: repo.SandboxRow, idle: boolean): Promise<void> {

@@ -10,6 +10,7 @@ import type { RuntimeDriver, SnapshotImages } from "../drivers/runtime/interface
 import type { Clock } from "../lib/clock.js";
 import { sha256Hex } from "../lib/hash.js";
 import type { Logger } from "../lib/logger.js";
+import type { WarrenMetrics } from "../modules/metrics/registry.js";
 import { appendSandboxEvent } from "../modules/sandboxes/transitions.js";
 import {
   chunkPrefix,
@@ -50,6 +51,8 @@ export interface ReplicatorDeps {
   blobs: BlobStore;
   snapshots: SnapshotService;
   snapshotReplication: ReplicationRelay;
+  /** Replication durations and uploaded bytes (GET /metrics). */
+  metrics?: WarrenMetrics | null;
 }
 
 export class SnapshotReplicator {
@@ -64,6 +67,7 @@ export class SnapshotReplicator {
   private readonly blobs: BlobStore;
   private readonly snapshots: SnapshotService;
   private readonly relay: ReplicationRelay;
+  private readonly metrics: WarrenMetrics | null;
 
   constructor(
     deps: ReplicatorDeps,
@@ -76,6 +80,7 @@ export class SnapshotReplicator {
     this.blobs = deps.blobs;
     this.snapshots = deps.snapshots;
     this.relay = deps.snapshotReplication;
+    this.metrics = deps.metrics ?? null;
   }
 
   async start(): Promise<void> {
@@ -175,6 +180,7 @@ export class SnapshotReplicator {
         return recorded;
       });
       this.snapshots.changes.emit(row.id);
+      this.metrics?.replicationEnded("replicated", (Date.now() - started) / 1000, result.stats.uploadedBytes);
       this.log.info(
         {
           snapshot_id: row.id,
@@ -189,6 +195,7 @@ export class SnapshotReplicator {
       if (recorded && !this.snapshots.keepLocalCopies) await this.dropIfUnused(row.id);
     } catch (error) {
       const message = (error as Error).message;
+      this.metrics?.replicationEnded("failed", (Date.now() - started) / 1000);
       this.log.warn({ snapshot_id: row.id, attempt: row.replication_attempts, err: message }, "replication failed");
       if (row.replication_attempts >= MAX_ATTEMPTS) {
         await this.giveUp(row, message);

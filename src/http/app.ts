@@ -16,7 +16,9 @@ import { AppError } from "../lib/errors.js";
 import { newId } from "../lib/ids.js";
 import type { Logger } from "../lib/logger.js";
 import { findTextProblem } from "../lib/text.js";
+import { type Span, SpanStatusCode, type Tracing } from "../lib/tracing.js";
 import type { IdentityService } from "../modules/identity/service.js";
+import type { WarrenMetrics } from "../modules/metrics/registry.js";
 import { type EnvelopeKind, errorBody, statusOf } from "./errors.js";
 import type { IdempotencyStore } from "./idempotency.js";
 import { EmptyObject, ErrorEnvelope, FlatErrorEnvelope } from "./schemas.js";
@@ -33,9 +35,26 @@ export interface HttpDeps {
   bodyLimitBytes: number;
   identity: IdentityService;
   idempotency: IdempotencyStore;
+  /** Request counts and latencies per operationId (GET /metrics); absent: none kept. */
+  metrics?: WarrenMetrics | null;
+  /** A span per request when OpenTelemetry tracing is on. */
+  tracing?: Tracing | null;
 }
 
-function bearerSecret(header: string | undefined): string {
+/**
+ * The label and span name of a request: its route's operationId, else the route's pattern
+ * (health, OpenAPI document), else `unmatched`. Never the URL itself, so a scanner probing
+ * random paths adds no series.
+ */
+function operationOf(request: FastifyRequest): string {
+  const options = request.routeOptions;
+  const operationId = (options.schema as { operationId?: unknown } | undefined)?.operationId;
+  if (typeof operationId === "string") return operationId;
+  return options.url ?? "unmatched";
+}
+
+/** The secret of an `Authorization: Bearer <secret>` header; AppError unauthenticated otherwise. */
+export function bearerSecret(header: string | undefined): string {
   if (!header) throw new AppError("unauthenticated", "missing Authorization: Bearer <API key> header");
   const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
   if (!match?.[1]) throw new AppError("unauthenticated", "the Authorization header must be Bearer <API key>");
@@ -127,6 +146,13 @@ function answerClientError(log: Logger, error: Error & { code?: string }, socket
   socket.destroy();
 }
 
+function endRequestSpan(span: Span, request: FastifyRequest, status: number): void {
+  span.setAttribute("http.response.status_code", status);
+  if (request.credential) span.setAttribute("warren.org_id", request.credential.orgId);
+  if (status >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
+  span.end();
+}
+
 export function sendError(request: FastifyRequest, reply: FastifyReply, error: AppError) {
   if (error.retryAfterSeconds !== undefined) reply.header("retry-after", String(error.retryAfterSeconds));
   return reply
@@ -183,6 +209,7 @@ export async function buildHttp(deps: HttpDeps): Promise<App> {
   });
   app.decorateRequest("credential", null);
   app.decorateRequest("idempotencyClaim", null);
+  app.decorateRequest("traceSpan", null);
   app.addSchema(ErrorEnvelope);
   app.addSchema(FlatErrorEnvelope);
 
@@ -243,6 +270,23 @@ export async function buildHttp(deps: HttpDeps): Promise<App> {
     }
   });
 
+  const tracing = deps.tracing ?? null;
+  if (tracing) {
+    // First, so the span covers authentication too.
+    app.addHook("onRequest", (request, _reply, done) => {
+      request.traceSpan = tracing.startServer(
+        operationOf(request),
+        {
+          "http.request.method": request.method,
+          "http.route": request.routeOptions.url ?? "unmatched",
+          "warren.request_id": request.id,
+        },
+        request.headers.traceparent,
+      );
+      done();
+    });
+  }
+
   app.addHook("onRequest", async (request, reply) => {
     reply.header("x-request-id", request.id);
     if (request.routeOptions.config?.auth === false || !request.routeOptions.url) return;
@@ -268,7 +312,10 @@ export async function buildHttp(deps: HttpDeps): Promise<App> {
     done();
   });
 
+  const metrics = deps.metrics ?? null;
   app.addHook("onResponse", (request, reply, done) => {
+    metrics?.requestAnswered(operationOf(request), reply.statusCode, reply.elapsedTime / 1000);
+    if (request.traceSpan) endRequestSpan(request.traceSpan, request, reply.statusCode);
     request.log.info(
       {
         ...callerFields(request),

@@ -6,6 +6,7 @@ import type {
   RawRequestDefaultExpression,
   RawServerDefault,
 } from "fastify";
+import type { Span } from "../lib/tracing.js";
 import type { Credential } from "../modules/identity/credential.js";
 import type { EnvelopeKind } from "./errors.js";
 
@@ -38,6 +39,8 @@ declare module "fastify" {
   interface FastifyRequest {
     credential: Credential | null;
     idempotencyClaim: IdempotencyClaim | null;
+    /** The request's span while OpenTelemetry tracing is on (src/lib/tracing.ts). */
+    traceSpan: Span | null;
   }
 }
 

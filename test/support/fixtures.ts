@@ -76,7 +76,8 @@ export const API_ONLY_RUNTIME: RuntimeDriver = new Proxy(
   {
     get(target, property) {
       if (property in target) return target[property as keyof RuntimeDriver];
-      if (property === "then") return undefined;
+      // Optional methods (metrics) are absent, as from a driver that does not offer them.
+      if (property === "then" || property === "imagePullBytes" || property === "servedFromPool") return undefined;
       return () => Promise.reject(new Error(`the API-only test runtime has no ${String(property)}`));
     },
   },

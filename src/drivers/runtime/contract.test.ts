@@ -4,6 +4,7 @@
 // reachable only through a `public` network.
 import assert from "node:assert/strict";
 import { chmod, mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
@@ -448,7 +449,7 @@ for (const target of targets) {
       );
     });
 
-    it("switches the network live: none reaches nothing, public reaches a public peer", async () => {
+    it("switches the network live: none reaches nothing, public reaches a public peer, gateway_only does not", async () => {
       const id = await running();
       const probe = ["nc", "-w", "2", h.peer.address, String(h.peer.port)];
       const before = completed(await exec(id, probe));
@@ -459,7 +460,6 @@ for (const target of targets) {
       assert.equal(receipt.mode, "public");
       assert.ok(receipt.namespace.name && receipt.namespace.path && receipt.namespace.inode > 0);
       assert.ok(receipt.link?.sandboxAddress && receipt.rules.length > 0);
-      assert.equal(await h.driver.portAddress(id), receipt.link.sandboxAddress, "the host reaches its ports there");
       for (const rule of receipt.rules) assert.ok(rule.handle > 0 && rule.table && rule.chain);
       assert.equal(completed(await exec(id, probe)).stdout, "pong\n");
       assert.equal((await h.driver.observe(id)).network, "public");
@@ -467,15 +467,65 @@ for (const target of targets) {
       const again = await h.driver.setNetwork(id, "public");
       assert.deepEqual(again, receipt, "public again changes nothing");
 
+      // gateway_only: the same link and address, but nothing outside (only a gateway, if any).
+      const confined = await h.driver.setNetwork(id, "gateway_only");
+      assert.equal(confined.mode, "gateway_only");
+      assert.equal(confined.link?.sandboxAddress, receipt.link?.sandboxAddress);
+      assert.ok(confined.rules.length > 0 && confined.rules.length < receipt.rules.length);
+      assert.notEqual(completed(await exec(id, probe)).stdout, "pong\n");
+      assert.equal((await h.driver.observe(id)).network, "gateway_only");
+      const reopened = await h.driver.setNetwork(id, "public");
+      assert.equal(completed(await exec(id, probe)).stdout, "pong\n");
+      assert.equal(reopened.rules.length, receipt.rules.length);
+
       const none = await h.driver.setNetwork(id, "none");
       assert.deepEqual(none.rules, []);
-      assert.equal(await h.driver.portAddress(id), null, "no link, no port address");
       assert.equal(none.namespace.inode, receipt.namespace.inode);
       assert.notEqual(completed(await exec(id, probe)).stdout, "pong\n");
       const links = completed(await exec(id, ["ls", "/sys/class/net"]))
         .stdout.trim()
         .split(/\s+/);
       assert.deepEqual(links, ["lo"]);
+    });
+
+    it("gives the address and the listening ports a host connection reaches", async () => {
+      const id = await running();
+      assert.equal(await h.driver.portAddress(id), null, "none has no link");
+      assert.deepEqual(await h.driver.listeningPorts(id), []);
+      const listen = completed(
+        await exec(id, [
+          "sh",
+          "-c",
+          "nc -ll -p 8080 -e cat </dev/null >/dev/null 2>&1 & nc -ll -s 127.0.0.1 -p 8081 -e cat </dev/null >/dev/null 2>&1 &",
+        ]),
+      );
+      assert.equal(listen.exit, 0);
+      let ports: number[] = [];
+      for (let i = 0; i < 50 && !ports.includes(8080); i++) {
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        ports = await h.driver.listeningPorts(id);
+      }
+      // 8081 listens on loopback only: nothing from the host reaches it.
+      assert.deepEqual(ports, [8080]);
+      const receipt = await h.driver.setNetwork(id, "public");
+      const address = await h.driver.portAddress(id);
+      assert.equal(address, receipt.link?.sandboxAddress);
+      const echoed = await new Promise<string>((resolve, reject) => {
+        const socket = net.connect({ host: address as string, port: 8080 }, () => socket.write("over the veth"));
+        socket.setTimeout(5000, () => reject(new Error("no echo")));
+        socket.on("data", (chunk: Buffer) => {
+          socket.destroy();
+          resolve(chunk.toString());
+        });
+        socket.on("error", reject);
+      });
+      assert.equal(echoed, "over the veth");
+      await h.driver.stop(id);
+      assert.deepEqual(await h.driver.listeningPorts(id), []);
+      assert.equal(await h.driver.portAddress(id), address, "the link outlives a stop");
+      const unknown = `sbx-${"f".repeat(40)}`;
+      assert.equal(await h.driver.portAddress(unknown), null);
+      assert.deepEqual(await h.driver.listeningPorts(unknown), []);
     });
 
     it("measures create->running and exec latency (printed, not asserted)", async () => {

@@ -3,8 +3,11 @@
 // contract.test.ts. The driver holds no desired state: it does what it is told and reports
 // what it observes, so a restarted server can list() what exists and adopt or remove it.
 
-/** `none`: a network namespace with loopback only. `public`: NAT to the outside, the host and private ranges blocked. */
-export type NetworkMode = "none" | "public";
+/**
+ * `none`: a network namespace with loopback only. `public`: NAT to the outside, the host and
+ * private ranges blocked, plus the egress gateway. `gateway_only`: the egress gateway only.
+ */
+export type NetworkMode = "none" | "public" | "gateway_only";
 
 /**
  * Both classes keep the root layer's changes and /workspace on filesystems of their own
@@ -29,6 +32,11 @@ export interface PreparedImage {
   reference: string;
   /** Digest of the platform manifest: the image's identity. */
   digest: string;
+  /**
+   * True when this call waited for layers to be downloaded (a cold image cache), false when
+   * everything was on the host already; absent from a driver that does not say (metrics).
+   */
+  downloaded?: boolean;
   config: {
     entrypoint: string[] | null;
     cmd: string[] | null;
@@ -171,7 +179,7 @@ export interface NetworkReceipt {
     /** Inode of the namespace (`net:[inode]`): its identity while it lives. */
     inode: number;
   };
-  /** For `public`: the veth pair and addresses. */
+  /** For `public` and `gateway_only`: the veth pair and addresses. */
   link?: { hostInterface: string; sandboxInterface: string; sandboxAddress: string; gatewayAddress: string };
   /** The firewall rules now in force for this sandbox (empty for `none`). */
   rules: { family: string; table: string; chain: string; handle: number; rule: string }[];
@@ -254,8 +262,6 @@ export interface RuntimeDriver {
    * unsupported when this run cannot stream (a sandbox started before the streaming agent).
    */
   openSession(id: string, request: SessionRequest, handlers: SessionHandlers): Promise<SandboxSession>;
-  /** The address the host reaches the sandbox's own ports at (its veth address), or null (no link: `none`). */
-  portAddress(id: string): Promise<string | null>;
   /** Removes everything the sandbox has on the host. Idempotent; absent is fine. */
   destroy(id: string): Promise<void>;
   observe(id: string): Promise<SandboxObservation>;
@@ -263,6 +269,23 @@ export interface RuntimeDriver {
   list(): Promise<string[]>;
   /** Switches the network live (running or not) and reports exactly what is in force. */
   setNetwork(id: string, mode: NetworkMode): Promise<NetworkReceipt>;
+  /**
+   * The sandbox whose network address `address` is, with its mode (the egress gateway knows
+   * its callers by source address); null for any other address. Absent: no gateway callers.
+   */
+  sandboxAtAddress?(address: string): Promise<{ id: string; mode: NetworkMode } | null>;
+  /**
+   * The address the host connects to for the sandbox's guest TCP ports (its end of the veth
+   * in `public` and `gateway_only`); null when it has no link (`none`) or does not exist.
+   * Used by the session plane's endpoints and the SSH gateway's port forwarding.
+   */
+  portAddress(id: string): Promise<string | null>;
+  /**
+   * Guest TCP ports the running sandbox listens on the wildcard address or on portAddress()
+   * (not on loopback only, which no host connection reaches), ascending; [] when it is not
+   * running. Whether the host can connect at all is portAddress()'s answer.
+   */
+  listeningPorts(id: string): Promise<number[]>;
   /** Grows a durable workspace to `capacityGiB` (the same value again is a no-op); never shrinks. */
   growWorkspace(id: string, capacityGiB: number): Promise<void>;
   /**
@@ -285,6 +308,13 @@ export interface RuntimeDriver {
   dropLocalSnapshot(snapshotId: string): Promise<void>;
   /** Ids of the sealed local copies on this host. */
   listLocalSnapshots(): Promise<string[]>;
+  /** Bytes received from image registries since the driver opened (metrics; optional). */
+  imagePullBytes?(): number;
+  /**
+   * Whether the sandbox's create was served by a pre-started pooled sandbox; answered until
+   * its first start (metrics; optional, absent means no pool).
+   */
+  servedFromPool?(id: string): boolean;
   /** Called whenever a sandbox's first process ends (stop() included). Returns an unsubscribe. */
   onExit(listener: ExitListener): () => void;
   /** Releases the driver's own resources (watchers); sandboxes keep running. */

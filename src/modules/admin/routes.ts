@@ -4,7 +4,13 @@ import { type App, credentialOf, verbPath } from "../../http/types.js";
 import { ApiKeyInfo, IssuedApiKey } from "../identity/schemas.js";
 import { QuotaLimit } from "../usage/schemas.js";
 import { QUOTA_METRICS } from "../usage/service.js";
-import { AdminCreateApiKeyRequest, Organization, OrgRef } from "./schemas.js";
+import {
+  AdminCreateApiKeyRequest,
+  EgressAllowlist,
+  Organization,
+  OrgRef,
+  SetEgressAllowlistRequest,
+} from "./schemas.js";
 import type { AdminService } from "./service.js";
 
 const TAGS = ["AdminService"];
@@ -168,5 +174,36 @@ export function registerAdminRoutes(app: App, admin: AdminService): void {
     async (request) => ({
       snapshot: await admin.setQuota(request.params.organization, request.params.metric, request.body.limit),
     }),
+  );
+
+  app.get(
+    "/v1/admin/organizations/:organization/egress-allowlist",
+    {
+      preValidation: operatorOnly,
+      schema: {
+        operationId: "AdminGetEgressAllowlist",
+        tags: TAGS,
+        summary: "The hosts gateway_only sandboxes of an organization reach besides their secrets' hosts",
+        params: Type.Object({ organization: OrgRef }),
+        response: standardResponses({ 200: EgressAllowlist }),
+      },
+    },
+    async (request) => admin.egressAllowlist(request.params.organization),
+  );
+
+  app.put(
+    "/v1/admin/organizations/:organization/egress-allowlist",
+    {
+      preValidation: operatorOnly,
+      schema: {
+        operationId: "AdminSetEgressAllowlist",
+        tags: TAGS,
+        summary: "Replace an organization's egress allowlist (effective from the next request through the gateway)",
+        params: Type.Object({ organization: OrgRef }),
+        body: SetEgressAllowlistRequest,
+        response: standardResponses({ 200: EgressAllowlist }),
+      },
+    },
+    async (request) => admin.setEgressAllowlist(request.params.organization, request.body.hosts),
   );
 }

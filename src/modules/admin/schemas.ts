@@ -33,3 +33,23 @@ export const AdminCreateApiKeyRequest = Type.Object(
 
 export type OrganizationJson = Static<typeof Organization>;
 export type AdminCreateApiKeyBody = Static<typeof AdminCreateApiKeyRequest>;
+
+export const EgressAllowlist = Type.Object(
+  {
+    organization_id: Type.String(),
+    hosts: Type.Array(Type.String(), {
+      description: "Exact lowercase host names and *.domain wildcards, sorted; empty: only the hosts of bound secrets",
+    }),
+  },
+  { additionalProperties: false },
+);
+
+export const SetEgressAllowlistRequest = Type.Object(
+  {
+    hosts: Type.Array(Type.String({ minLength: 1, maxLength: 255 }), {
+      maxItems: 256,
+      description: "The whole list (it replaces the current one)",
+    }),
+  },
+  { additionalProperties: false },
+);

@@ -1,6 +1,7 @@
 // Operator administration: organizations, API keys of every kind and role, quota limits.
 // The same functions back the /v1/admin routes and the admin CLI's direct mode.
 import { AppError, denied } from "../../lib/errors.js";
+import type { EgressAllowlistService } from "../egress/service.js";
 import type { Credential } from "../identity/credential.js";
 import type { IdentityService } from "../identity/service.js";
 import type { SandboxService } from "../sandboxes/service.js";
@@ -14,7 +15,19 @@ export class AdminService {
     private readonly quotas: QuotaService,
     private readonly secrets: SecretService,
     private readonly sandboxes: SandboxService,
+    private readonly egress: EgressAllowlistService,
   ) {}
+
+  /** The organization's egress allowlist (what gateway_only sandboxes reach besides their secrets' hosts). */
+  async egressAllowlist(organization: string) {
+    const org = await this.identity.findOrganization(organization);
+    return { organization_id: org.id, hosts: await this.egress.list(org.id) };
+  }
+
+  async setEgressAllowlist(organization: string, hosts: string[]) {
+    const org = await this.identity.findOrganization(organization);
+    return { organization_id: org.id, hosts: await this.egress.replace(org.id, hosts) };
+  }
 
   /** Quarantine freezes a sandbox: the reconciler leaves it be and every mutating verb is 409. */
   quarantine(sandboxId: string, quarantined: boolean, reason: string) {

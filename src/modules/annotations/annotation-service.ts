@@ -11,6 +11,7 @@ import { decodePageToken, encodePageToken } from "../../lib/page-token.js";
 import { findTextProblem } from "../../lib/text.js";
 import type { Db, Queryable } from "../../store/db.js";
 import { type Credential, requireOrgScoped } from "../identity/credential.js";
+import type { WarrenMetrics } from "../metrics/registry.js";
 import type { ProjectService } from "../projects/service.js";
 import type { RunService } from "../runs/service.js";
 import * as repo from "./annotation-repo.js";
@@ -128,6 +129,7 @@ export class AnnotationService {
   private readonly schemas = new Map<string, LiveSchema>();
   /** Where annotate writes go outside a transaction (batched; see write-batcher.ts). */
   private readonly writer: WriteBatcher;
+  private metrics: WarrenMetrics | null = null;
   constructor(
     private readonly db: Db,
     private readonly clock: Clock,
@@ -135,6 +137,11 @@ export class AnnotationService {
     private readonly runService: RunService,
   ) {
     this.writer = new WriteBatcher(db);
+  }
+
+  /** Annotations written are counted in these metrics (GET /metrics). */
+  useMetrics(metrics: WarrenMetrics): void {
+    this.metrics = metrics;
   }
 
   /** Waits for the annotate writes under way. */
@@ -371,7 +378,10 @@ export class AnnotationService {
       const write: repo.GuardedWrite = { row, guard, schemaId: schema.id };
       const result = batched ? await this.writer.write(repo.encodeWrite(write)) : await repo.insertAnnotation(q, write);
       if (result === "stale") return null;
-      if (result === "inserted") return { event_id: row.eventId };
+      if (result === "inserted") {
+        this.metrics?.annotationIngested(row.range ? "range" : "point");
+        return { event_id: row.eventId };
+      }
       const existing = await repo.findEvent(q, cred.orgId, row.eventId);
       if (existing) return this.sameOrConflict(existing, contentHash);
     }

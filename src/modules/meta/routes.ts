@@ -14,13 +14,14 @@ export const ServiceConfigResponse = Type.Object(
   { additionalProperties: false },
 );
 
-export function registerMetaRoutes(app: App, config: Config): void {
-  const body = {
+/** `sessionPlaneUrl`: the plane's public base URL, known once it listens ("" when none runs). */
+export function registerMetaRoutes(app: App, config: Config, sessionPlaneUrl: () => string): void {
+  const body = () => ({
     api_base_url: config.publicApiUrl,
-    session_plane_url: config.sessionPlaneUrl,
+    session_plane_url: sessionPlaneUrl(),
     ssh_host: config.sshHost,
     api_version: API_VERSION,
-  };
+  });
   app.get(
     "/v1/service-config",
     {
@@ -33,6 +34,6 @@ export function registerMetaRoutes(app: App, config: Config): void {
         response: standardResponses({ 200: ServiceConfigResponse }),
       },
     },
-    async () => body,
+    async () => body(),
   );
 }

@@ -12,6 +12,7 @@ import type { Logger } from "../../lib/logger.js";
 import type { Queryable } from "../../store/db.js";
 import type { DeferringDb } from "../../store/deferred-writes.js";
 import type { Credential } from "../identity/credential.js";
+import type { WarrenMetrics } from "../metrics/registry.js";
 import type { SecretService, SubjectKind } from "../secrets/service.js";
 import * as repo from "./repo.js";
 import type { SandboxService } from "./service.js";
@@ -41,6 +42,8 @@ interface ExecEnd {
 }
 
 export class ExecService {
+  private metrics: WarrenMetrics | null = null;
+
   constructor(
     private readonly db: DeferringDb,
     private readonly clock: Clock,
@@ -49,6 +52,11 @@ export class ExecService {
     private readonly sandboxes: SandboxService,
     private readonly secrets: SecretService,
   ) {}
+
+  /** Exec durations and outcomes go to these metrics (GET /metrics). */
+  useMetrics(metrics: WarrenMetrics): void {
+    this.metrics = metrics;
+  }
 
   async exec(
     cred: Credential,
@@ -168,6 +176,7 @@ export class ExecService {
       ACTIVITY_HEARTBEAT_MS,
     );
     let outcome: ExecOutcome;
+    const began = performance.now();
     try {
       outcome = await driver.exec(row.id, {
         argv: input.cmd,
@@ -180,6 +189,7 @@ export class ExecService {
     } finally {
       clearInterval(heartbeat);
     }
+    this.metrics?.execEnded(outcome.kind, (performance.now() - began) / 1000);
     const finishedAt = this.clock.now();
     const durationMs = finishedAt.getTime() - startedAt.getTime();
     if (outcome.kind === "spawn_failed" || outcome.kind === "sandbox_stopped") {

@@ -4,6 +4,7 @@
 import { randomBytes } from "node:crypto";
 import type { SandboxDefaults } from "../../config.js";
 import {
+  type NetworkMode,
   type NetworkReceipt,
   type RuntimeDriver,
   RuntimeError,
@@ -22,7 +23,7 @@ import { checkMountTargets } from "../volumes/mounts.js";
 import type { ExecResponse } from "./exec-service.js";
 import { isFinished, STABLE_STATES, stateDeadline } from "./lifecycle.js";
 import * as repo from "./repo.js";
-import type { CreateSandboxBody, SandboxState, UpdateSandboxBody } from "./schemas.js";
+import type { CreateSandboxBody, SandboxJson, SandboxState, UpdateSandboxBody } from "./schemas.js";
 import type { SandboxTransitions } from "./transitions.js";
 import { checkArgv, checkMetadata, receiptView, restoredCapacity, sandboxView } from "./view.js";
 
@@ -31,7 +32,7 @@ const EXEC_TARGET_CACHE_ENTRIES = 10_000;
 /** How long a claim on a sandbox's host state (growth, network switch) holds if its holder dies. */
 const HOST_CLAIM_SECONDS = 600;
 
-type HostChange = { kind: "grow"; from: number; to: number } | { kind: "network"; mode: "public" | "none" };
+type HostChange = { kind: "grow"; from: number; to: number } | { kind: "network"; mode: NetworkMode };
 
 const unsupported = (message: string) => new AppError("unsupported_capability", message);
 
@@ -64,6 +65,14 @@ export interface VolumeSource {
   ): Promise<repo.PinnedVolumeRow[]>;
 }
 
+/** A sandbox's stored row, as other modules see it (they reach it through this service). */
+export type SandboxRecord = repo.SandboxRow;
+
+/** The session plane's side of a sandbox's view: its `endpoints` (implemented by modules/sessions). */
+export interface EndpointSource {
+  endpointsOf(row: SandboxRecord): Promise<{ port: number; url: string }[]>;
+}
+
 /** What the reconciler is told: which sandbox to look at now. */
 /** What the sandbox service knows of the SSH gateway (modules/ssh/index.ts). */
 export interface SshGatewayLink {
@@ -87,6 +96,7 @@ export class SandboxService {
   private ssh: SshGatewayLink | null = null;
   private snapshots: SnapshotSource | null = null;
   private volumes: VolumeSource | null = null;
+  private endpoints: EndpointSource | null = null;
   /**
    * Exec targets of running sandboxes, read once and dropped on any change this process
    * makes to the sandbox (every write of the fields an exec checks goes through
@@ -126,6 +136,24 @@ export class SandboxService {
     this.volumes = volumes;
   }
 
+  useEndpoints(endpoints: EndpointSource): void {
+    this.endpoints = endpoints;
+  }
+
+  /** The wire view with the endpoints that serve now (the session plane's, when one runs). */
+  private async view(row: repo.SandboxRow): Promise<SandboxJson> {
+    return sandboxView(row, this.endpoints ? await this.endpoints.endpointsOf(row) : [], this.ssh?.endpoint ?? null);
+  }
+
+  /**
+   * The sandbox a session-plane request names, whoever asks (the plane checks the
+   * credential's organization against it); null when unknown or past retention.
+   */
+  async sessionTarget(id: string): Promise<repo.SandboxRow | null> {
+    const row = SANDBOX_ID.test(id) ? await repo.getSandbox(this.db, id) : null;
+    return row && this.visible(row) ? row : null;
+  }
+
   private volumeSource(): VolumeSource {
     if (!this.volumes) throw new AppError("unavailable", "volumes are not available", { retryAfterSeconds: 30 });
     return this.volumes;
@@ -134,10 +162,6 @@ export class SandboxService {
   private snapshotSource(): SnapshotSource {
     if (!this.snapshots) throw new AppError("unavailable", "snapshots are not available", { retryAfterSeconds: 30 });
     return this.snapshots;
-  }
-
-  private view(row: repo.SandboxRow) {
-    return sandboxView(row, this.ssh?.endpoint ?? null);
   }
 
   /** Emits `<sandbox id>` whenever this process changes a sandbox. */
@@ -232,8 +256,6 @@ export class SandboxService {
     checkArgv("command", input.command);
     checkMetadata(input.metadata);
     if ((input.resources?.gpus?.count ?? 0) > 0) throw unsupported("this deployment cannot schedule GPUs");
-    if (input.network_access === "gateway_only")
-      throw unsupported("gateway_only networking is not available in this deployment");
     if (input.secrets?.length)
       throw unsupported("secret bindings need the egress gateway, which this deployment does not run");
     if (input.volumes?.length) checkMountTargets(input.volumes.map((mount) => mount.target_path));
@@ -350,7 +372,7 @@ export class SandboxService {
     if (options.waitState && options.waitTimeoutSeconds) {
       row = await this.waitFor(cred, row, options.waitState, options.waitTimeoutSeconds);
     }
-    return { sandbox: this.view(row) };
+    return { sandbox: await this.view(row) };
   }
 
   /** Long-poll: resolves when the state is observed, or with the current row at the deadline. */
@@ -388,7 +410,7 @@ export class SandboxService {
     if (cred.sandbox) {
       const own = await this.load(this.db, cred, cred.sandbox.sandboxId).catch(() => null);
       const matches = own && (!input.name || own.name === input.name);
-      return { sandboxes: matches ? [this.view(own)] : [], next_page_token: "" };
+      return { sandboxes: matches ? [await this.view(own)] : [], next_page_token: "" };
     }
     const project = await this.projects.resolve(this.db, cred, input.projectId);
     const after = decodeCursor("sandboxes", input.pageToken);
@@ -405,7 +427,7 @@ export class SandboxService {
     const page = rows.slice(0, input.pageSize);
     const last = page[page.length - 1];
     return {
-      sandboxes: page.map((row) => this.view(row)),
+      sandboxes: await Promise.all(page.map((row) => this.view(row))),
       next_page_token:
         rows.length > input.pageSize && last ? encodeCursor("sandboxes", { at: last.created_at, id: last.id }) : "",
     };
@@ -481,8 +503,6 @@ export class SandboxService {
         }
       }
       if (input.network_access !== undefined) {
-        if (input.network_access === "gateway_only")
-          throw unsupported("gateway_only networking is not available in this deployment");
         if (!STABLE_STATES.includes(row.state)) {
           throw new AppError(
             "operation_conflict",
@@ -558,6 +578,16 @@ export class SandboxService {
   /** Records activity; with an idle timeout, pushes the idle deadline out. */
   async touch(row: Pick<repo.SandboxRow, "id">, source: "exec" | "session" | "update") {
     await repo.touchSandbox(this.db, row.id, this.clock.now(), source);
+  }
+
+  /**
+   * Who a sandbox is, for the egress gateway (it knows a caller by source address): its
+   * organization, project and ambient run; null when there is no such live sandbox.
+   */
+  async egressIdentity(id: string): Promise<{ orgId: string; projectId: string; runId: string } | null> {
+    const row = await repo.getExecTarget(this.db, id);
+    if (!row || isFinished(row.state) || row.desired_state === "deleted") return null;
+    return { orgId: row.org_id, projectId: row.project_id, runId: row.run_id };
   }
 
   /** Operator action (admin CLI): quarantine or release a sandbox. */

@@ -31,7 +31,11 @@ export function checkArgv(field: string, argv: string[] | undefined): void {
  * `ssh` is where the SSH gateway listens (null: none); a sandbox carries it while it runs
  * (and is not quarantined), with its own id as the user.
  */
-export function sandboxView(row: SandboxRow, ssh: { host: string; port: number } | null = null): SandboxJson {
+export function sandboxView(
+  row: SandboxRow,
+  endpoints: SandboxJson["endpoints"] = [],
+  ssh: { host: string; port: number } | null = null,
+): SandboxJson {
   const view: SandboxJson = {
     id: row.id,
     state: row.quarantined ? "quarantined" : row.state,
@@ -39,7 +43,7 @@ export function sandboxView(row: SandboxRow, ssh: { host: string; port: number }
     ...(row.snapshot_id ? { snapshot_id: row.snapshot_id } : { image: row.image }),
     storage_class: row.storage_class,
     placement_class: row.placement_class,
-    endpoints: [],
+    endpoints,
     lineage_path: row.lineage_path,
     metadata: row.metadata,
     created_at: row.created_at.toISOString(),

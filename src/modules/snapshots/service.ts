@@ -14,6 +14,7 @@ import type { Logger } from "../../lib/logger.js";
 import { decodeCursor, pageOf } from "../../lib/page-token.js";
 import type { Db, Queryable } from "../../store/db.js";
 import { type Credential, requireOrgScoped } from "../identity/credential.js";
+import type { WarrenMetrics } from "../metrics/registry.js";
 import type { ProjectService } from "../projects/service.js";
 import type { SandboxService } from "../sandboxes/service.js";
 import { appendSandboxEvent } from "../sandboxes/transitions.js";
@@ -67,6 +68,7 @@ export class SnapshotService {
   readonly changes = new EventEmitter();
   /** Snapshots this process is taking: a retry with the same key waits for the outcome. */
   private readonly taking = new Map<string, Promise<repo.SnapshotRow>>();
+  private metrics: WarrenMetrics | null = null;
 
   constructor(
     private readonly db: Db,
@@ -94,6 +96,11 @@ export class SnapshotService {
     if (!row || row.org_id !== cred.orgId) throw notFound("snapshot");
     if (cred.sandbox && !inLineage(cred.sandbox.lineagePath, row.lineage_path)) throw notFound("snapshot");
     return row;
+  }
+
+  /** Host snapshot durations go to these metrics (GET /metrics). */
+  useMetrics(metrics: WarrenMetrics): void {
+    this.metrics = metrics;
   }
 
   async create(
@@ -165,9 +172,12 @@ export class SnapshotService {
     sandbox: Awaited<ReturnType<SandboxService["load"]>>,
   ): Promise<repo.SnapshotRow> {
     let local: LocalSnapshot;
+    const began = performance.now();
     try {
       local = await driver.snapshot(sandbox.id, id);
+      this.metrics?.snapshotTaken("sealed", (performance.now() - began) / 1000);
     } catch (error) {
+      this.metrics?.snapshotTaken("failed", (performance.now() - began) / 1000);
       const code = error instanceof RuntimeError ? error.code : "host_failure";
       this.log.warn(
         { sandbox_id: sandbox.id, snapshot_id: id, code, err: (error as Error).message },

@@ -5,10 +5,11 @@ import type { Clock } from "../../lib/clock.js";
 import { AppError, invalid, notFound } from "../../lib/errors.js";
 import type { Db } from "../../store/db.js";
 import { type Credential, requireOrgScoped } from "../identity/credential.js";
+import type { SqlRefusalReason, WarrenMetrics } from "../metrics/registry.js";
 import * as repo from "./repo.js";
 import type { DataViewJson, DataViewSpecJson, PutDataViewBody, QueryResultJson, RunDataViewBody } from "./schemas.js";
 import { catalogOf, type ParamType } from "./sql/catalog.js";
-import { type Compiled, compile, gatewayReady } from "./sql/gateway.js";
+import { type Compiled, compile, gatewayReady, SqlRefusal } from "./sql/gateway.js";
 import { encodeRows } from "./sql/values.js";
 
 export interface QueryLimits {
@@ -63,8 +64,19 @@ export interface TelemetryViewOptions {
   limits?: { views: QueryLimits; raw: QueryLimits };
 }
 
+/** The class of a refused query (docs/metrics.md); null for an error that is no refusal. */
+export function refusalReason(error: unknown): SqlRefusalReason | null {
+  if (error instanceof SqlRefusal) return "construct";
+  if (!(error instanceof AppError)) return null;
+  if (error.code === "deadline_exceeded") return "timeout";
+  if (error.code === "unavailable") return "unavailable";
+  if (error.code !== "invalid_argument") return null;
+  return error.details?.construct === "estimated cost" ? "cost" : "invalid";
+}
+
 export class TelemetryViewService {
   private layer2Checked = false;
+  private metrics: WarrenMetrics | null = null;
   private readonly limits: { views: QueryLimits; raw: QueryLimits };
   /** The planner-cost cap in force on this store; null: none. */
   readonly maxCost: number | null;
@@ -86,8 +98,31 @@ export class TelemetryViewService {
     return compile(sql, { relations, paramTypes, orgId });
   }
 
-  /** Layer 1 then layer 2, with the caps applied and database refusals mapped. */
+  /** Refusals are counted by reason class in these metrics (GET /metrics). */
+  useMetrics(metrics: WarrenMetrics): void {
+    this.metrics = metrics;
+  }
+
+  /** Layer 1 then layer 2, counting a refusal by its class. */
   private async execute(
+    orgId: string,
+    sqlText: string,
+    paramTypes: ParamType[],
+    values: unknown[],
+    rows: number,
+    limits: QueryLimits,
+  ): Promise<QueryResultJson> {
+    try {
+      return await this.executeChecked(orgId, sqlText, paramTypes, values, rows, limits);
+    } catch (error) {
+      const reason = refusalReason(error);
+      if (reason) this.metrics?.sqlRefused(reason);
+      throw error;
+    }
+  }
+
+  /** Layer 1 then layer 2, with the caps applied and database refusals mapped. */
+  private async executeChecked(
     orgId: string,
     sqlText: string,
     paramTypes: ParamType[],

@@ -1,5 +1,5 @@
-// The volume collector: releases the references of deleted volumes no sandbox or snapshot
-// pins any more, removes verified blobs no volume references once they have been unused for
+// The volume collector: releases the references (and the manifests no other volume has) of
+// deleted volumes no sandbox or snapshot pins any more, removes verified blobs no volume references once they have been unused for
 // the grace period, and sweeps the host's cache of entries no sandbox pins.
 //
 // A blob is collected in two steps, like snapshot chunks (snapshots/repo.ts): candidates
@@ -28,6 +28,8 @@ const BATCH = 500;
 
 export interface CollectStats {
   releasedVolumes: number;
+  /** Manifests of released volumes' versions that no other volume has. */
+  manifests: number;
   blobs: number;
 }
 
@@ -48,9 +50,16 @@ export class VolumeCollector {
   /** One pass over the store; `graceSeconds` overrides the grace period (tests). */
   async collectBlobs(graceSeconds = this.graceSeconds): Promise<CollectStats> {
     let releasedVolumes = 0;
+    let manifests = 0;
     for (;;) {
       const tombstones = await gc.releasableTombstones(this.db, BATCH);
-      for (const tombstone of tombstones) await this.db.tx((q) => gc.releaseTombstone(q, tombstone.volume_id));
+      for (const tombstone of tombstones) {
+        manifests += await this.db.tx(async (q) => {
+          const unused = await gc.releaseTombstone(q, tombstone);
+          for (const version of unused) await this.blobs.delete(volumeKeys.versionManifest(tombstone.org_id, version));
+          return unused.length;
+        });
+      }
       releasedVolumes += tombstones.length;
       if (tombstones.length < BATCH) break;
     }
@@ -66,9 +75,9 @@ export class VolumeCollector {
       if (marked.length < BATCH) break;
     }
     if (releasedVolumes > 0 || blobs > 0) {
-      this.log.info({ released_volumes: releasedVolumes, blobs }, "collected unreferenced volume blobs");
+      this.log.info({ released_volumes: releasedVolumes, manifests, blobs }, "collected unreferenced volume blobs");
     }
-    return { releasedVolumes, blobs };
+    return { releasedVolumes, manifests, blobs };
   }
 
   /** Removes the host cache's entries that no sandbox which has not ended pins. */

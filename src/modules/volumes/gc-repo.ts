@@ -27,10 +27,42 @@ export async function releasableTombstones(q: Queryable, limit: number): Promise
   return rows;
 }
 
-/** Drops a deleted volume's references and its tombstone. */
-export async function releaseTombstone(q: Queryable, volumeId: string): Promise<void> {
-  await q.query("DELETE FROM volume_blob_refs WHERE volume_id = $1", [volumeId]);
-  await q.query("DELETE FROM volume_tombstones WHERE volume_id = $1", [volumeId]);
+/**
+ * Serializes the publish of a version digest's manifest with its removal by the collector
+ * (both hold it until they commit): a publish either records its version first (the
+ * collector then sees it and keeps the manifest) or stores the manifest again after the
+ * collector removed it.
+ */
+export async function lockManifest(q: Queryable, orgId: string, versionDigest: string): Promise<void> {
+  await q.query("SELECT pg_advisory_xact_lock(hashtext($1))", [`volume-manifest:${orgId}:${versionDigest}`]);
+}
+
+/**
+ * Drops a deleted volume's references and its tombstone, and returns (locked, see
+ * lockManifest) its version digests that no volume of the organization has any more, live
+ * or deleted and not yet released: the manifests to remove before the caller commits.
+ */
+export async function releaseTombstone(q: Queryable, tombstone: Tombstone): Promise<string[]> {
+  await q.query("DELETE FROM volume_blob_refs WHERE volume_id = $1", [tombstone.volume_id]);
+  const { rows } = await q.query<{ version_digests: string[] }>(
+    "DELETE FROM volume_tombstones WHERE volume_id = $1 RETURNING version_digests",
+    [tombstone.volume_id],
+  );
+  const digests = [...new Set(rows[0]?.version_digests ?? [])].sort();
+  const unused: string[] = [];
+  for (const digest of digests) {
+    await lockManifest(q, tombstone.org_id, digest);
+    const { rows: held } = await q.query(
+      `SELECT 1 FROM volume_versions v JOIN volumes o ON o.id = v.volume_id
+        WHERE o.org_id = $1 AND v.version_digest = $2
+       UNION ALL
+       SELECT 1 FROM volume_tombstones t WHERE t.org_id = $1 AND $2 = ANY (t.version_digests)
+       LIMIT 1`,
+      [tombstone.org_id, digest],
+    );
+    if (held.length === 0) unused.push(digest);
+  }
+  return unused;
 }
 
 export interface GarbageBlob {

@@ -86,11 +86,20 @@ export async function listVolumes(
   return rows;
 }
 
-/** Deletes the volume and leaves a tombstone: the collector releases its blob references. */
+// Every sub-statement of a WITH sees the snapshot from before the statement, so the
+// versions are read before the volume's delete cascades to them.
+const VERSIONS_OF_GONE =
+  "COALESCE((SELECT array_agg(v.version_digest) FROM volume_versions v WHERE v.volume_id = gone.id), '{}')";
+
+/**
+ * Deletes the volume and leaves a tombstone naming its versions: the collector releases its
+ * blob references and removes the manifests no other volume has.
+ */
 export async function deleteVolume(q: Queryable, orgId: string, id: string, at: Date): Promise<boolean> {
   const { rows } = await q.query(
     `WITH gone AS (DELETE FROM volumes WHERE org_id = $1 AND id = $2 RETURNING id, org_id)
-     INSERT INTO volume_tombstones (volume_id, org_id, deleted_at) SELECT id, org_id, $3 FROM gone RETURNING volume_id`,
+     INSERT INTO volume_tombstones (volume_id, org_id, deleted_at, version_digests)
+     SELECT id, org_id, $3, ${VERSIONS_OF_GONE} FROM gone RETURNING volume_id`,
     [orgId, id, at],
   );
   return rows.length > 0;
@@ -106,7 +115,8 @@ export async function countProjectVolumes(q: Queryable, projectId: string): Prom
 export async function deleteProjectVolumes(q: Queryable, projectId: string, at: Date): Promise<void> {
   await q.query(
     `WITH gone AS (DELETE FROM volumes WHERE project_id = $1 RETURNING id, org_id)
-     INSERT INTO volume_tombstones (volume_id, org_id, deleted_at) SELECT id, org_id, $2 FROM gone`,
+     INSERT INTO volume_tombstones (volume_id, org_id, deleted_at, version_digests)
+     SELECT id, org_id, $2, ${VERSIONS_OF_GONE} FROM gone`,
     [projectId, at],
   );
 }

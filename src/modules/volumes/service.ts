@@ -14,6 +14,7 @@ import type { UploadObserver } from "../blobs/service.js";
 import { type Credential, requireOrgScoped } from "../identity/credential.js";
 import type { ProjectService } from "../projects/service.js";
 import { BLOB_KEY, checkStoredBlob, mapLimit, volumeKeys } from "./blobs.js";
+import * as gc from "./gc-repo.js";
 import { type CanonicalManifest, canonicalBytes, type Digest, digestOf, parseManifest } from "./manifest.js";
 import * as repo from "./repo.js";
 import type {
@@ -207,12 +208,6 @@ export class VolumeService {
     }
     const bytes = canonicalBytes(manifest, push.parent_version_digest);
     const versionDigest = digestOf(bytes);
-    // Stored before the version exists (outside the lock); a failed publish leaves an unused
-    // manifest. Not when the files are the current version's and the push's parent is still
-    // current: the transaction below then either changes nothing or refuses (the volume moved).
-    if (!(await this.unchanged(push, manifest.contentDigest))) {
-      await this.blobs.putIfAbsent(volumeKeys.versionManifest(cred.orgId, versionDigest), bytes);
-    }
     const version = await this.db.tx(async (q) => {
       const volume = await repo.getVolume(q, cred.orgId, push.volume_id, true);
       if (!volume) throw notFound("volume");
@@ -231,19 +226,14 @@ export class VolumeService {
         await repo.markPublished(q, push.id, current);
         return head;
       }
+      // Stored only when a version is recorded, under the manifest's lock (the collector
+      // removes a manifest no volume has under the same lock).
+      await gc.lockManifest(q, cred.orgId, versionDigest);
+      await this.blobs.putIfAbsent(volumeKeys.versionManifest(cred.orgId, versionDigest), bytes);
       return this.record(q, cred, volume, push, manifest, versionDigest);
     });
     await this.blobs.delete(push.manifest_key).catch(() => undefined);
     return versionView(version);
-  }
-
-  /** Whether the push's parent is the current version and has exactly these files. */
-  private async unchanged(push: repo.PushRow, contentDigest: string): Promise<boolean> {
-    if (!push.parent_version_digest) return false;
-    const volume = await repo.getVolume(this.db, push.org_id, push.volume_id);
-    if (!volume || volume.current_version_digest !== push.parent_version_digest) return false;
-    const head = await repo.getVersion(this.db, volume.id, volume.current_version_digest);
-    return head?.content_digest === contentDigest;
   }
 
   private async record(

@@ -189,10 +189,13 @@ describe("LayerCache against a local docker-registry", () => {
 
   it("reuses a tag's resolution within tagTtlMs and asks the registry again after it", async () => {
     const counter = countingFetch();
+    // A stepped clock: a loaded host's slow pull must not run past the TTL by itself.
+    let now = 1_000_000;
     const cache = new LayerCache({
       root: freshRoot(),
       client: new RegistryClient({ fetch: counter.fetchImpl }),
       tagTtlMs: 300,
+      now: () => now,
     });
     const reference = `${registry.host}/test/busybox:latest`;
     await cache.pull(reference);
@@ -202,7 +205,10 @@ describe("LayerCache against a local docker-registry", () => {
     assert.equal(again.image.digest, images.busybox.digest);
     assert.equal(again.downloaded, false);
     assert.equal(resolutions(), 1, "within the TTL the registry is not asked");
-    await new Promise((resolve) => setTimeout(resolve, 350));
+    now += 299;
+    await cache.pull(reference);
+    assert.equal(resolutions(), 1, "still within the TTL");
+    now += 1;
     await cache.pull(reference);
     assert.equal(resolutions(), 2, "past the TTL the tag is resolved again (it may have moved)");
   });

@@ -85,6 +85,8 @@ export interface LayerCacheOptions {
    * (0: every pull asks). References by digest never ask once the image is cached.
    */
   tagTtlMs?: number;
+  /** Milliseconds since the epoch for the tag TTL (tests step it); default Date.now. */
+  now?: () => number;
 }
 
 const SUPPORTED_LAYER_TYPES = new Set<string>([
@@ -158,6 +160,7 @@ export class LayerCache {
   private readonly client: RegistryClient;
   private readonly layerConcurrency: number;
   private readonly tagTtlMs: number;
+  private readonly now: () => number;
   /** Tag (formatted reference) -> digest it resolved to, and when. */
   private readonly resolvedTags = new Map<string, { digest: string; at: number }>();
   private readonly inflight = new Map<string, Promise<unknown>>();
@@ -169,6 +172,7 @@ export class LayerCache {
     this.client = options.client;
     this.layerConcurrency = options.layerConcurrency ?? 3;
     this.tagTtlMs = options.tagTtlMs ?? 0;
+    this.now = options.now ?? Date.now;
     // A pull killed mid-download leaves its partial blob (possibly hundreds of MB) in tmp/;
     // it is removed when the cache opens rather than an hour later by sweepTemp.
     this.opened = this.removeAbandonedTemp().catch(() => 0);
@@ -184,6 +188,11 @@ export class LayerCache {
 
   private imageRecordPath(digest: string): string {
     return path.join(this.root, "images", "sha256", `${hexOf(digest)}.json`);
+  }
+
+  /** Bytes this cache's registry client has received (image pulls, for metrics). */
+  receivedBytes(): number {
+    return this.client.receivedBytes;
   }
 
   /** The record of a pulled image by manifest digest, or null when it is not (fully) cached. */
@@ -251,13 +260,13 @@ export class LayerCache {
     await this.opened;
     const name = formatImageReference(ref);
     const recent = ref.digest ? undefined : this.resolvedTags.get(name);
-    if (recent && Date.now() - recent.at < this.tagTtlMs) {
+    if (recent && this.now() - recent.at < this.tagTtlMs) {
       const cached = await this.getImage(recent.digest);
       if (cached && (await this.isComplete(cached)))
         return { image: { ...cached, reference: name }, downloaded: false };
     }
     const resolved = (ref.digest && (await this.resolveFromCache(ref.digest))) || (await this.client.resolve(ref));
-    if (!ref.digest && this.tagTtlMs > 0) this.resolvedTags.set(name, { digest: resolved.digest, at: Date.now() });
+    if (!ref.digest && this.tagTtlMs > 0) this.resolvedTags.set(name, { digest: resolved.digest, at: this.now() });
     const cached = await this.getImage(resolved.digest);
     if (cached && (await this.isComplete(cached))) {
       return { image: { ...cached, reference: name }, downloaded: false };

@@ -193,6 +193,8 @@ export class RegistryClient {
   private readonly fetchImpl: typeof fetch;
   private readonly userAgent: string;
   private readonly auth = new Map<string, CachedAuth>();
+  /** Bytes of manifests and blobs received from registries since this client was made (metrics). */
+  receivedBytes = 0;
 
   constructor(options: RegistryClientOptions = {}) {
     this.insecure = options.insecureRegistries ?? [];
@@ -278,6 +280,7 @@ export class RegistryClient {
       for await (const chunk of response.body as AsyncIterable<Uint8Array>) {
         done.touch();
         size += chunk.length;
+        this.receivedBytes += chunk.length;
         if (expectedSize !== undefined && size > expectedSize) {
           throw new ImageError(
             "digest_mismatch",
@@ -311,6 +314,7 @@ export class RegistryClient {
     if (response.body) {
       for await (const chunk of response.body as AsyncIterable<Uint8Array>) {
         size += chunk.length;
+        this.receivedBytes += chunk.length;
         if (size > maxBytes) throw new ImageError("registry_error", `${what} is over ${maxBytes} bytes`);
         chunks.push(Buffer.from(chunk));
       }

@@ -217,7 +217,7 @@ describe("local driver on the host", () => {
     assert.equal(await code(f.spec({ id: "Bad/Id" })), "invalid_spec");
     assert.equal(await code(f.spec({ storageClass: "durable" })), "invalid_spec");
     assert.equal(await code(f.spec({ resources: { memoryMiB: 0, cpuMillis: 100, pids: 10 } })), "invalid_spec");
-    assert.equal(await code(f.spec({ network: "gateway_only" as "none" })), "invalid_spec");
+    assert.equal(await code(f.spec({ network: "bridge" as "none" })), "invalid_spec");
     const id = testId();
     assert.equal(await code(f.spec({ id, env: { "": "x" } })), "invalid_spec");
     assert.deepEqual(await hostTraces(f.driver.layout, id), []);

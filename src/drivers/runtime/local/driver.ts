@@ -8,7 +8,7 @@
 //                  sandbox's root layer and /workspace, each a filesystem of its own
 //   snapshots.ts   sealed copy-on-write snapshots of a sandbox's two images
 //   cgroups.ts     finding and removing cgroups, OOM counters, the freezer
-//   network.ts     netns, veth, nftables
+//   network.ts     netns, veth, nftables (network-plan.ts: the pure slots and rule text)
 //   supervisor.ts  the shim that runs `runc run` and records the exit
 //   records.ts     the on-disk records of a sandbox (sandbox.json, network.json)
 //   exit-watch.ts  a run's end (the shim's exit.json) as exit events
@@ -49,6 +49,7 @@ import { ExecRunner } from "./exec-runner.js";
 import { ExitWatch } from "./exit-watch.js";
 import { ensureHostPackages, TOOLS } from "./host.js";
 import { assertSandboxId, isSandboxId, Layout, type SandboxPaths } from "./layout.js";
+import { listeningPortsOfSandbox } from "./listening.js";
 import { mountOverlay, unmountUnder } from "./mounts.js";
 import { SandboxNetwork } from "./network.js";
 import { buildBundleConfig, hostsFile, type ProcessIdentity, resolveArgv, sandboxEnv } from "./oci-config.js";
@@ -85,6 +86,11 @@ export interface LocalRuntimeDriverOptions {
    * multicast ones always blocked: e.g. the host's LAN when it uses public addresses.
    */
   extraBlockedRanges?: string[];
+  /**
+   * The egress gateway sandboxes reach at `address` port 80 (redirected to `port` on the
+   * host); without it the virtual address leads nowhere and gateway_only reaches nothing.
+   */
+  gateway?: { address: string; port: number };
   /** Install missing Debian packages at open (default true). */
   installPackages?: boolean;
   startTimeoutMs?: number;
@@ -130,7 +136,10 @@ export class LocalRuntimeDriver implements RuntimeDriver {
   ) {
     this.layout = layout;
     this.storage = storage;
-    this.network = new SandboxNetwork(layout, options.subnetPool ?? DEFAULT_POOL, options.extraBlockedRanges);
+    this.network = new SandboxNetwork(layout, options.subnetPool ?? DEFAULT_POOL, {
+      ...(options.extraBlockedRanges ? { extraBlocked: options.extraBlockedRanges } : {}),
+      gateway: options.gateway ?? null,
+    });
     this.cache =
       options.layerCache ??
       new LayerCache({
@@ -188,9 +197,9 @@ export class LocalRuntimeDriver implements RuntimeDriver {
 
   async prepareImage(reference: string): Promise<PreparedImage> {
     try {
-      const { image } = await this.cache.pull(reference);
+      const { image, downloaded } = await this.cache.pull(reference);
       const { entrypoint, cmd, env, workingDir, user } = image.config;
-      return { reference, digest: image.digest, config: { entrypoint, cmd, env, workingDir, user } };
+      return { reference, digest: image.digest, downloaded, config: { entrypoint, cmd, env, workingDir, user } };
     } catch (error) {
       if (error instanceof ImageError) {
         const code = error.code === "invalid_reference" ? "invalid_spec" : "image_unavailable";
@@ -198,6 +207,10 @@ export class LocalRuntimeDriver implements RuntimeDriver {
       }
       throw error;
     }
+  }
+
+  imagePullBytes(): number {
+    return this.cache.receivedBytes();
   }
 
   /** The image's layer dirs, pulled again by digest if the cache lost them. */
@@ -235,14 +248,14 @@ export class LocalRuntimeDriver implements RuntimeDriver {
         const network: NetworkRecord = { mode: spec.network, slot: null };
         await writeNetworkRecord(paths, network);
 
-        // The network (namespace, and for `public` veth, addresses and rules) is made while
-        // the root filesystem and workspace are: separate host tools, no shared state.
-        // create() began by clearing what an earlier attempt left, so a public attachment
-        // makes the namespace itself and has nothing to remove first.
+        // The network (namespace, and for `public` and `gateway_only` veth, addresses and
+        // rules) is made while the root filesystem and workspace are: separate host tools, no
+        // shared state. create() began by clearing what an earlier attempt left, so an
+        // attachment makes the namespace itself and has nothing to remove first.
         const networkReady =
-          spec.network === "public"
-            ? this.network.applyPublic(spec.id, paths, null, true)
-            : this.network.createNamespace(spec.id);
+          spec.network === "none"
+            ? this.network.createNamespace(spec.id)
+            : this.network.apply(spec.id, paths, spec.network, null, true);
         networkDone = networkReady.then(
           () => undefined,
           () => undefined,
@@ -356,7 +369,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
       if (!(await this.network.namespaceExists(id))) {
         await this.network.createNamespace(id);
         const network = await readNetworkRecord(paths);
-        if (network.mode === "public") await this.network.applyPublic(id, paths, network.slot);
+        if (network.mode !== "none") await this.network.apply(id, paths, network.mode, network.slot);
       }
       await this.writeBundleConfig(record, paths);
       const oomFile = (await oomCounterFile(this.layout.cgroupPath(id))) ?? "/nonexistent";
@@ -430,7 +443,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
     await unmountUnder(paths.dir);
     await this.storage.remove(id);
     const network = await readNetworkRecord(paths).catch(() => null);
-    await this.network.detachPublic(id, network?.slot ?? null);
+    await this.network.detach(id, network?.slot ?? null);
     await this.network.deleteNamespace(id);
     const left = await removeCgroup(this.layout.cgroupPath(id));
     if (left.length > 0) throw new RuntimeError("host_failure", `cgroups still in use: ${left.join(", ")}`);
@@ -445,10 +458,6 @@ export class LocalRuntimeDriver implements RuntimeDriver {
 
   openSession(id: string, request: SessionRequest, handlers: SessionHandlers): Promise<SandboxSession> {
     return this.execs.openSession(id, request, handlers);
-  }
-
-  async portAddress(id: string): Promise<string | null> {
-    return (await this.network.addressesOf(id))?.sandbox ?? null;
   }
 
   /** The host PID of the sandbox's live exec agent, if it has one (for tests and diagnostics). */
@@ -524,24 +533,40 @@ export class LocalRuntimeDriver implements RuntimeDriver {
   // ---- network ----
 
   async setNetwork(id: string, mode: NetworkMode): Promise<NetworkReceipt> {
-    if (mode !== "none" && mode !== "public") throw new RuntimeError("invalid_spec", `unknown network mode "${mode}"`);
+    if (mode !== "none" && mode !== "public" && mode !== "gateway_only") {
+      throw new RuntimeError("invalid_spec", `unknown network mode "${mode}"`);
+    }
     return this.withLock(id, async () => {
       const { paths } = await loadRecord(this.layout, id);
       if (!(await this.network.namespaceExists(id))) await this.network.createNamespace(id);
       const current = await readNetworkRecord(paths);
       if (mode === "none") {
         await writeNetworkRecord(paths, { mode: "none", slot: current.slot });
-        await this.network.detachPublic(id, current.slot);
+        await this.network.detach(id, current.slot);
         await writeNetworkRecord(paths, { mode: "none", slot: null });
         return { mode, namespace: await this.network.namespaceIdentity(id), rules: [] };
       }
-      return this.network.applyPublic(id, paths, current.slot);
+      return this.network.apply(id, paths, mode, current.slot);
     });
   }
 
-  /** The addresses a public sandbox has (for tests and diagnostics). */
+  /** The addresses a sandbox with a link has (for tests and diagnostics). */
   addressesOf(id: string): Promise<{ sandbox: string; gateway: string } | null> {
     return this.network.addressesOf(id);
+  }
+
+  sandboxAtAddress(address: string): Promise<{ id: string; mode: NetworkMode } | null> {
+    return this.network.holderOf(address);
+  }
+
+  async portAddress(id: string): Promise<string | null> {
+    assertSandboxId(id);
+    return (await this.network.addressesOf(id))?.sandbox ?? null;
+  }
+
+  async listeningPorts(id: string): Promise<number[]> {
+    assertSandboxId(id);
+    return listeningPortsOfSandbox(this.layout.runcRoot, id, await this.portAddress(id));
   }
 
   // ---- workspace ----

@@ -3,7 +3,9 @@ import { describe, it } from "node:test";
 import { RuntimeError } from "../interface.js";
 import { Layout } from "./layout.js";
 import {
+  attachedRules,
   BLOCKED_V4,
+  gatewayScript,
   intToIp,
   ipToInt,
   parseEchoHandles,
@@ -14,7 +16,8 @@ import {
   slotAddresses,
   slotsInRoutes,
   tableScript,
-} from "./network.js";
+  upgradeScript,
+} from "./network-plan.js";
 
 describe("addresses", () => {
   it("converts IPv4 addresses both ways", () => {
@@ -88,7 +91,12 @@ describe("nftables", () => {
     assert.match(script, /input iifname "wrabc123\*" ct state established,related accept/);
     assert.match(script, /input iifname "wrabc123\*" drop/);
     assert.match(script, /type nat hook postrouting/);
+    assert.match(script, /type nat hook prerouting/);
     assert.ok(script.indexOf("jump sandboxes") < script.indexOf('forward iifname "wrabc123*" drop'));
+    // The gateway's guard and the sandboxes' accepts come before the input drops.
+    const drop = script.indexOf('input iifname "wrabc123*" ct state');
+    assert.ok(script.indexOf("input jump gateway") < script.indexOf("input jump sandbox_input"));
+    assert.ok(script.indexOf("input jump sandbox_input") < drop);
     assert.doesNotMatch(script, /\b(flush|delete)\b/);
   });
 
@@ -108,6 +116,56 @@ describe("nftables", () => {
         rule: 'ip saddr 10.213.0.6 oifname != "wrabc123*" masquerade comment "warren:sbx-1"',
       },
     ]);
+  });
+
+  it("upgrades an older table: the gateway's chains, their jumps inserted first", () => {
+    const script = upgradeScript("warren_abc123");
+    assert.match(script, /^add chain inet warren_abc123 gateway$/m);
+    assert.match(script, /^add chain inet warren_abc123 sandbox_input$/m);
+    assert.match(script, /type nat hook prerouting/);
+    // Inserted in reverse: gateway ends up first.
+    assert.ok(
+      script.indexOf("insert rule inet warren_abc123 input jump sandbox_input") < script.indexOf("jump gateway"),
+    );
+    assert.doesNotMatch(script, /\b(flush|delete)\b/);
+  });
+
+  it("redirects the virtual address to the gateway's port and guards that port", () => {
+    const script = gatewayScript("warren_x", "wrx", { address: "169.254.213.1", port: 43210 });
+    assert.deepEqual(script.trim().split("\n"), [
+      "flush chain inet warren_x prerouting",
+      "flush chain inet warren_x gateway",
+      'add rule inet warren_x prerouting iifname "wrx*" ip daddr 169.254.213.1 tcp dport 80 redirect to :43210',
+      'add rule inet warren_x gateway tcp dport 43210 iifname != "lo" ct original ip daddr != 169.254.213.1 drop',
+      'add rule inet warren_x gateway tcp dport 43210 iifname != "lo" meta nfproto ipv6 drop',
+    ]);
+    // Without a gateway both chains are emptied (a port from an earlier run must not linger).
+    assert.deepEqual(gatewayScript("warren_x", "wrx", null).trim().split("\n"), [
+      "flush chain inet warren_x prerouting",
+      "flush chain inet warren_x gateway",
+    ]);
+  });
+
+  it("gives gateway_only only the gateway's accept, public its three rules and the same accept", () => {
+    const input = {
+      id: "sbx-1",
+      veth: "wrx0001",
+      vethPrefix: "wrx",
+      address: "10.213.0.6",
+      gatewayAddress: "169.254.213.1",
+    };
+    const accept = {
+      chain: "sandbox_input",
+      rule: 'iifname "wrx0001" ip saddr 10.213.0.6 meta l4proto tcp ct original ip daddr 169.254.213.1 ct original proto-dst 80 accept comment "warren:sbx-1"',
+    };
+    assert.deepEqual(attachedRules("gateway_only", input), [accept]);
+    const pub = attachedRules("public", input);
+    assert.deepEqual(pub.at(-1), accept);
+    assert.deepEqual(
+      pub.map((r) => r.chain),
+      ["sandboxes", "sandboxes", "postrouting", "sandbox_input"],
+    );
+    assert.ok(attachedRules("gateway_only", input).every((r) => !/masquerade|@blocked_v4/.test(r.rule)));
   });
 
   it("reads rule handles from nft's echo and its JSON listing", () => {

@@ -2,23 +2,39 @@
 // the root's tag and the sandbox id) that outlives its container, so the network can be
 // switched live and survives stop/start.
 //
-// none:   the namespace with loopback up, nothing else.
-// public: a veth pair (host `wr<tag><slot>`, sandbox `eth0`) on a /30 of the pool
-//         (10.213.0.0/16 by default: slot s is 10.213.0.0 + 4s, gateway .1, sandbox .2),
-//         routed (no bridge, so sandboxes share no L2) and masqueraded by the host.
+// none:         the namespace with loopback up, nothing else.
+// public:       a veth pair (host `wr<tag><slot>`, sandbox `eth0`) on a /30 of the pool
+//               (10.213.0.0/16 by default: slot s is 10.213.0.0 + 4s, gateway .1, sandbox .2),
+//               routed (no bridge, so sandboxes share no L2) and masqueraded by the host.
+// gateway_only: the same veth and slot, but no forward rule and no masquerade: the sandbox
+//               reaches only the egress gateway (src/modules/egress/).
+//
+// The egress gateway is one listener of the server on the host. Sandboxes reach it at a
+// fixed virtual address (169.254.213.1:80 by default), which the nat prerouting chain
+// redirects to the gateway's port on the veth's host address.
 //
 // Firewall: one nftables table per root, `inet warren_<tag>`, never the host's tables.
-//   forward:     jump sandboxes; then drop anything else from or to our veths
-//   sandboxes:   per sandbox (comment `warren:<id>`): accept from its veth and address to
-//                any destination outside @blocked_v4; accept replies back to it
-//   input:       from our veths only replies to connections the host opened; everything
-//                else (the host's own addresses and services, the gateway included) drops
-//   postrouting: per sandbox, masquerade its address leaving through a non-sandbox link
+//   forward:       jump sandboxes; then drop anything else from or to our veths
+//   sandboxes:     per public sandbox (comment `warren:<id>`): accept from its veth and
+//                  address to any destination outside @blocked_v4; accept replies back to it
+//   input:         jump gateway; jump sandbox_input; from our veths only replies to
+//                  connections the host opened; everything else (the host's own addresses
+//                  and services) drops
+//   sandbox_input: per public or gateway_only sandbox: accept, from its veth and address,
+//                  connections first addressed to the gateway's virtual address and port
+//                  (`ct original`, so the rule does not change with the gateway's real port)
+//   gateway:       the gateway's port from anything but loopback, unless redirected there
+//                  from the virtual address, drops (rebuilt when the port changes)
+//   prerouting:    from our veths, the virtual address and port redirect to the gateway
+//                  (rebuilt when the port changes)
+//   postrouting:   per public sandbox, masquerade its address leaving through a non-sandbox link
 // @blocked_v4 = 0/8, 10/8 (other sandboxes too), 100.64/10, 127/8, 169.254/16, 172.16/12,
 // 192.168/16, 224/3. IPv6 is not routed for sandboxes (the host side has it disabled, and
-// the forward chain drops it). No DNS resolver is offered: the gateway forwards but does not
-// answer, so egress by address works and names resolve only if the image brings a resolver
-// config pointing at a public address.
+// the forward chain drops it). No DNS resolver is offered: the veth's host side forwards but
+// does not answer, so egress by address works and names resolve only if the image brings a
+// resolver config pointing at a public address; through the egress gateway's proxy, names
+// are resolved by the gateway. The pure parts (slots, addresses, the nftables text) are in
+// network-plan.ts; this file applies them.
 
 import { readdir, readFile, stat, writeFile } from "node:fs/promises";
 import { exists } from "../../../lib/fs.js";
@@ -26,217 +42,74 @@ import type { NetworkReceipt } from "../interface.js";
 import { RuntimeError } from "../interface.js";
 import { run, runOrFail, TOOLS } from "./host.js";
 import { isSandboxId, type Layout, type SandboxPaths } from "./layout.js";
-import { readNetworkRecord, writeNetworkRecord } from "./records.js";
+import {
+  type AttachedMode,
+  attachedRules,
+  BLOCKED_V4,
+  blockedSetScript,
+  DEFAULT_GATEWAY_ADDRESS,
+  type GatewayTarget,
+  gatewayScript,
+  ipToInt,
+  type ListedRule,
+  type PublicRule,
+  parseEchoHandles,
+  parsePool,
+  parseTableRules,
+  pickSlot,
+  ruleComment,
+  type SlotAddresses,
+  type SubnetPool,
+  slotAddresses,
+  slotsInRoutes,
+  tableScript,
+  upgradeScript,
+} from "./network-plan.js";
+import { type NetworkRecord, readNetworkRecord, writeNetworkRecord } from "./records.js";
 
 export const NETNS_DIR = "/run/netns";
 export const SANDBOX_INTERFACE = "eth0";
-export const BLOCKED_V4 = [
-  "0.0.0.0/8",
-  "10.0.0.0/8",
-  "100.64.0.0/10",
-  "127.0.0.0/8",
-  "169.254.0.0/16",
-  "172.16.0.0/12",
-  "192.168.0.0/16",
-  "224.0.0.0/3",
-];
-
-// ---- addresses (pure) ----
-
-export function ipToInt(ip: string): number {
-  const parts = ip.split(".");
-  if (parts.length !== 4) throw new RuntimeError("invalid_spec", `not an IPv4 address: ${ip}`);
-  let value = 0;
-  for (const part of parts) {
-    const octet = Number(part);
-    if (!/^\d{1,3}$/.test(part) || octet > 255) throw new RuntimeError("invalid_spec", `not an IPv4 address: ${ip}`);
-    value = value * 256 + octet;
-  }
-  return value;
-}
-
-export function intToIp(value: number): string {
-  return [value >>> 24, (value >>> 16) & 255, (value >>> 8) & 255, value & 255].join(".");
-}
-
-export interface SubnetPool {
-  base: number;
-  prefixLength: number;
-  /** Number of /30 slots. */
-  slots: number;
-}
-
-export function parsePool(cidr: string): SubnetPool {
-  const [address = "", length = ""] = cidr.split("/");
-  const prefixLength = Number(length);
-  if (!Number.isInteger(prefixLength) || prefixLength < 8 || prefixLength > 30) {
-    throw new RuntimeError("invalid_spec", `the sandbox subnet pool "${cidr}" needs a prefix from /8 to /30`);
-  }
-  const size = 2 ** (32 - prefixLength);
-  const base = ipToInt(address);
-  if (base % size !== 0) throw new RuntimeError("invalid_spec", `"${cidr}" is not a network address`);
-  return { base, prefixLength, slots: size / 4 };
-}
-
-export interface SlotAddresses {
-  network: string;
-  gateway: string;
-  sandbox: string;
-  cidr: string;
-}
-
-export function slotAddresses(pool: SubnetPool, slot: number): SlotAddresses {
-  if (!Number.isInteger(slot) || slot < 0 || slot >= pool.slots) {
-    throw new RuntimeError("host_failure", `subnet slot ${slot} is outside the pool`);
-  }
-  const network = pool.base + slot * 4;
-  return {
-    network: intToIp(network),
-    gateway: intToIp(network + 1),
-    sandbox: intToIp(network + 2),
-    cidr: `${intToIp(network)}/30`,
-  };
-}
-
-/** Slots of `pool` that a route of /proc/net/route already covers (another root's sandboxes, anyone's). */
-export function slotsInRoutes(procNetRoute: string, pool: SubnetPool): Set<number> {
-  const used = new Set<number>();
-  const poolEnd = pool.base + pool.slots * 4;
-  for (const line of procNetRoute.split("\n").slice(1)) {
-    const fields = line.trim().split(/\s+/);
-    if (fields.length < 8) continue;
-    const destination = littleEndianHex(fields[1] ?? "");
-    const mask = littleEndianHex(fields[7] ?? "");
-    if (destination === null || mask === null) continue;
-    const size = 2 ** 32 - mask;
-    const start = destination;
-    const end = destination + size;
-    if (end <= pool.base || start >= poolEnd) continue;
-    if (mask === 0) continue; // a default route covers everything; it is not a sandbox
-    const first = Math.max(0, Math.floor((start - pool.base) / 4));
-    const last = Math.min(pool.slots - 1, Math.floor((end - 1 - pool.base) / 4));
-    for (let slot = first; slot <= last; slot++) used.add(slot);
-  }
-  return used;
-}
-
-function littleEndianHex(hex: string): number | null {
-  if (!/^[0-9A-Fa-f]{8}$/.test(hex)) return null;
-  const bytes = hex.match(/../g) as string[];
-  return Number.parseInt(bytes.reverse().join(""), 16);
-}
-
-/** The lowest slot in neither set. */
-export function pickSlot(pool: SubnetPool, ...taken: ReadonlySet<number>[]): number {
-  for (let slot = 0; slot < pool.slots; slot++) if (!taken.some((set) => set.has(slot))) return slot;
-  throw new RuntimeError("host_failure", "the sandbox subnet pool is exhausted");
-}
-
-// ---- nftables text (pure) ----
-
-export function ruleComment(id: string): string {
-  return `warren:${id}`;
-}
-
-/** The table of a root, created whole in one transaction (it fails whole when it exists). */
-export function tableScript(table: string, vethPrefix: string, blocked: readonly string[] = BLOCKED_V4): string {
-  const ours = `"${vethPrefix}*"`;
-  return [
-    `add table inet ${table}`,
-    `add set inet ${table} blocked_v4 { type ipv4_addr; flags interval; auto-merge; elements = { ${blocked.join(", ")} }; }`,
-    `add chain inet ${table} sandboxes`,
-    `add chain inet ${table} forward { type filter hook forward priority filter; policy accept; }`,
-    `add rule inet ${table} forward jump sandboxes`,
-    `add rule inet ${table} forward iifname ${ours} drop`,
-    `add rule inet ${table} forward oifname ${ours} drop`,
-    `add chain inet ${table} input { type filter hook input priority filter; policy accept; }`,
-    `add rule inet ${table} input iifname ${ours} ct state established,related accept`,
-    `add rule inet ${table} input iifname ${ours} drop`,
-    `add chain inet ${table} postrouting { type nat hook postrouting priority srcnat; policy accept; }`,
-    "",
-  ].join("\n");
-}
-
-/** Replaces the blocked set's elements in one transaction (options may change between runs). */
-export function blockedSetScript(table: string, blocked: readonly string[]): string {
-  return [
-    `flush set inet ${table} blocked_v4`,
-    `add element inet ${table} blocked_v4 { ${blocked.join(", ")} }`,
-    "",
-  ].join("\n");
-}
-
-export interface PublicRule {
-  chain: string;
-  rule: string;
-}
-
-/** The rules that make one sandbox public (see the file comment). */
-export function publicRules(input: { id: string; veth: string; vethPrefix: string; address: string }): PublicRule[] {
-  const comment = `comment "${ruleComment(input.id)}"`;
-  return [
-    {
-      chain: "sandboxes",
-      rule: `iifname "${input.veth}" ip saddr ${input.address} ip daddr != @blocked_v4 accept ${comment}`,
-    },
-    {
-      chain: "sandboxes",
-      rule: `oifname "${input.veth}" ip daddr ${input.address} ct state established,related accept ${comment}`,
-    },
-    {
-      chain: "postrouting",
-      rule: `ip saddr ${input.address} oifname != "${input.vethPrefix}*" masquerade ${comment}`,
-    },
-  ];
-}
-
-/** Handles from `nft --echo --handle` output, in the order the rules were added. */
-export function parseEchoHandles(output: string): number[] {
-  const handles: number[] = [];
-  for (const line of output.split("\n")) {
-    const match = /^add rule .* # handle (\d+)$/.exec(line.trim());
-    if (match) handles.push(Number(match[1]));
-  }
-  return handles;
-}
-
-export interface ListedRule {
-  chain: string;
-  handle: number;
-  comment: string | null;
-}
-
-/** Rules of a table from `nft -j list table` output. */
-export function parseTableRules(json: string): ListedRule[] {
-  const doc = JSON.parse(json) as { nftables?: { rule?: { chain: string; handle: number; comment?: string } }[] };
-  const rules: ListedRule[] = [];
-  for (const item of doc.nftables ?? []) {
-    if (item.rule) rules.push({ chain: item.rule.chain, handle: item.rule.handle, comment: item.rule.comment ?? null });
-  }
-  return rules;
-}
 
 // ---- host operations ----
 
-export interface PublicAttachment {
+export interface Attachment {
+  mode: AttachedMode;
   slot: number;
   veth: string;
   addresses: SlotAddresses;
   rules: NetworkReceipt["rules"];
 }
 
+export interface SandboxNetworkOptions {
+  /** More IPv4 ranges sandboxes may not reach (the host's LAN when it is not private). */
+  extraBlocked?: readonly string[];
+  /** The egress gateway: its virtual address and real port; null when this process runs none. */
+  gateway?: GatewayTarget | null;
+}
+
+/** Who holds an address of the pool (the egress gateway's question). */
+export interface AddressHolder {
+  id: string;
+  mode: AttachedMode;
+}
+
 export class SandboxNetwork {
   private readonly layout: Layout;
   private readonly pool: SubnetPool;
   private readonly blocked: string[];
+  readonly gateway: GatewayTarget | null;
+  readonly gatewayAddress: string;
   private tableReady: Promise<void> | null = null;
   /** Slots handed out by this process and not yet visible as routes. */
   private readonly reserved = new Set<number>();
+  /** Attached sandboxes by slot, as applied by this process (filled from the records on a miss). */
+  private readonly holders = new Map<number, AddressHolder>();
+  private lastScan = 0;
 
-  /** `extraBlocked`: more IPv4 ranges sandboxes may not reach (the host's LAN when it is not private). */
-  constructor(layout: Layout, poolCidr: string, extraBlocked: readonly string[] = []) {
+  constructor(layout: Layout, poolCidr: string, options: SandboxNetworkOptions = {}) {
     this.layout = layout;
     this.pool = parsePool(poolCidr);
+    const extraBlocked = options.extraBlocked ?? [];
     for (const range of extraBlocked) {
       const [address = "", length = "32"] = range.split("/");
       ipToInt(address);
@@ -245,6 +118,9 @@ export class SandboxNetwork {
       }
     }
     this.blocked = [...BLOCKED_V4, ...extraBlocked];
+    this.gateway = options.gateway ?? null;
+    if (this.gateway) ipToInt(this.gateway.address);
+    this.gatewayAddress = this.gateway?.address ?? DEFAULT_GATEWAY_ADDRESS;
   }
 
   netnsPath(id: string): string {
@@ -279,18 +155,25 @@ export class SandboxNetwork {
     return { name: this.layout.netnsName(id), path: file, inode: info.ino };
   }
 
-  /** Creates the root's table when missing and syncs its blocked set (once per process, again after a failure). */
+  /**
+   * Creates the root's table when missing (or upgrades one made before the gateway), syncs
+   * its blocked set and the gateway's rules (once per process, again after a failure).
+   */
   ensureTable(): Promise<void> {
     this.tableReady ??= (async () => {
       const table = this.layout.nftTable;
-      const listed = await run(TOOLS.nft, ["list", "table", "inet", table]).then(
-        () => true,
-        () => false,
-      );
-      if (listed) {
-        await runOrFail("updating the blocked ranges", TOOLS.nft, ["-f", "-"], {
-          input: blockedSetScript(table, this.blocked),
+      const listing = await run(TOOLS.nft, ["list", "table", "inet", table]).catch(() => null);
+      const sync = () =>
+        runOrFail("updating the blocked ranges and the gateway's rules", TOOLS.nft, ["-f", "-"], {
+          input: blockedSetScript(table, this.blocked) + gatewayScript(table, this.layout.vethPrefix, this.gateway),
         });
+      if (listing !== null) {
+        if (!/\bchain sandbox_input\b/.test(listing)) {
+          await runOrFail("adding the gateway's chains to the table", TOOLS.nft, ["-f", "-"], {
+            input: upgradeScript(table),
+          });
+        }
+        await sync();
         return;
       }
       try {
@@ -302,6 +185,7 @@ export class SandboxNetwork {
         );
         if (!now) throw new RuntimeError("host_failure", `creating the nftables table: ${(error as Error).message}`);
       }
+      await sync();
     })().catch((error) => {
       this.tableReady = null;
       throw error;
@@ -324,10 +208,15 @@ export class SandboxNetwork {
   async deleteRules(id: string): Promise<void> {
     const rules = await this.listRules(id);
     if (rules.length === 0) return;
-    const script = rules
-      .map((rule) => `delete rule inet ${this.layout.nftTable} ${rule.chain} handle ${rule.handle}`)
-      .join("\n");
-    await runOrFail("removing the sandbox's firewall rules", TOOLS.nft, ["-f", "-"], { input: `${script}\n` });
+    await runOrFail("removing the sandbox's firewall rules", TOOLS.nft, ["-f", "-"], {
+      input: this.deleteScript(rules),
+    });
+  }
+
+  private deleteScript(rules: ListedRule[]): string {
+    return rules
+      .map((rule) => `delete rule inet ${this.layout.nftTable} ${rule.chain} handle ${rule.handle}\n`)
+      .join("");
   }
 
   async allocateSlot(takenByRecords: ReadonlySet<number>): Promise<number> {
@@ -341,43 +230,104 @@ export class SandboxNetwork {
     this.reserved.delete(slot);
   }
 
-  /** The public attachment in force on `slot`, when it is whole (veth up, every rule in place); else null. */
-  async currentPublic(id: string, slot: number): Promise<PublicAttachment | null> {
-    const veth = this.layout.vethName(slot);
-    if (!(await exists(`/sys/class/net/${veth}`))) return null;
-    const addresses = slotAddresses(this.pool, slot);
-    const wanted = publicRules({ id, veth, vethPrefix: this.layout.vethPrefix, address: addresses.sandbox });
-    const listed = (await this.listRules(id)).sort((a, b) => a.handle - b.handle);
-    if (listed.length !== wanted.length || listed.some((rule, i) => rule.chain !== wanted[i]?.chain)) return null;
-    return {
-      slot,
+  private wantedRules(mode: AttachedMode, id: string, veth: string, address: string): PublicRule[] {
+    return attachedRules(mode, {
+      id,
       veth,
-      addresses,
-      rules: wanted.map((r, i) => ({
-        family: "inet",
-        table: this.layout.nftTable,
-        chain: r.chain,
-        handle: (listed[i] as ListedRule).handle,
-        rule: r.rule,
-      })),
+      vethPrefix: this.layout.vethPrefix,
+      address,
+      gatewayAddress: this.gatewayAddress,
+    });
+  }
+
+  private receiptRules(rules: PublicRule[], handles: number[]): NetworkReceipt["rules"] {
+    return rules.map((r, i) => ({
+      family: "inet",
+      table: this.layout.nftTable,
+      chain: r.chain,
+      handle: handles[i] as number,
+      rule: r.rule,
+    }));
+  }
+
+  /**
+   * The attachment in force on `slot`: `whole` when the veth is up and exactly `mode`'s rules
+   * are in place; `link` when only the veth is there (its rules are of another mode or half made).
+   */
+  private async current(
+    id: string,
+    slot: number,
+    mode: AttachedMode,
+  ): Promise<{ whole: Attachment | null; listed: ListedRule[]; link: boolean }> {
+    const veth = this.layout.vethName(slot);
+    const listed = (await this.listRules(id)).sort((a, b) => a.handle - b.handle);
+    if (!(await exists(`/sys/class/net/${veth}`))) return { whole: null, listed, link: false };
+    const addresses = slotAddresses(this.pool, slot);
+    const wanted = this.wantedRules(mode, id, veth, addresses.sandbox);
+    const matches = listed.length === wanted.length && listed.every((rule, i) => rule.chain === wanted[i]?.chain);
+    if (!matches) return { whole: null, listed, link: true };
+    return {
+      whole: {
+        mode,
+        slot,
+        veth,
+        addresses,
+        rules: this.receiptRules(
+          wanted,
+          listed.map((rule) => rule.handle),
+        ),
+      },
+      listed,
+      link: true,
     };
   }
 
   /**
-   * Adds the veth, addresses, route and rules of `public`, after removing any half-made ones.
+   * Replaces the sandbox's rules by `mode`'s in one nft transaction (so a live switch has no
+   * moment with a mix of both), on a link that is already up.
+   */
+  private async swapRules(id: string, slot: number, mode: AttachedMode, listed: ListedRule[]): Promise<Attachment> {
+    const veth = this.layout.vethName(slot);
+    const addresses = slotAddresses(this.pool, slot);
+    const rules = this.wantedRules(mode, id, veth, addresses.sandbox);
+    const script =
+      this.deleteScript(listed) +
+      rules.map((r) => `add rule inet ${this.layout.nftTable} ${r.chain} ${r.rule}\n`).join("");
+    const echoed = await runOrFail(
+      "switching the sandbox's firewall rules",
+      TOOLS.nft,
+      ["--echo", "--handle", "-f", "-"],
+      {
+        input: script,
+      },
+    );
+    const handles = parseEchoHandles(echoed);
+    if (handles.length !== rules.length) {
+      throw new RuntimeError("host_failure", `nft echoed ${handles.length} handles for ${rules.length} rules`);
+    }
+    return { mode, slot, veth, addresses, rules: this.receiptRules(rules, handles) };
+  }
+
+  /**
+   * Adds the veth, addresses, route and `mode`'s rules, after removing any half-made ones.
    * With `createNamespace` (a create, on a slot just allocated) the namespace is made in the
    * same `ip` process, and there is nothing half-made to remove.
    */
-  async attachPublic(id: string, slot: number, options: { createNamespace?: boolean } = {}): Promise<PublicAttachment> {
+  async attach(
+    id: string,
+    slot: number,
+    mode: AttachedMode,
+    options: { createNamespace?: boolean } = {},
+  ): Promise<Attachment> {
     await this.ensureTable();
-    await enableForwarding();
+    if (mode === "public") await enableForwarding();
     const name = this.layout.netnsName(id);
     const veth = this.layout.vethName(slot);
     const addresses = slotAddresses(this.pool, slot);
-    if (!options.createNamespace) await this.detachPublic(id, slot);
+    if (!options.createNamespace) await this.detach(id, slot);
     // The rules match the veth by name and the sandbox by address, so they can go in while
     // the link is being made: two host tools at once instead of one after the other.
-    const rules = publicRules({ id, veth, vethPrefix: this.layout.vethPrefix, address: addresses.sandbox });
+    const rules = this.wantedRules(mode, id, veth, addresses.sandbox);
     const script = rules.map((r) => `add rule inet ${this.layout.nftTable} ${r.chain} ${r.rule}`).join("\n");
     const [echoed] = await Promise.all([
       runOrFail("adding the sandbox's firewall rules", TOOLS.nft, ["--echo", "--handle", "-f", "-"], {
@@ -412,34 +362,36 @@ export class SandboxNetwork {
       throw new RuntimeError("host_failure", `nft echoed ${handles.length} handles for ${rules.length} rules`);
     }
     this.releaseSlot(slot);
-    return {
-      slot,
-      veth,
-      addresses,
-      rules: rules.map((r, i) => ({
-        family: "inet",
-        table: this.layout.nftTable,
-        chain: r.chain,
-        handle: handles[i] as number,
-        rule: r.rule,
-      })),
-    };
+    return { mode, slot, veth, addresses, rules: this.receiptRules(rules, handles) };
   }
 
-  /** Removes the sandbox's rules and veth (the peer goes with it). Idempotent. */
   /**
-   * Makes sandbox `id` public on `slot` (a fresh one when null), recorded in its
-   * network.json before anything is attached, and reports what is in force.
+   * Attaches sandbox `id` in `mode` (public or gateway_only) on `slot` (a fresh one when
+   * null), recorded in its network.json before anything is attached, and reports what is in
+   * force. A sandbox already attached on its slot keeps its veth and only has its rules
+   * swapped (the live switch between public and gateway_only).
    */
-  async applyPublic(id: string, paths: SandboxPaths, slot: number | null, creating = false): Promise<NetworkReceipt> {
+  async apply(
+    id: string,
+    paths: SandboxPaths,
+    mode: AttachedMode,
+    slot: number | null,
+    creating = false,
+  ): Promise<NetworkReceipt> {
     const chosen = slot ?? (await this.allocateSlot(await this.slotsInUse(id)));
-    await writeNetworkRecord(paths, { mode: "public", slot: chosen });
+    await writeNetworkRecord(paths, { mode, slot: chosen });
     try {
-      const attached =
-        (slot !== null ? await this.currentPublic(id, slot) : null) ??
-        (await this.attachPublic(id, chosen, { createNamespace: creating && slot === null }));
+      let attached: Attachment;
+      const found = slot !== null ? await this.current(id, slot, mode) : null;
+      if (found?.whole) attached = found.whole;
+      else if (found?.link) {
+        await this.ensureTable();
+        if (mode === "public") await enableForwarding();
+        attached = await this.swapRules(id, chosen, mode, found.listed);
+      } else attached = await this.attach(id, chosen, mode, { createNamespace: creating && slot === null });
+      this.holders.set(chosen, { id, mode });
       return {
-        mode: "public",
+        mode,
         namespace: await this.namespaceIdentity(id),
         link: {
           hostInterface: attached.veth,
@@ -457,24 +409,64 @@ export class SandboxNetwork {
   /** Slots recorded by this root's other sandboxes. */
   private async slotsInUse(except: string): Promise<Set<number>> {
     const slots = new Set<number>();
-    for (const id of await readdir(this.layout.sandboxesDir).catch(() => [] as string[])) {
-      if (id === except || !isSandboxId(id)) continue;
-      const network = await readNetworkRecord(this.layout.sandbox(id)).catch(() => null);
-      if (network?.slot !== null && network?.slot !== undefined) slots.add(network.slot);
+    for (const [id, network] of await this.records()) {
+      if (id !== except && network.slot !== null && network.slot !== undefined) slots.add(network.slot);
     }
     return slots;
   }
 
-  /** The addresses a public sandbox has (for tests and diagnostics). */
+  private async records(): Promise<[string, NetworkRecord][]> {
+    const found: [string, NetworkRecord][] = [];
+    for (const id of await readdir(this.layout.sandboxesDir).catch(() => [] as string[])) {
+      if (!isSandboxId(id)) continue;
+      const network = await readNetworkRecord(this.layout.sandbox(id)).catch(() => null);
+      if (network) found.push([id, network]);
+    }
+    return found;
+  }
+
+  /** The addresses an attached (public or gateway_only) sandbox has (for tests and diagnostics). */
   async addressesOf(id: string): Promise<SlotAddresses | null> {
     const network = await readNetworkRecord(this.layout.sandbox(id)).catch(() => null);
-    if (network?.mode !== "public" || network.slot === null) return null;
+    if (network?.mode === "none" || network?.slot === null || network?.slot === undefined) return null;
     return slotAddresses(this.pool, network.slot);
   }
 
-  async detachPublic(id: string, slot: number | null): Promise<void> {
+  /**
+   * The sandbox whose address `address` is (the `.2` of its slot) and its mode, or null. The
+   * gateway identifies callers by it; the per-sandbox input rule accepts a connection only
+   * from the sandbox's own veth and address, so the source cannot be spoofed from another.
+   * Answered from memory; a miss re-reads the records at most once a second.
+   */
+  async holderOf(address: string): Promise<AddressHolder | null> {
+    let value: number;
+    try {
+      value = ipToInt(address);
+    } catch {
+      return null;
+    }
+    const offset = value - this.pool.base;
+    if (offset < 0 || offset >= this.pool.slots * 4 || offset % 4 !== 2) return null;
+    const slot = (offset - 2) / 4;
+    const known = this.holders.get(slot);
+    if (known) return known;
+    const now = Date.now();
+    if (now - this.lastScan < 1000) return null;
+    this.lastScan = now;
+    for (const [id, network] of await this.records()) {
+      if (network.mode !== "none" && network.slot !== null && !this.holders.has(network.slot)) {
+        this.holders.set(network.slot, { id, mode: network.mode });
+      }
+    }
+    return this.holders.get(slot) ?? null;
+  }
+
+  async detach(id: string, slot: number | null): Promise<void> {
     await this.deleteRules(id);
-    if (slot !== null) await deleteLink(this.layout.vethName(slot));
+    if (slot !== null) {
+      await deleteLink(this.layout.vethName(slot));
+      if (this.holders.get(slot)?.id === id) this.holders.delete(slot);
+    }
   }
 
   /** Host-side veths of this root (for the sweep). */

@@ -84,6 +84,8 @@ export class PooledRuntime implements RuntimeDriver, SandboxIdPool {
   private readonly making = new Set<string>();
   /** Claimed: the launcher script start() sends. */
   private readonly launches = new Map<string, string>();
+  /** Ids whose create a pooled sandbox served, until their first start (metrics). */
+  private readonly served = new Set<string>();
   private filling: Promise<void> | null = null;
   private refillTimer: NodeJS.Timeout | null = null;
   /** Fills that failed in a row: the retry backs off. */
@@ -177,6 +179,7 @@ export class PooledRuntime implements RuntimeDriver, SandboxIdPool {
       await this.driver.destroy(spec.id);
       return this.driver.create(spec);
     }
+    this.served.add(spec.id);
     await rm(launchPaths(this.driver.layout.sandbox(spec.id)).unclaimed, { force: true });
     const script = launchScript(assigned.args, assigned.env);
     if (script && (await executableInRoot(assigned.rootfs, assigned.args[0] as string, assigned.env, assigned.cwd))) {
@@ -188,7 +191,16 @@ export class PooledRuntime implements RuntimeDriver, SandboxIdPool {
     await this.endLauncher(spec.id);
   }
 
+  servedFromPool(id: string): boolean {
+    return this.served.has(id);
+  }
+
+  imagePullBytes(): number {
+    return this.driver.imagePullBytes();
+  }
+
   async start(id: string): Promise<void> {
+    this.served.delete(id);
     const script = this.launches.get(id);
     if (script === undefined) return this.driver.start(id);
     this.launches.delete(id);
@@ -212,14 +224,11 @@ export class PooledRuntime implements RuntimeDriver, SandboxIdPool {
     return this.driver.openSession(id, request, handlers);
   }
 
-  portAddress(id: string): Promise<string | null> {
-    return this.driver.portAddress(id);
-  }
-
   async destroy(id: string): Promise<void> {
     this.available.delete(id);
     this.taken.delete(id);
     this.launches.delete(id);
+    this.served.delete(id);
     return this.driver.destroy(id);
   }
 
@@ -234,6 +243,19 @@ export class PooledRuntime implements RuntimeDriver, SandboxIdPool {
 
   setNetwork(id: string, mode: NetworkMode): Promise<NetworkReceipt> {
     return this.driver.setNetwork(id, mode);
+  }
+
+  /** A pooled sandbox not yet claimed is unknown to the store, so the gateway refuses it anyway. */
+  sandboxAtAddress(address: string): Promise<{ id: string; mode: NetworkMode } | null> {
+    return this.driver.sandboxAtAddress(address);
+  }
+
+  async portAddress(id: string): Promise<string | null> {
+    return this.isPooled(id) ? null : this.driver.portAddress(id);
+  }
+
+  async listeningPorts(id: string): Promise<number[]> {
+    return this.isPooled(id) ? [] : this.driver.listeningPorts(id);
   }
 
   growWorkspace(id: string, capacityGiB: number): Promise<void> {

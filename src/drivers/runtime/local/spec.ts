@@ -44,7 +44,7 @@ export function validateSpec(spec: SandboxSpec): void {
     throw new RuntimeError("invalid_spec", `unknown storage class "${spec.storageClass}"`);
   }
   if (spec.storageClass === "durable") assertCapacity(spec.workspaceCapacityGiB);
-  if (spec.network !== "none" && spec.network !== "public") {
+  if (spec.network !== "none" && spec.network !== "public" && spec.network !== "gateway_only") {
     throw new RuntimeError("invalid_spec", `unknown network mode "${spec.network}"`);
   }
   if (spec.env !== undefined) mergeEnv(spec.env);

@@ -176,14 +176,18 @@ export async function vethsOf(layout: Layout): Promise<string[]> {
 export interface TestPeer {
   /** The peer's address: outside every blocked range (TEST-NET-3), like a public server. */
   address: string;
+  /** TCP: answers "pong\n" and closes. */
   port: number;
+  /** HTTP: answers `peer <method> <url> host=<Host header>` (and echoes a 1 KiB body for /kib). */
+  httpPort: number;
   netns: string;
   stop(): Promise<void>;
 }
 
 /**
- * A TCP server answering "pong\n" inside a network namespace made for the test, linked to
- * the host by a veth on a /30 of 203.0.113.0/24. Sandboxes reach it only through NAT.
+ * A TCP server answering "pong\n" (and an HTTP server on the next port) inside a network
+ * namespace made for the test, linked to the host by a veth on a /30 of 203.0.113.0/24.
+ * Sandboxes reach it only through NAT or the egress gateway: it plays the internet.
  */
 export async function startTestPeer(): Promise<TestPeer> {
   const suffix = randomBytes(3).toString("hex");
@@ -212,7 +216,14 @@ export async function startTestPeer(): Promise<TestPeer> {
     await run(TOOLS.ip, ["-n", netns, "-batch", "-"], {
       input: [`addr add ${address}/30 dev eth0`, "link set eth0 up", "link set lo up", ""].join("\n"),
     });
-    const code = `require("net").createServer((s) => s.end("pong\\n")).listen(${port}, "${address}", () => console.log("ready"));`;
+    const code = [
+      `require("net").createServer((s) => s.end("pong\\n")).listen(${port}, "${address}", () => {`,
+      `  require("http").createServer((q, r) => {`,
+      `    q.resume();`,
+      `    r.end(q.url === "/kib" ? "k".repeat(1024) : "peer " + q.method + " " + q.url + " host=" + q.headers.host + "\\n");`,
+      `  }).listen(${port + 1}, "${address}", () => console.log("ready"));`,
+      "});",
+    ].join("\n");
     const child = spawn(TOOLS.ip, ["netns", "exec", netns, process.execPath, "-e", code], {
       stdio: ["ignore", "pipe", "pipe"],
     });
@@ -227,7 +238,7 @@ export async function startTestPeer(): Promise<TestPeer> {
       });
       child.on("exit", (exitCode) => reject(new Error(`the test peer exited (${exitCode}): ${errors}`)));
     });
-    return { address, port, netns, stop };
+    return { address, port, httpPort: port + 1, netns, stop };
   } catch (error) {
     await stop();
     throw error;

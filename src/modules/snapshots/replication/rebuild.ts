@@ -26,7 +26,9 @@ async function fetchChunk(chunks: ChunkStore, digest: Digest, size: number): Pro
   if (compressed === null) throw new ChunkError(digest, "missing", `chunk ${digest} is missing from the blob store`);
   let plain: Buffer;
   try {
-    plain = await decompressChunk(compressed);
+    // Generous beside what the compressor emits (the chunk's size in 128 KiB blocks); a
+    // hostile blob is refused before it is decoded.
+    plain = await decompressChunk(compressed, size + 16 * 128 * 1024);
   } catch (error) {
     throw new ChunkError(digest, "corrupt", `chunk ${digest} does not decompress: ${(error as Error).message}`);
   }

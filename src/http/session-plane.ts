@@ -1,0 +1,368 @@
+// The session plane: a listener of its own (WARREN_SESSION_LISTEN) that serves port
+// endpoints, `<port>-<sandbox id>.<session host>`, by proxying HTTP (keep-alive, bodies
+// streamed both ways) and WebSocket upgrades to the sandbox's address on its veth. Who may
+// reach what is SessionService.authorize (modules/sessions); this file is the wire: the
+// credential is taken from the request and never forwarded, hop-by-hop headers are dropped,
+// header sizes and idle times are bounded, and whatever the sandbox sends is hostile (its
+// response head is parsed with the same header cap, and a bad one ends that request only).
+import http from "node:http";
+import net from "node:net";
+import { AppError } from "../lib/errors.js";
+import { newId } from "../lib/ids.js";
+import type { Logger } from "../lib/logger.js";
+import {
+  ENDPOINT_COOKIE,
+  ENDPOINT_QUERY,
+  type PresentedCredentials,
+  type SessionService,
+  type SessionTarget,
+} from "../modules/sessions/service.js";
+import { errorBody, statusOf } from "./errors.js";
+
+/** Largest request or response head (request line or status line plus headers). */
+export const MAX_HEADER_BYTES = 16_384;
+/** A client has this long to send its request head. */
+const HEADERS_TIMEOUT_MS = 30_000;
+/** A connection (either side) with no bytes moving for this long is closed. */
+export const IDLE_TIMEOUT_MS = 300_000;
+/** Client connections the plane holds at once; more are refused at accept. */
+const MAX_CLIENT_CONNECTIONS = 10_000;
+/** Connecting to the sandbox's port may take this long. */
+const CONNECT_TIMEOUT_MS = 5_000;
+
+const HOP_BY_HOP = new Set([
+  "connection",
+  "keep-alive",
+  "proxy-authenticate",
+  "proxy-authorization",
+  "proxy-connection",
+  "te",
+  "trailer",
+  "transfer-encoding",
+  "upgrade",
+  "expect",
+]);
+
+export interface SessionPlane {
+  /** The bound address (port 0 resolved). */
+  address: { host: string; port: number };
+  close(): Promise<void>;
+}
+
+export async function startSessionPlane(
+  sessions: SessionService,
+  options: { host: string; port: number; log: Logger },
+): Promise<SessionPlane> {
+  const { log } = options;
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 256, maxFreeSockets: 64, timeout: IDLE_TIMEOUT_MS });
+  const server = http.createServer({
+    maxHeaderSize: MAX_HEADER_BYTES,
+    requestTimeout: 0,
+    headersTimeout: HEADERS_TIMEOUT_MS,
+    keepAliveTimeout: 30_000,
+  });
+  server.setTimeout(IDLE_TIMEOUT_MS, (socket) => socket.destroy());
+  // Bounds what one process holds open for clients (each may also hold an upstream connection).
+  server.maxConnections = MAX_CLIENT_CONNECTIONS;
+  server.on("request", (req, res) => {
+    proxyRequest(sessions, agent, req, res, log).catch((error: unknown) => sendError(res, error, log));
+  });
+  server.on("upgrade", (req: http.IncomingMessage, socket: net.Socket, head: Buffer) => {
+    proxyUpgrade(sessions, req, socket, head, log).catch((error: unknown) => {
+      log.error({ err: (error as Error).message }, "session plane upgrade failed");
+      socket.destroy();
+    });
+  });
+  server.on("clientError", (error: NodeJS.ErrnoException, socket: net.Socket) => {
+    if (!socket.writable) return socket.destroy();
+    const code = error.code === "HPE_HEADER_OVERFLOW" ? "headers_too_large" : "invalid_argument";
+    socket.end(rawError(new AppError(code, "the request could not be parsed")));
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(options.port, options.host, () => {
+      server.off("error", reject);
+      resolve();
+    });
+  });
+  const bound = server.address() as net.AddressInfo;
+  const address = { host: options.host, port: bound.port };
+  sessions.planeListening(address);
+  log.info({ address: `${options.host}:${bound.port}`, url: sessions.publicUrl() }, "the session plane is serving");
+  return {
+    address,
+    async close() {
+      sessions.close();
+      await new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      });
+      agent.destroy();
+    },
+  };
+}
+
+// ---- credentials ----
+
+function presentedCredentials(req: http.IncomingMessage): PresentedCredentials {
+  const authorization = req.headers.authorization ?? "";
+  const bearer = /^bearer\s+(\S+)\s*$/i.exec(authorization)?.[1] ?? null;
+  const url = req.url ?? "/";
+  const queryAt = url.indexOf("?");
+  const queryToken =
+    queryAt >= 0 && url.includes(ENDPOINT_QUERY, queryAt)
+      ? new URLSearchParams(url.slice(queryAt + 1)).get(ENDPOINT_QUERY)
+      : null;
+  let cookieToken: string | null = null;
+  const cookie = req.headers.cookie;
+  if (cookie?.includes(ENDPOINT_COOKIE)) {
+    for (const part of cookie.split(";")) {
+      const [name, ...value] = part.trim().split("=");
+      if (name === ENDPOINT_COOKIE) cookieToken = value.join("=");
+    }
+  }
+  return { bearer, queryToken, cookieToken };
+}
+
+/** The request target without the token query parameter. */
+function pathWithoutToken(url: string): string {
+  const queryAt = url.indexOf("?");
+  if (queryAt < 0 || !url.includes(ENDPOINT_QUERY, queryAt)) return url;
+  const params = new URLSearchParams(url.slice(queryAt + 1));
+  if (!params.has(ENDPOINT_QUERY)) return url;
+  params.delete(ENDPOINT_QUERY);
+  const rest = params.toString();
+  return rest ? `${url.slice(0, queryAt)}?${rest}` : url.slice(0, queryAt);
+}
+
+/** The Cookie header without the endpoint cookie (null when nothing is left). */
+function cookiesWithoutToken(cookie: string): string | null {
+  const kept = cookie
+    .split(";")
+    .map((part) => part.trim())
+    .filter((part) => part.length > 0 && part.split("=")[0] !== ENDPOINT_COOKIE);
+  return kept.length > 0 ? kept.join("; ") : null;
+}
+
+/** Header pairs to forward: no hop-by-hop ones, none named in Connection, and not Warren's credential. */
+function forwardedHeaders(
+  req: http.IncomingMessage,
+  target: SessionTarget,
+  protocol: string,
+  upgrade: boolean,
+): [string, string][] {
+  const named = new Set(
+    (req.headers.connection ?? "")
+      .split(",")
+      .map((token) => token.trim().toLowerCase())
+      .filter((token) => token.length > 0),
+  );
+  const out: [string, string][] = [];
+  const raw = req.rawHeaders;
+  for (let i = 0; i + 1 < raw.length; i += 2) {
+    const name = raw[i] as string;
+    const value = raw[i + 1] as string;
+    const lower = name.toLowerCase();
+    if (HOP_BY_HOP.has(lower) || named.has(lower) || lower.startsWith("x-forwarded-")) continue;
+    if (lower === "authorization" && target.usedBearer) continue;
+    if (lower === "cookie") {
+      const kept = cookiesWithoutToken(value);
+      if (kept) out.push([name, kept]);
+      continue;
+    }
+    out.push([name, value]);
+  }
+  if (upgrade) {
+    out.push(["Connection", "Upgrade"]);
+    out.push(["Upgrade", req.headers.upgrade ?? ""]);
+  }
+  out.push(["X-Forwarded-For", req.socket.remoteAddress ?? ""]);
+  out.push(["X-Forwarded-Host", req.headers.host ?? ""]);
+  out.push(["X-Forwarded-Proto", protocol.replace(/:$/, "")]);
+  return out;
+}
+
+// ---- HTTP ----
+
+function sendError(res: http.ServerResponse, error: unknown, log: Logger): void {
+  const appError =
+    error instanceof AppError ? error : new AppError("internal", "the session plane failed to serve the request");
+  if (!(error instanceof AppError)) log.error({ err: (error as Error).message }, "session plane request failed");
+  if (res.destroyed || res.writableEnded) return;
+  if (res.headersSent) {
+    res.destroy();
+    return;
+  }
+  const requestId = newId("req");
+  const body = JSON.stringify(errorBody(appError, requestId, "standard"));
+  const headers: http.OutgoingHttpHeaders = {
+    "content-type": "application/json; charset=utf-8",
+    "content-length": Buffer.byteLength(body),
+    "x-request-id": requestId,
+  };
+  if (appError.retryAfterSeconds !== undefined) headers["retry-after"] = String(appError.retryAfterSeconds);
+  if (appError.code === "unauthenticated") headers["www-authenticate"] = 'Bearer realm="warren endpoint"';
+  res.writeHead(statusOf(appError), headers);
+  res.end(body);
+}
+
+function rawError(error: AppError): string {
+  const requestId = newId("req");
+  const body = JSON.stringify(errorBody(error, requestId, "standard"));
+  const status = statusOf(error);
+  return (
+    `HTTP/1.1 ${status} ${http.STATUS_CODES[status] ?? "Error"}\r\ncontent-type: application/json; charset=utf-8\r\n` +
+    `content-length: ${Buffer.byteLength(body)}\r\nx-request-id: ${requestId}\r\nconnection: close\r\n\r\n${body}`
+  );
+}
+
+const unreachable = (port: number) =>
+  new AppError("unavailable", `nothing answers on port ${port} of the sandbox`, { retryAfterSeconds: 1 });
+
+async function proxyRequest(
+  sessions: SessionService,
+  agent: http.Agent,
+  req: http.IncomingMessage,
+  res: http.ServerResponse,
+  log: Logger,
+): Promise<void> {
+  req.on("error", () => res.destroy());
+  let target: SessionTarget;
+  try {
+    // Origin-form only: an absolute-form target (`GET http://elsewhere/`) would make the
+    // token redirect below an open redirect, and names a host the Host header does not.
+    if (!req.url?.startsWith("/") || req.url.startsWith("//")) {
+      throw new AppError("invalid_argument", "the request target must be a path");
+    }
+    target = await sessions.authorize(req.headers.host, presentedCredentials(req));
+  } catch (error) {
+    req.resume();
+    return sendError(res, error, log);
+  }
+  const protocol = sessions.protocol();
+  const path = pathWithoutToken(req.url ?? "/");
+  if (target.fromQuery && (req.method === "GET" || req.method === "HEAD")) {
+    // The token moves to a cookie of this host only, and the URL loses it (history, logs, Referer).
+    const token = presentedCredentials(req).queryToken as string;
+    const maxAge = Math.max(0, Math.floor(((target.tokenExpiresAt?.getTime() ?? 0) - Date.now()) / 1000));
+    res.writeHead(302, {
+      location: path,
+      "set-cookie": `${ENDPOINT_COOKIE}=${token}; Path=/; Max-Age=${maxAge}; HttpOnly; SameSite=Lax${protocol === "https:" ? "; Secure" : ""}`,
+      "cache-control": "no-store",
+      "content-length": 0,
+    });
+    res.end();
+    req.resume();
+    return;
+  }
+  sessions.noteActivity(target.sandboxId);
+  const done = sessions.connectionOpened(target.sandboxId);
+  res.on("close", done);
+  const upstream = http.request({
+    host: target.address,
+    port: target.port,
+    method: req.method,
+    path,
+    headers: forwardedHeaders(req, target, protocol, false).flat(),
+    agent,
+    maxHeaderSize: MAX_HEADER_BYTES,
+    timeout: IDLE_TIMEOUT_MS,
+  });
+  const connectTimer = setTimeout(() => upstream.destroy(unreachable(target.port)), CONNECT_TIMEOUT_MS);
+  upstream.on("socket", (socket) => {
+    if (!socket.connecting) clearTimeout(connectTimer);
+    else socket.once("connect", () => clearTimeout(connectTimer));
+  });
+  upstream.on("timeout", () => upstream.destroy(new AppError("deadline_exceeded", "the sandbox stopped answering")));
+  upstream.on("error", (error: NodeJS.ErrnoException) => {
+    clearTimeout(connectTimer);
+    if (error instanceof AppError) return sendError(res, error, log);
+    // A refused or reset connection, or a response head over the cap: this request ends, nothing else.
+    sendError(
+      res,
+      error.code === "HPE_HEADER_OVERFLOW"
+        ? new AppError("unavailable", "the sandbox's response head is too large")
+        : unreachable(target.port),
+      log,
+    );
+  });
+  upstream.on("response", (upstreamRes) => {
+    clearTimeout(connectTimer);
+    const headers: [string, string][] = [];
+    const named = new Set(
+      String(upstreamRes.headers.connection ?? "")
+        .split(",")
+        .map((token) => token.trim().toLowerCase()),
+    );
+    const raw = upstreamRes.rawHeaders;
+    for (let i = 0; i + 1 < raw.length; i += 2) {
+      const lower = (raw[i] as string).toLowerCase();
+      if (HOP_BY_HOP.has(lower) || named.has(lower)) continue;
+      headers.push([raw[i] as string, raw[i + 1] as string]);
+    }
+    upstreamRes.on("error", () => res.destroy());
+    res.writeHead(upstreamRes.statusCode ?? 502, headers.flat());
+    upstreamRes.pipe(res);
+  });
+  res.on("close", () => {
+    if (!res.writableFinished) upstream.destroy();
+  });
+  req.pipe(upstream);
+}
+
+// ---- WebSocket (any Upgrade) ----
+
+async function proxyUpgrade(
+  sessions: SessionService,
+  req: http.IncomingMessage,
+  socket: net.Socket,
+  head: Buffer,
+  log: Logger,
+): Promise<void> {
+  socket.on("error", () => socket.destroy());
+  let target: SessionTarget;
+  try {
+    if (!req.url?.startsWith("/") || req.url.startsWith("//")) {
+      throw new AppError("invalid_argument", "the request target must be a path");
+    }
+    target = await sessions.authorize(req.headers.host, presentedCredentials(req));
+  } catch (error) {
+    const appError = error instanceof AppError ? error : new AppError("internal", "the upgrade failed");
+    if (!(error instanceof AppError)) log.error({ err: (error as Error).message }, "session plane upgrade failed");
+    if (socket.writable) socket.end(rawError(appError));
+    else socket.destroy();
+    return;
+  }
+  const protocol = sessions.protocol();
+  sessions.noteActivity(target.sandboxId);
+  const done = sessions.connectionOpened(target.sandboxId);
+  const upstream = net.connect({ host: target.address, port: target.port });
+  const connectTimer = setTimeout(() => upstream.destroy(new Error("connect timeout")), CONNECT_TIMEOUT_MS);
+  let connected = false;
+  const end = () => {
+    clearTimeout(connectTimer);
+    done();
+    socket.destroy();
+    upstream.destroy();
+  };
+  upstream.on("error", () => {
+    if (!connected && socket.writable) socket.end(rawError(unreachable(target.port)));
+    end();
+  });
+  socket.on("close", end);
+  upstream.on("close", end);
+  upstream.on("connect", () => {
+    connected = true;
+    clearTimeout(connectTimer);
+    const lines = [`${req.method} ${pathWithoutToken(req.url ?? "/")} HTTP/1.1`];
+    for (const [name, value] of forwardedHeaders(req, target, protocol, true)) lines.push(`${name}: ${value}`);
+    // latin1: header values are bytes (obs-text included), as Node's parser read them.
+    upstream.write(`${lines.join("\r\n")}\r\n\r\n`, "latin1");
+    if (head.length > 0) upstream.write(head);
+    // The rest is the sandbox's and the client's business: bytes both ways, idle-bounded.
+    socket.setTimeout(IDLE_TIMEOUT_MS, end);
+    upstream.setTimeout(IDLE_TIMEOUT_MS, end);
+    socket.pipe(upstream);
+    upstream.pipe(socket);
+  });
+}

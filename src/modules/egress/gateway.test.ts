@@ -1,0 +1,170 @@
+// The gateway's own bounds and answers, on the host (no sandbox): the caller lookup is bound
+// to fixed answers; test/egress.test.ts covers it from inside real sandboxes.
+import assert from "node:assert/strict";
+import { createServer as createHttpServer, type Server } from "node:http";
+import { connect, createServer, type Socket } from "node:net";
+import { Writable } from "node:stream";
+import { after, before, describe, it } from "node:test";
+import { createLogger } from "../../lib/logger.js";
+import { EgressGateway, endToEndHeaders, parseAuthority } from "./gateway.js";
+import type { EgressCaller } from "./types.js";
+
+/** Sends `data` raw and resolves with everything the gateway answers until it closes. */
+function raw(port: number, data: string | Buffer, timeoutMs = 3000): Promise<string> {
+  return new Promise((resolve) => {
+    const socket = connect({ host: "127.0.0.1", port });
+    let answer = "";
+    socket.on("data", (chunk) => {
+      answer += chunk.toString();
+    });
+    const done = () => resolve(answer);
+    socket.on("close", done);
+    socket.on("error", done);
+    setTimeout(() => socket.destroy(), timeoutMs);
+    socket.write(data);
+  });
+}
+
+describe("egress gateway bounds", () => {
+  let gateway: EgressGateway;
+  let upstream: Server;
+  let upstreamPort = 0;
+  let closedPort = 0;
+  let identity: EgressCaller | null = null;
+
+  before(async () => {
+    upstream = createHttpServer((req, res) => {
+      req.resume();
+      res.end(`up ${req.url} ${req.headers["proxy-authorization"] ?? "-"} ${req.headers["x-drop"] ?? "-"}\n`);
+    });
+    await new Promise<void>((resolve) => upstream.listen(0, "127.0.0.1", resolve));
+    upstreamPort = (upstream.address() as { port: number }).port;
+    const probe = createServer();
+    await new Promise<void>((resolve) => probe.listen(0, "127.0.0.1", resolve));
+    closedPort = (probe.address() as { port: number }).port;
+    await new Promise<void>((resolve) => probe.close(() => resolve()));
+    const silent = new Writable({ write: (_chunk, _encoding, callback) => callback() });
+    gateway = await EgressGateway.start({
+      host: "127.0.0.1",
+      port: 0,
+      // Mapped names are trusted as given, so a loopback upstream stands in for the internet.
+      hosts: new Map([
+        ["up.test", "127.0.0.1"],
+        ["closed.test", "127.0.0.1"],
+      ]),
+      log: createLogger("error", silent),
+      maxHeaderBytes: 2048,
+      maxConnectionsPerSource: 3,
+    });
+    gateway.bind({
+      identify: async () => identity,
+      allowlist: async () => ["up.test", "closed.test"],
+      sandboxOfCredential: async (secret) => (secret === "own-token" ? "sbx-own" : null),
+    });
+  });
+  after(async () => {
+    await gateway?.close();
+    upstream?.close();
+  });
+
+  const caller = (mode: EgressCaller["mode"]): EgressCaller => ({
+    sandboxId: "sbx-own",
+    orgId: "org",
+    projectId: "prj",
+    runId: "run",
+    mode,
+  });
+
+  it("passes only end-to-end headers and parses CONNECT authorities strictly", () => {
+    assert.deepEqual(
+      endToEndHeaders({
+        connection: "close, x-drop",
+        "x-drop": "1",
+        "proxy-authorization": "Basic x",
+        "keep-alive": "timeout=5",
+        "transfer-encoding": "chunked",
+        host: "a.test",
+        "x-keep": "2",
+      }),
+      { host: "a.test", "x-keep": "2" },
+    );
+    assert.deepEqual(parseAuthority("a.test:443"), { host: "a.test", port: 443 });
+    for (const bad of ["a.test", "a.test:0", "a.test:65536", "[::1]:443", "user@a.test:443", "a.test:443/x", ":443"]) {
+      assert.equal(parseAuthority(bad), null, bad);
+    }
+  });
+
+  it("refuses a source that is not a sandbox, on both request forms", async () => {
+    identity = null;
+    const plain = await raw(gateway.port, `GET http://up.test:${upstreamPort}/ HTTP/1.0\r\n\r\n`);
+    assert.match(plain, /^HTTP\/1\.1 403 /);
+    assert.match(plain, /x-warren-egress: unknown_source/i);
+    const tunnel = await raw(gateway.port, `CONNECT up.test:${upstreamPort} HTTP/1.1\r\n\r\n`);
+    assert.match(tunnel, /^HTTP\/1\.1 403 Forbidden/);
+  });
+
+  it("forwards without hop-by-hop headers, answers 400 for what it does not proxy and 502 for a dead upstream", async () => {
+    identity = caller("gateway_only");
+    const ok = await raw(
+      gateway.port,
+      `GET http://up.test:${upstreamPort}/p?q=1 HTTP/1.0\r\nProxy-Authorization: Basic eA==\r\nConnection: x-drop\r\nX-Drop: 1\r\n\r\n`,
+    );
+    assert.match(ok, /^HTTP\/1\.1 200 /);
+    assert.match(ok, /up \/p\?q=1 - -\n$/);
+    assert.match(await raw(gateway.port, "GET https://up.test/ HTTP/1.0\r\n\r\n"), /^HTTP\/1\.1 400 /);
+    assert.match(await raw(gateway.port, "CONNECT up.test HTTP/1.1\r\n\r\n"), /^HTTP\/1\.1 400 /);
+    assert.match(await raw(gateway.port, "GET http://[::1]/ HTTP/1.0\r\n\r\n"), /^HTTP\/1\.1 (400|403) /);
+    const dead = await raw(gateway.port, `GET http://closed.test:${closedPort}/ HTTP/1.0\r\n\r\n`);
+    assert.match(dead, /^HTTP\/1\.1 502 /);
+    assert.match(dead, /upstream_failed/);
+    // gateway_only: not on the allowlist.
+    const refused = await raw(
+      gateway.port,
+      `GET http://closed.test:${closedPort}/ HTTP/1.0\r\n\r\n`.replace("closed", "other"),
+    );
+    assert.match(refused, /^HTTP\/1\.1 403 [\s\S]*not_allowlisted/);
+  });
+
+  it("bounds request heads: 431 for an oversized one, and the gateway keeps serving", async () => {
+    identity = caller("public");
+    const big = await raw(
+      gateway.port,
+      `GET http://up.test:${upstreamPort}/ HTTP/1.1\r\nX-Big: ${"a".repeat(4096)}\r\n\r\n`,
+    );
+    assert.match(big, /^HTTP\/1\.1 431 /);
+    assert.match(await raw(gateway.port, "NOT HTTP AT ALL\r\n\r\n"), /^HTTP\/1\.1 400 /);
+    assert.match(await raw(gateway.port, `GET http://up.test:${upstreamPort}/again HTTP/1.0\r\n\r\n`), /up \/again/);
+  });
+
+  it("caps the connections one source holds", async () => {
+    identity = caller("public");
+    const held: Socket[] = [];
+    try {
+      for (let i = 0; i < 3; i++) {
+        const socket = connect({ host: "127.0.0.1", port: gateway.port });
+        await new Promise((resolve) => socket.once("connect", resolve));
+        held.push(socket);
+      }
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      const fourth = await raw(gateway.port, `GET http://up.test:${upstreamPort}/ HTTP/1.0\r\n\r\n`, 1000);
+      assert.equal(fourth, "", "closed without an answer");
+    } finally {
+      for (const socket of held) socket.destroy();
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    assert.match(await raw(gateway.port, `GET http://up.test:${upstreamPort}/freed HTTP/1.0\r\n\r\n`), /up \/freed/);
+  });
+
+  it("relays the API only with the caller's own credential, and says so when the API is not up yet", async () => {
+    identity = caller("public");
+    const none = await raw(gateway.port, "GET /v1/whoami HTTP/1.0\r\n\r\n");
+    assert.match(none, /^HTTP\/1\.1 403 [\s\S]*"code":"permission_denied"/);
+    const other = await raw(gateway.port, "GET /v1/whoami HTTP/1.0\r\nAuthorization: Bearer someone-else\r\n\r\n");
+    assert.match(other, /^HTTP\/1\.1 403 /);
+    const own = await raw(gateway.port, "GET /v1/whoami HTTP/1.0\r\nAuthorization: Bearer own-token\r\n\r\n");
+    assert.match(own, /^HTTP\/1\.1 503 /);
+    gateway.setApiTarget({ host: "127.0.0.1", port: upstreamPort });
+    const relayed = await raw(gateway.port, "GET /v1/whoami HTTP/1.0\r\nAuthorization: Bearer own-token\r\n\r\n");
+    assert.match(relayed, /^HTTP\/1\.1 200 [\s\S]*up \/v1\/whoami/);
+  });
+});

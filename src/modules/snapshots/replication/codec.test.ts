@@ -1,0 +1,42 @@
+// The chunk codec: round trips, and the output bound that refuses decompression bombs.
+import assert from "node:assert/strict";
+import { randomBytes } from "node:crypto";
+import { describe, it } from "node:test";
+import { compressChunk, decompressChunk, zstdOutputBound } from "./codec.js";
+
+describe("chunk codec", () => {
+  it("bounds what a chunk of every kind decompresses to, and round-trips it", async () => {
+    const kinds = [Buffer.alloc(1 << 20), randomBytes(1 << 20), Buffer.from("warren ".repeat(50_000)), Buffer.alloc(1)];
+    for (const plain of kinds) {
+      const compressed = await compressChunk(plain);
+      const bound = zstdOutputBound(compressed);
+      assert.ok(bound !== null && bound >= plain.length && bound <= plain.length + 128 * 1024);
+      assert.ok((await decompressChunk(compressed, plain.length + 128 * 1024)).equals(plain));
+    }
+  });
+
+  it("refuses a decompression bomb before decoding it", async () => {
+    // 4,096 frames of 1 MiB of zeros: 200 KB that would decode to 4 GiB.
+    const frame = await compressChunk(Buffer.alloc(1 << 20));
+    const bomb = Buffer.concat(Array.from({ length: 4096 }, () => frame));
+    assert.equal(zstdOutputBound(bomb), 4096 * (1 << 20));
+    await assert.rejects(decompressChunk(bomb, 2 << 20), /more than 2097152/);
+  });
+
+  it("refuses malformed frames", async () => {
+    const good = await compressChunk(Buffer.from("some bytes to compress"));
+    for (const bad of [
+      Buffer.alloc(0),
+      Buffer.from("not zstd at all"),
+      good.subarray(0, good.length - 2),
+      Buffer.concat([good, Buffer.from([1])]),
+    ]) {
+      if (bad.length === 0) {
+        assert.equal(zstdOutputBound(bad), 0);
+        continue;
+      }
+      assert.equal(zstdOutputBound(bad), null);
+      await assert.rejects(decompressChunk(bad, 1 << 20), /not a well-formed zstd frame/);
+    }
+  });
+});

@@ -1,0 +1,365 @@
+// Port endpoints end to end on real runc sandboxes: the API, the reconciler, the local
+// driver and the session plane (src/http/session-plane.ts) on a loopback port, reached with
+// real HTTP clients and raw sockets. Servers in the sandboxes: busybox httpd, and the
+// http-echo test image (test/support/http-echo.c: the forwarded head, a raw upgrade echo).
+// One store (PGlite): nothing here differs between stores, and each sandbox costs time.
+import assert from "node:assert/strict";
+import { randomBytes } from "node:crypto";
+import http from "node:http";
+import net from "node:net";
+import { after, before, describe, it } from "node:test";
+import { SandboxReconciler } from "../src/controllers/sandbox-reconciler.js";
+import { type RuntimeFixture, startRuntimeFixture } from "../src/drivers/runtime/local/test-support.js";
+import { type SessionPlane, startSessionPlane } from "../src/http/session-plane.js";
+import { startTestApp, type TestApp } from "./harness.js";
+import { pushHttpEchoImage } from "./support/http-echo.js";
+
+interface PlaneResponse {
+  status: number;
+  headers: http.IncomingHttpHeaders;
+  text: string;
+  json: Record<string, unknown>;
+}
+
+describe("port endpoints", () => {
+  let fixture: RuntimeFixture;
+  let t: TestApp;
+  let reconciler: SandboxReconciler;
+  let plane: SessionPlane;
+  let echoImage: string;
+  const owner = () => t.orgA.keys.owner;
+
+  before(async () => {
+    fixture = await startRuntimeFixture("endpoints");
+    echoImage = await pushHttpEchoImage(fixture.registry);
+    t = await startTestApp("pglite", {
+      overrides: { runtime: fixture.driver },
+      config: {
+        sandbox: {
+          ...(await import("../src/config.js")).loadConfig({}).sandbox,
+          defaultImage: fixture.busyboxRef,
+          memoryMiB: 128,
+          pids: 128,
+        },
+      },
+    });
+    reconciler = new SandboxReconciler(t.c, fixture.driver, {
+      pids: 128,
+      retentionSeconds: 3600,
+      publicApiUrl: "http://127.0.0.1:1",
+    });
+    await reconciler.start();
+    plane = await startSessionPlane(t.c.sessions, { host: "127.0.0.1", port: 0, log: t.c.log });
+  });
+
+  after(async () => {
+    await plane?.close();
+    await reconciler?.stop();
+    await t?.close();
+    await fixture?.cleanup();
+  });
+
+  const hostOf = (id: string, port: number) => `${port}-${id}.localhost:${plane.address.port}`;
+
+  /** A request to the plane with the endpoint's Host header (sent to 127.0.0.1: no resolver needed). */
+  const viaPlane = (
+    host: string,
+    path = "/",
+    headers: Record<string, string> = {},
+    method = "GET",
+    body: Buffer | null = null,
+  ) =>
+    new Promise<PlaneResponse & { bytes: Buffer }>((resolve, reject) => {
+      const req = http.request(
+        { host: "127.0.0.1", port: plane.address.port, path, method, headers: { host, ...headers }, agent: false },
+        (res) => {
+          const chunks: Buffer[] = [];
+          res.on("data", (chunk: Buffer) => chunks.push(chunk));
+          res.on("end", () => {
+            const bytes = Buffer.concat(chunks);
+            const text = bytes.toString();
+            let json: Record<string, unknown> = {};
+            try {
+              json = JSON.parse(text) as Record<string, unknown>;
+            } catch {}
+            resolve({ status: res.statusCode ?? 0, headers: res.headers, text, json, bytes });
+          });
+        },
+      );
+      req.on("error", reject);
+      req.end(body ?? undefined);
+    });
+
+  const assertRefused = (res: PlaneResponse, status: number, code: string) => {
+    assert.equal(res.status, status, res.text);
+    assert.equal(res.json.code, code, res.text);
+    assert.equal(typeof res.json.message, "string");
+    assert.match(String(res.json.request_id), /^req_/);
+    assert.deepEqual(Object.keys(res.json).sort(), ["code", "message", "request_id"]);
+  };
+
+  const create = async (body: Record<string, unknown>) => {
+    const res = await t.request("POST", "/v1/sandboxes", { key: owner(), body });
+    assert.equal(res.status, 200, res.raw);
+    return res.body.id as string;
+  };
+
+  const sandbox = async (id: string, wait?: string) => {
+    const res = await t.request("GET", `/v1/sandboxes/${id}`, {
+      key: owner(),
+      ...(wait ? { query: { wait_state: wait, wait_timeout_seconds: "25" } } : {}),
+    });
+    assert.equal(res.status, 200, res.raw);
+    return res.body.sandbox as { state: string; endpoints: { port: number; url: string }[] } & Record<string, unknown>;
+  };
+
+  /** Polls GetSandbox until `endpoints` lists `port` (the server inside takes a moment to bind). */
+  const endpointsOnce = async (id: string, port: number) => {
+    const deadline = Date.now() + 15_000;
+    for (;;) {
+      const view = await sandbox(id);
+      if (view.endpoints.some((e) => e.port === port)) return view.endpoints;
+      if (Date.now() > deadline) assert.fail(`no endpoint for port ${port}: ${JSON.stringify(view)}`);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  };
+
+  const tokenFor = async (id: string, port: number, key = owner()) =>
+    t.request("POST", `/v1/sandboxes/${id}/endpoints/${port}:token`, { key, body: {} });
+
+  it("reports the plane's URL in GetServiceConfig", async () => {
+    const res = await t.request("GET", "/v1/service-config");
+    assert.equal(res.body.session_plane_url, `http://localhost:${plane.address.port}`);
+  });
+
+  it("serves busybox httpd to an API key and a token of its organization, and refuses everything else", async () => {
+    const script =
+      "mkdir -p /tmp/www && echo hello-from-httpd > /tmp/www/index.html && exec busybox httpd -f -p 8080 -h /tmp/www";
+    const id = await create({ command: ["sh", "-c", script], ports: [8080, 9090], network_access: "public" });
+    await sandbox(id, "running");
+    const endpoints = await endpointsOnce(id, 8080);
+    // 9090 is among `ports` but nothing listens on it: no endpoint.
+    assert.deepEqual(endpoints, [{ port: 8080, url: `http://${hostOf(id, 8080)}/` }]);
+    const host = hostOf(id, 8080);
+
+    const byKey = await viaPlane(host, "/", { authorization: `Bearer ${owner()}` });
+    assert.equal(byKey.status, 200, byKey.text);
+    assert.equal(byKey.text, "hello-from-httpd\n");
+    assert.equal((await viaPlane(host, "/", { authorization: `Bearer ${t.orgA.keys.member}` })).status, 200);
+
+    // Missing, unknown and wrongly placed credentials.
+    const missing = await viaPlane(host);
+    assertRefused(missing, 401, "unauthenticated");
+    assert.match(String(missing.headers["www-authenticate"]), /^Bearer/);
+    assertRefused(await viaPlane(host, "/", { authorization: "Bearer wk_nope" }), 401, "unauthenticated");
+    assertRefused(await viaPlane(host, `/?warren_token=${owner()}`), 401, "unauthenticated");
+    assertRefused(await viaPlane(host, "/", { cookie: `warren_endpoint_token=${owner()}` }), 401, "unauthenticated");
+
+    // Another organization's key reads exactly like an unknown sandbox.
+    const otherOrg = await viaPlane(host, "/", { authorization: `Bearer ${t.orgB.keys.owner}` });
+    assertRefused(otherOrg, 404, "not_found");
+    const unknownId = `sbx-${randomBytes(20).toString("hex")}`;
+    const unknown = await viaPlane(hostOf(unknownId, 8080), "/", { authorization: `Bearer ${t.orgB.keys.owner}` });
+    assertRefused(unknown, 404, "not_found");
+    assert.equal(otherOrg.json.message, unknown.json.message);
+
+    // A port not in `ports`, a listed port nothing answers on, a host that names no endpoint.
+    assertRefused(await viaPlane(hostOf(id, 8081), "/", { authorization: `Bearer ${owner()}` }), 404, "not_found");
+    const silent = await viaPlane(hostOf(id, 9090), "/", { authorization: `Bearer ${owner()}` });
+    assertRefused(silent, 503, "unavailable");
+    assert.equal(silent.headers["retry-after"], "1");
+    assertRefused(
+      await viaPlane(`localhost:${plane.address.port}`, "/", { authorization: `Bearer ${owner()}` }),
+      404,
+      "not_found",
+    );
+
+    // A sandbox-scoped credential opens no endpoint and issues no token, even for its own sandbox.
+    const scoped = await t.issueKey(t.orgA, { sandbox: { sandboxId: id, lineagePath: id } });
+    assertRefused(await viaPlane(host, "/", { authorization: `Bearer ${scoped.key}` }), 403, "permission_denied");
+    assert.equal((await tokenFor(id, 8080, scoped.key)).status, 403);
+
+    // Tokens: issued for one port of one sandbox.
+    const issued = await tokenFor(id, 8080);
+    assert.equal(issued.status, 200, issued.raw);
+    const token = issued.body.token as string;
+    assert.match(token, /^wst1\./);
+    assert.equal(issued.body.url, `http://${host}/?warren_token=${encodeURIComponent(token)}`);
+    const ttl = Date.parse(String(issued.body.expires_at)) - Date.now();
+    assert.ok(ttl > 800_000 && ttl <= 900_000, `default lifetime 900 s, got ${ttl} ms`);
+    assert.equal((await tokenFor(id, 8081)).status, 404, "a port not in ports gets no token");
+    assert.equal((await tokenFor(id, 8080, t.orgB.keys.owner)).status, 404, "another org's sandbox is not found");
+    const badTtl = await t.request("POST", `/v1/sandboxes/${id}/endpoints/8080:token`, {
+      key: owner(),
+      body: { ttl_seconds: 86_401 },
+    });
+    assert.equal(badTtl.status, 400, badTtl.raw);
+
+    const byToken = await viaPlane(host, "/", { authorization: `Bearer ${token}` });
+    assert.equal(byToken.text, "hello-from-httpd\n");
+    assertRefused(
+      await viaPlane(hostOf(id, 9090), "/", { authorization: `Bearer ${token}` }),
+      403,
+      "permission_denied",
+    );
+    assertRefused(
+      await viaPlane(hostOf(unknownId, 8080), "/", { authorization: `Bearer ${token}` }),
+      403,
+      "permission_denied",
+    );
+    const tampered = `${token.slice(0, -2)}${token.endsWith("AA") ? "BB" : "AA"}`;
+    assertRefused(await viaPlane(host, "/", { authorization: `Bearer ${tampered}` }), 401, "unauthenticated");
+
+    // A query-parameter token becomes a cookie of this host, and the redirect drops it from the URL.
+    const redirected = await viaPlane(host, `/index.html?a=1&warren_token=${encodeURIComponent(token)}`);
+    assert.equal(redirected.status, 302, redirected.text);
+    assert.equal(redirected.headers.location, "/index.html?a=1");
+    const cookie = String(redirected.headers["set-cookie"]);
+    assert.match(cookie, /^warren_endpoint_token=wst1\.[^;]+; Path=\/; Max-Age=\d+; HttpOnly; SameSite=Lax$/);
+    const byCookie = await viaPlane(host, "/index.html?a=1", { cookie: cookie.split(";")[0] as string });
+    assert.equal(byCookie.status, 200);
+    assert.equal(byCookie.text, "hello-from-httpd\n");
+
+    // An absolute-form target would turn the redirect into an open one: refused.
+    const absolute = await rawExchange(
+      plane.address.port,
+      `GET http://evil.example/?warren_token=${token} HTTP/1.1\r\nHost: ${host}\r\nConnection: close\r\n\r\n`,
+      null,
+    );
+    assert.match(absolute, /^HTTP\/1\.1 400 /);
+    assert.doesNotMatch(absolute, /evil\.example/);
+
+    // Nothing of the credentials reached the log.
+    assert.ok(!t.logs().includes(owner()) && !t.logs().includes(token), "no credential in the log");
+
+    // A stopped sandbox serves nothing (and lists no endpoint).
+    const stopped = await t.request("PATCH", `/v1/sandboxes/${id}`, { key: owner(), body: { state: "stopped" } });
+    assert.equal(stopped.status, 200, stopped.raw);
+    assert.deepEqual((await sandbox(id, "stopped")).endpoints, []);
+    await new Promise((resolve) => setTimeout(resolve, 1100)); // the plane's 1 s view of the row
+    assertRefused(await viaPlane(host, "/", { authorization: `Bearer ${owner()}` }), 409, "sandbox_not_running");
+  });
+
+  it("forwards without Warren's credential and passes a raw upgrade through both ways", async () => {
+    const id = await create({ image: echoImage, ports: [8080], network_access: "public" });
+    await sandbox(id, "running");
+    await endpointsOnce(id, 8080);
+    const host = hostOf(id, 8080);
+
+    const head = await viaPlane(host, "/headers?x=1", { authorization: `Bearer ${owner()}`, cookie: "app=1" });
+    assert.equal(head.status, 200, head.text);
+    assert.match(head.text, /^GET \/headers\?x=1 HTTP\/1\.1\r\n/);
+    assert.doesNotMatch(head.text, /authorization/i);
+    assert.match(head.text, /\r\nCookie: app=1\r\n/i);
+    assert.match(head.text, new RegExp(`\\r\\nX-Forwarded-Host: ${host.replace(/\./g, "\\.")}\\r\\n`));
+    assert.match(head.text, /\r\nX-Forwarded-For: 127\.0\.0\.1\r\n/);
+
+    // With the token in its cookie, the app's own Authorization header is its business.
+    const token = (await tokenFor(id, 8080)).body.token as string;
+    const own = await viaPlane(host, "/headers", {
+      authorization: "Basic YXBwOmFwcA==",
+      cookie: `app=1; warren_endpoint_token=${token}; other=2`,
+    });
+    assert.equal(own.status, 200, own.text);
+    assert.match(own.text, /\r\nauthorization: Basic YXBwOmFwcA==\r\n/i);
+    assert.match(own.text, /\r\nCookie: app=1; other=2\r\n/i);
+    assert.ok(!own.text.includes(token), "the token is not forwarded");
+
+    // A 4 MiB body streamed in and back out; a response head over 16 KiB and a request head over it.
+    const payload = randomBytes(4 * 1_048_576);
+    const echoed = await viaPlane(host, "/echo", { authorization: `Bearer ${owner()}` }, "POST", payload);
+    assert.equal(echoed.status, 200);
+    assert.ok(echoed.bytes.equals(payload), "the body came back byte for byte");
+    assertRefused(await viaPlane(host, "/bigheader", { authorization: `Bearer ${owner()}` }), 503, "unavailable");
+    const hugeHead = await viaPlane(host, "/", { authorization: `Bearer ${owner()}`, "x-pad": "p".repeat(20_000) });
+    assert.equal(hugeHead.status, 431);
+    // The plane and the sandbox's server still serve after both.
+    assert.equal((await viaPlane(host, "/", { authorization: `Bearer ${owner()}` })).text, "hello");
+
+    // A raw upgrade: 101 from the sandbox, then bytes echoed through the plane.
+    const upgraded = await rawExchange(
+      plane.address.port,
+      `GET /ws HTTP/1.1\r\nHost: ${host}\r\nAuthorization: Bearer ${token}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n`,
+      "ping-through-the-plane",
+    );
+    assert.match(upgraded, /^HTTP\/1\.1 101 Switching Protocols\r\n/);
+    assert.ok(upgraded.endsWith("\r\n\r\nping-through-the-plane"), upgraded);
+    const refused = await rawExchange(
+      plane.address.port,
+      `GET /ws HTTP/1.1\r\nHost: ${host}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n`,
+      null,
+    );
+    assert.match(refused, /^HTTP\/1\.1 401 /);
+    assert.match(refused, /"code":"unauthenticated"/);
+  });
+
+  it("lists an endpoint only once the sandbox listens, counts traffic as session activity, and has none for `none`", async () => {
+    const id = await create({ command: ["sleep", "3600"], ports: [8080], idle_timeout_seconds: 600 });
+    await sandbox(id, "running");
+    assert.deepEqual((await sandbox(id)).endpoints, []);
+    // A server bound to loopback only is not reachable through the veth: still no endpoint.
+    const local = await t.request("POST", `/v1/sandboxes/${id}:exec`, {
+      key: owner(),
+      body: { cmd: ["sh", "-c", "busybox httpd -f -p 127.0.0.1:8080 -h /tmp </dev/null >/dev/null 2>&1 & echo $!"] },
+    });
+    assert.equal(local.body.exit, 0, local.raw);
+    await new Promise((resolve) => setTimeout(resolve, 1200));
+    assert.deepEqual((await sandbox(id)).endpoints, []);
+    const started = await t.request("POST", `/v1/sandboxes/${id}:exec`, {
+      key: owner(),
+      body: { cmd: ["sh", "-c", `kill ${String(local.body.stdout).trim()}; sleep 0.2; busybox httpd -p 8080 -h /tmp`] },
+    });
+    assert.equal(started.body.exit, 0, started.raw);
+    await endpointsOnce(id, 8080);
+    const before = await sandbox(id);
+    assert.equal((before.last_activity as { source: string }).source, "exec");
+    const res = await viaPlane(hostOf(id, 8080), "/", { authorization: `Bearer ${owner()}` });
+    assert.ok(res.status === 200 || res.status === 404, `httpd answered: ${res.status}`);
+    const deadline = Date.now() + 5000;
+    let after = await sandbox(id);
+    while ((after.last_activity as { source: string }).source !== "session" && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      after = await sandbox(id);
+    }
+    assert.equal((after.last_activity as { source: string }).source, "session");
+    assert.ok(Date.parse(String(after.idle_deadline)) >= Date.parse(String(before.idle_deadline)));
+
+    const isolated = await create({ command: ["sleep", "3600"], ports: [8080], network_access: "none" });
+    await sandbox(isolated, "running");
+    assert.deepEqual((await sandbox(isolated)).endpoints, []);
+    assertRefused(
+      await viaPlane(hostOf(isolated, 8080), "/", { authorization: `Bearer ${owner()}` }),
+      400,
+      "failed_precondition",
+    );
+  });
+});
+
+/** Writes `request` on a raw connection, then `payload` after the reply's head; resolves with all read until quiet. */
+function rawExchange(port: number, request: string, payload: string | null): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = net.connect({ host: "127.0.0.1", port });
+    let received = "";
+    let sent = false;
+    const finish = () => {
+      socket.destroy();
+      resolve(received);
+    };
+    let quiet = setTimeout(finish, 3000);
+    socket.on("data", (chunk: Buffer) => {
+      received += chunk.toString();
+      if (payload !== null && !sent && received.includes("\r\n\r\n")) {
+        sent = true;
+        socket.write(payload);
+      }
+      clearTimeout(quiet);
+      quiet = setTimeout(finish, payload !== null && received.endsWith(payload) ? 10 : 500);
+    });
+    socket.on("error", reject);
+    socket.on("close", () => {
+      clearTimeout(quiet);
+      resolve(received);
+    });
+    socket.write(request);
+  });
+}
