@@ -48,6 +48,7 @@ async function main(): Promise<void> {
         identity: container.identity,
         sandboxes: container.sandboxes,
         runtime: container.runtime,
+        tokens: container.sessions,
         log,
       })
     : null;

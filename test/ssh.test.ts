@@ -64,6 +64,7 @@ describe("ssh gateway with the OpenSSH client", { timeout: 300_000 }, () => {
       identity: t.c.identity,
       sandboxes: t.c.sandboxes,
       runtime: fixture.driver,
+      tokens: t.c.sessions,
       log: t.c.log,
     });
     const askpass = path.join(dir, "askpass");
@@ -321,6 +322,30 @@ describe("ssh gateway with the OpenSSH client", { timeout: 300_000 }, () => {
     assert.ok(!t.logs().includes(owner()), "no key in the log, not even one sent as the user name");
     assert.ok(!t.logs().includes(t.orgB.keys.owner), "no key in the log");
     assert.ok(!t.logs().includes(scoped.key), "no key in the log");
+  });
+
+  it("logs in with a short-lived SSH token of that sandbox (IssueSshToken), and only that sandbox", async () => {
+    const issued = await t.request("POST", `/v1/sandboxes/${id}:issueSshToken`, {
+      key: owner(),
+      body: { ttl_seconds: 120 },
+    });
+    assert.equal(issued.status, 200, issued.raw);
+    assert.equal(issued.body.user, id);
+    const token = issued.body.token as string;
+    assert.match(token, /^wst1\./);
+    const expires = Date.parse(issued.body.expires_at as string) - Date.now();
+    assert.ok(expires > 100_000 && expires <= 121_000, `expires in ${expires} ms`);
+    const ok = await ssh(id, token, ["echo with-token"]);
+    assert.equal(ok.stdout, "with-token\n", ok.stderr);
+    const elsewhere = await ssh(other, token, ["echo no"]);
+    assert.equal(elsewhere.code, 255);
+    assert.match(elsewhere.stderr, /Permission denied/);
+    const tampered = await ssh(id, `${token.slice(0, -2)}AA`, ["echo no"]);
+    assert.equal(tampered.code, 255);
+    // Another organization cannot have one issued for this sandbox.
+    const foreign = await t.request("POST", `/v1/sandboxes/${id}:issueSshToken`, { key: t.orgB.keys.owner, body: {} });
+    assert.equal(foreign.status, 404, foreign.raw);
+    assert.ok(!t.logs().includes(token), "no token in the log");
   });
 
   it("opens no new channel on a connection whose key was revoked after the login", async () => {

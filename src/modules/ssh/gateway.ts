@@ -10,6 +10,7 @@ import type { RuntimeDriver } from "../../drivers/runtime/interface.js";
 import type { Logger } from "../../lib/logger.js";
 import type { IdentityService } from "../identity/service.js";
 import type { SandboxService } from "../sandboxes/service.js";
+import { isSessionToken } from "../sessions/tokens.js";
 import { SessionActivity } from "./activity.js";
 import { type ConnectionScope, MAX_SESSIONS_PER_CONNECTION, serveForward, serveSession } from "./channels.js";
 import { DEFAULT_FAILURE_LIMITS, FailureLimiter, type FailureLimiterOptions } from "./limits.js";
@@ -34,6 +35,8 @@ export interface SshGatewayOptions {
   runtime: RuntimeDriver;
   log: Logger;
   failureLimits?: FailureLimiterOptions;
+  /** Short-lived SSH tokens (IssueSshToken, `wst1.`...) as the password; absent: API keys only. */
+  tokens?: { sshTokenOpens(token: string, sandboxId: string): Promise<boolean> } | null;
 }
 
 export class SshGateway {
@@ -159,8 +162,15 @@ export class SshGateway {
     });
   }
 
-  /** The sandbox's id when this API key may exec in it (as ExecSandbox checks), else null. */
+  /**
+   * The sandbox's id when this secret opens it, else null: an SSH token for it, or an API key
+   * that may exec in it (as ExecSandbox checks).
+   */
   private async opens(secret: string, sandboxId: string): Promise<string | null> {
+    if (isSessionToken(secret)) {
+      const tokens = this.options.tokens;
+      return tokens && (await tokens.sshTokenOpens(secret, sandboxId).catch(() => false)) ? sandboxId : null;
+    }
     try {
       const cred = await this.options.identity.authenticate(secret);
       const row = await this.options.sandboxes.loadExecTarget(cred, sandboxId);

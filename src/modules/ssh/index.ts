@@ -5,7 +5,7 @@ import type { RuntimeDriver } from "../../drivers/runtime/interface.js";
 import type { Logger } from "../../lib/logger.js";
 import type { IdentityService } from "../identity/service.js";
 import type { SandboxService } from "../sandboxes/service.js";
-import { SshGateway } from "./gateway.js";
+import { SshGateway, type SshGatewayOptions } from "./gateway.js";
 import { loadOrCreateHostKey } from "./host-key.js";
 import type { FailureLimiterOptions } from "./limits.js";
 
@@ -19,6 +19,8 @@ export interface SshGatewaySetup {
   runtime: RuntimeDriver | null;
   log: Logger;
   failureLimits?: FailureLimiterOptions;
+  /** Verifies IssueSshToken's tokens (the session service); absent: API keys only. */
+  tokens?: SshGatewayOptions["tokens"];
 }
 
 export async function startSshGateway(setup: SshGatewaySetup): Promise<SshGateway | null> {
@@ -33,6 +35,7 @@ export async function startSshGateway(setup: SshGatewaySetup): Promise<SshGatewa
     runtime: setup.runtime,
     log: setup.log,
     ...(setup.failureLimits ? { failureLimits: setup.failureLimits } : {}),
+    tokens: setup.tokens ?? null,
   });
   const bound = await gateway.listen(setup.listen.host, setup.listen.port);
   setup.sandboxes.useSshGateway({
