@@ -7,7 +7,7 @@ NODE := node --import tsx
 DEPS_STAMP := node_modules/.package-lock.json
 APT_INSTALL := DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends
 
-.PHONY: run build test deps runtime-deps test-deps typecheck lint format openapi bench admin
+.PHONY: run build test deps runtime-deps test-deps typecheck lint format openapi sdk-types cli bench admin
 
 # `npm ci` refuses this registry's lock file: it lacks biome's binaries for other platforms
 # (optional packages the registry does not carry), so a refused `npm ci` falls back to
@@ -50,9 +50,19 @@ test-deps: runtime-deps
 build: deps
 	$(NODE) scripts/build-server.ts
 
+# The `warren` command (packages/cli): a two-line wrapper in $(BIN_DIR) that runs this
+# checkout's CLI with node (the CLI registers tsx itself). `npx warren` works in the repo
+# without it (the root package.json's "bin").
+BIN_DIR ?= /usr/local/bin
+cli: deps
+	@mkdir -p $(BIN_DIR)
+	@printf '#!/bin/sh\nexec node "%s/packages/cli/bin/warren.mjs" "$$@"\n' "$(CURDIR)" > $(BIN_DIR)/warren.tmp
+	@chmod 755 $(BIN_DIR)/warren.tmp && mv $(BIN_DIR)/warren.tmp $(BIN_DIR)/warren
+	@echo "installed $(BIN_DIR)/warren -> $(CURDIR)/packages/cli/bin/warren.mjs"
+
 # UV_THREADPOOL_SIZE: see README.md (libuv reads it once, before the server's first line runs).
 # The SSH gateway listens on 127.0.0.1:2222 unless WARREN_SSH_LISTEN says otherwise.
-run: deps runtime-deps build
+run: deps runtime-deps build cli
 	UV_THREADPOOL_SIZE=$${UV_THREADPOOL_SIZE:-16} WARREN_SESSION_LISTEN=$${WARREN_SESSION_LISTEN:-127.0.0.1:7081} \
 	  WARREN_SSH_LISTEN=$${WARREN_SSH_LISTEN-127.0.0.1:2222} node --enable-source-maps build/warren.mjs
 
@@ -70,9 +80,14 @@ lint: deps
 format: deps
 	npx biome check --write .
 
-# Regenerates the committed OpenAPI document (a test fails when it is stale).
+# Regenerates the committed OpenAPI document and the SDK's wire types generated from it
+# (a test fails when either is stale).
 openapi: deps
 	$(NODE) scripts/write-openapi.ts
+	$(NODE) scripts/write-sdk-types.ts
+
+sdk-types: deps
+	$(NODE) scripts/write-sdk-types.ts
 
 bench: deps
 	$(NODE) bench/run.ts

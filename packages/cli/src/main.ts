@@ -1,0 +1,16 @@
+// `warren`: runs the command tree of build.ts; commander's own refusals are usage errors (exit 2).
+import { CommanderError } from "commander";
+import { buildProgram } from "./build.js";
+import { EXIT } from "./context.js";
+
+try {
+  await buildProgram().parseAsync(process.argv);
+} catch (error) {
+  if (error instanceof CommanderError) {
+    // --help and --version are exits too; anything else commander refuses is a usage error.
+    process.exitCode = error.exitCode === 0 ? EXIT.ok : EXIT.usage;
+  } else {
+    process.stderr.write(`warren: ${(error as Error).message}\n`);
+    process.exitCode = EXIT.error;
+  }
+}

@@ -1,0 +1,335 @@
+// Sandboxes: `warren.sandboxes.create(...)` returns a `Sandbox` handle (wait, exec, stop,
+// wake, snapshot, update, delete, files over exec, `await using` deletes it).
+import { SandboxStateError } from "./errors.js";
+import { pages } from "./pagination.js";
+import type { CallOptions, Transport } from "./transport.js";
+import type {
+  Body,
+  CreateSandboxBody,
+  Ok,
+  Query,
+  SandboxRecord,
+  SandboxState,
+  SnapshotRecord,
+  UpdateSandboxBody,
+} from "./types.js";
+
+/** The three outcomes of an exec (contract 4.4), told apart by `kind`. */
+export type ExecResult =
+  | { kind: "completed"; exit: number; stdout: string; stderr: string; truncated: boolean }
+  | { kind: "timed_out"; stdout: string; stderr: string; truncated: boolean }
+  | { kind: "indeterminate"; stdout: string; stderr: string; truncated: boolean };
+
+export interface ExecOptions extends CallOptions {
+  timeoutSeconds?: number;
+  secretEnvironment?: { secret_name: string; variable_name: string }[];
+  /** Called with the command's stdout (and stderr) once it has finished: exec is not streamed by the API. */
+  onStdout?: (text: string) => void;
+  onStderr?: (text: string) => void;
+}
+
+export interface WaitOptions {
+  signal?: AbortSignal;
+  /** Give up after this long (default 300 s); 0: no limit. */
+  timeoutSeconds?: number;
+  /** Called with every state seen while waiting. */
+  onState?: (state: SandboxState) => void;
+}
+
+export interface SnapshotOptions extends CallOptions {
+  name?: string;
+  waitRemote?: boolean;
+  waitTimeoutSeconds?: number;
+}
+
+export interface FileEntry {
+  name: string;
+  path: string;
+  type: "file" | "dir" | "symlink" | "other";
+  size: number;
+}
+
+/** States a sandbox never leaves by itself towards running. */
+const DEAD_STATES = new Set<string>(["failed", "terminated", "terminating", "quarantined"]);
+const WAIT_STEP_SECONDS = 25;
+
+export function execResult(raw: Ok<"ExecSandbox">): ExecResult {
+  const base = { stdout: raw.stdout, stderr: raw.stderr, truncated: raw.truncated };
+  if ("exit" in raw) return { kind: "completed", exit: raw.exit, ...base };
+  if ("timeout" in raw) return { kind: "timed_out", ...base };
+  return { kind: "indeterminate", ...base };
+}
+
+const path = (id: string) => `/v1/sandboxes/${encodeURIComponent(id)}`;
+
+export class Sandbox {
+  /** The record as last read (create, get, list, waitUntil and refresh update it). */
+  record: SandboxRecord | undefined;
+  /** The ambient run receiving this sandbox's telemetry (known after create). */
+  runId: string | undefined;
+  readonly files: SandboxFiles;
+
+  constructor(
+    private readonly transport: Transport,
+    readonly id: string,
+    record?: SandboxRecord,
+  ) {
+    this.record = record;
+    this.files = new SandboxFiles(this);
+  }
+
+  get state(): SandboxState | undefined {
+    return this.record?.state;
+  }
+
+  async refresh(options: CallOptions = {}): Promise<SandboxRecord> {
+    const res = await this.transport.json<Ok<"GetSandbox">>("GET", path(this.id), { signal: options.signal });
+    this.record = res.sandbox;
+    return res.sandbox;
+  }
+
+  /**
+   * Long-polls GetSandbox until the sandbox is in `state`. Throws SandboxStateError when it
+   * reaches a state it will not leave towards `state` (failed, terminated, ...).
+   */
+  async waitUntil(state: SandboxState, options: WaitOptions = {}): Promise<SandboxRecord> {
+    const limitMs = (options.timeoutSeconds ?? 300) * 1000;
+    const deadline = limitMs > 0 ? Date.now() + limitMs : Number.POSITIVE_INFINITY;
+    let last: string | undefined;
+    for (;;) {
+      const left = Math.ceil((deadline - Date.now()) / 1000);
+      const step = Math.max(1, Math.min(WAIT_STEP_SECONDS, left));
+      const res = await this.transport.json<Ok<"GetSandbox">>("GET", path(this.id), {
+        query: { wait_state: state, wait_timeout_seconds: step },
+        signal: options.signal,
+      });
+      this.record = res.sandbox;
+      const seen = res.sandbox.state;
+      if (seen !== last) options.onState?.(seen);
+      last = seen;
+      if (seen === state) return res.sandbox;
+      if (DEAD_STATES.has(seen) && !DEAD_STATES.has(state)) {
+        const reason = res.sandbox.state_reason ? `: ${res.sandbox.state_reason.message}` : "";
+        throw new SandboxStateError(this.id, seen, `sandbox ${this.id} is ${seen}${reason}`);
+      }
+      if (Date.now() >= deadline) {
+        throw new SandboxStateError(this.id, seen, `sandbox ${this.id} is still ${seen} after ${limitMs / 1000} s`);
+      }
+    }
+  }
+
+  /** Runs `cmd` (argv, not a shell line) and returns its outcome; one Idempotency-Key covers every retry. */
+  async exec(cmd: string[], options: ExecOptions = {}): Promise<ExecResult> {
+    const body: Body<"ExecSandbox"> = { cmd };
+    if (options.timeoutSeconds !== undefined) body.timeout_seconds = options.timeoutSeconds;
+    if (options.secretEnvironment) body.secret_environment = options.secretEnvironment;
+    const raw = await this.transport.json<Ok<"ExecSandbox">>("POST", `${path(this.id)}:exec`, {
+      body,
+      signal: options.signal,
+      idempotencyKey: options.idempotencyKey,
+    });
+    const result = execResult(raw);
+    if (result.stdout) options.onStdout?.(result.stdout);
+    if (result.stderr) options.onStderr?.(result.stderr);
+    return result;
+  }
+
+  async update(body: UpdateSandboxBody, options: CallOptions = {}): Promise<Ok<"UpdateSandbox">> {
+    return this.transport.json("PATCH", path(this.id), { body, ...options });
+  }
+
+  /** Asks for `stopped`; `wait` (default true) waits until it is. */
+  async stop(options: CallOptions & { wait?: boolean } = {}): Promise<void> {
+    await this.update({ state: "stopped" }, options);
+    if (options.wait !== false) await this.waitUntil("stopped", { signal: options.signal as AbortSignal });
+  }
+
+  /** Asks for `running` again; `wait` (default true) waits until it is. */
+  async wake(options: CallOptions & { wait?: boolean } = {}): Promise<void> {
+    await this.update({ state: "running" }, options);
+    if (options.wait !== false) await this.waitUntil("running", { signal: options.signal as AbortSignal });
+  }
+
+  async snapshot(options: SnapshotOptions = {}): Promise<Ok<"CreateSandboxSnapshot">> {
+    const body: Body<"CreateSandboxSnapshot"> = {};
+    if (options.name !== undefined) body.name = options.name;
+    if (options.waitRemote !== undefined) body.wait_remote = options.waitRemote;
+    if (options.waitTimeoutSeconds !== undefined) body.wait_timeout_seconds = options.waitTimeoutSeconds;
+    return this.transport.json("POST", `${path(this.id)}:snapshot`, {
+      body,
+      signal: options.signal,
+      idempotencyKey: options.idempotencyKey,
+    });
+  }
+
+  /** Deletes the sandbox (asynchronous on the server: it reads `terminating` until it is gone). */
+  async delete(options: CallOptions = {}): Promise<void> {
+    await this.transport.json("DELETE", path(this.id), options);
+  }
+
+  /** `await using sbx = await warren.sandboxes.create(...)` deletes it at the end of the scope. */
+  async [Symbol.asyncDispose](): Promise<void> {
+    try {
+      await this.delete();
+    } catch (error) {
+      if ((error as { code?: string }).code !== "not_found") throw error;
+    }
+  }
+}
+
+// Argv entries are at most 4096 characters and a body at most 1 MiB by default: a write is
+// sent as base64 pieces of 4096 characters, at most WRITE_PIECES per exec.
+const PIECE_CHARS = 4096;
+const WRITE_PIECES = 240;
+
+// base64 from the image, else busybox's applet (minimal images link only some applets).
+const B64 = 'b64() { if command -v base64 >/dev/null 2>&1; then base64 "$@"; else busybox base64 "$@"; fi; }; ';
+
+/**
+ * Files inside the sandbox, **over exec** (the API has no file route): `base64` (or
+ * `busybox base64`), `sh` and `stat` of the sandbox's own image, which busybox and
+ * coreutils images both have. A read is capped by the exec output cap (1 MiB of base64 by
+ * default, ~750 KiB of file); a write sends ~960 KiB per exec.
+ */
+export class SandboxFiles {
+  constructor(private readonly sandbox: Sandbox) {}
+
+  private async run(cmd: string[], what: string, signal?: AbortSignal): Promise<string> {
+    const result = await this.sandbox.exec(cmd, signal ? { signal } : {});
+    if (result.kind !== "completed" || result.exit !== 0 || result.truncated) {
+      const reason =
+        result.kind !== "completed"
+          ? result.kind
+          : result.truncated
+            ? "output over the exec cap"
+            : result.stderr.trim() || `exit ${result.exit}`;
+      throw new Error(`${what}: ${reason}`);
+    }
+    return result.stdout;
+  }
+
+  async read(filePath: string, options: { signal?: AbortSignal } = {}): Promise<Buffer> {
+    const script = `${B64}[ -f "$1" ] || { echo "not a file: $1" >&2; exit 1; }; b64 < "$1"`;
+    const out = await this.run(["sh", "-c", script, "sh", filePath], `read ${filePath}`, options.signal);
+    return Buffer.from(out.replace(/\s+/g, ""), "base64");
+  }
+
+  async readText(filePath: string, options: { signal?: AbortSignal } = {}): Promise<string> {
+    return (await this.read(filePath, options)).toString("utf8");
+  }
+
+  async write(filePath: string, data: string | Uint8Array, options: { signal?: AbortSignal } = {}): Promise<void> {
+    const encoded = Buffer.from(data).toString("base64");
+    const pieces: string[] = [];
+    for (let at = 0; at < encoded.length; at += PIECE_CHARS) pieces.push(encoded.slice(at, at + PIECE_CHARS));
+    if (pieces.length === 0) pieces.push("");
+    for (let at = 0; at < pieces.length; at += WRITE_PIECES) {
+      const redirect = at === 0 ? ">" : ">>";
+      const script = `${B64}f=$1; shift; for p in "$@"; do printf %s "$p"; done | b64 -d ${redirect} "$f"`;
+      await this.run(
+        ["sh", "-c", script, "sh", filePath, ...pieces.slice(at, at + WRITE_PIECES)],
+        `write ${filePath}`,
+        options.signal,
+      );
+    }
+  }
+
+  /** The entries of directory `dirPath` (not recursive; a name holding a newline is skipped). */
+  async list(dirPath: string, options: { signal?: AbortSignal } = {}): Promise<FileEntry[]> {
+    const script =
+      'cd -- "$1" || exit 1; for f in * .*; do case "$f" in .|..) continue;; esac; ' +
+      '[ -e "$f" ] || [ -L "$f" ] || continue; stat -c "%f %s %n" -- "$f"; done';
+    const out = await this.run(["sh", "-c", script, "sh", dirPath], `list ${dirPath}`, options.signal);
+    const base = dirPath.endsWith("/") ? dirPath : `${dirPath}/`;
+    const entries: FileEntry[] = [];
+    for (const line of out.split("\n")) {
+      const match = /^([0-9a-f]+) (\d+) (.*)$/.exec(line);
+      if (!match) continue;
+      const mode = Number.parseInt(match[1] as string, 16) & 0o170000;
+      const name = match[3] as string;
+      entries.push({
+        name,
+        path: `${base}${name}`,
+        size: Number(match[2]),
+        type: mode === 0o040000 ? "dir" : mode === 0o100000 ? "file" : mode === 0o120000 ? "symlink" : "other",
+      });
+    }
+    return entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  }
+}
+
+export interface CreateOptions extends CallOptions {
+  /** Wait until the sandbox is running (default true); `onState` sees the states on the way. */
+  wait?: boolean;
+  onState?: (state: SandboxState) => void;
+  waitTimeoutSeconds?: number;
+}
+
+export class Sandboxes {
+  constructor(private readonly transport: Transport) {}
+
+  /** Creates a sandbox and (unless `wait: false`) waits until it is running. */
+  async create(body: CreateSandboxBody = {}, options: CreateOptions = {}): Promise<Sandbox> {
+    const created = await this.transport.json<Ok<"CreateSandbox">>("POST", "/v1/sandboxes", {
+      body,
+      signal: options.signal,
+      idempotencyKey: options.idempotencyKey,
+    });
+    const sandbox = new Sandbox(this.transport, created.id);
+    sandbox.runId = created.run_id;
+    if (options.wait === false) await sandbox.refresh({ signal: options.signal });
+    else
+      await sandbox.waitUntil("running", {
+        ...(options.signal ? { signal: options.signal } : {}),
+        ...(options.onState ? { onState: options.onState } : {}),
+        ...(options.waitTimeoutSeconds !== undefined ? { timeoutSeconds: options.waitTimeoutSeconds } : {}),
+      });
+    return sandbox;
+  }
+
+  /** Restores `snapshotId` into a new sandbox (durable storage by default, as the contract says). */
+  async fromSnapshot(
+    snapshotId: string,
+    body: Omit<CreateSandboxBody, "snapshot_id" | "image"> = {},
+    options: CreateOptions = {},
+  ): Promise<Sandbox> {
+    return this.create({ ...body, snapshot_id: snapshotId } as CreateSandboxBody, options);
+  }
+
+  /** A sandbox by id, or by name within the credential's project. */
+  async get(idOrName: string, options: CallOptions = {}): Promise<Sandbox> {
+    const res = await this.transport.json<Ok<"GetSandbox">>("GET", path(idOrName), { signal: options.signal });
+    return new Sandbox(this.transport, res.sandbox.id, res.sandbox);
+  }
+
+  /** Every sandbox, newest first, fetching pages as the iteration goes. */
+  async *list(query: Omit<Query<"ListSandboxes">, "page_token"> = {}, options: CallOptions = {}) {
+    for await (const record of pages<Ok<"ListSandboxes">, SandboxRecord>(
+      this.transport,
+      "/v1/sandboxes",
+      query,
+      (page) => page.sandboxes,
+      options.signal,
+    )) {
+      yield new Sandbox(this.transport, record.id, record);
+    }
+  }
+}
+
+export class Snapshots {
+  constructor(private readonly transport: Transport) {}
+
+  list(query: Omit<Query<"ListSandboxSnapshots">, "page_token"> = {}, options: CallOptions = {}) {
+    return pages<Ok<"ListSandboxSnapshots">, SnapshotRecord>(
+      this.transport,
+      "/v1/snapshots",
+      query,
+      (page) => page.snapshots,
+      options.signal,
+    );
+  }
+
+  async delete(id: string, options: CallOptions = {}): Promise<void> {
+    await this.transport.json("DELETE", `/v1/snapshots/${encodeURIComponent(id)}`, options);
+  }
+}

@@ -1,0 +1,39 @@
+// Runs the `warren` CLI as a child process (packages/cli/bin/warren.mjs), with its own HOME
+// so `warren login` writes into a temp dir, and nothing of this process's WARREN_* variables.
+import { spawn } from "node:child_process";
+import path from "node:path";
+
+export const WARREN_BIN = path.resolve("packages/cli/bin/warren.mjs");
+
+export interface CliResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+export function runCli(
+  args: string[],
+  options: { home: string; env?: Record<string, string>; stdin?: string; timeoutMs?: number },
+): Promise<CliResult> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [WARREN_BIN, ...args], {
+      env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: options.home, ...options.env },
+      stdio: ["pipe", "pipe", "pipe"],
+    });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (chunk) => {
+      stdout += chunk;
+    });
+    child.stderr.on("data", (chunk) => {
+      stderr += chunk;
+    });
+    const timer = setTimeout(() => child.kill("SIGKILL"), options.timeoutMs ?? 120_000);
+    child.once("error", reject);
+    child.once("close", (code, signal) => {
+      clearTimeout(timer);
+      resolve({ code: code ?? (signal ? 128 : 1), stdout, stderr });
+    });
+    child.stdin.end(options.stdin ?? "");
+  });
+}
