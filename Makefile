@@ -24,8 +24,9 @@ RUNTIME_TOOLS := /usr/sbin/runc:runc /usr/bin/tini-static:tini /usr/sbin/nft:nft
   /usr/sbin/mkfs.xfs:xfsprogs /usr/sbin/xfs_growfs:xfsprogs /usr/sbin/xfs_io:xfsprogs /usr/sbin/fsfreeze:util-linux \
   /usr/bin/gcc:gcc /usr/lib/$(shell uname -m)-linux-gnu/libc.a:libc6-dev /usr/bin/busybox:busybox-static
 # Tests add a local registry and PostgreSQL (a throwaway cluster via initdb); busybox (the
-# sandbox pool's launcher) also builds the test images.
-TEST_TOOLS := /usr/bin/docker-registry:docker-registry
+# sandbox pool's launcher) also builds the test images; the stock OpenSSH client drives the
+# SSH gateway's tests and benchmark.
+TEST_TOOLS := /usr/bin/docker-registry:docker-registry /usr/bin/ssh:openssh-client
 
 define apt_install_missing
 	@missing=""; for pair in $(1); do bin=$${pair%%:*}; pkg=$${pair##*:}; \
@@ -60,8 +61,10 @@ cli: deps
 	@echo "installed $(BIN_DIR)/warren -> $(CURDIR)/packages/cli/bin/warren.mjs"
 
 # UV_THREADPOOL_SIZE: see README.md (libuv reads it once, before the server's first line runs).
+# The SSH gateway listens on 127.0.0.1:2222 unless WARREN_SSH_LISTEN says otherwise.
 run: deps runtime-deps build cli
-	UV_THREADPOOL_SIZE=$${UV_THREADPOOL_SIZE:-16} WARREN_SESSION_LISTEN=$${WARREN_SESSION_LISTEN:-127.0.0.1:7081} node --enable-source-maps build/warren.mjs
+	UV_THREADPOOL_SIZE=$${UV_THREADPOOL_SIZE:-16} WARREN_SESSION_LISTEN=$${WARREN_SESSION_LISTEN:-127.0.0.1:7081} \
+	  WARREN_SSH_LISTEN=$${WARREN_SSH_LISTEN-127.0.0.1:2222} node --enable-source-maps build/warren.mjs
 
 test: deps test-deps
 	npx tsc --noEmit

@@ -166,6 +166,8 @@ export interface Config {
   sessionListen: { host: string; port: number } | null;
   sessionPlaneUrl: string;
   sshHost: string;
+  /** Where the SSH gateway listens (WARREN_SSH_LISTEN); null: no gateway. */
+  sshListen: { host: string; port: number } | null;
   feedbackWebhookUrl: string;
   feedbackWebhookTimeoutMs: number;
   bodyLimitBytes: number;
@@ -356,6 +358,13 @@ function parseListen(raw: string, name = "WARREN_LISTEN"): { host: string; port:
   return { host: (match[1] ?? "").replace(/^\[|\]$/g, "") || "127.0.0.1", port };
 }
 
+/** The host clients reach a listener on: its own, unless it listens on every address (then the API's). */
+function publicHostOf(host: string, apiHost: string): string {
+  const wildcard = (h: string) => h === "0.0.0.0" || h === "::" || h === "";
+  if (!wildcard(host)) return host;
+  return wildcard(apiHost) ? "127.0.0.1" : apiHost;
+}
+
 function sessionPlaneUrlSetting(env: Env): string {
   const raw = env.WARREN_SESSION_PLANE_URL || "";
   if (raw === "") return "";
@@ -379,6 +388,7 @@ export function loadConfig(env: Env = process.env): Config {
   const listen = parseListen(env.WARREN_LISTEN || "127.0.0.1:8080");
   const hostForUrl = listen.host.includes(":") ? `[${listen.host}]` : listen.host;
   const dataDir = path.resolve(env.WARREN_DATA_DIR || "./data");
+  const sshListen = env.WARREN_SSH_LISTEN ? parseListen(env.WARREN_SSH_LISTEN, "WARREN_SSH_LISTEN") : null;
   return {
     listenHost: listen.host,
     listenPort: listen.port,
@@ -390,7 +400,8 @@ export function loadConfig(env: Env = process.env): Config {
     publicApiUrl: env.WARREN_PUBLIC_API_URL || `http://${hostForUrl}:${listen.port}`,
     sessionListen: env.WARREN_SESSION_LISTEN ? parseListen(env.WARREN_SESSION_LISTEN, "WARREN_SESSION_LISTEN") : null,
     sessionPlaneUrl: sessionPlaneUrlSetting(env),
-    sshHost: env.WARREN_SSH_HOST || "",
+    sshHost: env.WARREN_SSH_HOST || (sshListen ? publicHostOf(sshListen.host, listen.host) : ""),
+    sshListen,
     feedbackWebhookUrl: env.WARREN_FEEDBACK_WEBHOOK_URL || "",
     feedbackWebhookTimeoutMs: intSetting(env, "WARREN_FEEDBACK_WEBHOOK_TIMEOUT_MS", 5000, 100, 60000),
     bodyLimitBytes: intSetting(env, "WARREN_BODY_LIMIT_BYTES", 1_048_576, 1024, 64 * 1_048_576),

@@ -10,6 +10,7 @@ import { installProcessGuard } from "./lib/process-guard.js";
 import { writeServerLock } from "./lib/server-lock.js";
 import { apiTargetOf } from "./modules/egress/gateway.js";
 import { bootstrapNotice } from "./modules/identity/service.js";
+import { startSshGateway } from "./modules/ssh/index.js";
 
 async function main(): Promise<void> {
   const config = loadConfig();
@@ -39,12 +40,25 @@ async function main(): Promise<void> {
     ? await startSessionPlane(container.sessions, { ...config.sessionListen, log })
     : null;
   log.info({ address, store: container.db.kind }, "warren is serving");
+  const ssh = config.sshListen
+    ? await startSshGateway({
+        listen: config.sshListen,
+        publicHost: config.sshHost,
+        dataDir: config.dataDir,
+        identity: container.identity,
+        sandboxes: container.sandboxes,
+        runtime: container.runtime,
+        tokens: container.sessions,
+        log,
+      })
+    : null;
 
   let stopping = false;
   const stop = async (signal: string) => {
     if (stopping) return;
     stopping = true;
     log.info({ signal }, "shutting down");
+    await ssh?.close();
     await sessionPlane?.close();
     await controllers.stop();
     await container.runtime?.close();

@@ -72,8 +72,12 @@ const CONTRACT_OPERATIONS: [group: string, operationId: string][] = [
   ["FeedbackService", "CreateFeedback"],
 ];
 // Warren's own operations where the contract leaves the surface open, under the group they
-// extend: IssueEndpointToken issues a credential (contract 5.13, "how credentials are issued: not shown").
-const WARREN_EXTENSIONS: [group: string, operationId: string][] = [["SandboxService", "IssueEndpointToken"]];
+// extend: IssueEndpointToken and IssueSshToken issue credentials (contract 5.13, "how credentials
+// are issued: not shown").
+const WARREN_EXTENSIONS: [group: string, operationId: string][] = [
+  ["SandboxService", "IssueEndpointToken"],
+  ["SandboxService", "IssueSshToken"],
+];
 const CONTRACT_GROUP = new Map([...CONTRACT_OPERATIONS, ...WARREN_EXTENSIONS].map(([group, op]) => [op, group]));
 
 // Operations implemented so far, with the method and path docs/api-decisions.md gives them.
@@ -81,6 +85,7 @@ const REQUIRED: [operationId: string, method: string, path: string][] = [
   ["WhoAmI", "get", "/v1/whoami"],
   ["GetServiceConfig", "get", "/v1/service-config"],
   ["IssueEndpointToken", "post", "/v1/sandboxes/{id}/endpoints/{port}:token"],
+  ["IssueSshToken", "post", "/v1/sandboxes/{id}:issueSshToken"],
   ["GetUsageSnapshot", "get", "/v1/usage"],
   ["CreateFeedback", "post", "/v1/feedback"],
   ["CreateProject", "post", "/v1/projects"],

@@ -92,6 +92,7 @@ const MATRIX: Record<string, Entry> = {
   ExecSandbox: everyone("not_found", "allowed"),
   // A sandbox-scoped credential neither opens endpoints nor issues their tokens (docs/api-decisions.md).
   IssueEndpointToken: everyone("not_found"),
+  IssueSshToken: everyone("not_found"),
   CreateSandboxSnapshot: everyone("not_found", "allowed"),
   // Past authorization a scoped key gets 404 for any run but its sandbox's own.
   TailRun: everyone("not_found", "allowed"),

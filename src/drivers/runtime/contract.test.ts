@@ -159,6 +159,30 @@ for (const target of targets) {
       assert.equal((await h.driver.observe(spec.id)).pid, observed.pid);
     });
 
+    it("opens an interactive session: input in, output streamed out, the exit status", async () => {
+      const id = await running();
+      let out = "";
+      let ended!: (end: { exit: number | null; lost?: string }) => void;
+      const end = new Promise<{ exit: number | null; lost?: string }>((resolve) => {
+        ended = resolve;
+      });
+      const session = await h.driver.openSession(
+        id,
+        { argv: ["sh", "-c", "read line; echo got:$line; exit 4"], pty: null },
+        {
+          onStdout: (data, done) => {
+            out += data.toString();
+            done();
+          },
+          onStderr: (_data, done) => done(),
+          onEnd: ended,
+        },
+      );
+      session.write(Buffer.from("ping\n"));
+      assert.deepEqual(await end, { exit: 4 });
+      assert.equal(out, "got:ping\n");
+    });
+
     it("keeps stdout and stderr apart and propagates exit codes", async () => {
       const id = await running();
       const outcome = completed(await exec(id, ["sh", "-c", "echo out; echo err >&2; exit 3"]));

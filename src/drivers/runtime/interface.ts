@@ -133,6 +133,41 @@ export type ExecOutcome =
    */
   | { kind: "indeterminate"; stdout: string; stderr: string; truncated: boolean; message: string };
 
+/** An interactive command: stdin fed by the caller, output streamed back (openSession). */
+export interface SessionRequest {
+  /** Executed directly (no shell); argv[0] is looked up in the sandbox's PATH when it has no `/`. */
+  argv: string[];
+  /** Added to the sandbox's environment for this command only. */
+  env?: Record<string, string>;
+  /** Defaults to the image's working directory. */
+  cwd?: string;
+  /** A pseudo-terminal inside the sandbox as the command's stdin, stdout and stderr (all output is stdout). */
+  pty: { rows: number; cols: number } | null;
+}
+
+export interface SessionHandlers {
+  /**
+   * Output as it comes. `done` must be called once the caller has passed the bytes on: the
+   * command is held (its pipe fills) while too much output is not done.
+   */
+  onStdout(data: Buffer, done: () => void): void;
+  onStderr(data: Buffer, done: () => void): void;
+  /** write() returned false and the input queue went down again. */
+  onDrain?(): void;
+  /** The last call: the exit status (128 + signal), or null with `lost` when it could not be read. */
+  onEnd(end: { exit: number | null; lost?: string }): void;
+}
+
+export interface SandboxSession {
+  /** Queues input for the command's stdin; false: wait for onDrain before writing more. */
+  write(data: Buffer): boolean;
+  /** Closes the command's stdin once the queued input is written (ignored with a terminal). */
+  end(): void;
+  resize(rows: number, cols: number): void;
+  /** SIGKILL to the command's process group. */
+  kill(): void;
+}
+
 /** What setNetwork() applied, naming the exact kernel objects so a caller can record it. */
 export interface NetworkReceipt {
   mode: NetworkMode;
@@ -170,7 +205,9 @@ export type RuntimeErrorCode =
   /** The host could not do what was asked (a tool failed); the message says which. */
   | "host_failure"
   /** This driver cannot do that (yet): a snapshot source on a driver without restore. */
-  | "unsupported";
+  | "unsupported"
+  /** openSession on a sandbox that is not running. */
+  | "not_running";
 
 export class RuntimeError extends Error {
   readonly code: RuntimeErrorCode;
@@ -219,6 +256,12 @@ export interface RuntimeDriver {
   /** Kills every process of the sandbox and waits until they are gone; files are kept. Idempotent. */
   stop(id: string): Promise<void>;
   exec(id: string, request: ExecRequest): Promise<ExecOutcome>;
+  /**
+   * Starts an interactive command in the running sandbox; resolves once it runs. RuntimeError
+   * not_running when the sandbox is not running, start_failed when the command did not start,
+   * unsupported when this run cannot stream (a sandbox started before the streaming agent).
+   */
+  openSession(id: string, request: SessionRequest, handlers: SessionHandlers): Promise<SandboxSession>;
   /** Removes everything the sandbox has on the host. Idempotent; absent is fine. */
   destroy(id: string): Promise<void>;
   observe(id: string): Promise<SandboxObservation>;

@@ -79,6 +79,12 @@ export interface EndpointSource {
 }
 
 /** What the reconciler is told: which sandbox to look at now. */
+/** What the sandbox service knows of the SSH gateway (modules/ssh/index.ts). */
+export interface SshGatewayLink {
+  endpoint: { host: string; port: number };
+  hasOpenSession(sandboxId: string): boolean;
+}
+
 export interface ReconcileTrigger {
   kick(id: string): void;
 }
@@ -91,6 +97,8 @@ export class SandboxService {
    */
   private readonly execsInFlight = new Map<string, { sandboxId: string; running: Promise<ExecResponse> }>();
   private readonly execsPerSandbox = new Map<string, number>();
+  /** The SSH gateway of this process, when one serves (modules/ssh). */
+  private ssh: SshGatewayLink | null = null;
   private snapshots: SnapshotSource | null = null;
   private volumes: VolumeSource | null = null;
   private secretBinder: SecretBinder | null = null;
@@ -121,6 +129,11 @@ export class SandboxService {
     quotas.registerMeter("sandboxes.workspace_capacity_gib", (q, orgId) => repo.sumWorkspaceGiB(q, orgId));
   }
 
+  /** The SSH gateway: running sandboxes then carry `ssh`, and an open session holds off an idle stop. */
+  useSshGateway(link: SshGatewayLink): void {
+    this.ssh = link;
+  }
+
   useSnapshots(snapshots: SnapshotSource): void {
     this.snapshots = snapshots;
   }
@@ -146,7 +159,7 @@ export class SandboxService {
 
   /** The wire view with the endpoints that serve now (the session plane's, when one runs). */
   private async view(row: repo.SandboxRow): Promise<SandboxJson> {
-    return sandboxView(row, this.endpoints ? await this.endpoints.endpointsOf(row) : []);
+    return sandboxView(row, this.endpoints ? await this.endpoints.endpointsOf(row) : [], this.ssh?.endpoint ?? null);
   }
 
   /**
@@ -177,9 +190,9 @@ export class SandboxService {
     return [...this.execsInFlight.keys()];
   }
 
-  /** Whether an exec of this process runs in the sandbox (the reconciler's idle check). */
+  /** Whether an exec or an SSH session of this process runs in the sandbox (the reconciler's idle check). */
   hasExecInFlight(sandboxId: string): boolean {
-    return (this.execsPerSandbox.get(sandboxId) ?? 0) > 0;
+    return (this.execsPerSandbox.get(sandboxId) ?? 0) > 0 || (this.ssh?.hasOpenSession(sandboxId) ?? false);
   }
 
   execInFlight(execId: string): Promise<ExecResponse> | undefined {

@@ -27,7 +27,15 @@ export function checkArgv(field: string, argv: string[] | undefined): void {
     throw new AppError("invalid_argument", `${field} entries may not contain NUL`);
 }
 
-export function sandboxView(row: SandboxRow, endpoints: SandboxJson["endpoints"] = []): SandboxJson {
+/**
+ * `ssh` is where the SSH gateway listens (null: none); a sandbox carries it while it runs
+ * (and is not quarantined), with its own id as the user.
+ */
+export function sandboxView(
+  row: SandboxRow,
+  endpoints: SandboxJson["endpoints"] = [],
+  ssh: { host: string; port: number } | null = null,
+): SandboxJson {
   const view: SandboxJson = {
     id: row.id,
     state: row.quarantined ? "quarantined" : row.state,
@@ -49,6 +57,7 @@ export function sandboxView(row: SandboxRow, endpoints: SandboxJson["endpoints"]
     workload_image: row.workload_image,
   };
   if (row.expires_at) view.expires_at = row.expires_at.toISOString();
+  if (ssh && row.state === "running" && !row.quarantined) view.ssh = { host: ssh.host, port: ssh.port, user: row.id };
   if (row.state_reason_code && (row.state === "failed" || row.quarantined || row.state === "attention")) {
     view.state_reason = { code: row.state_reason_code, message: row.state_reason_message ?? "" };
   }

@@ -15,7 +15,54 @@ export const EndpointTokenResponse = Type.Object(
   { additionalProperties: false },
 );
 
+export const SshTokenResponse = Type.Object(
+  {
+    token: Type.String({ description: "The password for the SSH gateway (user: the sandbox id)" }),
+    user: Type.String({ description: "The SSH user: the sandbox id" }),
+    expires_at: Type.String({ format: "date-time" }),
+  },
+  { additionalProperties: false },
+);
+
+const TtlBody = Type.Optional(
+  Type.Object(
+    {
+      ttl_seconds: Type.Optional(
+        Type.Integer({
+          minimum: 60,
+          maximum: MAX_TOKEN_TTL_SECONDS,
+          description: `Lifetime of the token; default ${DEFAULT_TOKEN_TTL_SECONDS}`,
+        }),
+      ),
+    },
+    { additionalProperties: false },
+  ),
+);
+
 export function registerSessionRoutes(app: App, sessions: SessionService): void {
+  app.post(
+    verbPath("/v1/sandboxes", "id", "issueSshToken"),
+    {
+      config: FLAT,
+      schema: {
+        operationId: "IssueSshToken",
+        tags: ["SandboxService"],
+        summary: "Issue a short-lived token that logs in to the SSH gateway as one sandbox",
+        params: Type.Object({ id: Type.String({ minLength: 1, maxLength: 128, description: "Sandbox id" }) }),
+        body: TtlBody,
+        response: flatResponses({ 200: SshTokenResponse }),
+      },
+    },
+    async (request) => {
+      const body = (request.body ?? {}) as { ttl_seconds?: number };
+      return sessions.issueSshToken(
+        credentialOf(request),
+        request.params.id,
+        body.ttl_seconds ?? DEFAULT_TOKEN_TTL_SECONDS,
+      );
+    },
+  );
+
   app.post(
     verbPath("/v1/sandboxes/:id/endpoints", "port", "token"),
     {

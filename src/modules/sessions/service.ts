@@ -142,6 +142,35 @@ export class SessionService implements EndpointSource {
     return { token, url, expires_at: expiresAt.toISOString() };
   }
 
+  /**
+   * IssueSshToken: a token that logs in to the SSH gateway as one sandbox of the caller's
+   * organization (its `ssh` audience: an endpoint token never opens SSH, nor this one an endpoint).
+   */
+  async issueSshToken(cred: Credential, sandboxId: string, ttlSeconds = DEFAULT_TOKEN_TTL_SECONDS) {
+    requireOrgScoped(cred, "issue ssh tokens");
+    const row = await this.sandboxes.sessionTarget(sandboxId);
+    if (!row || row.org_id !== cred.orgId) throw notFound("sandbox");
+    const expiresAt = new Date(Math.floor(this.clock.now().getTime() / 1000) * 1000 + ttlSeconds * 1000);
+    const token = this.signer.sign({ audience: "ssh", orgId: row.org_id, sandboxId, port: 0, expiresAt });
+    return { token, user: sandboxId, expires_at: expiresAt.toISOString() };
+  }
+
+  /**
+   * Whether `token` logs in to the SSH gateway as `sandboxId`: signed here for the `ssh`
+   * audience, unexpired, for that sandbox, which is still its organization's and not quarantined.
+   */
+  async sshTokenOpens(token: string, sandboxId: string): Promise<boolean> {
+    let claims: { orgId: string; sandboxId: string };
+    try {
+      claims = this.signer.verify(token, "ssh", this.clock.now());
+    } catch {
+      return false;
+    }
+    if (claims.sandboxId !== sandboxId) return false;
+    const row = await this.sandboxes.sessionTarget(sandboxId);
+    return row !== null && row.org_id === claims.orgId && !row.quarantined;
+  }
+
   // ---- authorization of a plane request ----
 
   /**

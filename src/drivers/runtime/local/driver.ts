@@ -12,9 +12,10 @@
 //   supervisor.ts  the shim that runs `runc run` and records the exit
 //   records.ts     the on-disk records of a sandbox (sandbox.json, network.json)
 //   exit-watch.ts  a run's end (the shim's exit.json) as exit events
-//   exec-runner.ts exec: the run's agent, or the fallback
+//   exec-runner.ts exec and sessions: the run's agent, or (exec only) the fallback
 //   exec.ts        `runc exec` with caps and timeouts (the fallback)
-//   exec-agent.ts  the resident exec agent per running sandbox, started once by runc exec
+//   exec-agent.ts  the resident exec agent per running sandbox, started once by runc exec;
+//                  exec-frames.ts its wire protocol, exec-session.ts its streaming sessions
 //   pool.ts        started sandboxes of the default shape, handed out by id (pool-launch.ts)
 //   runc.ts        runc state from disk
 // State on disk is the truth: a second driver on the same root (a restarted server) sees
@@ -37,7 +38,10 @@ import {
   type RuntimeDriver,
   RuntimeError,
   type SandboxObservation,
+  type SandboxSession,
   type SandboxSpec,
+  type SessionHandlers,
+  type SessionRequest,
   type SnapshotImages,
 } from "../interface.js";
 import { childCgroups, oomCounterFile, removeCgroup } from "./cgroups.js";
@@ -472,6 +476,10 @@ export class LocalRuntimeDriver implements RuntimeDriver {
 
   async exec(id: string, request: ExecRequest): Promise<ExecOutcome> {
     return this.execs.exec(id, request);
+  }
+
+  openSession(id: string, request: SessionRequest, handlers: SessionHandlers): Promise<SandboxSession> {
+    return this.execs.openSession(id, request, handlers);
   }
 
   /** The host PID of the sandbox's live exec agent, if it has one (for tests and diagnostics). */

@@ -12,14 +12,24 @@
  *   'R' run: u32 argc, argc x (u32 len, bytes), u32 envc, envc x (u32 len, bytes),
  *       u32 len, cwd bytes. Strings hold no NUL; env entries are KEY=value; cwd is absolute.
  *   'K' kill: SIGKILL to the exec's process group (while its command runs). No payload.
+ *   'S' session: u32 flags (1: a terminal), u32 rows, u32 cols, then an 'R' payload. Like 'R',
+ *       but the command's stdin is a pipe fed by 'I' frames, or with flag 1 all three of its
+ *       stdio are the slave of a pseudo-terminal opened here (inside the sandbox), whose
+ *       master's output comes as 'O'. Its output is flow-controlled: the agent stops reading
+ *       the command while SESSION_WINDOW bytes it sent are not acknowledged by 'A'.
+ *   'I' input for a session's stdin (at most SESSION_INPUT bytes not yet acknowledged by 'a');
+ *       an empty one closes the stdin pipe (ignored with a terminal).
+ *   'W' window size of a session's terminal: u32 rows, u32 cols.
+ *   'A' u32: that many bytes of the session's output were delivered.
  * Agent -> host:
- *   'H' hello (exec_id 0, payload "warren-exec-agent 1"), once at start.
+ *   'H' hello (exec_id 0, payload "warren-exec-agent 2"; version 1 had no sessions), once at start.
  *   'P' started: i32 pid (in the sandbox's PID namespace).
  *   'O' / 'E' bytes of the command's stdout / stderr, in arrival order.
  *   'X' exit: i32 exit code, or 128 + signal when a signal ended it (as runc exec reports).
  *   'F' the command did not start (message); last frame of the exec.
  *   'D' done: both output pipes closed after the exit, or DRAIN_GRACE_MS passed since the
  *       exit (a background child still holds them; they are closed); last frame of the exec.
+ *   'a' u32: that many bytes of a session's input were written to its command.
  * The agent makes itself non-dumpable, so the sandbox's processes cannot reach its socket.
  * The command gets stdin from /dev/null, leads its own session and process group (as runc's
  * init does), and resolves argv[0] through the PATH of the request's environment. On stdin
@@ -43,6 +53,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -60,6 +71,8 @@
 #define MAX_STRINGS 65536
 #define CHUNK 65536
 #define DRAIN_GRACE_MS 200
+#define SESSION_WINDOW (256u << 10)
+#define SESSION_INPUT (64u << 10)
 #define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 struct exec {
@@ -69,6 +82,14 @@ struct exec {
 	int fd[2]; /* stdout, stderr read ends; -1 once closed */
 	int exited;
 	int64_t exited_at;
+	/* Sessions ('S') only. */
+	int session;
+	int terminal;
+	int in_fd;            /* the command's stdin (pipe write end or a dup of the master); -1 */
+	unsigned char *input; /* SESSION_INPUT bytes: input not yet written */
+	size_t input_len;
+	int input_eof; /* close in_fd once input is written */
+	uint32_t unacked; /* output bytes sent, not yet acknowledged */
 };
 
 static struct exec execs[MAX_EXECS];
@@ -163,6 +184,7 @@ static void forward(struct exec *e, int stream) {
 	ssize_t r = read(e->fd[stream], chunk, CHUNK);
 	if (r > 0) {
 		send_frame(e->id, stream == 0 ? 'O' : 'E', chunk, (size_t)r);
+		if (e->session) e->unacked += (uint32_t)r;
 	} else if (r == 0 || (errno != EINTR && errno != EAGAIN)) {
 		close_fd(&e->fd[stream]);
 	}
@@ -171,6 +193,9 @@ static void forward(struct exec *e, int stream) {
 static void finish(struct exec *e) {
 	close_fd(&e->fd[0]);
 	close_fd(&e->fd[1]);
+	close_fd(&e->in_fd);
+	free(e->input);
+	e->input = NULL;
 	send_frame(e->id, 'D', NULL, 0);
 	e->used = 0;
 }
@@ -210,11 +235,19 @@ static const char *look_path(const char *name, char *const env[]) {
 	return NULL;
 }
 
-static void child(char *const argv[], char *const env[], const char *cwd, int out, int err, int fail) {
+/* `tty`: the slave's path, opened after setsid() so it becomes the controlling terminal. */
+static void child(char *const argv[], char *const env[], const char *cwd, int in, int out, int err, int fail,
+                  const char *tty) {
 	if (sigprocmask(SIG_SETMASK, &old_mask, NULL) != 0) child_fail(fail, 3, errno);
 	if (signal(SIGPIPE, SIG_DFL) == SIG_ERR) child_fail(fail, 3, errno);
 	if (setsid() < 0) child_fail(fail, 3, errno);
-	if (dup2(devnull, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0) child_fail(fail, 3, errno);
+	if (tty) {
+		int slave = open(tty, O_RDWR);
+		if (slave < 0 || ioctl(slave, TIOCSCTTY, 0) != 0) child_fail(fail, 3, errno);
+		in = out = err = slave;
+	}
+	if (dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0) child_fail(fail, 3, errno);
+	if (tty && in > 2) close(in); /* the slave lives on as fds 0-2 only */
 	if (chdir(cwd) != 0) child_fail(fail, 1, errno);
 	const char *file = look_path(argv[0], env);
 	if (!file) child_fail(fail, 2, ENOENT);
@@ -243,7 +276,8 @@ static int take_strings(const unsigned char **p, const unsigned char *end, size_
 	return (int)count;
 }
 
-static void run_request(uint32_t id, const unsigned char *p, size_t len) {
+/* `session`: null for 'R', else the 'S' header (flags, rows, cols). */
+static void run_request(uint32_t id, const unsigned char *p, size_t len, const unsigned char *session) {
 	const unsigned char *end = p + len;
 	char *store = strings;
 	size_t slot = 0;
@@ -269,8 +303,29 @@ static void run_request(uint32_t id, const unsigned char *p, size_t len) {
 		return;
 	}
 
-	int out[2] = {-1, -1}, err[2] = {-1, -1}, fail[2] = {-1, -1};
-	if (pipe2(out, O_CLOEXEC) || pipe2(err, O_CLOEXEC) || pipe2(fail, O_CLOEXEC)) {
+	int out[2] = {-1, -1}, err[2] = {-1, -1}, fail[2] = {-1, -1}, inp[2] = {-1, -1}, master = -1;
+	unsigned char *input = NULL;
+	static char tty[128];
+	int terminal = session && (get32(session) & 1);
+	if (pipe2(fail, O_CLOEXEC)) {
+		snprintf(message, sizeof message, "pipe: %s", strerror(errno));
+		goto failed;
+	}
+	if (session && !(input = malloc(SESSION_INPUT))) {
+		snprintf(message, sizeof message, "out of memory");
+		goto failed;
+	}
+	if (terminal) {
+		struct winsize size = {.ws_row = (unsigned short)get32(session + 4), .ws_col = (unsigned short)get32(session + 8)};
+		master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+		if (master < 0 || grantpt(master) != 0 || unlockpt(master) != 0 || ptsname_r(master, tty, sizeof tty) != 0 ||
+		    ioctl(master, TIOCSWINSZ, &size) != 0 || (out[0] = fcntl(master, F_DUPFD_CLOEXEC, 0)) < 0) {
+			snprintf(message, sizeof message, "pseudo-terminal: %s", strerror(errno));
+			goto failed;
+		}
+		inp[1] = master;
+		master = -1;
+	} else if (pipe2(out, O_CLOEXEC) || pipe2(err, O_CLOEXEC) || (session && pipe2(inp, O_CLOEXEC))) {
 		snprintf(message, sizeof message, "pipe: %s", strerror(errno));
 		goto failed;
 	}
@@ -279,10 +334,13 @@ static void run_request(uint32_t id, const unsigned char *p, size_t len) {
 		snprintf(message, sizeof message, "fork: %s", strerror(errno));
 		goto failed;
 	}
-	if (pid == 0) child(argv_env, argv_env + env_at, cwd, out[1], err[1], fail[1]);
+	if (pid == 0)
+		child(argv_env, argv_env + env_at, cwd, inp[0] >= 0 ? inp[0] : devnull, out[1], err[1], fail[1],
+		      terminal ? tty : NULL);
 	close_fd(&out[1]);
 	close_fd(&err[1]);
 	close_fd(&fail[1]);
+	close_fd(&inp[0]);
 	struct failure f;
 	ssize_t r;
 	do r = read(fail[0], &f, sizeof f);
@@ -299,8 +357,11 @@ static void run_request(uint32_t id, const unsigned char *p, size_t len) {
 			snprintf(message, sizeof message, "exec %s: %s", argv_env[0], strerror(f.error));
 		goto failed;
 	}
-	if (fcntl(out[0], F_SETFL, O_NONBLOCK) != 0 || fcntl(err[0], F_SETFL, O_NONBLOCK) != 0) die("fcntl");
-	*e = (struct exec){.used = 1, .id = id, .pid = pid, .fd = {out[0], err[0]}};
+	if (fcntl(out[0], F_SETFL, O_NONBLOCK) != 0 || (err[0] >= 0 && fcntl(err[0], F_SETFL, O_NONBLOCK) != 0) ||
+	    (inp[1] >= 0 && fcntl(inp[1], F_SETFL, O_NONBLOCK) != 0))
+		die("fcntl");
+	*e = (struct exec){.used = 1, .id = id, .pid = pid, .fd = {out[0], err[0]}, .session = session != NULL,
+	                   .terminal = terminal, .in_fd = inp[1], .input = input};
 	send_int(id, 'P', pid);
 	return;
 failed:
@@ -308,8 +369,60 @@ failed:
 		close_fd(&out[i]);
 		close_fd(&err[i]);
 		close_fd(&fail[i]);
+		close_fd(&inp[i]);
 	}
+	close_fd(&master);
+	free(input);
 	send_message(id, 'F', message);
+}
+
+/* Writes what it can of a session's pending input; acknowledges what was written. */
+static void flush_input(struct exec *e) {
+	size_t done = 0;
+	while (e->in_fd >= 0 && done < e->input_len) {
+		ssize_t w = write(e->in_fd, e->input + done, e->input_len - done);
+		if (w > 0) done += (size_t)w;
+		else if (w < 0 && errno == EINTR) continue;
+		else if (w < 0 && errno == EAGAIN) break;
+		else {
+			/* The command closed its stdin: the rest is dropped (and acknowledged). */
+			close_fd(&e->in_fd);
+			done = e->input_len;
+		}
+	}
+	if (e->in_fd < 0) done = e->input_len;
+	if (done > 0) {
+		memmove(e->input, e->input + done, e->input_len - done);
+		e->input_len -= done;
+		send_int(e->id, 'a', (int32_t)done);
+	}
+	if (e->input_len == 0 && e->input_eof) close_fd(&e->in_fd);
+}
+
+static void session_frame(uint32_t id, char type, const unsigned char *p, uint32_t len) {
+	struct exec *e = find(id);
+	if (!e || !e->session) return;
+	if (type == 'I') {
+		if (len == 0) {
+			if (!e->terminal) e->input_eof = 1;
+		} else if (e->in_fd < 0 || e->input_eof) {
+			send_int(id, 'a', (int32_t)len); /* nowhere to go: dropped */
+			return;
+		} else if (len > SESSION_INPUT - e->input_len) {
+			dprintf(2, "warren-exec-agent: more session input than allowed\n");
+			_exit(2);
+		} else {
+			memcpy(e->input + e->input_len, p, len);
+			e->input_len += len;
+		}
+		flush_input(e);
+	} else if (type == 'W' && len == 8 && e->terminal && e->in_fd >= 0) {
+		struct winsize size = {.ws_row = (unsigned short)get32(p), .ws_col = (unsigned short)get32(p + 4)};
+		ioctl(e->in_fd, TIOCSWINSZ, &size);
+	} else if (type == 'A' && len == 4) {
+		uint32_t n = get32(p);
+		e->unacked = n > e->unacked ? 0 : e->unacked - n;
+	}
 }
 
 static void kill_request(uint32_t id) {
@@ -345,8 +458,11 @@ static void handle_input(void) {
 			_exit(2);
 		}
 		if (in_len - at < HEADER + len) break;
-		if (type == 'R') run_request(id, in + at + HEADER, len);
+		if (type == 'R') run_request(id, in + at + HEADER, len, NULL);
+		else if (type == 'S' && len >= 12) run_request(id, in + at + HEADER + 12, len - 12, in + at + HEADER);
+		else if (type == 'S') send_message(id, 'F', "malformed session request");
 		else if (type == 'K') kill_request(id);
+		else if (type == 'I' || type == 'W' || type == 'A') session_frame(id, type, in + at + HEADER, len);
 		at += HEADER + len;
 	}
 	memmove(in, in + at, in_len - at);
@@ -418,11 +534,11 @@ int main(int argc, char **argv) {
 	if (sigfd < 0) die("signalfd");
 	devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
 	if (devnull < 0) die("open /dev/null");
-	send_message(0, 'H', "warren-exec-agent 1");
+	send_message(0, 'H', "warren-exec-agent 2");
 
-	static struct pollfd fds[2 + 2 * MAX_EXECS];
-	static struct exec *owner[2 + 2 * MAX_EXECS];
-	static int stream_of[2 + 2 * MAX_EXECS];
+	static struct pollfd fds[2 + 3 * MAX_EXECS];
+	static struct exec *owner[2 + 3 * MAX_EXECS];
+	static int stream_of[2 + 3 * MAX_EXECS]; /* 0 stdout, 1 stderr, 2 a session's stdin */
 	for (;;) {
 		int n = 0, timeout = -1;
 		int64_t now = now_ms();
@@ -431,7 +547,18 @@ int main(int argc, char **argv) {
 		for (int i = 0; i < MAX_EXECS; i++) {
 			struct exec *e = &execs[i];
 			if (!e->used) continue;
-			for (int s = 0; s < 2; s++) {
+			if (e->in_fd >= 0 && e->input_len > 0) {
+				owner[n] = e;
+				stream_of[n] = 2;
+				fds[n++] = (struct pollfd){.fd = e->in_fd, .events = POLLOUT};
+			}
+			/*
+			 * A session whose output is not acknowledged waits (its pipes fill, its command
+			 * blocks), after the exit too (a background child may still write): what is left
+			 * when the drain grace ends is read once, at most 16 chunks per stream.
+			 */
+			int paused = e->session && e->unacked >= SESSION_WINDOW;
+			for (int s = 0; s < 2 && !paused; s++) {
 				if (e->fd[s] < 0) continue;
 				owner[n] = e;
 				stream_of[n] = s;
@@ -448,8 +575,14 @@ int main(int argc, char **argv) {
 			die("poll");
 		}
 		if (fds[1].revents) reap();
-		for (int i = 2; i < n; i++)
-			if (fds[i].revents && owner[i]->fd[stream_of[i]] == fds[i].fd) forward(owner[i], stream_of[i]);
+		for (int i = 2; i < n; i++) {
+			if (!fds[i].revents || !owner[i]->used) continue;
+			if (stream_of[i] == 2) {
+				if (owner[i]->in_fd == fds[i].fd) flush_input(owner[i]);
+			} else if (owner[i]->fd[stream_of[i]] == fds[i].fd) {
+				forward(owner[i], stream_of[i]);
+			}
+		}
 		now = now_ms();
 		for (int i = 0; i < MAX_EXECS; i++) {
 			struct exec *e = &execs[i];
@@ -472,6 +605,7 @@ int main(int argc, char **argv) {
 				for (int i = 0; i < MAX_EXECS; i++) {
 					close_fd(&execs[i].fd[0]);
 					close_fd(&execs[i].fd[1]);
+					close_fd(&execs[i].in_fd);
 				}
 				return 0;
 			}

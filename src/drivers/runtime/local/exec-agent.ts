@@ -4,7 +4,8 @@
 // capabilities, seccomp, no_new_privs, rlimits, identity) without paying for `runc exec`
 // (two Go processes, 20-40 ms on a small host) per command. This file builds the binary
 // (gcc -static, cached by the source's hash), speaks the frame protocol documented at the
-// top of exec-agent.c over the agent's stdin/stdout, and gives run() the semantics of
+// top of exec-agent.c (exec-frames.ts) over the agent's stdin/stdout, opens streaming
+// sessions (exec-session.ts), and gives run() the semantics of
 // runExec (exec.ts): separate stdout/stderr under one cap, timeout kills the process group,
 // a short drain after the exit, a missing executable as spawn_failed.
 import { spawn } from "node:child_process";
@@ -13,8 +14,18 @@ import { readFile, rm, writeFile } from "node:fs/promises";
 import net from "node:net";
 import path from "node:path";
 import { projectFile } from "../../../lib/paths.js";
-import type { ExecOutcome } from "../interface.js";
+import type { ExecOutcome, SessionHandlers } from "../interface.js";
 import { OutputCollector } from "./exec.js";
+import {
+  type AgentRequest,
+  encodeFrame,
+  encodeRequest,
+  type Frame,
+  FrameDecoder,
+  MAX_AGENT_EXECS,
+  MAX_REQUEST_PAYLOAD,
+} from "./exec-frames.js";
+import { AgentSession, encodeSessionHeader } from "./exec-session.js";
 import { TOOLS } from "./host.js";
 import type { OciProcess } from "./oci-config.js";
 import { runcExecCall } from "./runc.js";
@@ -22,155 +33,39 @@ import { SpawnerUnavailable, spawner } from "./spawner.js";
 import { buildStaticBinary, defaultBinaryCacheDir } from "./static-binary.js";
 import { firstRuncError } from "./supervisor.js";
 
+export {
+  type AgentRequest,
+  decodeRequest,
+  encodeFrame,
+  encodeRequest,
+  FRAME_HEADER,
+  type Frame,
+  FrameDecoder,
+  FrameError,
+  type FrameType,
+  MAX_AGENT_EXECS,
+  MAX_AGENT_FRAME_PAYLOAD,
+  MAX_REQUEST_PAYLOAD,
+} from "./exec-frames.js";
 export { EXEC_AGENT_PATH } from "./oci-config.js";
 
-export const FRAME_HEADER = 9;
-/** The largest payload the agent accepts (MAX_PAYLOAD in exec-agent.c). */
-export const MAX_REQUEST_PAYLOAD = 4 << 20;
-/** How many execs one agent runs at once (MAX_EXECS in exec-agent.c); beyond, runc exec is used. */
-export const MAX_AGENT_EXECS = 256;
 /** As in runExec: how long pipes may stay open after the exit (the agent enforces it). */
 const DRAIN_GRACE_MS = 200;
 const START_TIMEOUT_MS = 10_000;
 /** How long a killed or exited command's agent may take to say 'D' before the exec gives up on it. */
 const AGENT_SLACK_MS = 5_000;
 
-export type FrameType = "R" | "K" | "H" | "P" | "O" | "E" | "X" | "F" | "D";
-
-export interface Frame {
-  execId: number;
-  type: string;
-  payload: Buffer;
-}
-
-export interface AgentRequest {
-  argv: string[];
-  /** The whole environment, KEY=value. */
-  env: string[];
-  /** Absolute. */
-  cwd: string;
-}
-
-export function encodeFrame(execId: number, type: FrameType, payload: Buffer = Buffer.alloc(0)): Buffer {
-  const header = Buffer.alloc(FRAME_HEADER);
-  header.writeUInt32LE(execId >>> 0, 0);
-  header.writeUInt8(type.charCodeAt(0), 4);
-  header.writeUInt32LE(payload.length, 5);
-  return Buffer.concat([header, payload]);
-}
-
-function encodeStrings(values: string[]): Buffer[] {
-  const parts: Buffer[] = [u32(values.length)];
-  for (const value of values) {
-    const bytes = Buffer.from(value, "utf8");
-    parts.push(u32(bytes.length), bytes);
-  }
-  return parts;
-}
-
-function u32(value: number): Buffer {
-  const b = Buffer.alloc(4);
-  b.writeUInt32LE(value >>> 0, 0);
-  return b;
-}
-
-/** The 'R' payload: argv, env and cwd as counted lists of u32-length-prefixed UTF-8 strings. */
-export function encodeRequest(request: AgentRequest): Buffer {
-  const cwd = Buffer.from(request.cwd, "utf8");
-  return Buffer.concat([...encodeStrings(request.argv), ...encodeStrings(request.env), u32(cwd.length), cwd]);
-}
-
-/** The inverse of encodeRequest (what the agent does in C), for tests. */
-export function decodeRequest(payload: Buffer): AgentRequest {
-  let at = 0;
-  const take = (): string => {
-    const length = payload.readUInt32LE(at);
-    at += 4;
-    if (at + length > payload.length) throw new Error("string runs past the payload");
-    const text = payload.subarray(at, at + length).toString("utf8");
-    at += length;
-    return text;
-  };
-  const list = (): string[] => {
-    const count = payload.readUInt32LE(at);
-    at += 4;
-    return Array.from({ length: count }, take);
-  };
-  const argv = list();
-  const env = list();
-  const cwd = take();
-  if (at !== payload.length) throw new Error("trailing bytes after the cwd");
-  return { argv, env, cwd };
-}
-
-/** The largest payload of a frame from the agent: an output chunk (CHUNK in exec-agent.c) bounds them all. */
-export const MAX_AGENT_FRAME_PAYLOAD = 64 << 10;
 /** The longest 'F' message the agent writes (its `message` buffer, NUL excluded). */
 const MAX_FAILURE_MESSAGE = 8191;
 /** Requests written but not yet taken by the agent; an agent that stops reading gets no more. */
 const MAX_UNSENT_BYTES = 2 * MAX_REQUEST_PAYLOAD;
 /** Execs given up on before their last frame, whose late frames are still expected (and dropped). */
 const MAX_ABANDONED_EXECS = 1024;
-const HELLO = "warren-exec-agent 1";
-
-/** The byte stream broke the frame protocol; whoever reads it should drop the connection. */
-export class FrameError extends Error {
-  override name = "FrameError";
-}
-
-/**
- * Splits a byte stream into frames; keeps a partial frame for the next push (linear in the
- * bytes). The stream comes from inside a sandbox, so a frame announcing more than
- * `maxPayload` bytes is refused as soon as its header is in, before its bytes are held.
- */
-export class FrameDecoder {
-  private chunks: Buffer[] = [];
-  private size = 0;
-
-  constructor(private readonly maxPayload = MAX_AGENT_FRAME_PAYLOAD) {}
-
-  /** The frames completed by `chunk`; throws FrameError (and holds nothing more) on an oversized frame. */
-  push(chunk: Buffer): Frame[] {
-    const frames: Frame[] = [];
-    if (chunk.length > 0) {
-      this.chunks.push(chunk);
-      this.size += chunk.length;
-    }
-    while (this.size >= FRAME_HEADER) {
-      let head = this.chunks[0] as Buffer;
-      if (head.length < FRAME_HEADER) head = this.merge();
-      const length = head.readUInt32LE(5);
-      if (length > this.maxPayload) {
-        this.chunks = [];
-        this.size = 0;
-        throw new FrameError(`a frame of ${length} bytes (at most ${this.maxPayload})`);
-      }
-      if (this.size < FRAME_HEADER + length) break;
-      if (head.length < FRAME_HEADER + length) head = this.merge();
-      frames.push({
-        execId: head.readUInt32LE(0),
-        type: String.fromCharCode(head[4] as number),
-        payload: head.subarray(FRAME_HEADER, FRAME_HEADER + length),
-      });
-      const rest = head.subarray(FRAME_HEADER + length);
-      if (rest.length > 0) this.chunks[0] = rest;
-      else this.chunks.shift();
-      this.size -= FRAME_HEADER + length;
-    }
-    return frames;
-  }
-
-  /** Bytes of an incomplete frame held back. */
-  get buffered(): number {
-    return this.size;
-  }
-
-  private merge(): Buffer {
-    const all = Buffer.concat(this.chunks, this.size);
-    this.chunks = [all];
-    return all;
-  }
-}
+/** Version 1 (an agent of a run started before sessions existed) runs execs only. */
+const HELLOS = new Map([
+  ["warren-exec-agent 1", 1],
+  ["warren-exec-agent 2", 2],
+]);
 
 // ---- building ----
 
@@ -279,6 +174,7 @@ export class ExecAgent {
   private readonly abandoned = new Map<number, true>();
   private nextId = 1;
   private greeted = false;
+  private version = 0;
   private gone = false;
   private whyGone = "";
   private helloResult: { resolve(): void; reject(error: Error): void } | null = null;
@@ -491,6 +387,53 @@ export class ExecAgent {
     });
   }
 
+  /** Whether this agent streams sessions (openSession); an agent of an older run does not. */
+  get streams(): boolean {
+    return this.version >= 2;
+  }
+
+  /**
+   * Starts a streaming session (exec-session.ts); resolves once its command runs. Rejects
+   * with AgentUnavailableError when nothing was sent, SessionSpawnError when the command did
+   * not start and SessionLostError when the agent went away before reporting its start.
+   */
+  async openSession(
+    request: AgentRequest,
+    pty: { rows: number; cols: number } | null,
+    handlers: SessionHandlers,
+  ): Promise<AgentSession> {
+    if (this.gone) throw new AgentUnavailableError("the exec agent is gone");
+    if (!this.greeted || !this.streams) throw new AgentUnavailableError("the exec agent does not stream sessions");
+    if (this.pending.size >= MAX_AGENT_EXECS) throw new AgentUnavailableError("the agent is full");
+    const payload = Buffer.concat([encodeSessionHeader(pty), encodeRequest(request)]);
+    if (payload.length > MAX_REQUEST_PAYLOAD) throw new AgentUnavailableError("the request is too large for the agent");
+    const execId = this.nextId;
+    this.nextId = this.nextId >= 0xffff_fff0 ? 1 : this.nextId + 1;
+    const session = new AgentSession(
+      execId,
+      pty !== null,
+      (frame) => this.send(frame),
+      () => this.pending.delete(execId),
+      handlers,
+    );
+    this.pending.set(execId, session);
+    this.send(encodeFrame(execId, "S", payload));
+    // An agent that never reports the start must not hold the caller: the command is killed
+    // (if it started after all) and its late frames are dropped.
+    const timer = setTimeout(() => {
+      if (this.pending.get(execId) !== session) return;
+      this.send(encodeFrame(execId, "K"));
+      this.abandon(execId);
+      session.onLost("the exec agent did not report the session's start in time");
+    }, START_TIMEOUT_MS);
+    try {
+      await session.started;
+    } finally {
+      clearTimeout(timer);
+    }
+    return session;
+  }
+
   /** Ends the agent: it exits on stdin EOF (running commands keep running). */
   close(): void {
     this.socket.end();
@@ -522,9 +465,9 @@ export class ExecAgent {
   /** Hands a frame to its exec; a non-null answer says how the frame broke the protocol. */
   private dispatch(frame: Frame): string | null {
     if (!this.greeted) {
-      if (frame.type !== "H" || frame.execId !== 0 || frame.payload.toString("latin1") !== HELLO) {
-        return "no hello first";
-      }
+      const version = HELLOS.get(frame.payload.toString("latin1"));
+      if (frame.type !== "H" || frame.execId !== 0 || version === undefined) return "no hello first";
+      this.version = version;
       this.greeted = true;
       this.helloResult?.resolve();
       return null;

@@ -7,9 +7,17 @@ import os from "node:os";
 import path from "node:path";
 import { setTimeout as delay } from "node:timers/promises";
 import { exists } from "../../../lib/fs.js";
-import { type ExecOutcome, type ExecRequest, RuntimeError } from "../interface.js";
+import {
+  type ExecOutcome,
+  type ExecRequest,
+  RuntimeError,
+  type SandboxSession,
+  type SessionHandlers,
+  type SessionRequest,
+} from "../interface.js";
 import { runExec } from "./exec.js";
 import { AgentLostError, AgentUnavailableError, buildExecAgent, EXEC_AGENT_PATH, ExecAgent } from "./exec-agent.js";
+import { SessionLostError, SessionSpawnError } from "./exec-session.js";
 import type { Layout, SandboxPaths } from "./layout.js";
 import { execProcessSpec } from "./oci-config.js";
 import { loadRecord, type SandboxRecord } from "./records.js";
@@ -103,6 +111,32 @@ export class ExecRunner {
       timeoutSeconds: request.timeoutSeconds,
       maxOutputBytes: request.maxOutputBytes,
     });
+  }
+
+  /**
+   * An interactive command through the run's agent. There is no `runc exec` fallback: a
+   * session needs the agent's streaming mode (a run started before it has an agent that
+   * cannot stream, and gets `unsupported`).
+   */
+  async openSession(id: string, request: SessionRequest, handlers: SessionHandlers): Promise<SandboxSession> {
+    const { record, paths, state } = this.seenRun(id) ?? (await this.liveRun(id));
+    const processSpec = execProcessSpec(record.identity, request);
+    if (!state) throw new RuntimeError("not_running", `sandbox ${id} is not running`);
+    const agent = this.readyAgent(id, state) ?? (await this.agentFor(id, record, paths, state));
+    if (!agent?.streams) throw new RuntimeError("unsupported", `sandbox ${id} has no exec agent that streams sessions`);
+    try {
+      return await agent.openSession(
+        { argv: processSpec.args, env: processSpec.env, cwd: processSpec.cwd },
+        request.pty,
+        handlers,
+      );
+    } catch (error) {
+      if (error instanceof SessionSpawnError) throw new RuntimeError("start_failed", error.message);
+      if (error instanceof SessionLostError || error instanceof AgentUnavailableError) {
+        throw new RuntimeError("host_failure", `sandbox ${id}: ${error.message}`);
+      }
+      throw error;
+    }
   }
 
   /**

@@ -31,7 +31,10 @@ import type {
   RuntimeDriver,
   SandboxIdPool,
   SandboxObservation,
+  SandboxSession,
   SandboxSpec,
+  SessionHandlers,
+  SessionRequest,
   SnapshotImages,
 } from "../interface.js";
 import type { LocalRuntimeDriver } from "./driver.js";
@@ -215,6 +218,10 @@ export class PooledRuntime implements RuntimeDriver, SandboxIdPool {
 
   exec(id: string, request: ExecRequest): Promise<ExecOutcome> {
     return this.driver.exec(id, request);
+  }
+
+  openSession(id: string, request: SessionRequest, handlers: SessionHandlers): Promise<SandboxSession> {
+    return this.driver.openSession(id, request, handlers);
   }
 
   async destroy(id: string): Promise<void> {

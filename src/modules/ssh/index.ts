@@ -1,0 +1,49 @@
+// Starts the SSH gateway when configured (WARREN_SSH_LISTEN) and a runtime exists, and tells
+// the sandbox service where it is (each running sandbox's `ssh` field) and how to ask whether
+// a session holds a sandbox awake.
+import type { RuntimeDriver } from "../../drivers/runtime/interface.js";
+import type { Logger } from "../../lib/logger.js";
+import type { IdentityService } from "../identity/service.js";
+import type { SandboxService } from "../sandboxes/service.js";
+import { SshGateway, type SshGatewayOptions } from "./gateway.js";
+import { loadOrCreateHostKey } from "./host-key.js";
+import type { FailureLimiterOptions } from "./limits.js";
+
+export interface SshGatewaySetup {
+  listen: { host: string; port: number };
+  /** The host clients are told to connect to (ssh_host; the sandbox record's ssh.host). */
+  publicHost: string;
+  dataDir: string;
+  identity: IdentityService;
+  sandboxes: SandboxService;
+  runtime: RuntimeDriver | null;
+  log: Logger;
+  failureLimits?: FailureLimiterOptions;
+  /** Verifies IssueSshToken's tokens (the session service); absent: API keys only. */
+  tokens?: SshGatewayOptions["tokens"];
+}
+
+export async function startSshGateway(setup: SshGatewaySetup): Promise<SshGateway | null> {
+  if (!setup.runtime) {
+    setup.log.warn("no sandbox runtime: the SSH gateway is off");
+    return null;
+  }
+  const gateway = new SshGateway({
+    hostKey: await loadOrCreateHostKey(setup.dataDir),
+    identity: setup.identity,
+    sandboxes: setup.sandboxes,
+    runtime: setup.runtime,
+    log: setup.log,
+    ...(setup.failureLimits ? { failureLimits: setup.failureLimits } : {}),
+    tokens: setup.tokens ?? null,
+  });
+  const bound = await gateway.listen(setup.listen.host, setup.listen.port);
+  setup.sandboxes.useSshGateway({
+    endpoint: { host: setup.publicHost, port: bound.port },
+    hasOpenSession: (sandboxId) => gateway.hasOpenSession(sandboxId),
+  });
+  setup.log.info({ address: `${bound.host}:${bound.port}` }, "ssh gateway is serving");
+  return gateway;
+}
+
+export { SshGateway } from "./gateway.js";
