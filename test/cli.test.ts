@@ -3,6 +3,7 @@
 // volume push, run tail (-f ends at the run's end), sql, admin through the server,
 // completion, --json everywhere and the documented exit codes.
 import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
 import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
@@ -11,10 +12,28 @@ import type { Command } from "commander";
 import { buildProgram } from "../packages/cli/src/build.js";
 import { EXAMPLES } from "../packages/cli/src/program.js";
 import { Warren } from "../packages/sdk/src/index.js";
-import { type CliResult, runCli } from "./support/cli.js";
+import { type CliResult, runCli, WARREN_BIN } from "./support/cli.js";
 import { type ApiServer, startApiServer } from "./support/sdk-server.js";
 
 describe("warren CLI command tree", () => {
+  it("ends quietly when its reader goes away (`warren ... | head`)", async () => {
+    const piped = await new Promise<{ code: number | null; stderr: string }>((resolve, reject) => {
+      const child = spawn(process.execPath, [WARREN_BIN, "completion", "bash"], {
+        env: { PATH: process.env.PATH ?? "/usr/bin:/bin" },
+        stdio: ["ignore", "pipe", "pipe"],
+      });
+      child.stdout.destroy();
+      let stderr = "";
+      child.stderr.on("data", (chunk) => {
+        stderr += chunk;
+      });
+      child.once("error", reject);
+      child.once("close", (code) => resolve({ code, stderr }));
+    });
+    assert.equal(piped.code, 0, piped.stderr);
+    assert.equal(piped.stderr, "");
+  });
+
   it("gives every command an example in its --help", () => {
     const missing: string[] = [];
     const walk = (command: Command, path: string[]) => {

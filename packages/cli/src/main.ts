@@ -3,6 +3,14 @@ import { CommanderError } from "commander";
 import { buildProgram } from "./build.js";
 import { EXIT } from "./context.js";
 
+// A reader that goes away (`warren run list | head`) ends the command quietly, as cat does.
+for (const stream of [process.stdout, process.stderr]) {
+  stream.on("error", (error: NodeJS.ErrnoException) => {
+    if (error.code === "EPIPE") process.exit(process.exitCode ?? EXIT.ok);
+    throw error;
+  });
+}
+
 try {
   await buildProgram().parseAsync(process.argv);
 } catch (error) {
