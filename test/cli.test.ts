@@ -232,3 +232,29 @@ describe("warren CLI [pglite, local runtime]", () => {
     ok(await cli(["sandbox", "delete", "cli-main"]));
   });
 });
+
+describe("warren sandbox ssh through the SSH gateway [pglite, local runtime]", () => {
+  let api: ApiServer;
+  let home: string;
+  before(async () => {
+    api = await startApiServer("pglite", { runtime: "cli-ssh", ssh: true });
+    home = await mkdtemp(path.join(os.tmpdir(), "warren-cli-ssh-home-"));
+  });
+  after(async () => {
+    await api?.close();
+    if (home) await rm(home, { recursive: true, force: true });
+  });
+
+  it("runs a command with the stock ssh, logged in with a short-lived SSH token the CLI asks for", async () => {
+    const cli = (args: string[], stdin?: string) => runCli(args, { home, ...(stdin ? { stdin } : {}) });
+    const login = await cli(["login", "--url", api.url, "--api-key-stdin"], `${api.t.orgA.keys.owner}\n`);
+    assert.equal(login.code, 0, login.stderr);
+    const created = await cli(["sandbox", "create", "--name", "cli-ssh", "--json", "--", "sleep", "3600"]);
+    assert.equal(created.code, 0, created.stderr);
+    const res = await cli(["sandbox", "ssh", "cli-ssh", "--", "echo", "via-ssh;", "exit", "7"]);
+    assert.equal(res.stdout, "via-ssh\n", res.stderr);
+    assert.equal(res.code, 7, "the remote command's exit code");
+    assert.ok(!res.stderr.includes(api.t.orgA.keys.owner), "the API key is not the password");
+    assert.equal((await cli(["sandbox", "delete", "cli-ssh"])).code, 0);
+  });
+});

@@ -2,11 +2,14 @@
 // (test/harness.ts) with, when asked, the local runc runtime and its reconciler over a
 // throwaway registry, and a fs blob store whose presigned URLs point at this server.
 import { randomBytes } from "node:crypto";
+import { mkdtemp, rm } from "node:fs/promises";
 import http from "node:http";
+import os from "node:os";
 import path from "node:path";
 import { SandboxReconciler } from "../../src/controllers/sandbox-reconciler.js";
 import { FsBlobStore } from "../../src/drivers/blobs/fs.js";
 import { type RuntimeFixture, startRuntimeFixture } from "../../src/drivers/runtime/local/test-support.js";
+import { type SshGateway, startSshGateway } from "../../src/modules/ssh/index.js";
 import { type StoreKind, startTestApp, type TestApp } from "../harness.js";
 import { freePort } from "./ports.js";
 
@@ -17,13 +20,20 @@ export interface ApiServer {
   close(): Promise<void>;
 }
 
-export async function startApiServer(store: StoreKind, options: { runtime?: string } = {}): Promise<ApiServer> {
+export async function startApiServer(
+  store: StoreKind,
+  options: { runtime?: string; ssh?: boolean } = {},
+): Promise<ApiServer> {
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
   let fixture: RuntimeFixture | null = null;
   let t: TestApp | undefined;
   let reconciler: SandboxReconciler | undefined;
+  let ssh: SshGateway | null = null;
+  let sshDir = "";
   const close = async () => {
+    await ssh?.close();
+    if (sshDir) await rm(sshDir, { recursive: true, force: true });
     await reconciler?.stop();
     await t?.close();
     await fixture?.cleanup();
@@ -41,6 +51,7 @@ export async function startApiServer(store: StoreKind, options: { runtime?: stri
       },
       config: {
         publicApiUrl: url,
+        ...(options.ssh ? { sshHost: "127.0.0.1" } : {}),
         ...(fixture
           ? {
               volumes: { ...base.volumes, cacheDir: path.join(fixture.root, "volume-cache") },
@@ -57,6 +68,19 @@ export async function startApiServer(store: StoreKind, options: { runtime?: stri
         publicApiUrl: "http://127.0.0.1:1",
       });
       await reconciler.start();
+      if (options.ssh) {
+        sshDir = await mkdtemp(path.join(os.tmpdir(), "warren-sdk-ssh-"));
+        ssh = await startSshGateway({
+          listen: { host: "127.0.0.1", port: 0 },
+          publicHost: "127.0.0.1",
+          dataDir: sshDir,
+          identity: t.c.identity,
+          sandboxes: t.c.sandboxes,
+          runtime: fixture.driver,
+          tokens: t.c.sessions,
+          log: t.c.log,
+        });
+      }
     }
     return { t, url, fixture, close };
   } catch (error) {

@@ -162,6 +162,23 @@ export class Sandbox {
     });
   }
 
+  /** A short-lived token that logs in to the SSH gateway as this sandbox (the SSH password). */
+  async sshToken(options: CallOptions & { ttlSeconds?: number } = {}): Promise<Ok<"IssueSshToken">> {
+    const body: Body<"IssueSshToken"> = {};
+    if (options.ttlSeconds !== undefined) body.ttl_seconds = options.ttlSeconds;
+    return this.transport.json("POST", `${path(this.id)}:issueSshToken`, { body, signal: options.signal });
+  }
+
+  /** A short-lived token that opens one port endpoint of this sandbox (header, query or cookie). */
+  async endpointToken(
+    port: number,
+    options: CallOptions & { ttlSeconds?: number } = {},
+  ): Promise<Ok<"IssueEndpointToken">> {
+    const body: Body<"IssueEndpointToken"> = {};
+    if (options.ttlSeconds !== undefined) body.ttl_seconds = options.ttlSeconds;
+    return this.transport.json("POST", `${path(this.id)}/endpoints/${port}:token`, { body, signal: options.signal });
+  }
+
   /** Deletes the sandbox (asynchronous on the server: it reads `terminating` until it is gone). */
   async delete(options: CallOptions = {}): Promise<void> {
     await this.transport.json("DELETE", path(this.id), options);

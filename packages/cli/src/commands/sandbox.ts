@@ -1,5 +1,8 @@
 // warren sandbox create|list|get|exec|stop|wake|delete|ssh|snapshot and warren snapshot list|delete|restore.
 import { spawn } from "node:child_process";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
 import type { Command } from "commander";
 import type { CreateSandboxBody, Sandbox, SandboxRecord, SnapshotRecord } from "../../../sdk/src/index.js";
 import {
@@ -235,8 +238,18 @@ export function registerSandboxCommands(program: Command, action: (fn: Action) =
         process.stdout.write(`${JSON.stringify({ ssh, command: ["ssh", ...args] })}\n`);
         return EXIT.ok;
       }
+      // The password is a short-lived SSH token for this sandbox, handed to ssh through
+      // SSH_ASKPASS from this process's child environment: never in argv, never in a file.
+      const { token } = await s.sshToken({ ttlSeconds: 300 });
+      const dir = await mkdtemp(path.join(os.tmpdir(), "warren-ssh-"));
+      const askpass = path.join(dir, "askpass");
+      await writeFile(askpass, '#!/bin/sh\nprintf "%s\\n" "$WARREN_SSH_PASSWORD"\n', { mode: 0o700 });
+      const env = { ...process.env, SSH_ASKPASS: askpass, SSH_ASKPASS_REQUIRE: "force", WARREN_SSH_PASSWORD: token };
       return await new Promise<number>((resolveExit, reject) => {
-        const child = spawn("ssh", args, { stdio: "inherit" });
+        // accept-new: the gateway's host key is learnt on first use and a changed one refused.
+        const options = ["-o", "PubkeyAuthentication=no", "-o", "StrictHostKeyChecking=accept-new"];
+        const child = spawn("ssh", [...options, ...args], { stdio: "inherit", env });
+        child.once("exit", () => void rm(dir, { recursive: true, force: true }));
         child.once("error", (error) =>
           reject(
             new UsageError(`could not run ssh (${(error as NodeJS.ErrnoException).code}): install an OpenSSH client`),
