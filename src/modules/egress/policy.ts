@@ -2,23 +2,10 @@
 // a sandbox may never reach through the gateway, what an organization's allowlist admits,
 // and the decision for one caller and destination.
 import { BlockList, isIPv4, isIPv6 } from "node:net";
-
-/** Ranges never reached through the gateway (the gateway runs on the host, so it checks itself). */
-export const BLOCKED_V4_RANGES = [
-  "0.0.0.0/8",
-  "10.0.0.0/8",
-  "100.64.0.0/10",
-  "127.0.0.0/8",
-  "169.254.0.0/16",
-  "172.16.0.0/12",
-  "192.0.0.0/24",
-  "192.168.0.0/16",
-  "198.18.0.0/15",
-  "224.0.0.0/3",
-];
+import { BLOCKED_V4 } from "../../lib/blocked-ranges.js";
 
 const blockedV4 = new BlockList();
-for (const range of BLOCKED_V4_RANGES) {
+for (const range of BLOCKED_V4) {
   const [network = "", length = "32"] = range.split("/");
   blockedV4.addSubnet(network, Number(length), "ipv4");
 }

@@ -1,22 +1,14 @@
 // What a sandbox's network should be, as pure functions: the pool's /30 slots and their
 // addresses, and the nftables text of the root's table and of each sandbox's rules (the
 // layout and the reasons are in network.ts's header). network.ts applies them on the host.
+import { BLOCKED_V4 } from "../../../lib/blocked-ranges.js";
 import { RuntimeError } from "../interface.js";
 
 /** Where sandboxes reach the egress gateway unless configured otherwise (WARREN_GATEWAY_ADDRESS). */
 export const DEFAULT_GATEWAY_ADDRESS = "169.254.213.1";
 /** The port of the virtual address; the nat chain redirects it to the gateway's real port. */
 export const GATEWAY_VIRTUAL_PORT = 80;
-export const BLOCKED_V4 = [
-  "0.0.0.0/8",
-  "10.0.0.0/8",
-  "100.64.0.0/10",
-  "127.0.0.0/8",
-  "169.254.0.0/16",
-  "172.16.0.0/12",
-  "192.168.0.0/16",
-  "224.0.0.0/3",
-];
+export { BLOCKED_V4 };
 
 // ---- addresses (pure) ----
 

@@ -28,9 +28,10 @@
 //   prerouting:    from our veths, the virtual address and port redirect to the gateway
 //                  (rebuilt when the port changes)
 //   postrouting:   per public sandbox, masquerade its address leaving through a non-sandbox link
-// @blocked_v4 = 0/8, 10/8 (other sandboxes too), 100.64/10, 127/8, 169.254/16, 172.16/12,
-// 192.168/16, 224/3. IPv6 is not routed for sandboxes (the host side has it disabled, and
-// the forward chain drops it). No DNS resolver is offered: the veth's host side forwards but
+// @blocked_v4 = src/lib/blocked-ranges.ts, the gateway's list too: 0/8, 10/8 (other sandboxes
+// too), 100.64/10, 127/8, 169.254/16, 172.16/12, 192.0.0/24, 192.168/16, 198.18/15, 224/3.
+// IPv6 is not routed for sandboxes (the host side has it disabled, and the forward chain
+// drops it). No DNS resolver is offered: the veth's host side forwards but
 // does not answer, so egress by address works and names resolve only if the image brings a
 // resolver config pointing at a public address; through the egress gateway's proxy, names
 // are resolved by the gateway. The pure parts (slots, addresses, the nftables text) are in
