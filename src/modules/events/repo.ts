@@ -26,22 +26,30 @@ export async function appendEvent(q: Queryable, e: NewEvent): Promise<void> {
  * statement (an exec's end: its activity, its record and its event).
  */
 export function eventInsert(e: NewEvent, first: number): { sql: string; params: unknown[] } {
+  return { sql: `${EVENT_INSERT} VALUES ${eventValues(first)}`, params: eventParams(e) };
+}
+
+const EVENT_INSERT =
+  "INSERT INTO events (org_id, event_id, project_id, run_id, lineage_path, ts_wall_ns, name, principal, payload)";
+
+/** One row's placeholders from `$first` on, in EVENT_INSERT's column order. */
+function eventValues(first: number): string {
   const p = (i: number) => `$${first + i}`;
-  return {
-    sql: `INSERT INTO events (org_id, event_id, project_id, run_id, lineage_path, ts_wall_ns, name, principal, payload)
-     VALUES (${p(0)}, ${p(1)}, ${p(2)}, ${p(3)}, ${p(4)}, ${p(5)}::bigint, ${p(6)}, ${p(7)}, ${p(8)}::jsonb)`,
-    params: [
-      e.orgId,
-      e.eventId,
-      e.projectId,
-      e.runId,
-      e.lineagePath,
-      e.tsWallNs.toString(),
-      e.name,
-      e.principal,
-      JSON.stringify(e.payload),
-    ],
-  };
+  return `(${p(0)}, ${p(1)}, ${p(2)}, ${p(3)}, ${p(4)}, ${p(5)}::bigint, ${p(6)}, ${p(7)}, ${p(8)}::jsonb)`;
+}
+
+function eventParams(e: NewEvent): unknown[] {
+  return [
+    e.orgId,
+    e.eventId,
+    e.projectId,
+    e.runId,
+    e.lineagePath,
+    e.tsWallNs.toString(),
+    e.name,
+    e.principal,
+    JSON.stringify(e.payload),
+  ];
 }
 
 export interface EventRow {
@@ -93,24 +101,9 @@ export async function appendEvents(q: Queryable, list: NewEvent[]): Promise<void
   if (list.length === 0) return;
   const params: unknown[] = [];
   const values = list.map((e) => {
-    const base = params.length;
-    params.push(
-      e.orgId,
-      e.eventId,
-      e.projectId,
-      e.runId,
-      e.lineagePath,
-      e.tsWallNs.toString(),
-      e.name,
-      e.principal,
-      JSON.stringify(e.payload),
-    );
-    const p = (i: number) => `$${base + i + 1}`;
-    return `(${p(0)}, ${p(1)}, ${p(2)}, ${p(3)}, ${p(4)}, ${p(5)}::bigint, ${p(6)}, ${p(7)}, ${p(8)}::jsonb)`;
+    const first = params.length + 1;
+    params.push(...eventParams(e));
+    return eventValues(first);
   });
-  await q.query(
-    `INSERT INTO events (org_id, event_id, project_id, run_id, lineage_path, ts_wall_ns, name, principal, payload)
-     VALUES ${values.join(", ")}`,
-    params,
-  );
+  await q.query(`${EVENT_INSERT} VALUES ${values.join(", ")}`, params);
 }
