@@ -1,6 +1,6 @@
 // The run tail across server processes: two servers (the bundle `make run` runs) on one
-// PostgreSQL, each with its own data dir and runtime root. A tail opened on one follows
-// annotations written through the other. While a server's notifications flow its tails
+// PostgreSQL, each with its own data dir and runtime root, sharing the master key. A tail
+// opened on one follows annotations written through the other. While a server's notifications flow its tails
 // wait for them and never poll, so the events can only arrive through the store's
 // NOTIFY from the other process.
 import assert from "node:assert/strict";
@@ -23,6 +23,8 @@ const SCHEMA = JSON.stringify({
 
 describe("run tail across two server processes on one PostgreSQL", () => {
   const apiKey = `wrn_${randomBytes(32).toString("base64url")}`;
+  // Replicas share the master key (README): each seals and opens the other's data keys.
+  const masterKey = randomBytes(32).toString("base64");
   let cluster: PgCluster | null = null;
   const servers: ServerProcess[] = [];
   const dirs: string[] = [];
@@ -40,7 +42,7 @@ describe("run tail across two server processes on one PostgreSQL", () => {
         dataDir,
         runtimeRoot: root,
         apiKey,
-        env: { DATABASE_URL: cluster.url, WARREN_SANDBOX_POOL_SIZE: "0" },
+        env: { DATABASE_URL: cluster.url, WARREN_SANDBOX_POOL_SIZE: "0", WARREN_MASTER_KEY: masterKey },
       });
       await server.build(`warren-tail-${name}-test`);
       servers.push(server);
