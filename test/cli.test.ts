@@ -223,6 +223,9 @@ describe("warren CLI [pglite, local runtime]", () => {
       }),
     );
     assert.ok(orgs.organizations.some((org) => org.slug === "org-a"));
+    // Logged in and nothing else set: the same server with the logged-in key, not a store of its own.
+    const logged = json<{ organizations: { slug: string }[] }>(await cli(["admin", "org", "list"]));
+    assert.ok(logged.organizations.some((org) => org.slug === "org-a"));
     const bash = ok(await cli(["completion", "bash"]));
     assert.match(bash.stdout, /complete -o default -F _warren_complete warren/);
     assert.match(bash.stdout, /"sandbox"\) words="create list get exec stop wake delete rm ssh snapshot/);

@@ -5,7 +5,7 @@ import { adminCommand } from "../../../src/cli/admin.js";
 import { registerDataCommands } from "./commands/data.js";
 import { registerSandboxCommands } from "./commands/sandbox.js";
 import { completionScript } from "./completion.js";
-import { client, UsageError } from "./context.js";
+import { client, type GlobalOptions, readStoredConfig, resolveTarget, UsageError } from "./context.js";
 import { action, example } from "./program.js";
 
 const ADMIN_EXAMPLES: Record<string, string> = {
@@ -74,6 +74,18 @@ Example:
   );
   const admin = adminCommand("admin");
   adminExamples(admin);
+  // Without WARREN_ADMIN_URL or WARREN_DATA_DIR, `warren admin` goes to the server the user
+  // logged in to (or named with --url/WARREN_API_URL) with that key, instead of opening an
+  // embedded store in ./data of whatever directory it runs in.
+  admin.hook("preAction", async () => {
+    if (process.env.WARREN_ADMIN_URL || process.env.WARREN_DATA_DIR) return;
+    const options = program.opts<GlobalOptions>();
+    const stored = await readStoredConfig();
+    if (!options.url && !process.env.WARREN_API_URL && !stored.url) return;
+    const target = await resolveTarget(options);
+    process.env.WARREN_ADMIN_URL = target.url;
+    if (!process.env.WARREN_API_KEY && target.apiKey) process.env.WARREN_API_KEY = target.apiKey;
+  });
   program.addCommand(admin);
   for (const command of program.commands) exitOverrideAll(command);
   return program;
