@@ -3,6 +3,7 @@
 import assert from "node:assert/strict";
 import { createServer as createHttpServer, type Server } from "node:http";
 import { connect, createServer, type Socket } from "node:net";
+import { networkInterfaces } from "node:os";
 import { Writable } from "node:stream";
 import { after, before, describe, it } from "node:test";
 import { createLogger } from "../../lib/logger.js";
@@ -166,5 +167,32 @@ describe("egress gateway bounds", () => {
     gateway.setApiTarget({ host: "127.0.0.1", port: upstreamPort });
     const relayed = await raw(gateway.port, "GET /v1/whoami HTTP/1.0\r\nAuthorization: Bearer own-token\r\n\r\n");
     assert.match(relayed, /^HTTP\/1\.1 200 [\s\S]*up \/v1\/whoami/);
+  });
+
+  it("never connects to the host's own addresses, public ones included (a sandbox would reach host services)", async () => {
+    identity = caller("public");
+    // A host service on every address: the input chain keeps sandboxes off it, the gateway must too.
+    let accepted = 0;
+    const service = createServer((socket) => {
+      accepted++;
+      socket.end("host service\n");
+    });
+    await new Promise<void>((resolve) => service.listen(0, "0.0.0.0", resolve));
+    const port = (service.address() as { port: number }).port;
+    try {
+      const own = Object.values(networkInterfaces())
+        .flat()
+        .filter((a) => a && a.family === "IPv4" && !a.internal)
+        .map((a) => (a as { address: string }).address);
+      for (const address of own) {
+        const tunnel = await raw(gateway.port, `CONNECT ${address}:${port} HTTP/1.1\r\n\r\n`);
+        assert.match(tunnel, /^HTTP\/1\.1 403 [\s\S]*blocked_address/, `${address}: ${tunnel}`);
+        const plain = await raw(gateway.port, `GET http://${address}:${port}/ HTTP/1.0\r\n\r\n`);
+        assert.match(plain, /^HTTP\/1\.1 403 /, `${address}: ${plain}`);
+      }
+      assert.equal(accepted, 0);
+    } finally {
+      service.close();
+    }
   });
 });

@@ -18,7 +18,8 @@ import {
   type Server,
   type ServerResponse,
 } from "node:http";
-import { connect, isIPv4, type Socket } from "node:net";
+import { BlockList, connect, isIPv4, type Socket } from "node:net";
+import { networkInterfaces } from "node:os";
 import type { Duplex } from "node:stream";
 import type { Logger } from "../../lib/logger.js";
 import { decideAddresses, decideHost, parseDestinationHost } from "./policy.js";
@@ -140,6 +141,7 @@ export class EgressGateway {
   private readonly perSource = new Map<string, number>();
   private lookupsInFlight = 0;
   private readonly lookupQueue: (() => void)[] = [];
+  private ownAddresses: { list: BlockList; atMs: number } | null = null;
 
   private constructor(options: EgressGatewayOptions) {
     this.options = {
@@ -270,13 +272,34 @@ export class EgressGateway {
       host.kind === "ipv4"
         ? [host.host]
         : await withTimeout(this.resolve(host.host), this.options.connectTimeoutMs, `resolving ${host.host}`);
-    const byAddress = decideAddresses(host.host, addresses, null);
+    const byAddress = decideAddresses(host.host, addresses, this.hostAddresses());
     if (!byAddress.allowed) {
       if (byAddress.code === "unresolved") throw new Refusal(502, byAddress.code, byAddress.reason);
       return refuse(byAddress.code, byAddress.reason, host.host);
     }
     // IPv4 first: the host may have no IPv6 route, and sandboxes have no IPv6 at all.
     return { host: host.host, address: addresses.find((address) => isIPv4(address)) ?? (addresses[0] as string) };
+  }
+
+  /**
+   * The host's own addresses (every interface's, public ones included): the gateway runs on
+   * the host, so connecting to one of them would reach the host's own services from the host
+   * itself, past the input chain that keeps sandboxes off the host. Read again every few seconds.
+   */
+  private hostAddresses(): BlockList {
+    const nowMs = Date.now();
+    if (this.ownAddresses && nowMs - this.ownAddresses.atMs < 5_000) return this.ownAddresses.list;
+    const list = new BlockList();
+    for (const entry of Object.values(networkInterfaces()).flat()) {
+      if (!entry) continue;
+      try {
+        list.addAddress(entry.address.replace(/%.*$/, ""), entry.family === "IPv6" ? "ipv6" : "ipv4");
+      } catch {
+        // An address BlockList cannot take is not one a sandbox names either.
+      }
+    }
+    this.ownAddresses = { list, atMs: nowMs };
+    return list;
   }
 
   /** getaddrinfo through at most maxConcurrentLookups threadpool slots; [] when it fails. */
