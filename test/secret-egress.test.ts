@@ -226,6 +226,49 @@ forEachStore(
       }
     });
 
+    it("scrubs an echo of the value in JSON, URL and compressed forms, not only byte for byte", async () => {
+      const ENCODED = "api.encoded-eight.com";
+      // Characters API keys do carry (base64's + / =) and ones JSON escapes.
+      const tricky = `sk/"esc\\aped+${Date.now()}=`;
+      await createSecret({ name: "encoded-token", value: tricky, dest_host: ENCODED });
+      const created = await createSandbox(["encoded-token"]);
+      assert.equal(created.status, 200, created.raw);
+      const encodedCaller = { ...caller, sandboxId: created.body.id as string, runId: created.body.run_id as string };
+      const echo = await startUpstream(pki.leaf([ENCODED]));
+      const encodedGateway = await startTestGateway(t().c.secretEgress, encodedCaller, { [ENCODED]: echo.port });
+      const forms = [
+        tricky,
+        JSON.stringify(tricky).slice(1, -1),
+        JSON.stringify(tricky).slice(1, -1).replaceAll("/", "\\/"),
+        encodeURIComponent(tricky),
+        encodeURIComponent(tricky).toLowerCase(),
+      ];
+      try {
+        const tunnel = await openTunnel(encodedGateway.port, ENCODED, t().c.egressCa.certificatePem);
+        try {
+          for (const path of ["/echo-json", "/echo-json-plain", "/echo-url"]) {
+            const res = await tunnel.send(`GET ${path} HTTP/1.1\r\nHost: ${ENCODED}\r\n\r\n`);
+            const seen = res.head + res.body.toString("latin1");
+            for (const form of forms) assert.ok(!seen.includes(form), `${path} leaks ${form}: ${seen}`);
+          }
+        } finally {
+          tunnel.close();
+        }
+        // A body compressed against Accept-Encoding: identity cannot be scrubbed: it never reaches the sandbox.
+        const gz = await openTunnel(encodedGateway.port, ENCODED, t().c.egressCa.certificatePem);
+        try {
+          const res = await gz.send(`GET /echo-gzip HTTP/1.1\r\nHost: ${ENCODED}\r\n\r\n`);
+          assert.equal(res.status, 502, res.head);
+          assert.ok(!res.body.includes(Buffer.from([0x1f, 0x8b])), "no gzip body");
+        } finally {
+          gz.close();
+        }
+      } finally {
+        await encodedGateway.close();
+        await echo.close();
+      }
+    });
+
     it("uses a rotated value and refuses a revoked one on the next request of the same connection", async () => {
       const rotatedValue = `${value}-v2`;
       const before = upstream.received.length;

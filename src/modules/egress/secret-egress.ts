@@ -37,7 +37,7 @@ import {
   withoutFields,
   write,
 } from "./http1.js";
-import { Scrubber } from "./scrub.js";
+import { Scrubber, secretForms } from "./scrub.js";
 import type { EgressCaller, EgressInterceptor, EgressLedger, EgressLedgerEntry } from "./types.js";
 
 /** The port secret egress terminates: only HTTPS on its standard port is injected. */
@@ -285,7 +285,7 @@ class Session {
         started,
       );
     }
-    const scrubber = new Scrubber(Buffer.from(resolved.value, "utf8"));
+    const scrubber = new Scrubber(secretForms(resolved.value));
     await write(upstream.socket, serializeHead(forwarded));
     const [bytesIn, response] = await Promise.all([
       copyBody(this.reader, requestFraming, (bytes) => write(upstream.socket, bytes), { decode: false }),
@@ -390,6 +390,11 @@ class Session {
       if (!/^HTTP\/1\.[01]$/.test(version) || !/^\d{3}$/.test(statusText))
         throw new HttpError(502, "a malformed upstream response");
       if (status === 101) throw new HttpError(502, "the upstream switched protocols");
+      // Accept-Encoding was identity: a body encoded anyway could carry the value past the scrubber.
+      const encodings = fieldValues(head, "content-encoding").flatMap((v) => v.toLowerCase().split(","));
+      if (encodings.some((coding) => coding.trim() !== "" && coding.trim() !== "identity")) {
+        throw new HttpError(502, "the upstream encoded its response (Content-Encoding), which cannot be scrubbed");
+      }
       this.answering = true;
       if (status >= 100 && status < 200) {
         await write(this.client, serializeHead(head));
