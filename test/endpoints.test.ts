@@ -293,6 +293,37 @@ describe("port endpoints", () => {
     assert.match(refused, /"code":"unauthenticated"/);
   });
 
+  it("never redirects off the endpoint's origin, and keeps the sandbox's cookies on it", async () => {
+    const cgi =
+      "printf 'Content-Type: text/plain\\r\\nSet-Cookie: tossed=1; Domain=localhost; Path=/\\r\\nSet-Cookie: own=2; path=/; DOMAIN=.localhost\\r\\n\\r\\nok'";
+    const script =
+      "mkdir -p /tmp/www/cgi-bin && echo hi > /tmp/www/index.html && " +
+      `printf '#!/bin/sh\\n%s\\n' "${cgi.replaceAll('"', '\\"')}" > /tmp/www/cgi-bin/c && chmod +x /tmp/www/cgi-bin/c && ` +
+      "exec busybox httpd -f -p 8080 -h /tmp/www";
+    const id = await create({ command: ["sh", "-c", script], ports: [8080], network_access: "public" });
+    await sandbox(id, "running");
+    await endpointsOnce(id, 8080);
+    const host = hostOf(id, 8080);
+    const token = (await tokenFor(id, 8080)).body.token as string;
+    // `/\\evil.example` is a path to the plane, but a browser resolves it as a Location to evil.example.
+    for (const target of ["/\\evil.example/", "/\\/evil.example/", "//evil.example/"]) {
+      const answer = await rawExchange(
+        plane.address.port,
+        `GET ${target}?warren_token=${token} HTTP/1.1\r\nHost: ${host}\r\nConnection: close\r\n\r\n`,
+        null,
+      );
+      assert.match(answer, /^HTTP\/1\.1 400 /, `${target}: ${answer}`);
+      assert.doesNotMatch(answer, /location:/i, target);
+    }
+    // A cookie for the plane's parent domain would reach every other endpoint: it stays host-only.
+    const cookies = await viaPlane(host, "/cgi-bin/c", { authorization: `Bearer ${owner()}` });
+    assert.equal(cookies.status, 200, cookies.text);
+    const set = cookies.headers["set-cookie"] ?? [];
+    assert.equal(set.length, 2, JSON.stringify(set));
+    for (const cookie of set) assert.doesNotMatch(cookie, /domain/i, cookie);
+    assert.match(String(set[0]), /^tossed=1; Path=\/$/);
+  });
+
   it("lists an endpoint only once the sandbox listens, counts traffic as session activity, and has none for `none`", async () => {
     const id = await create({ command: ["sleep", "3600"], ports: [8080], idle_timeout_seconds: 600 });
     await sandbox(id, "running");
