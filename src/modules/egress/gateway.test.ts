@@ -195,4 +195,33 @@ describe("egress gateway bounds", () => {
       service.close();
     }
   });
+
+  it("closes a caller's open tunnels once its network mode changes (gateway_only cuts what public opened)", async () => {
+    identity = caller("public");
+    const socket = connect({ host: "127.0.0.1", port: gateway.port });
+    let received = "";
+    socket.on("data", (chunk) => {
+      received += chunk.toString();
+    });
+    const closed = new Promise<void>((resolve) => socket.once("close", () => resolve()));
+    socket.on("error", () => undefined);
+    try {
+      socket.write(`CONNECT up.test:${upstreamPort} HTTP/1.1\r\n\r\n`);
+      for (let i = 0; i < 50 && !received.includes("\r\n\r\n"); i++) await new Promise((r) => setTimeout(r, 20));
+      assert.match(received, /^HTTP\/1\.1 200 /);
+      socket.write("GET /through HTTP/1.1\r\nHost: up.test\r\n\r\n");
+      for (let i = 0; i < 50 && !received.includes("up /through"); i++) await new Promise((r) => setTimeout(r, 20));
+      assert.match(received, /up \/through/);
+      // A live switch to gateway_only keeps the veth (nftables lets the tunnel's flow to the
+      // gateway go on): the tunnel opened under public, to anywhere, must not outlive it.
+      identity = caller("gateway_only");
+      const outcome = await Promise.race([
+        closed.then(() => "closed"),
+        new Promise((resolve) => setTimeout(() => resolve("still open"), 3_500)),
+      ]);
+      assert.equal(outcome, "closed");
+    } finally {
+      socket.destroy();
+    }
+  });
 });

@@ -43,6 +43,12 @@ export interface EgressGatewayOptions {
   maxConnectionsPerSource?: number;
   /** DNS lookups in flight at once (they take libuv threadpool slots the server shares). */
   maxConcurrentLookups?: number;
+  /**
+   * How often the callers of open connections are identified again: a connection (a CONNECT
+   * tunnel above all) whose sandbox changed network mode or is gone is closed, so a switch to
+   * `none` or `gateway_only` cuts what `public` opened.
+   */
+  recheckIntervalMs?: number;
 }
 
 /** What the gateway asks of the rest of Warren, bound once the container has it all. */
@@ -142,6 +148,10 @@ export class EgressGateway {
   private lookupsInFlight = 0;
   private readonly lookupQueue: (() => void)[] = [];
   private ownAddresses: { list: BlockList; atMs: number } | null = null;
+  /** Connections with the caller they were admitted for (recheck closes them when it changes). */
+  private readonly admitted = new Map<Duplex, { address: string; sandboxId: string; mode: EgressCaller["mode"] }>();
+  private readonly recheckTimer: NodeJS.Timeout;
+  private rechecking = false;
 
   private constructor(options: EgressGatewayOptions) {
     this.options = {
@@ -154,7 +164,9 @@ export class EgressGateway {
       idleTimeoutMs: options.idleTimeoutMs ?? 300_000,
       maxConnectionsPerSource: options.maxConnectionsPerSource ?? 256,
       maxConcurrentLookups: options.maxConcurrentLookups ?? 8,
+      recheckIntervalMs: options.recheckIntervalMs ?? 2_000,
     };
+    this.recheckTimer = setInterval(() => void this.recheck(), this.options.recheckIntervalMs).unref();
     this.server = createServer({
       maxHeaderSize: this.options.maxHeaderBytes,
       headersTimeout: this.options.connectTimeoutMs,
@@ -228,6 +240,7 @@ export class EgressGateway {
 
   /** Stops listening and ends every connection (tunnels included). Idempotent. */
   close(): Promise<void> {
+    clearInterval(this.recheckTimer);
     this.closing ??= new Promise<void>((resolve) => {
       this.server.close(() => resolve());
       for (const socket of this.sockets) socket.destroy();
@@ -241,7 +254,40 @@ export class EgressGateway {
     const address = (socket as Socket).remoteAddress?.replace(/^::ffff:/, "") ?? "";
     const caller = this.deps ? await this.deps.identify(address) : null;
     if (!caller) throw new Refusal(403, "unknown_source", "this gateway serves Warren sandboxes only");
+    if (!this.admitted.has(socket)) socket.once("close", () => this.admitted.delete(socket));
+    this.admitted.set(socket, { address, sandboxId: caller.sandboxId, mode: caller.mode });
     return caller;
+  }
+
+  /**
+   * Identifies the caller of every open connection again and closes those whose sandbox is
+   * gone or runs another network mode now: nftables stops new flows at a switch, but a tunnel
+   * the gateway holds would otherwise go on (to anywhere, for one opened under `public`).
+   */
+  private async recheck(): Promise<void> {
+    if (this.rechecking || !this.deps || this.admitted.size === 0) return;
+    this.rechecking = true;
+    try {
+      const now = new Map<string, EgressCaller | null | undefined>();
+      for (const [socket, held] of [...this.admitted]) {
+        if (!now.has(held.address)) {
+          // A failed lookup (a store hiccup) closes nothing: undefined is "not known".
+          now.set(held.address, await this.deps.identify(held.address).catch(() => undefined));
+        }
+        const current = now.get(held.address);
+        if (current === undefined) continue;
+        if (current === null || current.sandboxId !== held.sandboxId || current.mode !== held.mode) {
+          this.admitted.delete(socket);
+          this.options.log.debug(
+            { sandbox: held.sandboxId, mode: current?.mode ?? null },
+            "egress connection closed: its sandbox's network changed",
+          );
+          socket.destroy();
+        }
+      }
+    } finally {
+      this.rechecking = false;
+    }
   }
 
   /**
