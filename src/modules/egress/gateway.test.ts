@@ -32,6 +32,7 @@ describe("egress gateway bounds", () => {
   let upstreamPort = 0;
   let closedPort = 0;
   let identity: EgressCaller | null = null;
+  let orgAllowlist = ["up.test", "closed.test"];
 
   before(async () => {
     upstream = createHttpServer((req, res) => {
@@ -59,7 +60,7 @@ describe("egress gateway bounds", () => {
     });
     gateway.bind({
       identify: async () => identity,
-      allowlist: async () => ["up.test", "closed.test"],
+      allowlist: async () => orgAllowlist,
       sandboxOfCredential: async (secret) => (secret === "own-token" ? "sbx-own" : null),
     });
   });
@@ -221,6 +222,31 @@ describe("egress gateway bounds", () => {
       ]);
       assert.equal(outcome, "closed");
     } finally {
+      socket.destroy();
+    }
+  });
+
+  it("closes a gateway_only tunnel once its host leaves the organization's allowlist", async () => {
+    identity = caller("gateway_only");
+    const socket = connect({ host: "127.0.0.1", port: gateway.port });
+    let received = "";
+    socket.on("data", (chunk) => {
+      received += chunk.toString();
+    });
+    const closed = new Promise<void>((resolve) => socket.once("close", () => resolve()));
+    socket.on("error", () => undefined);
+    try {
+      socket.write(`CONNECT up.test:${upstreamPort} HTTP/1.1\r\n\r\n`);
+      for (let i = 0; i < 50 && !received.includes("\r\n\r\n"); i++) await new Promise((r) => setTimeout(r, 20));
+      assert.match(received, /^HTTP\/1\.1 200 /);
+      orgAllowlist = ["closed.test"];
+      const outcome = await Promise.race([
+        closed.then(() => "closed"),
+        new Promise((resolve) => setTimeout(() => resolve("still open"), 3_500)),
+      ]);
+      assert.equal(outcome, "closed");
+    } finally {
+      orgAllowlist = ["up.test", "closed.test"];
       socket.destroy();
     }
   });

@@ -149,7 +149,10 @@ export class EgressGateway {
   private readonly lookupQueue: (() => void)[] = [];
   private ownAddresses: { list: BlockList; atMs: number } | null = null;
   /** Connections with the caller they were admitted for (recheck closes them when it changes). */
-  private readonly admitted = new Map<Duplex, { address: string; sandboxId: string; mode: EgressCaller["mode"] }>();
+  private readonly admitted = new Map<
+    Duplex,
+    { address: string; sandboxId: string; mode: EgressCaller["mode"]; destination?: string }
+  >();
   private readonly recheckTimer: NodeJS.Timeout;
   private rechecking = false;
 
@@ -259,6 +262,22 @@ export class EgressGateway {
     return caller;
   }
 
+  /** The host a connection now talks to (its tunnel's, or its latest forwarded request's). */
+  private holdsDestination(socket: Duplex, host: string): void {
+    const held = this.admitted.get(socket);
+    if (held) held.destination = host;
+  }
+
+  /** The hosts a gateway_only caller may reach now: its secrets' and its organization's allowlist. */
+  private async allowedHosts(caller: EgressCaller): Promise<string[]> {
+    const deps = this.deps as EgressGatewayDeps;
+    const [fromSecrets, fromOrg] = await Promise.all([
+      this.interceptor ? this.interceptor.hostsFor(caller) : Promise.resolve([]),
+      deps.allowlist(caller.orgId),
+    ]);
+    return [...fromSecrets, ...fromOrg];
+  }
+
   /**
    * Identifies the caller of every open connection again and closes those whose sandbox is
    * gone or runs another network mode now: nftables stops new flows at a switch, but a tunnel
@@ -269,6 +288,7 @@ export class EgressGateway {
     this.rechecking = true;
     try {
       const now = new Map<string, EgressCaller | null | undefined>();
+      const allowedNow = new Map<string, string[] | undefined>();
       for (const [socket, held] of [...this.admitted]) {
         if (!now.has(held.address)) {
           // A failed lookup (a store hiccup) closes nothing: undefined is "not known".
@@ -276,7 +296,17 @@ export class EgressGateway {
         }
         const current = now.get(held.address);
         if (current === undefined) continue;
-        if (current === null || current.sandboxId !== held.sandboxId || current.mode !== held.mode) {
+        let changed = current === null || current.sandboxId !== held.sandboxId || current.mode !== held.mode;
+        if (!changed && current && current.mode === "gateway_only" && held.destination !== undefined) {
+          // A host taken off the allowlist (or a secret's binding gone) ends what was open to it.
+          if (!allowedNow.has(current.sandboxId)) {
+            allowedNow.set(current.sandboxId, await this.allowedHosts(current).catch(() => undefined));
+          }
+          const allowed = allowedNow.get(current.sandboxId);
+          const host = parseDestinationHost(held.destination);
+          changed = allowed !== undefined && host !== null && !decideHost("gateway_only", host, allowed).allowed;
+        }
+        if (changed) {
           this.admitted.delete(socket);
           this.options.log.debug(
             { sandbox: held.sandboxId, mode: current?.mode ?? null },
@@ -295,21 +325,13 @@ export class EgressGateway {
    * was checked, and the one connected to (so a DNS answer cannot change in between).
    */
   private async admit(caller: EgressCaller, rawHost: string, port: number, method: string, path?: string) {
-    const deps = this.deps as EgressGatewayDeps;
     const refuse = (code: string, reason: string, host = rawHost): never => {
       this.record(caller, { kind: "refused", host, port, method, ...(path ? { path } : {}), status: 403, reason });
       throw new Refusal(403, code, reason);
     };
     const host = parseDestinationHost(rawHost);
     if (!host) return refuse("bad_host", "the destination is not a DNS host name or an IPv4 address");
-    let allowed: string[] = [];
-    if (caller.mode === "gateway_only") {
-      const [fromSecrets, fromOrg] = await Promise.all([
-        this.interceptor ? this.interceptor.hostsFor(caller) : Promise.resolve([]),
-        deps.allowlist(caller.orgId),
-      ]);
-      allowed = [...fromSecrets, ...fromOrg];
-    }
+    const allowed = caller.mode === "gateway_only" ? await this.allowedHosts(caller) : [];
     const byName = decideHost(caller.mode, host, allowed);
     if (!byName.allowed) return refuse(byName.code, byName.reason, host.host);
     const mapped = this.options.hosts.get(host.host);
@@ -400,6 +422,7 @@ export class EgressGateway {
     const port = url.port ? Number(url.port) : 80;
     const method = req.method ?? "GET";
     const admitted = await this.admit(caller, url.hostname, port, method, pathOnly(url.pathname));
+    this.holdsDestination(req.socket, admitted.host);
     const headers = endToEndHeaders(req.headers);
     // RFC 9112 3.2.2: a proxy sends the request target's authority as Host, whatever the client said.
     headers.host = url.host;
@@ -512,6 +535,7 @@ export class EgressGateway {
     const authority = parseAuthority(req.url ?? "");
     if (!authority) throw new Refusal(400, "bad_request", "CONNECT needs host:port");
     const admitted = await this.admit(caller, authority.host, authority.port, "CONNECT");
+    this.holdsDestination(client, admitted.host);
     const target = { host: admitted.host, port: authority.port, address: admitted.address };
     if (this.interceptor && (await this.interceptor.wants(caller, target.host, target.port))) {
       client.write("HTTP/1.1 200 Connection established\r\n\r\n");
