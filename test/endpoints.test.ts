@@ -324,6 +324,20 @@ describe("port endpoints", () => {
     assert.match(String(set[0]), /^tossed=1; Path=\/$/);
   });
 
+  it("answers 503 for a sandbox response with a status below 100, and keeps serving", async () => {
+    const script =
+      "while true; do printf 'HTTP/1.1 099 Odd\\r\\nContent-Length: 2\\r\\nConnection: close\\r\\n\\r\\nhi' | nc -l -p 8080; done";
+    const id = await create({ command: ["sh", "-c", script], ports: [8080], network_access: "public" });
+    await sandbox(id, "running");
+    await endpointsOnce(id, 8080);
+    const answer = await Promise.race([
+      viaPlane(hostOf(id, 8080), "/", { authorization: `Bearer ${owner()}` }),
+      new Promise<null>((resolve) => setTimeout(() => resolve(null), 5_000)),
+    ]);
+    assert.ok(answer, "the plane answered");
+    assertRefused(answer, 503, "unavailable");
+  });
+
   it("lists an endpoint only once the sandbox listens, counts traffic as session activity, and has none for `none`", async () => {
     const id = await create({ command: ["sleep", "3600"], ports: [8080], idle_timeout_seconds: 600 });
     await sandbox(id, "running");

@@ -322,7 +322,15 @@ async function proxyRequest(
       headers.push([raw[i] as string, lower === "set-cookie" ? hostOnlyCookie(value) : value]);
     }
     upstreamRes.on("error", () => res.destroy());
-    res.writeHead(upstreamRes.statusCode ?? 502, headers.flat());
+    // Node's client takes any three digits as a status; writeHead throws below 100 (in this
+    // listener: an uncaught error per request, the client left hanging).
+    const status = upstreamRes.statusCode ?? 0;
+    if (status < 100 || status > 999) {
+      upstreamRes.destroy();
+      upstream.destroy();
+      return sendError(res, new AppError("unavailable", "the sandbox's response has an invalid status"), log);
+    }
+    res.writeHead(status, headers.flat());
     upstreamRes.pipe(res);
   });
   res.on("close", () => {

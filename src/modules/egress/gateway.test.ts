@@ -31,6 +31,8 @@ describe("egress gateway bounds", () => {
   let upstream: Server;
   let upstreamPort = 0;
   let closedPort = 0;
+  let badStatus: ReturnType<typeof createServer>;
+  let badStatusPort = 0;
   let identity: EgressCaller | null = null;
   let orgAllowlist = ["up.test", "closed.test"];
 
@@ -45,6 +47,13 @@ describe("egress gateway bounds", () => {
     await new Promise<void>((resolve) => probe.listen(0, "127.0.0.1", resolve));
     closedPort = (probe.address() as { port: number }).port;
     await new Promise<void>((resolve) => probe.close(() => resolve()));
+    // An upstream answering a status Node's client parses but no response may carry.
+    badStatus = createServer((socket) => {
+      socket.on("error", () => undefined);
+      socket.once("data", () => socket.end("HTTP/1.1 099 Odd\r\nContent-Length: 2\r\n\r\nhi"));
+    });
+    await new Promise<void>((resolve) => badStatus.listen(0, "127.0.0.1", resolve));
+    badStatusPort = (badStatus.address() as { port: number }).port;
     const silent = new Writable({ write: (_chunk, _encoding, callback) => callback() });
     gateway = await EgressGateway.start({
       host: "127.0.0.1",
@@ -53,6 +62,7 @@ describe("egress gateway bounds", () => {
       hosts: new Map([
         ["up.test", "127.0.0.1"],
         ["closed.test", "127.0.0.1"],
+        ["odd.test", "127.0.0.1"],
       ]),
       log: createLogger("error", silent),
       maxHeaderBytes: 2048,
@@ -67,6 +77,7 @@ describe("egress gateway bounds", () => {
   after(async () => {
     await gateway?.close();
     upstream?.close();
+    badStatus?.close();
   });
 
   const caller = (mode: EgressCaller["mode"]): EgressCaller => ({
@@ -249,5 +260,12 @@ describe("egress gateway bounds", () => {
       orgAllowlist = ["up.test", "closed.test"];
       socket.destroy();
     }
+  });
+
+  it("answers 502 for an upstream status below 100, and keeps serving", async () => {
+    identity = caller("public");
+    const odd = await raw(gateway.port, `GET http://odd.test:${badStatusPort}/ HTTP/1.0\r\n\r\n`);
+    assert.match(odd, /^HTTP\/1\.1 502 [\s\S]*upstream_failed/, odd);
+    assert.match(await raw(gateway.port, `GET http://up.test:${upstreamPort}/after HTTP/1.0\r\n\r\n`), /up \/after/);
   });
 });

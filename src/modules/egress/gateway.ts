@@ -498,7 +498,15 @@ export class EgressGateway {
     upstream.on("timeout", () => upstream.destroy(new Refusal(502, "timeout", `${to.what} went idle`)));
     upstream.on("response", (response) => {
       clearTimeout(connectTimer);
-      res.writeHead(response.statusCode ?? 502, response.statusMessage, endToEndHeaders(response.headers));
+      // Node's client takes any three digits as a status; writeHead throws below 100, which in
+      // this listener would leave the sandbox's request hanging and log a stack per request.
+      const status = response.statusCode ?? 0;
+      if (status < 100 || status > 999) {
+        response.destroy();
+        upstream.destroy();
+        return this.fail(res, new Refusal(502, "upstream_failed", `${to.what} answered with an invalid status`));
+      }
+      res.writeHead(status, response.statusMessage, endToEndHeaders(response.headers));
       response.pipe(res);
       response.on("error", () => res.destroy());
     });
