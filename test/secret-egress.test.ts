@@ -269,6 +269,21 @@ forEachStore(
       }
     });
 
+    it("refuses a request target with control bytes (a lenient upstream would read a bare CR as a line end)", async () => {
+      const before = upstream.received.length;
+      for (const target of ["/a\rHost:\tevil.example\rX:\t", "/a\x00b", "/a\x7fb", "/caf\xe9"]) {
+        const tunnel = await openTunnel(gateway.port, BOUND, t().c.egressCa.certificatePem);
+        try {
+          const res = await tunnel.send(Buffer.from(`GET ${target} HTTP/1.1\r\nHost: ${BOUND}\r\n\r\n`, "latin1"));
+          assert.equal(res.status, 400, JSON.stringify(target));
+          assert.match(res.head, /x-warren-egress: malformed_request_line/i, JSON.stringify(target));
+        } finally {
+          tunnel.close();
+        }
+      }
+      assert.equal(upstream.received.length, before, "nothing reached the upstream with the secret");
+    });
+
     it("uses a rotated value and refuses a revoked one on the next request of the same connection", async () => {
       const rotatedValue = `${value}-v2`;
       const before = upstream.received.length;

@@ -239,7 +239,14 @@ class Session {
     const head = parseHead(raw);
     const [method = "", requestTarget = "", version = ""] = head.startLine.split(" ");
     const path = pathOf(requestTarget);
-    if (head.startLine.split(" ").length !== 3 || !/^[A-Z]{1,20}$/.test(method) || version !== "HTTP/1.1") {
+    // The target is visible ASCII only: a bare CR, a NUL or a tab in it reaches an upstream
+    // whose parser may end the line there and read what follows as headers (another Host).
+    if (
+      head.startLine.split(" ").length !== 3 ||
+      !/^[A-Z]{1,20}$/.test(method) ||
+      version !== "HTTP/1.1" ||
+      !/^[\x21-\x7e]+$/.test(requestTarget)
+    ) {
       return this.refuse({ status: 400, reason: "malformed_request_line" }, method.slice(0, 20), "", started);
     }
     if (!requestTarget.startsWith("/")) {
