@@ -262,6 +262,13 @@ describe("port endpoints", () => {
     });
     assert.equal(own.status, 200, own.text);
     assert.match(own.text, /\r\nauthorization: Basic YXBwOmFwcA==\r\n/i);
+    // An API key sent along with the token (an SDK adding it to every request) stays out.
+    const withKey = await viaPlane(host, "/headers", {
+      authorization: `Bearer ${owner()}`,
+      cookie: `warren_endpoint_token=${token}`,
+    });
+    assert.equal(withKey.status, 200, withKey.text);
+    assert.ok(!withKey.text.includes(owner()), "the API key is not forwarded");
     assert.match(own.text, /\r\nCookie: app=1; other=2\r\n/i);
     assert.ok(!own.text.includes(token), "the token is not forwarded");
 

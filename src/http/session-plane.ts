@@ -17,6 +17,7 @@ import {
   type SessionService,
   type SessionTarget,
 } from "../modules/sessions/service.js";
+import { isSessionToken } from "../modules/sessions/tokens.js";
 import { errorBody, statusOf } from "./errors.js";
 
 /** Largest request or response head (request line or status line plus headers). */
@@ -124,6 +125,12 @@ export function hostOnlyCookie(value: string): string {
     .join(";");
 }
 
+/** Whether an Authorization value carries a Warren API key or session token (never forwarded). */
+function isWarrenCredential(authorization: string): boolean {
+  const credential = /^\s*\S+\s+(\S+)/.exec(authorization)?.[1] ?? "";
+  return credential.startsWith("wrn_") || isSessionToken(credential);
+}
+
 // ---- credentials ----
 
 function presentedCredentials(req: http.IncomingMessage): PresentedCredentials {
@@ -186,7 +193,10 @@ function forwardedHeaders(
     const value = raw[i + 1] as string;
     const lower = name.toLowerCase();
     if (HOP_BY_HOP.has(lower) || named.has(lower) || lower.startsWith("x-forwarded-")) continue;
-    if (lower === "authorization" && target.usedBearer) continue;
+    // Warren's own credentials never reach the sandbox, whichever one opened the endpoint: a
+    // client that sends its API key along with a token (an SDK adding it to every request)
+    // would otherwise hand the key to the app.
+    if (lower === "authorization" && (target.usedBearer || isWarrenCredential(value))) continue;
     if (lower === "cookie") {
       const kept = cookiesWithoutToken(value);
       if (kept) out.push([name, kept]);
