@@ -345,6 +345,23 @@ describe("port endpoints", () => {
     assertRefused(answer, 503, "unavailable");
   });
 
+  it("frames a chunked request body again (a GET's raw body would be a second request on a pooled connection)", async () => {
+    // A sandbox of its own: its pooled upstream connections are no other test's.
+    const id = await create({ image: echoImage, ports: [8080], network_access: "public" });
+    await sandbox(id, "running");
+    await endpointsOnce(id, 8080);
+    const smuggled = "GET /headers?smuggled=1 HTTP/1.1\r\nHost: x\r\n\r\n";
+    const answer = await rawExchange(
+      plane.address.port,
+      `GET /headers HTTP/1.1\r\nHost: ${hostOf(id, 8080)}\r\nAuthorization: Bearer ${owner()}\r\n` +
+        `Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n${smuggled.length.toString(16)}\r\n${smuggled}\r\n0\r\n\r\n`,
+      null,
+    );
+    assert.match(answer, /^HTTP\/1\.1 200 /, answer);
+    // The sandbox was told how the body is framed (it reads no request out of it then).
+    assert.match(answer, /\r\nTransfer-Encoding: chunked\r\n/i, answer);
+  });
+
   it("lists an endpoint only once the sandbox listens, counts traffic as session activity, and has none for `none`", async () => {
     const id = await create({ command: ["sleep", "3600"], ports: [8080], idle_timeout_seconds: 600 });
     await sandbox(id, "running");

@@ -204,6 +204,10 @@ function forwardedHeaders(
     }
     out.push([name, value]);
   }
+  // Transfer-Encoding is hop-by-hop, but a body needs its framing again: without it Node's
+  // client writes a GET's chunked body raw, and the sandbox's server reads those bytes as
+  // another request on a pooled connection other clients' requests then share (smuggling).
+  if (!upgrade && req.headers["transfer-encoding"] !== undefined) out.push(["Transfer-Encoding", "chunked"]);
   if (upgrade) {
     out.push(["Connection", "Upgrade"]);
     out.push(["Upgrade", req.headers.upgrade ?? ""]);

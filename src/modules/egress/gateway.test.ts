@@ -268,4 +268,45 @@ describe("egress gateway bounds", () => {
     assert.match(odd, /^HTTP\/1\.1 502 [\s\S]*upstream_failed/, odd);
     assert.match(await raw(gateway.port, `GET http://up.test:${upstreamPort}/after HTTP/1.0\r\n\r\n`), /up \/after/);
   });
+
+  it("frames a chunked body again, so no request can be smuggled past the API relay's credential check", async () => {
+    identity = caller("public");
+    // A raw upstream that keeps every byte (a server reading pipelined requests would run the smuggled one).
+    let received = "";
+    const recorder = createServer((socket) => {
+      socket.on("error", () => undefined);
+      socket.on("data", (chunk) => {
+        received += chunk.toString("latin1");
+        if (received.includes("\r\n\r\n")) socket.end("HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n");
+      });
+    });
+    await new Promise<void>((resolve) => recorder.listen(0, "127.0.0.1", resolve));
+    const recorderPort = (recorder.address() as { port: number }).port;
+    const smuggled = "GET /smuggled HTTP/1.1\r\nHost: api\r\nAuthorization: Bearer someone-else\r\n\r\n";
+    const body = `${smuggled.length.toString(16)}\r\n${smuggled}\r\n0\r\n\r\n`;
+    try {
+      gateway.setApiTarget({ host: "127.0.0.1", port: recorderPort });
+      const relayed = await raw(
+        gateway.port,
+        `GET /v1/whoami HTTP/1.1\r\nHost: api\r\nAuthorization: Bearer own-token\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n${body}`,
+      );
+      assert.match(relayed, /^HTTP\/1\.1 200 /);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      assert.match(received, /^GET \/v1\/whoami HTTP\/1\.1\r\n/);
+      assert.match(received.split("\r\n\r\n")[0] as string, /\r\ntransfer-encoding: chunked/i, received);
+      assert.ok(!received.includes("\r\n\r\nGET /smuggled"), received);
+      // The forward proxy the same.
+      received = "";
+      await raw(
+        gateway.port,
+        `GET http://up.test:${recorderPort}/first HTTP/1.1\r\nHost: up.test\r\nTransfer-Encoding: chunked\r\n\r\n${body}`,
+      );
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      assert.match(received.split("\r\n\r\n")[0] as string, /\r\ntransfer-encoding: chunked/i, received);
+      assert.ok(!received.includes("\r\n\r\nGET /smuggled"), received);
+    } finally {
+      gateway.setApiTarget({ host: "127.0.0.1", port: upstreamPort });
+      recorder.close();
+    }
+  });
 });

@@ -480,6 +480,13 @@ export class EgressGateway {
     res: ServerResponse,
     to: { host: string; port: number; method: string; path: string; headers: OutgoingHttpHeaders; what: string },
   ): void {
+    // Transfer-Encoding is hop-by-hop, but a body needs its framing again: without it Node's
+    // client writes a GET's chunked body raw, and the upstream (Warren's API, for the relay)
+    // reads those bytes as a second request the gateway never checked (request smuggling).
+    if (req.headers["transfer-encoding"] !== undefined) {
+      delete to.headers["content-length"];
+      to.headers["transfer-encoding"] = "chunked";
+    }
     const upstream = httpRequest({
       host: to.host,
       port: to.port,
