@@ -440,6 +440,34 @@ forEachStore(
         assertError(res, 400, "invalid_argument");
       }
     });
+
+    it("keeps injections in the ledger while another sandbox floods it with refusals", async () => {
+      await t().c.egressLedger.flush();
+      // Faster than any store writes: the queue holds what one sandbox sends, not the ledger's capacity.
+      for (let i = 0; i < 12_000; i++) {
+        t().c.egressLedger.record(guardCaller, { kind: "refused", host: "flood.example", port: 443, reason: "flood" });
+      }
+      t().c.egressLedger.record(caller, {
+        kind: "injected",
+        host: BOUND,
+        port: 443,
+        method: "GET",
+        path: "/after-the-flood",
+        status: 200,
+        secretId,
+        secretVersion: 1,
+      });
+      await t().c.egressLedger.flush();
+      const after = await sql(
+        `SELECT count(*) FROM events WHERE run_id = '${caller.runId}' AND payload->>'path' = '/after-the-flood'`,
+      );
+      assert.equal(Number(after[0]?.[0]), 1, "the injection was recorded");
+      const flood = await sql(
+        `SELECT count(*) FROM events WHERE run_id = '${guardCaller.runId}' AND payload->>'reason' = 'flood'`,
+      );
+      assert.ok(Number(flood[0]?.[0]) <= 200, `one sandbox's refusals are bounded: ${flood[0]?.[0]}`);
+      assert.match(t().logs(), /refusals over the sandbox's per-second budget/);
+    });
   },
   {
     config: {
