@@ -262,6 +262,13 @@ describe("port endpoints", () => {
     });
     assert.equal(own.status, 200, own.text);
     assert.match(own.text, /\r\nauthorization: Basic YXBwOmFwcA==\r\n/i);
+    // An API key sent along with the token (an SDK adding it to every request) stays out.
+    const withKey = await viaPlane(host, "/headers", {
+      authorization: `Bearer ${owner()}`,
+      cookie: `warren_endpoint_token=${token}`,
+    });
+    assert.equal(withKey.status, 200, withKey.text);
+    assert.ok(!withKey.text.includes(owner()), "the API key is not forwarded");
     assert.match(own.text, /\r\nCookie: app=1; other=2\r\n/i);
     assert.ok(!own.text.includes(token), "the token is not forwarded");
 
@@ -291,6 +298,68 @@ describe("port endpoints", () => {
     );
     assert.match(refused, /^HTTP\/1\.1 401 /);
     assert.match(refused, /"code":"unauthenticated"/);
+  });
+
+  it("never redirects off the endpoint's origin, and keeps the sandbox's cookies on it", async () => {
+    const cgi =
+      "printf 'Content-Type: text/plain\\r\\nSet-Cookie: tossed=1; Domain=localhost; Path=/\\r\\nSet-Cookie: own=2; path=/; DOMAIN=.localhost\\r\\n\\r\\nok'";
+    const script =
+      "mkdir -p /tmp/www/cgi-bin && echo hi > /tmp/www/index.html && " +
+      `printf '#!/bin/sh\\n%s\\n' "${cgi.replaceAll('"', '\\"')}" > /tmp/www/cgi-bin/c && chmod +x /tmp/www/cgi-bin/c && ` +
+      "exec busybox httpd -f -p 8080 -h /tmp/www";
+    const id = await create({ command: ["sh", "-c", script], ports: [8080], network_access: "public" });
+    await sandbox(id, "running");
+    await endpointsOnce(id, 8080);
+    const host = hostOf(id, 8080);
+    const token = (await tokenFor(id, 8080)).body.token as string;
+    // `/\\evil.example` is a path to the plane, but a browser resolves it as a Location to evil.example.
+    for (const target of ["/\\evil.example/", "/\\/evil.example/", "//evil.example/"]) {
+      const answer = await rawExchange(
+        plane.address.port,
+        `GET ${target}?warren_token=${token} HTTP/1.1\r\nHost: ${host}\r\nConnection: close\r\n\r\n`,
+        null,
+      );
+      assert.match(answer, /^HTTP\/1\.1 400 /, `${target}: ${answer}`);
+      assert.doesNotMatch(answer, /location:/i, target);
+    }
+    // A cookie for the plane's parent domain would reach every other endpoint: it stays host-only.
+    const cookies = await viaPlane(host, "/cgi-bin/c", { authorization: `Bearer ${owner()}` });
+    assert.equal(cookies.status, 200, cookies.text);
+    const set = cookies.headers["set-cookie"] ?? [];
+    assert.equal(set.length, 2, JSON.stringify(set));
+    for (const cookie of set) assert.doesNotMatch(cookie, /domain/i, cookie);
+    assert.match(String(set[0]), /^tossed=1; Path=\/$/);
+  });
+
+  it("answers 503 for a sandbox response with a status below 100, and keeps serving", async () => {
+    const script =
+      "while true; do printf 'HTTP/1.1 099 Odd\\r\\nContent-Length: 2\\r\\nConnection: close\\r\\n\\r\\nhi' | nc -l -p 8080; done";
+    const id = await create({ command: ["sh", "-c", script], ports: [8080], network_access: "public" });
+    await sandbox(id, "running");
+    await endpointsOnce(id, 8080);
+    const answer = await Promise.race([
+      viaPlane(hostOf(id, 8080), "/", { authorization: `Bearer ${owner()}` }),
+      new Promise<null>((resolve) => setTimeout(() => resolve(null), 5_000)),
+    ]);
+    assert.ok(answer, "the plane answered");
+    assertRefused(answer, 503, "unavailable");
+  });
+
+  it("frames a chunked request body again (a GET's raw body would be a second request on a pooled connection)", async () => {
+    // A sandbox of its own: its pooled upstream connections are no other test's.
+    const id = await create({ image: echoImage, ports: [8080], network_access: "public" });
+    await sandbox(id, "running");
+    await endpointsOnce(id, 8080);
+    const smuggled = "GET /headers?smuggled=1 HTTP/1.1\r\nHost: x\r\n\r\n";
+    const answer = await rawExchange(
+      plane.address.port,
+      `GET /headers HTTP/1.1\r\nHost: ${hostOf(id, 8080)}\r\nAuthorization: Bearer ${owner()}\r\n` +
+        `Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n${smuggled.length.toString(16)}\r\n${smuggled}\r\n0\r\n\r\n`,
+      null,
+    );
+    assert.match(answer, /^HTTP\/1\.1 200 /, answer);
+    // The sandbox was told how the body is framed (it reads no request out of it then).
+    assert.match(answer, /\r\nTransfer-Encoding: chunked\r\n/i, answer);
   });
 
   it("lists an endpoint only once the sandbox listens, counts traffic as session activity, and has none for `none`", async () => {

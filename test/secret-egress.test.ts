@@ -226,6 +226,64 @@ forEachStore(
       }
     });
 
+    it("scrubs an echo of the value in JSON, URL and compressed forms, not only byte for byte", async () => {
+      const ENCODED = "api.encoded-eight.com";
+      // Characters API keys do carry (base64's + / =) and ones JSON escapes.
+      const tricky = `sk/"esc\\aped+${Date.now()}=`;
+      await createSecret({ name: "encoded-token", value: tricky, dest_host: ENCODED });
+      const created = await createSandbox(["encoded-token"]);
+      assert.equal(created.status, 200, created.raw);
+      const encodedCaller = { ...caller, sandboxId: created.body.id as string, runId: created.body.run_id as string };
+      const echo = await startUpstream(pki.leaf([ENCODED]));
+      const encodedGateway = await startTestGateway(t().c.secretEgress, encodedCaller, { [ENCODED]: echo.port });
+      const forms = [
+        tricky,
+        JSON.stringify(tricky).slice(1, -1),
+        JSON.stringify(tricky).slice(1, -1).replaceAll("/", "\\/"),
+        encodeURIComponent(tricky),
+        encodeURIComponent(tricky).toLowerCase(),
+      ];
+      try {
+        const tunnel = await openTunnel(encodedGateway.port, ENCODED, t().c.egressCa.certificatePem);
+        try {
+          for (const path of ["/echo-json", "/echo-json-plain", "/echo-url"]) {
+            const res = await tunnel.send(`GET ${path} HTTP/1.1\r\nHost: ${ENCODED}\r\n\r\n`);
+            const seen = res.head + res.body.toString("latin1");
+            for (const form of forms) assert.ok(!seen.includes(form), `${path} leaks ${form}: ${seen}`);
+          }
+        } finally {
+          tunnel.close();
+        }
+        // A body compressed against Accept-Encoding: identity cannot be scrubbed: it never reaches the sandbox.
+        const gz = await openTunnel(encodedGateway.port, ENCODED, t().c.egressCa.certificatePem);
+        try {
+          const res = await gz.send(`GET /echo-gzip HTTP/1.1\r\nHost: ${ENCODED}\r\n\r\n`);
+          assert.equal(res.status, 502, res.head);
+          assert.ok(!res.body.includes(Buffer.from([0x1f, 0x8b])), "no gzip body");
+        } finally {
+          gz.close();
+        }
+      } finally {
+        await encodedGateway.close();
+        await echo.close();
+      }
+    });
+
+    it("refuses a request target with control bytes (a lenient upstream would read a bare CR as a line end)", async () => {
+      const before = upstream.received.length;
+      for (const target of ["/a\rHost:\tevil.example\rX:\t", "/a\x00b", "/a\x7fb", "/caf\xe9"]) {
+        const tunnel = await openTunnel(gateway.port, BOUND, t().c.egressCa.certificatePem);
+        try {
+          const res = await tunnel.send(Buffer.from(`GET ${target} HTTP/1.1\r\nHost: ${BOUND}\r\n\r\n`, "latin1"));
+          assert.equal(res.status, 400, JSON.stringify(target));
+          assert.match(res.head, /x-warren-egress: malformed_request_line/i, JSON.stringify(target));
+        } finally {
+          tunnel.close();
+        }
+      }
+      assert.equal(upstream.received.length, before, "nothing reached the upstream with the secret");
+    });
+
     it("uses a rotated value and refuses a revoked one on the next request of the same connection", async () => {
       const rotatedValue = `${value}-v2`;
       const before = upstream.received.length;
@@ -381,6 +439,34 @@ forEachStore(
         const res = await t().request("POST", "/v1/telemetry/sql", { key: owner(), body: { sql: query } });
         assertError(res, 400, "invalid_argument");
       }
+    });
+
+    it("keeps injections in the ledger while another sandbox floods it with refusals", async () => {
+      await t().c.egressLedger.flush();
+      // Faster than any store writes: the queue holds what one sandbox sends, not the ledger's capacity.
+      for (let i = 0; i < 12_000; i++) {
+        t().c.egressLedger.record(guardCaller, { kind: "refused", host: "flood.example", port: 443, reason: "flood" });
+      }
+      t().c.egressLedger.record(caller, {
+        kind: "injected",
+        host: BOUND,
+        port: 443,
+        method: "GET",
+        path: "/after-the-flood",
+        status: 200,
+        secretId,
+        secretVersion: 1,
+      });
+      await t().c.egressLedger.flush();
+      const after = await sql(
+        `SELECT count(*) FROM events WHERE run_id = '${caller.runId}' AND payload->>'path' = '/after-the-flood'`,
+      );
+      assert.equal(Number(after[0]?.[0]), 1, "the injection was recorded");
+      const flood = await sql(
+        `SELECT count(*) FROM events WHERE run_id = '${guardCaller.runId}' AND payload->>'reason' = 'flood'`,
+      );
+      assert.ok(Number(flood[0]?.[0]) <= 200, `one sandbox's refusals are bounded: ${flood[0]?.[0]}`);
+      assert.match(t().logs(), /refusals over the sandbox's per-second budget/);
     });
   },
   {

@@ -17,6 +17,7 @@ import {
   type SessionService,
   type SessionTarget,
 } from "../modules/sessions/service.js";
+import { isSessionToken } from "../modules/sessions/tokens.js";
 import { errorBody, statusOf } from "./errors.js";
 
 /** Largest request or response head (request line or status line plus headers). */
@@ -102,6 +103,34 @@ export async function startSessionPlane(
   };
 }
 
+/**
+ * Whether a request target is a path of this origin: `//host` and `/\\host` are not (a
+ * browser resolves either, as a Location, to another host: the token redirect below would
+ * be an open redirect), nor is an absolute-form target.
+ */
+export function isOriginPath(url: string | undefined): url is string {
+  return url !== undefined && url.startsWith("/") && url[1] !== "/" && url[1] !== "\\";
+}
+
+/**
+ * A Set-Cookie value of the sandbox without its Domain attribute: every endpoint is a sibling
+ * host under the plane's name, so a cookie for the parent domain would reach other sandboxes'
+ * endpoints (other organizations' included) and the plane's own cookie; host-only it stays
+ * on this endpoint's origin.
+ */
+export function hostOnlyCookie(value: string): string {
+  return value
+    .split(";")
+    .filter((part, i) => i === 0 || !/^\s*domain\s*=/i.test(part))
+    .join(";");
+}
+
+/** Whether an Authorization value carries a Warren API key or session token (never forwarded). */
+function isWarrenCredential(authorization: string): boolean {
+  const credential = /^\s*\S+\s+(\S+)/.exec(authorization)?.[1] ?? "";
+  return credential.startsWith("wrn_") || isSessionToken(credential);
+}
+
 // ---- credentials ----
 
 function presentedCredentials(req: http.IncomingMessage): PresentedCredentials {
@@ -164,7 +193,10 @@ function forwardedHeaders(
     const value = raw[i + 1] as string;
     const lower = name.toLowerCase();
     if (HOP_BY_HOP.has(lower) || named.has(lower) || lower.startsWith("x-forwarded-")) continue;
-    if (lower === "authorization" && target.usedBearer) continue;
+    // Warren's own credentials never reach the sandbox, whichever one opened the endpoint: a
+    // client that sends its API key along with a token (an SDK adding it to every request)
+    // would otherwise hand the key to the app.
+    if (lower === "authorization" && (target.usedBearer || isWarrenCredential(value))) continue;
     if (lower === "cookie") {
       const kept = cookiesWithoutToken(value);
       if (kept) out.push([name, kept]);
@@ -172,6 +204,10 @@ function forwardedHeaders(
     }
     out.push([name, value]);
   }
+  // Transfer-Encoding is hop-by-hop, but a body needs its framing again: without it Node's
+  // client writes a GET's chunked body raw, and the sandbox's server reads those bytes as
+  // another request on a pooled connection other clients' requests then share (smuggling).
+  if (!upgrade && req.headers["transfer-encoding"] !== undefined) out.push(["Transfer-Encoding", "chunked"]);
   if (upgrade) {
     out.push(["Connection", "Upgrade"]);
     out.push(["Upgrade", req.headers.upgrade ?? ""]);
@@ -231,9 +267,7 @@ async function proxyRequest(
   try {
     // Origin-form only: an absolute-form target (`GET http://elsewhere/`) would make the
     // token redirect below an open redirect, and names a host the Host header does not.
-    if (!req.url?.startsWith("/") || req.url.startsWith("//")) {
-      throw new AppError("invalid_argument", "the request target must be a path");
-    }
+    if (!isOriginPath(req.url)) throw new AppError("invalid_argument", "the request target must be a path");
     target = await sessions.authorize(req.headers.host, presentedCredentials(req));
   } catch (error) {
     req.resume();
@@ -298,10 +332,19 @@ async function proxyRequest(
     for (let i = 0; i + 1 < raw.length; i += 2) {
       const lower = (raw[i] as string).toLowerCase();
       if (HOP_BY_HOP.has(lower) || named.has(lower)) continue;
-      headers.push([raw[i] as string, raw[i + 1] as string]);
+      const value = raw[i + 1] as string;
+      headers.push([raw[i] as string, lower === "set-cookie" ? hostOnlyCookie(value) : value]);
     }
     upstreamRes.on("error", () => res.destroy());
-    res.writeHead(upstreamRes.statusCode ?? 502, headers.flat());
+    // Node's client takes any three digits as a status; writeHead throws below 100 (in this
+    // listener: an uncaught error per request, the client left hanging).
+    const status = upstreamRes.statusCode ?? 0;
+    if (status < 100 || status > 999) {
+      upstreamRes.destroy();
+      upstream.destroy();
+      return sendError(res, new AppError("unavailable", "the sandbox's response has an invalid status"), log);
+    }
+    res.writeHead(status, headers.flat());
     upstreamRes.pipe(res);
   });
   res.on("close", () => {
@@ -322,9 +365,7 @@ async function proxyUpgrade(
   socket.on("error", () => socket.destroy());
   let target: SessionTarget;
   try {
-    if (!req.url?.startsWith("/") || req.url.startsWith("//")) {
-      throw new AppError("invalid_argument", "the request target must be a path");
-    }
+    if (!isOriginPath(req.url)) throw new AppError("invalid_argument", "the request target must be a path");
     target = await sessions.authorize(req.headers.host, presentedCredentials(req));
   } catch (error) {
     const appError = error instanceof AppError ? error : new AppError("internal", "the upgrade failed");
@@ -363,6 +404,32 @@ async function proxyUpgrade(
     socket.setTimeout(IDLE_TIMEOUT_MS, end);
     upstream.setTimeout(IDLE_TIMEOUT_MS, end);
     socket.pipe(upstream);
-    upstream.pipe(socket);
+    // The sandbox's answer head gets the same Set-Cookie treatment as a plain response's
+    // (a browser takes cookies from a 101 too); then bytes flow untouched.
+    let pending = Buffer.alloc(0);
+    const onHead = (data: Buffer) => {
+      pending = Buffer.concat([pending, data]);
+      const at = pending.indexOf("\r\n\r\n");
+      if (at === -1) {
+        if (pending.length > MAX_HEADER_BYTES) end();
+        return;
+      }
+      upstream.off("data", onHead);
+      const head = pending
+        .subarray(0, at)
+        .toString("latin1")
+        .split("\r\n")
+        .map((line) => {
+          const colon = line.indexOf(":");
+          if (colon <= 0 || line.slice(0, colon).trim().toLowerCase() !== "set-cookie") return line;
+          return `${line.slice(0, colon)}:${hostOnlyCookie(line.slice(colon + 1))}`;
+        })
+        .join("\r\n");
+      socket.write(Buffer.from(`${head}\r\n\r\n`, "latin1"));
+      const rest = pending.subarray(at + 4);
+      if (rest.length > 0) socket.write(rest);
+      upstream.pipe(socket);
+    };
+    upstream.on("data", onHead);
   });
 }

@@ -9,6 +9,7 @@ import { createServer as createHttpsServer, type Server as HttpsServer } from "n
 import { createServer, connect as netConnect, type Server, type Socket } from "node:net";
 import os from "node:os";
 import path from "node:path";
+import { gzipSync } from "node:zlib";
 import type { EgressCaller, EgressInterceptor } from "../../src/modules/egress/types.js";
 import { ensureDebianPackage } from "./registry.js";
 
@@ -166,6 +167,20 @@ export async function startUpstream(
         res.setHeader("content-type", "text/plain");
         for (let at = 0; at < text.length; at += split) res.write(text.subarray(at, at + split));
         res.end();
+      } else if (url.pathname === "/echo-json") {
+        res.setHeader("content-type", "application/json");
+        res.end(JSON.stringify({ headers: { Authorization: auth ?? "" } }).replaceAll("/", "\\/"));
+      } else if (url.pathname === "/echo-json-plain") {
+        res.setHeader("content-type", "application/json");
+        res.end(JSON.stringify({ headers: { Authorization: auth ?? "" } }));
+      } else if (url.pathname === "/echo-url") {
+        res.statusCode = 302;
+        res.setHeader("location", `/login?next=${encodeURIComponent(auth ?? "")}`);
+        res.end(`see /login?next=${encodeURIComponent(auth ?? "").toLowerCase()}`);
+      } else if (url.pathname === "/echo-gzip") {
+        // Compressed whatever Accept-Encoding said.
+        res.setHeader("content-encoding", "gzip");
+        res.end(gzipSync(Buffer.from(`you sent ${auth ?? ""} and that is all`)));
       } else if (url.pathname === "/bytes") {
         res.end(Buffer.alloc(Number(url.searchParams.get("n") ?? "1024"), 0x61));
       } else {

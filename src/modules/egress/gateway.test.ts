@@ -3,6 +3,7 @@
 import assert from "node:assert/strict";
 import { createServer as createHttpServer, type Server } from "node:http";
 import { connect, createServer, type Socket } from "node:net";
+import { networkInterfaces } from "node:os";
 import { Writable } from "node:stream";
 import { after, before, describe, it } from "node:test";
 import { createLogger } from "../../lib/logger.js";
@@ -30,7 +31,10 @@ describe("egress gateway bounds", () => {
   let upstream: Server;
   let upstreamPort = 0;
   let closedPort = 0;
+  let badStatus: ReturnType<typeof createServer>;
+  let badStatusPort = 0;
   let identity: EgressCaller | null = null;
+  let orgAllowlist = ["up.test", "closed.test"];
 
   before(async () => {
     upstream = createHttpServer((req, res) => {
@@ -43,6 +47,13 @@ describe("egress gateway bounds", () => {
     await new Promise<void>((resolve) => probe.listen(0, "127.0.0.1", resolve));
     closedPort = (probe.address() as { port: number }).port;
     await new Promise<void>((resolve) => probe.close(() => resolve()));
+    // An upstream answering a status Node's client parses but no response may carry.
+    badStatus = createServer((socket) => {
+      socket.on("error", () => undefined);
+      socket.once("data", () => socket.end("HTTP/1.1 099 Odd\r\nContent-Length: 2\r\n\r\nhi"));
+    });
+    await new Promise<void>((resolve) => badStatus.listen(0, "127.0.0.1", resolve));
+    badStatusPort = (badStatus.address() as { port: number }).port;
     const silent = new Writable({ write: (_chunk, _encoding, callback) => callback() });
     gateway = await EgressGateway.start({
       host: "127.0.0.1",
@@ -51,6 +62,7 @@ describe("egress gateway bounds", () => {
       hosts: new Map([
         ["up.test", "127.0.0.1"],
         ["closed.test", "127.0.0.1"],
+        ["odd.test", "127.0.0.1"],
       ]),
       log: createLogger("error", silent),
       maxHeaderBytes: 2048,
@@ -58,13 +70,14 @@ describe("egress gateway bounds", () => {
     });
     gateway.bind({
       identify: async () => identity,
-      allowlist: async () => ["up.test", "closed.test"],
+      allowlist: async () => orgAllowlist,
       sandboxOfCredential: async (secret) => (secret === "own-token" ? "sbx-own" : null),
     });
   });
   after(async () => {
     await gateway?.close();
     upstream?.close();
+    badStatus?.close();
   });
 
   const caller = (mode: EgressCaller["mode"]): EgressCaller => ({
@@ -166,5 +179,134 @@ describe("egress gateway bounds", () => {
     gateway.setApiTarget({ host: "127.0.0.1", port: upstreamPort });
     const relayed = await raw(gateway.port, "GET /v1/whoami HTTP/1.0\r\nAuthorization: Bearer own-token\r\n\r\n");
     assert.match(relayed, /^HTTP\/1\.1 200 [\s\S]*up \/v1\/whoami/);
+  });
+
+  it("never connects to the host's own addresses, public ones included (a sandbox would reach host services)", async () => {
+    identity = caller("public");
+    // A host service on every address: the input chain keeps sandboxes off it, the gateway must too.
+    let accepted = 0;
+    const service = createServer((socket) => {
+      accepted++;
+      socket.end("host service\n");
+    });
+    await new Promise<void>((resolve) => service.listen(0, "0.0.0.0", resolve));
+    const port = (service.address() as { port: number }).port;
+    try {
+      const own = Object.values(networkInterfaces())
+        .flat()
+        .filter((a) => a && a.family === "IPv4" && !a.internal)
+        .map((a) => (a as { address: string }).address);
+      for (const address of own) {
+        const tunnel = await raw(gateway.port, `CONNECT ${address}:${port} HTTP/1.1\r\n\r\n`);
+        assert.match(tunnel, /^HTTP\/1\.1 403 [\s\S]*blocked_address/, `${address}: ${tunnel}`);
+        const plain = await raw(gateway.port, `GET http://${address}:${port}/ HTTP/1.0\r\n\r\n`);
+        assert.match(plain, /^HTTP\/1\.1 403 /, `${address}: ${plain}`);
+      }
+      assert.equal(accepted, 0);
+    } finally {
+      service.close();
+    }
+  });
+
+  it("closes a caller's open tunnels once its network mode changes (gateway_only cuts what public opened)", async () => {
+    identity = caller("public");
+    const socket = connect({ host: "127.0.0.1", port: gateway.port });
+    let received = "";
+    socket.on("data", (chunk) => {
+      received += chunk.toString();
+    });
+    const closed = new Promise<void>((resolve) => socket.once("close", () => resolve()));
+    socket.on("error", () => undefined);
+    try {
+      socket.write(`CONNECT up.test:${upstreamPort} HTTP/1.1\r\n\r\n`);
+      for (let i = 0; i < 50 && !received.includes("\r\n\r\n"); i++) await new Promise((r) => setTimeout(r, 20));
+      assert.match(received, /^HTTP\/1\.1 200 /);
+      socket.write("GET /through HTTP/1.1\r\nHost: up.test\r\n\r\n");
+      for (let i = 0; i < 50 && !received.includes("up /through"); i++) await new Promise((r) => setTimeout(r, 20));
+      assert.match(received, /up \/through/);
+      // A live switch to gateway_only keeps the veth (nftables lets the tunnel's flow to the
+      // gateway go on): the tunnel opened under public, to anywhere, must not outlive it.
+      identity = caller("gateway_only");
+      const outcome = await Promise.race([
+        closed.then(() => "closed"),
+        new Promise((resolve) => setTimeout(() => resolve("still open"), 3_500)),
+      ]);
+      assert.equal(outcome, "closed");
+    } finally {
+      socket.destroy();
+    }
+  });
+
+  it("closes a gateway_only tunnel once its host leaves the organization's allowlist", async () => {
+    identity = caller("gateway_only");
+    const socket = connect({ host: "127.0.0.1", port: gateway.port });
+    let received = "";
+    socket.on("data", (chunk) => {
+      received += chunk.toString();
+    });
+    const closed = new Promise<void>((resolve) => socket.once("close", () => resolve()));
+    socket.on("error", () => undefined);
+    try {
+      socket.write(`CONNECT up.test:${upstreamPort} HTTP/1.1\r\n\r\n`);
+      for (let i = 0; i < 50 && !received.includes("\r\n\r\n"); i++) await new Promise((r) => setTimeout(r, 20));
+      assert.match(received, /^HTTP\/1\.1 200 /);
+      orgAllowlist = ["closed.test"];
+      const outcome = await Promise.race([
+        closed.then(() => "closed"),
+        new Promise((resolve) => setTimeout(() => resolve("still open"), 3_500)),
+      ]);
+      assert.equal(outcome, "closed");
+    } finally {
+      orgAllowlist = ["up.test", "closed.test"];
+      socket.destroy();
+    }
+  });
+
+  it("answers 502 for an upstream status below 100, and keeps serving", async () => {
+    identity = caller("public");
+    const odd = await raw(gateway.port, `GET http://odd.test:${badStatusPort}/ HTTP/1.0\r\n\r\n`);
+    assert.match(odd, /^HTTP\/1\.1 502 [\s\S]*upstream_failed/, odd);
+    assert.match(await raw(gateway.port, `GET http://up.test:${upstreamPort}/after HTTP/1.0\r\n\r\n`), /up \/after/);
+  });
+
+  it("frames a chunked body again, so no request can be smuggled past the API relay's credential check", async () => {
+    identity = caller("public");
+    // A raw upstream that keeps every byte (a server reading pipelined requests would run the smuggled one).
+    let received = "";
+    const recorder = createServer((socket) => {
+      socket.on("error", () => undefined);
+      socket.on("data", (chunk) => {
+        received += chunk.toString("latin1");
+        if (received.includes("\r\n\r\n")) socket.end("HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n");
+      });
+    });
+    await new Promise<void>((resolve) => recorder.listen(0, "127.0.0.1", resolve));
+    const recorderPort = (recorder.address() as { port: number }).port;
+    const smuggled = "GET /smuggled HTTP/1.1\r\nHost: api\r\nAuthorization: Bearer someone-else\r\n\r\n";
+    const body = `${smuggled.length.toString(16)}\r\n${smuggled}\r\n0\r\n\r\n`;
+    try {
+      gateway.setApiTarget({ host: "127.0.0.1", port: recorderPort });
+      const relayed = await raw(
+        gateway.port,
+        `GET /v1/whoami HTTP/1.1\r\nHost: api\r\nAuthorization: Bearer own-token\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n${body}`,
+      );
+      assert.match(relayed, /^HTTP\/1\.1 200 /);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      assert.match(received, /^GET \/v1\/whoami HTTP\/1\.1\r\n/);
+      assert.match(received.split("\r\n\r\n")[0] as string, /\r\ntransfer-encoding: chunked/i, received);
+      assert.ok(!received.includes("\r\n\r\nGET /smuggled"), received);
+      // The forward proxy the same.
+      received = "";
+      await raw(
+        gateway.port,
+        `GET http://up.test:${recorderPort}/first HTTP/1.1\r\nHost: up.test\r\nTransfer-Encoding: chunked\r\n\r\n${body}`,
+      );
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      assert.match(received.split("\r\n\r\n")[0] as string, /\r\ntransfer-encoding: chunked/i, received);
+      assert.ok(!received.includes("\r\n\r\nGET /smuggled"), received);
+    } finally {
+      gateway.setApiTarget({ host: "127.0.0.1", port: upstreamPort });
+      recorder.close();
+    }
   });
 });

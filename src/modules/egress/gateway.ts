@@ -18,7 +18,8 @@ import {
   type Server,
   type ServerResponse,
 } from "node:http";
-import { connect, isIPv4, type Socket } from "node:net";
+import { BlockList, connect, isIPv4, type Socket } from "node:net";
+import { networkInterfaces } from "node:os";
 import type { Duplex } from "node:stream";
 import type { Logger } from "../../lib/logger.js";
 import { decideAddresses, decideHost, parseDestinationHost } from "./policy.js";
@@ -42,6 +43,12 @@ export interface EgressGatewayOptions {
   maxConnectionsPerSource?: number;
   /** DNS lookups in flight at once (they take libuv threadpool slots the server shares). */
   maxConcurrentLookups?: number;
+  /**
+   * How often the callers of open connections are identified again: a connection (a CONNECT
+   * tunnel above all) whose sandbox changed network mode or is gone is closed, so a switch to
+   * `none` or `gateway_only` cuts what `public` opened.
+   */
+  recheckIntervalMs?: number;
 }
 
 /** What the gateway asks of the rest of Warren, bound once the container has it all. */
@@ -140,6 +147,14 @@ export class EgressGateway {
   private readonly perSource = new Map<string, number>();
   private lookupsInFlight = 0;
   private readonly lookupQueue: (() => void)[] = [];
+  private ownAddresses: { list: BlockList; atMs: number } | null = null;
+  /** Connections with the caller they were admitted for (recheck closes them when it changes). */
+  private readonly admitted = new Map<
+    Duplex,
+    { address: string; sandboxId: string; mode: EgressCaller["mode"]; destination?: string }
+  >();
+  private readonly recheckTimer: NodeJS.Timeout;
+  private rechecking = false;
 
   private constructor(options: EgressGatewayOptions) {
     this.options = {
@@ -152,7 +167,9 @@ export class EgressGateway {
       idleTimeoutMs: options.idleTimeoutMs ?? 300_000,
       maxConnectionsPerSource: options.maxConnectionsPerSource ?? 256,
       maxConcurrentLookups: options.maxConcurrentLookups ?? 8,
+      recheckIntervalMs: options.recheckIntervalMs ?? 2_000,
     };
+    this.recheckTimer = setInterval(() => void this.recheck(), this.options.recheckIntervalMs).unref();
     this.server = createServer({
       maxHeaderSize: this.options.maxHeaderBytes,
       headersTimeout: this.options.connectTimeoutMs,
@@ -226,6 +243,7 @@ export class EgressGateway {
 
   /** Stops listening and ends every connection (tunnels included). Idempotent. */
   close(): Promise<void> {
+    clearInterval(this.recheckTimer);
     this.closing ??= new Promise<void>((resolve) => {
       this.server.close(() => resolve());
       for (const socket of this.sockets) socket.destroy();
@@ -239,7 +257,67 @@ export class EgressGateway {
     const address = (socket as Socket).remoteAddress?.replace(/^::ffff:/, "") ?? "";
     const caller = this.deps ? await this.deps.identify(address) : null;
     if (!caller) throw new Refusal(403, "unknown_source", "this gateway serves Warren sandboxes only");
+    if (!this.admitted.has(socket)) socket.once("close", () => this.admitted.delete(socket));
+    this.admitted.set(socket, { address, sandboxId: caller.sandboxId, mode: caller.mode });
     return caller;
+  }
+
+  /** The host a connection now talks to (its tunnel's, or its latest forwarded request's). */
+  private holdsDestination(socket: Duplex, host: string): void {
+    const held = this.admitted.get(socket);
+    if (held) held.destination = host;
+  }
+
+  /** The hosts a gateway_only caller may reach now: its secrets' and its organization's allowlist. */
+  private async allowedHosts(caller: EgressCaller): Promise<string[]> {
+    const deps = this.deps as EgressGatewayDeps;
+    const [fromSecrets, fromOrg] = await Promise.all([
+      this.interceptor ? this.interceptor.hostsFor(caller) : Promise.resolve([]),
+      deps.allowlist(caller.orgId),
+    ]);
+    return [...fromSecrets, ...fromOrg];
+  }
+
+  /**
+   * Identifies the caller of every open connection again and closes those whose sandbox is
+   * gone or runs another network mode now: nftables stops new flows at a switch, but a tunnel
+   * the gateway holds would otherwise go on (to anywhere, for one opened under `public`).
+   */
+  private async recheck(): Promise<void> {
+    if (this.rechecking || !this.deps || this.admitted.size === 0) return;
+    this.rechecking = true;
+    try {
+      const now = new Map<string, EgressCaller | null | undefined>();
+      const allowedNow = new Map<string, string[] | undefined>();
+      for (const [socket, held] of [...this.admitted]) {
+        if (!now.has(held.address)) {
+          // A failed lookup (a store hiccup) closes nothing: undefined is "not known".
+          now.set(held.address, await this.deps.identify(held.address).catch(() => undefined));
+        }
+        const current = now.get(held.address);
+        if (current === undefined) continue;
+        let changed = current === null || current.sandboxId !== held.sandboxId || current.mode !== held.mode;
+        if (!changed && current && current.mode === "gateway_only" && held.destination !== undefined) {
+          // A host taken off the allowlist (or a secret's binding gone) ends what was open to it.
+          if (!allowedNow.has(current.sandboxId)) {
+            allowedNow.set(current.sandboxId, await this.allowedHosts(current).catch(() => undefined));
+          }
+          const allowed = allowedNow.get(current.sandboxId);
+          const host = parseDestinationHost(held.destination);
+          changed = allowed !== undefined && host !== null && !decideHost("gateway_only", host, allowed).allowed;
+        }
+        if (changed) {
+          this.admitted.delete(socket);
+          this.options.log.debug(
+            { sandbox: held.sandboxId, mode: current?.mode ?? null },
+            "egress connection closed: its sandbox's network changed",
+          );
+          socket.destroy();
+        }
+      }
+    } finally {
+      this.rechecking = false;
+    }
   }
 
   /**
@@ -247,21 +325,13 @@ export class EgressGateway {
    * was checked, and the one connected to (so a DNS answer cannot change in between).
    */
   private async admit(caller: EgressCaller, rawHost: string, port: number, method: string, path?: string) {
-    const deps = this.deps as EgressGatewayDeps;
     const refuse = (code: string, reason: string, host = rawHost): never => {
       this.record(caller, { kind: "refused", host, port, method, ...(path ? { path } : {}), status: 403, reason });
       throw new Refusal(403, code, reason);
     };
     const host = parseDestinationHost(rawHost);
     if (!host) return refuse("bad_host", "the destination is not a DNS host name or an IPv4 address");
-    let allowed: string[] = [];
-    if (caller.mode === "gateway_only") {
-      const [fromSecrets, fromOrg] = await Promise.all([
-        this.interceptor ? this.interceptor.hostsFor(caller) : Promise.resolve([]),
-        deps.allowlist(caller.orgId),
-      ]);
-      allowed = [...fromSecrets, ...fromOrg];
-    }
+    const allowed = caller.mode === "gateway_only" ? await this.allowedHosts(caller) : [];
     const byName = decideHost(caller.mode, host, allowed);
     if (!byName.allowed) return refuse(byName.code, byName.reason, host.host);
     const mapped = this.options.hosts.get(host.host);
@@ -270,13 +340,34 @@ export class EgressGateway {
       host.kind === "ipv4"
         ? [host.host]
         : await withTimeout(this.resolve(host.host), this.options.connectTimeoutMs, `resolving ${host.host}`);
-    const byAddress = decideAddresses(host.host, addresses, null);
+    const byAddress = decideAddresses(host.host, addresses, this.hostAddresses());
     if (!byAddress.allowed) {
       if (byAddress.code === "unresolved") throw new Refusal(502, byAddress.code, byAddress.reason);
       return refuse(byAddress.code, byAddress.reason, host.host);
     }
     // IPv4 first: the host may have no IPv6 route, and sandboxes have no IPv6 at all.
     return { host: host.host, address: addresses.find((address) => isIPv4(address)) ?? (addresses[0] as string) };
+  }
+
+  /**
+   * The host's own addresses (every interface's, public ones included): the gateway runs on
+   * the host, so connecting to one of them would reach the host's own services from the host
+   * itself, past the input chain that keeps sandboxes off the host. Read again every few seconds.
+   */
+  private hostAddresses(): BlockList {
+    const nowMs = Date.now();
+    if (this.ownAddresses && nowMs - this.ownAddresses.atMs < 5_000) return this.ownAddresses.list;
+    const list = new BlockList();
+    for (const entry of Object.values(networkInterfaces()).flat()) {
+      if (!entry) continue;
+      try {
+        list.addAddress(entry.address.replace(/%.*$/, ""), entry.family === "IPv6" ? "ipv6" : "ipv4");
+      } catch {
+        // An address BlockList cannot take is not one a sandbox names either.
+      }
+    }
+    this.ownAddresses = { list, atMs: nowMs };
+    return list;
   }
 
   /** getaddrinfo through at most maxConcurrentLookups threadpool slots; [] when it fails. */
@@ -331,6 +422,7 @@ export class EgressGateway {
     const port = url.port ? Number(url.port) : 80;
     const method = req.method ?? "GET";
     const admitted = await this.admit(caller, url.hostname, port, method, pathOnly(url.pathname));
+    this.holdsDestination(req.socket, admitted.host);
     const headers = endToEndHeaders(req.headers);
     // RFC 9112 3.2.2: a proxy sends the request target's authority as Host, whatever the client said.
     headers.host = url.host;
@@ -388,6 +480,13 @@ export class EgressGateway {
     res: ServerResponse,
     to: { host: string; port: number; method: string; path: string; headers: OutgoingHttpHeaders; what: string },
   ): void {
+    // Transfer-Encoding is hop-by-hop, but a body needs its framing again: without it Node's
+    // client writes a GET's chunked body raw, and the upstream (Warren's API, for the relay)
+    // reads those bytes as a second request the gateway never checked (request smuggling).
+    if (req.headers["transfer-encoding"] !== undefined) {
+      delete to.headers["content-length"];
+      to.headers["transfer-encoding"] = "chunked";
+    }
     const upstream = httpRequest({
       host: to.host,
       port: to.port,
@@ -406,7 +505,15 @@ export class EgressGateway {
     upstream.on("timeout", () => upstream.destroy(new Refusal(502, "timeout", `${to.what} went idle`)));
     upstream.on("response", (response) => {
       clearTimeout(connectTimer);
-      res.writeHead(response.statusCode ?? 502, response.statusMessage, endToEndHeaders(response.headers));
+      // Node's client takes any three digits as a status; writeHead throws below 100, which in
+      // this listener would leave the sandbox's request hanging and log a stack per request.
+      const status = response.statusCode ?? 0;
+      if (status < 100 || status > 999) {
+        response.destroy();
+        upstream.destroy();
+        return this.fail(res, new Refusal(502, "upstream_failed", `${to.what} answered with an invalid status`));
+      }
+      res.writeHead(status, response.statusMessage, endToEndHeaders(response.headers));
       response.pipe(res);
       response.on("error", () => res.destroy());
     });
@@ -443,6 +550,7 @@ export class EgressGateway {
     const authority = parseAuthority(req.url ?? "");
     if (!authority) throw new Refusal(400, "bad_request", "CONNECT needs host:port");
     const admitted = await this.admit(caller, authority.host, authority.port, "CONNECT");
+    this.holdsDestination(client, admitted.host);
     const target = { host: admitted.host, port: authority.port, address: admitted.address };
     if (this.interceptor && (await this.interceptor.wants(caller, target.host, target.port))) {
       client.write("HTTP/1.1 200 Connection established\r\n\r\n");

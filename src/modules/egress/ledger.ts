@@ -14,6 +14,13 @@ import type { EgressCaller, EgressLedger, EgressLedgerEntry } from "./types.js";
 
 /** Entries waiting for the store; past this, new ones are dropped (and counted). */
 export const MAX_QUEUED = 10_000;
+/**
+ * The last slots of the queue only injections take: a sandbox flooding the gateway with
+ * refused requests must not push other sandboxes' (or its own) injections out of the ledger.
+ */
+export const INJECTED_RESERVE = 2_000;
+/** Refusals one sandbox may have recorded per second; the rest of that second's are counted and logged. */
+export const REFUSED_PER_SANDBOX_PER_SECOND = 100;
 /** Most events one insert carries. */
 const MAX_BATCH = 500;
 /**
@@ -37,6 +44,9 @@ export class EventLedger implements EgressLedger {
   private readonly lineage = new Map<string, string>();
   /** Entries dropped because the queue was full (never silently: each drop burst is logged). */
   dropped = 0;
+  /** Refusals over a sandbox's per-second budget, by sandbox (logged at the next flush). */
+  private readonly overBudget = new Map<string, number>();
+  private readonly refusedWindows = new Map<string, { startMs: number; count: number }>();
 
   constructor(
     private readonly db: Db,
@@ -45,13 +55,32 @@ export class EventLedger implements EgressLedger {
   ) {}
 
   record(caller: EgressCaller, entry: EgressLedgerEntry): void {
-    if (this.queue.length >= MAX_QUEUED) {
+    if (entry.kind === "refused" && !this.refusalFits(caller.sandboxId)) return;
+    if (this.queue.length >= (entry.kind === "refused" ? MAX_QUEUED - INJECTED_RESERVE : MAX_QUEUED)) {
       if (this.dropped++ === 0) this.log.warn("egress ledger queue full: entries are dropped");
       return;
     }
     this.queue.push({ caller, entry, tsWallNs: this.clock.nowNs() });
     if (this.queue.length >= MAX_BATCH && !this.writing) void this.flush();
     else if (!this.timer && !this.writing) this.timer = setTimeout(() => void this.flush(), FLUSH_DELAY_MS);
+  }
+
+  /** Whether a refusal of this sandbox is within its per-second budget (counted when not). */
+  private refusalFits(sandboxId: string): boolean {
+    const nowMs = Date.now();
+    let window = this.refusedWindows.get(sandboxId);
+    if (!window || nowMs - window.startMs >= 1000) {
+      if (this.refusedWindows.size >= LINEAGE_CACHE_ENTRIES) this.refusedWindows.clear();
+      window = { startMs: nowMs, count: 0 };
+      this.refusedWindows.set(sandboxId, window);
+    }
+    window.count += 1;
+    if (window.count <= REFUSED_PER_SANDBOX_PER_SECOND) return true;
+    if (this.overBudget.size < LINEAGE_CACHE_ENTRIES || this.overBudget.has(sandboxId)) {
+      this.overBudget.set(sandboxId, (this.overBudget.get(sandboxId) ?? 0) + 1);
+    }
+    if (!this.timer && !this.writing) this.timer = setTimeout(() => void this.flush(), FLUSH_DELAY_MS);
+    return false;
   }
 
   /** Writes everything queued so far (tests and close call it; the timer does otherwise). */
@@ -67,6 +96,13 @@ export class EventLedger implements EgressLedger {
       await this.writing;
       this.writing = null;
     }
+    for (const [sandboxId, count] of this.overBudget) {
+      this.log.warn(
+        { sandbox: sandboxId, refusals: count },
+        "egress ledger: refusals over the sandbox's per-second budget were counted, not recorded",
+      );
+    }
+    this.overBudget.clear();
     if (this.dropped > 0) {
       this.log.warn({ dropped: this.dropped }, "egress ledger: entries were dropped while the queue was full");
       this.dropped = 0;

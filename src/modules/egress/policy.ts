@@ -26,7 +26,13 @@ for (const [network, length] of [
 /** True when `address` (IPv4 or IPv6 text) is one the gateway never connects to. */
 export function isBlockedAddress(address: string, extraBlocked: BlockList | null = null): boolean {
   if (isIPv4(address)) return blockedV4.check(address, "ipv4") || (extraBlocked?.check(address, "ipv4") ?? false);
-  if (isIPv6(address)) return !globalV6.check(address, "ipv6") || blockedInGlobalV6.check(address, "ipv6");
+  if (isIPv6(address)) {
+    return (
+      !globalV6.check(address, "ipv6") ||
+      blockedInGlobalV6.check(address, "ipv6") ||
+      (extraBlocked?.check(address, "ipv6") ?? false)
+    );
+  }
   return true;
 }
 

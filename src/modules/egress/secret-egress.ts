@@ -37,7 +37,7 @@ import {
   withoutFields,
   write,
 } from "./http1.js";
-import { Scrubber } from "./scrub.js";
+import { Scrubber, secretForms } from "./scrub.js";
 import type { EgressCaller, EgressInterceptor, EgressLedger, EgressLedgerEntry } from "./types.js";
 
 /** The port secret egress terminates: only HTTPS on its standard port is injected. */
@@ -239,7 +239,14 @@ class Session {
     const head = parseHead(raw);
     const [method = "", requestTarget = "", version = ""] = head.startLine.split(" ");
     const path = pathOf(requestTarget);
-    if (head.startLine.split(" ").length !== 3 || !/^[A-Z]{1,20}$/.test(method) || version !== "HTTP/1.1") {
+    // The target is visible ASCII only: a bare CR, a NUL or a tab in it reaches an upstream
+    // whose parser may end the line there and read what follows as headers (another Host).
+    if (
+      head.startLine.split(" ").length !== 3 ||
+      !/^[A-Z]{1,20}$/.test(method) ||
+      version !== "HTTP/1.1" ||
+      !/^[\x21-\x7e]+$/.test(requestTarget)
+    ) {
       return this.refuse({ status: 400, reason: "malformed_request_line" }, method.slice(0, 20), "", started);
     }
     if (!requestTarget.startsWith("/")) {
@@ -285,7 +292,7 @@ class Session {
         started,
       );
     }
-    const scrubber = new Scrubber(Buffer.from(resolved.value, "utf8"));
+    const scrubber = new Scrubber(secretForms(resolved.value));
     await write(upstream.socket, serializeHead(forwarded));
     const [bytesIn, response] = await Promise.all([
       copyBody(this.reader, requestFraming, (bytes) => write(upstream.socket, bytes), { decode: false }),
@@ -390,6 +397,11 @@ class Session {
       if (!/^HTTP\/1\.[01]$/.test(version) || !/^\d{3}$/.test(statusText))
         throw new HttpError(502, "a malformed upstream response");
       if (status === 101) throw new HttpError(502, "the upstream switched protocols");
+      // Accept-Encoding was identity: a body encoded anyway could carry the value past the scrubber.
+      const encodings = fieldValues(head, "content-encoding").flatMap((v) => v.toLowerCase().split(","));
+      if (encodings.some((coding) => coding.trim() !== "" && coding.trim() !== "identity")) {
+        throw new HttpError(502, "the upstream encoded its response (Content-Encoding), which cannot be scrubbed");
+      }
       this.answering = true;
       if (status >= 100 && status < 200) {
         await write(this.client, serializeHead(head));
