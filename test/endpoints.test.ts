@@ -291,6 +291,26 @@ describe("port endpoints", () => {
     );
     assert.match(upgraded, /^HTTP\/1\.1 101 Switching Protocols\r\n/);
     assert.ok(upgraded.endsWith("\r\n\r\nping-through-the-plane"), upgraded);
+    // The cookie from a page of another sandbox's endpoint (same site to a browser): refused.
+    const cookieUpgrade = (origin: string) =>
+      rawExchange(
+        plane.address.port,
+        `GET /ws HTTP/1.1\r\nHost: ${host}\r\nCookie: warren_endpoint_token=${token}\r\nOrigin: ${origin}\r\n` +
+          "Connection: Upgrade\r\nUpgrade: websocket\r\n\r\n",
+        "ping-with-the-cookie",
+      );
+    const foreignOrigin = `http://${hostOf(`sbx-${"0".repeat(40)}`, 8080)}`;
+    assert.match(await cookieUpgrade(foreignOrigin), /^HTTP\/1\.1 403 /);
+    assert.match(await cookieUpgrade("http://evil.example"), /^HTTP\/1\.1 403 /);
+    assert.match(await cookieUpgrade("null"), /^HTTP\/1\.1 403 /);
+    const foreignPost = await viaPlane(
+      host,
+      "/echo",
+      { cookie: `warren_endpoint_token=${token}`, origin: foreignOrigin },
+      "POST",
+      Buffer.from("x"),
+    );
+    assertRefused(foreignPost, 403, "permission_denied");
     const refused = await rawExchange(
       plane.address.port,
       `GET /ws HTTP/1.1\r\nHost: ${host}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n`,

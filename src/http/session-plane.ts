@@ -30,6 +30,8 @@ export const IDLE_TIMEOUT_MS = 300_000;
 const MAX_CLIENT_CONNECTIONS = 10_000;
 /** Connecting to the sandbox's port may take this long. */
 const CONNECT_TIMEOUT_MS = 5_000;
+/** How long a refused upgrade's socket may linger for the client to read the refusal and close. */
+const REFUSED_UPGRADE_LINGER_MS = 5_000;
 
 const HOP_BY_HOP = new Set([
   "connection",
@@ -123,6 +125,14 @@ export function hostOnlyCookie(value: string): string {
     .split(";")
     .filter((part, i) => i === 0 || !/^\s*domain\s*=/i.test(part))
     .join(";");
+}
+
+/** A request the endpoint cookie authorized must come from no page or one of the same sandbox's endpoints. */
+function refuseForeignOrigin(sessions: SessionService, req: http.IncomingMessage, target: SessionTarget): void {
+  if (target.fromQuery || target.usedBearer) return;
+  if (!sessions.cookieOriginAllowed(req.headers.origin, target.sandboxId)) {
+    throw new AppError("permission_denied", "the endpoint cookie is not accepted from another site's page");
+  }
 }
 
 /** Whether an Authorization value carries a Warren API key or session token (never forwarded). */
@@ -269,6 +279,7 @@ async function proxyRequest(
     // token redirect below an open redirect, and names a host the Host header does not.
     if (!isOriginPath(req.url)) throw new AppError("invalid_argument", "the request target must be a path");
     target = await sessions.authorize(req.headers.host, presentedCredentials(req));
+    refuseForeignOrigin(sessions, req, target);
   } catch (error) {
     req.resume();
     return sendError(res, error, log);
@@ -367,11 +378,21 @@ async function proxyUpgrade(
   try {
     if (!isOriginPath(req.url)) throw new AppError("invalid_argument", "the request target must be a path");
     target = await sessions.authorize(req.headers.host, presentedCredentials(req));
+    refuseForeignOrigin(sessions, req, target);
   } catch (error) {
     const appError = error instanceof AppError ? error : new AppError("internal", "the upgrade failed");
     if (!(error instanceof AppError)) log.error({ err: (error as Error).message }, "session plane upgrade failed");
-    if (socket.writable) socket.end(rawError(appError));
-    else socket.destroy();
+    if (!socket.writable) {
+      socket.destroy();
+      return;
+    }
+    // An upgrade socket is the plane's alone (the HTTP server no longer reads or closes it):
+    // read and drop what the client still sends, so its end closes the socket, and never
+    // keep a refused one longer than the idle bound.
+    socket.end(rawError(appError));
+    socket.resume();
+    const linger = setTimeout(() => socket.destroy(), REFUSED_UPGRADE_LINGER_MS);
+    socket.once("close", () => clearTimeout(linger));
     return;
   }
   const protocol = sessions.protocol();

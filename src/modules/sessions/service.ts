@@ -234,6 +234,27 @@ export class SessionService implements EndpointSource {
     };
   }
 
+  /**
+   * Whether a request's Origin may use the endpoint cookie of `sandboxId`: no Origin (a
+   * top-level navigation, a non-browser client) or an endpoint of the same sandbox. Every
+   * endpoint is a sibling host under the plane's name, so to a browser another sandbox's
+   * endpoint (another organization's included) is the same site, and SameSite=Lax sends the
+   * cookie with its page's fetches and WebSockets: without this check a page one tenant serves
+   * could drive another tenant's app with that user's cookie.
+   */
+  cookieOriginAllowed(origin: string | undefined, sandboxId: string): boolean {
+    if (origin === undefined) return true;
+    const hostname = this.base?.hostname;
+    if (!hostname) return false;
+    let host: string;
+    try {
+      host = new URL(origin).host;
+    } catch {
+      return false;
+    }
+    return parseEndpointHost(host, hostname)?.sandboxId === sandboxId;
+  }
+
   private async target(id: string): Promise<CachedTarget | null> {
     const nowMs = Date.now();
     const hit = this.targets.get(id);
