@@ -12,19 +12,17 @@
 // Usage: node --import tsx bench/endpoints.ts [--connections 50] [--duration 10] [--rounds 2]
 //   [--tool autocannon|wrk]
 import { spawn } from "node:child_process";
-import { randomBytes } from "node:crypto";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { sweepRoot } from "../src/drivers/runtime/local/sweep.js";
 import { pushHttpEchoImage } from "../test/support/http-echo.js";
-import { startTestRegistry } from "../test/support/registry.js";
 import { call } from "./lib/api.js";
 import { benchArgs } from "./lib/args.js";
 import { machineLoad } from "./lib/cpu.js";
 import { type LoadResult, type LoadSpec, pickTools, runLoad, type Tool } from "./lib/load.js";
-import { freePort, killAllServers, SERVER_METHOD, startServer } from "./lib/server.js";
+import { openBenchRig } from "./lib/rig.js";
+import { freePort, SERVER_METHOD } from "./lib/server.js";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const args = benchArgs();
@@ -52,38 +50,16 @@ const log = (line: string) => process.stderr.write(`${line}\n`);
 const TOOL: Tool = pickTools(args.get("tool") ?? "autocannon", log)[0] ?? "autocannon";
 const loadAverage = () => os.loadavg().map((value) => Math.round(value * 100) / 100);
 
-const registry = await startTestRegistry();
-const tmp = await mkdtemp(path.join(os.tmpdir(), "warren-bench-endpoints-"));
-const runtimeRoot = path.join(tmp, "runtime");
-const key = `bench-${randomBytes(12).toString("hex")}`;
-let stopServer: (() => Promise<void>) | null = null;
-process.on("SIGINT", () => {
-  killAllServers();
-  void (async () => {
-    await sweepRoot(runtimeRoot).catch(() => undefined);
-    await registry.stop().catch(() => undefined);
-    await rm(tmp, { recursive: true, force: true });
-    process.exit(130);
-  })();
-});
+const rig = await openBenchRig("endpoints", ROOT);
+const { registry, key } = rig;
 
 try {
   const image = await pushHttpEchoImage(registry);
   const planePort = await freePort();
-  const server = await startServer({
-    root: ROOT,
-    port: await freePort(),
-    logFile: path.join(tmp, "server.log"),
-    env: {
-      WARREN_DATA_DIR: path.join(tmp, "data"),
-      WARREN_RUNTIME_ROOT: runtimeRoot,
-      WARREN_BOOTSTRAP_API_KEY: key,
-      WARREN_DEFAULT_IMAGE: `${registry.host}/test/busybox:latest`,
-      WARREN_SANDBOX_POOL_SIZE: "0",
-      WARREN_SESSION_LISTEN: `127.0.0.1:${planePort}`,
-    },
+  const server = await rig.start({
+    WARREN_SANDBOX_POOL_SIZE: "0",
+    WARREN_SESSION_LISTEN: `127.0.0.1:${planePort}`,
   });
-  stopServer = server.stop;
   const api = async <T>(method: string, url: string, body?: unknown): Promise<T> => {
     const response = await call<T>(server.baseUrl, key, method, url, body);
     if (response.status >= 300)
@@ -177,9 +153,6 @@ try {
   await writeFile(path.join(ROOT, "bench/results/endpoints.json"), `${JSON.stringify(results, null, 2)}\n`);
   process.stdout.write(`${JSON.stringify(results, null, 2)}\n`);
 } finally {
-  await stopServer?.().catch(() => undefined);
-  await sweepRoot(runtimeRoot).catch(() => undefined);
-  await registry.stop();
-  await rm(tmp, { recursive: true, force: true });
+  await rig.close();
 }
 process.exit(0);

@@ -15,16 +15,15 @@
 //     [--output bench/results/sdk.json]
 import { spawn } from "node:child_process";
 import { randomBytes, randomUUID } from "node:crypto";
-import { mkdir, mkdtemp, open, rm, writeFile } from "node:fs/promises";
+import { mkdir, open, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { Warren } from "../packages/sdk/src/index.js";
 import { pushDirectory } from "../scripts/volume-push.js";
-import { sweepRoot } from "../src/drivers/runtime/local/sweep.js";
-import { pushTestImages, startTestRegistry } from "../test/support/registry.js";
+import { pushTestImages } from "../test/support/registry.js";
 import { benchArgs } from "./lib/args.js";
-import { freePort, killAllServers, startServer } from "./lib/server.js";
+import { openBenchRig } from "./lib/rig.js";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const args = benchArgs();
@@ -83,37 +82,11 @@ function runCli(
 }
 
 const results: Record<string, unknown> = { started_at: new Date().toISOString(), load_average_before: loadAverage() };
-const registry = await startTestRegistry();
-const tmp = await mkdtemp(path.join(os.tmpdir(), "warren-bench-sdk-"));
-const runtimeRoot = path.join(tmp, "runtime");
-const key = `bench-${randomBytes(12).toString("hex")}`;
-let stopServer: (() => Promise<void>) | null = null;
-process.on("SIGINT", () => {
-  killAllServers();
-  void (async () => {
-    await sweepRoot(runtimeRoot).catch(() => undefined);
-    await registry.stop().catch(() => undefined);
-    await rm(tmp, { recursive: true, force: true });
-    process.exit(130);
-  })();
-});
+const rig = await openBenchRig("sdk", ROOT);
+const { registry, tmp, key } = rig;
 try {
   await pushTestImages(registry);
-  const port = await freePort();
-  const server = await startServer({
-    root: ROOT,
-    port,
-    logFile: path.join(tmp, "server.log"),
-    env: {
-      WARREN_DATA_DIR: path.join(tmp, "data"),
-      WARREN_RUNTIME_ROOT: runtimeRoot,
-      WARREN_BOOTSTRAP_API_KEY: key,
-      WARREN_DEFAULT_IMAGE: `${registry.host}/test/busybox:latest`,
-      WARREN_LOG_LEVEL: "warn",
-      WARREN_SANDBOX_POOL_SIZE: "0",
-    },
-  });
-  stopServer = server.stop;
+  const server = await rig.start({ WARREN_LOG_LEVEL: "warn", WARREN_SANDBOX_POOL_SIZE: "0" });
   const warren = new Warren({ apiKey: key, baseUrl: server.baseUrl });
 
   if (PHASES.has("exec")) {
@@ -241,8 +214,5 @@ try {
   await writeFile(OUTPUT, `${JSON.stringify(results, null, 2)}\n`);
   log(`wrote ${OUTPUT}`);
 } finally {
-  await stopServer?.().catch(() => undefined);
-  await sweepRoot(runtimeRoot).catch(() => undefined);
-  await registry.stop().catch(() => undefined);
-  await rm(tmp, { recursive: true, force: true });
+  await rig.close();
 }

@@ -6,18 +6,17 @@
 //   password auth with an API key, session, exit status) p50 <= 150 ms
 // Usage: node --import tsx bench/ssh.ts [--runs 50]
 import { execFile, spawn } from "node:child_process";
-import { randomBytes } from "node:crypto";
-import { chmod, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { chmod, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
-import { sweepRoot } from "../src/drivers/runtime/local/sweep.js";
-import { pushTestImages, startTestRegistry } from "../test/support/registry.js";
+import { pushTestImages } from "../test/support/registry.js";
 import { call } from "./lib/api.js";
 import { benchArgs } from "./lib/args.js";
-import { openRawRunc, type RawRunc } from "./lib/raw-runc.js";
-import { freePort, killAllServers, startServer } from "./lib/server.js";
+import { openRawRunc } from "./lib/raw-runc.js";
+import { openBenchRig } from "./lib/rig.js";
+import { freePort } from "./lib/server.js";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const args = benchArgs();
@@ -37,39 +36,12 @@ const summary = (values: number[]) => ({
 });
 
 const results: Record<string, unknown> = {};
-let raw: RawRunc | null = null;
-const registry = await startTestRegistry();
-const tmp = await mkdtemp(path.join(os.tmpdir(), "warren-bench-ssh-"));
-const runtimeRoot = path.join(tmp, "runtime");
-const key = `bench-${randomBytes(12).toString("hex")}`;
-let stopServer: (() => Promise<void>) | null = null;
-process.on("SIGINT", () => {
-  killAllServers();
-  void (async () => {
-    await raw?.close().catch(() => undefined);
-    await sweepRoot(runtimeRoot).catch(() => undefined);
-    await registry.stop().catch(() => undefined);
-    await rm(tmp, { recursive: true, force: true });
-    process.exit(130);
-  })();
-});
+const rig = await openBenchRig("ssh", ROOT);
+const { registry, tmp, key } = rig;
 try {
   await pushTestImages(registry);
-  const port = await freePort();
   const sshPort = await freePort();
-  const server = await startServer({
-    root: ROOT,
-    port,
-    logFile: path.join(tmp, "server.log"),
-    env: {
-      WARREN_DATA_DIR: path.join(tmp, "data"),
-      WARREN_RUNTIME_ROOT: runtimeRoot,
-      WARREN_BOOTSTRAP_API_KEY: key,
-      WARREN_DEFAULT_IMAGE: `${registry.host}/test/busybox:latest`,
-      WARREN_SSH_LISTEN: `127.0.0.1:${sshPort}`,
-    },
-  });
-  stopServer = server.stop;
+  const server = await rig.start({ WARREN_SSH_LISTEN: `127.0.0.1:${sshPort}` });
   const api = async (method: string, url: string, body?: unknown) => {
     const response = await call<Record<string, unknown>>(server.baseUrl, key, method, url, body);
     if (response.status >= 300)
@@ -126,7 +98,7 @@ try {
   };
 
   const plain = await openRawRunc({ memoryMiB: 512, cpuMillis: 1000, pids: 512 });
-  raw = plain;
+  rig.onClose(() => plain.close());
   const rawTarget = await plain.run();
   await sshTrue();
   await apiTrue();
@@ -171,10 +143,6 @@ try {
   await writeFile(path.join(ROOT, "bench/results/ssh.json"), `${JSON.stringify(results, null, 2)}\n`);
   process.stdout.write(`${JSON.stringify(results, null, 2)}\n`);
 } finally {
-  await stopServer?.().catch(() => undefined);
-  await raw?.close().catch(() => undefined);
-  await sweepRoot(runtimeRoot).catch(() => undefined);
-  await registry.stop();
-  await rm(tmp, { recursive: true, force: true });
+  await rig.close();
 }
 process.exit(0);
