@@ -351,6 +351,70 @@ describe("port endpoints", () => {
     assert.match(String(set[0]), /^tossed=1; Path=\/$/);
   });
 
+  it("closes a client address's connections past its share at accept, and takes new ones once it holds fewer", async () => {
+    const limited = await startSessionPlane(t.c.sessions, {
+      host: "127.0.0.1",
+      port: 0,
+      log: t.c.log,
+      limits: { overall: 100, perAddress: 2 },
+    });
+    const connect = () =>
+      new Promise<net.Socket>((resolve, reject) => {
+        const socket = net.connect(limited.address.port, "127.0.0.1", () => resolve(socket));
+        socket.on("error", reject);
+      });
+    /** Whether the plane closes the socket (within 3 s) rather than keeping it. */
+    const closedByPlane = (socket: net.Socket) =>
+      new Promise<boolean>((resolve) => {
+        const timer = setTimeout(() => resolve(false), 3_000);
+        socket.once("close", () => {
+          clearTimeout(timer);
+          resolve(true);
+        });
+      });
+    /** A request on a fresh connection: the plane's answer status, or null when it closed the connection. */
+    const ask = () =>
+      new Promise<number | null>((resolve) => {
+        const req = http.request(
+          {
+            host: "127.0.0.1",
+            port: limited.address.port,
+            path: "/",
+            headers: { host: "nothing.localhost" },
+            agent: false,
+          },
+          (res) => {
+            res.resume();
+            resolve(res.statusCode ?? 0);
+          },
+        );
+        req.on("error", () => resolve(null));
+        req.end();
+      });
+    const held: net.Socket[] = [];
+    try {
+      held.push(await connect(), await connect());
+      const third = await connect();
+      third.on("error", () => undefined);
+      assert.equal(await closedByPlane(third), true, "a third connection from the address is closed");
+      assert.equal(await ask(), null, "and so is a request on one");
+      assert.equal(held[0]?.destroyed, false, "the two held connections stay open");
+      const gone = closedByPlane(held[0] as net.Socket);
+      held[0]?.destroy();
+      await gone;
+      // The slot comes back with the close: the plane answers again (its own refusal of an unknown host).
+      let status: number | null = null;
+      for (let i = 0; i < 20 && status === null; i++) {
+        status = await ask();
+        if (status === null) await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      assert.ok(status !== null && status >= 400 && status < 500, `the plane answered ${status}`);
+    } finally {
+      for (const socket of held) socket.destroy();
+      await limited.close();
+    }
+  });
+
   it("answers 503 for a sandbox response with a status below 100, and keeps serving", async () => {
     const script =
       "while true; do printf 'HTTP/1.1 099 Odd\\r\\nContent-Length: 2\\r\\nConnection: close\\r\\n\\r\\nhi' | nc -l -p 8080; done";

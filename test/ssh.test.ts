@@ -396,6 +396,50 @@ describe("ssh gateway with the OpenSSH client", { timeout: 300_000 }, () => {
     assert.equal(again.code, 0);
   });
 
+  it("bounds unauthenticated connections per address from TCP accept, and an authenticated one frees its place", async () => {
+    const limited = new SshGateway({
+      hostKey: (await import("../src/modules/ssh/host-key.js").then((m) => m.loadOrCreateHostKey(dir))) as string,
+      identity: t.c.identity,
+      sandboxes: t.c.sandboxes,
+      runtime: fixture.driver,
+      log: createLogger("silent"),
+      limits: { unauthenticated: { overall: 10, perAddress: 1 } },
+    });
+    const bound = await limited.listen("127.0.0.1", 0);
+    const savedPort = port;
+    port = bound.port;
+    // A client that connects and never sends its version line holds the address's one place.
+    const idle = await new Promise<net.Socket>((resolve, reject) => {
+      const socket = net.connect(bound.port, "127.0.0.1", () => resolve(socket));
+      socket.on("error", reject);
+    });
+    try {
+      const refused = await ssh(id, owner(), ["echo", "ok"]);
+      assert.equal(refused.code, 255, "no place left for the address");
+      assert.doesNotMatch(refused.stdout, /ok/);
+      const gone = new Promise((resolve) => idle.once("close", resolve));
+      idle.destroy();
+      await gone;
+      // An authenticated session gives its place back: a second client gets in beside it.
+      const open = startSsh(id, owner(), [], ["echo open; sleep 3"]);
+      const opened = new Promise<void>((resolve) => {
+        let seen = "";
+        open.stdout?.on("data", (d: Buffer) => {
+          seen += d.toString();
+          if (seen.includes("open")) resolve();
+        });
+      });
+      await opened;
+      const beside = await ssh(id, owner(), ["echo", "beside"]);
+      assert.equal(beside.stdout, "beside\n", beside.stderr);
+      assert.equal((await collect(open, "")).code, 0);
+    } finally {
+      idle.destroy();
+      port = savedPort;
+      await limited.close();
+    }
+  });
+
   it("refuses every attempt from an address past its failure limit, even a right key", async () => {
     const limited = new SshGateway({
       hostKey: (await import("../src/modules/ssh/host-key.js").then((m) => m.loadOrCreateHostKey(dir))) as string,

@@ -7,6 +7,7 @@
 // response head is parsed with the same header cap, and a bad one ends that request only).
 import http from "node:http";
 import net from "node:net";
+import { ConnectionSlots, type SlotLimits } from "../lib/connection-slots.js";
 import { AppError } from "../lib/errors.js";
 import { newId } from "../lib/ids.js";
 import type { Logger } from "../lib/logger.js";
@@ -26,8 +27,12 @@ export const MAX_HEADER_BYTES = 16_384;
 const HEADERS_TIMEOUT_MS = 30_000;
 /** A connection (either side) with no bytes moving for this long is closed. */
 export const IDLE_TIMEOUT_MS = 300_000;
-/** Client connections the plane holds at once; more are refused at accept. */
-const MAX_CLIENT_CONNECTIONS = 10_000;
+/**
+ * Client connections the plane holds at once, and from one client address; more are closed at
+ * accept. Per address so that one client holding idle connections cannot take the room every
+ * other client needs; generous, because users behind one NAT share an address.
+ */
+export const CLIENT_CONNECTION_LIMITS: SlotLimits = { overall: 10_000, perAddress: 512 };
 /** Connecting to the sandbox's port may take this long. */
 const CONNECT_TIMEOUT_MS = 5_000;
 /** How long a refused upgrade's socket may linger for the client to read the refusal and close. */
@@ -54,7 +59,7 @@ export interface SessionPlane {
 
 export async function startSessionPlane(
   sessions: SessionService,
-  options: { host: string; port: number; log: Logger },
+  options: { host: string; port: number; log: Logger; limits?: SlotLimits },
 ): Promise<SessionPlane> {
   const { log } = options;
   const agent = new http.Agent({ keepAlive: true, maxSockets: 256, maxFreeSockets: 64, timeout: IDLE_TIMEOUT_MS });
@@ -66,7 +71,15 @@ export async function startSessionPlane(
   });
   server.setTimeout(IDLE_TIMEOUT_MS, (socket) => socket.destroy());
   // Bounds what one process holds open for clients (each may also hold an upstream connection).
-  server.maxConnections = MAX_CLIENT_CONNECTIONS;
+  const slots = new ConnectionSlots(options.limits ?? CLIENT_CONNECTION_LIMITS);
+  server.on("connection", (socket: net.Socket) => {
+    const release = socket.remoteAddress === undefined ? null : slots.take(socket.remoteAddress);
+    if (!release) {
+      socket.destroy();
+      return;
+    }
+    socket.once("close", release);
+  });
   server.on("request", (req, res) => {
     proxyRequest(sessions, agent, req, res, log).catch((error: unknown) => sendError(res, error, log));
   });

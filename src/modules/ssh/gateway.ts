@@ -4,9 +4,10 @@
 // looks the same (unknown key, another organization's key or sandbox, a malformed user), comes
 // after the same delay, and counts against the client address (limits.ts). Channels are in
 // channels.ts. Nothing a client sends is logged beyond a user name that is a sandbox id.
-import type net from "node:net";
+import net from "node:net";
 import ssh2, { type AuthContext, type Connection } from "ssh2";
 import type { RuntimeDriver } from "../../drivers/runtime/interface.js";
+import { ConnectionSlots, type SlotLimits } from "../../lib/connection-slots.js";
 import type { Logger } from "../../lib/logger.js";
 import type { IdentityService } from "../identity/service.js";
 import type { SandboxService } from "../sandboxes/service.js";
@@ -24,8 +25,14 @@ export const FAILURE_DELAY_MS = 300;
 const MAX_ATTEMPTS_PER_CONNECTION = 6;
 /** A connection must authenticate within this. */
 const AUTH_TIMEOUT_MS = 30_000;
-const MAX_CONNECTIONS = 1024;
-const MAX_CONNECTIONS_PER_ADDRESS = 128;
+/** Connections held at once, and from one client address. */
+export const CONNECTION_LIMITS: SlotLimits = { overall: 1024, perAddress: 128 };
+/**
+ * Connections not yet authenticated, at once and from one address (OpenSSH's MaxStartups
+ * idea): a client opening handshakes it never finishes holds at most this many for up to
+ * AUTH_TIMEOUT_MS, and authenticated sessions keep their own room.
+ */
+export const UNAUTHENTICATED_LIMITS: SlotLimits = { overall: 256, perAddress: 32 };
 const METHODS: AuthContext["method"][] = ["password", "keyboard-interactive"];
 
 export interface SshGatewayOptions {
@@ -35,18 +42,31 @@ export interface SshGatewayOptions {
   runtime: RuntimeDriver;
   log: Logger;
   failureLimits?: FailureLimiterOptions;
+  /** Connection limits (defaults CONNECTION_LIMITS, UNAUTHENTICATED_LIMITS); tests lower them. */
+  limits?: { connections?: SlotLimits; unauthenticated?: SlotLimits };
   /** Short-lived SSH tokens (IssueSshToken, `wst1.`...) as the password; absent: API keys only. */
   tokens?: { sshTokenOpens(token: string, sandboxId: string): Promise<boolean> } | null;
 }
 
+/** A connection admitted at TCP accept and not authenticated yet. */
+interface Admitted {
+  authenticated(): void;
+}
+
 export class SshGateway {
   private readonly server: ssh2.Server;
+  /** Where connections are accepted: slots are taken here, before ssh2 reads a byte. */
+  private readonly listener: net.Server;
+  private readonly admitted = new Map<string, Admitted>();
   private readonly limiter: FailureLimiter;
   readonly activity: SessionActivity;
   private readonly connections = new Set<Connection>();
-  private readonly perAddress = new Map<string, number>();
+  private readonly slots: ConnectionSlots;
+  private readonly unauthenticated: ConnectionSlots;
 
   constructor(private readonly options: SshGatewayOptions) {
+    this.slots = new ConnectionSlots(options.limits?.connections ?? CONNECTION_LIMITS);
+    this.unauthenticated = new ConnectionSlots(options.limits?.unauthenticated ?? UNAUTHENTICATED_LIMITS);
     this.limiter = new FailureLimiter(options.failureLimits ?? DEFAULT_FAILURE_LIMITS);
     this.activity = new SessionActivity(
       (sandboxId) => options.sandboxes.touch({ id: sandboxId }, "session"),
@@ -56,17 +76,52 @@ export class SshGateway {
     // Keepalives drop a client that vanished without a word (its sessions would otherwise hold
     // the sandbox awake): about a minute of silence.
     const config = { hostKeys: [options.hostKey], ident: "Warren", keepaliveInterval: 15_000, keepaliveCountMax: 4 };
-    this.server = new ssh2.Server(config, (client, info) => this.accept(client, info.ip));
+    this.server = new ssh2.Server(config, (client, info) => this.accept(client, info.ip, info.port));
     this.server.on("error", (error: Error) => options.log.warn({ err: error.message }, "ssh gateway error"));
+    this.listener = net.createServer((socket) => this.admit(socket));
+    this.listener.on("error", (error: Error) => options.log.warn({ err: error.message }, "ssh gateway error"));
+  }
+
+  /**
+   * A TCP connection takes a connection slot and an unauthenticated one for its address, or is
+   * closed at once; it must authenticate within AUTH_TIMEOUT_MS of connecting (a client that
+   * never sends its SSH version line included). ssh2 only sees it once admitted.
+   */
+  private admit(socket: net.Socket): void {
+    socket.on("error", () => undefined);
+    const address = socket.remoteAddress;
+    const release = address === undefined ? null : this.slots.take(address);
+    const releaseUnauthenticated = release && this.unauthenticated.take(address as string);
+    if (!release || !releaseUnauthenticated) {
+      release?.();
+      socket.destroy();
+      return;
+    }
+    const key = `${address}|${socket.remotePort}`;
+    const authTimer = setTimeout(() => socket.destroy(), AUTH_TIMEOUT_MS);
+    authTimer.unref();
+    this.admitted.set(key, {
+      authenticated: () => {
+        clearTimeout(authTimer);
+        releaseUnauthenticated();
+      },
+    });
+    socket.once("close", () => {
+      clearTimeout(authTimer);
+      this.admitted.delete(key);
+      releaseUnauthenticated();
+      release();
+    });
+    this.server.injectSocket(socket);
   }
 
   /** Listens; resolves with the bound address (port 0 picks one). */
   listen(host: string, port: number): Promise<{ host: string; port: number }> {
     return new Promise((resolve, reject) => {
-      this.server.once("error", reject);
-      this.server.listen(port, host, () => {
-        this.server.removeListener("error", reject);
-        const address = this.server.address() as net.AddressInfo;
+      this.listener.once("error", reject);
+      this.listener.listen(port, host, () => {
+        this.listener.removeListener("error", reject);
+        const address = this.listener.address() as net.AddressInfo;
         resolve({ host: address.address, port: address.port });
       });
     });
@@ -80,32 +135,25 @@ export class SshGateway {
   async close(): Promise<void> {
     for (const client of this.connections) client.end();
     this.activity.close();
-    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+    await new Promise<void>((resolve) => this.listener.close(() => resolve()));
   }
 
-  private accept(client: Connection, address: string): void {
+  private accept(client: Connection, address: string, port: number): void {
     client.on("error", () => undefined);
     // The handshake is many small messages each way: with Nagle's algorithm on, a delayed ACK
     // held one of them ~40 ms (`ssh ... true` p50 110 ms -> 60-80 ms against a bare ssh2 server).
     // (ssh2's server-side connection has setNoDelay; @types/ssh2 declares it on the client only.)
     (client as unknown as { setNoDelay(on: boolean): void }).setNoDelay(true);
-    const fromAddress = this.perAddress.get(address) ?? 0;
-    if (this.connections.size >= MAX_CONNECTIONS || fromAddress >= MAX_CONNECTIONS_PER_ADDRESS) {
+    const admitted = this.admitted.get(`${address}|${port}`);
+    if (!admitted) {
       client.end();
       return;
     }
     this.connections.add(client);
-    this.perAddress.set(address, fromAddress + 1);
     let attempts = 0;
     let scope: ConnectionScope | null = null;
-    const authTimer = setTimeout(() => client.end(), AUTH_TIMEOUT_MS);
-    authTimer.unref();
     client.once("close", () => {
-      clearTimeout(authTimer);
       this.connections.delete(client);
-      const left = (this.perAddress.get(address) ?? 1) - 1;
-      if (left > 0) this.perAddress.set(address, left);
-      else this.perAddress.delete(address);
     });
 
     client.on("authentication", (ctx) => {
@@ -138,7 +186,7 @@ export class SshGateway {
     });
 
     client.on("ready", () => {
-      clearTimeout(authTimer);
+      admitted.authenticated();
       const granted = scope;
       if (!granted) {
         client.end();
