@@ -10,17 +10,15 @@
 //   20 concurrent creates all reach running)
 // Usage: node --import tsx bench/sandboxes.ts [--creates 50] [--execs 100] [--network none,public]
 //   [--pool N]  WARREN_SANDBOX_POOL_SIZE for the server (default: the server's default)
-import { randomBytes } from "node:crypto";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { sweepRoot } from "../src/drivers/runtime/local/sweep.js";
-import { pushTestImages, startTestRegistry } from "../test/support/registry.js";
+import { pushTestImages } from "../test/support/registry.js";
 import { call } from "./lib/api.js";
 import { benchArgs } from "./lib/args.js";
-import { openRawRunc, type RawRunc } from "./lib/raw-runc.js";
-import { freePort, killAllServers, startServer } from "./lib/server.js";
+import { openRawRunc } from "./lib/raw-runc.js";
+import { openBenchRig } from "./lib/rig.js";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const args = benchArgs();
@@ -61,41 +59,15 @@ function sideBySide(raw: number[], warren: number[], target: { ratio?: number; w
 }
 
 const results: Record<string, unknown> = {};
-let raw: RawRunc | null = null;
-const registry = await startTestRegistry();
-const tmp = await mkdtemp(path.join(os.tmpdir(), "warren-bench-sbx-"));
-const runtimeRoot = path.join(tmp, "runtime");
-const key = `bench-${randomBytes(12).toString("hex")}`;
-let stopServer: (() => Promise<void>) | null = null;
-process.on("SIGINT", () => {
-  killAllServers();
-  void (async () => {
-    await raw?.close().catch(() => undefined);
-    await sweepRoot(runtimeRoot).catch(() => undefined);
-    await registry.stop().catch(() => undefined);
-    await rm(tmp, { recursive: true, force: true });
-    process.exit(130);
-  })();
-});
+const rig = await openBenchRig("sbx", ROOT);
 try {
-  const images = await pushTestImages(registry);
-  void images;
-  const port = await freePort();
-  const server = await startServer({
-    root: ROOT,
-    port,
-    logFile: path.join(tmp, "server.log"),
-    env: {
-      WARREN_DATA_DIR: path.join(tmp, "data"),
-      WARREN_RUNTIME_ROOT: runtimeRoot,
-      WARREN_BOOTSTRAP_API_KEY: key,
-      WARREN_DEFAULT_IMAGE: `${registry.host}/test/busybox:latest`,
-      WARREN_QUOTA_SANDBOXES_RUNNING: "100",
-      WARREN_QUOTA_SANDBOXES_TOTAL: "200",
-      ...(POOL !== undefined ? { WARREN_SANDBOX_POOL_SIZE: POOL } : {}),
-    },
+  await pushTestImages(rig.registry);
+  const key = rig.key;
+  const server = await rig.start({
+    WARREN_QUOTA_SANDBOXES_RUNNING: "100",
+    WARREN_QUOTA_SANDBOXES_TOTAL: "200",
+    ...(POOL !== undefined ? { WARREN_SANDBOX_POOL_SIZE: POOL } : {}),
   });
-  stopServer = server.stop;
   const api = async (method: string, url: string, body?: unknown) => {
     const response = await call<Record<string, unknown>>(server.baseUrl, key, method, url, body);
     if (response.status >= 300)
@@ -122,7 +94,7 @@ try {
   results.firstCreateWithPullMs = Math.round(warm.ms);
 
   const plain = await openRawRunc(DEFAULT_RESOURCES);
-  raw = plain;
+  rig.onClose(() => plain.close());
   const rawOnce = async () => {
     const { id, ms } = await plain.run();
     await plain.remove(id);
@@ -232,10 +204,6 @@ try {
   await writeFile(path.join(ROOT, "bench/results/sandboxes.json"), `${JSON.stringify(results, null, 2)}\n`);
   process.stdout.write(`${JSON.stringify(results, null, 2)}\n`);
 } finally {
-  await stopServer?.().catch(() => undefined);
-  await raw?.close().catch(() => undefined);
-  await sweepRoot(runtimeRoot).catch(() => undefined);
-  await registry.stop();
-  await rm(tmp, { recursive: true, force: true });
+  await rig.close();
 }
 process.exit(0);
