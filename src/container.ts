@@ -48,6 +48,7 @@ import { ExecService } from "./modules/sandboxes/exec-service.js";
 import { registerSandboxRoutes } from "./modules/sandboxes/routes.js";
 import { newSandboxId, SandboxService } from "./modules/sandboxes/service.js";
 import { SandboxTransitions } from "./modules/sandboxes/transitions.js";
+import { rewrapDeploymentKeys } from "./modules/secrets/deployment-keys.js";
 import { Keyring } from "./modules/secrets/keyring.js";
 import { registerSecretRoutes } from "./modules/secrets/routes.js";
 import { SecretService } from "./modules/secrets/service.js";
@@ -56,6 +57,7 @@ import { SessionService } from "./modules/sessions/service.js";
 import { SESSION_TOKEN_KEY_LABEL, SessionTokenSigner } from "./modules/sessions/tokens.js";
 import { registerSnapshotRoutes } from "./modules/snapshots/routes.js";
 import { ReplicationRelay, SnapshotService } from "./modules/snapshots/service.js";
+import { openHostKey } from "./modules/ssh/host-key.js";
 import { TailHub } from "./modules/tail/hub.js";
 import { registerTailRoutes } from "./modules/tail/routes.js";
 import { TailService } from "./modules/tail/service.js";
@@ -109,6 +111,8 @@ export interface Container {
   volumes: VolumeService;
   /** This host's materialized volume versions, mounted read-only into sandboxes. */
   volumeCache: VolumeCache;
+  /** The deployment's SSH host key (OpenSSH format), from the store: the same for every process on one database. */
+  sshHostKey(): Promise<string>;
   /** The deployment's egress CA (every sandbox trusts it; secret egress signs its leaves). */
   egressCa: EgressCa;
   /** Egress ledger entries as telemetry events in the sandboxes' ambient runs. */
@@ -227,7 +231,7 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
   const secrets = new SecretService(db, clock, keyring);
   // Every sandbox trusts the deployment's egress CA (the local driver binds it in).
   const egressCa = await EgressCa.open(db, keyring, clock);
-  secrets.onMasterKeyRotation(EgressCa.rewrap);
+  secrets.onMasterKeyRotation(rewrapDeploymentKeys);
   // The gateway listens before the runtime opens: the runtime's nat chain redirects to its port.
   let egress = overrides.egressGateway ?? null;
   let runtime: RuntimeDriver | null;
@@ -367,6 +371,7 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
     tailHub,
     volumes,
     volumeCache,
+    sshHostKey: () => openHostKey(db, keyring, clock, config.dataDir),
     egressCa,
     egressLedger,
     secretEgress,

@@ -44,7 +44,7 @@ async function main(): Promise<void> {
     ? await startSshGateway({
         listen: config.sshListen,
         publicHost: config.sshHost,
-        dataDir: config.dataDir,
+        hostKey: await container.sshHostKey(),
         identity: container.identity,
         sandboxes: container.sandboxes,
         runtime: container.runtime,

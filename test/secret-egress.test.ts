@@ -434,8 +434,8 @@ forEachStore(
       assert.equal(refused.at(-1)?.[6], "secret_revoked");
       for (const r of rows) assert.ok(!String(r[8]).includes(value));
       assert.ok(!t().logs().includes(value));
-      // The CA's sealed key is no telemetry relation.
-      for (const query of ["SELECT * FROM egress_ca", "SELECT * FROM public.egress_ca"]) {
+      // The sealed deployment keys (the CA's, the SSH host key) are no telemetry relation.
+      for (const query of ["SELECT * FROM deployment_keys", "SELECT * FROM public.deployment_keys"]) {
         const res = await t().request("POST", "/v1/telemetry/sql", { key: owner(), body: { sql: query } });
         assertError(res, 400, "invalid_argument");
       }

@@ -60,7 +60,7 @@ describe("ssh gateway with the OpenSSH client", { timeout: 300_000 }, () => {
     gateway = await startSshGateway({
       listen: { host: "127.0.0.1", port: 0 },
       publicHost: "127.0.0.1",
-      dataDir: dir,
+      hostKey: await t.c.sshHostKey(),
       identity: t.c.identity,
       sandboxes: t.c.sandboxes,
       runtime: fixture.driver,
@@ -398,7 +398,7 @@ describe("ssh gateway with the OpenSSH client", { timeout: 300_000 }, () => {
 
   it("bounds unauthenticated connections per address from TCP accept, and an authenticated one frees its place", async () => {
     const limited = new SshGateway({
-      hostKey: (await import("../src/modules/ssh/host-key.js").then((m) => m.loadOrCreateHostKey(dir))) as string,
+      hostKey: await t.c.sshHostKey(),
       identity: t.c.identity,
       sandboxes: t.c.sandboxes,
       runtime: fixture.driver,
@@ -442,7 +442,7 @@ describe("ssh gateway with the OpenSSH client", { timeout: 300_000 }, () => {
 
   it("refuses every attempt from an address past its failure limit, even a right key", async () => {
     const limited = new SshGateway({
-      hostKey: (await import("../src/modules/ssh/host-key.js").then((m) => m.loadOrCreateHostKey(dir))) as string,
+      hostKey: await t.c.sshHostKey(),
       identity: t.c.identity,
       sandboxes: t.c.sandboxes,
       runtime: fixture.driver,

@@ -2,9 +2,7 @@
 // (test/harness.ts) with, when asked, the local runc runtime and its reconciler over a
 // throwaway registry, and a fs blob store whose presigned URLs point at this server.
 import { randomBytes } from "node:crypto";
-import { mkdtemp, rm } from "node:fs/promises";
 import http from "node:http";
-import os from "node:os";
 import path from "node:path";
 import { SandboxReconciler } from "../../src/controllers/sandbox-reconciler.js";
 import { FsBlobStore } from "../../src/drivers/blobs/fs.js";
@@ -30,10 +28,8 @@ export async function startApiServer(
   let t: TestApp | undefined;
   let reconciler: SandboxReconciler | undefined;
   let ssh: SshGateway | null = null;
-  let sshDir = "";
   const close = async () => {
     await ssh?.close();
-    if (sshDir) await rm(sshDir, { recursive: true, force: true });
     await reconciler?.stop();
     await t?.close();
     await fixture?.cleanup();
@@ -69,11 +65,10 @@ export async function startApiServer(
       });
       await reconciler.start();
       if (options.ssh) {
-        sshDir = await mkdtemp(path.join(os.tmpdir(), "warren-sdk-ssh-"));
         ssh = await startSshGateway({
           listen: { host: "127.0.0.1", port: 0 },
           publicHost: "127.0.0.1",
-          dataDir: sshDir,
+          hostKey: await t.c.sshHostKey(),
           identity: t.c.identity,
           sandboxes: t.c.sandboxes,
           runtime: fixture.driver,

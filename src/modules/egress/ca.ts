@@ -8,9 +8,9 @@ import { webcrypto } from "node:crypto";
 import { createSecureContext, type SecureContext } from "node:tls";
 import * as x509 from "@peculiar/x509";
 import type { Clock } from "../../lib/clock.js";
-import type { Db, Queryable } from "../../store/db.js";
+import type { Queryable } from "../../store/db.js";
+import { openDeploymentKey } from "../secrets/deployment-keys.js";
 import type { Keyring } from "../secrets/keyring.js";
-import { CA_ROW_ID, insertCa, readCa, rewrapCa } from "./repo.js";
 
 x509.cryptoProvider.set(webcrypto as unknown as Crypto);
 
@@ -22,8 +22,6 @@ const LEAF_DAYS = 7;
 const LEAF_RENEW_MS = 24 * 3600 * 1000;
 /** Leaves kept per process: one per host with a bound secret, so this bounds memory, not correctness. */
 export const LEAF_CACHE_ENTRIES = 1024;
-
-const caKeyAad = (id: string) => `warren-egress-ca:${id}`;
 
 function pem(label: string, der: ArrayBuffer): string {
   const body = Buffer.from(der).toString("base64").replace(/.{64}/g, "$&\n");
@@ -49,51 +47,30 @@ export class EgressCa {
     private readonly leafCacheEntries: number,
   ) {}
 
-  /** The deployment's CA from the store, generated and stored by the first caller. */
+  /** The deployment's CA from the store (deployment_keys), generated and stored by the first caller. */
   static async open(
-    db: Db,
+    q: Queryable,
     keyring: Keyring,
     clock: Clock,
     options: { leafCacheEntries?: number } = {},
   ): Promise<EgressCa> {
-    let row = await readCa(db);
-    if (!row) {
+    const stored = await openDeploymentKey(q, keyring, clock, "egress-ca", async () => {
       const generated = await generateCa(clock.now());
-      const { masterKeyId, wrapped } = keyring.wrap(generated.pkcs8, caKeyAad(CA_ROW_ID));
-      // Two processes may race here: the loser's insert does nothing and it reads the winner's.
-      await insertCa(db, { certificatePem: generated.certificatePem, masterKeyId, wrapped, at: clock.now() });
-      row = await readCa(db);
-      if (!row) throw new Error("the egress CA could not be stored");
-    }
-    const pkcs8 = keyring.unwrap(row.master_key_id, Buffer.from(row.wrapped_key), caKeyAad(row.id));
+      return { publicPart: generated.certificatePem, privatePart: generated.pkcs8 };
+    });
+    const pkcs8 = stored.privatePart;
     const caKey = await webcrypto.subtle.importKey("pkcs8", pkcs8, EC, false, ["sign"]);
     const leafKeys = (await webcrypto.subtle.generateKey(EC, true, ["sign", "verify"])) as CryptoKeyPair;
     const leafKeyPem = pem("PRIVATE KEY", await webcrypto.subtle.exportKey("pkcs8", leafKeys.privateKey));
     return new EgressCa(
       clock,
-      row.certificate_pem,
-      new x509.X509Certificate(row.certificate_pem),
+      stored.publicPart,
+      new x509.X509Certificate(stored.publicPart),
       caKey as CryptoKey,
       leafKeys,
       leafKeyPem,
       options.leafCacheEntries ?? LEAF_CACHE_ENTRIES,
     );
-  }
-
-  /**
-   * Re-seals the CA key under the keyring's current master key (SecretService.rotateMasterKey
-   * calls it with the data keys, before the old master keys are forgotten).
-   */
-  static async rewrap(q: Queryable, keyring: Keyring, at: Date): Promise<number> {
-    const row = await readCa(q);
-    if (!row || row.master_key_id === keyring.currentId) return 0;
-    const aad = caKeyAad(row.id);
-    const { masterKeyId, wrapped } = keyring.wrap(
-      keyring.unwrap(row.master_key_id, Buffer.from(row.wrapped_key), aad),
-      aad,
-    );
-    await rewrapCa(q, masterKeyId, wrapped, at);
-    return 1;
   }
 
   /** The TLS context presenting a leaf for `host`, minted on first use and cached (bounded, renewed before expiry). */

@@ -13,6 +13,7 @@ import { connect, createServer } from "node:tls";
 import { systemClock } from "../../lib/clock.js";
 import { migrate } from "../../store/migrate.js";
 import { openPglite } from "../../store/pglite.js";
+import { rewrapDeploymentKeys } from "../secrets/deployment-keys.js";
 import { Keyring } from "../secrets/keyring.js";
 import { SecretService } from "../secrets/service.js";
 import { EgressCa, LEAF_CACHE_ENTRIES } from "./ca.js";
@@ -134,13 +135,13 @@ describe("EgressCa", () => {
       assert.equal(ca.ca, true);
       assert.equal(ca.publicKey.asymmetricKeyDetails?.namedCurve, "prime256v1");
       const { rows } = await db.query<{ wrapped_key: Uint8Array; certificate_pem: string }>(
-        "SELECT wrapped_key, certificate_pem FROM egress_ca",
+        "SELECT wrapped_key, public_part AS certificate_pem FROM deployment_keys WHERE name = 'egress-ca'",
       );
       assert.equal(rows.length, 1);
       assert.ok(!Buffer.from(rows[0]?.wrapped_key ?? []).includes(Buffer.from("PRIVATE")), "sealed, not PEM");
       // Another master key cannot open it.
       await assert.rejects(EgressCa.open(db, Keyring.ephemeral(), clock), /master key/);
-      assert.equal(await EgressCa.rewrap(db, keyring, clock.now()), 0, "already under the current key");
+      assert.equal(await rewrapDeploymentKeys(db, keyring, clock.now()), 0, "already under the current key");
     } finally {
       await db.close();
     }
@@ -154,7 +155,7 @@ describe("EgressCa", () => {
       const newKey = randomBytes(32).toString("base64");
       const clock = systemClock();
       const first = await EgressCa.open(db, Keyring.fromConfig(oldKey, []), clock);
-      assert.equal(await EgressCa.rewrap(db, Keyring.fromConfig(newKey, [oldKey]), clock.now()), 1);
+      assert.equal(await rewrapDeploymentKeys(db, Keyring.fromConfig(newKey, [oldKey]), clock.now()), 1);
       const reopened = await EgressCa.open(db, Keyring.fromConfig(newKey, []), clock);
       assert.equal(reopened.certificatePem, first.certificatePem);
     } finally {
@@ -171,7 +172,7 @@ describe("EgressCa", () => {
       const keyring = await Keyring.fromDataDir(dir);
       const first = await EgressCa.open(db, keyring, clock);
       const secrets = new SecretService(db, clock, keyring);
-      secrets.onMasterKeyRotation(EgressCa.rewrap);
+      secrets.onMasterKeyRotation(rewrapDeploymentKeys);
       const rotated = await secrets.rotateMasterKey();
       const reread = await Keyring.fromDataDir(dir);
       assert.equal(reread.currentId, rotated.master_key_id);

@@ -6,14 +6,14 @@ import type { Logger } from "../../lib/logger.js";
 import type { IdentityService } from "../identity/service.js";
 import type { SandboxService } from "../sandboxes/service.js";
 import { SshGateway, type SshGatewayOptions } from "./gateway.js";
-import { loadOrCreateHostKey } from "./host-key.js";
 import type { FailureLimiterOptions } from "./limits.js";
 
 export interface SshGatewaySetup {
   listen: { host: string; port: number };
   /** The host clients are told to connect to (ssh_host; the sandbox record's ssh.host). */
   publicHost: string;
-  dataDir: string;
+  /** The host key in OpenSSH format (host-key.ts openHostKey: the deployment's, from the store). */
+  hostKey: string;
   identity: IdentityService;
   sandboxes: SandboxService;
   runtime: RuntimeDriver | null;
@@ -29,7 +29,7 @@ export async function startSshGateway(setup: SshGatewaySetup): Promise<SshGatewa
     return null;
   }
   const gateway = new SshGateway({
-    hostKey: await loadOrCreateHostKey(setup.dataDir),
+    hostKey: setup.hostKey,
     identity: setup.identity,
     sandboxes: setup.sandboxes,
     runtime: setup.runtime,
