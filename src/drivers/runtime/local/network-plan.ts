@@ -28,6 +28,11 @@ export function intToIp(value: number): string {
   return [value >>> 24, (value >>> 16) & 255, (value >>> 8) & 255, value & 255].join(".");
 }
 
+const PRIVATE_POOLS = ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10"].map((cidr) => {
+  const [address = "", length = ""] = cidr.split("/");
+  return { base: ipToInt(address), size: 2 ** (32 - Number(length)) };
+});
+
 export interface SubnetPool {
   base: number;
   prefixLength: number;
@@ -44,6 +49,15 @@ export function parsePool(cidr: string): SubnetPool {
   const size = 2 ** (32 - prefixLength);
   const base = ipToInt(address);
   if (base % size !== 0) throw new RuntimeError("invalid_spec", `"${cidr}" is not a network address`);
+  // Sandboxes reach each other and the host only because these ranges are blocked for them
+  // (BLOCKED_V4), and nothing outside the host routes to them: a pool anywhere else would
+  // leave sandbox addresses reachable as ordinary internet addresses.
+  if (!PRIVATE_POOLS.some((range) => base >= range.base && base + size <= range.base + range.size)) {
+    throw new RuntimeError(
+      "invalid_spec",
+      `the sandbox subnet pool "${cidr}" must lie inside 10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16 or 100.64.0.0/10`,
+    );
+  }
   return { base, prefixLength, slots: size / 4 };
 }
 

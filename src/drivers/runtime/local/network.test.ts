@@ -42,6 +42,10 @@ describe("addresses", () => {
     assert.equal(slotAddresses(pool, 16383).gateway, "10.213.255.253");
     assert.throws(() => slotAddresses(pool, 16384), RuntimeError);
     assert.throws(() => parsePool("10.213.0.1/16"), RuntimeError);
+    // Only inside the private and shared ranges, whole.
+    for (const outside of ["8.8.8.0/24", "11.0.0.0/16", "172.32.0.0/16", "192.168.0.0/15", "100.128.0.0/16"])
+      assert.throws(() => parsePool(outside), /must lie inside/, outside);
+    for (const inside of ["172.16.0.0/12", "192.168.4.0/22", "100.64.0.0/10"]) assert.ok(parsePool(inside).slots > 0);
     assert.throws(() => parsePool("10.213.0.0/31"), RuntimeError);
   });
 
