@@ -17,6 +17,7 @@ import { SandboxReconciler } from "../src/controllers/sandbox-reconciler.js";
 import { type RuntimeFixture, startRuntimeFixture } from "../src/drivers/runtime/local/test-support.js";
 import { createLogger } from "../src/lib/logger.js";
 import type { SandboxJson } from "../src/modules/sandboxes/schemas.js";
+import type { SshGatewayOptions } from "../src/modules/ssh/gateway.js";
 import { SshGateway, startSshGateway } from "../src/modules/ssh/index.js";
 import { startTestApp, type TestApp } from "./harness.js";
 import { freePort } from "./support/ports.js";
@@ -396,15 +397,19 @@ describe("ssh gateway with the OpenSSH client", { timeout: 300_000 }, () => {
     assert.equal(again.code, 0);
   });
 
-  it("bounds unauthenticated connections per address from TCP accept, and an authenticated one frees its place", async () => {
-    const limited = new SshGateway({
+  /** A second gateway beside the fixture's, with these options (lower limits), not yet listening. */
+  const gatewayWith = async (options: Pick<SshGatewayOptions, "limits" | "failureLimits">) =>
+    new SshGateway({
       hostKey: await t.c.sshHostKey(),
       identity: t.c.identity,
       sandboxes: t.c.sandboxes,
       runtime: fixture.driver,
       log: createLogger("silent"),
-      limits: { unauthenticated: { overall: 10, perAddress: 1 } },
+      ...options,
     });
+
+  it("bounds unauthenticated connections per address from TCP accept, and an authenticated one frees its place", async () => {
+    const limited = await gatewayWith({ limits: { unauthenticated: { overall: 10, perAddress: 1 } } });
     const bound = await limited.listen("127.0.0.1", 0);
     const savedPort = port;
     port = bound.port;
@@ -441,14 +446,7 @@ describe("ssh gateway with the OpenSSH client", { timeout: 300_000 }, () => {
   });
 
   it("refuses every attempt from an address past its failure limit, even a right key", async () => {
-    const limited = new SshGateway({
-      hostKey: await t.c.sshHostKey(),
-      identity: t.c.identity,
-      sandboxes: t.c.sandboxes,
-      runtime: fixture.driver,
-      log: createLogger("silent"),
-      failureLimits: { maxFailures: 2, windowMs: 60_000, maxAddresses: 10 },
-    });
+    const limited = await gatewayWith({ failureLimits: { maxFailures: 2, windowMs: 60_000, maxAddresses: 10 } });
     const bound = await limited.listen("127.0.0.1", 0);
     const savedPort = port;
     port = bound.port;
