@@ -289,6 +289,7 @@ forEachStore(
       const before = upstream.received.length;
       const tunnel = await openTunnel(gateway.port, BOUND, t().c.egressCa.certificatePem);
       try {
+        assert.equal((await tunnel.send(get("/a0"))).status, 200);
         assert.equal((await tunnel.send(get("/a"))).status, 200);
         const rotated = await t().request("POST", `/v1/secrets/${secretId}:rotate`, {
           key: owner(),
@@ -299,8 +300,12 @@ forEachStore(
         const got = upstream.received.slice(before);
         assert.deepEqual(
           got.map((r) => r.authorization),
-          [`Bearer ${value}`, `Bearer ${rotatedValue}`],
+          [`Bearer ${value}`, `Bearer ${value}`, `Bearer ${rotatedValue}`],
         );
+        // One value per upstream connection: kept alive while the value holds, a new one after
+        // the rotation (a late answer on the old one could echo the old value past the scrubber).
+        assert.equal(got[0]?.connection, got[1]?.connection);
+        assert.notEqual(got[1]?.connection, got[2]?.connection);
         assert.equal((await t().request("POST", `/v1/secrets/${secretId}:revoke`, { key: owner() })).status, 200);
         const refused = await tunnel.send(get("/c"));
         assert.equal(refused.status, 403);
@@ -308,7 +313,7 @@ forEachStore(
         assert.match(refused.head, /\r\nX-Warren-Egress: secret_revoked\r\n/);
         assert.equal(JSON.parse(refused.body.toString()).code, "secret_revoked");
         assert.ok(!refused.body.includes(value));
-        assert.equal(upstream.received.length, before + 2, "the revoked request never left");
+        assert.equal(upstream.received.length, before + 3, "the revoked request never left");
       } finally {
         tunnel.close();
       }

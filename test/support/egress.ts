@@ -126,6 +126,8 @@ export interface Received {
   host: string | undefined;
   authorization: string | undefined;
   body: Buffer;
+  /** Which TLS connection of the upstream it came on (numbered from 1 in accept order). */
+  connection: number;
 }
 
 export interface TestUpstream {
@@ -144,6 +146,7 @@ export async function startUpstream(
   keepAliveTimeoutMs = 30_000,
 ): Promise<TestUpstream> {
   const received: Received[] = [];
+  const connections = new WeakMap<object, number>();
   const server: HttpsServer = createHttpsServer({ ...tlsOptions, keepAliveTimeout: keepAliveTimeoutMs }, (req, res) => {
     const chunks: Buffer[] = [];
     req.on("data", (c: Buffer) => chunks.push(c));
@@ -156,6 +159,7 @@ export async function startUpstream(
         host: req.headers.host,
         authorization: auth,
         body,
+        connection: connections.get(req.socket) ?? 0,
       });
       const url = new URL(req.url ?? "/", "https://upstream");
       if (url.pathname === "/echo") {
@@ -188,6 +192,8 @@ export async function startUpstream(
       }
     });
   });
+  let accepted = 0;
+  server.on("secureConnection", (socket) => connections.set(socket, ++accepted));
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const address = server.address();
   if (!address || typeof address === "string") throw new Error("no upstream address");

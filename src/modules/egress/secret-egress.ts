@@ -158,7 +158,8 @@ function pathOf(requestTarget: string): string {
 /** One sandbox TLS connection: its requests in order, over at most one upstream connection at a time. */
 class Session {
   private readonly reader: StreamReader;
-  private upstream: { socket: TLSSocket; reader: StreamReader } | null = null;
+  /** The kept-alive upstream connection and the one value ever injected on it. */
+  private upstream: { socket: TLSSocket; reader: StreamReader; value: string } | null = null;
   /** Whether bytes of the current response went to the sandbox (then an error can only close). */
   private answering = false;
 
@@ -277,7 +278,7 @@ class Session {
 
     let upstream: { socket: TLSSocket; reader: StreamReader };
     try {
-      upstream = await this.connectUpstream();
+      upstream = await this.connectUpstream(resolved.value);
     } catch (error) {
       const reason =
         (error as { code?: string }).code?.startsWith("ERR_TLS") ||
@@ -346,9 +347,20 @@ class Session {
     return { value: result.value, version: result.version, secretId: result.secretId };
   }
 
-  private connectUpstream(): Promise<{ socket: TLSSocket; reader: StreamReader }> {
+  /**
+   * The upstream connection for a request carrying `value`. A kept-alive one is reused only
+   * when it never carried another value: after a rotation an upstream that desynced its
+   * responses (answering an earlier request late) could otherwise echo the old value past a
+   * scrubber that knows only the new one.
+   */
+  private connectUpstream(value: string): Promise<{ socket: TLSSocket; reader: StreamReader }> {
     // An upstream that closed its idle keep-alive connection meanwhile is not reused.
-    if (this.upstream && !this.upstream.socket.destroyed && !this.upstream.reader.isEnded) {
+    if (
+      this.upstream &&
+      this.upstream.value === value &&
+      !this.upstream.socket.destroyed &&
+      !this.upstream.reader.isEnded
+    ) {
       return Promise.resolve(this.upstream);
     }
     this.upstream?.socket.destroy();
@@ -372,7 +384,7 @@ class Session {
       socket.once("secureConnect", () => {
         clearTimeout(timer);
         socket.setTimeout(IDLE_TIMEOUT_MS, () => socket.destroy());
-        this.upstream = { socket, reader: new StreamReader(socket) };
+        this.upstream = { socket, reader: new StreamReader(socket), value };
         resolve(this.upstream);
       });
       socket.once("error", (error) => {
