@@ -182,6 +182,9 @@ async function openRuntime(
       rootLayerGiB: config.sandbox.rootLayerGiB,
       standardWorkspaceGiB: config.sandbox.standardWorkspaceGiB,
       ...(config.sandbox.storagePoolGiB !== null ? { storagePoolGiB: config.sandbox.storagePoolGiB } : {}),
+      storageReserveGiB: config.sandbox.storageReserveGiB,
+      storageOvercommit: config.sandbox.storageOvercommit,
+      storageTemplateIdleMs: config.sandbox.storageTemplateIdleSeconds * 1000,
     });
     if (config.sandbox.poolSize === 0) return driver;
     if (!(await poolSupported())) {

@@ -43,6 +43,7 @@ import {
   type SessionHandlers,
   type SessionRequest,
   type SnapshotImages,
+  type StorageReport,
 } from "../interface.js";
 import { childCgroups, oomCounterFile, removeCgroup } from "./cgroups.js";
 import { ExecRunner } from "./exec-runner.js";
@@ -111,6 +112,12 @@ export interface LocalRuntimeDriverOptions {
   standardWorkspaceGiB?: number;
   /** Size of the XFS storage pool; default the size of the filesystem holding `root`. */
   storagePoolGiB?: number;
+  /** Host space never promised to sandboxes' storage (storage/admission.ts); default 5 GiB. */
+  storageReserveGiB?: number;
+  /** Times what the host can back that sandboxes' storage may be promised; default 8 (1: nothing the host cannot back). */
+  storageOvercommit?: number;
+  /** A blank image template unused for this long is removed; default 10 minutes. */
+  storageTemplateIdleMs?: number;
   /** A CA certificate (PEM) every sandbox trusts: the deployment's egress CA (trust.ts). */
   trustedCaPem?: string;
 }
@@ -188,6 +195,9 @@ export class LocalRuntimeDriver implements RuntimeDriver {
       ...(options.rootLayerGiB !== undefined ? { rootLayerGiB: options.rootLayerGiB } : {}),
       ...(options.standardWorkspaceGiB !== undefined ? { standardWorkspaceGiB: options.standardWorkspaceGiB } : {}),
       ...(options.storagePoolGiB !== undefined ? { poolGiB: options.storagePoolGiB } : {}),
+      ...(options.storageReserveGiB !== undefined ? { reserveGiB: options.storageReserveGiB } : {}),
+      ...(options.storageOvercommit !== undefined ? { overcommit: options.storageOvercommit } : {}),
+      ...(options.storageTemplateIdleMs !== undefined ? { templateIdleMs: options.storageTemplateIdleMs } : {}),
     });
     const driver = new LocalRuntimeDriver(options, host, layout, storage);
     await driver.execs.agentBinary();
@@ -381,7 +391,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
       await this.stopContainer(id);
       await settledExitRecord(paths, this.stopTimeoutMs);
       // After a host reboot mounts and namespaces are gone; make them again.
-      await this.storage.mount(id, paths);
+      await this.storage.mount(id, paths, record.storage.class);
       await mountOverlay({
         lowerDirs: record.image.lowerDirs,
         upper: paths.upper,
@@ -548,6 +558,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
   }
 
   async close(): Promise<void> {
+    this.storage.close();
     await this.execs.close();
     this.exits.close();
   }
@@ -603,6 +614,14 @@ export class LocalRuntimeDriver implements RuntimeDriver {
       }
       await this.storage.growWorkspace(id, paths, capacityGiB);
     });
+  }
+
+  admitStorage(spec: Pick<SandboxSpec, "storageClass" | "workspaceCapacityGiB">): Promise<void> {
+    return this.storage.admit(spec);
+  }
+
+  storageReport(): Promise<StorageReport | null> {
+    return this.storage.report();
   }
 
   // ---- internals ----
