@@ -334,6 +334,8 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
   metrics.countSandboxStatesWith(() => countSandboxesByState(db));
   const pullBytes = runtime?.imagePullBytes?.bind(runtime);
   if (pullBytes) metrics.readPullBytesFrom(pullBytes);
+  const storageReport = runtime?.storageReport?.bind(runtime);
+  if (storageReport) metrics.readStorageFrom(storageReport);
   execs.useMetrics(metrics);
   annotations.useMetrics(metrics);
   telemetryViews.useMetrics(metrics);
