@@ -61,6 +61,16 @@ describe("local storage upkeep", () => {
     assert.equal(report.promisedBytes, 4 * GIB);
     assert.ok(report.backableBytes > 5 * GIB && report.backableBytes < 5.5 * GIB, `${report.backableBytes}`);
 
+    // What the check costs (statfs, a stat per image, template and snapshot file): logged, not asserted.
+    const timings: number[] = [];
+    for (let i = 0; i < 20; i++) {
+      const started = performance.now();
+      await f.driver.admitStorage({ storageClass: "durable", workspaceCapacityGiB: 1 }).catch(() => undefined);
+      timings.push(performance.now() - started);
+    }
+    console.log(
+      `[storage-upkeep] admission check p50 ${timings.sort((x, y) => x - y)[10]?.toFixed(2)} ms (2 sandboxes)`,
+    );
     // A third 2 GiB sandbox would promise 6: refused at the API's check and on the host, leaving nothing.
     assert.equal(await refusal(f.driver.admitStorage({ storageClass: "standard" })), "storage_exhausted");
     const refused = f.spec();

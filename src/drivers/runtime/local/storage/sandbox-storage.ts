@@ -43,6 +43,10 @@ export class SandboxStorage {
   private readonly snapshotting = new Set<string>();
   /** Image bytes admitted for creates and growths not yet on disk, by sandbox id. */
   private readonly pending = new Map<string, number>();
+  /** The admission decision under way (they run one at a time). */
+  private deciding: Promise<void> = Promise.resolve();
+  /** Ids of the API's checks, which reserve nothing past the check itself. */
+  private admissionProbes = 0;
   private readonly collector: NodeJS.Timeout;
 
   private constructor(
@@ -105,19 +109,31 @@ export class SandboxStorage {
    */
   async admitted<T>(id: string, sizes: SandboxImageSizes, work: () => Promise<T>): Promise<T> {
     const bytes = (sizes.rootGiB + sizes.workspaceGiB) * GIB;
-    const verdict = decideStorage(await this.pool.usage(), this.pending, { id, bytes }, this.policy);
-    if (!verdict.admitted) {
-      const gib = (value: number) => `${Math.round((value / GIB) * 10) / 10} GiB`;
-      throw new RuntimeError(
-        "storage_exhausted",
-        `the host cannot back ${gib(bytes)} more of sandbox storage: sandboxes may still write ` +
-          `${gib(verdict.mayStillWriteBytes)} with it, and the host can back ${gib(verdict.backableBytes)}` +
-          (verdict.couldEverFit ? "" : " (more than this host could back with no other sandbox)"),
-        { permanent: !verdict.couldEverFit },
-      );
+    // One decision at a time (measuring is async): two admissions must not both count without the other.
+    const turn = this.deciding;
+    let release = () => undefined as void;
+    this.deciding = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let previous: number | undefined;
+    try {
+      await turn;
+      const verdict = decideStorage(await this.pool.usage(), this.pending, { id, bytes }, this.policy);
+      if (!verdict.admitted) {
+        const gib = (value: number) => `${Math.round((value / GIB) * 10) / 10} GiB`;
+        throw new RuntimeError(
+          "storage_exhausted",
+          `the host cannot back ${gib(bytes)} more of sandbox storage: sandboxes may still write ` +
+            `${gib(verdict.mayStillWriteBytes)} with it, and the host can back ${gib(verdict.backableBytes)}` +
+            (verdict.couldEverFit ? "" : " (more than this host could back with no other sandbox)"),
+          { permanent: !verdict.couldEverFit },
+        );
+      }
+      previous = this.pending.get(id);
+      this.pending.set(id, Math.max(bytes, previous ?? 0));
+    } finally {
+      release();
     }
-    const previous = this.pending.get(id);
-    this.pending.set(id, Math.max(bytes, previous ?? 0));
     try {
       return await work();
     } finally {
@@ -128,9 +144,8 @@ export class SandboxStorage {
 
   /** Whether a new sandbox of `spec` would be admitted now (the API asks before accepting a create). */
   async admit(spec: Pick<SandboxSpec, "storageClass" | "workspaceCapacityGiB">): Promise<void> {
-    await this.admitted(`admission-${++this.admissionProbe}`, this.sizesOf(spec), async () => undefined);
+    await this.admitted(`admission-${++this.admissionProbes}`, this.sizesOf(spec), async () => undefined);
   }
-  private admissionProbe = 0;
 
   /** The pool's numbers for operators (null when there is no pool yet). */
   async report(): Promise<StorageReport | null> {
