@@ -245,7 +245,9 @@ export class StoragePool {
    * removal renames the file into staging first, so a crash never leaves half of one.
    */
   async collectTemplates(nowMs = Date.now()): Promise<number[]> {
-    if (!(await this.readyIfPresent())) return [];
+    // Only a pool this instance mounted and still finds mounted: the collector never mounts one.
+    if (!this.mounted || !(await isMounted(this.dir))) return [];
+    await this.mounted;
     const dir = path.join(this.dir, "templates");
     for (const name of await readdir(dir).catch(() => [] as string[])) {
       const size = Number(TEMPLATE_FILE.exec(name)?.[1] ?? 0);
