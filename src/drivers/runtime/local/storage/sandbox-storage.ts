@@ -123,7 +123,7 @@ export class SandboxStorage {
         const gib = (value: number) => `${Math.round((value / GIB) * 10) / 10} GiB`;
         throw new RuntimeError(
           "storage_exhausted",
-          `the host cannot back ${gib(bytes)} more of sandbox storage: sandboxes may still write ` +
+          `the host cannot back ${gib(bytes)} of storage for this sandbox: sandboxes may still write ` +
             `${gib(verdict.mayStillWriteBytes)} with it, and the host can back ${gib(verdict.backableBytes)}` +
             (verdict.couldEverFit ? "" : " (more than this host could back with no other sandbox)"),
           { permanent: !verdict.couldEverFit },
@@ -144,7 +144,9 @@ export class SandboxStorage {
 
   /** Whether a new sandbox of `spec` would be admitted now (the API asks before accepting a create). */
   async admit(spec: Pick<SandboxSpec, "storageClass" | "workspaceCapacityGiB">): Promise<void> {
-    await this.admitted(`admission-${++this.admissionProbes}`, this.sizesOf(spec), async () => undefined);
+    // A durable spec without a capacity (a restore that inherits it) is checked at its least.
+    const sizes = this.sizesOf({ ...spec, workspaceCapacityGiB: spec.workspaceCapacityGiB ?? 1 });
+    await this.admitted(`admission-${++this.admissionProbes}`, sizes, async () => undefined);
   }
 
   /** The pool's numbers for operators (null when there is no pool yet). */
