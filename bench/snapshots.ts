@@ -19,18 +19,19 @@
 //     store's filesystem into the pool + fsync + `runc run -d`.
 // Usage: node --import tsx bench/snapshots.ts [--snapshots 15] [--restores 10] [--fresh 4]
 //   [--deltas 7] [--blob-restores 4] [--sizes 100MB,1GiB] [--phases local,replication,blob]
-//   [--server-log FILE]
+//   [--server-log FILE] [--baseline-helper GIT_REV]
 //   (local: snapshot and restore; replication: fresh and delta; blob: restore from the blob store)
 import { execFile } from "node:child_process";
 import { randomBytes, randomFillSync, randomInt } from "node:crypto";
 import { constants } from "node:fs";
-import { copyFile, mkdir, mkdtemp, open, rm, stat, writeFile } from "node:fs/promises";
+import { copyFile, mkdir, mkdtemp, open, rename, rm, stat, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { TOOLS } from "../src/drivers/runtime/local/host.js";
 import { Layout } from "../src/drivers/runtime/local/layout.js";
+import { buildStaticBinary } from "../src/drivers/runtime/local/static-binary.js";
 import { cloneHelper } from "../src/drivers/runtime/local/storage/images.js";
 import { sweepRoot } from "../src/drivers/runtime/local/sweep.js";
 import { pushTestImages, startTestRegistry } from "../test/support/registry.js";
@@ -51,6 +52,8 @@ const SIZES: Record<string, number> = { "100MB": 100e6, "1GiB": 2 ** 30 };
 const SIZE_NAMES = (args.get("sizes") ?? "100MB,1GiB").split(",");
 /** Where the servers' log goes (default: the temp dir, removed at the end). */
 const SERVER_LOG = args.get("server-log");
+/** A git revision whose clone helper (and seal) runs beside the current one on the raw side. */
+const BASELINE_HELPER = args.get("baseline-helper");
 const PHASES = new Set((args.get("phases") ?? "local,replication,blob").split(","));
 const WORKSPACE_GIB = 2;
 const TARGETS = {
@@ -84,6 +87,15 @@ async function timed<T>(work: () => Promise<T>): Promise<{ ms: number; value: T 
 }
 
 /** Runs raw then Warren, or Warren then raw, swapping the order every round. */
+/** The clone helper of BASELINE_HELPER's tree, built like the current one; null without the option. */
+async function baselineHelper(): Promise<string | null> {
+  if (!BASELINE_HELPER) return null;
+  const helperPath = "src/drivers/runtime/local/storage/clone-helper.c";
+  const source = path.join(tmp, "clone-helper-baseline.c");
+  await writeFile(source, (await exec("git", ["show", `${BASELINE_HELPER}:${helperPath}`], { cwd: ROOT })).stdout);
+  return buildStaticBinary(source, "warren-clone-baseline");
+}
+
 async function alternate(rounds: number, raw: () => Promise<void>, warren: () => Promise<void>): Promise<void> {
   for (let i = 0; i < rounds; i++) {
     if (i % 2 === 0) {
@@ -275,39 +287,65 @@ try {
     const warrenSnap: number[] = [];
     const rawSnap: number[] = [];
     const rawFreezeCloneThaw: number[] = [];
+    const baselineSnap: number[] = [];
+    const baselineFreezeCloneThaw: number[] = [];
     let lastSnapshotId = firstSnap.id;
     const mounts = [paths.layer, paths.workspace];
+    const helper = await cloneHelper();
+    const baseline = await baselineHelper();
+    /**
+     * The storage side of a snapshot without the API, the store and the cgroup freeze: the
+     * helper's syncfs, then FIFREEZE, FICLONE x2, FITHAW (timed apart: the frozen window's
+     * floor), then the seal: `record` (Warren's now: a record written and fsynced, the dir
+     * renamed, its parent fsynced) or `images` (the baseline's: both clones fsynced first, and
+     * the staging dir).
+     */
+    const rawSnapshot = async (binary: string, seal: "record" | "images") => {
+      const dir = path.join(rawDir, `s${rawSeq++}`);
+      await mkdir(dir);
+      const targets = [path.join(dir, "root.img"), path.join(dir, "workspace.img")];
+      let cloneMs = 0;
+      const { ms } = await timed(async () => {
+        await exec(binary, ["sync", ...mounts]);
+        cloneMs = (
+          await timed(() =>
+            exec(binary, [
+              "freeze-clone",
+              ...mounts,
+              "--",
+              images.root,
+              targets[0] as string,
+              images.workspace,
+              targets[1] as string,
+            ]),
+          )
+        ).ms;
+        if (seal === "images") await Promise.all(targets.map((file) => fsyncFile(file)));
+        const record = await open(path.join(dir, "snapshot.json"), "wx");
+        await record.writeFile("{}\n");
+        await record.sync();
+        await record.close();
+        if (seal === "images") await fsyncFile(dir);
+        await rename(dir, `${dir}.sealed`);
+        await fsyncFile(rawDir);
+      });
+      await rm(`${dir}.sealed`, { recursive: true });
+      return { ms, cloneMs };
+    };
     await alternate(
       SNAPSHOTS,
       async () => {
-        const dir = path.join(rawDir, `s${rawSeq++}`);
-        await mkdir(dir);
-        const targets = [path.join(dir, "root.img"), path.join(dir, "workspace.img")];
-        const helper = await cloneHelper();
-        let cloneMs = 0;
-        const { ms } = await timed(async () => {
-          // The same system calls Warren's snapshot makes (syncfs, FIFREEZE, FICLONE, FITHAW),
-          // through the same static helper, without the API, the store or the cgroup freeze.
-          await exec(helper, ["sync", ...mounts]);
-          cloneMs = (
-            await timed(() =>
-              exec(helper, [
-                "freeze-clone",
-                ...mounts,
-                "--",
-                images.root,
-                targets[0] as string,
-                images.workspace,
-                targets[1] as string,
-              ]),
-            )
-          ).ms;
-          await Promise.all(targets.map((file) => fsyncFile(file)));
-          await fsyncFile(dir);
-        });
-        rawSnap.push(ms);
-        rawFreezeCloneThaw.push(cloneMs);
-        await rm(dir, { recursive: true });
+        // Baseline and current helper in turn (the order swapped every round), then Warren.
+        const runs: [string, "record" | "images", number[], number[]][] = [
+          [helper, "record", rawSnap, rawFreezeCloneThaw],
+        ];
+        if (baseline) runs.push([baseline, "images", baselineSnap, baselineFreezeCloneThaw]);
+        if (rawSeq % 2 === 1) runs.reverse();
+        for (const [binary, seal, total, window] of runs) {
+          const sample = await rawSnapshot(binary, seal);
+          total.push(sample.ms);
+          window.push(sample.cloneMs);
+        }
       },
       async () => {
         const idempotencyKey = newKey();
@@ -381,6 +419,13 @@ try {
         warren: summary(warrenSnap),
         rawFreezeCloneFsync: summary(rawSnap),
         rawFreezeCloneThaw: summary(rawFreezeCloneThaw),
+        ...(baseline
+          ? {
+              baselineHelper: BASELINE_HELPER,
+              baselineFreezeCloneSeal: summary(baselineSnap),
+              baselineFreezeCloneThaw: summary(baselineFreezeCloneThaw),
+            }
+          : {}),
         ratioToRawP50: ratio(snapP50, percentile(rawSnap, 50)),
         ratioToFreezeCloneThawP50: ratio(snapP50, percentile(rawFreezeCloneThaw, 50)),
         firstSnapshotMs: r1(firstSnap.ms),

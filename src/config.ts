@@ -42,6 +42,15 @@ export interface SandboxDefaults {
   standardWorkspaceGiB: number;
   /** Size of the local runtime's XFS storage pool (a sparse file); null: the size of the filesystem holding the runtime root. */
   storagePoolGiB: number | null;
+  /** Host space (whole GiB) the storage admission never promises to sandboxes. */
+  storageReserveGiB: number;
+  /**
+   * How many times what the host can back (free space minus the reserve) the sandboxes'
+   * filesystem sizes may add up to: 1 promises nothing the host cannot back.
+   */
+  storageOvercommit: number;
+  /** A blank image template no create has used for this long is removed from the pool. */
+  storageTemplateIdleSeconds: number;
 }
 
 export interface SnapshotSettings {
@@ -428,6 +437,9 @@ export function loadConfig(env: Env = process.env): Config {
       rootLayerGiB: intSetting(env, "WARREN_ROOT_LAYER_GIB", 10, 1, 16_384),
       standardWorkspaceGiB: intSetting(env, "WARREN_STANDARD_WORKSPACE_GIB", 10, 1, 16_384),
       storagePoolGiB: env.WARREN_STORAGE_POOL_GIB ? intSetting(env, "WARREN_STORAGE_POOL_GIB", 0, 1, 1_048_576) : null,
+      storageReserveGiB: intSetting(env, "WARREN_STORAGE_RESERVE_GIB", 5, 0, 1_048_576),
+      storageOvercommit: intSetting(env, "WARREN_STORAGE_OVERCOMMIT", 8, 1, 1000),
+      storageTemplateIdleSeconds: intSetting(env, "WARREN_STORAGE_TEMPLATE_IDLE_SECONDS", 600, 1, 86_400),
     },
     snapshots: {
       keepLocalCopies: choiceSetting(env, "WARREN_SNAPSHOT_LOCAL_COPIES", ["keep", "drop"], "keep") === "keep",

@@ -186,6 +186,9 @@ async function openRuntime(
       rootLayerGiB: config.sandbox.rootLayerGiB,
       standardWorkspaceGiB: config.sandbox.standardWorkspaceGiB,
       ...(config.sandbox.storagePoolGiB !== null ? { storagePoolGiB: config.sandbox.storagePoolGiB } : {}),
+      storageReserveGiB: config.sandbox.storageReserveGiB,
+      storageOvercommit: config.sandbox.storageOvercommit,
+      storageTemplateIdleMs: config.sandbox.storageTemplateIdleSeconds * 1000,
     });
     if (config.sandbox.poolSize === 0) return driver;
     if (!(await poolSupported())) {
@@ -335,6 +338,8 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
   metrics.countSandboxStatesWith(() => countSandboxesByState(db));
   const pullBytes = runtime?.imagePullBytes?.bind(runtime);
   if (pullBytes) metrics.readPullBytesFrom(pullBytes);
+  const storageReport = runtime?.storageReport?.bind(runtime);
+  if (storageReport) metrics.readStorageFrom(storageReport);
   execs.useMetrics(metrics);
   annotations.useMetrics(metrics);
   telemetryViews.useMetrics(metrics);

@@ -235,6 +235,14 @@ describe("sandbox metrics and traces [pglite]", () => {
     assert.equal(sampleSum(after, "warren_snapshot_replication_duration_seconds_count", { outcome: "replicated" }), 1);
     assert.ok(sampleSum(after, "warren_snapshot_replication_uploaded_bytes_total") > 0);
     assert.ok(sampleSum(after, "warren_sandboxes", { state: "running" }) >= 2);
+    // The storage pool: two running sandboxes' filesystems promised, within what the host backs.
+    const promised = sampleSum(after, "warren_storage_bytes", { kind: "promised" });
+    assert.ok(promised >= 2 * 2 * 1024 ** 3, `promised ${promised}`);
+    assert.ok(sampleSum(after, "warren_storage_bytes", { kind: "host_free" }) > 0);
+    assert.ok(
+      sampleSum(after, "warren_storage_bytes", { kind: "may_still_write" }) <=
+        sampleSum(after, "warren_storage_bytes", { kind: "backable" }),
+    );
   });
 
   it("exports spans of requests and reconciler steps over OTLP/HTTP, without credentials", async () => {

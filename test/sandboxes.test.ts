@@ -274,6 +274,8 @@ for (const store of STORE_KINDS) {
           "invalid_argument",
         ],
         [{ workspace_capacity_gib: 5 }, 400, "invalid_argument"],
+        // More storage than this host could back even empty (storage admission): never a 500.
+        [{ storage_class: "durable", workspace_capacity_gib: 16_000 }, 422, "unsupported_capability"],
         [{ snapshot_id: "snap-1" }, 404, "not_found"],
         [{ unknown: 1 }, 400, "invalid_argument"],
       ];

@@ -207,16 +207,38 @@ export type RuntimeErrorCode =
   /** This driver cannot do that (yet): a snapshot source on a driver without restore. */
   | "unsupported"
   /** openSession on a sandbox that is not running. */
-  | "not_running";
+  | "not_running"
+  /**
+   * The host cannot back the storage a create, restore or growth asks for (see
+   * local/storage/admission.ts); `permanent` when it could not even with no other sandbox.
+   */
+  | "storage_exhausted";
 
 export class RuntimeError extends Error {
   readonly code: RuntimeErrorCode;
+  /** Asking again cannot succeed on this host (e.g. more storage than it could ever back). */
+  readonly permanent: boolean;
 
-  constructor(code: RuntimeErrorCode, message: string, options?: { cause?: unknown }) {
+  constructor(code: RuntimeErrorCode, message: string, options?: { cause?: unknown; permanent?: boolean }) {
     super(message, options);
     this.name = "RuntimeError";
     this.code = code;
+    this.permanent = options?.permanent ?? false;
   }
+}
+
+/** The local storage pool as an operator sees it (bytes); see local/storage/admission.ts. */
+export interface StorageReport {
+  /** Free space of the host filesystem holding the pool. */
+  hostFreeBytes: number;
+  /** What the pool's sparse file holds on the host now. */
+  poolAllocatedBytes: number;
+  /** Sum of the live sandboxes' filesystem sizes: what they may fill. */
+  promisedBytes: number;
+  /** What the pool may still take from the host if every sandbox filled its filesystems. */
+  mayStillWriteBytes: number;
+  /** What the host can back: free space minus the reserve, times the overcommit ratio. */
+  backableBytes: number;
 }
 
 /** Host paths of a sealed local snapshot's image files (read-only: never write to them). */
@@ -288,6 +310,13 @@ export interface RuntimeDriver {
   listeningPorts(id: string): Promise<number[]>;
   /** Grows a durable workspace to `capacityGiB` (the same value again is a no-op); never shrinks. */
   growWorkspace(id: string, capacityGiB: number): Promise<void>;
+  /**
+   * Refuses (`storage_exhausted`) a new sandbox whose storage the host could not back now;
+   * the API asks before accepting a create (the driver checks again when it makes one).
+   */
+  admitStorage?(spec: Pick<SandboxSpec, "storageClass" | "workspaceCapacityGiB">): Promise<void>;
+  /** The storage pool's numbers (null before there is a pool). */
+  storageReport?(): Promise<StorageReport | null>;
   /**
    * Seals a copy-on-write snapshot of the sandbox's root layer and workspace under
    * `snapshotId`. A running sandbox is frozen (cgroup freezer, filesystems flushed) only

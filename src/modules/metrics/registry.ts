@@ -20,6 +20,24 @@ export interface MetricsOptions {
 /** Classes of telemetry SQL refusals (docs/metrics.md). */
 export type SqlRefusalReason = "construct" | "cost" | "timeout" | "invalid" | "unavailable";
 
+/** The storage pool's numbers (the local driver's StorageReport). */
+export interface StorageNumbers {
+  hostFreeBytes: number;
+  poolAllocatedBytes: number;
+  promisedBytes: number;
+  mayStillWriteBytes: number;
+  backableBytes: number;
+}
+
+/** `warren_storage_bytes` kinds: a fixed set, each one field of the report. */
+const STORAGE_KINDS: [string, keyof StorageNumbers][] = [
+  ["host_free", "hostFreeBytes"],
+  ["pool_allocated", "poolAllocatedBytes"],
+  ["promised", "promisedBytes"],
+  ["may_still_write", "mayStillWriteBytes"],
+  ["backable", "backableBytes"],
+];
+
 const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
 const START_BUCKETS = [0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300];
 const SNAPSHOT_BUCKETS = [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900];
@@ -39,6 +57,7 @@ export class WarrenMetrics {
   private readonly sqlRefusals: Counter<"reason">;
   private stateCounter: SandboxStateCounter | null = null;
   private pullBytesReader: (() => number) | null = null;
+  private storageReader: (() => Promise<StorageNumbers | null>) | null = null;
   private pullBytesSeen = 0;
   private stateCache: { at: number; counts: Record<string, number> } | null = null;
   private stateRead: Promise<Record<string, number>> | null = null;
@@ -138,7 +157,23 @@ export class WarrenMetrics {
         for (const state of SANDBOX_STATES) this.set({ state }, counts[state] ?? 0);
       },
     });
+    new Gauge({
+      name: "warren_storage_bytes",
+      help: "The local runtime's storage pool and its admission, in bytes, by kind (read at scrape time)",
+      labelNames: ["kind"],
+      registers,
+      async collect() {
+        const report = await metrics.storageReader?.().catch(() => null);
+        if (!report) return;
+        for (const [kind, key] of STORAGE_KINDS) this.set({ kind }, report[key]);
+      },
+    });
     if (options.processMetrics) collectDefaultMetrics({ register: this.registry });
+  }
+
+  /** Where the storage gauge reads the pool's numbers (the local runtime driver). */
+  readStorageFrom(reader: () => Promise<StorageNumbers | null>): void {
+    this.storageReader = reader;
   }
 
   /** Where the sandboxes-by-state gauge reads its counts (the store). */

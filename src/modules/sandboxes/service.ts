@@ -314,6 +314,15 @@ export class SandboxService {
             workspaceCapacityGiB: rootCapacity,
             network,
           }) ?? null);
+    // A pooled sandbox holds its storage already; any other must fit what the host can back.
+    if (!pooled && (!fromSnapshot || input.workspace_capacity_gib !== undefined)) {
+      await this.runtime()
+        .admitStorage?.({ storageClass, workspaceCapacityGiB: rootCapacity ?? input.workspace_capacity_gib })
+        .catch((error: unknown) => {
+          if (error instanceof RuntimeError) this.log.warn({ err: error.message }, "sandbox storage refused");
+          throw storageRefusal(error);
+        });
+    }
     const id = pooled ?? newSandboxId();
     const result = await this.db
       .tx(async (q) => {
@@ -577,6 +586,7 @@ export class SandboxService {
     this.log.warn({ sandbox_id: row.id, code: error.code, err: error.message }, "workspace growth refused");
     if (error.code === "workspace_shrink_unsupported")
       return new AppError("workspace_shrink_unsupported", "the workspace cannot shrink");
+    if (error.code === "storage_exhausted") return storageRefusal(error);
     if (row.state === "running") {
       // The driver grows a mounted filesystem only where the host lets it (CAP_SYS_RESOURCE).
       return new AppError(
@@ -632,4 +642,20 @@ export class SandboxService {
     this.transitions.notify(id);
     if (!quarantined) this.trigger.kick(id);
   }
+}
+
+/**
+ * The host's storage admission refusing a create or a growth (local/storage/admission.ts):
+ * 503 `unavailable` while other sandboxes hold the space (it may free up), 422
+ * `unsupported_capability` when even an empty host could not back it (docs/api-decisions.md).
+ */
+function storageRefusal(error: unknown): unknown {
+  if (!(error instanceof RuntimeError) || error.code !== "storage_exhausted") return error;
+  // The driver's words (the host's free space) stay in the log: a tenant learns only the verdict.
+  if (error.permanent) {
+    return new AppError("unsupported_capability", "this deployment cannot back that much sandbox storage");
+  }
+  return new AppError("unavailable", "the host cannot back this sandbox's storage now; try again later", {
+    retryAfterSeconds: 30,
+  });
 }

@@ -1,15 +1,18 @@
 // The local RuntimeDriver: sandboxes on this Linux host through runc, overlayfs, cgroups,
 // network namespaces and nftables. Module map:
+//   options.ts     what a deployment configures of the driver
+//   image-source.ts pulls through the layer cache; an image's layer dirs
 //   layout.ts      where things live under the root; host-global names
 //   oci-config.ts  config.json and exec process specs (pure), seccomp.ts its filter
 //   spec.ts        checks of a SandboxSpec
 //   mounts.ts      overlay rootfs, mountinfo
 //   storage/       the XFS storage pool (pool.ts) and its image files (images.ts): every
-//                  sandbox's root layer and /workspace, each a filesystem of its own
+//                  sandbox's root layer and /workspace, each a filesystem of its own;
+//                  admission.ts (what the host can back), legacy.ts (the pre-pool layout)
 //   snapshots.ts   sealed copy-on-write snapshots of a sandbox's two images
 //   cgroups.ts     finding and removing cgroups, OOM counters, the freezer
 //   network.ts     netns, veth, nftables (network-plan.ts: the pure slots and rule text)
-//   supervisor.ts  the shim that runs `runc run` and records the exit
+//   supervisor.ts  the shim that runs `runc run` and records the exit; stopping a run
 //   records.ts     the on-disk records of a sandbox (sandbox.json, network.json)
 //   exit-watch.ts  a run's end (the shim's exit.json) as exit events
 //   exec-runner.ts exec and sessions: the run's agent, or (exec only) the fallback
@@ -23,10 +26,6 @@
 import { chown, mkdir, readdir, rm, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { exists } from "../../../lib/fs.js";
-import { ImageError } from "../image/errors.js";
-import { LayerCache } from "../image/layer-cache.js";
-import { parseImageReference } from "../image/reference.js";
-import { RegistryClient, type RegistryClientOptions } from "../image/registry-client.js";
 import {
   type ExecOutcome,
   type ExecRequest,
@@ -43,16 +42,19 @@ import {
   type SessionHandlers,
   type SessionRequest,
   type SnapshotImages,
+  type StorageReport,
 } from "../interface.js";
 import { childCgroups, oomCounterFile, removeCgroup } from "./cgroups.js";
 import { ExecRunner } from "./exec-runner.js";
 import { ExitWatch } from "./exit-watch.js";
 import { ensureHostPackages, TOOLS } from "./host.js";
+import { ImageSource } from "./image-source.js";
 import { assertSandboxId, isSandboxId, Layout, type SandboxPaths } from "./layout.js";
 import { listeningPortsOfSandbox } from "./listening.js";
 import { mountOverlay, unmountUnder } from "./mounts.js";
 import { SandboxNetwork } from "./network.js";
 import { buildBundleConfig, hostsFile, type ProcessIdentity, resolveArgv, sandboxEnv } from "./oci-config.js";
+import type { LocalRuntimeDriverOptions } from "./options.js";
 import { launchPaths, POOL_BUSYBOX } from "./pool-launch.js";
 import {
   loadRecord,
@@ -63,57 +65,16 @@ import {
   writeJson,
   writeNetworkRecord,
 } from "./records.js";
-import { isInitAlive, killInit, readRuncState, runcDeleteForce } from "./runc.js";
+import { isInitAlive, readRuncState, runcDeleteForce } from "./runc.js";
 import { spawner } from "./spawner.js";
 import { assertMountSources, hostMaxOpenFiles, readRootfsFile, validateSpec } from "./spec.js";
 import { assertCapacity } from "./storage/images.js";
 import { SandboxStorage } from "./storage/sandbox-storage.js";
-import { readExitRecord, settledExitRecord, startShim, stoppedObservation, unsupervisedEnd } from "./supervisor.js";
+import { settledExitRecord, startShim, stoppedObservation, stopRun } from "./supervisor.js";
 import { prepareTrust, trustedEnv } from "./trust.js";
 import { resolveUser } from "./users.js";
 
-export interface LocalRuntimeDriverOptions {
-  /** Everything of this driver lives below it (see layout.ts). */
-  root: string;
-  /** The image cache to use; by default one at `<root>/images` over a RegistryClient(`registry`). */
-  layerCache?: LayerCache;
-  registry?: RegistryClientOptions;
-  /** How long a tag's resolution is reused for creates before asking the registry again (default 0). */
-  imageTagTtlMs?: number;
-  /** Pool of /30 sandbox subnets for `public` networking (default 10.213.0.0/16). */
-  subnetPool?: string;
-  /**
-   * IPv4 ranges sandboxes may not reach, beyond the private, loopback, link-local and
-   * multicast ones always blocked: e.g. the host's LAN when it uses public addresses.
-   */
-  extraBlockedRanges?: string[];
-  /**
-   * The egress gateway sandboxes reach at `address` port 80 (redirected to `port` on the
-   * host); without it the virtual address leads nowhere and gateway_only reaches nothing.
-   */
-  gateway?: { address: string; port: number };
-  /** Install missing Debian packages at open (default true). */
-  installPackages?: boolean;
-  startTimeoutMs?: number;
-  stopTimeoutMs?: number;
-  /**
-   * Run execs through a resident exec agent per sandbox (exec-agent.ts; default true). When
-   * false, or when the agent cannot be built or started, every exec is its own `runc exec`.
-   */
-  execAgent?: boolean;
-  /** Where the agent binary is built and cached (default `<tmpdir>/warren-exec-agent`). */
-  execAgentCacheDir?: string;
-  /** Start a sandbox's agent in the background right after start() (default true). */
-  prestartExecAgent?: boolean;
-  /** Size of every sandbox's root layer filesystem (what it writes outside /workspace); default 10. */
-  rootLayerGiB?: number;
-  /** Size of a standard sandbox's /workspace; default 10. */
-  standardWorkspaceGiB?: number;
-  /** Size of the XFS storage pool; default the size of the filesystem holding `root`. */
-  storagePoolGiB?: number;
-  /** A CA certificate (PEM) every sandbox trusts: the deployment's egress CA (trust.ts). */
-  trustedCaPem?: string;
-}
+export type { LocalRuntimeDriverOptions } from "./options.js";
 
 const DEFAULT_POOL = "10.213.0.0/16";
 
@@ -121,7 +82,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
   readonly kind = "local";
   readonly layout: Layout;
   readonly network: SandboxNetwork;
-  private readonly cache: LayerCache;
+  private readonly images: ImageSource;
   private readonly startTimeoutMs: number;
   private readonly stopTimeoutMs: number;
   private readonly swapAccounting: boolean;
@@ -144,13 +105,12 @@ export class LocalRuntimeDriver implements RuntimeDriver {
       ...(options.extraBlockedRanges ? { extraBlocked: options.extraBlockedRanges } : {}),
       gateway: options.gateway ?? null,
     });
-    this.cache =
-      options.layerCache ??
-      new LayerCache({
-        root: layout.imagesDir,
-        client: new RegistryClient(options.registry),
-        tagTtlMs: options.imageTagTtlMs ?? 0,
-      });
+    this.images = new ImageSource({
+      imagesDir: layout.imagesDir,
+      layerCache: options.layerCache,
+      registry: options.registry,
+      tagTtlMs: options.imageTagTtlMs,
+    });
     this.startTimeoutMs = options.startTimeoutMs ?? 15_000;
     this.stopTimeoutMs = options.stopTimeoutMs ?? 10_000;
     this.execs = new ExecRunner(layout, {
@@ -188,6 +148,9 @@ export class LocalRuntimeDriver implements RuntimeDriver {
       ...(options.rootLayerGiB !== undefined ? { rootLayerGiB: options.rootLayerGiB } : {}),
       ...(options.standardWorkspaceGiB !== undefined ? { standardWorkspaceGiB: options.standardWorkspaceGiB } : {}),
       ...(options.storagePoolGiB !== undefined ? { poolGiB: options.storagePoolGiB } : {}),
+      ...(options.storageReserveGiB !== undefined ? { reserveGiB: options.storageReserveGiB } : {}),
+      ...(options.storageOvercommit !== undefined ? { overcommit: options.storageOvercommit } : {}),
+      ...(options.storageTemplateIdleMs !== undefined ? { templateIdleMs: options.storageTemplateIdleMs } : {}),
     });
     const driver = new LocalRuntimeDriver(options, host, layout, storage);
     await driver.execs.agentBinary();
@@ -200,36 +163,12 @@ export class LocalRuntimeDriver implements RuntimeDriver {
 
   // ---- images ----
 
-  async prepareImage(reference: string): Promise<PreparedImage> {
-    try {
-      const { image, downloaded } = await this.cache.pull(reference);
-      const { entrypoint, cmd, env, workingDir, user } = image.config;
-      return { reference, digest: image.digest, downloaded, config: { entrypoint, cmd, env, workingDir, user } };
-    } catch (error) {
-      if (error instanceof ImageError) {
-        const code = error.code === "invalid_reference" ? "invalid_spec" : "image_unavailable";
-        throw new RuntimeError(code, error.message, { cause: error });
-      }
-      throw error;
-    }
+  prepareImage(reference: string): Promise<PreparedImage> {
+    return this.images.prepare(reference);
   }
 
   imagePullBytes(): number {
-    return this.cache.receivedBytes();
-  }
-
-  /** The image's layer dirs, pulled again by digest if the cache lost them. */
-  private async lowerDirsOf(image: PreparedImage): Promise<string[]> {
-    const cached = await this.cache.getImage(image.digest);
-    if (cached && (await Promise.all(cached.lowerDirs.map(exists))).every(Boolean)) return cached.lowerDirs;
-    try {
-      const ref = { ...parseImageReference(image.reference), digest: image.digest };
-      return (await this.cache.pull(ref)).image.lowerDirs;
-    } catch (error) {
-      throw new RuntimeError("image_unavailable", `image ${image.reference}: ${(error as Error).message}`, {
-        cause: error,
-      });
-    }
+    return this.images.pulledBytes();
   }
 
   // ---- lifecycle ----
@@ -274,7 +213,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
         // The root layer and the workspace: clones of blank images (or of the snapshot's),
         // mounted. Both steps settle before a failure is thrown, so teardown undoes all of it.
         const [layers, provisioned] = await Promise.allSettled([
-          this.lowerDirsOf(image),
+          this.images.lowerDirsOf(image),
           this.storage.provision(spec.id, paths, sizes, from),
         ]);
         if (layers.status === "rejected") throw layers.reason;
@@ -381,7 +320,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
       await this.stopContainer(id);
       await settledExitRecord(paths, this.stopTimeoutMs);
       // After a host reboot mounts and namespaces are gone; make them again.
-      await this.storage.mount(id, paths);
+      await this.storage.mount(id, paths, record.storage.class);
       await mountOverlay({
         lowerDirs: record.image.lowerDirs,
         upper: paths.upper,
@@ -415,37 +354,17 @@ export class LocalRuntimeDriver implements RuntimeDriver {
     });
   }
 
-  /** Kills the container (if it runs) and waits for the shim to record the end. */
+  /** Kills the container (if it runs) and waits for the shim to record the end (supervisor.ts). */
   private async stopContainer(id: string): Promise<void> {
     this.execs.forgetAgent(id);
-    const paths = this.layout.sandbox(id);
-    const state = await readRuncState(this.layout.runcRoot, id);
-    if (!state) return;
-    if (await isInitAlive(state)) {
-      this.exits.watch(id);
-      const exited = this.exits.nextExit(id);
-      let settled = false;
-      // Marks this end as asked for, so an earlier OOM kill of an exec is not blamed for it.
-      await writeFile(path.join(paths.runDir, "stop-requested"), "").catch(() => undefined);
-      await killInit(state);
-      const recorded = await Promise.race([
-        // exit.json is removed at every start, so one that exists now is this run's.
-        readExitRecord(paths).then((record) => (record ? true : new Promise<boolean>(() => undefined))),
-        exited.promise.then(() => true),
-        unsupervisedEnd(state, paths, this.stopTimeoutMs, () => settled).then(() => false),
-      ]);
-      settled = true;
-      exited.cancel();
-      if (recorded) return;
-      if (await isInitAlive(state)) throw new RuntimeError("host_failure", `sandbox ${id} did not die on SIGKILL`);
-    }
-    // The init is gone. Its shim records that within moments; if the shim died too, the
-    // driver cleans up after it and records an unknown exit code.
-    const record = await settledExitRecord(paths, this.stopTimeoutMs);
-    if (await exists(this.layout.runcStateDir(id))) await runcDeleteForce(this.layout.runcRoot, id);
-    if (!record && (await exists(paths.runDir))) {
-      await writeJson(paths.exitFile, { exitCode: -1, oomKills: 0 });
-    }
+    await stopRun({
+      runcRoot: this.layout.runcRoot,
+      runcStateDir: this.layout.runcStateDir(id),
+      id,
+      paths: this.layout.sandbox(id),
+      exits: this.exits,
+      timeoutMs: this.stopTimeoutMs,
+    });
   }
 
   async destroy(id: string): Promise<void> {
@@ -548,6 +467,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
   }
 
   async close(): Promise<void> {
+    this.storage.close();
     await this.execs.close();
     this.exits.close();
   }
@@ -603,6 +523,14 @@ export class LocalRuntimeDriver implements RuntimeDriver {
       }
       await this.storage.growWorkspace(id, paths, capacityGiB);
     });
+  }
+
+  admitStorage(spec: Pick<SandboxSpec, "storageClass" | "workspaceCapacityGiB">): Promise<void> {
+    return this.storage.admit(spec);
+  }
+
+  storageReport(): Promise<StorageReport | null> {
+    return this.storage.report();
   }
 
   // ---- internals ----

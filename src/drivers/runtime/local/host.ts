@@ -19,6 +19,7 @@ export const TOOLS = {
   setfattr: "/usr/bin/setfattr",
   xfsIo: "/usr/sbin/xfs_io",
   sh: "/bin/sh",
+  cp: "/usr/bin/cp",
   gcc: "/usr/bin/gcc",
 } as const;
 

@@ -36,6 +36,7 @@ import type {
   SessionHandlers,
   SessionRequest,
   SnapshotImages,
+  StorageReport,
 } from "../interface.js";
 import type { LocalRuntimeDriver } from "./driver.js";
 import { run } from "./host.js";
@@ -260,6 +261,14 @@ export class PooledRuntime implements RuntimeDriver, SandboxIdPool {
 
   growWorkspace(id: string, capacityGiB: number): Promise<void> {
     return this.driver.growWorkspace(id, capacityGiB);
+  }
+
+  admitStorage(spec: Pick<SandboxSpec, "storageClass" | "workspaceCapacityGiB">): Promise<void> {
+    return this.driver.admitStorage(spec);
+  }
+
+  storageReport(): Promise<StorageReport | null> {
+    return this.driver.storageReport();
   }
 
   snapshot(id: string, snapshotId: string): Promise<LocalSnapshot> {

@@ -91,7 +91,7 @@ export class SnapshotStore {
       }
       if (thawFailure) throw thawFailure;
       const frozenMs = source.cgroup ? Number(process.hrtime.bigint() - started) / 1e6 : 0;
-      return await this.seal(snapshotId, staging, { sandboxId: source.sandboxId, frozenMs });
+      return await this.seal(snapshotId, staging, { sandboxId: source.sandboxId, frozenMs, cloned: true });
     } catch (error) {
       await rm(staging, { recursive: true, force: true });
       throw error;
@@ -115,7 +115,7 @@ export class SnapshotStore {
       for (const file of [images.root, images.workspace]) {
         if (!(await exists(file))) throw new RuntimeError("host_failure", `the import did not write ${file}`);
       }
-      await this.seal(snapshotId, staging, { sandboxId: null, frozenMs: 0 });
+      await this.seal(snapshotId, staging, { sandboxId: null, frozenMs: 0, cloned: false });
     } catch (error) {
       await rm(staging, { recursive: true, force: true });
       throw error;
@@ -143,14 +143,22 @@ export class SnapshotStore {
     return ids.sort();
   }
 
-  /** Makes the staged images durable, writes the record and renames the dir into place. */
+  /**
+   * Writes the record durably and renames the dir into place, durably: two log forces of the
+   * pool's XFS. Clones (`origin.cloned`) need no fsync of their own: FICLONE wrote the
+   * source's dirty pages and committed the shared extents to the pool's log before the record
+   * was made, XFS's log is one ordered sequence, and forcing it up to the record's creation
+   * forces everything before it, with the device flush that makes those data blocks durable
+   * too. Written images (an import) are fsynced first: a log force writes back no file data.
+   * The staging dir's entry for the record is in the record's own creation transaction.
+   */
   private async seal(
     snapshotId: string,
     staging: string,
-    origin: { sandboxId: string | null; frozenMs: number },
+    origin: { sandboxId: string | null; frozenMs: number; cloned: boolean },
   ): Promise<LocalSnapshot> {
     const images = imagesIn(staging);
-    await Promise.all([fsyncPath(images.root), fsyncPath(images.workspace)]);
+    if (!origin.cloned) await Promise.all([fsyncPath(images.root), fsyncPath(images.workspace)]);
     const snapshot: LocalSnapshot = {
       snapshotId,
       workspaceCapacityGiB: await imageSizeGiB(images.workspace),
@@ -170,7 +178,6 @@ export class SnapshotStore {
     } finally {
       await handle.close();
     }
-    await fsyncPath(staging);
     try {
       await rename(staging, this.sealedDir(snapshotId));
     } catch (error) {

@@ -12,9 +12,11 @@ import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { exists } from "../../../lib/fs.js";
 import { RuntimeError, type SandboxObservation } from "../interface.js";
+import type { ExitWatch } from "./exit-watch.js";
 import { TOOLS } from "./host.js";
 import type { SandboxPaths } from "./layout.js";
-import { isInitAlive, type RuncState } from "./runc.js";
+import { writeJson } from "./records.js";
+import { isInitAlive, killInit, type RuncState, readRuncState, runcDeleteForce } from "./runc.js";
 import { SpawnerUnavailable, spawner } from "./spawner.js";
 
 /** $1 runc, $2 runc root, $3 id, $4 bundle, $5 run dir, $6 OOM counter file (may not exist). */
@@ -214,5 +216,46 @@ export async function unsupervisedEnd(
   for (let delay = 10; !stopped() && Date.now() < deadline; delay = Math.min(250, delay * 2)) {
     if (!(await isInitAlive(state)) && !(await isShimAlive(paths))) return;
     await sleep(delay);
+  }
+}
+
+/**
+ * Stops a run: kills its init (if it runs) and waits for the shim to record the end. When the
+ * shim died too, cleans up after it (runc delete) and records an unknown exit code.
+ */
+export async function stopRun(input: {
+  runcRoot: string;
+  runcStateDir: string;
+  id: string;
+  paths: SandboxPaths;
+  exits: ExitWatch;
+  timeoutMs: number;
+}): Promise<void> {
+  const { paths, exits, id } = input;
+  const state = await readRuncState(input.runcRoot, id);
+  if (!state) return;
+  if (await isInitAlive(state)) {
+    exits.watch(id);
+    const exited = exits.nextExit(id);
+    let settled = false;
+    // Marks this end as asked for, so an earlier OOM kill of an exec is not blamed for it.
+    await writeFile(path.join(paths.runDir, "stop-requested"), "").catch(() => undefined);
+    await killInit(state);
+    const recorded = await Promise.race([
+      // exit.json is removed at every start, so one that exists now is this run's.
+      readExitRecord(paths).then((record) => (record ? true : new Promise<boolean>(() => undefined))),
+      exited.promise.then(() => true),
+      unsupervisedEnd(state, paths, input.timeoutMs, () => settled).then(() => false),
+    ]);
+    settled = true;
+    exited.cancel();
+    if (recorded) return;
+    if (await isInitAlive(state)) throw new RuntimeError("host_failure", `sandbox ${id} did not die on SIGKILL`);
+  }
+  // The init is gone. Its shim records that within moments.
+  const record = await settledExitRecord(paths, input.timeoutMs);
+  if (await exists(input.runcStateDir)) await runcDeleteForce(input.runcRoot, id);
+  if (!record && (await exists(paths.runDir))) {
+    await writeJson(paths.exitFile, { exitCode: -1, oomKills: 0 });
   }
 }

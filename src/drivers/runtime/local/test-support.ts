@@ -97,11 +97,14 @@ export function testSubnetPool(root: string): string {
 export async function startRuntimeFixture(
   name: string,
   options: Partial<LocalRuntimeDriverOptions> = {},
+  host: { tmpfsMiB?: number } = {},
 ): Promise<RuntimeFixture> {
   await ensureHostPackages({ forTests: true });
   await sweepStaleTestState();
   const registry = await startTestRegistry();
   const root = await mkdtemp(path.join(os.tmpdir(), `${ROOT_PREFIX}${name}-`));
+  // A small host filesystem of its own (storage admission tests); sweepRoot unmounts it.
+  if (host.tmpfsMiB) await run(TOOLS.mount, ["-t", "tmpfs", "-o", `size=${host.tmpfsMiB}m,mode=0700`, "tmpfs", root]);
   await writeFile(path.join(root, "owner.pid"), String(process.pid));
   let driver: LocalRuntimeDriver | null = null;
   let cleaned = false;

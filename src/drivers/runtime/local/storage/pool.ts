@@ -3,7 +3,8 @@
 // sealed local snapshot live in it, so a snapshot or a restore is a FICLONE of two files:
 // a metadata operation costing the same at 1 MB and at 1 GiB. The host filesystem (ext4
 // here) need not be copy-on-write. Layout in the pool:
-//   templates/xfs-<n>g.img     blank images, made once per size by mkfs.xfs
+//   templates/xfs-<n>g.img     blank images, made once per size by mkfs.xfs (removed when
+//                              unused for a while: collectTemplates())
 //   sandboxes/<id>/            root.img, workspace.img of sandbox <id>
 //   snapshots/<snapshotId>/    root.img, workspace.img, snapshot.json (sealed)
 //   staging/                   snapshots being made (removed at open: a crash's leftovers)
@@ -16,6 +17,7 @@ import { RuntimeError, type SnapshotImages } from "../../interface.js";
 import { run, TOOLS } from "../host.js";
 import type { Layout, SandboxPaths } from "../layout.js";
 import { awaitLoopReleased, isMounted, loopDeviceOf, readMounts } from "../mounts.js";
+import type { PoolUsage } from "./admission.js";
 import {
   assertCapacity,
   cloneImage,
@@ -30,7 +32,23 @@ import {
 export interface StoragePoolOptions {
   /** Size of the pool's filesystem (default: the size of the filesystem holding the root). */
   sizeGiB?: number;
+  /** A template no create has cloned for this long is removed (default 10 minutes). */
+  templateIdleMs?: number;
 }
+
+/** Templates to remove: those unused for `idleMs` with no clone of them under way. Pure. */
+export function idleTemplates(
+  templates: ReadonlyMap<number, { lastUsedMs: number; cloning: number }>,
+  nowMs: number,
+  idleMs: number,
+): number[] {
+  const idle: number[] = [];
+  for (const [sizeGiB, use] of templates) if (use.cloning === 0 && nowMs - use.lastUsedMs >= idleMs) idle.push(sizeGiB);
+  return idle.sort((a, b) => a - b);
+}
+
+const TEMPLATE_FILE = /^xfs-(\d+)g\.img$/;
+const DEFAULT_TEMPLATE_IDLE_MS = 10 * 60_000;
 
 /** What a sandbox's two filesystems are sized to. */
 export interface SandboxImageSizes {
@@ -69,6 +87,10 @@ async function detachLoop(device: string): Promise<void> {
 export class StoragePool {
   readonly dir: string;
   private readonly templates = new Map<number, Promise<string>>();
+  /** Per template size: when a create last cloned it, and how many clones of it are under way. */
+  private readonly templateUse = new Map<number, { lastUsedMs: number; cloning: number }>();
+  /** Templates being removed: a create of that size waits for the removal, then makes one again. */
+  private readonly removing = new Map<number, Promise<void>>();
   private mounted: Promise<void> | null = null;
 
   private constructor(
@@ -163,6 +185,7 @@ export class StoragePool {
   }
 
   private async makeTemplate(sizeGiB: number): Promise<string> {
+    await this.removing.get(sizeGiB);
     await this.ready();
     const file = path.join(this.dir, "templates", `xfs-${sizeGiB}g.img`);
     if (await exists(file)) return file;
@@ -184,14 +207,21 @@ export class StoragePool {
     await this.ready();
     const images = this.layout.sandboxImages(id);
     await mkdir(images.dir, { recursive: true, mode: 0o700 });
-    const [rootSource, workspaceSource] = from
-      ? [from.root, from.workspace]
-      : await Promise.all([this.template(sizes.rootGiB), this.template(sizes.workspaceGiB)]);
-    const cloned = await Promise.allSettled([
-      cloneImage(rootSource, images.root),
-      cloneImage(workspaceSource, images.workspace),
-    ]);
-    for (const result of cloned) if (result.status === "rejected") throw result.reason;
+    const templateSizes = from ? [] : [sizes.rootGiB, sizes.workspaceGiB];
+    // Marked before the template is asked for, so collectTemplates() never removes one a clone is about to read.
+    for (const size of templateSizes) this.useTemplate(size, 1);
+    try {
+      const [rootSource, workspaceSource] = from
+        ? [from.root, from.workspace]
+        : await Promise.all([this.template(sizes.rootGiB), this.template(sizes.workspaceGiB)]);
+      const cloned = await Promise.allSettled([
+        cloneImage(rootSource, images.root),
+        cloneImage(workspaceSource, images.workspace),
+      ]);
+      for (const result of cloned) if (result.status === "rejected") throw result.reason;
+    } finally {
+      for (const size of templateSizes) this.useTemplate(size, -1);
+    }
     await this.mount(id, paths);
     if (from) {
       await this.growTo(images.root, paths.layer, sizes.rootGiB);
@@ -203,6 +233,91 @@ export class StoragePool {
     }
   }
 
+  private useTemplate(sizeGiB: number, delta: 1 | -1): void {
+    const use = this.templateUse.get(sizeGiB) ?? { lastUsedMs: Date.now(), cloning: 0 };
+    this.templateUse.set(sizeGiB, { lastUsedMs: Date.now(), cloning: use.cloning + delta });
+  }
+
+  /**
+   * Removes the templates no create has cloned for the idle time (a template this process
+   * has not seen used counts from when it first saw it). One a clone is about to read or
+   * reading is kept; a create of a removed size makes it again (mkfs.xfs, ~10 ms). Each
+   * removal renames the file into staging first, so a crash never leaves half of one.
+   */
+  async collectTemplates(nowMs = Date.now()): Promise<number[]> {
+    // Only a pool this instance mounted and still finds mounted: the collector never mounts one.
+    if (!this.mounted || !(await isMounted(this.dir))) return [];
+    await this.mounted;
+    const dir = path.join(this.dir, "templates");
+    for (const name of await readdir(dir).catch(() => [] as string[])) {
+      const size = Number(TEMPLATE_FILE.exec(name)?.[1] ?? 0);
+      if (size > 0 && !this.templateUse.has(size)) this.templateUse.set(size, { lastUsedMs: nowMs, cloning: 0 });
+    }
+    const idle = idleTemplates(this.templateUse, nowMs, this.options.templateIdleMs ?? DEFAULT_TEMPLATE_IDLE_MS);
+    for (const size of idle) {
+      // Synchronously with the check above: a create from now on waits for this removal.
+      this.templates.delete(size);
+      this.templateUse.delete(size);
+      const removal = this.removeTemplate(size);
+      this.removing.set(size, removal);
+      void removal.finally(() => {
+        if (this.removing.get(size) === removal) this.removing.delete(size);
+      });
+    }
+    await Promise.all(idle.map((size) => this.removing.get(size)));
+    return idle;
+  }
+
+  private async removeTemplate(sizeGiB: number): Promise<void> {
+    const file = path.join(this.dir, "templates", `xfs-${sizeGiB}g.img`);
+    const doomed = path.join(this.dir, "staging", `template-${sizeGiB}g.${randomBytes(4).toString("hex")}.gone`);
+    try {
+      await rename(file, doomed);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
+      return;
+    }
+    await rm(doomed, { force: true });
+  }
+
+  /** What the pool holds and may still take from the host (admission.ts decides with it). */
+  async usage(): Promise<PoolUsage> {
+    await this.ready();
+    const host = await statfs(path.dirname(this.layout.poolImage));
+    const sizeOf = async (file: string) => (await stat(file).catch(() => null))?.size ?? 0;
+    const allocatedOf = async (file: string) => ((await stat(file).catch(() => null))?.blocks ?? 0) * 512;
+    const imageBytesById = new Map<string, number>();
+    await Promise.all(
+      (await this.imageIds()).map(async (id) => {
+        const images = this.layout.sandboxImages(id);
+        imageBytesById.set(id, (await sizeOf(images.root)) + (await sizeOf(images.workspace)));
+      }),
+    );
+    let fixedBytes = 0;
+    for (const name of await readdir(path.join(this.dir, "templates")).catch(() => [] as string[])) {
+      fixedBytes += await allocatedOf(path.join(this.dir, "templates", name));
+    }
+    for (const name of await readdir(this.snapshotsDir).catch(() => [] as string[])) {
+      for (const file of ["root.img", "workspace.img"]) {
+        fixedBytes += await allocatedOf(path.join(this.snapshotsDir, name, file));
+      }
+    }
+    let stagingBytes = 0;
+    const staging = path.join(this.dir, "staging");
+    for (const name of await readdir(staging).catch(() => [] as string[])) {
+      for (const file of await readdir(path.join(staging, name)).catch(() => [] as string[])) {
+        if (file.endsWith(".img")) stagingBytes += await sizeOf(path.join(staging, name, file));
+      }
+    }
+    return {
+      hostFreeBytes: host.bavail * host.bsize,
+      poolAllocatedBytes: await allocatedOf(this.layout.poolImage),
+      imageBytesById,
+      fixedBytes,
+      stagingBytes,
+    };
+  }
+
   /** Mounts the sandbox's images where they belong (after a reboot); a no-op when they are. */
   async mount(id: string, paths: SandboxPaths): Promise<void> {
     await this.ready();
@@ -211,7 +326,7 @@ export class StoragePool {
       if (!(await exists(image))) {
         throw new RuntimeError(
           "host_failure",
-          `sandbox ${id} has no ${path.basename(image)} (made before the storage pool?)`,
+          `sandbox ${id} has no ${path.basename(image)} in the storage pool and no state of its own to make one from: its files are gone and it cannot start`,
         );
       }
     }

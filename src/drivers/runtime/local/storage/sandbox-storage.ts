@@ -1,12 +1,20 @@
 // What the driver asks of storage: a sandbox's two filesystems (root layer and workspace,
 // each an XFS image in the pool, see pool.ts), their growth, and local snapshots of them.
 // Opening it undoes what a crash in the middle of a snapshot left on the host.
-import { type LocalSnapshot, RuntimeError, type SandboxSpec, type SnapshotImages } from "../../interface.js";
+import {
+  type LocalSnapshot,
+  RuntimeError,
+  type SandboxSpec,
+  type SnapshotImages,
+  type StorageReport,
+} from "../../interface.js";
 import { childCgroups, thawCgroup } from "../cgroups.js";
 import { isSandboxId, type Layout, type SandboxPaths } from "../layout.js";
-import { readMounts } from "../mounts.js";
+import { readMounts, unmountUnder } from "../mounts.js";
 import { assertSnapshotId, SnapshotStore, snapshotOf } from "../snapshots.js";
-import { assertCapacity, growMountedImage, imageSizeGiB, thawFilesystem } from "./images.js";
+import { type AdmissionPolicy, decideStorage, promisedImageBytes } from "./admission.js";
+import { assertCapacity, GIB, growMountedImage, imageSizeGiB, thawFilesystem } from "./images.js";
+import { copyLegacy, hasLegacyLayout, prepareLegacy } from "./legacy.js";
 import { type SandboxImageSizes, StoragePool } from "./pool.js";
 
 export interface SandboxStorageOptions {
@@ -16,6 +24,12 @@ export interface SandboxStorageOptions {
   standardWorkspaceGiB?: number;
   /** Size of the pool; default the size of the filesystem holding the root. */
   poolGiB?: number;
+  /** Host bytes never promised to sandboxes (admission.ts); default 5 GiB. */
+  reserveGiB?: number;
+  /** How many times what the host can back may be promised to sandboxes; default 8 (1: none overcommitted). */
+  overcommit?: number;
+  /** A blank template unused for this long is removed; default 10 minutes. */
+  templateIdleMs?: number;
 }
 
 /** Runs `take` under the sandbox's lifecycle lock, with its paths and whether it runs. */
@@ -27,13 +41,27 @@ export class SandboxStorage {
   private readonly snapshots: SnapshotStore;
   /** Sandboxes with a snapshot being taken (a second one is refused, not queued). */
   private readonly snapshotting = new Set<string>();
+  /** Image bytes admitted for creates and growths not yet on disk, by sandbox id. */
+  private readonly pending = new Map<string, number>();
+  /** The admission decision under way (they run one at a time). */
+  private deciding: Promise<void> = Promise.resolve();
+  /** Ids of the API's checks, which reserve nothing past the check itself. */
+  private admissionProbes = 0;
+  private readonly collector: NodeJS.Timeout;
 
   private constructor(
     private readonly layout: Layout,
     readonly pool: StoragePool,
     private readonly sizes: { rootLayerGiB: number; standardWorkspaceGiB: number },
+    private readonly policy: AdmissionPolicy,
+    templateIdleMs: number,
   ) {
     this.snapshots = new SnapshotStore(pool);
+    this.collector = setInterval(
+      () => void this.pool.collectTemplates().catch(() => undefined),
+      Math.min(templateIdleMs, 60_000),
+    );
+    this.collector.unref();
   }
 
   /**
@@ -48,7 +76,18 @@ export class SandboxStorage {
     };
     assertCapacity(sizes.rootLayerGiB);
     assertCapacity(sizes.standardWorkspaceGiB);
-    const pool = await StoragePool.open(layout, options.poolGiB !== undefined ? { sizeGiB: options.poolGiB } : {});
+    const policy: AdmissionPolicy = {
+      reserveBytes: (options.reserveGiB ?? 5) * GIB,
+      overcommit: options.overcommit ?? 8,
+    };
+    if (!(policy.reserveBytes >= 0) || !(policy.overcommit >= 1)) {
+      throw new RuntimeError("invalid_spec", "the storage reserve must be >= 0 GiB and the overcommit ratio >= 1");
+    }
+    const templateIdleMs = options.templateIdleMs ?? 10 * 60_000;
+    const pool = await StoragePool.open(layout, {
+      ...(options.poolGiB !== undefined ? { sizeGiB: options.poolGiB } : {}),
+      templateIdleMs,
+    });
     const prefix = `${layout.sandboxesDir}/`;
     for (const mount of await readMounts()) {
       if (mount.fsType === "xfs" && mount.mountPoint.startsWith(prefix)) await thawFilesystem(mount.mountPoint);
@@ -56,11 +95,76 @@ export class SandboxStorage {
     for (const id of await childCgroups(layout.cgroupParent)) {
       if (isSandboxId(id)) await thawCgroup(layout.cgroupPath(id));
     }
-    return new SandboxStorage(layout, pool, sizes);
+    return new SandboxStorage(layout, pool, sizes, policy, templateIdleMs);
+  }
+
+  close(): void {
+    clearInterval(this.collector);
+  }
+
+  /**
+   * Refuses (`storage_exhausted`) giving sandbox `id` images of `sizes` in total when the
+   * host could not back them (admission.ts); otherwise runs `work` with them counted as
+   * promised, so concurrent admissions see each other.
+   */
+  async admitted<T>(id: string, sizes: SandboxImageSizes, work: () => Promise<T>): Promise<T> {
+    const bytes = (sizes.rootGiB + sizes.workspaceGiB) * GIB;
+    // One decision at a time (measuring is async): two admissions must not both count without the other.
+    const turn = this.deciding;
+    let release = () => undefined as void;
+    this.deciding = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let previous: number | undefined;
+    try {
+      await turn;
+      const verdict = decideStorage(await this.pool.usage(), this.pending, { id, bytes }, this.policy);
+      if (!verdict.admitted) {
+        const gib = (value: number) => `${Math.round((value / GIB) * 10) / 10} GiB`;
+        throw new RuntimeError(
+          "storage_exhausted",
+          `the host cannot back ${gib(bytes)} of storage for this sandbox: sandboxes may still write ` +
+            `${gib(verdict.mayStillWriteBytes)} with it, and the host can back ${gib(verdict.backableBytes)}` +
+            (verdict.couldEverFit ? "" : " (more than this host could back with no other sandbox)"),
+          { permanent: !verdict.couldEverFit },
+        );
+      }
+      previous = this.pending.get(id);
+      this.pending.set(id, Math.max(bytes, previous ?? 0));
+    } finally {
+      release();
+    }
+    try {
+      return await work();
+    } finally {
+      if (previous === undefined) this.pending.delete(id);
+      else this.pending.set(id, previous);
+    }
+  }
+
+  /** Whether a new sandbox of `spec` would be admitted now (the API asks before accepting a create). */
+  async admit(spec: Pick<SandboxSpec, "storageClass" | "workspaceCapacityGiB">): Promise<void> {
+    // A durable spec without a capacity (a restore that inherits it) is checked at its least.
+    const sizes = this.sizesOf({ ...spec, workspaceCapacityGiB: spec.workspaceCapacityGiB ?? 1 });
+    await this.admitted(`admission-${++this.admissionProbes}`, sizes, async () => undefined);
+  }
+
+  /** The pool's numbers for operators (null when there is no pool yet). */
+  async report(): Promise<StorageReport | null> {
+    if (!(await this.pool.readyIfPresent())) return null;
+    const usage = await this.pool.usage();
+    const verdict = decideStorage(usage, this.pending, { id: "", bytes: 0 }, this.policy);
+    return {
+      hostFreeBytes: usage.hostFreeBytes,
+      poolAllocatedBytes: usage.poolAllocatedBytes,
+      promisedBytes: promisedImageBytes(usage, this.pending),
+      mayStillWriteBytes: verdict.mayStillWriteBytes,
+      backableBytes: verdict.backableBytes,
+    };
   }
 
   /** The sizes of a new sandbox's filesystems. */
-  sizesOf(spec: SandboxSpec): SandboxImageSizes {
+  sizesOf(spec: Pick<SandboxSpec, "storageClass" | "workspaceCapacityGiB">): SandboxImageSizes {
     const durable = spec.storageClass === "durable";
     return {
       rootGiB: this.sizes.rootLayerGiB,
@@ -76,12 +180,43 @@ export class SandboxStorage {
     return images;
   }
 
-  provision(id: string, paths: SandboxPaths, sizes: SandboxImageSizes, from?: SnapshotImages): Promise<void> {
-    return this.pool.provision(id, paths, sizes, from);
+  /** Admits (see admitted()) and makes the sandbox's two images, mounted. */
+  async provision(id: string, paths: SandboxPaths, sizes: SandboxImageSizes, from?: SnapshotImages): Promise<void> {
+    // A restore's images are at least the snapshot's sizes.
+    const effective = from
+      ? {
+          rootGiB: Math.max(sizes.rootGiB, await imageSizeGiB(from.root)),
+          workspaceGiB: Math.max(sizes.workspaceGiB, await imageSizeGiB(from.workspace)),
+        }
+      : sizes;
+    await this.admitted(id, effective, () => this.pool.provision(id, paths, sizes, from));
   }
 
-  mount(id: string, paths: SandboxPaths): Promise<void> {
-    return this.pool.mount(id, paths);
+  /**
+   * Mounts the sandbox's images (after a reboot); a sandbox made before the storage pool
+   * (legacy.ts) has its old state copied into new images first, once.
+   */
+  async mount(id: string, paths: SandboxPaths, storageClass: SandboxSpec["storageClass"]): Promise<void> {
+    if (await hasLegacyLayout(paths)) await this.migrateLegacy(id, paths, storageClass === "durable");
+    else await this.pool.mount(id, paths);
+  }
+
+  private async migrateLegacy(id: string, paths: SandboxPaths, durable: boolean): Promise<void> {
+    // The old overlay (over the old upper dir) goes; so do the images of an attempt a crash cut short.
+    for (const dir of [paths.rootfs, paths.layer, paths.workspace]) await unmountUnder(dir);
+    await this.pool.removeImages(id);
+    const { legacy, sizes } = await prepareLegacy(paths, durable, {
+      rootGiB: this.sizes.rootLayerGiB,
+      standardWorkspaceGiB: this.sizes.standardWorkspaceGiB,
+    });
+    await this.admitted(id, sizes, () => this.pool.provision(id, paths, sizes));
+    try {
+      await copyLegacy(paths, legacy);
+    } catch (error) {
+      for (const dir of [paths.layer, paths.workspace]) await unmountUnder(dir);
+      await this.pool.removeImages(id);
+      throw error;
+    }
   }
 
   /** Removes the sandbox's images (the caller unmounted them). */
@@ -107,8 +242,11 @@ export class SandboxStorage {
       );
     }
     await this.pool.mount(id, paths);
+    const rootGiB = await imageSizeGiB(this.layout.sandboxImages(id).root);
     // Run even at the same size: it finishes a growth a crash interrupted, and is a no-op otherwise.
-    await growMountedImage(image, paths.workspace, capacityGiB);
+    await this.admitted(id, { rootGiB, workspaceGiB: capacityGiB }, () =>
+      growMountedImage(image, paths.workspace, capacityGiB),
+    );
   }
 
   /** See RuntimeDriver.snapshot(); `serialized` runs the clone under the sandbox's lock. */

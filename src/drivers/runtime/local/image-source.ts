@@ -1,0 +1,60 @@
+// The driver's images: pulls through the layer cache (unpacked, content-addressed layers
+// under `<root>/images`), as the driver's errors, and the layer dirs a sandbox's overlay
+// stacks (pulled again by digest when the cache lost them).
+import { exists } from "../../../lib/fs.js";
+import { ImageError } from "../image/errors.js";
+import { LayerCache } from "../image/layer-cache.js";
+import { parseImageReference } from "../image/reference.js";
+import { RegistryClient, type RegistryClientOptions } from "../image/registry-client.js";
+import { type PreparedImage, RuntimeError } from "../interface.js";
+
+export class ImageSource {
+  private readonly cache: LayerCache;
+
+  constructor(options: {
+    imagesDir: string;
+    layerCache?: LayerCache | undefined;
+    registry?: RegistryClientOptions | undefined;
+    tagTtlMs?: number | undefined;
+  }) {
+    this.cache =
+      options.layerCache ??
+      new LayerCache({
+        root: options.imagesDir,
+        client: new RegistryClient(options.registry),
+        tagTtlMs: options.tagTtlMs ?? 0,
+      });
+  }
+
+  async prepare(reference: string): Promise<PreparedImage> {
+    try {
+      const { image, downloaded } = await this.cache.pull(reference);
+      const { entrypoint, cmd, env, workingDir, user } = image.config;
+      return { reference, digest: image.digest, downloaded, config: { entrypoint, cmd, env, workingDir, user } };
+    } catch (error) {
+      if (error instanceof ImageError) {
+        const code = error.code === "invalid_reference" ? "invalid_spec" : "image_unavailable";
+        throw new RuntimeError(code, error.message, { cause: error });
+      }
+      throw error;
+    }
+  }
+
+  pulledBytes(): number {
+    return this.cache.receivedBytes();
+  }
+
+  /** The image's layer dirs, pulled again by digest if the cache lost them. */
+  async lowerDirsOf(image: PreparedImage): Promise<string[]> {
+    const cached = await this.cache.getImage(image.digest);
+    if (cached && (await Promise.all(cached.lowerDirs.map(exists))).every(Boolean)) return cached.lowerDirs;
+    try {
+      const ref = { ...parseImageReference(image.reference), digest: image.digest };
+      return (await this.cache.pull(ref)).image.lowerDirs;
+    } catch (error) {
+      throw new RuntimeError("image_unavailable", `image ${image.reference}: ${(error as Error).message}`, {
+        cause: error,
+      });
+    }
+  }
+}
