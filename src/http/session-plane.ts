@@ -124,7 +124,8 @@ export async function startSessionPlane(
  * be an open redirect), nor is an absolute-form target.
  */
 export function isOriginPath(url: string | undefined): url is string {
-  return url !== undefined && url.startsWith("/") && url[1] !== "/" && url[1] !== "\\";
+  if (url === undefined) return false;
+  return url.startsWith("/") && url[1] !== "/" && url[1] !== "\\";
 }
 
 /**

@@ -3,13 +3,7 @@
 // towards it and records what it observes. Exec is exec-service.ts.
 import { randomBytes } from "node:crypto";
 import type { SandboxDefaults } from "../../config.js";
-import {
-  type NetworkMode,
-  type NetworkReceipt,
-  type RuntimeDriver,
-  RuntimeError,
-  type SandboxIdPool,
-} from "../../drivers/runtime/interface.js";
+import { type RuntimeDriver, RuntimeError, type SandboxIdPool } from "../../drivers/runtime/interface.js";
 import type { Clock } from "../../lib/clock.js";
 import { AppError, notFound } from "../../lib/errors.js";
 import type { Logger } from "../../lib/logger.js";
@@ -21,6 +15,7 @@ import type { RunService } from "../runs/service.js";
 import type { QuotaService } from "../usage/service.js";
 import { checkMountTargets } from "../volumes/mounts.js";
 import type { ExecResponse } from "./exec-service.js";
+import { applyHostChange, HOST_CLAIM_SECONDS, type HostChange, storageRefusal } from "./host-changes.js";
 import { isFinished, STABLE_STATES, stateDeadline } from "./lifecycle.js";
 import * as repo from "./repo.js";
 import type { CreateSandboxBody, SandboxJson, SandboxState, UpdateSandboxBody } from "./schemas.js";
@@ -29,10 +24,6 @@ import { checkArgv, checkMetadata, receiptView, restoredCapacity, sandboxView } 
 
 const SANDBOX_ID = /^sbx-[0-9a-f]{40}$/;
 const EXEC_TARGET_CACHE_ENTRIES = 10_000;
-/** How long a claim on a sandbox's host state (growth, network switch) holds if its holder dies. */
-const HOST_CLAIM_SECONDS = 600;
-
-type HostChange = { kind: "grow"; from: number; to: number } | { kind: "network"; mode: NetworkMode };
 
 const unsupported = (message: string) => new AppError("unsupported_capability", message);
 
@@ -556,45 +547,13 @@ export class SandboxService {
       return { row, host };
     });
     this.transitions.notify(row.id);
-    const receipt = host ? await this.changeHost(row, host) : null;
+    const receipt = host
+      ? await applyHostChange({ db: this.db, runtime: this.runtime(), log: this.log }, row, host)
+      : null;
     this.trigger.kick(id);
     const response: Record<string, unknown> = { id, request_state: "requested" };
     if (receipt) response.network_access_receipt = receiptView(receipt);
     return response;
-  }
-
-  /** Applies a claimed host change outside any transaction, then records it and ends the claim. */
-  private async changeHost(row: repo.SandboxRow, host: HostChange): Promise<NetworkReceipt | null> {
-    try {
-      if (host.kind === "grow") {
-        await this.runtime().growWorkspace(row.id, host.to);
-        await repo.releaseHost(this.db, row.id, {});
-        return null;
-      }
-      const receipt = await this.runtime().setNetwork(row.id, host.mode);
-      await repo.releaseHost(this.db, row.id, { network_access: host.mode });
-      return receipt;
-    } catch (error) {
-      await repo.releaseHost(this.db, row.id, host.kind === "grow" ? { revertCapacity: host } : {});
-      throw host.kind === "grow" ? this.growFailure(row, error) : error;
-    }
-  }
-
-  /** A driver refusal of workspace growth as the API's error; the driver's own words go to the log only. */
-  private growFailure(row: repo.SandboxRow, error: unknown): unknown {
-    if (!(error instanceof RuntimeError)) return error;
-    this.log.warn({ sandbox_id: row.id, code: error.code, err: error.message }, "workspace growth refused");
-    if (error.code === "workspace_shrink_unsupported")
-      return new AppError("workspace_shrink_unsupported", "the workspace cannot shrink");
-    if (error.code === "storage_exhausted") return storageRefusal(error);
-    if (row.state === "running") {
-      // The driver grows a mounted filesystem only where the host lets it (CAP_SYS_RESOURCE).
-      return new AppError(
-        "operation_conflict",
-        "this host cannot grow the workspace of a running sandbox; stop it, grow the workspace, then wake it",
-      );
-    }
-    return new AppError("unavailable", "the workspace could not be grown; try again later", { retryAfterSeconds: 30 });
   }
 
   async delete(cred: Credential, id: string) {
@@ -642,20 +601,4 @@ export class SandboxService {
     this.transitions.notify(id);
     if (!quarantined) this.trigger.kick(id);
   }
-}
-
-/**
- * The host's storage admission refusing a create or a growth (local/storage/admission.ts):
- * 503 `unavailable` while other sandboxes hold the space (it may free up), 422
- * `unsupported_capability` when even an empty host could not back it (docs/api-decisions.md).
- */
-function storageRefusal(error: unknown): unknown {
-  if (!(error instanceof RuntimeError) || error.code !== "storage_exhausted") return error;
-  // The driver's words (the host's free space) stay in the log: a tenant learns only the verdict.
-  if (error.permanent) {
-    return new AppError("unsupported_capability", "this deployment cannot back that much sandbox storage");
-  }
-  return new AppError("unavailable", "the host cannot back this sandbox's storage now; try again later", {
-    retryAfterSeconds: 30,
-  });
 }

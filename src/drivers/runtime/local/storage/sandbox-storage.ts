@@ -111,7 +111,7 @@ export class SandboxStorage {
     const bytes = (sizes.rootGiB + sizes.workspaceGiB) * GIB;
     // One decision at a time (measuring is async): two admissions must not both count without the other.
     const turn = this.deciding;
-    let release = () => undefined as void;
+    let release: () => void = () => {};
     this.deciding = new Promise<void>((resolve) => {
       release = resolve;
     });
