@@ -1,5 +1,5 @@
 // Pushes a local directory as a new version of a volume (docs/volumes.md "Pushing a
-// directory"): cuts every regular file into 4 MiB chunks and hashes them (BLAKE3), uploads
+// directory"): cuts every regular file into 16 MiB chunks and hashes them (BLAKE3), uploads
 // the manifest and tries to publish; when blobs are missing, asks which blobs the volume's
 // organization lacks, uploads only those (in parallel, to their presigned URLs) and publishes. A rerun after an interruption
 // uploads only what did not land (stored blobs answer `present`). A publish that lost a
@@ -14,7 +14,13 @@ import os from "node:os";
 import path from "node:path";
 import { Blake3Hasher, blake3 } from "@napi-rs/blake-hash";
 
-export const CHUNK_BYTES = 4 * 1_048_576;
+/**
+ * The chunk size: the largest a manifest may name. Fewer, larger blobs cost fewer requests
+ * and fsyncs per pushed byte, and a file of one chunk is one blob that a host can link into
+ * its volume cache instead of copying (docs/volumes.md). Versions pushed with 4 MiB chunks
+ * stay readable (a manifest names each chunk's size), and a hash cache's entries keep them.
+ */
+export const CHUNK_BYTES = 16 * 1_048_576;
 const BLOBS_PER_REQUEST = 1000;
 const MAX_REBASES = 5;
 
@@ -108,7 +114,7 @@ async function walk(dir: string, skipped: string[]): Promise<string[]> {
   return out.sort();
 }
 
-/** Chunk buffers reused across files: a fresh 4 MiB buffer per small file costs more than hashing it. */
+/** Chunk buffers reused across files: a fresh 16 MiB buffer per small file costs more than hashing it. */
 const spareBuffers: Buffer[] = [];
 
 async function hashFile(root: string, rel: string): Promise<{ entry: FileEntry; chunks: Chunk[] }> {
@@ -237,9 +243,12 @@ export async function pushDirectory(options: PushOptions): Promise<PushResult> {
         chunks: hit.chunks,
       });
       bytes += Number(info.size);
-      hit.chunks.forEach((chunk, i) => {
-        if (!chunkOf.has(chunk.digest)) chunkOf.set(chunk.digest, { ...chunk, file: full, offset: i * CHUNK_BYTES });
-      });
+      // Offsets from the chunks' own sizes: an entry cached under another chunk size holds.
+      let offset = 0;
+      for (const chunk of hit.chunks) {
+        if (!chunkOf.has(chunk.digest)) chunkOf.set(chunk.digest, { ...chunk, file: full, offset });
+        offset += chunk.size;
+      }
       fresh.set(rel, hit);
       reused++;
     } else toHash.push(rel);
