@@ -245,7 +245,7 @@ for (const store of STORE_KINDS) {
       const dir = path.join(tmp, "tree");
       await mkdir(path.join(dir, "sub"), { recursive: true });
       await writeFile(path.join(dir, "a.txt"), "alpha\n");
-      await writeFile(path.join(dir, "sub", "b.bin"), Buffer.alloc(5 * 1_048_576, 7));
+      await writeFile(path.join(dir, "sub", "b.bin"), Buffer.alloc(17 * 1_048_576, 7));
       const volume = await warren.volumes.create({ name: "sdk-vol", quota_bytes: String(1024 ** 3) });
       const phases = new Set<string>();
       const first = await warren.volumes.push(volume.id as string, dir, {
@@ -253,7 +253,7 @@ for (const store of STORE_KINDS) {
         onProgress: (_line, p) => phases.add(p.phase),
       });
       assert.equal(first.files, 2);
-      assert.equal(first.uploadedBlobs, 3, "two chunks of the 5 MiB file and the small one");
+      assert.equal(first.uploadedBlobs, 3, "two chunks of the 17 MiB file and the small one");
       assert.ok(phases.has("upload") && phases.has("done"), [...phases].join());
       const second = await warren.volumes.push(volume.id as string, dir, { hashCache: false });
       assert.equal(second.uploadedBlobs, 0);
