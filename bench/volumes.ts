@@ -10,17 +10,17 @@
 // Usage: node --import tsx bench/volumes.ts [--rounds 3] [--repushes 5] [--mounts 5]
 //   [--concurrency 8] (the helper's uploads at once) [--phases push,repush,mount]
 import { randomBytes } from "node:crypto";
-import { mkdir, mkdtemp, open, readdir, rm, writeFile } from "node:fs/promises";
+import { mkdir, open, readdir, rm, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { pushDirectory } from "../scripts/volume-push.js";
-import { sweepRoot } from "../src/drivers/runtime/local/sweep.js";
-import { pushTestImages, startTestRegistry } from "../test/support/registry.js";
+import { CHUNK_BYTES, pushDirectory } from "../scripts/volume-push.js";
+import { pushTestImages } from "../test/support/registry.js";
 import { call } from "./lib/api.js";
 import { benchArgs } from "./lib/args.js";
-import { machineLoad } from "./lib/cpu.js";
-import { freePort, killAllServers, SERVER_METHOD, startServer } from "./lib/server.js";
+import { machineLoad, sampleCpu } from "./lib/cpu.js";
+import { openBenchRig } from "./lib/rig.js";
+import { SERVER_METHOD } from "./lib/server.js";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const args = benchArgs();
@@ -34,7 +34,9 @@ const MIB = 1_048_576;
 const BIG_FILES = 64;
 const BIG_FILE_BYTES = 16 * MIB;
 const SMALL_FILES = 10_000;
-const CHUNK = 4 * MIB;
+const CHUNK = CHUNK_BYTES;
+/** The raw copy's read size (as in earlier runs). */
+const RAW_BUFFER = 4 * MIB;
 
 const log = (line: string) => process.stderr.write(`${line}\n`);
 const round1 = (n: number) => Math.round(n * 10) / 10;
@@ -57,7 +59,7 @@ async function mapLimit<T>(items: readonly T[], limit: number, fn: (item: T) => 
   await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
 }
 
-/** Makes every 4 MiB chunk of the big files new: a round marker at each chunk's start. */
+/** Makes every chunk of the big files new: a round marker at each chunk's start. */
 async function freshen(dir: string, round: number) {
   const marker = Buffer.from(`round ${round} ${randomBytes(8).toString("hex")}`);
   for (let i = 0; i < BIG_FILES; i++) {
@@ -74,9 +76,9 @@ async function rawCopy(source: string, target: string) {
   await mapLimit(names, 8, async (name) => {
     const from = await open(path.join(source, name), "r");
     const to = await open(path.join(target, name), "w");
-    const buffer = Buffer.allocUnsafe(CHUNK);
-    for (let at = 0; ; at += CHUNK) {
-      const { bytesRead } = await from.read(buffer, 0, CHUNK, at);
+    const buffer = Buffer.allocUnsafe(RAW_BUFFER);
+    for (let at = 0; ; at += RAW_BUFFER) {
+      const { bytesRead } = await from.read(buffer, 0, RAW_BUFFER, at);
       if (bytesRead === 0) break;
       await to.write(buffer, 0, bytesRead, at);
     }
@@ -89,39 +91,17 @@ async function rawCopy(source: string, target: string) {
 }
 
 const results: Record<string, unknown> = {};
-const registry = await startTestRegistry();
-const tmp = await mkdtemp(path.join(os.tmpdir(), "warren-bench-vol-"));
-const runtimeRoot = path.join(tmp, "runtime");
+const rig = await openBenchRig("vol", ROOT);
+const tmp = rig.tmp;
 const dataDir = path.join(tmp, "data");
-const key = `bench-${randomBytes(12).toString("hex")}`;
-let stopServer: (() => Promise<void>) | null = null;
-process.on("SIGINT", () => {
-  killAllServers();
-  void (async () => {
-    await sweepRoot(runtimeRoot).catch(() => undefined);
-    await registry.stop().catch(() => undefined);
-    await rm(tmp, { recursive: true, force: true });
-    process.exit(130);
-  })();
-});
 try {
-  await pushTestImages(registry);
-  const port = await freePort();
-  const server = await startServer({
-    root: ROOT,
-    port,
-    logFile: path.join(tmp, "server.log"),
-    env: {
-      WARREN_DATA_DIR: dataDir,
-      WARREN_RUNTIME_ROOT: runtimeRoot,
-      WARREN_BOOTSTRAP_API_KEY: key,
-      WARREN_DEFAULT_IMAGE: `${registry.host}/test/busybox:latest`,
-      WARREN_LOG_LEVEL: "warn",
-      // Creates with volumes are never served from the pool: plain creates are not either, to compare like with like.
-      WARREN_SANDBOX_POOL_SIZE: "0",
-    },
+  await pushTestImages(rig.registry);
+  const server = await rig.start({
+    WARREN_LOG_LEVEL: "warn",
+    // Creates with volumes are never served from the pool: plain creates are not either, to compare like with like.
+    WARREN_SANDBOX_POOL_SIZE: "0",
   });
-  stopServer = server.stop;
+  const key = rig.key;
   const api = async (method: string, url: string, body?: unknown) => {
     const response = await call<Record<string, unknown>>(server.baseUrl, key, method, url, body);
     if (response.status >= 300)
@@ -167,7 +147,13 @@ try {
       await writeFile(path.join(big, `f${String(i).padStart(2, "0")}.bin`), randomBytes(BIG_FILE_BYTES));
     }
     const totalBytes = BIG_FILES * BIG_FILE_BYTES;
-    const pushRuns: { ms: number; mbps: number; marks: Record<string, number>; uploadedBytes: number }[] = [];
+    const pushRuns: {
+      ms: number;
+      mbps: number;
+      marks: Record<string, number>;
+      uploadedBytes: number;
+      cpu: Record<string, number>;
+    }[] = [];
     const rawRuns: { ms: number; mbps: number }[] = [];
     results.machineBusyBeforePushPct = Math.round(await machineLoad(1000));
     for (let round = 0; round < ROUNDS; round++) {
@@ -183,7 +169,9 @@ try {
           await rm(target, { recursive: true, force: true });
         } else {
           const volumeId = await newVolume(`big-${round}`);
+          const sampler = sampleCpu({ server: server.child.pid ?? 0, loadgen: process.pid, db: () => [] });
           const run = await push(volumeId, big);
+          const cpu = sampler.stop();
           if (run.result.uploadedBytes !== totalBytes)
             throw new Error(`round ${round} uploaded ${run.result.uploadedBytes}`);
           pushRuns.push({
@@ -191,6 +179,12 @@ try {
             mbps: Math.round(totalBytes / MIB / (run.ms / 1000)),
             marks: Object.fromEntries(Object.entries(run.marks).map(([k, v]) => [k, Math.round(v)])),
             uploadedBytes: run.result.uploadedBytes,
+            // Cores' worth of CPU during the push: the server, the helper (this process), the rest of the machine.
+            cpu: {
+              serverPct: Math.round(cpu.serverPct),
+              helperPct: Math.round(cpu.loadgenPct),
+              otherPct: Math.round(cpu.otherPct),
+            },
           });
           bigVolume = volumeId;
           bigVersion = String(run.result.version.version_digest);
@@ -341,8 +335,5 @@ try {
   await writeFile(path.join(ROOT, "bench/results/volumes.json"), `${JSON.stringify(results, null, 2)}\n`);
   process.stdout.write(`${JSON.stringify(results, null, 2)}\n`);
 } finally {
-  await stopServer?.().catch(() => undefined);
-  await sweepRoot(runtimeRoot).catch(() => undefined);
-  await registry.stop().catch(() => undefined);
-  await rm(tmp, { recursive: true, force: true });
+  await rig.close();
 }

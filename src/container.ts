@@ -159,8 +159,13 @@ export async function openStore(config: Config): Promise<Db> {
   // Repairs what an older version or a permissive umask left readable; PGlite's own files
   // stay private from here on (pglite-private-fs.ts).
   // The blob store keeps its own tree private (FsBlobStore.open); walking it would cost a
-  // stat per object at every start.
-  await makeDirPrivate(config.dataDir, [config.sandbox.runtimeRoot, `${config.dataDir}/blobs`]);
+  // stat per object at every start. The volume cache's entries are read-only trees that
+  // sandboxes read (0444/0555), some of them hard links to blob files: not made 0600.
+  await makeDirPrivate(config.dataDir, [
+    config.sandbox.runtimeRoot,
+    `${config.dataDir}/blobs`,
+    config.volumes.cacheDir,
+  ]);
   // PGlite makes its own directory with the umask's mode on a first start.
   await makeDirPrivate(`${config.dataDir}/pglite`);
   return openPglite(`${config.dataDir}/pglite`);

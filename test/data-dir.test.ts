@@ -55,8 +55,12 @@ describe("data dir permissions [pglite]", () => {
     await writeFile(path.join(dataDir, "notes.txt"), "secret", { mode: 0o666 });
     await mkdir(path.join(dataDir, "runtime", "images"), { recursive: true });
     await writeFile(path.join(dataDir, "runtime", "images", "layer-file"), "x", { mode: 0o755 });
+    // A volume cache entry: read-only files sandboxes read (some hard links to blob files).
+    await mkdir(path.join(dataDir, "volume-cache", "org", "entry"), { recursive: true });
+    await writeFile(path.join(dataDir, "volume-cache", "org", "entry", "f.txt"), "v");
     await chmodTree(dataDir, 0o666, 0o777);
     await chmod(path.join(dataDir, "runtime", "images", "layer-file"), 0o755);
+    await chmodTree(path.join(dataDir, "volume-cache", "org"), 0o444, 0o555);
   });
 
   after(async () => {
@@ -70,9 +74,13 @@ describe("data dir permissions [pglite]", () => {
     const silent = new Writable({ write: (_chunk, _encoding, callback) => callback() });
     c = await createContainer(config, createLogger("error", silent), { runtime: null, keyring: Keyring.ephemeral() });
     const runtimeRoot = path.join(dataDir, "runtime");
-    assert.deepEqual(await notPrivate(dataDir, [runtimeRoot]), []);
+    const volumeCache = path.join(dataDir, "volume-cache");
+    assert.deepEqual(await notPrivate(dataDir, [runtimeRoot, volumeCache]), []);
     // The runtime root keeps its modes: they are what a sandbox sees.
     assert.equal((await lstat(path.join(runtimeRoot, "images", "layer-file"))).mode & 0o777, 0o755);
+    // So does the volume cache (a linked file's inode is the blob store's).
+    assert.equal((await lstat(path.join(volumeCache, "org", "entry", "f.txt"))).mode & 0o777, 0o444);
+    assert.equal((await lstat(path.join(volumeCache, "org", "entry"))).mode & 0o777, 0o555);
 
     const before = new Set(await readdir(path.join(dataDir, "pglite", "base"), { recursive: true }));
     await c.db.exec(
@@ -83,7 +91,7 @@ describe("data dir permissions [pglite]", () => {
       (name) => !before.has(name),
     );
     assert.ok(created.length > 0, "PGlite wrote new relation files while serving");
-    assert.deepEqual(await notPrivate(dataDir, [runtimeRoot]), []);
+    assert.deepEqual(await notPrivate(dataDir, [runtimeRoot, volumeCache]), []);
   });
 
   it("makes a new store private from the first start", async () => {

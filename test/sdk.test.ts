@@ -3,10 +3,12 @@
 // retried under the same Idempotency-Key and never creates twice; 503 and 429 honour
 // Retry-After), AbortSignal, and the run tail resuming after a dropped connection.
 import assert from "node:assert/strict";
-import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { randomBytes } from "node:crypto";
+import { mkdir, mkdtemp, rm, stat, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
+import { blake3 } from "@napi-rs/blake-hash";
 import {
   ConnectionError,
   NotFoundError,
@@ -245,7 +247,7 @@ for (const store of STORE_KINDS) {
       const dir = path.join(tmp, "tree");
       await mkdir(path.join(dir, "sub"), { recursive: true });
       await writeFile(path.join(dir, "a.txt"), "alpha\n");
-      await writeFile(path.join(dir, "sub", "b.bin"), Buffer.alloc(5 * 1_048_576, 7));
+      await writeFile(path.join(dir, "sub", "b.bin"), Buffer.alloc(17 * 1_048_576, 7));
       const volume = await warren.volumes.create({ name: "sdk-vol", quota_bytes: String(1024 ** 3) });
       const phases = new Set<string>();
       const first = await warren.volumes.push(volume.id as string, dir, {
@@ -253,12 +255,40 @@ for (const store of STORE_KINDS) {
         onProgress: (_line, p) => phases.add(p.phase),
       });
       assert.equal(first.files, 2);
-      assert.equal(first.uploadedBlobs, 3, "two chunks of the 5 MiB file and the small one");
+      assert.equal(first.uploadedBlobs, 3, "two chunks of the 17 MiB file and the small one");
       assert.ok(phases.has("upload") && phases.has("done"), [...phases].join());
       const second = await warren.volumes.push(volume.id as string, dir, { hashCache: false });
       assert.equal(second.uploadedBlobs, 0);
       assert.equal(second.version.version_digest, first.version.version_digest);
       assert.ok((await toArray(warren.volumes.list())).some((v) => v.id === volume.id));
+    });
+
+    it("volumes: a hash cache written with 4 MiB chunks still pushes each chunk from its own offset", async () => {
+      const dir = path.join(tmp, "old-cache-tree");
+      await mkdir(dir, { recursive: true });
+      const file = path.join(dir, "c.bin");
+      const bytes = randomBytes(9 * 1_048_576);
+      await writeFile(file, bytes);
+      const info = await stat(file, { bigint: true });
+      const chunks = [0, 4, 8].map((mib) => {
+        const piece = bytes.subarray(mib * 1_048_576, Math.min(bytes.length, (mib + 4) * 1_048_576));
+        return { digest: `blake3:${blake3(piece).toString("hex")}`, size: piece.length };
+      });
+      const cache = path.join(tmp, "old-hash-cache.json");
+      const entry = {
+        size: String(info.size),
+        mtimeNs: String(info.mtimeNs),
+        ctimeNs: String(info.ctimeNs),
+        ino: String(info.ino),
+        digest: `blake3:${blake3(bytes).toString("hex")}`,
+        chunks,
+      };
+      await writeFile(cache, JSON.stringify({ version: 1, files: { "c.bin": entry } }));
+      const volume = await warren.volumes.create({ name: "sdk-old-cache", quota_bytes: String(1024 ** 3) });
+      // The server checks every uploaded blob against its digest: a chunk read from another offset is refused.
+      const pushed = await warren.volumes.push(volume.id as string, dir, { hashCache: cache });
+      assert.equal(pushed.uploadedBlobs, 3);
+      assert.equal(pushed.uploadedBytes, bytes.length);
     });
 
     it("secrets: create, grant, rotate, revoke; the value appears in no answer", async () => {

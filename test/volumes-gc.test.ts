@@ -3,10 +3,13 @@
 // never published go after the grace period, a publish racing the collector either keeps
 // its blobs or is refused naming them; and the host cache's sweep removes what no sandbox pins.
 import assert from "node:assert/strict";
-import { chmod, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { spawnSync } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { chmod, mkdir, mkdtemp, readdir, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { it } from "node:test";
+import type { FsBlobStore } from "../src/drivers/blobs/fs.js";
 import type { BlobStore } from "../src/drivers/blobs/interface.js";
 import { volumeKeys } from "../src/modules/volumes/blobs.js";
 import { VolumeCache } from "../src/modules/volumes/cache.js";
@@ -261,13 +264,78 @@ forEachStore(
         // Asked for again, it is materialized again.
         assert.equal(await cache.ensure(orgId, v2), d2);
         assert.equal(await readFile(path.join(d2, "a.txt"), "utf8"), "unpinned");
-        // An entry written in an earlier boot (its unflushed data may be lost) is written again.
+        // An entry written in an earlier boot (a copied file's unflushed data may be lost: an
+        // empty file in its place) is written again. Replaced, not written in place: a.txt is
+        // a hard link to the store's blob (see the test of links below).
         await chmod(d2, 0o755);
-        await chmod(path.join(d2, "a.txt"), 0o644);
+        await rm(path.join(d2, "a.txt"));
         await writeFile(path.join(d2, "a.txt"), "");
         await writeFile(`${d2}.boot`, "an-earlier-boot");
         assert.equal(await new VolumeCache(t().c.blobs, dir).ensure(orgId, v2), d2);
         assert.equal(await readFile(path.join(d2, "a.txt"), "utf8"), "unpinned");
+        // So is one a crash cut short (a temp tree, never renamed into place, and no entry).
+        await chmod(d2, 0o755);
+        await rename(d2, `${d2}.tmp-0123ab`);
+        await rm(`${d2}.boot`);
+        const rebuilt = new VolumeCache(t().c.blobs, dir);
+        assert.equal(await rebuilt.ensure(orgId, v2), d2);
+        assert.equal(await readFile(path.join(d2, "a.txt"), "utf8"), "unpinned");
+        assert.equal(await rebuilt.sweep(async () => new Set([`${orgId}/${v2}`])), 1, "the cut-short tree is swept");
+        assert.deepEqual((await entries()).sort(), [v2.slice(7)]);
+      } finally {
+        await rm(dir, { recursive: true, force: true });
+      }
+    });
+
+    it("links a one-chunk file to its fs store blob (read-only, the server's own), copies the rest", async () => {
+      const owner = t().orgA.keys.owner;
+      const orgId = t().orgA.id;
+      const volume = await createVolume(t(), owner, `linked-${Date.now()}`);
+      const big = randomBytes(5 * 1_048_576);
+      const tree = treeOf({ "big.bin": big, "plain.txt": "same bytes", "tool.sh": "same bytes" });
+      const tool = tree.manifest.files.find((file) => file.path === "tool.sh");
+      if (tool) tool.mode = 0o755;
+      const pushed = await pushTree(t(), owner, volume.id, tree);
+      const version = (pushed.publish.body.version as { version_digest: string }).version_digest;
+      const dir = await mkdtemp(path.join(os.tmpdir(), "warren-vol-cache-"));
+      try {
+        const entry = await new VolumeCache(t().c.blobs, dir).ensure(orgId, version);
+        const store = t().c.blobs as FsBlobStore;
+        const blobFile = store.fileOf(volumeKeys.blob(orgId, digest(Buffer.from("same bytes"))));
+        const blob = await stat(blobFile);
+        const plain = await stat(path.join(entry, "plain.txt"));
+        assert.equal(plain.ino, blob.ino, "a link, not a copy");
+        assert.equal(plain.mode & 0o7777, 0o444);
+        assert.equal(plain.uid, process.getuid?.());
+        // The same blob as an executable: the inode is 0444 already, so a copy of mode 0555.
+        const copied = await stat(path.join(entry, "tool.sh"));
+        assert.notEqual(copied.ino, blob.ino);
+        assert.equal(copied.mode & 0o7777, 0o555);
+        assert.equal(await readFile(path.join(entry, "tool.sh"), "utf8"), "same bytes");
+        // Two chunks: copied and checked.
+        const bigStat = await stat(path.join(entry, "big.bin"));
+        assert.equal(bigStat.nlink, 1);
+        assert.ok((await readFile(path.join(entry, "big.bin"))).equals(big));
+        // Anyone but the server's user is refused a write through the link (the path is
+        // made traversable for the test: the cache's parents are private besides).
+        await chmod(dir, 0o755);
+        const write = spawnSync(
+          "setpriv",
+          [
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--",
+            "sh",
+            "-c",
+            'echo x >> "$0"',
+            path.join(entry, "plain.txt"),
+          ],
+          { encoding: "utf8" },
+        );
+        assert.notEqual(write.status, 0);
+        assert.match(write.stderr, /Permission denied/);
+        assert.equal(await readFile(blobFile, "utf8"), "same bytes");
       } finally {
         await rm(dir, { recursive: true, force: true });
       }

@@ -4,7 +4,7 @@
 // running sandbox, snapshot and restore (the restore pins the same version).
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
-import { mkdir, mkdtemp, open, readdir, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, open, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
@@ -12,9 +12,10 @@ import { pushDirectory } from "../scripts/volume-push.js";
 import { SandboxReconciler } from "../src/controllers/sandbox-reconciler.js";
 import { FsBlobStore } from "../src/drivers/blobs/fs.js";
 import { type RuntimeFixture, startRuntimeFixture } from "../src/drivers/runtime/local/test-support.js";
+import { volumeKeys } from "../src/modules/volumes/blobs.js";
 import { startTestApp, type TestApp } from "./harness.js";
 import { freePort } from "./support/ports.js";
-import { createVolume } from "./support/volumes.js";
+import { createVolume, digest } from "./support/volumes.js";
 
 describe("volume mounts [pglite]", () => {
   let fixture: RuntimeFixture;
@@ -23,6 +24,7 @@ describe("volume mounts [pglite]", () => {
   let tree: string;
   let cacheDir: string;
   let apiUrl: string;
+  let store: FsBlobStore;
   const owner = () => t.orgA.keys.owner;
 
   before(async () => {
@@ -31,15 +33,16 @@ describe("volume mounts [pglite]", () => {
     const port = await freePort();
     apiUrl = `http://127.0.0.1:${port}`;
     cacheDir = path.join(fixture.root, "volume-cache");
+    store = await FsBlobStore.open({
+      dir: path.join(fixture.root, "blobs"),
+      signingKey: randomBytes(32),
+      publicBaseUrl: apiUrl,
+    });
     t = await startTestApp("pglite", {
       overrides: {
         runtime: fixture.driver,
         // Its presigned URLs point at this server, which listens below.
-        blobs: await FsBlobStore.open({
-          dir: path.join(fixture.root, "blobs"),
-          signingKey: randomBytes(32),
-          publicBaseUrl: apiUrl,
-        }),
+        blobs: store,
       },
       config: {
         publicApiUrl: apiUrl,
@@ -99,22 +102,22 @@ describe("volume mounts [pglite]", () => {
     await mkdir(path.join(tree, "bin"), { recursive: true });
     await writeFile(path.join(tree, "hello.txt"), "hello from a volume\n");
     await writeFile(path.join(tree, "bin", "run.sh"), "#!/bin/sh\necho ran\n", { mode: 0o755 });
-    const large = Buffer.alloc(9 * 1_048_576);
+    const large = Buffer.alloc(36 * 1_048_576);
     for (let i = 0; i < large.length; i += 4096) large.writeUInt32LE(i, i);
     await writeFile(path.join(tree, "large.bin"), large);
     const first = await push();
     assert.equal(first.files, 3);
     assert.equal(first.uploadedBlobs, first.blobs);
-    assert.equal(first.blobs, 2 + 3); // two small files, the large one in three 4 MiB chunks
+    assert.equal(first.blobs, 2 + 3); // two small files, the large one in 16 + 16 + 4 MiB chunks
     const again = await push();
     assert.equal(again.uploadedBlobs, 0);
     assert.equal(again.version.version_digest, first.version.version_digest);
     const handle = await open(path.join(tree, "large.bin"), "r+");
-    await handle.write(Buffer.from([0xff]), 0, 1, 5 * 1_048_576);
+    await handle.write(Buffer.from([0xff]), 0, 1, 20 * 1_048_576);
     await handle.close();
     const changed = await push();
     assert.equal(changed.uploadedBlobs, 1);
-    assert.equal(changed.uploadedBytes, 4 * 1_048_576);
+    assert.equal(changed.uploadedBytes, 16 * 1_048_576);
     assert.equal(changed.version.parent_version_digest, first.version.version_digest);
   });
 
@@ -132,9 +135,16 @@ describe("volume mounts [pglite]", () => {
     ]);
     assert.equal((await exec(a.id, "cat /data/hello.txt")).stdout, "hello from a volume\n");
     assert.equal((await exec(a.id, "/data/bin/run.sh")).stdout, "ran\n");
-    assert.equal((await exec(a.id, "wc -c < /data/large.bin")).stdout.trim(), String(9 * 1_048_576));
-    const write = await exec(a.id, "echo x > /data/hello.txt; echo $?; touch /data/new 2>&1; echo $?");
+    assert.equal((await exec(a.id, "wc -c < /data/large.bin")).stdout.trim(), String(36 * 1_048_576));
+    const write = await exec(
+      a.id,
+      "echo x > /data/hello.txt; echo $?; echo x >> /data/hello.txt; echo $?; touch /data/new 2>&1; echo $?",
+    );
     assert.doesNotMatch(write.stdout, /^0$/m, write.stdout);
+    // hello.txt is a hard link to its blob in the store: the store's bytes are as pushed.
+    const blob = store.fileOf(volumeKeys.blob(t.orgA.id, digest(Buffer.from("hello from a volume\n"))));
+    assert.equal(await readFile(blob, "utf8"), "hello from a volume\n");
+    assert.equal((await stat(blob)).nlink, 2, "the store's name and the cache's");
     const b = await createRunning({ volumes: [{ volume_id: volumeId, target_path: "/mnt/shared" }] });
     assert.equal((await exec(b.id, "cat /mnt/shared/hello.txt")).stdout, "hello from a volume\n");
     const cached = (await readdir(path.join(cacheDir, t.orgA.id))).filter((name) => /^[0-9a-f]{64}$/.test(name));

@@ -1,5 +1,5 @@
 // Pushes a local directory as a new version of a volume (docs/volumes.md "Pushing a
-// directory"): cuts every regular file into 4 MiB chunks and hashes them (BLAKE3), uploads
+// directory"): cuts every regular file into 16 MiB chunks and hashes them (BLAKE3), uploads
 // the manifest and tries to publish; when blobs are missing, asks which blobs the volume's
 // organization lacks, uploads only those (in parallel, to their presigned URLs) and publishes. A rerun after an interruption
 // uploads only what did not land (stored blobs answer `present`). A publish that lost a
@@ -13,9 +13,19 @@ import { mkdir, open, readdir, readFile, rename, writeFile } from "node:fs/promi
 import os from "node:os";
 import path from "node:path";
 import { Blake3Hasher, blake3 } from "@napi-rs/blake-hash";
+import { type Chunk, EarlyUploads, PushError, putChunk } from "./volume-upload.js";
 
-export const CHUNK_BYTES = 4 * 1_048_576;
+export { PushError } from "./volume-upload.js";
+
+/**
+ * The chunk size: the largest a manifest may name. Fewer, larger blobs cost fewer requests
+ * and fsyncs per pushed byte, and a file of one chunk is one blob that a host can link into
+ * its volume cache instead of copying (docs/volumes.md). Versions pushed with 4 MiB chunks
+ * stay readable (a manifest names each chunk's size), and a hash cache's entries keep them.
+ */
+export const CHUNK_BYTES = 16 * 1_048_576;
 const BLOBS_PER_REQUEST = 1000;
+
 const MAX_REBASES = 5;
 
 export interface PushOptions {
@@ -78,23 +88,12 @@ export interface PushResult {
   rebases: number;
 }
 
-interface Chunk {
-  digest: string;
-  size: number;
-  file: string;
-  offset: number;
-}
-
 interface FileEntry {
   path: string;
   mode: number;
   size: number;
   digest: string;
   chunks: { digest: string; size: number }[];
-}
-
-export class PushError extends Error {
-  override name = "PushError";
 }
 
 /** Regular files under `dir` (relative, `/`-separated); symlinks and special files are skipped. */
@@ -108,7 +107,7 @@ async function walk(dir: string, skipped: string[]): Promise<string[]> {
   return out.sort();
 }
 
-/** Chunk buffers reused across files: a fresh 4 MiB buffer per small file costs more than hashing it. */
+/** Chunk buffers reused across files: a fresh 16 MiB buffer per small file costs more than hashing it. */
 const spareBuffers: Buffer[] = [];
 
 async function hashFile(root: string, rel: string): Promise<{ entry: FileEntry; chunks: Chunk[] }> {
@@ -147,18 +146,6 @@ async function hashFile(root: string, rel: string): Promise<{ entry: FileEntry; 
     return { entry, chunks };
   } finally {
     spareBuffers.push(buffer);
-    await handle.close();
-  }
-}
-
-async function readChunk(chunk: Chunk): Promise<Buffer> {
-  const handle = await open(chunk.file, "r");
-  try {
-    const buffer = Buffer.allocUnsafe(chunk.size);
-    const { bytesRead } = await handle.read(buffer, 0, chunk.size, chunk.offset);
-    if (bytesRead !== chunk.size) throw new PushError(`${chunk.file} changed while it was pushed`);
-    return buffer;
-  } finally {
     await handle.close();
   }
 }
@@ -237,18 +224,49 @@ export async function pushDirectory(options: PushOptions): Promise<PushResult> {
         chunks: hit.chunks,
       });
       bytes += Number(info.size);
-      hit.chunks.forEach((chunk, i) => {
-        if (!chunkOf.has(chunk.digest)) chunkOf.set(chunk.digest, { ...chunk, file: full, offset: i * CHUNK_BYTES });
-      });
+      // Offsets from the chunks' own sizes: an entry cached under another chunk size holds.
+      let offset = 0;
+      for (const chunk of hit.chunks) {
+        if (!chunkOf.has(chunk.digest)) chunkOf.set(chunk.digest, { ...chunk, file: full, offset });
+        offset += chunk.size;
+      }
       fresh.set(rel, hit);
       reused++;
     } else toHash.push(rel);
   }
+  // Files to hash are new or changed, so their blobs are likely missing: the push starts
+  // first, and they are asked for and uploaded while later files are still being hashed.
+  const startPush = async () => {
+    const start = await api("POST", `/v1/volumes/${encodeURIComponent(options.volumeId)}/pushes`, {});
+    if (start.status !== 200) throw new PushError(`StartVolumePush: ${start.status} ${JSON.stringify(start.json)}`);
+    return start.json;
+  };
+  let uploadedBlobs = 0;
+  let uploadedBytes = 0;
+  let started = toHash.length > 0 ? await startPush() : null;
+  let lastEarlyReport = 0;
+  const early = started
+    ? new EarlyUploads({
+        concurrency,
+        ask: (blobs) => api("POST", `/v1/volume-pushes/${String(started?.push_id)}/blob-uploads`, { blobs }),
+        put: (url, chunk) => putChunk(url, chunk, signal),
+        uploaded: (chunk, queuedBytes, doneBytes) => {
+          uploadedBlobs++;
+          uploadedBytes += chunk.size;
+          phase = "upload";
+          if (Date.now() - lastEarlyReport < 1000) return;
+          lastEarlyReport = Date.now();
+          // The total is what was found missing so far (it grows while files are hashed).
+          progress(`uploaded ${doneBytes} of ${queuedBytes} bytes`, { doneBytes, totalBytes: queuedBytes });
+        },
+      })
+    : null;
   await pool(toHash, concurrency, async (rel) => {
     const info = statSync(path.join(options.dir, rel), { bigint: true });
     const { entry, chunks } = await hashFile(options.dir, rel);
     files.push(entry);
     bytes += entry.size;
+    early?.add(chunks);
     for (const chunk of chunks) if (!chunkOf.has(chunk.digest)) chunkOf.set(chunk.digest, chunk);
     if (info.mtimeNs < racyAfterNs && info.ctimeNs < racyAfterNs && BigInt(entry.size) === info.size) {
       const key = {
@@ -271,11 +289,13 @@ export async function pushDirectory(options: PushOptions): Promise<PushResult> {
   };
   files.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
   progress(`hashed ${files.length} files, ${bytes} bytes, ${chunkOf.size} distinct blobs`);
+  if (early) {
+    await early.finish();
+    progress(`uploaded ${uploadedBlobs} blobs`);
+  }
   phase = "publish";
   const manifest = Buffer.from(JSON.stringify({ version: 1, files }));
 
-  let uploadedBlobs = 0;
-  let uploadedBytes = 0;
   const missingBlobs = (res: { status: number; json: Record<string, unknown> }) =>
     res.status === 400 && Boolean((res.json.details as { missing_digests?: unknown } | undefined)?.missing_digests);
   /** Asks which blobs the push lacks and uploads those. */
@@ -306,7 +326,7 @@ export async function pushDirectory(options: PushOptions): Promise<PushResult> {
     let done = 0;
     let lastReport = Date.now();
     await pool(missing, concurrency, async (chunk) => {
-      await put(urls.get(chunk.digest) as string, await readChunk(chunk));
+      await putChunk(urls.get(chunk.digest) as string, chunk, signal);
       uploadedBlobs++;
       uploadedBytes += chunk.size;
       done += chunk.size;
@@ -319,15 +339,15 @@ export async function pushDirectory(options: PushOptions): Promise<PushResult> {
     phase = "publish";
   };
   for (let rebases = 0; rebases <= MAX_REBASES; rebases++) {
-    const start = await api("POST", `/v1/volumes/${encodeURIComponent(options.volumeId)}/pushes`, {});
-    if (start.status !== 200) throw new PushError(`StartVolumePush: ${start.status} ${JSON.stringify(start.json)}`);
-    const pushId = String(start.json.push_id);
-    if (manifest.length > Number(start.json.max_manifest_bytes)) {
+    const start = started ?? (await startPush());
+    started = null;
+    const pushId = String(start.push_id);
+    if (manifest.length > Number(start.max_manifest_bytes)) {
       throw new PushError(`the manifest (${manifest.length} bytes) is over max_manifest_bytes`);
     }
     // The manifest and a publish first: a tree whose blobs are all stored (a re-push, or a
     // small change after one) costs no upload request. Missing blobs are named in the refusal.
-    await put(String(start.json.manifest_upload_url), manifest);
+    await put(String(start.manifest_upload_url), manifest);
     let published = await api("POST", `/v1/volume-pushes/${pushId}/publish`, {});
     if (missingBlobs(published)) {
       await uploadMissing(pushId);

@@ -89,8 +89,12 @@ interface Staged {
   sha256: string | null;
 }
 
-/** Bytes gathered before a write while staging a stream. */
-const WRITE_BATCH_BYTES = 1_048_576;
+/**
+ * Bytes gathered before a write while staging a stream. Each write is a trip through the
+ * thread pool, and on a busy host each trip's wake-up of a pool thread cost the event loop
+ * more than the copy it asks for: 4 MiB (four trips for a 16 MiB volume chunk) rather than 1.
+ */
+const WRITE_BATCH_BYTES = 4 * 1_048_576;
 
 export class FsBlobStore implements BlobStore {
   readonly kind = "fs" as const;
@@ -286,7 +290,7 @@ export class FsBlobStore implements BlobStore {
     try {
       handle = await io("create a temp file", open(temp, "wx", PRIVATE_FILE_MODE));
       // Small pieces (a request body arrives in 16-64 KiB ones) are written together, about
-      // 1 MiB at a time: one trip through the thread pool each instead of one per piece. So a
+      // 4 MiB at a time: one trip through the thread pool each instead of one per piece. So a
       // source must not reuse a buffer it yielded (an HTTP body's pieces are fresh).
       let pending: Uint8Array[] = [];
       let pendingBytes = 0;

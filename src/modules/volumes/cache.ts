@@ -2,14 +2,18 @@
 // under <cacheDir>/<org>/<version hex>, and bound read-only into every sandbox that pins it
 // (a version mounted by ten sandboxes is stored once). Entries are immutable; a sweep
 // (collector.ts) removes those no sandbox that has not ended pins, so deleting a volume
-// never pulls files from under a sandbox. Every file is checked against its BLAKE3 digest
-// as it is written (a one-chunk file's digest is its chunk's).
+// never pulls files from under a sandbox. A one-chunk file whose blob is a file of the fs
+// blob store on the same filesystem is a hard link to it (no copy: ARCHITECTURE.md "Volume
+// cache"); every other file is copied and checked against its BLAKE3 digest as it is written
+// (a one-chunk file's digest is its chunk's).
 import { randomBytes } from "node:crypto";
-import { chmod, mkdir, open, readdir, readFile, rename, rm, stat } from "node:fs/promises";
+import { chmod, link, lstat, mkdir, open, readdir, readFile, rename, rm, stat, unlink } from "node:fs/promises";
 import path from "node:path";
 import { Blake3Hasher } from "@napi-rs/blake-hash";
+import { FsBlobStore } from "../../drivers/blobs/fs.js";
 import type { BlobStore } from "../../drivers/blobs/interface.js";
 import { writeFileAtomically } from "../../lib/fs.js";
+import { PRIVATE_FILE_MODE } from "../../lib/private-dir.js";
 import { mapLimit, volumeKeys } from "./blobs.js";
 import { DIGEST_PATTERN, digestOf, type ManifestFile, readStoredManifest } from "./manifest.js";
 
@@ -25,11 +29,17 @@ export class VolumeCache {
   /** When each entry was last asked for, as a count of ensure() calls. */
   private readonly lastUse = new Map<string, number>();
   private uses = 0;
+  /** The fs blob store whose files may be linked into entries; null once a link fails across filesystems. */
+  private linkable: FsBlobStore | null;
+  /** Links under way, by blob file. */
+  private readonly linking = new Map<string, Promise<void>>();
 
   constructor(
     private readonly blobs: BlobStore,
     readonly dir: string,
-  ) {}
+  ) {
+    this.linkable = blobs instanceof FsBlobStore ? blobs : null;
+  }
 
   /** The directory of an organization's version, materialized first when this host has none. */
   ensure(orgId: string, version: string): Promise<string> {
@@ -123,6 +133,7 @@ export class VolumeCache {
 
   private async writeFile(orgId: string, root: string, file: ManifestFile): Promise<void> {
     const target = path.join(root, file.path);
+    if (file.chunks.length === 1 && (await this.linkBlob(orgId, target, file))) return;
     const handle = await open(target, "wx", 0o600);
     // Each byte is hashed once: a one-chunk file's digest is its chunk's, and a multi-chunk
     // file whose whole digest matches has exactly the bytes its manifest names.
@@ -148,6 +159,61 @@ export class VolumeCache {
     }
     // Read-only for everyone; only the execute bits of the pushed mode are kept.
     await chmod(target, file.mode & 0o111 ? 0o555 : 0o444);
+  }
+
+  /**
+   * Makes `target` a hard link to the one blob of `file` in the fs blob store, or answers
+   * false (the caller copies). The blob's bytes were verified against its address before any
+   * version could name it, and the store never writes an object again once it is published;
+   * the shared inode is made read-only (0444, or 0555 for an executable) and owned by this
+   * process's user, so nothing that can write through the cache's read-only mounts can
+   * change the store. An inode already given the other mode (the same bytes pushed as
+   * executable and not) is copied instead.
+   */
+  private linkBlob(orgId: string, target: string, file: ManifestFile): Promise<boolean> {
+    const store = this.linkable;
+    const chunk = file.chunks[0];
+    if (!store || !chunk) return Promise.resolve(false);
+    const source = store.fileOf(volumeKeys.blob(orgId, chunk.digest));
+    // One link of a blob at a time in this process, so two files wanting other modes of one
+    // inode cannot both change it from the store's mode.
+    const turn = (this.linking.get(source) ?? Promise.resolve()).then(() =>
+      this.linkOnce(source, target, chunk.size, file.mode & 0o111 ? 0o555 : 0o444),
+    );
+    const settled = turn.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.linking.set(source, settled);
+    void settled.then(() => {
+      if (this.linking.get(source) === settled) this.linking.delete(source);
+    });
+    return turn;
+  }
+
+  private async linkOnce(source: string, target: string, size: number, wanted: number): Promise<boolean> {
+    const info = await lstat(source).catch(() => null);
+    if (!info?.isFile() || info.uid !== process.getuid?.() || info.size !== size) return false;
+    const mode = info.mode & 0o7777;
+    if (mode !== wanted) {
+      // Only from the mode the store writes (one way: a linked inode keeps its mode).
+      if (mode !== PRIVATE_FILE_MODE) return false;
+      await chmod(source, wanted);
+    }
+    try {
+      await link(source, target);
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      // Another filesystem: copies from now on. Deleted meanwhile: the copy says it is missing.
+      if (code === "EXDEV") this.linkable = null;
+      if (code === "EXDEV" || code === "ENOENT") return false;
+      throw error;
+    }
+    // Another server process on this cache may have given the inode the other mode first.
+    const linked = await lstat(target);
+    if (linked.ino === info.ino && (linked.mode & 0o7777) === wanted) return true;
+    await unlink(target);
+    return false;
   }
 
   private async remove(dir: string): Promise<void> {

@@ -10,10 +10,10 @@ export const DIGEST_PATTERN = /^blake3:[0-9a-f]{64}$/;
 export const EMPTY_DIGEST: Digest = `blake3:${blake3(Buffer.alloc(0)).toString("hex")}`;
 
 export const MANIFEST_VERSION = 1;
-/** Largest chunk (blob) a manifest may name; the push helper cuts files into 4 MiB chunks. */
+/** Largest chunk (blob) a manifest may name; the push helper cuts files into chunks of this size. */
 export const MAX_CHUNK_BYTES = 16 * 1_048_576;
 /** The helper's chunk size: a 1-byte change to a large file uploads one chunk of this size. */
-export const CHUNK_BYTES = 4 * 1_048_576;
+export const CHUNK_BYTES = 16 * 1_048_576;
 export const MAX_FILES = 1_000_000;
 export const MAX_PATH_BYTES = 4096;
 export const MAX_SEGMENT_BYTES = 255;
