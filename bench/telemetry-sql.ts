@@ -22,7 +22,9 @@ import { planTotalCost } from "../src/modules/telemetry/repo.js";
 import { TelemetryViewService } from "../src/modules/telemetry/service.js";
 import { catalogOf } from "../src/modules/telemetry/sql/catalog.js";
 import { compile, gatewayReady } from "../src/modules/telemetry/sql/gateway.js";
+import type { Db } from "../src/store/db.js";
 import { openPglite } from "../src/store/pglite.js";
+import { openPostgres } from "../src/store/postgres.js";
 import { api } from "./lib/api.js";
 import { machineLoad } from "./lib/cpu.js";
 import { freePort, type RunningServer, SERVER_METHOD, startServer } from "./lib/server.js";
@@ -83,9 +85,9 @@ SELECT p.id,
 
 const VIEW_SQL =
   "SELECT name, count(*) AS n FROM events WHERE ts >= now() - interval '1 day' GROUP BY name ORDER BY n DESC, name";
-/** The same query as one would write it on the base table, with the organization as a parameter. */
+/** The same query as one would write it on the base table (its `ts` column: migration 0023), the organization as a parameter. */
 const DIRECT_SQL =
-  "SELECT name, count(*) AS n FROM events WHERE org_id = $1 AND to_timestamp(ts_wall_ns / 1000000000.0) >= now() - interval '1 day' GROUP BY name ORDER BY n DESC, name";
+  "SELECT name, count(*) AS n FROM events WHERE org_id = $1 AND ts >= now() - interval '1 day' GROUP BY name ORDER BY n DESC, name";
 
 const percentile = (values: number[], p: number) => {
   const sorted = [...values].sort((a, b) => a - b);
@@ -185,8 +187,11 @@ async function viewBench(store: Store) {
   };
   const loadBefore = await loadNow();
   for (let i = 0; i < 2; i++) lastDay = (await runView()).rows.reduce((sum, row) => sum + Number(row[1]), 0);
-  let planCost = 0;
+  let plan: Awaited<ReturnType<typeof viewPlan>> | null = null;
   if (client) {
+    const planDb = await openPostgres(setup.env.DATABASE_URL as string, 1);
+    plan = await viewPlan(planDb, orgId);
+    await planDb.close();
     const pgClient = client;
     const runDirect = () => pgClient.query<{ name: string; n: string }>(DIRECT_SQL, [orgId]);
     await runDirect();
@@ -204,7 +209,7 @@ async function viewBench(store: Store) {
     // Direct, and the gateway in-process (the service over the same Db), interleaved.
     const db = await openPglite(pglitePath);
     const service = new TelemetryViewService(db, systemClock());
-    planCost = await viewPlanCost(db, service, orgId);
+    plan = await viewPlan(db, orgId);
     const cred = { orgId, sandbox: null } as unknown as Credential;
     await db.query(DIRECT_SQL, [orgId]);
     for (let i = 0; i < runs; i++) {
@@ -215,6 +220,7 @@ async function viewBench(store: Store) {
     }
     await db.close();
   }
+  if (plan) log(`${store}: the view's plan costs ${plan.cost.toFixed(0)}; scans: ${plan.scans.join(", ")}`);
   const loadAfter = await loadNow();
   await server.stop();
   if (store === "postgres") stopCluster();
@@ -228,7 +234,8 @@ async function viewBench(store: Store) {
     seedSeconds,
     viewSql: VIEW_SQL,
     directSql: DIRECT_SQL,
-    planCost: planCost || null,
+    planCost: plan?.cost ?? null,
+    planScans: plan?.scans ?? [],
     gateway: g,
     direct: d,
     gatewayInProcess: inProcess.length > 0 ? summary(inProcess) : null,
@@ -240,10 +247,11 @@ async function viewBench(store: Store) {
   };
 }
 
-/** EXPLAIN's total cost of the view as the cost guard sees it (layer 1 output, as the reader). */
-async function viewPlanCost(db: Awaited<ReturnType<typeof openPglite>>, service: TelemetryViewService, orgId: string) {
-  const compiled = await service.compile(orgId, VIEW_SQL, []);
-  return db.tx(async (q) => {
+/** The plan of the view as the cost guard sees it (layer 1 output, as the reader): total cost and scan nodes. */
+async function viewPlan(db: Db, orgId: string) {
+  await gatewayReady;
+  const compiled = compile(VIEW_SQL, { relations: catalogOf([]), paramTypes: [], orgId });
+  const plan = await db.tx(async (q) => {
     await q.query(`SET LOCAL warren.telemetry_org = '${orgId}'`);
     await q.query("SET LOCAL search_path = telemetry_sql");
     await q.query("SET LOCAL ROLE warren_telemetry_reader");
@@ -251,8 +259,18 @@ async function viewPlanCost(db: Awaited<ReturnType<typeof openPglite>>, service:
       `EXPLAIN (FORMAT JSON) SELECT * FROM (${compiled.sql}) AS warren_result LIMIT 1001`,
       compiled.boundParams,
     );
-    return planTotalCost(rows[0]?.["QUERY PLAN"]);
+    return rows[0]?.["QUERY PLAN"];
   });
+  type Node = { "Node Type": string; "Index Name"?: string; Plans?: Node[] };
+  const scans: string[] = [];
+  const walk = (node: Node) => {
+    if (node["Node Type"].includes("Scan"))
+      scans.push([node["Node Type"], node["Index Name"]].filter(Boolean).join(" "));
+    for (const child of node.Plans ?? []) walk(child);
+  };
+  const parsed = (typeof plan === "string" ? JSON.parse(plan) : plan) as { Plan: Node }[];
+  if (parsed[0]) walk(parsed[0].Plan);
+  return { cost: planTotalCost(plan), scans };
 }
 
 async function main(): Promise<void> {
