@@ -60,11 +60,14 @@ CREATE VIEW telemetry_sql.snapshots AS
          lineage_path, state, durability, size_bytes, created_at, sealed_at
     FROM public.sandbox_snapshots;
 
+-- A new owner needs CREATE on the schema unless a superuser runs this; it is taken back below.
+GRANT CREATE ON SCHEMA telemetry_sql TO warren_telemetry_views;
 ALTER VIEW telemetry_sql.runs OWNER TO warren_telemetry_views;
 ALTER VIEW telemetry_sql.events OWNER TO warren_telemetry_views;
 ALTER VIEW telemetry_sql.annotations OWNER TO warren_telemetry_views;
 ALTER VIEW telemetry_sql.sandboxes OWNER TO warren_telemetry_views;
 ALTER VIEW telemetry_sql.snapshots OWNER TO warren_telemetry_views;
+REVOKE CREATE ON SCHEMA telemetry_sql FROM warren_telemetry_views;
 
 GRANT SELECT ON public.runs, public.events, public.sandboxes, public.sandbox_snapshots TO warren_telemetry_views;
 GRANT USAGE ON SCHEMA telemetry_sql TO warren_telemetry_reader;

@@ -28,7 +28,8 @@ export const STORE_KINDS: StoreKind[] = ["pglite", "postgres"];
 let cluster: PgCluster | null = null;
 let clusterUrl = process.env.WARREN_TEST_PG_URL ?? "";
 
-async function adminUrl(): Promise<string> {
+/** The test cluster's superuser connection string (PostgreSQL tests that make their own roles and databases). */
+export async function adminUrl(): Promise<string> {
   if (clusterUrl) return clusterUrl;
   cluster = await startPgCluster();
   clusterUrl = cluster.url;

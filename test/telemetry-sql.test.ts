@@ -276,6 +276,8 @@ forEachStore(
         assert.match(String(refused?.message), /^the query's estimated cost \d+ /);
         assert.ok(String(refused?.message).includes(expected), String(refused?.message));
         assert.ok(Number(refused?.details?.estimated_cost) > PGLITE_DEFAULT_MAX_COST);
+        assert.equal(refused?.details?.construct, "estimated cost");
+        assert.equal(refused?.details?.max_cost, PGLITE_DEFAULT_MAX_COST);
         assert.ok(ms < 2000, `refused after ${ms.toFixed(0)} ms`);
       }
       const normal = await service.runSql(cred, "SELECT name, count(*) FROM events GROUP BY name ORDER BY name", 10);
@@ -284,6 +286,8 @@ forEachStore(
         const res = await sql("SELECT count(*) FROM generate_series(1, 1000000) a, generate_series(1, 1000000) b");
         assertError(res, 400, "invalid_argument");
         assert.equal(res.body.details && (res.body.details as { max_cost: number }).max_cost, PGLITE_DEFAULT_MAX_COST);
+        assert.equal((res.body.details as { construct: string }).construct, "estimated cost");
+        assert.match(String(res.body.message), /WARREN_TELEMETRY_SQL_MAX_COST/);
       }
     });
 
