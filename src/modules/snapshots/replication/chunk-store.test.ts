@@ -30,6 +30,7 @@ describe("blobChunkStore", async () => {
         return inner.head(key);
       },
       get: (key) => inner.get(key),
+      getRange: (key, offset, length) => inner.getRange(key, offset, length),
       delete: (key) => inner.delete(key),
       list: (prefix) => inner.list(prefix),
       presignPut: (key, options) => inner.presignPut(key, options),
