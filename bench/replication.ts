@@ -182,7 +182,12 @@ try {
 
   // The pipeline alone (read, chunk, hash, compress) into a store that keeps nothing: what
   // the chunk store's writes add is the difference.
-  const discard: ChunkStore = { has: async () => false, put: async () => {}, get: async () => null };
+  const discard: ChunkStore = {
+    has: async () => false,
+    put: async () => {},
+    get: async () => null,
+    flush: async () => {},
+  };
   const pipelineMs: number[] = [];
   for (let r = 0; r < ROUNDS; r++)
     pipelineMs.push((await timed(() => replicateImage({ path: image, chunks: discard }))).ms);

@@ -18,8 +18,8 @@ import {
   readSnapshotManifest,
   replicateSnapshot,
   type SnapshotManifest,
-  TrackedChunkStore,
 } from "../modules/snapshots/manifest.js";
+import { trackedPackStore } from "../modules/snapshots/packed-chunks.js";
 import { chunkKey } from "../modules/snapshots/replication/chunk-store.js";
 import * as repo from "../modules/snapshots/repo.js";
 import {
@@ -29,6 +29,7 @@ import {
   type SnapshotService,
 } from "../modules/snapshots/service.js";
 import type { Db } from "../store/db.js";
+import { repackSparsePacks, sweepDeadPacks } from "./snapshot-packs.js";
 
 const GIB = 1024 ** 3;
 const LEASE_SECONDS = 600;
@@ -151,7 +152,7 @@ export class SnapshotReplicator {
       }
       // A retry reads everything again: the base may be what failed.
       const base = row.replication_attempts > 1 ? null : await this.baseFor(row);
-      const chunks = new TrackedChunkStore(this.db, this.clock, row.org_id, this.blobs);
+      const chunks = trackedPackStore(this.storeDeps(), row.org_id);
       const result = await replicateSnapshot({ snapshotId: row.id, images, base, chunks });
       const digests = manifestDigests(result.manifest);
       const gone = await repo.touchChunks(this.db, row.org_id, digests, this.clock.now());
@@ -205,6 +206,10 @@ export class SnapshotReplicator {
       await repo.replicationFailed(this.db, row.id, message, new Date(this.clock.now().getTime() + delay * 1000));
       this.snapshots.changes.emit(row.id);
     }
+  }
+
+  private storeDeps() {
+    return { db: this.db, clock: this.clock, blobs: this.blobs, log: this.log };
   }
 
   private async giveUp(row: repo.SnapshotRow, message: string): Promise<void> {
@@ -287,7 +292,8 @@ export class SnapshotReplicator {
 
   /**
    * Deletes chunks no snapshot references and no replication touched within the grace
-   * period. Each batch is first recorded as possibly missing (committed), then its rows and
+   * period, then the packs no chunk names any more, and repacks the sparse ones
+   * (snapshot-packs.ts). Each batch of chunks is first recorded as possibly missing (committed), then its rows and
    * blobs go in one transaction, so a replication that touches one of them waits and then
    * knows to store it again, and a crash between a blob's delete and the commit leaves a
    * row that says "store it again", never one that says "stored".
@@ -303,12 +309,17 @@ export class SnapshotReplicator {
       collected += await this.db.tx(async (q) => {
         const rows = await repo.takeGarbageChunks(q, marked, cutoff);
         for (const row of rows)
-          await this.blobs.delete(chunkKey(chunkPrefix(row.org_id), row.digest as `blake3:${string}`));
+          if (row.pack_key === null)
+            await this.blobs.delete(chunkKey(chunkPrefix(row.org_id), row.digest as `blake3:${string}`));
         return rows.length;
       });
       if (marked.length < GC_BATCH) break;
     }
-    if (collected > 0) this.log.info({ chunks: collected }, "collected unreferenced snapshot chunks");
+    const cutoff = new Date(this.clock.now().getTime() - this.options.gcGraceSeconds * 1000);
+    const packs = await sweepDeadPacks(this.storeDeps(), cutoff);
+    await repackSparsePacks(this.storeDeps(), cutoff);
+    if (collected > 0 || packs > 0)
+      this.log.info({ chunks: collected, packs }, "collected unreferenced snapshot chunks and packs");
     return collected;
   }
 }

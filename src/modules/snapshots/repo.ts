@@ -373,23 +373,24 @@ export async function markGarbageChunks(
 
 /**
  * Deletes (in the caller's transaction) the marked chunk rows that are still garbage (not
- * referenced, not touched since `touchedBefore`); returns them so their blobs are deleted
- * before the transaction commits.
+ * referenced, not touched since `touchedBefore`); returns them so the blobs of those stored
+ * before packs (no pack_key) are deleted before the transaction commits. A packed chunk's
+ * bytes go with its pack, once no row names it (pack-repo.ts).
  */
 export async function takeGarbageChunks(
   q: Queryable,
   marked: { org_id: string; digest: string }[],
   touchedBefore: Date,
-): Promise<{ org_id: string; digest: string }[]> {
+): Promise<{ org_id: string; digest: string; pack_key: string | null }[]> {
   if (marked.length === 0) return [];
-  const { rows } = await q.query<{ org_id: string; digest: string }>(
+  const { rows } = await q.query<{ org_id: string; digest: string; pack_key: string | null }>(
     `DELETE FROM blob_chunks WHERE (org_id, digest) IN (
        SELECT c.org_id, c.digest FROM blob_chunks c
          JOIN unnest($1::text[], $2::text[]) AS m (org_id, digest) ON m.org_id = c.org_id AND m.digest = c.digest
         WHERE c.touched_at < $3
           AND NOT EXISTS (SELECT 1 FROM snapshot_chunks s WHERE s.org_id = c.org_id AND s.digest = c.digest)
         FOR UPDATE)
-     RETURNING org_id, digest`,
+     RETURNING org_id, digest, pack_key`,
     [marked.map((row) => row.org_id), marked.map((row) => row.digest), touchedBefore],
   );
   return rows;

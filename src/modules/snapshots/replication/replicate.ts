@@ -257,7 +257,7 @@ async function storeRanges(
     await pool.add(async () => {
       if (await chunks.has(digest)) return;
       const compressed = await compressChunk(plain);
-      await chunks.put(digest, compressed);
+      await chunks.put(digest, compressed, plain.length);
       newChunks++;
       uploadedBytes += compressed.length;
     });
@@ -288,5 +288,7 @@ async function storeRanges(
     await pool.wait().catch(() => undefined);
   }
   await pool.wait();
+  // The manifest returned names only chunks that are stored.
+  await chunks.flush();
   return { refs, newChunks, uploadedBytes };
 }
