@@ -13,14 +13,12 @@ import type { Logger } from "../lib/logger.js";
 import type { WarrenMetrics } from "../modules/metrics/registry.js";
 import { appendSandboxEvent } from "../modules/sandboxes/transitions.js";
 import {
-  chunkPrefix,
   manifestDigests,
   readSnapshotManifest,
   replicateSnapshot,
   type SnapshotManifest,
 } from "../modules/snapshots/manifest.js";
 import { trackedPackStore } from "../modules/snapshots/packed-chunks.js";
-import { chunkKey } from "../modules/snapshots/replication/chunk-store.js";
 import * as repo from "../modules/snapshots/repo.js";
 import {
   deleteBlobPrefix,
@@ -29,7 +27,7 @@ import {
   type SnapshotService,
 } from "../modules/snapshots/service.js";
 import type { Db } from "../store/db.js";
-import { repackSparsePacks, sweepDeadPacks } from "./snapshot-packs.js";
+import { collectUnreferencedChunks, repackSparsePacks, sweepDeadPacks } from "./snapshot-collector.js";
 
 const GIB = 1024 ** 3;
 const LEASE_SECONDS = 600;
@@ -291,33 +289,18 @@ export class SnapshotReplicator {
   }
 
   /**
-   * Deletes chunks no snapshot references and no replication touched within the grace
-   * period, then the packs no chunk names any more, and repacks the sparse ones
-   * (snapshot-packs.ts). Each batch of chunks is first recorded as possibly missing (committed), then its rows and
-   * blobs go in one transaction, so a replication that touches one of them waits and then
-   * knows to store it again, and a crash between a blob's delete and the commit leaves a
-   * row that says "store it again", never one that says "stored".
+   * Collects what no snapshot needs any more (snapshot-collector.ts): unreferenced chunk rows
+   * untouched within the grace period, then packs no chunk names, then repacks sparse ones.
    */
   async collectGarbage(): Promise<number> {
     for (const prefix of await repo.pendingBlobDeletions(this.db, GC_BATCH)) {
       await deleteBlobPrefix(this.db, this.blobs, prefix);
     }
-    let collected = 0;
-    for (;;) {
-      const cutoff = new Date(this.clock.now().getTime() - this.options.gcGraceSeconds * 1000);
-      const marked = await repo.markGarbageChunks(this.db, cutoff, GC_BATCH);
-      collected += await this.db.tx(async (q) => {
-        const rows = await repo.takeGarbageChunks(q, marked, cutoff);
-        for (const row of rows)
-          if (row.pack_key === null)
-            await this.blobs.delete(chunkKey(chunkPrefix(row.org_id), row.digest as `blake3:${string}`));
-        return rows.length;
-      });
-      if (marked.length < GC_BATCH) break;
-    }
     const cutoff = new Date(this.clock.now().getTime() - this.options.gcGraceSeconds * 1000);
-    const packs = await sweepDeadPacks(this.storeDeps(), cutoff);
-    await repackSparsePacks(this.storeDeps(), cutoff);
+    const deps = this.storeDeps();
+    const collected = await collectUnreferencedChunks(deps, cutoff);
+    const packs = await sweepDeadPacks(deps, cutoff);
+    await repackSparsePacks(deps, cutoff);
     if (collected > 0 || packs > 0)
       this.log.info({ chunks: collected, packs }, "collected unreferenced snapshot chunks and packs");
     return collected;

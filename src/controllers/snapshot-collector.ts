@@ -1,12 +1,15 @@
-// The collector's work on packs (after the chunk rows are collected): deleting packs no chunk
-// row names any more, and repacking packs that collections left mostly dead. Both honour the
-// grace period: a pack written, or emptied by a repack, within it is left alone, so a
-// replication still storing one and a rebuild that just looked up an old location are safe.
+// The collector of the snapshot chunk store, in three steps: chunk rows no snapshot references
+// (and, for chunks stored before packs, their objects), then packs no chunk row names any
+// more, then repacks of packs that collections left mostly dead. Each honours the grace
+// period: a chunk touched, or a pack written or emptied by a repack, within it is left alone,
+// so a replication still storing one and a rebuild that just looked up an old location are
+// safe.
 import type { BlobStore } from "../drivers/blobs/interface.js";
 import type { Clock } from "../lib/clock.js";
 import type { Logger } from "../lib/logger.js";
 import * as packRepo from "../modules/snapshots/pack-repo.js";
 import { chunkPrefix, storeTrackedPack } from "../modules/snapshots/packed-chunks.js";
+import { chunkKey } from "../modules/snapshots/replication/chunk-store.js";
 import {
   PACK_TARGET_BYTES,
   PackBuilder,
@@ -14,17 +17,41 @@ import {
   readPackIndex,
 } from "../modules/snapshots/replication/pack.js";
 import type { Digest } from "../modules/snapshots/replication/types.js";
+import * as repo from "../modules/snapshots/repo.js";
 import type { Db } from "../store/db.js";
 
 /** A pack of which less than this fraction of the chunk bytes is live is repacked. */
 export const REPACK_LIVE_FRACTION = 0.5;
 const PACK_BATCH = 100;
+const CHUNK_BATCH = 200;
 
 export interface PackCollectorDeps {
   db: Db;
   clock: Clock;
   blobs: BlobStore;
   log: Logger;
+}
+
+/**
+ * Deletes the chunk rows no snapshot references and no replication touched since `cutoff`.
+ * Each batch is first recorded as possibly missing (committed), then its rows (and the
+ * objects of chunks stored before packs) go in one transaction, so a replication that
+ * touches one of them waits and then knows to store it again, and a crash between an
+ * object's delete and the commit leaves a row that says "store it again", never one that
+ * says "stored". A packed chunk's bytes go with its pack (sweepDeadPacks).
+ */
+export async function collectUnreferencedChunks(deps: PackCollectorDeps, cutoff: Date): Promise<number> {
+  let collected = 0;
+  for (;;) {
+    const marked = await repo.markGarbageChunks(deps.db, cutoff, CHUNK_BATCH);
+    collected += await deps.db.tx(async (q) => {
+      const rows = await repo.takeGarbageChunks(q, marked, cutoff);
+      for (const row of rows)
+        if (row.pack_key === null) await deps.blobs.delete(chunkKey(chunkPrefix(row.org_id), row.digest as Digest));
+      return rows.length;
+    });
+    if (marked.length < CHUNK_BATCH) return collected;
+  }
 }
 
 /**
