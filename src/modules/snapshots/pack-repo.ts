@@ -8,7 +8,7 @@ import { chunkKey } from "./replication/chunk-store.js";
 import type { ChunkLocation, PackEntry } from "./replication/pack.js";
 import type { Digest } from "./replication/types.js";
 
-/** Records a pack about to be put (or touches it when the same bytes were recorded before). */
+/** Records a pack about to be put (its key is new: pack.ts makes every pack's bytes unique). */
 export async function recordPackIntent(
   q: Queryable,
   pack: { key: string; orgId: string; chunkBytes: number; chunkCount: number },

@@ -57,6 +57,12 @@ describe("packs", () => {
     assert.ok(packMatchesKey(sealed.key, sealed.data));
     assert.ok(!packMatchesKey(sealed.key, Buffer.concat([sealed.data, Buffer.from([0])])));
     assert.deepEqual(packEntries(sealed.data), sealed.entries);
+    // The same chunks packed again make another key: a key is never written twice.
+    const twin = new PackBuilder();
+    for (const chunk of chunks) twin.append(chunk.digest, chunk.plain.length, chunk.compressed);
+    const twinSealed = twin.seal(PREFIX);
+    assert.notEqual(twinSealed.key, sealed.key);
+    assert.deepEqual(twinSealed.entries, sealed.entries);
     for (const [i, entry] of sealed.entries.entries()) {
       const chunk = chunks[i] as (typeof chunks)[0];
       assert.equal(entry.digest, chunk.digest);

@@ -8,7 +8,12 @@
 //   chunk bytes, back to back (each a chunk's zstd frame)
 //   index: per chunk, in offset order: digest (32 bytes, BLAKE3 of the plain bytes),
 //          offset (u64), stored length (u32), plain size (u32)
-//   trailer (24 bytes): magic "WRNPACK1", index offset (u64), chunk count (u32), 0 (u32)
+//   trailer (40 bytes): magic "WRNPACK1", index offset (u64), chunk count (u32), 0 (u32),
+//                       16 random bytes
+// The random bytes make every pack written a key of its own, even one of the same chunks in
+// the same order as an earlier pack (a retried replication): a key is never written again
+// once the collector may be deleting it.
+import { randomBytes } from "node:crypto";
 import { blake3 } from "@napi-rs/blake-hash";
 import type { BlobStore } from "../../../drivers/blobs/interface.js";
 import { MAX_CHUNK_BYTES } from "./chunker.js";
@@ -16,7 +21,7 @@ import { DIGEST_PATTERN } from "./codec.js";
 import type { Digest } from "./types.js";
 
 const MAGIC = Buffer.from("WRNPACK1", "latin1");
-export const PACK_TRAILER_BYTES = 24;
+export const PACK_TRAILER_BYTES = 40;
 const ENTRY_BYTES = 48;
 /** A pack is flushed once its chunks reach this many bytes (the last one of a replication may be smaller). */
 export const PACK_TARGET_BYTES = 16 * 1024 * 1024;
@@ -100,6 +105,7 @@ export class PackBuilder {
     MAGIC.copy(index, trailer);
     index.writeBigUInt64BE(BigInt(this.size), trailer + 8);
     index.writeUInt32BE(this.entries.length, trailer + 16);
+    randomBytes(16).copy(index, trailer + 24);
     const data = Buffer.concat([...this.parts, index]);
     return { key: packKey(prefix, blake3(data).toString("hex")), data, entries: [...this.entries] };
   }

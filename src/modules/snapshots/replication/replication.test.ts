@@ -105,9 +105,9 @@ describe("replication on XFS", () => {
     assert.ok(stats.bytes < 16 * MiB && stats.bytes > 10 * MiB, `covers ${stats.bytes}`);
     assert.ok(stats.uploadedBytes < 10 * MiB, `uploaded ${stats.uploadedBytes}`);
     assert.ok(manifest.chunks.every((ref) => ref.offset < 30 * MiB || ref.offset >= 33 * MiB));
-    // Each pack adds its index (48 bytes a chunk) and trailer (24 bytes) to the chunks' bytes.
+    // Each pack adds its index (48 bytes a chunk) and trailer (40 bytes) to the chunks' bytes.
     assert.ok(chunks.packsWritten >= 3, `${chunks.packsWritten} packs`);
-    assert.equal(await storedBytes(), stats.uploadedBytes + 48 * stats.newChunks + 24 * chunks.packsWritten);
+    assert.equal(await storedBytes(), stats.uploadedBytes + 48 * stats.newChunks + 40 * chunks.packsWritten);
 
     const again = await replicateImage({ path: image, chunks });
     assert.deepEqual(again.manifest, manifest);
@@ -136,7 +136,7 @@ describe("replication on XFS", () => {
       chunks,
     });
     const uploaded = (await storedBytes()) - before;
-    assert.equal(uploaded, stats.uploadedBytes + 48 * stats.newChunks + 24 * (chunks.packsWritten - packsBefore));
+    assert.equal(uploaded, stats.uploadedBytes + 48 * stats.newChunks + 40 * (chunks.packsWritten - packsBefore));
     // The changed MiB, the chunks it straddles (≤ 1 MiB each side), the new block, one text chunk.
     assert.ok(stats.uploadedBytes > MiB && stats.uploadedBytes < 4 * MiB, `uploaded ${stats.uploadedBytes}`);
     assert.ok(stats.newChunks <= 10, `${stats.newChunks} new chunks`);
