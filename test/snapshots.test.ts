@@ -411,8 +411,13 @@ for (const store of STORE_KINDS) {
       await exec(sb.id, "head -c 8000000 /dev/urandom > /workspace/big; sync");
       const first = await snapshot(sb.id, { wait_remote: true });
       await exec(sb.id, "head -c 1000000 /dev/urandom > /workspace/small; sync");
+      const packsOfFirst = new Set(await packFiles());
       const second = await snapshot(sb.id, { wait_remote: true });
       assert.equal(second.body.durability, "replicated", second.raw);
+      // Its new chunks (both images') went into one small pack.
+      const newPacks = (await packFiles()).filter((file) => !packsOfFirst.has(file));
+      assert.equal(newPacks.length, 1, `new packs: ${newPacks.join(", ")}`);
+      assert.ok((await stat(newPacks[0] as string)).size < 4_000_000);
       const { rows } = await t.c.db.query<{ id: string; uploaded_bytes: string; plain_bytes: string }>(
         "SELECT id, uploaded_bytes::text, plain_bytes::text FROM sandbox_snapshots WHERE id = ANY($1)",
         [[first.body.snapshot_id, second.body.snapshot_id]],

@@ -112,6 +112,7 @@ export async function replicateSnapshot(input: {
       path: input.images[name],
       ...(input.base ? { base: { path: input.base.images[name], manifest: input.base.manifest.images[name] } } : {}),
       chunks: input.chunks,
+      deferFlush: true,
       ...(input.signal ? { signal: input.signal } : {}),
     });
     images[name] = result.manifest;
@@ -120,6 +121,8 @@ export async function replicateSnapshot(input: {
     stats.bytes += result.stats.bytes;
     stats.uploadedBytes += result.stats.uploadedBytes;
   }
+  // Both images' new chunks in shared packs, all stored before the manifest is written.
+  await input.chunks.flush();
   return { manifest: { version: 1, snapshot_id: input.snapshotId, images }, stats };
 }
 

@@ -160,6 +160,9 @@ describe("packs", () => {
     const releaser = setInterval(() => release.shift()?.(), 5);
     try {
       for (const chunk of chunks) await store.put(chunk.digest, chunk.compressed, chunk.plain.length);
+      // A chunk put twice (the same bytes in two images) is stored once.
+      const again = chunks[0] as (typeof chunks)[0];
+      await store.put(again.digest, again.compressed, again.plain.length);
       await store.flush();
     } finally {
       clearInterval(releaser);

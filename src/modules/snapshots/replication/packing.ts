@@ -35,6 +35,7 @@ export class PackingChunkStore implements ChunkStore {
   private filling = new PackBuilder();
   private readonly writing = new Set<Promise<void>>();
   private failure: { error: unknown } | null = null;
+  private readonly putDigests = new Set<Digest>();
   private readonly targetBytes: number;
   private readonly maxWriting: number;
   /** Packs written so far (what flush() made durable). */
@@ -56,6 +57,10 @@ export class PackingChunkStore implements ChunkStore {
 
   async put(digest: Digest, compressed: Uint8Array, plainSize: number): Promise<void> {
     if (this.failure) throw this.failure.error;
+    // The same bytes in two images of one snapshot (both asked has() before either was
+    // stored): stored once.
+    if (this.putDigests.has(digest)) return;
+    this.putDigests.add(digest);
     this.filling.append(digest, plainSize, compressed);
     if (this.filling.bytes >= this.targetBytes) await this.rotate();
   }

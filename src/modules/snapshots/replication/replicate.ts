@@ -26,6 +26,11 @@ export interface ReplicateInput {
    * so reads and compressions still find free ones.
    */
   concurrency?: number;
+  /**
+   * Leave the chunk store unflushed: the caller flushes it once after several images (so
+   * their new chunks share packs) before it relies on the manifests returned.
+   */
+  deferFlush?: boolean;
 }
 
 /** A byte range [start, end). */
@@ -208,6 +213,8 @@ export async function replicateImage(
     if (base && baseExtents)
       ({ reused, read: toRead } = planDelta(toRead, sameMapping(extents, baseExtents), base.manifest.chunks));
     const stored = await storeRanges(file, toRead, input.chunks, concurrency, input.signal);
+    // The manifest returned names only chunks that are stored (unless the caller flushes).
+    if (!input.deferFlush) await input.chunks.flush();
     const chunks = [...reused, ...stored.refs].sort((a, b) => a.offset - b.offset);
     // Checked like a stored one: a planning mistake fails here, not at a restore.
     const manifest = validateManifest({ version: 1, size: info.size, chunks });
@@ -288,7 +295,5 @@ async function storeRanges(
     await pool.wait().catch(() => undefined);
   }
   await pool.wait();
-  // The manifest returned names only chunks that are stored.
-  await chunks.flush();
   return { refs, newChunks, uploadedBytes };
 }
