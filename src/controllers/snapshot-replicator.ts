@@ -152,6 +152,7 @@ export class SnapshotReplicator {
       const base = row.replication_attempts > 1 ? null : await this.baseFor(row);
       const chunks = trackedPackStore(this.storeDeps(), row.org_id);
       const result = await replicateSnapshot({ snapshotId: row.id, images, base, chunks });
+      const storedMs = Date.now() - started;
       const digests = manifestDigests(result.manifest);
       const gone = await repo.touchChunks(this.db, row.org_id, digests, this.clock.now());
       if (gone.size > 0) throw new Error(`${gone.size} chunks the base shared were collected meanwhile`);
@@ -184,6 +185,9 @@ export class SnapshotReplicator {
         {
           snapshot_id: row.id,
           ms: Date.now() - started,
+          // Reading, chunking, compressing and storing the packs; the rest is the manifest and the records.
+          stored_ms: storedMs,
+          packs: chunks.packsWritten,
           chunks: result.stats.chunks,
           new_chunks: result.stats.newChunks,
           uploaded_bytes: result.stats.uploadedBytes,
