@@ -1,4 +1,5 @@
-// SQL of snapshots, their replication and the chunks they reference (migration 0011).
+// SQL of snapshots, their replication and the chunks they reference (migration 0011; where
+// chunks lie in packs: pack-repo.ts, migration 0020).
 import type { Queryable } from "../../store/db.js";
 
 export type SnapshotState = "pending" | "sealed" | "failed";
@@ -323,7 +324,11 @@ export async function touchChunks(q: Queryable, orgId: string, digests: string[]
   return new Set(rows.filter((row) => row.missing).map((row) => row.digest));
 }
 
-/** Records chunks as stored (their compressed sizes), in one statement. */
+/**
+ * Records chunks as stored each as an object of its own (their compressed sizes), in one
+ * statement: how chunks were stored before packs (pack-repo.ts pointChunksAtPack now); the
+ * tests make such rows to show they still restore and are collected.
+ */
 export async function recordChunkSizes(
   q: Queryable,
   orgId: string,
