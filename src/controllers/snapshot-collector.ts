@@ -132,7 +132,7 @@ export async function repackSparsePacks(
         if (data === null || data.length !== chunk.length) continue;
         builder.append(chunk.digest, plainSize, data);
         origins.set(chunk.digest, key);
-        if (builder.bytes >= targetBytes) await write();
+        if (builder.isFull(targetBytes)) await write();
       }
     }
     await write();

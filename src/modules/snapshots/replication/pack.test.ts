@@ -13,6 +13,7 @@ import { blobChunkStore, chunkKey } from "./chunk-store.js";
 import { compressChunk, digestOf } from "./codec.js";
 import {
   isPackKey,
+  MAX_PACK_CHUNKS,
   PACK_TRAILER_BYTES,
   PackBuilder,
   PackFormatError,
@@ -135,6 +136,27 @@ describe("packs", () => {
     assert.equal((index.chunks.get(packed[0]?.digest as Digest) as { pack: string }).pack.length > 0, true);
     assert.equal(index.chunks.get(packed[5]?.digest as Digest)?.plainSize, 40_000);
     assert.equal(chunkKey(prefix, legacy.digest).startsWith(`${prefix}/chunks/`), true);
+  });
+
+  it("writes a pack at MAX_PACK_CHUNKS chunks however small they are", async () => {
+    const written: number[] = [];
+    const store = new PackingChunkStore({
+      prefix: PREFIX,
+      has: async () => false,
+      get: async () => null,
+      writePack: async (pack) => {
+        // A reader accepts a pack this full.
+        written.push(packEntries(pack.data).length);
+      },
+    });
+    // Tiny stored chunks (what very compressible data makes), far below the target size.
+    for (let i = 0; i < MAX_PACK_CHUNKS + 10; i++) {
+      const name = Buffer.alloc(32);
+      name.writeUInt32BE(i);
+      await store.put(`blake3:${name.toString("hex")}` as Digest, Buffer.from([i & 0xff]), 4096);
+    }
+    await store.flush();
+    assert.deepEqual(written, [MAX_PACK_CHUNKS, 10]);
   });
 
   it("writes at most maxWriting packs at once and reports a failed write at flush and on the next put", async () => {

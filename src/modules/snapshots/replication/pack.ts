@@ -26,8 +26,8 @@ const ENTRY_BYTES = 48;
 /** A pack is flushed once its chunks reach this many bytes (the last one of a replication may be smaller). */
 export const PACK_TARGET_BYTES = 16 * 1024 * 1024;
 /**
- * The most chunks a pack may list (what a reader accepts): a target-sized pack of the
- * smallest chunks that compress best stays far below it.
+ * The most chunks a pack may list (what a reader accepts, ~3 MiB of index); a pack of chunks
+ * that compress very well is written when it reaches this count, below its target size.
  */
 export const MAX_PACK_CHUNKS = 65_536;
 /** A stored chunk is a zstd frame of at most MAX_CHUNK_BYTES: a raw frame plus its headers. */
@@ -80,6 +80,11 @@ export class PackBuilder {
 
   get count(): number {
     return this.entries.length;
+  }
+
+  /** Whether the pack should be written now: `targetBytes` of chunks, or as many chunks as a pack may list. */
+  isFull(targetBytes: number): boolean {
+    return this.size >= targetBytes || this.entries.length >= MAX_PACK_CHUNKS;
   }
 
   append(digest: Digest, plainSize: number, compressed: Uint8Array): PackEntry {

@@ -62,7 +62,7 @@ export class PackingChunkStore implements ChunkStore {
     if (this.putDigests.has(digest)) return;
     this.putDigests.add(digest);
     this.filling.append(digest, plainSize, compressed);
-    if (this.filling.bytes >= this.targetBytes) await this.rotate();
+    if (this.filling.isFull(this.targetBytes)) await this.rotate();
   }
 
   /** Writes the pack being filled (if any) and waits for every pack written; rethrows the first failure. */
