@@ -10,8 +10,10 @@
 //   file floor: the fs store's publish protocol alone (one fsynced file per chunk, linked, its
 //     directory fsynced) for as many files as the image has chunks, with the CPU it took
 //   zstd: levels 1 and 3 on the random image and on real files (node_modules' JS), per MB/s and ratio
-// The chunk store is blobChunkStore over the embedded fs blob store (test/support/blob-store.ts),
-// the server's default: each object is written to a temp file, fsynced and linked into place.
+// The chunk store is blobPackStore over the embedded fs blob store (test/support/blob-store.ts),
+// the server's format: chunks appended into ~16 MiB packs, each pack written to a temp file,
+// fsynced and linked into place. `perChunkObjects` is the format before packs (one object per
+// chunk, blobChunkStore), run beside it.
 // Usage: node --import tsx bench/replication.ts [--rounds 3] [--deltas 7] [--megabytes 100]
 import { spawnSync } from "node:child_process";
 import { randomBytes, randomInt } from "node:crypto";
@@ -21,6 +23,7 @@ import { createRequire } from "node:module";
 import os from "node:os";
 import path from "node:path";
 import { blobChunkStore } from "../src/modules/snapshots/replication/chunk-store.js";
+import { blobPackStore } from "../src/modules/snapshots/replication/packing.js";
 import { rebuildImage } from "../src/modules/snapshots/replication/rebuild.js";
 import { replicateImage } from "../src/modules/snapshots/replication/replicate.js";
 import type { ChunkStore, ImageManifest } from "../src/modules/snapshots/replication/types.js";
@@ -108,7 +111,7 @@ try {
     };
     const warrenOnce = async () => {
       const root = path.join(tmp, `blobs-${r}`);
-      const chunks = blobChunkStore(await openTestBlobStore(root), "orgs/org_bench");
+      const chunks = blobPackStore(await openTestBlobStore(root), "orgs/org_bench");
       const cpu = process.cpuUsage();
       const { ms, value } = await timed(() => replicateImage({ path: image, chunks }));
       const used = process.cpuUsage(cpu);
@@ -136,8 +139,17 @@ try {
   const verifiedMs: number[] = [];
   for (let r = 0; r < ROUNDS; r++) {
     const root = path.join(tmp, `blobs-v${r}`);
-    const chunks = blobChunkStore(await openTestBlobStore(root), "orgs/org_bench", { verifyWrites: true });
+    const chunks = blobPackStore(await openTestBlobStore(root), "orgs/org_bench", { verifyWrites: true });
     verifiedMs.push((await timed(() => replicateImage({ path: image, chunks }))).ms);
+    await rm(root, { recursive: true, force: true });
+  }
+
+  // The format before packs: one object per chunk.
+  const perChunkMs: number[] = [];
+  for (let r = 0; r < ROUNDS; r++) {
+    const root = path.join(tmp, `blobs-o${r}`);
+    const chunks = blobChunkStore(await openTestBlobStore(root), "orgs/org_bench");
+    perChunkMs.push((await timed(() => replicateImage({ path: image, chunks }))).ms);
     await rm(root, { recursive: true, force: true });
   }
 
@@ -182,7 +194,12 @@ try {
 
   // The pipeline alone (read, chunk, hash, compress) into a store that keeps nothing: what
   // the chunk store's writes add is the difference.
-  const discard: ChunkStore = { has: async () => false, put: async () => {}, get: async () => null };
+  const discard: ChunkStore = {
+    has: async () => false,
+    put: async () => {},
+    get: async () => null,
+    flush: async () => {},
+  };
   const pipelineMs: number[] = [];
   for (let r = 0; r < ROUNDS; r++)
     pipelineMs.push((await timed(() => replicateImage({ path: image, chunks: discard }))).ms);
@@ -190,7 +207,7 @@ try {
   const concurrencySweep: Record<string, number> = {};
   for (const concurrency of [1, 2, 4, 8]) {
     const root = path.join(tmp, `blobs-c${concurrency}`);
-    const chunks = blobChunkStore(await openTestBlobStore(root), "orgs/org_bench");
+    const chunks = blobPackStore(await openTestBlobStore(root), "orgs/org_bench");
     const { ms } = await timed(() => replicateImage({ path: image, chunks, concurrency }));
     concurrencySweep[`concurrency${concurrency}MBps`] = mbps(DATA_BYTES, ms);
     await rm(root, { recursive: true, force: true });
@@ -286,6 +303,8 @@ try {
       pass: mbps(DATA_BYTES, freshMs) >= FRESH_TARGET_MBPS,
       verifiedWritesMs: verifiedMs.map((ms) => round(ms)),
       verifiedWritesMBps: mbps(DATA_BYTES, median(verifiedMs)),
+      perChunkObjectsMs: perChunkMs.map((ms) => round(ms)),
+      perChunkObjectsMBps: mbps(DATA_BYTES, median(perChunkMs)),
       pipelineWithoutStoreMs: pipelineMs.map((ms) => round(ms)),
       pipelineWithoutStoreMBps: mbps(DATA_BYTES, median(pipelineMs)),
       fileFloorMs: floor.ms.map((ms) => round(ms)),

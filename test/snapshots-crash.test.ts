@@ -2,9 +2,10 @@
 // PGlite is killed with SIGKILL while snapshots are being taken (one kill the instant a
 // source sandbox is frozen, one a few ms after the requests, one the instant the host sealed
 // one), while a snapshot replicates to the blob store, while a sandbox is restored from the
-// blob store, and while the collector deletes unreferenced chunks; then started again on
-// the same data dir and runtime root. After each restart every snapshot is sealed (and its
-// replication resumes) or recorded failed, no chunk is half-written, nothing unsealed is
+// blob store, and while the collector deletes unreferenced chunks and packs; then started
+// again on the same data dir and runtime root. After each restart every snapshot is sealed
+// (and its replication resumes) or recorded failed, no pack is half-written and no chunk row
+// names a pack that is not stored (checked in the store while the server is dead), nothing unsealed is
 // served, the source sandboxes run thawed, an interrupted restore ends running with its files
 // intact or failed with a reason, and at the end nothing is left on the host.
 //
@@ -20,6 +21,8 @@ import { Layout } from "../src/drivers/runtime/local/layout.js";
 import { mountsUnder, readMounts } from "../src/drivers/runtime/local/mounts.js";
 import { loopDevicesUnder } from "../src/drivers/runtime/local/storage/pool.js";
 import { decompressChunk, digestOf } from "../src/modules/snapshots/replication/codec.js";
+import { packEntries, packMatchesKey } from "../src/modules/snapshots/replication/pack.js";
+import { openPglite } from "../src/store/pglite.js";
 import {
   type CrashRig,
   eventually,
@@ -83,9 +86,29 @@ describe("snapshot crash safety [pglite]", () => {
     (await readdir(path.join(blobDir(), "objects"), { recursive: true, withFileTypes: true }).catch(() => []))
       .filter((entry) => entry.isFile())
       .map((entry) => path.relative(path.join(blobDir(), "objects"), path.join(entry.parentPath, entry.name)));
+  /** Chunks stored one object each (before packs: none are written now). */
   const chunkFiles = async () => (await objectFiles()).filter((file) => file.split(path.sep).includes("chunks"));
+  const packFiles = async () => (await objectFiles()).filter((file) => file.split(path.sep).includes("packs"));
   const manifestFiles = async (snapshotId = "") =>
     (await objectFiles()).filter((file) => file.includes(`${path.sep}snapshots${path.sep}${snapshotId}`));
+
+  /**
+   * With the server dead: every chunk row that names a pack names one that is stored whole
+   * (a row is written only after its pack's put). Returns how many packs rows name.
+   */
+  const checkPackRows = async () => {
+    const db = await openPglite(path.join(dataDir, "pglite"));
+    try {
+      const { rows } = await db.query<{ pack_key: string; stored: boolean }>(
+        "SELECT pack_key, bool_and(stored_bytes > 0) AS stored FROM blob_chunks WHERE pack_key IS NOT NULL GROUP BY pack_key",
+      );
+      const packs = new Set((await packFiles()).map((file) => file.slice(0, -1).split(path.sep).join("/")));
+      for (const row of rows) assert.ok(packs.has(row.pack_key), `chunk rows name ${row.pack_key}: it is stored`);
+      return rows.length;
+    } finally {
+      await db.close();
+    }
+  };
 
   const createDurable = async (name: string, body: Json = {}) => {
     const res = await api("POST", "/v1/sandboxes", {
@@ -220,15 +243,24 @@ describe("snapshot crash safety [pglite]", () => {
     await checkChunks();
   };
 
-  /** Every chunk file decompresses to bytes whose BLAKE3 is its name; every manifest's chunk is there. */
+  /**
+   * Every pack is whole (its bytes are the BLAKE3 its name says) and every chunk in it
+   * decompresses to bytes whose BLAKE3 it is listed under; so does every per-chunk file;
+   * every manifest's chunk is there.
+   */
   const checkChunks = async () => {
     const stored = new Set<string>();
-    for (const file of await chunkFiles()) {
+    assert.deepEqual(await chunkFiles(), [], "no chunk is stored as an object of its own any more");
+    for (const file of await packFiles()) {
       const name = path.basename(file);
-      assert.match(name, /^[0-9a-f]{64}@$/, `chunk file name ${file}`);
-      const plain = await decompressChunk(await readFile(path.join(blobDir(), "objects", file)), 4 << 20);
-      assert.equal(digestOf(plain), `blake3:${name.slice(0, -1)}`, `chunk ${file} holds what its name says`);
-      stored.add(`blake3:${name.slice(0, -1)}`);
+      assert.match(name, /^[0-9a-f]{64}@$/, `pack file name ${file}`);
+      const data = await readFile(path.join(blobDir(), "objects", file));
+      assert.ok(packMatchesKey(file.slice(0, -1), data), `pack ${file} holds what its name says (never half a pack)`);
+      for (const entry of packEntries(data)) {
+        const plain = await decompressChunk(data.subarray(entry.offset, entry.offset + entry.length), 4 << 20);
+        assert.equal(digestOf(plain), entry.digest, `a chunk of ${file} holds what its index says`);
+        stored.add(entry.digest);
+      }
     }
     for (const file of await manifestFiles()) {
       const manifest = JSON.parse(await readFile(path.join(blobDir(), "objects", file), "utf8")) as {
@@ -335,17 +367,20 @@ describe("snapshot crash safety [pglite]", () => {
     const large = sources[3] as string;
     const request: SnapshotRequest = { sandboxId: large, key: "replicating", body: { name: "replicating" } };
     requests.push(request);
-    const chunksBefore = (await chunkFiles()).length;
+    const packsBefore = (await packFiles()).length;
     const res = await snapshot(request);
     assert.equal(res.status, 200, res.raw);
     assert.equal(res.body.durability, "local", "sealed on the host; replication follows");
     request.snapshotId = res.body.snapshot_id as string;
     const pid = server.pid as number;
-    await killWhen("chunks of the snapshot to appear", async () => (await chunkFiles()).length >= chunksBefore + 80);
+    // 256 MiB of random data make ~16 packs: killed with some stored, others being written.
+    await killWhen("packs of the snapshot to appear", async () => (await packFiles()).length >= packsBefore + 3);
     assert.deepEqual(await manifestFiles(request.snapshotId), [], "killed before the manifest was written");
     t.diagnostic(
-      `killed with ${(await chunkFiles()).length - chunksBefore} new chunks, temp files: ${(await entries(path.join(blobDir(), "tmp"))).length}`,
+      `killed with ${(await packFiles()).length - packsBefore} new packs, temp files: ${(await entries(path.join(blobDir(), "tmp"))).length}`,
     );
+    t.diagnostic(`chunk rows name ${await checkPackRows()} packs, each stored`);
+    await checkChunks();
     await server.start();
     await checkAfterRestart(t, pid);
   });
@@ -402,12 +437,13 @@ describe("snapshot crash safety [pglite]", () => {
     const gone = await api("DELETE", `/v1/snapshots/${deleted.snapshotId}`);
     assert.equal(gone.status, 200, gone.raw);
     requests.splice(index, 1);
-    const before = (await chunkFiles()).length;
+    const before = (await packFiles()).length;
     assert.equal(await server.stop("SIGTERM"), 0, "a clean shutdown");
     await server.start({ WARREN_BLOB_GC_INTERVAL_SECONDS: "1", WARREN_BLOB_GC_GRACE_SECONDS: "0" });
     const pid = server.pid as number;
-    await killWhen("the collector to delete chunks", async () => (await chunkFiles()).length < before - 20);
-    t.diagnostic(`killed with ${before - (await chunkFiles()).length} of ${before} chunk files deleted`);
+    await killWhen("the collector to delete packs", async () => (await packFiles()).length < before - 2);
+    t.diagnostic(`killed with ${before - (await packFiles()).length} of ${before} pack files deleted`);
+    t.diagnostic(`chunk rows name ${await checkPackRows()} packs, each stored`);
     // Started again without collecting: the same bytes snapshotted again must all be stored.
     await server.start();
     const again: SnapshotRequest = { sandboxId: large, key: "after-gc", body: { name: "after-gc" } };

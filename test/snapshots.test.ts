@@ -2,7 +2,7 @@
 // the fs blob store. Snapshot, restore (with and without the local copy, with an image
 // override), lineage, fencing, delete-in-use, capacity, corrupt and missing chunks, GC.
 import assert from "node:assert/strict";
-import { readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import { SandboxReconciler } from "../src/controllers/sandbox-reconciler.js";
@@ -110,9 +110,9 @@ for (const store of STORE_KINDS) {
         next_page_token: string;
       };
     };
-    const chunkFiles = async () =>
+    const packFiles = async () =>
       (await readdir(blobDir, { recursive: true, withFileTypes: true }))
-        .filter((entry) => entry.isFile() && entry.parentPath.includes(`${path.sep}chunks`))
+        .filter((entry) => entry.isFile() && entry.parentPath.includes(`${path.sep}packs`))
         .map((entry) => path.join(entry.parentPath, entry.name));
 
     it("snapshots a running sandbox, restores two children (one on another image), and a grandchild", async () => {
@@ -241,18 +241,20 @@ for (const store of STORE_KINDS) {
       await waitFor(child.body.id as string, "running");
       assert.equal((await exec(child.body.id as string, "md5sum -c /workspace/sum")).exit, 0);
 
-      // Corrupt one chunk of a second snapshot (whose chunks are its own), drop the local copy: the restore fails.
+      // Corrupt one chunk in a pack of a second snapshot (whose chunks are its own), drop the local copy: the restore fails.
       await exec(root.id, "head -c 2000000 /dev/urandom > /workspace/other");
-      const before = new Set(await chunkFiles());
+      const before = new Set(await packFiles());
       const second = await snapshot(root.id, { wait_remote: true });
       const secondId = second.body.snapshot_id as string;
-      const fresh = (await chunkFiles()).filter((file) => !before.has(file));
-      assert.ok(fresh.length > 0, "the second snapshot stored new chunks");
+      const fresh = (await packFiles()).filter((file) => !before.has(file));
+      assert.ok(fresh.length > 0, "the second snapshot stored new packs");
       await fixture.driver.dropLocalSnapshot(secondId);
-      const victim = fresh[0] as string;
+      // The largest new pack holds the new workspace data; its first chunk starts at 0.
+      const sizes = await Promise.all(fresh.map(async (file) => ({ file, size: (await stat(file)).size })));
+      const victim = sizes.sort((a, b) => b.size - a.size)[0]?.file as string;
       const bytes = await readFile(victim);
-      const middle = Math.floor(bytes.length / 2);
-      bytes[middle] = (bytes[middle] ?? 0) ^ 0xff;
+      const inFirstChunk = 1000;
+      bytes[inFirstChunk] = (bytes[inFirstChunk] ?? 0) ^ 0xff;
       await writeFile(victim, bytes);
       const bad = await request("POST", "/v1/sandboxes", {
         snapshot_id: secondId,
@@ -409,8 +411,13 @@ for (const store of STORE_KINDS) {
       await exec(sb.id, "head -c 8000000 /dev/urandom > /workspace/big; sync");
       const first = await snapshot(sb.id, { wait_remote: true });
       await exec(sb.id, "head -c 1000000 /dev/urandom > /workspace/small; sync");
+      const packsOfFirst = new Set(await packFiles());
       const second = await snapshot(sb.id, { wait_remote: true });
       assert.equal(second.body.durability, "replicated", second.raw);
+      // Its new chunks (both images') went into one small pack.
+      const newPacks = (await packFiles()).filter((file) => !packsOfFirst.has(file));
+      assert.equal(newPacks.length, 1, `new packs: ${newPacks.join(", ")}`);
+      assert.ok((await stat(newPacks[0] as string)).size < 4_000_000);
       const { rows } = await t.c.db.query<{ id: string; uploaded_bytes: string; plain_bytes: string }>(
         "SELECT id, uploaded_bytes::text, plain_bytes::text FROM sandbox_snapshots WHERE id = ANY($1)",
         [[first.body.snapshot_id, second.body.snapshot_id]],
@@ -423,11 +430,21 @@ for (const store of STORE_KINDS) {
         `the second snapshot uploads about the 1 MB changed: ${JSON.stringify(rows)}`,
       );
 
-      const chunksBefore = (await chunkFiles()).length;
+      // The second snapshot stored its chunks in packs of its own: collected with them.
+      const { rows: ownPacks } = await t.c.db.query<{ key: string }>(
+        `SELECT DISTINCT c.pack_key AS key FROM blob_chunks c JOIN snapshot_chunks s
+            ON s.org_id = c.org_id AND s.digest = c.digest AND s.snapshot_id = $1
+          WHERE NOT EXISTS (SELECT 1 FROM snapshot_chunks o WHERE o.snapshot_id <> $1 AND o.org_id = c.org_id
+                              AND o.digest = c.digest)`,
+        [second.body.snapshot_id],
+      );
+      assert.ok(ownPacks.length > 0);
+      const packsBefore = (await packFiles()).length;
       assert.equal((await request("DELETE", `/v1/snapshots/${second.body.snapshot_id}`)).status, 200);
       const collected = await replicator.collectGarbage();
       assert.ok(collected > 0, "the second snapshot's own chunks are collected");
-      assert.equal((await chunkFiles()).length, chunksBefore - collected);
+      for (const { key } of ownPacks) assert.equal(await t.c.blobs.head(key), null, `${key} is deleted`);
+      assert.ok((await packFiles()).length <= packsBefore - ownPacks.length);
       // The first snapshot still restores from the blob store alone.
       await fixture.driver.dropLocalSnapshot(first.body.snapshot_id as string);
       const child = await request("POST", "/v1/sandboxes", {

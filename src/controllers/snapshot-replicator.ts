@@ -13,14 +13,12 @@ import type { Logger } from "../lib/logger.js";
 import type { WarrenMetrics } from "../modules/metrics/registry.js";
 import { appendSandboxEvent } from "../modules/sandboxes/transitions.js";
 import {
-  chunkPrefix,
   manifestDigests,
   readSnapshotManifest,
   replicateSnapshot,
   type SnapshotManifest,
-  TrackedChunkStore,
 } from "../modules/snapshots/manifest.js";
-import { chunkKey } from "../modules/snapshots/replication/chunk-store.js";
+import { trackedPackStore } from "../modules/snapshots/packed-chunks.js";
 import * as repo from "../modules/snapshots/repo.js";
 import {
   deleteBlobPrefix,
@@ -29,6 +27,7 @@ import {
   type SnapshotService,
 } from "../modules/snapshots/service.js";
 import type { Db } from "../store/db.js";
+import { collectUnreferencedChunks, repackSparsePacks, sweepDeadPacks } from "./snapshot-collector.js";
 
 const GIB = 1024 ** 3;
 const LEASE_SECONDS = 600;
@@ -151,8 +150,9 @@ export class SnapshotReplicator {
       }
       // A retry reads everything again: the base may be what failed.
       const base = row.replication_attempts > 1 ? null : await this.baseFor(row);
-      const chunks = new TrackedChunkStore(this.db, this.clock, row.org_id, this.blobs);
+      const chunks = trackedPackStore(this.storeDeps(), row.org_id);
       const result = await replicateSnapshot({ snapshotId: row.id, images, base, chunks });
+      const storedMs = Date.now() - started;
       const digests = manifestDigests(result.manifest);
       const gone = await repo.touchChunks(this.db, row.org_id, digests, this.clock.now());
       if (gone.size > 0) throw new Error(`${gone.size} chunks the base shared were collected meanwhile`);
@@ -185,6 +185,9 @@ export class SnapshotReplicator {
         {
           snapshot_id: row.id,
           ms: Date.now() - started,
+          // Reading, chunking, compressing and storing the packs; the rest is the manifest and the records.
+          stored_ms: storedMs,
+          packs: chunks.packsWritten,
           chunks: result.stats.chunks,
           new_chunks: result.stats.newChunks,
           uploaded_bytes: result.stats.uploadedBytes,
@@ -205,6 +208,10 @@ export class SnapshotReplicator {
       await repo.replicationFailed(this.db, row.id, message, new Date(this.clock.now().getTime() + delay * 1000));
       this.snapshots.changes.emit(row.id);
     }
+  }
+
+  private storeDeps() {
+    return { db: this.db, clock: this.clock, blobs: this.blobs, log: this.log };
   }
 
   private async giveUp(row: repo.SnapshotRow, message: string): Promise<void> {
@@ -286,29 +293,20 @@ export class SnapshotReplicator {
   }
 
   /**
-   * Deletes chunks no snapshot references and no replication touched within the grace
-   * period. Each batch is first recorded as possibly missing (committed), then its rows and
-   * blobs go in one transaction, so a replication that touches one of them waits and then
-   * knows to store it again, and a crash between a blob's delete and the commit leaves a
-   * row that says "store it again", never one that says "stored".
+   * Collects what no snapshot needs any more (snapshot-collector.ts): unreferenced chunk rows
+   * untouched within the grace period, then packs no chunk names, then repacks sparse ones.
    */
   async collectGarbage(): Promise<number> {
     for (const prefix of await repo.pendingBlobDeletions(this.db, GC_BATCH)) {
       await deleteBlobPrefix(this.db, this.blobs, prefix);
     }
-    let collected = 0;
-    for (;;) {
-      const cutoff = new Date(this.clock.now().getTime() - this.options.gcGraceSeconds * 1000);
-      const marked = await repo.markGarbageChunks(this.db, cutoff, GC_BATCH);
-      collected += await this.db.tx(async (q) => {
-        const rows = await repo.takeGarbageChunks(q, marked, cutoff);
-        for (const row of rows)
-          await this.blobs.delete(chunkKey(chunkPrefix(row.org_id), row.digest as `blake3:${string}`));
-        return rows.length;
-      });
-      if (marked.length < GC_BATCH) break;
-    }
-    if (collected > 0) this.log.info({ chunks: collected }, "collected unreferenced snapshot chunks");
+    const cutoff = new Date(this.clock.now().getTime() - this.options.gcGraceSeconds * 1000);
+    const deps = this.storeDeps();
+    const collected = await collectUnreferencedChunks(deps, cutoff);
+    const packs = await sweepDeadPacks(deps, cutoff);
+    await repackSparsePacks(deps, cutoff);
+    if (collected > 0 || packs > 0)
+      this.log.info({ chunks: collected, packs }, "collected unreferenced snapshot chunks and packs");
     return collected;
   }
 }

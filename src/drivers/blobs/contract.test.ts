@@ -183,6 +183,24 @@ for (const driver of [fsDriver, s3Driver]) {
       assert.equal(await store().get("nest/inner/deeper"), null);
     });
 
+    it("reads byte ranges: inside, at the ends, past the end, empty, of a missing key", async () => {
+      const data = randomBytes(300_000);
+      await store().putIfAbsent("range/obj", data);
+      assert.ok((await store().getRange("range/obj", 0, 1000))?.equals(data.subarray(0, 1000)));
+      assert.ok((await store().getRange("range/obj", 123_457, 65_536))?.equals(data.subarray(123_457, 188_993)));
+      assert.ok((await store().getRange("range/obj", 299_999, 1))?.equals(data.subarray(299_999)));
+      // A range running past the end is cut at the end; one starting past it is empty.
+      assert.ok((await store().getRange("range/obj", 299_000, 5000))?.equals(data.subarray(299_000)));
+      assert.equal((await store().getRange("range/obj", 300_000, 10))?.length, 0);
+      assert.equal((await store().getRange("range/obj", 400_000, 10))?.length, 0);
+      assert.equal((await store().getRange("range/obj", 10, 0))?.length, 0);
+      assert.equal(await store().getRange("range/missing", 0, 10), null);
+      assert.equal(await store().getRange("range/missing", 0, 0), null);
+      await assert.rejects(store().getRange("range/obj", -1, 10), RangeError);
+      await assert.rejects(store().getRange("range/obj", 0, 1.5), RangeError);
+      await rejectsWith(store().getRange("../x", 0, 1), "invalid_key");
+    });
+
     it("writes a key once: a second putIfAbsent is written:false and changes nothing", async () => {
       assert.deepEqual(await store().putIfAbsent("once/k", Buffer.from("first")), { written: true });
       assert.deepEqual(await store().putIfAbsent("once/k", Buffer.from("second, longer")), { written: false });

@@ -14,7 +14,7 @@ import path from "node:path";
 import type { Readable } from "node:stream";
 import { fsyncPath } from "../../lib/fs.js";
 import { PRIVATE_DIR_MODE, PRIVATE_FILE_MODE } from "../../lib/private-dir.js";
-import { BlobError, type BlobInfo, type BlobStore, type PresignOptions } from "./interface.js";
+import { BlobError, type BlobInfo, type BlobStore, checkRange, type PresignOptions } from "./interface.js";
 import { checkKey, keyProblem } from "./keys.js";
 import {
   checkBlobUrl,
@@ -175,6 +175,28 @@ export class FsBlobStore implements BlobStore {
     } catch (error) {
       if (isMissing(error)) return null;
       throw unavailable("read an object", error);
+    } finally {
+      await handle?.close().catch(() => undefined);
+    }
+  }
+
+  async getRange(key: string, offset: number, length: number): Promise<Buffer | null> {
+    checkKey(key);
+    checkRange(offset, length);
+    let handle: FileHandle | null = null;
+    try {
+      handle = await open(this.objectPath(key), "r");
+      const out = Buffer.allocUnsafe(length);
+      let filled = 0;
+      while (filled < length) {
+        const { bytesRead } = await handle.read(out, filled, length - filled, offset + filled);
+        if (bytesRead === 0) break;
+        filled += bytesRead;
+      }
+      return filled === length ? out : out.subarray(0, filled);
+    } catch (error) {
+      if (isMissing(error)) return null;
+      throw unavailable("read a range of an object", error);
     } finally {
       await handle?.close().catch(() => undefined);
     }

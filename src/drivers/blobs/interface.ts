@@ -43,6 +43,12 @@ export interface BlobStore {
   putIfAbsent(key: string, data: Uint8Array, options?: { sha256?: string }): Promise<{ written: boolean }>;
   /** The whole object, or null when there is none. */
   get(key: string): Promise<Buffer | null>;
+  /**
+   * Bytes [offset, offset + length) of the object: shorter when the object ends first (empty
+   * when it ends before `offset`), null when there is no object. Offset and length are
+   * non-negative safe integers (RangeError otherwise). A pack's chunk is read this way.
+   */
+  getRange(key: string, offset: number, length: number): Promise<Buffer | null>;
   head(key: string): Promise<{ size: number } | null>;
   /** Removes the object; an absent one is fine. */
   delete(key: string): Promise<void>;
@@ -54,4 +60,10 @@ export interface BlobStore {
   presignGet(key: string, options: PresignOptions): Promise<string>;
   /** Releases connections. */
   close(): Promise<void>;
+}
+
+/** Checks getRange's arguments (both drivers). */
+export function checkRange(offset: number, length: number): void {
+  if (!Number.isSafeInteger(offset) || offset < 0 || !Number.isSafeInteger(length) || length < 0)
+    throw new RangeError("a blob range is a non-negative integer offset and length");
 }

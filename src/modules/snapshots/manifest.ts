@@ -1,12 +1,12 @@
 // A snapshot in the blob store: one manifest naming, per image file (root layer and
-// workspace), the chunks that rebuild it. Chunks are the organization's, stored once
-// (replication/); the store's record of them (blob_chunks) is what tells a replication
-// which chunks it must still upload and what the collector may delete.
+// workspace), the chunks that rebuild it, by digest only. Chunks are the organization's,
+// stored once, in packs (replication/pack.ts); the store's index of them (blob_chunks,
+// packed-chunks.ts) tells a replication which chunks it must still upload, a rebuild where
+// each lies, and the collector what it may delete.
 import type { BlobStore } from "../../drivers/blobs/interface.js";
 import { RuntimeError, type SnapshotImages } from "../../drivers/runtime/interface.js";
-import type { Clock } from "../../lib/clock.js";
 import type { Db } from "../../store/db.js";
-import { blobChunkStore } from "./replication/chunk-store.js";
+import { IndexedChunkSource } from "./packed-chunks.js";
 import { validateManifest } from "./replication/manifest.js";
 import { rebuildImage } from "./replication/rebuild.js";
 import { replicateImage } from "./replication/replicate.js";
@@ -17,7 +17,6 @@ import {
   type ImageManifest,
   type ReplicationStats,
 } from "./replication/types.js";
-import * as repo from "./repo.js";
 
 export const IMAGE_NAMES = ["root", "workspace"] as const;
 export type ImageName = (typeof IMAGE_NAMES)[number];
@@ -29,9 +28,7 @@ export interface SnapshotManifest {
   images: Record<ImageName, ImageManifest>;
 }
 
-export function chunkPrefix(orgId: string): string {
-  return `orgs/${orgId}`;
-}
+export { chunkPrefix } from "./packed-chunks.js";
 
 /** Reads and checks a snapshot's manifest; a missing or malformed one is snapshot_not_restorable. */
 export async function readSnapshotManifest(
@@ -62,13 +59,14 @@ export async function readSnapshotManifest(
 
 /** Rebuilds both image files at `staging`, verifying every chunk; a bad chunk is snapshot_not_restorable. */
 export async function rebuildSnapshot(
-  blobs: BlobStore,
+  deps: { db: Db; blobs: BlobStore },
   orgId: string,
   manifest: SnapshotManifest,
   staging: SnapshotImages,
 ): Promise<void> {
-  const chunks = blobChunkStore(blobs, chunkPrefix(orgId));
+  const chunks = new IndexedChunkSource(deps.db, deps.blobs, orgId);
   try {
+    await chunks.preload(manifestDigests(manifest) as Digest[]);
     for (const name of IMAGE_NAMES) {
       await rebuildImage({ manifest: manifest.images[name], path: staging[name], chunks });
     }
@@ -88,78 +86,6 @@ export async function rebuildSnapshot(
         cause: error,
       },
     );
-  }
-}
-
-/**
- * The organization's chunk store as a replication sees it: whether a chunk is stored comes
- * from the store's record (touched now, so the collector leaves it alone), and a chunk put
- * is recorded as stored once the blob store has it.
- */
-export class TrackedChunkStore implements ChunkStore {
-  private readonly inner: ChunkStore;
-  private batch: { digest: Digest; resolve: (missing: boolean) => void; reject: (error: unknown) => void }[] = [];
-  private stored: { digest: Digest; bytes: number; resolve: () => void; reject: (error: unknown) => void }[] = [];
-
-  constructor(
-    private readonly db: Db,
-    private readonly clock: Clock,
-    private readonly orgId: string,
-    blobs: BlobStore,
-  ) {
-    this.inner = blobChunkStore(blobs, chunkPrefix(orgId));
-  }
-
-  /** Touches the chunk's record (batched with the others asked in the same tick). */
-  has(digest: Digest): Promise<boolean> {
-    return new Promise<boolean>((resolve, reject) => {
-      if (this.batch.length === 0) setImmediate(() => void this.flush());
-      this.batch.push({ digest, resolve: (missing) => resolve(!missing), reject });
-    });
-  }
-
-  private async flush(): Promise<void> {
-    const batch = this.batch;
-    this.batch = [];
-    try {
-      const missing = await repo.touchChunks(
-        this.db,
-        this.orgId,
-        [...new Set(batch.map((entry) => entry.digest))],
-        this.clock.now(),
-      );
-      for (const entry of batch) entry.resolve(missing.has(entry.digest));
-    } catch (error) {
-      for (const entry of batch) entry.reject(error);
-    }
-  }
-
-  /** Stores the chunk, then records its size (batched with the others stored in the same tick). */
-  async put(digest: Digest, compressed: Uint8Array): Promise<void> {
-    await this.inner.put(digest, compressed);
-    await new Promise<void>((resolve, reject) => {
-      if (this.stored.length === 0) setImmediate(() => void this.flushStored());
-      this.stored.push({ digest, bytes: compressed.byteLength, resolve, reject });
-    });
-  }
-
-  private async flushStored(): Promise<void> {
-    const batch = this.stored;
-    this.stored = [];
-    try {
-      await repo.recordChunkSizes(
-        this.db,
-        this.orgId,
-        batch.map(({ digest, bytes }) => ({ digest, storedBytes: bytes })),
-      );
-      for (const entry of batch) entry.resolve();
-    } catch (error) {
-      for (const entry of batch) entry.reject(error);
-    }
-  }
-
-  get(digest: Digest): Promise<Buffer | null> {
-    return this.inner.get(digest);
   }
 }
 
@@ -186,6 +112,7 @@ export async function replicateSnapshot(input: {
       path: input.images[name],
       ...(input.base ? { base: { path: input.base.images[name], manifest: input.base.manifest.images[name] } } : {}),
       chunks: input.chunks,
+      deferFlush: true,
       ...(input.signal ? { signal: input.signal } : {}),
     });
     images[name] = result.manifest;
@@ -194,6 +121,8 @@ export async function replicateSnapshot(input: {
     stats.bytes += result.stats.bytes;
     stats.uploadedBytes += result.stats.uploadedBytes;
   }
+  // Both images' new chunks in shared packs, all stored before the manifest is written.
+  await input.chunks.flush();
   return { manifest: { version: 1, snapshot_id: input.snapshotId, images }, stats };
 }
 

@@ -1,4 +1,5 @@
-// SQL of snapshots, their replication and the chunks they reference (migration 0011).
+// SQL of snapshots, their replication and the chunks they reference (migration 0011; where
+// chunks lie in packs: pack-repo.ts, migration 0020).
 import type { Queryable } from "../../store/db.js";
 
 export type SnapshotState = "pending" | "sealed" | "failed";
@@ -323,7 +324,11 @@ export async function touchChunks(q: Queryable, orgId: string, digests: string[]
   return new Set(rows.filter((row) => row.missing).map((row) => row.digest));
 }
 
-/** Records chunks as stored (their compressed sizes), in one statement. */
+/**
+ * Records chunks as stored each as an object of its own (their compressed sizes), in one
+ * statement: how chunks were stored before packs (pack-repo.ts pointChunksAtPack now); the
+ * tests make such rows to show they still restore and are collected.
+ */
 export async function recordChunkSizes(
   q: Queryable,
   orgId: string,
@@ -373,23 +378,24 @@ export async function markGarbageChunks(
 
 /**
  * Deletes (in the caller's transaction) the marked chunk rows that are still garbage (not
- * referenced, not touched since `touchedBefore`); returns them so their blobs are deleted
- * before the transaction commits.
+ * referenced, not touched since `touchedBefore`); returns them so the blobs of those stored
+ * before packs (no pack_key) are deleted before the transaction commits. A packed chunk's
+ * bytes go with its pack, once no row names it (pack-repo.ts).
  */
 export async function takeGarbageChunks(
   q: Queryable,
   marked: { org_id: string; digest: string }[],
   touchedBefore: Date,
-): Promise<{ org_id: string; digest: string }[]> {
+): Promise<{ org_id: string; digest: string; pack_key: string | null }[]> {
   if (marked.length === 0) return [];
-  const { rows } = await q.query<{ org_id: string; digest: string }>(
+  const { rows } = await q.query<{ org_id: string; digest: string; pack_key: string | null }>(
     `DELETE FROM blob_chunks WHERE (org_id, digest) IN (
        SELECT c.org_id, c.digest FROM blob_chunks c
          JOIN unnest($1::text[], $2::text[]) AS m (org_id, digest) ON m.org_id = c.org_id AND m.digest = c.digest
         WHERE c.touched_at < $3
           AND NOT EXISTS (SELECT 1 FROM snapshot_chunks s WHERE s.org_id = c.org_id AND s.digest = c.digest)
         FOR UPDATE)
-     RETURNING org_id, digest`,
+     RETURNING org_id, digest, pack_key`,
     [marked.map((row) => row.org_id), marked.map((row) => row.digest), touchedBefore],
   );
   return rows;

@@ -376,7 +376,9 @@ export class SnapshotService {
       throw new RuntimeError("snapshot_not_restorable", "the snapshot has no local copy and is not replicated");
     }
     const manifest = await readSnapshotManifest(this.blobs, manifestKey, row.id);
-    await driver.importSnapshot(snapshotId, (staging) => rebuildSnapshot(this.blobs, row.org_id, manifest, staging));
+    await driver.importSnapshot(snapshotId, (staging) =>
+      rebuildSnapshot({ db: this.db, blobs: this.blobs }, row.org_id, manifest, staging),
+    );
     this.log.info({ snapshot_id: snapshotId }, "snapshot rebuilt from the blob store");
     return "blob_store";
   }

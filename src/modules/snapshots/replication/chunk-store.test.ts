@@ -30,6 +30,7 @@ describe("blobChunkStore", async () => {
         return inner.head(key);
       },
       get: (key) => inner.get(key),
+      getRange: (key, offset, length) => inner.getRange(key, offset, length),
       delete: (key) => inner.delete(key),
       list: (prefix) => inner.list(prefix),
       presignPut: (key, options) => inner.presignPut(key, options),
@@ -46,8 +47,8 @@ describe("blobChunkStore", async () => {
     const hex = digest.slice(7);
     assert.equal(chunkKey("orgs/org_1", digest), `orgs/org_1/chunks/${hex.slice(0, 2)}/${hex}`);
     assert.equal(await chunks.has(digest), false);
-    await chunks.put(digest, Buffer.from("compressed"));
-    await chunks.put(digest, Buffer.from("compressed"));
+    await chunks.put(digest, Buffer.from("compressed"), 100);
+    await chunks.put(digest, Buffer.from("compressed"), 100);
     assert.equal(puts.length, 2);
     assert.deepEqual(await chunks.get(digest), Buffer.from("compressed"));
     assert.equal(await chunks.get(digestOf(Buffer.from("absent"))), null);
@@ -57,9 +58,9 @@ describe("blobChunkStore", async () => {
   it("passes the sha256 of the compressed bytes when writes are verified (not on fs by default)", async () => {
     const { blobs, puts } = recorded();
     const digest = digestOf(randomBytes(100));
-    await blobChunkStore(blobs, "orgs/org_2", { verifyWrites: true }).put(digest, Buffer.from("abc"));
+    await blobChunkStore(blobs, "orgs/org_2", { verifyWrites: true }).put(digest, Buffer.from("abc"), 100);
     assert.equal(puts[0]?.sha256, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
-    await blobChunkStore(blobs, "orgs/org_3").put(digest, Buffer.from("abc"));
+    await blobChunkStore(blobs, "orgs/org_3").put(digest, Buffer.from("abc"), 100);
     assert.equal(puts[1]?.sha256, undefined);
   });
 
@@ -67,11 +68,11 @@ describe("blobChunkStore", async () => {
     const { blobs, heads } = recorded();
     const chunks = blobChunkStore(blobs, "orgs/org_4");
     const digest = digestOf(randomBytes(100));
-    await chunks.put(digest, Buffer.from("x"));
+    await chunks.put(digest, Buffer.from("x"), 100);
     assert.equal(await chunks.has(digest), true);
     assert.equal(heads(), 0);
     const other = digestOf(randomBytes(100));
-    await blobChunkStore(blobs, "orgs/org_4").put(other, Buffer.from("y"));
+    await blobChunkStore(blobs, "orgs/org_4").put(other, Buffer.from("y"), 100);
     assert.equal(await chunks.has(other), true);
     assert.equal(await chunks.has(other), true);
     assert.equal(heads(), 1);

@@ -1,4 +1,4 @@
-// Chunks in the blob store: one object per chunk under the organization's prefix, at
+// Chunks in the blob store as they were stored before packs (packing.ts): one object per chunk under the organization's prefix, at
 // `<prefix>/chunks/<first 2 hex>/<64 hex>` (sharded so no listing holds every chunk at once).
 import { createHash } from "node:crypto";
 import type { BlobStore } from "../../../drivers/blobs/interface.js";
@@ -58,5 +58,7 @@ export function blobChunkStore(blobs: BlobStore, prefix: string, options: { veri
     get(digest) {
       return blobs.get(chunkKey(prefix, digest));
     },
+    // Each put is durable when it resolves.
+    async flush() {},
   };
 }

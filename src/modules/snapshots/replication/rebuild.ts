@@ -9,19 +9,19 @@ import { fsyncPath } from "../../../lib/fs.js";
 import { decompressChunk, digestOf } from "./codec.js";
 import { validateManifest } from "./manifest.js";
 import { DEFAULT_CONCURRENCY } from "./replicate.js";
-import { ChunkError, type ChunkStore, type Digest, type ImageManifest } from "./types.js";
+import { ChunkError, type ChunkSource, type Digest, type ImageManifest } from "./types.js";
 
 export interface RebuildInput {
   manifest: ImageManifest;
   path: string;
-  chunks: ChunkStore;
+  chunks: ChunkSource;
   /** Chunks fetched at once (default 4). */
   concurrency?: number;
   signal?: AbortSignal;
 }
 
 /** The plain bytes of one chunk, checked: ChunkError missing or corrupt otherwise. */
-async function fetchChunk(chunks: ChunkStore, digest: Digest, size: number): Promise<Buffer> {
+async function fetchChunk(chunks: ChunkSource, digest: Digest, size: number): Promise<Buffer> {
   const compressed = await chunks.get(digest);
   if (compressed === null) throw new ChunkError(digest, "missing", `chunk ${digest} is missing from the blob store`);
   let plain: Buffer;

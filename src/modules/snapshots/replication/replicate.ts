@@ -4,9 +4,10 @@
 // manifest), the ranges both files map to the same physical blocks are known without reading
 // them: the base's chunks there are reused as they are and its gaps there are zeros.
 //
-// Pipelined: the file is read in windows one ahead of the chunker, and the chunks are stored
-// by up to `concurrency` tasks at once (has, compress on the libuv threadpool, put), so reading,
-// hashing, compressing and storing overlap.
+// Pipelined: the file is read in windows one ahead of the chunker; a window's chunks are
+// named and asked of the store at once (one has() batch, one statement for the server's
+// store), then stored by up to `concurrency` tasks at once (compress on the libuv
+// threadpool, put into a pack), so reading, hashing, compressing and writing packs overlap.
 import { type FileHandle, open } from "node:fs/promises";
 import { isZero, MAX_CHUNK_BYTES, nextCut } from "./chunker.js";
 import { compressChunk, digestOf } from "./codec.js";
@@ -26,6 +27,11 @@ export interface ReplicateInput {
    * so reads and compressions still find free ones.
    */
   concurrency?: number;
+  /**
+   * Leave the chunk store unflushed: the caller flushes it once after several images (so
+   * their new chunks share packs) before it relies on the manifests returned.
+   */
+  deferFlush?: boolean;
 }
 
 /** A byte range [start, end). */
@@ -208,6 +214,8 @@ export async function replicateImage(
     if (base && baseExtents)
       ({ reused, read: toRead } = planDelta(toRead, sameMapping(extents, baseExtents), base.manifest.chunks));
     const stored = await storeRanges(file, toRead, input.chunks, concurrency, input.signal);
+    // The manifest returned names only chunks that are stored (unless the caller flushes).
+    if (!input.deferFlush) await input.chunks.flush();
     const chunks = [...reused, ...stored.refs].sort((a, b) => a.offset - b.offset);
     // Checked like a stored one: a planning mistake fails here, not at a restore.
     const manifest = validateManifest({ version: 1, size: info.size, chunks });
@@ -247,17 +255,31 @@ async function storeRanges(
   let uploadedBytes = 0;
   const pool = new TaskPool(concurrency);
 
-  const dispatch = async (plain: Buffer, offset: number) => {
-    if (isZero(plain)) return;
-    const digest = digestOf(plain);
-    refs.push({ offset, size: plain.length, digest });
-    if (storing.has(digest)) return;
-    storing.add(digest);
+  /**
+   * The new chunks of one window: named, and asked of the store all in the same tick (a
+   * store backed by the database answers them in one statement, not one per chunk).
+   */
+  const name = (pieces: { plain: Buffer; offset: number }[]) => {
+    const fresh: { plain: Buffer; digest: Digest; stored: Promise<boolean> }[] = [];
+    for (const { plain, offset } of pieces) {
+      if (isZero(plain)) continue;
+      const digest = digestOf(plain);
+      refs.push({ offset, size: plain.length, digest });
+      if (storing.has(digest)) continue;
+      storing.add(digest);
+      const stored = chunks.has(digest);
+      // Reported by its task; one never run (an earlier failure) must not go unhandled.
+      stored.catch(() => undefined);
+      fresh.push({ plain, digest, stored });
+    }
+    return fresh;
+  };
+  const store = async ({ plain, digest, stored }: { plain: Buffer; digest: Digest; stored: Promise<boolean> }) => {
     // Resolves once the task has a slot, not when it is done: the reading goes on meanwhile.
     await pool.add(async () => {
-      if (await chunks.has(digest)) return;
+      if (await stored) return;
       const compressed = await compressChunk(plain);
-      await chunks.put(digest, compressed);
+      await chunks.put(digest, compressed, plain.length);
       newChunks++;
       uploadedBytes += compressed.length;
     });
@@ -272,13 +294,15 @@ async function storeRanges(
       const data = window.buffer.subarray(CARRY_ROOM_BYTES - carried);
       const offset = window.offset - carried;
       let at = 0;
+      const pieces: { plain: Buffer; offset: number }[] = [];
       for (;;) {
         const length = nextCut(data, at, data.length, window.rangeEnds);
         if (length === 0) break;
-        await dispatch(data.subarray(at, at + length), offset + at);
+        pieces.push({ plain: data.subarray(at, at + length), offset: offset + at });
         at += length;
         if (at === data.length) break;
       }
+      for (const chunk of name(pieces)) await store(chunk);
       // An unfinished chunk (shorter than the maximum, no cut yet) continues in the next window.
       carry = at < data.length ? data.subarray(at) : null;
       if (carry && carry.length >= CARRY_ROOM_BYTES) throw new Error("chunker left a full chunk uncut");

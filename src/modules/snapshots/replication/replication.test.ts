@@ -1,7 +1,8 @@
 // Replication and rebuild of image files on a real XFS (loop-mounted, reflink): a fresh
 // image, a reflinked clone changed in places replicated against it (only the change is
 // stored), byte-for-byte rebuilds, and a rebuild's failures (corrupt chunk, missing chunk).
-// The chunk store is blobChunkStore over the embedded fs blob store.
+// The chunk store is blobPackStore (chunks in packs) over the embedded fs blob store; one
+// test reads chunks stored before packs (one object each).
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { constants, existsSync } from "node:fs";
@@ -12,11 +13,12 @@ import { after, before, describe, it } from "node:test";
 import { openTestBlobStore } from "../../../../test/support/blob-store.js";
 import type { FsBlobStore } from "../../../drivers/blobs/fs.js";
 import { run, TOOLS } from "../../../drivers/runtime/local/host.js";
-import { blobChunkStore, chunkKey } from "./chunk-store.js";
+import { blobChunkStore } from "./chunk-store.js";
 import { listExtents } from "./extents.js";
+import { blobPackStore } from "./packing.js";
 import { rebuildImage } from "./rebuild.js";
 import { replicateImage } from "./replicate.js";
-import { ChunkError, type ChunkStore, type ImageManifest } from "./types.js";
+import { ChunkError, type Digest, type ImageManifest } from "./types.js";
 
 const MiB = 1024 * 1024;
 const PREFIX = "orgs/org_test";
@@ -54,7 +56,7 @@ describe("replication on XFS", () => {
   let dir = "";
   let mountPoint = "";
   let mounted = false;
-  let chunks: ChunkStore;
+  let chunks: ReturnType<typeof blobPackStore>;
   let blobRoot = "";
   let blobs: FsBlobStore;
 
@@ -70,7 +72,8 @@ describe("replication on XFS", () => {
     mounted = true;
     blobRoot = path.join(dir, "blobs");
     blobs = await openTestBlobStore(blobRoot);
-    chunks = blobChunkStore(blobs, PREFIX);
+    // Small packs, so the 64 MiB images make several and packs are written while others fill.
+    chunks = blobPackStore(blobs, PREFIX, { targetBytes: 2 * MiB });
   });
 
   after(async () => {
@@ -102,7 +105,9 @@ describe("replication on XFS", () => {
     assert.ok(stats.bytes < 16 * MiB && stats.bytes > 10 * MiB, `covers ${stats.bytes}`);
     assert.ok(stats.uploadedBytes < 10 * MiB, `uploaded ${stats.uploadedBytes}`);
     assert.ok(manifest.chunks.every((ref) => ref.offset < 30 * MiB || ref.offset >= 33 * MiB));
-    assert.equal(await storedBytes(), stats.uploadedBytes);
+    // Each pack adds its index (48 bytes a chunk) and trailer (40 bytes) to the chunks' bytes.
+    assert.ok(chunks.packsWritten >= 3, `${chunks.packsWritten} packs`);
+    assert.equal(await storedBytes(), stats.uploadedBytes + 48 * stats.newChunks + 40 * chunks.packsWritten);
 
     const again = await replicateImage({ path: image, chunks });
     assert.deepEqual(again.manifest, manifest);
@@ -124,13 +129,14 @@ describe("replication on XFS", () => {
     await pwrite(clone, Buffer.from("changed"), 40 * MiB + 100_000); // a few bytes of text
 
     const before = await storedBytes();
+    const packsBefore = chunks.packsWritten;
     const { manifest, stats } = await replicateImage({
       path: clone,
       base: { path: base, manifest: baseManifest },
       chunks,
     });
     const uploaded = (await storedBytes()) - before;
-    assert.equal(uploaded, stats.uploadedBytes);
+    assert.equal(uploaded, stats.uploadedBytes + 48 * stats.newChunks + 40 * (chunks.packsWritten - packsBefore));
     // The changed MiB, the chunks it straddles (≤ 1 MiB each side), the new block, one text chunk.
     assert.ok(stats.uploadedBytes > MiB && stats.uploadedBytes < 4 * MiB, `uploaded ${stats.uploadedBytes}`);
     assert.ok(stats.newChunks <= 10, `${stats.newChunks} new chunks`);
@@ -156,13 +162,20 @@ describe("replication on XFS", () => {
     }
   });
 
+  /** The file of the pack holding `digest`, and where in it. */
+  const located = (digest: Digest) => {
+    const location = chunks.locations.get(digest);
+    assert.ok(location?.pack, "the chunk is in a pack");
+    return { file: blobs.fileOf(location.pack), offset: location.offset, length: location.length };
+  };
+
   it("rebuild refuses a corrupt chunk, naming it, and leaves nothing behind", async () => {
-    const victim = baseManifest.chunks[3]?.digest as ImageManifest["chunks"][0]["digest"];
-    const stored = blobs.fileOf(chunkKey(PREFIX, victim));
-    const original = await readFile(stored);
+    const victim = baseManifest.chunks[3]?.digest as Digest;
+    const { file, offset, length } = located(victim);
+    const original = await readFile(file);
     const flipped = Buffer.from(original);
-    flipped[flipped.length >> 1] = (flipped[flipped.length >> 1] as number) ^ 0x01;
-    await writeFile(stored, flipped);
+    flipped[offset + (length >> 1)] = (flipped[offset + (length >> 1)] as number) ^ 0x01;
+    await writeFile(file, flipped);
     const out = path.join(dir, "out", "corrupt.img");
     await mkdir(path.dirname(out), { recursive: true });
     try {
@@ -175,24 +188,43 @@ describe("replication on XFS", () => {
       });
       assert.deepEqual(await readdir(path.dirname(out)), []);
     } finally {
-      await writeFile(stored, original);
+      await writeFile(file, original);
     }
   });
 
-  it("rebuild reports a missing chunk as missing", async () => {
-    const victim = baseManifest.chunks[0]?.digest as ImageManifest["chunks"][0]["digest"];
-    const stored = blobs.fileOf(chunkKey(PREFIX, victim));
-    const original = await readFile(stored);
-    await rm(stored);
+  it("rebuild reports a chunk of a missing pack, and one cut short, as missing", async () => {
+    const victim = baseManifest.chunks[0]?.digest as Digest;
+    const { file } = located(victim);
+    const original = await readFile(file);
     const out = path.join(dir, "out", "missing.img");
-    try {
-      await assert.rejects(
-        rebuildImage({ manifest: baseManifest, path: out, chunks: blobChunkStore(blobs, PREFIX) }),
-        (error: unknown) => error instanceof ChunkError && error.reason === "missing" && error.digest === victim,
+    const rejectsMissing = () =>
+      assert.rejects(
+        rebuildImage({ manifest: baseManifest, path: out, chunks, concurrency: 1 }),
+        (error: unknown) => error instanceof ChunkError && error.reason === "missing",
       );
+    try {
+      await rm(file);
+      await rejectsMissing();
+      assert.ok(!existsSync(out));
+      // A pack truncated in the middle of the chunk: the range read comes back short.
+      const { offset } = located(victim);
+      await writeFile(file, original.subarray(0, offset + 10));
+      await rejectsMissing();
       assert.ok(!existsSync(out));
     } finally {
-      await writeFile(stored, original);
+      await writeFile(file, original);
+    }
+  });
+
+  it("rebuilds from chunks stored before packs (one object each), alone or beside packed ones", async () => {
+    const image = path.join(mountPoint, "legacy.img");
+    await makeImage(image);
+    const legacy = blobChunkStore(blobs, PREFIX);
+    const { manifest } = await replicateImage({ path: image, chunks: legacy });
+    for (const source of [legacy, chunks]) {
+      const rebuilt = path.join(dir, "legacy.rebuilt");
+      await rebuildImage({ manifest, path: rebuilt, chunks: source });
+      assert.ok((await readFile(rebuilt)).equals(await readFile(image)));
     }
   });
 

@@ -30,14 +30,23 @@ export interface ReplicationStats {
   uploadedBytes: number;
 }
 
-/** Where chunks live: the blob store under one organization's prefix. */
-export interface ChunkStore {
-  /** Whether the chunk is stored (a cached answer may say true only for chunks known stored). */
-  has(digest: Digest): Promise<boolean>;
-  /** Stores the compressed bytes of the chunk whose plain bytes hash to `digest`, once. */
-  put(digest: Digest, compressed: Uint8Array): Promise<void>;
+/** Where a rebuild reads chunks from. */
+export interface ChunkSource {
   /** The compressed bytes, or null when missing. */
   get(digest: Digest): Promise<Buffer | null>;
+}
+
+/** Where chunks live: the blob store under one organization's prefix. */
+export interface ChunkStore extends ChunkSource {
+  /** Whether the chunk is stored (a cached answer may say true only for chunks known stored). */
+  has(digest: Digest): Promise<boolean>;
+  /**
+   * Stores the compressed bytes of the chunk whose plain bytes (`plainSize` long) hash to
+   * `digest`, once. Durable only once flush() resolved (a packing store batches them).
+   */
+  put(digest: Digest, compressed: Uint8Array, plainSize: number): Promise<void>;
+  /** Makes every chunk put so far durable; rethrows a failed store. */
+  flush(): Promise<void>;
 }
 
 export type ChunkFailure = "missing" | "corrupt";

@@ -1,0 +1,214 @@
+// Packs: the format (round trip, a hostile index refused), the chunk index rebuilt from the
+// blob store alone (packs and chunks stored before packs), and the packing store's bounds
+// (packs written at once, a failed write reported at flush) over a real fs blob store.
+import assert from "node:assert/strict";
+import { randomBytes } from "node:crypto";
+import { mkdtemp, rm } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { after, before, describe, it } from "node:test";
+import { openTestBlobStore } from "../../../../test/support/blob-store.js";
+import type { FsBlobStore } from "../../../drivers/blobs/fs.js";
+import { blobChunkStore, chunkKey } from "./chunk-store.js";
+import { compressChunk, digestOf } from "./codec.js";
+import {
+  isPackKey,
+  MAX_PACK_CHUNKS,
+  PACK_TRAILER_BYTES,
+  PackBuilder,
+  PackFormatError,
+  packEntries,
+  packMatchesKey,
+  readPackIndex,
+  rebuildChunkIndex,
+} from "./pack.js";
+import { PackingChunkStore, readChunkAt, type SealedPack } from "./packing.js";
+import type { Digest } from "./types.js";
+
+const PREFIX = "orgs/org_pack";
+
+async function someChunks(count: number, bytes = 40_000) {
+  return Promise.all(
+    Array.from({ length: count }, async () => {
+      const plain = randomBytes(bytes);
+      return { digest: digestOf(plain), plain, compressed: await compressChunk(plain) };
+    }),
+  );
+}
+
+describe("packs", () => {
+  let dir = "";
+  let blobs: FsBlobStore;
+
+  before(async () => {
+    dir = await mkdtemp(path.join(os.tmpdir(), "warren-pack-"));
+    blobs = await openTestBlobStore(dir);
+  });
+  after(async () => {
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  it("round-trips: the key is the BLAKE3 of the bytes, the index lists every chunk where it lies", async () => {
+    const chunks = await someChunks(5);
+    const builder = new PackBuilder();
+    for (const chunk of chunks) builder.append(chunk.digest, chunk.plain.length, chunk.compressed);
+    const sealed = builder.seal(PREFIX);
+    assert.match(sealed.key, /^orgs\/org_pack\/packs\/([0-9a-f]{2})\/\1[0-9a-f]{62}$/);
+    assert.ok(isPackKey(sealed.key));
+    assert.ok(packMatchesKey(sealed.key, sealed.data));
+    assert.ok(!packMatchesKey(sealed.key, Buffer.concat([sealed.data, Buffer.from([0])])));
+    assert.deepEqual(packEntries(sealed.data), sealed.entries);
+    // The same chunks packed again make another key: a key is never written twice.
+    const twin = new PackBuilder();
+    for (const chunk of chunks) twin.append(chunk.digest, chunk.plain.length, chunk.compressed);
+    const twinSealed = twin.seal(PREFIX);
+    assert.notEqual(twinSealed.key, sealed.key);
+    assert.deepEqual(twinSealed.entries, sealed.entries);
+    for (const [i, entry] of sealed.entries.entries()) {
+      const chunk = chunks[i] as (typeof chunks)[0];
+      assert.equal(entry.digest, chunk.digest);
+      assert.equal(entry.plainSize, chunk.plain.length);
+      assert.ok(sealed.data.subarray(entry.offset, entry.offset + entry.length).equals(chunk.compressed));
+    }
+    await blobs.putIfAbsent(sealed.key, sealed.data);
+    assert.deepEqual(await readPackIndex(blobs, sealed.key), sealed.entries);
+    assert.equal(await readPackIndex(blobs, `${PREFIX}/packs/00/${"0".repeat(64)}`), null);
+    const first = sealed.entries[0] as (typeof sealed.entries)[0];
+    assert.ok((await readChunkAt(blobs, { pack: sealed.key, ...first }))?.equals(chunks[0]?.compressed as Buffer));
+  });
+
+  it("refuses a malformed or hostile pack: bad magic, an index past its end, overlapping or oversized entries", async () => {
+    const chunks = await someChunks(3);
+    const builder = new PackBuilder();
+    for (const chunk of chunks) builder.append(chunk.digest, chunk.plain.length, chunk.compressed);
+    const { data } = builder.seal(PREFIX);
+    const trailerAt = data.length - PACK_TRAILER_BYTES;
+    const indexAt = trailerAt - 3 * 48;
+    const mutate = (change: (copy: Buffer) => void) => {
+      const copy = Buffer.from(data);
+      change(copy);
+      return copy;
+    };
+    const cases: [string, Buffer][] = [
+      ["too short", data.subarray(0, 10)],
+      ["bad magic", mutate((copy) => copy.write("NOTAPACK", trailerAt, "latin1"))],
+      ["index offset off by one", mutate((copy) => copy.writeBigUInt64BE(BigInt(indexAt + 1), trailerAt + 8))],
+      ["count beyond the bound", mutate((copy) => copy.writeUInt32BE(1_000_000, trailerAt + 16))],
+      ["an unknown flag", mutate((copy) => copy.writeUInt32BE(1, trailerAt + 20))],
+      // The second entry starts inside the first.
+      ["overlapping entries", mutate((copy) => copy.writeBigUInt64BE(1n, indexAt + 48 + 32))],
+      // The last entry runs into the index.
+      ["an entry past the chunk area", mutate((copy) => copy.writeUInt32BE(10_000_000, indexAt + 2 * 48 + 40))],
+      ["an impossible plain size", mutate((copy) => copy.writeUInt32BE(0, indexAt + 44))],
+    ];
+    for (const [name, bytes] of cases) assert.throws(() => packEntries(bytes), PackFormatError, name);
+  });
+
+  it("rebuilds the chunk index from the blob store alone: packs, per-chunk objects, unreadable packs reported", async () => {
+    const prefix = "orgs/org_index";
+    const packed = await someChunks(6);
+    const sealed: SealedPack[] = [];
+    for (const part of [packed.slice(0, 4), packed.slice(3)]) {
+      const builder = new PackBuilder();
+      for (const chunk of part) builder.append(chunk.digest, chunk.plain.length, chunk.compressed);
+      const pack = builder.seal(prefix);
+      await blobs.putIfAbsent(pack.key, pack.data);
+      sealed.push(pack);
+    }
+    const [legacy] = await someChunks(1);
+    if (!legacy) throw new Error("no chunk");
+    await blobChunkStore(blobs, prefix).put(legacy.digest, legacy.compressed, legacy.plain.length);
+    // Not a pack: named like one, holding garbage.
+    const junk = `${prefix}/packs/ab/ab${"0".repeat(62)}`;
+    await blobs.putIfAbsent(junk, randomBytes(100));
+
+    const index = await rebuildChunkIndex(blobs, prefix);
+    assert.deepEqual(index.packs.sort(), sealed.map((pack) => pack.key).sort());
+    assert.deepEqual(index.unreadable, [junk]);
+    assert.equal(index.chunks.size, 7);
+    for (const chunk of [...packed, legacy]) {
+      const location = index.chunks.get(chunk.digest);
+      assert.ok(location, chunk.digest);
+      assert.ok((await readChunkAt(blobs, location))?.equals(chunk.compressed), chunk.digest);
+    }
+    assert.equal(index.chunks.get(legacy.digest)?.pack, null);
+    assert.equal(index.chunks.get(legacy.digest)?.length, legacy.compressed.length);
+    assert.equal((index.chunks.get(packed[0]?.digest as Digest) as { pack: string }).pack.length > 0, true);
+    assert.equal(index.chunks.get(packed[5]?.digest as Digest)?.plainSize, 40_000);
+    assert.equal(chunkKey(prefix, legacy.digest).startsWith(`${prefix}/chunks/`), true);
+  });
+
+  it("writes a pack at MAX_PACK_CHUNKS chunks however small they are", async () => {
+    const written: number[] = [];
+    const store = new PackingChunkStore({
+      prefix: PREFIX,
+      has: async () => false,
+      get: async () => null,
+      writePack: async (pack) => {
+        // A reader accepts a pack this full.
+        written.push(packEntries(pack.data).length);
+      },
+    });
+    // Tiny stored chunks (what very compressible data makes), far below the target size.
+    for (let i = 0; i < MAX_PACK_CHUNKS + 10; i++) {
+      const name = Buffer.alloc(32);
+      name.writeUInt32BE(i);
+      await store.put(`blake3:${name.toString("hex")}` as Digest, Buffer.from([i & 0xff]), 4096);
+    }
+    await store.flush();
+    assert.deepEqual(written, [MAX_PACK_CHUNKS, 10]);
+  });
+
+  it("writes at most maxWriting packs at once and reports a failed write at flush and on the next put", async () => {
+    const chunks = await someChunks(12, 20_000);
+    let writing = 0;
+    let mostWriting = 0;
+    const written: SealedPack[] = [];
+    const release: (() => void)[] = [];
+    const store = new PackingChunkStore({
+      prefix: PREFIX,
+      targetBytes: 40_000,
+      maxWriting: 2,
+      has: async () => false,
+      get: async () => null,
+      async writePack(pack) {
+        writing++;
+        mostWriting = Math.max(mostWriting, writing);
+        await new Promise<void>((resolve) => release.push(resolve));
+        writing--;
+        written.push(pack);
+      },
+    });
+    const releaser = setInterval(() => release.shift()?.(), 5);
+    try {
+      for (const chunk of chunks) await store.put(chunk.digest, chunk.compressed, chunk.plain.length);
+      // A chunk put twice (the same bytes in two images) is stored once.
+      const again = chunks[0] as (typeof chunks)[0];
+      await store.put(again.digest, again.compressed, again.plain.length);
+      await store.flush();
+    } finally {
+      clearInterval(releaser);
+    }
+    assert.equal(mostWriting, 2);
+    assert.equal(store.packsWritten, written.length);
+    assert.deepEqual(
+      written.flatMap((pack) => pack.entries.map((entry) => entry.digest)).sort(),
+      chunks.map((chunk) => chunk.digest).sort(),
+    );
+
+    const failing = new PackingChunkStore({
+      prefix: PREFIX,
+      targetBytes: 1,
+      has: async () => false,
+      get: async () => null,
+      writePack: async () => {
+        throw new Error("the store refused");
+      },
+    });
+    const [one, two] = chunks;
+    if (!one || !two) throw new Error("no chunks");
+    await failing.put(one.digest, one.compressed, one.plain.length);
+    await assert.rejects(failing.flush(), /the store refused/);
+    await assert.rejects(failing.put(two.digest, two.compressed, two.plain.length), /the store refused/);
+  });
+});
