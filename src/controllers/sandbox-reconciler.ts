@@ -13,6 +13,7 @@ import { SpanStatusCode, type Tracing } from "../lib/tracing.js";
 import { DEFAULT_GATEWAY_ADDRESS, gatewayEnv } from "../modules/egress/env.js";
 import type { IdentityService } from "../modules/identity/service.js";
 import type { WarrenMetrics } from "../modules/metrics/registry.js";
+import { tenantFailureMessage } from "../modules/sandboxes/host-changes.js";
 import {
   decide,
   type LifecycleAction,
@@ -277,7 +278,7 @@ export class SandboxReconciler {
         if (!live()) return false;
         const code = error instanceof RuntimeError ? error.code : "runtime_error";
         this.log.warn({ sandbox_id: row.id, code, err: (error as Error).message }, "sandbox step failed");
-        await this.fail(row, code, (error as Error).message);
+        await this.fail(row, code, tenantFailureMessage(error));
         return false;
       }
     };
