@@ -5,11 +5,12 @@
 // chunks stored before packs are still read and collected.
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
-import { mkdtemp, rm } from "node:fs/promises";
+import { chmod, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { after, before, it } from "node:test";
 import { collectUnreferencedChunks, repackSparsePacks, sweepDeadPacks } from "../src/controllers/snapshot-collector.js";
+import type { FsBlobStore } from "../src/drivers/blobs/fs.js";
 import type { BlobStore } from "../src/drivers/blobs/interface.js";
 import type { Clock } from "../src/lib/clock.js";
 import * as packRepo from "../src/modules/snapshots/pack-repo.js";
@@ -228,6 +229,43 @@ forEachStore("snapshot packs", (t) => {
     // A snapshot's chunk that is really gone stays missing.
     const [lost] = await someChunks(1);
     assert.equal(await reader.get((lost as Chunk).digest), null);
+  });
+
+  it("leaves a damaged chunk in its pack at a repack (the copy would launder it into a well-named pack)", async () => {
+    const org = t().orgB.id;
+    const chunks = await someChunks(6);
+    await replicate(org, chunks);
+    const [damaged, intact] = chunks as [Chunk, Chunk];
+    const oldPack = ((await locationOf(org, damaged.digest)) as { pack: string }).pack;
+    const snapshotId = `snp-${"d".repeat(40)}`;
+    await t().c.db.query(
+      `INSERT INTO sandbox_snapshots (id, org_id, project_id, source_sandbox_id, run_id, image, lineage_path,
+         storage_class, state, replication, request_hash, created_at)
+       VALUES ($1, $2, $3, 'sbx-src', 'run-x', 'img', 'sbx-src', 'durable', 'sealed', 'replicated', 'x', $4)`,
+      [snapshotId, org, t().orgB.defaultProjectId, clock.now()],
+    );
+    await reference(snapshotId, org, [damaged, intact]);
+    // One byte of the damaged chunk flipped in the blob store.
+    const at = ((await locationOf(org, damaged.digest)) as { offset: number }).offset + 100;
+    const file = (blobs as FsBlobStore).fileOf(oldPack);
+    const bytes = await readFile(file);
+    bytes[at] = (bytes[at] ?? 0) ^ 0xff;
+    await chmod(file, 0o600);
+    await writeFile(file, bytes);
+    nowMs += (grace + 1) * 1000;
+    await collectUnreferencedChunks(deps(), cutoff());
+
+    const result = await repackSparsePacks(deps(), cutoff());
+    assert.equal(result.chunks, 1, JSON.stringify(result));
+    assert.notEqual(((await locationOf(org, intact.digest)) as { pack: string }).pack, oldPack, "the intact one moved");
+    assert.equal(((await locationOf(org, damaged.digest)) as { pack: string }).pack, oldPack, "the damaged one stayed");
+    assert.match(t().logs(), /a damaged chunk is not repacked/);
+    // Its pack is kept (a row still names it), and a rebuild still finds the chunk damaged.
+    nowMs += (grace + 1) * 1000;
+    await sweepDeadPacks(deps(), cutoff());
+    assert.ok(await blobs.head(oldPack));
+    const reader = new IndexedChunkSource(t().c.db, blobs, org);
+    assert.equal((await reader.get(damaged.digest))?.equals(damaged.compressed), false);
   });
 
   it("reads and collects chunks stored before packs (one object each, rows without a pack)", async () => {

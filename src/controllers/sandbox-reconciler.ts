@@ -13,6 +13,7 @@ import { SpanStatusCode, type Tracing } from "../lib/tracing.js";
 import { DEFAULT_GATEWAY_ADDRESS, gatewayEnv } from "../modules/egress/env.js";
 import type { IdentityService } from "../modules/identity/service.js";
 import type { WarrenMetrics } from "../modules/metrics/registry.js";
+import { tenantFailureMessage } from "../modules/sandboxes/host-changes.js";
 import {
   decide,
   type LifecycleAction,
@@ -277,7 +278,7 @@ export class SandboxReconciler {
         if (!live()) return false;
         const code = error instanceof RuntimeError ? error.code : "runtime_error";
         this.log.warn({ sandbox_id: row.id, code, err: (error as Error).message }, "sandbox step failed");
-        await this.fail(row, code, (error as Error).message);
+        await this.fail(row, code, tenantFailureMessage(error));
         return false;
       }
     };
@@ -452,11 +453,29 @@ export class SandboxReconciler {
     for (const volume of row.volumes) await this.volumeCache.ensure(row.org_id, volume.version);
     if (!live()) return;
     const pool = this.driver.servedFromPool?.(row.id) ? "hit" : "miss";
-    await this.driver.start(row.id);
+    try {
+      await this.driver.start(row.id);
+    } catch (error) {
+      if (row.state !== "stopped" || !(error instanceof RuntimeError) || error.code !== "storage_exhausted")
+        throw error;
+      // A wake the host cannot back (a sandbox of the old layout, whose state is copied into
+      // new images at its next start, legacy.ts): the driver kept that state, so the sandbox
+      // stays stopped with the reason, and a later wake tries again. Failing it would destroy
+      // the very state the refusal kept.
+      this.log.warn({ sandbox_id: row.id, err: error.message }, "wake refused: the host cannot back its storage");
+      await this.transitions.transition(row.id, "stopped", {
+        from: ["stopped"],
+        change: { desired_state: "stopped" },
+        reason: { code: error.code, message: tenantFailureMessage(error) },
+      });
+      return;
+    }
     if (!live()) return;
     const now = this.clock.now();
     const moved = await this.set(row, "running", {
       idle_deadline: row.idle_timeout_seconds ? new Date(now.getTime() + row.idle_timeout_seconds * 1000) : null,
+      // The refusal of an earlier wake is over.
+      ...(row.state_reason_code === "storage_exhausted" ? { state_reason_code: null, state_reason_message: null } : {}),
     });
     const first = this.firstStarts.get(row.id);
     this.firstStarts.delete(row.id);

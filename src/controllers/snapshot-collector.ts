@@ -16,7 +16,8 @@ import {
   PackFormatError,
   readPackIndex,
 } from "../modules/snapshots/replication/pack.js";
-import type { Digest } from "../modules/snapshots/replication/types.js";
+import { checkChunk } from "../modules/snapshots/replication/rebuild.js";
+import { ChunkError, type Digest } from "../modules/snapshots/replication/types.js";
 import * as repo from "../modules/snapshots/repo.js";
 import type { Db } from "../store/db.js";
 
@@ -82,7 +83,8 @@ export async function sweepDeadPacks(deps: PackCollectorDeps, cutoff: Date): Pro
  * `cutoff`) into new packs of their organization, re-points their rows in the transaction
  * that claims the new pack, and touches the old packs, which sweepDeadPacks deletes a grace
  * period later. A chunk that cannot be read from its old pack stays where it is (a rebuild
- * reports it missing, as it would have). Returns how many chunks moved.
+ * reports it missing, as it would have), and so does one whose bytes do not match its digest.
+ * Returns how many chunks moved.
  */
 export async function repackSparsePacks(
   deps: PackCollectorDeps,
@@ -130,6 +132,18 @@ export async function repackSparsePacks(
         if (plainSize === undefined || origins.has(chunk.digest)) continue;
         const data = await deps.blobs.getRange(key, chunk.offset, chunk.length);
         if (data === null || data.length !== chunk.length) continue;
+        // A damaged chunk stays where it is (a rebuild reports it corrupt, as it would have):
+        // copied, it would live on in a pack whose name matches its bytes, and the damaged
+        // pack, the evidence, would be deleted.
+        const intact = await checkChunk(chunk.digest, plainSize, data).then(
+          () => true,
+          (error: unknown) => {
+            if (!(error instanceof ChunkError)) throw error;
+            deps.log.warn({ pack: key, digest: chunk.digest, err: error.message }, "a damaged chunk is not repacked");
+            return false;
+          },
+        );
+        if (!intact) continue;
         builder.append(chunk.digest, plainSize, data);
         origins.set(chunk.digest, key);
         if (builder.isFull(targetBytes)) await write();

@@ -50,6 +50,20 @@ function isNotFound(error: unknown): boolean {
   return name === "NoSuchKey" || name === "NotFound" || statusOf(error) === 404;
 }
 
+/** The first `limit` bytes of a response body (fewer when it ends first); the rest is not read. */
+async function readPrefix(body: AsyncIterable<Uint8Array>, limit: number): Promise<Buffer> {
+  const parts: Buffer[] = [];
+  let size = 0;
+  // Leaving the loop early destroys the body's stream (and its connection).
+  for await (const piece of body) {
+    const take = Math.min(piece.byteLength, limit - size);
+    parts.push(Buffer.from(piece.buffer, piece.byteOffset, take));
+    size += take;
+    if (size >= limit) break;
+  }
+  return Buffer.concat(parts, size);
+}
+
 /**
  * BlobError unavailable for a failed call. The message names the operation, the error's
  * name and the HTTP status only: SDK messages and metadata stay out of it (and out of the
@@ -183,10 +197,12 @@ export class S3BlobStore implements BlobStore {
         }),
       );
       if (!out.Body) return Buffer.alloc(0);
-      const data = Buffer.from(await out.Body.transformToByteArray());
-      // A server that ignores Range answers the whole object (200): cut the range out of it.
-      if (out.ContentRange === undefined && data.length > length) return data.subarray(offset, offset + length);
-      return data.length > length ? data.subarray(0, length) : data;
+      // A server that ignores Range answers the whole object (200, no Content-Range): the
+      // range is cut out of it. Either way no more of the body is read than the range needs,
+      // so a server answering more than asked cannot make this hold a whole large object.
+      const start = out.ContentRange === undefined ? offset : 0;
+      const data = await readPrefix(out.Body as AsyncIterable<Uint8Array>, start + length);
+      return data.subarray(Math.min(start, data.length), start + length);
     } catch (error) {
       if (isNotFound(error)) return null;
       // The object ends before the range starts.

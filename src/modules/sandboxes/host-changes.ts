@@ -56,6 +56,15 @@ function growFailure(log: Logger, row: repo.SandboxRow, error: unknown): unknown
 }
 
 /**
+ * What a sandbox's state_reason says of a driver failure: the driver's words, except a
+ * storage refusal's, which carry the host's free space (storageRefusal's verdict instead).
+ */
+export function tenantFailureMessage(error: unknown): string {
+  const refusal = storageRefusal(error);
+  return refusal instanceof AppError ? refusal.message : (error as Error).message;
+}
+
+/**
  * The host's storage admission refusing a create or a growth (local/storage/admission.ts):
  * 503 `unavailable` while other sandboxes hold the space (it may free up), 422
  * `unsupported_capability` when even an empty host could not back it (docs/api-decisions.md).

@@ -58,7 +58,12 @@ export function sandboxView(
   };
   if (row.expires_at) view.expires_at = row.expires_at.toISOString();
   if (ssh && row.state === "running" && !row.quarantined) view.ssh = { host: ssh.host, port: ssh.port, user: row.id };
-  if (row.state_reason_code && (row.state === "failed" || row.quarantined || row.state === "attention")) {
+  // A stopped sandbox shows why its last wake was refused (the host could not back its storage).
+  const refusedWake = row.state === "stopped" && row.state_reason_code === "storage_exhausted";
+  if (
+    row.state_reason_code &&
+    (row.state === "failed" || row.quarantined || row.state === "attention" || refusedWake)
+  ) {
     view.state_reason = { code: row.state_reason_code, message: row.state_reason_message ?? "" };
   }
   if (row.name) view.name = row.name;

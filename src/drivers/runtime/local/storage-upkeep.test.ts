@@ -4,15 +4,21 @@
 // templates, never under a clone; sandboxes made before the storage pool (the old layout,
 // built here by hand) migrated into images at their next start.
 import assert from "node:assert/strict";
-import { access, mkdir, readdir, rename, rm } from "node:fs/promises";
+import { access, readdir, rm } from "node:fs/promises";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import type { ExecOutcome, RuntimeError, SandboxSpec } from "../interface.js";
-import { run, TOOLS } from "./host.js";
 import { mountsUnder, readMounts, unmountUnder } from "./mounts.js";
 import { GIB } from "./storage/images.js";
 import { loopDevicesUnder } from "./storage/pool.js";
-import { hostTraces, type RuntimeFixture, startRuntimeFixture, startSandbox, testId } from "./test-support.js";
+import {
+  hostTraces,
+  makeLegacyLayout,
+  type RuntimeFixture,
+  startRuntimeFixture,
+  startSandbox,
+  testId,
+} from "./test-support.js";
 
 function completed(outcome: ExecOutcome): Extract<ExecOutcome, { kind: "completed" }> {
   assert.equal(outcome.kind, "completed", `expected completed, got ${JSON.stringify(outcome).slice(0, 500)}`);
@@ -150,29 +156,8 @@ describe("local storage upkeep", () => {
         "echo root-kept > /etc/kept; rm -f /bin/true; echo ws-kept > /workspace/kept; chmod 640 /workspace/kept",
       );
       await f.driver.stop(id);
-      // Rebuild the sandbox's dir as the code before the storage pool left it.
+      await makeLegacyLayout(f.driver.layout, id, storageClass);
       const paths = f.driver.layout.sandbox(id);
-      const old = path.join(paths.dir, "old");
-      await mkdir(old);
-      await unmountUnder(paths.rootfs);
-      await run(TOOLS.cp, ["-a", paths.upper, path.join(paths.dir, "upper")]);
-      await mkdir(path.join(paths.dir, "work"));
-      await run(TOOLS.cp, ["-a", `${paths.workspace}/.`, old]);
-      await unmountUnder(paths.layer);
-      await unmountUnder(paths.workspace);
-      await rm(paths.layer, { recursive: true });
-      await rm(f.driver.layout.sandboxImages(id).dir, { recursive: true });
-      await rm(paths.workspace, { recursive: true });
-      if (storageClass === "durable") {
-        const image = path.join(paths.dir, "workspace.img");
-        await run("/usr/bin/truncate", ["-s", "1G", image]);
-        await run("/usr/sbin/mkfs.ext4", ["-q", "-F", "-d", old, image]);
-        await mkdir(paths.workspace);
-        await run(TOOLS.mount, ["-t", "ext4", "-o", "loop", image, paths.workspace]);
-      } else {
-        await rename(old, paths.workspace);
-      }
-      await rm(old, { recursive: true, force: true });
 
       await f.driver.start(id);
       assert.equal((await sh(id, "cat /etc/kept /workspace/kept")).stdout, "root-kept\nws-kept\n");

@@ -4,7 +4,7 @@
 
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { mkdtemp, readdir, readFile, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readdir, readFile, rename, rm, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import {
@@ -19,9 +19,43 @@ import { cgroupDirs } from "./cgroups.js";
 import { LocalRuntimeDriver, type LocalRuntimeDriverOptions } from "./driver.js";
 import { ensureHostPackages, run, TOOLS } from "./host.js";
 import { Layout } from "./layout.js";
-import { mountsUnder, readMounts } from "./mounts.js";
+import { mountsUnder, readMounts, unmountUnder } from "./mounts.js";
 import { deleteLink, NETNS_DIR } from "./network.js";
 import { sweepRoot } from "./sweep.js";
+
+/**
+ * Rebuilds a stopped sandbox's dir as the code before the storage pool left it (legacy.ts):
+ * `upper/` and `work/` in its dir, and `/workspace` a plain dir (standard) or mounted from an
+ * ext4 `workspace.img` of 1 GiB (durable); its images in the pool are gone.
+ */
+export async function makeLegacyLayout(
+  layout: Layout,
+  id: string,
+  storageClass: SandboxSpec["storageClass"],
+): Promise<void> {
+  const paths = layout.sandbox(id);
+  const old = path.join(paths.dir, "old");
+  await mkdir(old);
+  await unmountUnder(paths.rootfs);
+  await run(TOOLS.cp, ["-a", paths.upper, path.join(paths.dir, "upper")]);
+  await mkdir(path.join(paths.dir, "work"));
+  await run(TOOLS.cp, ["-a", `${paths.workspace}/.`, old]);
+  await unmountUnder(paths.layer);
+  await unmountUnder(paths.workspace);
+  await rm(paths.layer, { recursive: true });
+  await rm(layout.sandboxImages(id).dir, { recursive: true });
+  await rm(paths.workspace, { recursive: true });
+  if (storageClass === "durable") {
+    const image = path.join(paths.dir, "workspace.img");
+    await run("/usr/bin/truncate", ["-s", "1G", image]);
+    await run("/usr/sbin/mkfs.ext4", ["-q", "-F", "-d", old, image]);
+    await mkdir(paths.workspace);
+    await run(TOOLS.mount, ["-t", "ext4", "-o", "loop", image, paths.workspace]);
+  } else {
+    await rename(old, paths.workspace);
+  }
+  await rm(old, { recursive: true, force: true });
+}
 
 export const TEST_RESOURCES: ResourceSpec = { memoryMiB: 256, cpuMillis: 1000, pids: 256 };
 

@@ -24,6 +24,11 @@ export interface RebuildInput {
 async function fetchChunk(chunks: ChunkSource, digest: Digest, size: number): Promise<Buffer> {
   const compressed = await chunks.get(digest);
   if (compressed === null) throw new ChunkError(digest, "missing", `chunk ${digest} is missing from the blob store`);
+  return checkChunk(digest, size, compressed);
+}
+
+/** The plain bytes of a stored chunk checked against its digest and plain size: ChunkError corrupt otherwise. */
+export async function checkChunk(digest: Digest, size: number, compressed: Buffer): Promise<Buffer> {
   let plain: Buffer;
   try {
     // Generous beside what the compressor emits (the chunk's size in 128 KiB blocks); a
