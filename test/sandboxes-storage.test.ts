@@ -5,7 +5,7 @@
 // numbers (its free space, what sandboxes may still write) stay in the log. A wake of a sandbox
 // of the old layout (legacy.ts) the host cannot back leaves it stopped with its state kept.
 import assert from "node:assert/strict";
-import { rm } from "node:fs/promises";
+import { rename, rm } from "node:fs/promises";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import { loadConfig } from "../src/config.js";
@@ -134,6 +134,53 @@ describe("sandbox storage admission through the API", () => {
           body: { cmd: ["cat", "/workspace/data"] },
         });
         assert.equal(read.body.stdout, "precious\n", read.raw);
+      }));
+
+    it(`[${store}] a wake the host fails keeps a stopped sandbox and its workspace; the next wake runs it`, () =>
+      withApp(store, async (t, reconciler) => {
+        await reconciler.start();
+        const key = t.orgA.keys.owner;
+        const created = await t.request("POST", "/v1/sandboxes", {
+          key,
+          body: {
+            command: ["sleep", "3600"],
+            network_access: "none",
+            storage_class: "durable",
+            workspace_capacity_gib: 1,
+          },
+        });
+        assert.equal(created.status, 200, created.raw);
+        const id = created.body.id as string;
+        await waitFor(t, id, "running");
+        const wrote = await t.request("POST", `/v1/sandboxes/${id}:exec`, {
+          key,
+          body: { cmd: ["sh", "-c", "echo precious > /workspace/data; echo root > /root-layer-file"] },
+        });
+        assert.equal(wrote.body.exit, 0, wrote.raw);
+        const patch = (state: string) => t.request("PATCH", `/v1/sandboxes/${id}`, { key, body: { state } });
+        assert.equal((await patch("stopped")).status, 200);
+        await waitFor(t, id, "stopped");
+        // A transient host failure: the overlay cannot be mounted at the wake (its work dir is gone).
+        const paths = fixture.driver.layout.sandbox(id);
+        await run("/usr/bin/umount", [paths.rootfs]).catch(() => undefined);
+        await rename(paths.work, `${paths.work}.away`);
+        assert.equal((await patch("running")).status, 200);
+        let failed = await waitFor(t, id, "stopped");
+        for (let tries = 0; !failed.state_reason && tries < 250; tries++) {
+          await new Promise((resolve) => setTimeout(resolve, 100));
+          failed = await waitFor(t, id, "stopped");
+        }
+        assert.ok(failed.state_reason?.code, `the wake's failure shows: ${JSON.stringify(failed)}`);
+        assert.ok((await fixture.driver.list()).includes(id), "its host state is kept");
+        await rename(`${paths.work}.away`, paths.work);
+        assert.equal((await patch("running")).status, 200);
+        const woke = await waitFor(t, id, "running");
+        assert.equal(woke.state_reason, undefined, JSON.stringify(woke));
+        const read = await t.request("POST", `/v1/sandboxes/${id}:exec`, {
+          key,
+          body: { cmd: ["cat", "/workspace/data", "/root-layer-file"] },
+        });
+        assert.equal(read.body.stdout, "precious\nroot\n", read.raw);
       }));
   }
 });

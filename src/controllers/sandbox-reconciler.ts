@@ -456,17 +456,21 @@ export class SandboxReconciler {
     try {
       await this.driver.start(row.id);
     } catch (error) {
-      if (row.state !== "stopped" || !(error instanceof RuntimeError) || error.code !== "storage_exhausted")
-        throw error;
-      // A wake the host cannot back (a sandbox of the old layout, whose state is copied into
-      // new images at its next start, legacy.ts): the driver kept that state, so the sandbox
-      // stays stopped with the reason, and a later wake tries again. Failing it would destroy
-      // the very state the refusal kept.
-      this.log.warn({ sandbox_id: row.id, err: error.message }, "wake refused: the host cannot back its storage");
+      if (row.state !== "stopped" || !live()) throw error;
+      // A wake that fails keeps the sandbox stopped with its state: a stopped sandbox's root
+      // layer and workspace are on the host (durable or standard), and failing it would
+      // destroy them. Among the causes: a sandbox of the old layout the host cannot back yet
+      // (legacy.ts keeps its state aside), a transient host failure. It shows the reason, and
+      // a later wake tries again.
+      const code = error instanceof RuntimeError ? error.code : "runtime_error";
+      this.log.warn(
+        { sandbox_id: row.id, code, err: (error as Error).message },
+        "wake failed: the sandbox stays stopped",
+      );
       await this.transitions.transition(row.id, "stopped", {
         from: ["stopped"],
         change: { desired_state: "stopped" },
-        reason: { code: error.code, message: tenantFailureMessage(error) },
+        reason: { code, message: tenantFailureMessage(error) },
       });
       return;
     }
@@ -474,8 +478,10 @@ export class SandboxReconciler {
     const now = this.clock.now();
     const moved = await this.set(row, "running", {
       idle_deadline: row.idle_timeout_seconds ? new Date(now.getTime() + row.idle_timeout_seconds * 1000) : null,
-      // The refusal of an earlier wake is over.
-      ...(row.state_reason_code === "storage_exhausted" ? { state_reason_code: null, state_reason_message: null } : {}),
+      // The failure of an earlier wake is over.
+      ...(row.state === "stopped" && row.state_reason_code
+        ? { state_reason_code: null, state_reason_message: null }
+        : {}),
     });
     const first = this.firstStarts.get(row.id);
     this.firstStarts.delete(row.id);

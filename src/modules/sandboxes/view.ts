@@ -58,8 +58,9 @@ export function sandboxView(
   };
   if (row.expires_at) view.expires_at = row.expires_at.toISOString();
   if (ssh && row.state === "running" && !row.quarantined) view.ssh = { host: ssh.host, port: ssh.port, user: row.id };
-  // A stopped sandbox shows why its last wake was refused (the host could not back its storage).
-  const refusedWake = row.state === "stopped" && row.state_reason_code === "storage_exhausted";
+  // A stopped sandbox shows why its last wake failed (reconciler startProcess); a quarantine's
+  // reason left from before a release is not one.
+  const refusedWake = row.state === "stopped" && row.state_reason_code !== "operator_quarantine";
   if (
     row.state_reason_code &&
     (row.state === "failed" || row.quarantined || row.state === "attention" || refusedWake)
