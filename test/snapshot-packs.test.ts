@@ -9,7 +9,12 @@ import { chmod, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { after, before, it } from "node:test";
-import { collectUnreferencedChunks, repackSparsePacks, sweepDeadPacks } from "../src/controllers/snapshot-collector.js";
+import {
+  collectionCutoff,
+  collectUnreferencedChunks,
+  repackSparsePacks,
+  sweepDeadPacks,
+} from "../src/controllers/snapshot-collector.js";
 import type { FsBlobStore } from "../src/drivers/blobs/fs.js";
 import type { BlobStore } from "../src/drivers/blobs/interface.js";
 import type { Clock } from "../src/lib/clock.js";
@@ -190,6 +195,35 @@ forEachStore("snapshot packs", (t) => {
     assert.equal(await blobs.head(droppedPack.pack), null);
     assert.ok(await blobs.head(keptPack.pack));
     assert.ok(!(await packRows(org)).some((row) => row.key === droppedPack.pack));
+  });
+
+  it("never collects, even with no grace, a chunk touched since the oldest running replication began", async () => {
+    const org = t().orgB.id;
+    const chunks = await someChunks(2);
+    await replicate(org, chunks);
+    const lease = 600;
+    // A replication of another snapshot began 300 s ago and runs on (its lease ends in 300 s);
+    // it found these chunks stored 200 s ago and will reference them when it records its snapshot.
+    nowMs += 200_000;
+    const running = `snp-${"c".repeat(40)}`;
+    await t().c.db.query(
+      `INSERT INTO sandbox_snapshots (id, org_id, project_id, source_sandbox_id, run_id, image, lineage_path,
+         storage_class, state, replication, request_hash, created_at, replication_lease_until)
+       VALUES ($1, $2, $3, 'sbx-src', 'run-x', 'img', 'sbx-src', 'durable', 'sealed', 'pending', 'x', $4, $5)`,
+      [running, org, t().orgB.defaultProjectId, new Date(nowMs - 300_000), new Date(nowMs + 300_000)],
+    );
+    try {
+      const withLease = await collectionCutoff(t().c.db, clock.now(), 0, lease);
+      assert.equal(withLease.getTime(), nowMs - 300_000, "the running replication's start");
+      await collectUnreferencedChunks(deps(), withLease);
+      for (const chunk of chunks) assert.ok(await locationOf(org, chunk.digest), "kept for the running replication");
+    } finally {
+      await t().c.db.query("DELETE FROM sandbox_snapshots WHERE id = $1", [running]);
+    }
+    // Without a running replication the grace alone decides.
+    assert.equal((await collectionCutoff(t().c.db, clock.now(), 0, lease)).getTime(), nowMs);
+    await collectUnreferencedChunks(deps(), await collectionCutoff(t().c.db, clock.now(), 0, lease));
+    for (const chunk of chunks) assert.equal(await locationOf(org, chunk.digest), undefined);
   });
 
   it("repacks a sparse pack: live chunks move in one transaction, the old pack outlives the move by the grace period", async () => {

@@ -34,6 +34,20 @@ export interface PackCollectorDeps {
 }
 
 /**
+ * What the collector may take: what nothing touched since the grace period began, nor since
+ * the oldest replication running now (any process's) began: its lease was taken
+ * `leaseSeconds` before it ends. The grace alone would let a short one (0 is allowed) take a
+ * chunk a running replication found stored and reused, before that replication records its
+ * snapshot's references to it.
+ */
+export async function collectionCutoff(db: Db, now: Date, graceSeconds: number, leaseSeconds: number): Promise<Date> {
+  const grace = now.getTime() - graceSeconds * 1000;
+  const leaseEnd = await repo.earliestLeaseEnd(db, now);
+  const running = leaseEnd ? leaseEnd.getTime() - leaseSeconds * 1000 : Number.POSITIVE_INFINITY;
+  return new Date(Math.min(grace, running));
+}
+
+/**
  * Deletes the chunk rows no snapshot references and no replication touched since `cutoff`.
  * Each batch is first recorded as possibly missing (committed), then its rows (and the
  * objects of chunks stored before packs) go in one transaction, so a replication that

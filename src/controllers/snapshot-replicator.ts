@@ -27,7 +27,12 @@ import {
   type SnapshotService,
 } from "../modules/snapshots/service.js";
 import type { Db } from "../store/db.js";
-import { collectUnreferencedChunks, repackSparsePacks, sweepDeadPacks } from "./snapshot-collector.js";
+import {
+  collectionCutoff,
+  collectUnreferencedChunks,
+  repackSparsePacks,
+  sweepDeadPacks,
+} from "./snapshot-collector.js";
 
 const GIB = 1024 ** 3;
 const LEASE_SECONDS = 600;
@@ -300,7 +305,7 @@ export class SnapshotReplicator {
     for (const prefix of await repo.pendingBlobDeletions(this.db, GC_BATCH)) {
       await deleteBlobPrefix(this.db, this.blobs, prefix);
     }
-    const cutoff = new Date(this.clock.now().getTime() - this.options.gcGraceSeconds * 1000);
+    const cutoff = await collectionCutoff(this.db, this.clock.now(), this.options.gcGraceSeconds, LEASE_SECONDS);
     const deps = this.storeDeps();
     const collected = await collectUnreferencedChunks(deps, cutoff);
     const packs = await sweepDeadPacks(deps, cutoff);

@@ -246,6 +246,17 @@ export async function claimReplication(q: Queryable, now: Date, leaseUntil: Date
   return rows[0] ?? null;
 }
 
+/** When the earliest replication leased now ends (null when none is), every process's. */
+export async function earliestLeaseEnd(q: Queryable, now: Date): Promise<Date | null> {
+  const { rows } = await q.query<{ until: Date | null }>(
+    `SELECT min(replication_lease_until) AS until FROM sandbox_snapshots
+      WHERE replication = 'pending' AND replication_lease_until >= $1`,
+    [now],
+  );
+  const until = rows[0]?.until;
+  return until ? new Date(until) : null;
+}
+
 /** Snapshots whose replication is leased now (at start: leases of a previous process, maybe). */
 export async function leasedReplications(q: Queryable, now: Date): Promise<SnapshotRow[]> {
   const { rows } = await q.query<SnapshotRow>(
