@@ -201,6 +201,14 @@ for (const driver of [fsDriver, s3Driver]) {
       await rejectsWith(store().getRange("../x", 0, 1), "invalid_key");
     });
 
+    it("refuses an object over get's maxBytes with too_large, and returns one at the bound", async () => {
+      const data = randomBytes(1000);
+      await store().putIfAbsent("bounded/obj", data);
+      assert.ok((await store().get("bounded/obj", { maxBytes: 1000 }))?.equals(data));
+      await rejectsWith(store().get("bounded/obj", { maxBytes: 999 }), "too_large");
+      assert.equal(await store().get("bounded/missing", { maxBytes: 10 }), null);
+    });
+
     it("writes a key once: a second putIfAbsent is written:false and changes nothing", async () => {
       assert.deepEqual(await store().putIfAbsent("once/k", Buffer.from("first")), { written: true });
       assert.deepEqual(await store().putIfAbsent("once/k", Buffer.from("second, longer")), { written: false });

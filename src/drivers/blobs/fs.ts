@@ -14,7 +14,7 @@ import path from "node:path";
 import type { Readable } from "node:stream";
 import { fsyncPath } from "../../lib/fs.js";
 import { PRIVATE_DIR_MODE, PRIVATE_FILE_MODE } from "../../lib/private-dir.js";
-import { BlobError, type BlobInfo, type BlobStore, checkRange, type PresignOptions } from "./interface.js";
+import { BlobError, type BlobInfo, type BlobStore, checkRange, type PresignOptions, tooLarge } from "./interface.js";
 import { checkKey, keyProblem } from "./keys.js";
 import {
   checkBlobUrl,
@@ -156,7 +156,7 @@ export class FsBlobStore implements BlobStore {
     return { written, size: staged.size };
   }
 
-  async get(key: string): Promise<Buffer | null> {
+  async get(key: string, options: { maxBytes?: number } = {}): Promise<Buffer | null> {
     checkKey(key);
     let handle: FileHandle | null = null;
     try {
@@ -164,6 +164,7 @@ export class FsBlobStore implements BlobStore {
       // time, each a trip through the thread pool).
       handle = await open(this.objectPath(key), "r");
       const { size } = await handle.stat();
+      if (options.maxBytes !== undefined && size > options.maxBytes) throw tooLarge(key, options.maxBytes);
       const out = Buffer.allocUnsafe(size);
       let filled = 0;
       while (filled < size) {
@@ -174,6 +175,7 @@ export class FsBlobStore implements BlobStore {
       return filled === size ? out : out.subarray(0, filled);
     } catch (error) {
       if (isMissing(error)) return null;
+      if (error instanceof BlobError) throw error;
       throw unavailable("read an object", error);
     } finally {
       await handle?.close().catch(() => undefined);

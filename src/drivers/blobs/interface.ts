@@ -19,6 +19,8 @@ export type BlobErrorCode =
   | "invalid_key"
   /** What was written does not match the digest it was written under. */
   | "digest_mismatch"
+  /** The object is larger than the reader allowed (get's maxBytes): nothing of it was kept. */
+  | "too_large"
   /** The store did not answer or refused (the message says which); the call may be retried. */
   | "unavailable";
 
@@ -41,8 +43,12 @@ export interface BlobStore {
    * mismatch with BlobError digest_mismatch, leaving nothing behind.
    */
   putIfAbsent(key: string, data: Uint8Array, options?: { sha256?: string }): Promise<{ written: boolean }>;
-  /** The whole object, or null when there is none. */
-  get(key: string): Promise<Buffer | null>;
+  /**
+   * The whole object, or null when there is none. With `maxBytes`, an object larger than that
+   * is BlobError too_large, found before more than `maxBytes` + 1 of it is held in memory
+   * (a store, S3 especially, is not trusted to hold only what Warren wrote).
+   */
+  get(key: string, options?: { maxBytes?: number }): Promise<Buffer | null>;
   /**
    * Bytes [offset, offset + length) of the object: shorter when the object ends first (empty
    * when it ends before `offset`), null when there is no object. Offset and length are
@@ -66,4 +72,9 @@ export interface BlobStore {
 export function checkRange(offset: number, length: number): void {
   if (!Number.isSafeInteger(offset) || offset < 0 || !Number.isSafeInteger(length) || length < 0)
     throw new RangeError("a blob range is a non-negative integer offset and length");
+}
+
+/** get's refusal of an object over the reader's bound (both drivers). */
+export function tooLarge(key: string, maxBytes: number): BlobError {
+  return new BlobError("too_large", `object ${key} is larger than the ${maxBytes} bytes its reader allows`);
 }

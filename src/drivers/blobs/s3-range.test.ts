@@ -12,7 +12,7 @@ import { S3BlobStore } from "./s3.js";
 describe("s3 getRange with servers that bend Range", () => {
   const small = randomBytes(100);
   const large = randomBytes(32 * 1024 * 1024);
-  let mode: "ignore" | "overlong" = "ignore";
+  let mode: "ignore" | "overlong" | "chunked" = "ignore";
   /** Bytes the server managed to write of the last body before the client closed. */
   let written = 0;
   let server: http.Server;
@@ -23,7 +23,10 @@ describe("s3 getRange with servers that bend Range", () => {
       const body = new URL(req.url ?? "/", "http://x").pathname.endsWith("/large") ? large : small;
       const range = /^bytes=(\d+)-(\d+)$/.exec(req.headers.range ?? "");
       written = 0;
-      if (mode === "ignore" || !range) {
+      if (mode === "chunked") {
+        // No length announced: the body is all there is to go by.
+        res.writeHead(200, { "content-type": "application/octet-stream" });
+      } else if (mode === "ignore" || !range) {
         res.writeHead(200, { "content-length": body.length, "content-type": "application/octet-stream" });
       } else {
         // A partial answer that runs on to the object's end.
@@ -79,6 +82,16 @@ describe("s3 getRange with servers that bend Range", () => {
       assert.equal((await store.getRange("obj/small", 100, 5))?.length, 0);
     });
   }
+
+  it("refuses a get over maxBytes without reading the object, also when its length is not announced", async () => {
+    for (const kind of ["ignore", "chunked"] as const) {
+      mode = kind;
+      await assert.rejects(store.get("obj/large", { maxBytes: 1024 }), { name: "BlobError", code: "too_large" });
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      assert.ok(written < large.length / 2, `${kind}: the server wrote ${written} of ${large.length} bytes`);
+      assert.ok((await store.get("obj/small", { maxBytes: 100 }))?.equals(small));
+    }
+  });
 
   it("stops reading a whole-object answer once it has the range", async () => {
     mode = "ignore";

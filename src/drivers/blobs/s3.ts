@@ -10,7 +10,7 @@ import { createHash } from "node:crypto";
 import type * as ClientS3 from "@aws-sdk/client-s3";
 import type { ListObjectsV2CommandOutput, S3Client } from "@aws-sdk/client-s3";
 import type * as Presigner from "@aws-sdk/s3-request-presigner";
-import { BlobError, type BlobInfo, type BlobStore, checkRange, type PresignOptions } from "./interface.js";
+import { BlobError, type BlobInfo, type BlobStore, checkRange, type PresignOptions, tooLarge } from "./interface.js";
 import { checkKey } from "./keys.js";
 import { checkPresignSeconds } from "./signed-url.js";
 
@@ -169,14 +169,23 @@ export class S3BlobStore implements BlobStore {
     return { written: true };
   }
 
-  async get(key: string): Promise<Buffer | null> {
+  async get(key: string, options: { maxBytes?: number } = {}): Promise<Buffer | null> {
     checkKey(key);
     try {
       const out = await this.client.send(
         new this.sdk.s3.GetObjectCommand({ Bucket: this.bucket, Key: this.prefix + key }),
       );
       if (!out.Body) return Buffer.alloc(0);
-      return Buffer.from(await out.Body.transformToByteArray());
+      const body = out.Body as AsyncIterable<Uint8Array> & { destroy?: () => void };
+      if (options.maxBytes === undefined) return Buffer.from(await out.Body.transformToByteArray());
+      if (out.ContentLength !== undefined && out.ContentLength > options.maxBytes) {
+        body.destroy?.();
+        throw tooLarge(key, options.maxBytes);
+      }
+      // The length the server announced is not trusted either: at most one byte more is read.
+      const data = await readPrefix(body, options.maxBytes + 1);
+      if (data.length > options.maxBytes) throw tooLarge(key, options.maxBytes);
+      return data;
     } catch (error) {
       if (isNotFound(error)) return null;
       throw unavailable("get", error);

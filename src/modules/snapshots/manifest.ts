@@ -3,7 +3,7 @@
 // stored once, in packs (replication/pack.ts); the store's index of them (blob_chunks,
 // packed-chunks.ts) tells a replication which chunks it must still upload, a rebuild where
 // each lies, and the collector what it may delete.
-import type { BlobStore } from "../../drivers/blobs/interface.js";
+import { BlobError, type BlobStore } from "../../drivers/blobs/interface.js";
 import { RuntimeError, type SnapshotImages } from "../../drivers/runtime/interface.js";
 import type { Db } from "../../store/db.js";
 import { IndexedChunkSource } from "./packed-chunks.js";
@@ -36,7 +36,11 @@ export async function readSnapshotManifest(
   key: string,
   snapshotId: string,
 ): Promise<SnapshotManifest> {
-  const data = await blobs.get(key);
+  const data = await blobs.get(key, { maxBytes: MAX_MANIFEST_BYTES }).catch((error: unknown) => {
+    if (error instanceof BlobError && error.code === "too_large")
+      throw new RuntimeError("snapshot_not_restorable", "the snapshot's manifest is malformed: too large");
+    throw error;
+  });
   if (!data)
     throw new RuntimeError("snapshot_not_restorable", "the snapshot's manifest is missing from the blob store");
   try {

@@ -1,8 +1,8 @@
 // Where a volume's objects live in the blob store, one namespace per organization, and the
 // check of a stored blob against its address. Blobs are raw bytes (not compressed): a
 // client PUTs them as they are and Warren reads them back to verify BLAKE3 and size.
-import type { BlobStore } from "../../drivers/blobs/interface.js";
-import { type Digest, digestOf } from "./manifest.js";
+import { BlobError, type BlobStore } from "../../drivers/blobs/interface.js";
+import { type Digest, digestOf, MAX_CHUNK_BYTES } from "./manifest.js";
 
 const hexOf = (digest: string) => digest.slice("blake3:".length);
 
@@ -23,7 +23,15 @@ export type BlobCheck = { kind: "verified"; size: number } | { kind: "missing" }
  */
 export async function checkStoredBlob(store: BlobStore, orgId: string, digest: Digest): Promise<BlobCheck> {
   const key = volumeKeys.blob(orgId, digest);
-  const bytes = await store.get(key);
+  let bytes: Buffer | null;
+  try {
+    bytes = await store.get(key, { maxBytes: MAX_CHUNK_BYTES });
+  } catch (error) {
+    // Larger than any blob a manifest may name: not what its address says.
+    if (!(error instanceof BlobError) || error.code !== "too_large") throw error;
+    await store.delete(key);
+    return { kind: "corrupt", size: MAX_CHUNK_BYTES + 1 };
+  }
   if (!bytes) return { kind: "missing" };
   if (digestOf(bytes) === digest) return { kind: "verified", size: bytes.length };
   await store.delete(key);

@@ -11,7 +11,7 @@ import { chmod, link, lstat, mkdir, open, readdir, readFile, rename, rm, stat, u
 import path from "node:path";
 import { Blake3Hasher } from "@napi-rs/blake-hash";
 import { FsBlobStore } from "../../drivers/blobs/fs.js";
-import type { BlobStore } from "../../drivers/blobs/interface.js";
+import { BlobError, type BlobStore } from "../../drivers/blobs/interface.js";
 import { writeFileAtomically } from "../../lib/fs.js";
 import { PRIVATE_FILE_MODE } from "../../lib/private-dir.js";
 import { mapLimit, volumeKeys } from "./blobs.js";
@@ -21,6 +21,9 @@ import { DIGEST_PATTERN, digestOf, type ManifestFile, readStoredManifest } from 
 const FILE_CONCURRENCY = 8;
 
 export class VolumeCacheError extends Error {}
+
+/** The largest version manifest read back (WARREN_VOLUME_MAX_MANIFEST_BYTES's own upper bound). */
+const MAX_STORED_MANIFEST_BYTES = 1024 * 1_048_576;
 
 export class VolumeCache {
   private readonly inflight = new Map<string, Promise<string>>();
@@ -64,7 +67,9 @@ export class VolumeCache {
       if ((await readFile(bootMarker(dir), "utf8").catch(() => "")) === (await bootId())) return dir;
       await this.remove(dir);
     }
-    const bytes = await this.blobs.get(volumeKeys.versionManifest(orgId, version));
+    const bytes = await this.blobs.get(volumeKeys.versionManifest(orgId, version), {
+      maxBytes: MAX_STORED_MANIFEST_BYTES,
+    });
     if (!bytes) throw new VolumeCacheError(`the manifest of volume version ${version} is not in the blob store`);
     if (digestOf(bytes) !== version) throw new VolumeCacheError(`the stored manifest of ${version} is corrupt`);
     const { files } = readStoredManifest(bytes);
@@ -142,7 +147,12 @@ export class VolumeCache {
     try {
       let offset = 0;
       for (const chunk of file.chunks) {
-        const bytes = await this.blobs.get(volumeKeys.blob(orgId, chunk.digest));
+        const bytes = await this.blobs
+          .get(volumeKeys.blob(orgId, chunk.digest), { maxBytes: chunk.size })
+          .catch((error: unknown) => {
+            if (error instanceof BlobError && error.code === "too_large") return Buffer.alloc(0);
+            throw error;
+          });
         if (!bytes) throw new VolumeCacheError(`blob ${chunk.digest} of ${file.path} is missing from the blob store`);
         if (bytes.length !== chunk.size || (single && digestOf(bytes) !== chunk.digest)) {
           throw new VolumeCacheError(`blob ${chunk.digest} of ${file.path} does not match its digest`);

@@ -3,7 +3,7 @@
 // uploaded, and published (PublishVolumeVersion): every blob verified, the quota checked and
 // the version recorded under the volume's lock, so concurrent publishes are serialized.
 import type { VolumeSettings } from "../../config.js";
-import type { BlobStore } from "../../drivers/blobs/interface.js";
+import { BlobError, type BlobStore } from "../../drivers/blobs/interface.js";
 import type { Clock } from "../../lib/clock.js";
 import { AppError, invalid, notFound } from "../../lib/errors.js";
 import { newId } from "../../lib/ids.js";
@@ -345,7 +345,14 @@ export class VolumeService {
       await this.blobs.delete(push.manifest_key);
       throw invalid(`the manifest is over max_manifest_bytes (${this.settings.maxManifestBytes}); it was discarded`);
     }
-    const bytes = await this.blobs.get(push.manifest_key);
+    // Bounded again as it is read: the object may have been replaced since the head.
+    const bytes = await this.blobs
+      .get(push.manifest_key, { maxBytes: this.settings.maxManifestBytes })
+      .catch(async (error: unknown) => {
+        if (!(error instanceof BlobError) || error.code !== "too_large") throw error;
+        await this.blobs.delete(push.manifest_key);
+        throw invalid(`the manifest is over max_manifest_bytes (${this.settings.maxManifestBytes}); it was discarded`);
+      });
     if (!bytes) throw new AppError("failed_precondition", "the push's manifest has not been uploaded");
     try {
       return parseManifest(bytes);

@@ -2,8 +2,16 @@
 // `<prefix>/chunks/<first 2 hex>/<64 hex>` (sharded so no listing holds every chunk at once).
 import { createHash } from "node:crypto";
 import type { BlobStore } from "../../../drivers/blobs/interface.js";
+import { MAX_CHUNK_BYTES } from "./chunker.js";
 import { DIGEST_PATTERN } from "./codec.js";
 import type { ChunkStore, Digest } from "./types.js";
+
+/**
+ * The most a stored chunk object may hold: a chunk is at most MAX_CHUNK_BYTES plain, and zstd
+ * grows incompressible input by well under 1%; a larger object is refused unread (a store is
+ * not trusted with Warren's memory), and a rebuild then fails the restore.
+ */
+export const MAX_STORED_CHUNK_BYTES = 2 * MAX_CHUNK_BYTES;
 
 /** How many digests known stored the positive cache of has() keeps (~100 bytes each). */
 export const HAS_CACHE_ENTRIES = 50_000;
@@ -56,7 +64,7 @@ export function blobChunkStore(blobs: BlobStore, prefix: string, options: { veri
       remember(digest);
     },
     get(digest) {
-      return blobs.get(chunkKey(prefix, digest));
+      return blobs.get(chunkKey(prefix, digest), { maxBytes: MAX_STORED_CHUNK_BYTES });
     },
     // Each put is durable when it resolves.
     async flush() {},

@@ -9,7 +9,7 @@
 // blob-store-only one (blobPackStore, for tests and benchmarks) keeps an index in memory.
 import { createHash } from "node:crypto";
 import type { BlobStore } from "../../../drivers/blobs/interface.js";
-import { blobChunkStore } from "./chunk-store.js";
+import { blobChunkStore, MAX_STORED_CHUNK_BYTES } from "./chunk-store.js";
 import { type ChunkLocation, PACK_TARGET_BYTES, PackBuilder, type PackEntry } from "./pack.js";
 import type { ChunkStore, Digest } from "./types.js";
 
@@ -98,7 +98,7 @@ export class PackingChunkStore implements ChunkStore {
  * Null when the object is gone or shorter than the location says.
  */
 export async function readChunkAt(blobs: BlobStore, location: ChunkLocation): Promise<Buffer | null> {
-  if (location.pack === null) return blobs.get(location.key);
+  if (location.pack === null) return blobs.get(location.key, { maxBytes: MAX_STORED_CHUNK_BYTES });
   const data = await blobs.getRange(location.pack, location.offset, location.length);
   if (data === null || data.length !== location.length) return null;
   return data;
