@@ -10,14 +10,10 @@
 import { createHash } from "node:crypto";
 import type { BlobStore } from "../../../drivers/blobs/interface.js";
 import { blobChunkStore } from "./chunk-store.js";
-import { type ChunkLocation, PACK_TARGET_BYTES, PackBuilder, type PackEntry } from "./pack.js";
+import { type ChunkLocation, PACK_TARGET_BYTES, PackBuilder, type SealedPack } from "./pack.js";
 import type { ChunkStore, Digest } from "./types.js";
 
-export interface SealedPack {
-  key: string;
-  data: Buffer;
-  entries: PackEntry[];
-}
+export type { SealedPack } from "./pack.js";
 
 export interface PackingOptions {
   prefix: string;
@@ -93,6 +89,13 @@ export class PackingChunkStore implements ChunkStore {
   }
 }
 
+/** The hex SHA-256 of `parts` as one byte string (what a store over a network checks a put against). */
+export function sha256Of(parts: readonly Uint8Array[]): string {
+  const hash = createHash("sha256");
+  for (const part of parts) hash.update(part);
+  return hash.digest("hex");
+}
+
 /**
  * Reads a chunk at its location: a range of a pack, or (stored before packs) its own object.
  * Null when the object is gone or shorter than the location says.
@@ -123,8 +126,8 @@ export function blobPackStore(
     ...(options.maxWriting !== undefined ? { maxWriting: options.maxWriting } : {}),
     has: async (digest) => locations.has(digest) || legacy.has(digest),
     async writePack(pack) {
-      const sha256 = verifyWrites ? createHash("sha256").update(pack.data).digest("hex") : undefined;
-      await blobs.putIfAbsent(pack.key, pack.data, sha256 === undefined ? {} : { sha256 });
+      const sha256 = verifyWrites ? sha256Of(pack.parts) : undefined;
+      await blobs.putIfAbsent(pack.key, pack.parts, sha256 === undefined ? {} : { sha256 });
       for (const entry of pack.entries)
         if (!locations.has(entry.digest))
           locations.set(entry.digest, { pack: pack.key, offset: entry.offset, length: entry.length });
