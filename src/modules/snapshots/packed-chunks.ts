@@ -9,7 +9,13 @@ import type { Db, Queryable } from "../../store/db.js";
 import * as packRepo from "./pack-repo.js";
 import { chunkKey } from "./replication/chunk-store.js";
 import type { ChunkLocation } from "./replication/pack.js";
-import { PackingChunkStore, readChunkAt, type SealedPack, sha256Of } from "./replication/packing.js";
+import {
+  PackingChunkStore,
+  type PackingOptions,
+  readChunkAt,
+  type SealedPack,
+  sha256Of,
+} from "./replication/packing.js";
 import type { ChunkSource, Digest } from "./replication/types.js";
 import * as repo from "./repo.js";
 
@@ -53,6 +59,15 @@ export function trackedPackStore(
   orgId: string,
   options: { targetBytes?: number; maxWriting?: number } = {},
 ): PackingChunkStore {
+  return new PackingChunkStore(trackedPackOptions(deps, orgId, options));
+}
+
+/** What trackedPackStore packs with (a replication worker thread asks these of the server's thread). */
+export function trackedPackOptions(
+  deps: { db: Db; clock: Clock; blobs: BlobStore },
+  orgId: string,
+  options: { targetBytes?: number; maxWriting?: number } = {},
+): PackingOptions {
   let batch: { digest: Digest; resolve: (stored: boolean) => void; reject: (error: unknown) => void }[] = [];
   const flushBatch = async () => {
     const asked = batch;
@@ -70,7 +85,7 @@ export function trackedPackStore(
     }
   };
   const source = new IndexedChunkSource(deps.db, deps.blobs, orgId);
-  return new PackingChunkStore({
+  return {
     prefix: chunkPrefix(orgId),
     ...options,
     has: (digest) =>
@@ -80,7 +95,7 @@ export function trackedPackStore(
       }),
     writePack: (pack) => storeTrackedPack(deps, orgId, pack),
     get: (digest) => source.get(digest),
-  });
+  };
 }
 
 /**
