@@ -34,6 +34,11 @@ export interface ReplicateInput {
   deferFlush?: boolean;
   /** Read windows to reuse (the images of one snapshot can share one); a new pool by default. */
   windows?: WindowPool;
+  /**
+   * How a file's extents are listed (default listExtents, a run of xfs_io through the
+   * spawner): a worker thread asks the server's thread, whose spawner runs host tools.
+   */
+  listExtents?: (path: string) => Promise<Extent[]>;
 }
 
 /** A byte range [start, end). */
@@ -267,8 +272,8 @@ export async function replicateImage(
     const base = input.base && { path: input.base.path, manifest: validateManifest(input.base.manifest) };
     // Both files' extents at once: each is a run of xfs_io.
     const [extents, baseExtents] = await Promise.all([
-      listExtents(input.path),
-      base ? usableBaseExtents(base, info) : null,
+      (input.listExtents ?? listExtents)(input.path),
+      base ? usableBaseExtents(base, info, input.listExtents ?? listExtents) : null,
     ]);
     let reused: ChunkRef[] = [];
     let toRead = dataRanges(extents);
@@ -295,12 +300,13 @@ export async function replicateImage(
 async function usableBaseExtents(
   base: { path: string; manifest: ImageManifest },
   info: { dev: number; ino: number },
+  list: (path: string) => Promise<Extent[]>,
 ): Promise<Extent[] | null> {
   const baseFile = await open(base.path, "r");
   const baseInfo = await baseFile.stat().finally(() => baseFile.close());
   if (baseInfo.dev === info.dev && baseInfo.ino === info.ino) return null;
   if (baseInfo.size !== base.manifest.size) return null;
-  return listExtents(base.path);
+  return list(base.path);
 }
 
 async function storeRanges(

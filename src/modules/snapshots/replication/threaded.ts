@@ -6,6 +6,7 @@
 import { fileURLToPath } from "node:url";
 import { Worker } from "node:worker_threads";
 import { projectFile } from "../../../lib/paths.js";
+import { listExtents } from "./extents.js";
 import type { PackingOptions } from "./packing.js";
 import type { ImageManifest, ReplicationStats } from "./types.js";
 import type { FromWorker, ToWorker, WorkerImage } from "./worker-protocol.js";
@@ -52,6 +53,13 @@ export class ReplicationWorker {
               Promise.all(message.digests.map((digest) => job.store.has(digest))).then(
                 (stored) => send({ type: "has", job: id, request: message.request, stored }),
                 (error: unknown) => send({ type: "has", job: id, request: message.request, error: errorText(error) }),
+              );
+              return;
+            case "extents":
+              listExtents(message.path).then(
+                (extents) => send({ type: "extents", job: id, request: message.request, extents }),
+                (error: unknown) =>
+                  send({ type: "extents", job: id, request: message.request, error: errorText(error) }),
               );
               return;
             case "pack": {

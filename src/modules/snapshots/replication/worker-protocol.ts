@@ -1,6 +1,7 @@
 // The messages between a replication worker thread (worker.ts: reading, chunking, BLAKE3,
 // zstd, packs) and the thread that asked for the replication (threaded.ts: which chunks are
 // stored, storing and recording packs). Plain data only (structured clone).
+import type { Extent } from "./extents.js";
 import type { PackEntry } from "./pack.js";
 import type { Digest, ImageManifest, ReplicationStats } from "./types.js";
 
@@ -21,10 +22,12 @@ export type ToWorker =
     }
   | { type: "has"; job: number; request: number; stored?: boolean[]; error?: string }
   | { type: "written"; job: number; request: number; error?: string }
+  | { type: "extents"; job: number; request: number; extents?: Extent[]; error?: string }
   | { type: "abort"; job: number };
 
 export type FromWorker =
   | { type: "has"; job: number; request: number; digests: Digest[] }
+  | { type: "extents"; job: number; request: number; path: string }
   | {
       type: "pack";
       job: number;

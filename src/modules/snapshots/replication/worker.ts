@@ -4,6 +4,7 @@
 // holds the database and the blob store. A pack's bytes are handed over, not copied where
 // the runtime allows (transferred), and at most `maxWriting` packs are out at once.
 import { parentPort } from "node:worker_threads";
+import type { Extent } from "./extents.js";
 import { PackingChunkStore } from "./packing.js";
 import { replicateImage, WindowPool } from "./replicate.js";
 import type { Digest } from "./types.js";
@@ -82,6 +83,8 @@ async function run(message: Extract<ToWorker, { type: "replicate" }>): Promise<v
           ...(image.base ? { base: image.base } : {}),
           chunks,
           windows,
+          // xfs_io runs through the server thread's spawner (no second one forked from here).
+          listExtents: (path) => ask<Extent[]>({ type: "extents", job, request: nextRequest++, path }),
           deferFlush: true,
           signal: abort.signal,
           ...(message.concurrency !== undefined ? { concurrency: message.concurrency } : {}),
@@ -107,12 +110,16 @@ port.on("message", (message: ToWorker) => {
       aborts.get(message.job)?.abort();
       return;
     case "has":
-    case "written": {
+    case "written":
+    case "extents": {
       const waiter = pending.get(message.request);
       pending.delete(message.request);
       if (!waiter) return;
       if (message.error !== undefined) waiter.reject(new Error(message.error));
-      else waiter.resolve(message.type === "has" ? message.stored : undefined);
+      else
+        waiter.resolve(
+          message.type === "written" ? undefined : message.type === "has" ? message.stored : message.extents,
+        );
       return;
     }
   }
