@@ -85,6 +85,28 @@ describe("packs", () => {
     assert.ok((await readChunkAt(blobs, { pack: sealed.key, ...first }))?.equals(chunks[0]?.compressed as Buffer));
   });
 
+  it("builds into a given buffer while it has room: the same pack, its chunks copied into that buffer", async () => {
+    const chunks = await someChunks(4);
+    const plain = new PackBuilder();
+    const shared = Buffer.from(new SharedArrayBuffer(100_000));
+    const into = new PackBuilder(shared);
+    for (const chunk of chunks) {
+      plain.append(chunk.digest, chunk.plain.length, chunk.compressed);
+      into.append(chunk.digest, chunk.plain.length, chunk.compressed);
+    }
+    const a = plain.seal(PREFIX);
+    const b = into.seal(PREFIX);
+    // Two chunks of ~40 KB fit in 100 KB: one part in the buffer, the other two as they are, then the index.
+    assert.equal(b.parts.length, 4);
+    assert.equal(b.parts[0]?.buffer, shared.buffer);
+    assert.equal(b.parts[0]?.length, (chunks[0]?.compressed.length ?? 0) + (chunks[1]?.compressed.length ?? 0));
+    const bytes = packData(b);
+    assert.ok(packMatchesKey(b.key, bytes));
+    assert.deepEqual(b.entries, a.entries);
+    // Only the random trailer bytes differ.
+    assert.ok(bytes.subarray(0, bytes.length - 16).equals(packData(a).subarray(0, bytes.length - 16)));
+  });
+
   it("refuses a malformed or hostile pack: bad magic, an index past its end, overlapping or oversized entries", async () => {
     const chunks = await someChunks(3);
     const builder = new PackBuilder();

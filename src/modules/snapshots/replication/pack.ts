@@ -31,7 +31,7 @@ export const PACK_TARGET_BYTES = 16 * 1024 * 1024;
  */
 export const MAX_PACK_CHUNKS = 65_536;
 /** A stored chunk is a zstd frame of at most MAX_CHUNK_BYTES: a raw frame plus its headers. */
-const MAX_STORED_CHUNK_BYTES = MAX_CHUNK_BYTES + 64 * 1024;
+export const MAX_STORED_CHUNK_BYTES = MAX_CHUNK_BYTES + 64 * 1024;
 const PACK_KEY_PATTERN = /\/packs\/([0-9a-f]{2})\/([0-9a-f]{64})$/;
 
 /** Where one chunk lies in one pack. */
@@ -88,13 +88,19 @@ export function packData(pack: SealedPack): Buffer {
 
 /**
  * Collects compressed chunks into one pack, hashing each as it is appended (so sealing
- * hashes only the index, and copies nothing).
+ * hashes only the index). Without `into`, the chunks are kept as they are (not copied);
+ * with it, each is copied into `into` while it has room (a buffer the caller reuses, such
+ * as a SharedArrayBuffer another thread writes from without a copy), the rest kept as is.
  */
 export class PackBuilder {
   private readonly parts: Buffer[] = [];
   private readonly entries: PackEntry[] = [];
   private readonly hasher = new Blake3Hasher();
   private size = 0;
+  /** Bytes of `into` used (the chunks copied into it are its prefix). */
+  private filled = 0;
+
+  constructor(private readonly into?: Buffer) {}
 
   get bytes(): number {
     return this.size;
@@ -113,7 +119,15 @@ export class PackBuilder {
   append(digest: Digest, plainSize: number, compressed: Uint8Array): PackEntry {
     if (this.entries.length >= MAX_PACK_CHUNKS) throw new Error("a pack holds at most MAX_PACK_CHUNKS chunks");
     const entry = { digest, offset: this.size, length: compressed.byteLength, plainSize };
-    this.parts.push(Buffer.from(compressed.buffer, compressed.byteOffset, compressed.byteLength));
+    const into = this.into;
+    if (into && this.filled === this.size && this.filled + compressed.byteLength <= into.length) {
+      into.set(compressed, this.filled);
+      const copied = into.subarray(this.filled, this.filled + compressed.byteLength);
+      this.filled += compressed.byteLength;
+      // One part for the whole copied prefix.
+      if (this.parts.length === 0) this.parts.push(copied);
+      else this.parts[0] = into.subarray(0, this.filled);
+    } else this.parts.push(Buffer.from(compressed.buffer, compressed.byteOffset, compressed.byteLength));
     this.hasher.update(compressed);
     this.entries.push(entry);
     this.size += compressed.byteLength;

@@ -25,10 +25,12 @@ export interface PackingOptions {
   targetBytes?: number;
   /** Packs written at once (default 2). */
   maxWriting?: number;
+  /** Makes the builder of each pack (default a plain PackBuilder). */
+  newBuilder?: () => PackBuilder;
 }
 
 export class PackingChunkStore implements ChunkStore {
-  private filling = new PackBuilder();
+  private filling: PackBuilder;
   private readonly writing = new Set<Promise<void>>();
   private failure: { error: unknown } | null = null;
   private readonly putDigests = new Set<Digest>();
@@ -41,6 +43,11 @@ export class PackingChunkStore implements ChunkStore {
     this.targetBytes = options.targetBytes ?? PACK_TARGET_BYTES;
     this.maxWriting = options.maxWriting ?? 2;
     if (!Number.isInteger(this.maxWriting) || this.maxWriting < 1) throw new RangeError("maxWriting must be >= 1");
+    this.filling = this.newBuilder();
+  }
+
+  private newBuilder(): PackBuilder {
+    return this.options.newBuilder?.() ?? new PackBuilder();
   }
 
   has(digest: Digest): Promise<boolean> {
@@ -70,7 +77,7 @@ export class PackingChunkStore implements ChunkStore {
 
   private async rotate(): Promise<void> {
     const full = this.filling;
-    this.filling = new PackBuilder();
+    this.filling = this.newBuilder();
     while (this.writing.size >= this.maxWriting) await Promise.race(this.writing);
     if (this.failure) throw this.failure.error;
     const pack = full.seal(this.options.prefix);

@@ -5,6 +5,7 @@
 // the runtime allows (transferred), and at most `maxWriting` packs are out at once.
 import { parentPort } from "node:worker_threads";
 import type { Extent } from "./extents.js";
+import { MAX_STORED_CHUNK_BYTES, PACK_TARGET_BYTES, PackBuilder } from "./pack.js";
 import { PackingChunkStore } from "./packing.js";
 import { replicateImage, WindowPool } from "./replicate.js";
 import type { Digest } from "./types.js";
@@ -56,8 +57,15 @@ async function run(message: Extract<ToWorker, { type: "replicate" }>): Promise<v
       for (const entry of asked) entry.reject(error);
     }
   };
+  // Each pack is built in a SharedArrayBuffer (its chunks copied in as they are appended),
+  // which the server's thread writes from without a copy; reused once that pack is stored.
+  // zstd's outputs are external memory that cannot be transferred: posted as they are, every
+  // pack would be copied and allocated again on the server's thread.
+  const packBytes = (message.targetBytes ?? PACK_TARGET_BYTES) + MAX_STORED_CHUNK_BYTES;
+  const packBuffers: SharedArrayBuffer[] = [];
   const chunks = new PackingChunkStore({
     prefix: message.prefix,
+    newBuilder: () => new PackBuilder(Buffer.from(packBuffers.pop() ?? new SharedArrayBuffer(packBytes))),
     ...(message.targetBytes !== undefined ? { targetBytes: message.targetBytes } : {}),
     ...(message.maxWriting !== undefined ? { maxWriting: message.maxWriting } : {}),
     has: (digest) =>
@@ -68,6 +76,10 @@ async function run(message: Extract<ToWorker, { type: "replicate" }>): Promise<v
     writePack: async (pack) => {
       const request = nextRequest++;
       await ask<void>({ type: "pack", job, request, ...pack }, transferable(pack.parts));
+      // Stored: the server's thread no longer reads it.
+      const shared = pack.parts[0]?.buffer;
+      if (shared instanceof SharedArrayBuffer && shared.byteLength === packBytes && packBuffers.length < 4)
+        packBuffers.push(shared);
     },
     get: async () => {
       throw new Error("a replication worker reads no chunks");
