@@ -9,15 +9,8 @@ import type { Db } from "../../store/db.js";
 import { IndexedChunkSource } from "./packed-chunks.js";
 import { validateManifest } from "./replication/manifest.js";
 import { rebuildImage } from "./replication/rebuild.js";
-import { replicateImage } from "./replication/replicate.js";
 import type { ReplicationWorker, ThreadedJob } from "./replication/threaded.js";
-import {
-  ChunkError,
-  type ChunkStore,
-  type Digest,
-  type ImageManifest,
-  type ReplicationStats,
-} from "./replication/types.js";
+import { ChunkError, type Digest, type ImageManifest, type ReplicationStats } from "./replication/types.js";
 
 export const IMAGE_NAMES = ["root", "workspace"] as const;
 export type ImageName = (typeof IMAGE_NAMES)[number];
@@ -96,34 +89,11 @@ export interface ReplicatedSnapshot {
 }
 
 /**
- * Replicates both images of a sealed local snapshot; with a base (an earlier replicated
- * snapshot whose local copy shares extents with this one) only what changed is read.
- */
-export async function replicateSnapshot(input: {
-  snapshotId: string;
-  images: SnapshotImages;
-  base: { images: SnapshotImages; manifest: SnapshotManifest } | null;
-  chunks: ChunkStore;
-  signal?: AbortSignal;
-}): Promise<ReplicatedSnapshot> {
-  const results: { manifest: ImageManifest; stats: ReplicationStats }[] = [];
-  for (const name of IMAGE_NAMES)
-    results.push(
-      await replicateImage({
-        ...imageInput(input, name),
-        chunks: input.chunks,
-        deferFlush: true,
-        ...(input.signal ? { signal: input.signal } : {}),
-      }),
-    );
-  // Both images' new chunks in shared packs, all stored before the manifest is written.
-  await input.chunks.flush();
-  return replicated(input.snapshotId, results);
-}
-
-/**
- * replicateSnapshot with the reading, chunking, hashing, compressing and packing in the
- * worker thread (threaded.ts); `store` answers has() and stores and records each pack here.
+ * Replicates both images of a sealed local snapshot, the reading, chunking, hashing,
+ * compressing and packing in the worker thread (threaded.ts); `store` answers has() and
+ * stores and records each pack here. With a base (an earlier replicated snapshot whose
+ * local copy shares extents with this one) only what changed is read. Both images' new
+ * chunks share packs, all stored and recorded before this resolves.
  */
 export async function replicateSnapshotInWorker(input: {
   snapshotId: string;
