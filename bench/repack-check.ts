@@ -28,7 +28,7 @@ async function main() {
       chunks.push({ digest, size: plain.length, offset: entry.offset, length: entry.length });
     }
     const pack = builder.seal("bench");
-    await blobs.putIfAbsent(pack.key, pack.data);
+    await blobs.putIfAbsent(pack.key, pack.parts);
     const read = async (check: boolean) => {
       const started = performance.now();
       for (const chunk of chunks) {

@@ -1,4 +1,4 @@
-// Builds build/warren.mjs (`make run`); see server-bundle.ts.
+// Builds build/warren.mjs and its replication worker (`make run`); see server-bundle.ts.
 import { buildServerBundle } from "./server-bundle.js";
 
 await buildServerBundle();

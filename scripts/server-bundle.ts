@@ -12,8 +12,7 @@ export const PROJECT_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.u
 export const SERVER_BUNDLE = path.join(PROJECT_DIR, "build", "warren.mjs");
 
 export async function buildServerBundle(outfile = SERVER_BUNDLE): Promise<string> {
-  await build({
-    entryPoints: [path.join(PROJECT_DIR, "src", "main.ts")],
+  const common = {
     bundle: true,
     platform: "node",
     format: "esm",
@@ -21,12 +20,26 @@ export async function buildServerBundle(outfile = SERVER_BUNDLE): Promise<string
     packages: "external",
     sourcemap: "linked",
     logLevel: "warning",
-    outfile,
-  });
+  } as const;
+  // The replication worker thread's module: a second entry, beside the bundle under the name
+  // src/modules/snapshots/replication/threaded.ts looks for (workerBundle()).
+  await Promise.all([
+    build({ ...common, entryPoints: [path.join(PROJECT_DIR, "src", "main.ts")], outfile }),
+    build({
+      ...common,
+      entryPoints: [path.join(PROJECT_DIR, "src", "modules", "snapshots", "replication", "worker.ts")],
+      outfile: workerBundle(outfile),
+    }),
+  ]);
   return outfile;
+}
+
+/** The replication worker's bundle beside the server bundle `outfile`. */
+export function workerBundle(outfile: string): string {
+  return outfile.replace(/\.mjs$/, ".replication-worker.mjs");
 }
 
 /** Every file buildServerBundle(outfile) writes. */
 export function bundleFiles(outfile: string): string[] {
-  return [outfile, `${outfile}.map`];
+  return [outfile, `${outfile}.map`, workerBundle(outfile), `${workerBundle(outfile)}.map`];
 }

@@ -15,10 +15,11 @@ import { appendSandboxEvent } from "../modules/sandboxes/transitions.js";
 import {
   manifestDigests,
   readSnapshotManifest,
-  replicateSnapshot,
+  replicateSnapshotInWorker,
   type SnapshotManifest,
 } from "../modules/snapshots/manifest.js";
-import { trackedPackStore } from "../modules/snapshots/packed-chunks.js";
+import { trackedPackOptions } from "../modules/snapshots/packed-chunks.js";
+import { ReplicationWorker } from "../modules/snapshots/replication/threaded.js";
 import * as repo from "../modules/snapshots/repo.js";
 import {
   deleteBlobPrefix,
@@ -72,6 +73,7 @@ export class SnapshotReplicator {
   private readonly snapshots: SnapshotService;
   private readonly relay: ReplicationRelay;
   private readonly metrics: WarrenMetrics | null;
+  private readonly worker = new ReplicationWorker();
 
   constructor(
     deps: ReplicatorDeps,
@@ -108,6 +110,7 @@ export class SnapshotReplicator {
     if (this.timer) clearInterval(this.timer);
     if (this.gcTimer) clearInterval(this.gcTimer);
     await this.running;
+    await this.worker.close();
   }
 
   /** Replicates whatever is due, soon; repeated kicks coalesce. */
@@ -155,8 +158,17 @@ export class SnapshotReplicator {
       }
       // A retry reads everything again: the base may be what failed.
       const base = row.replication_attempts > 1 ? null : await this.baseFor(row);
-      const chunks = trackedPackStore(this.storeDeps(), row.org_id);
-      const result = await replicateSnapshot({ snapshotId: row.id, images, base, chunks });
+      // The CPU of it in the worker thread; has() and the packs' puts and records here.
+      const tracked = trackedPackOptions(this.storeDeps(), row.org_id);
+      let packs = 0;
+      const store = {
+        ...tracked,
+        writePack: async (pack: Parameters<typeof tracked.writePack>[0]) => {
+          await tracked.writePack(pack);
+          packs++;
+        },
+      };
+      const result = await replicateSnapshotInWorker({ snapshotId: row.id, images, base, worker: this.worker, store });
       const storedMs = Date.now() - started;
       const digests = manifestDigests(result.manifest);
       const gone = await repo.touchChunks(this.db, row.org_id, digests, this.clock.now());
@@ -192,7 +204,7 @@ export class SnapshotReplicator {
           ms: Date.now() - started,
           // Reading, chunking, compressing and storing the packs; the rest is the manifest and the records.
           stored_ms: storedMs,
-          packs: chunks.packsWritten,
+          packs,
           chunks: result.stats.chunks,
           new_chunks: result.stats.newChunks,
           uploaded_bytes: result.stats.uploadedBytes,

@@ -239,6 +239,19 @@ for (const driver of [fsDriver, s3Driver]) {
       assert.ok((await store().get("digest/good"))?.equals(data));
     });
 
+    it("stores a list of pieces as their concatenation, its sha256 checked over the whole", async () => {
+      const pieces = [randomBytes(5000), Buffer.alloc(0), randomBytes(1), randomBytes(70_000)];
+      const whole = Buffer.concat(pieces);
+      await rejectsWith(
+        store().putIfAbsent("pieces/bad", pieces, { sha256: sha256(pieces[0] as Buffer) }),
+        "digest_mismatch",
+      );
+      assert.equal(await store().head("pieces/bad"), null);
+      assert.deepEqual(await store().putIfAbsent("pieces/good", pieces, { sha256: sha256(whole) }), { written: true });
+      assert.ok((await store().get("pieces/good"))?.equals(whole));
+      assert.deepEqual(await store().putIfAbsent("pieces/good", [whole]), { written: false });
+    });
+
     it("refuses malformed keys with invalid_key on every call", async () => {
       const bad = [
         "",

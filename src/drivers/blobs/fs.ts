@@ -134,9 +134,13 @@ export class FsBlobStore implements BlobStore {
     return store;
   }
 
-  async putIfAbsent(key: string, data: Uint8Array, options: { sha256?: string } = {}): Promise<{ written: boolean }> {
+  async putIfAbsent(
+    key: string,
+    data: Uint8Array | readonly Uint8Array[],
+    options: { sha256?: string } = {},
+  ): Promise<{ written: boolean }> {
     checkKey(key);
-    const staged = await this.stage([data], options.sha256 !== undefined);
+    const staged = await this.stage(data instanceof Uint8Array ? [data] : data, options.sha256 !== undefined);
     return this.publish(key, staged, options.sha256);
   }
 

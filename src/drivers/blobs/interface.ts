@@ -40,9 +40,15 @@ export interface BlobStore {
    * Stores `data` under `key` unless an object is already there (then nothing is written
    * and `written` is false). Atomic: no reader ever sees a partly written object. With
    * `sha256` (hex of `data`) the store verifies what it received against it and refuses a
-   * mismatch with BlobError digest_mismatch, leaving nothing behind.
+   * mismatch with BlobError digest_mismatch, leaving nothing behind. `data` may be a list of
+   * pieces, stored as their concatenation (the fs store writes them as they are, with writev;
+   * a pack is stored this way without being copied into one buffer).
    */
-  putIfAbsent(key: string, data: Uint8Array, options?: { sha256?: string }): Promise<{ written: boolean }>;
+  putIfAbsent(
+    key: string,
+    data: Uint8Array | readonly Uint8Array[],
+    options?: { sha256?: string },
+  ): Promise<{ written: boolean }>;
   /**
    * The whole object, or null when there is none. With `maxBytes`, an object larger than that
    * is BlobError too_large, found before more than `maxBytes` + 1 of it is held in memory

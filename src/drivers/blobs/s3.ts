@@ -119,8 +119,14 @@ export class S3BlobStore implements BlobStore {
     });
   }
 
-  async putIfAbsent(key: string, data: Uint8Array, options: { sha256?: string } = {}): Promise<{ written: boolean }> {
+  async putIfAbsent(
+    key: string,
+    pieces: Uint8Array | readonly Uint8Array[],
+    options: { sha256?: string } = {},
+  ): Promise<{ written: boolean }> {
     checkKey(key);
+    // One body for the request (its MD5 and length); a list of pieces is joined here.
+    const data = pieces instanceof Uint8Array ? pieces : Buffer.concat(pieces);
     let checksumSha256: string | undefined;
     if (options.sha256 !== undefined) {
       const actual = createHash("sha256").update(data).digest();

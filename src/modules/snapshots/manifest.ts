@@ -9,14 +9,8 @@ import type { Db } from "../../store/db.js";
 import { IndexedChunkSource } from "./packed-chunks.js";
 import { validateManifest } from "./replication/manifest.js";
 import { rebuildImage } from "./replication/rebuild.js";
-import { replicateImage } from "./replication/replicate.js";
-import {
-  ChunkError,
-  type ChunkStore,
-  type Digest,
-  type ImageManifest,
-  type ReplicationStats,
-} from "./replication/types.js";
+import type { ReplicationWorker, ThreadedJob } from "./replication/threaded.js";
+import { ChunkError, type Digest, type ImageManifest, type ReplicationStats } from "./replication/types.js";
 
 export const IMAGE_NAMES = ["root", "workspace"] as const;
 export type ImageName = (typeof IMAGE_NAMES)[number];
@@ -99,35 +93,56 @@ export interface ReplicatedSnapshot {
 }
 
 /**
- * Replicates both images of a sealed local snapshot; with a base (an earlier replicated
- * snapshot whose local copy shares extents with this one) only what changed is read.
+ * Replicates both images of a sealed local snapshot, the reading, chunking, hashing,
+ * compressing and packing in the worker thread (threaded.ts); `store` answers has() and
+ * stores and records each pack here. With a base (an earlier replicated snapshot whose
+ * local copy shares extents with this one) only what changed is read. Both images' new
+ * chunks share packs, all stored and recorded before this resolves.
  */
-export async function replicateSnapshot(input: {
+export async function replicateSnapshotInWorker(input: {
   snapshotId: string;
   images: SnapshotImages;
   base: { images: SnapshotImages; manifest: SnapshotManifest } | null;
-  chunks: ChunkStore;
+  worker: ReplicationWorker;
+  store: ThreadedJob["store"];
   signal?: AbortSignal;
 }): Promise<ReplicatedSnapshot> {
+  const results = await input.worker.replicate({
+    images: IMAGE_NAMES.map((name) => imageInput(input, name)),
+    store: input.store,
+    ...(input.signal ? { signal: input.signal } : {}),
+  });
+  if (results.length !== IMAGE_NAMES.length) throw new Error("the replication worker answered for other images");
+  // Checked like a stored one: the worker's answer is not trusted blindly.
+  for (const result of results) validateManifest(result.manifest);
+  return replicated(input.snapshotId, results);
+}
+
+function imageInput(
+  input: { images: SnapshotImages; base: { images: SnapshotImages; manifest: SnapshotManifest } | null },
+  name: ImageName,
+): { path: string; base?: { path: string; manifest: ImageManifest } } {
+  return {
+    path: input.images[name],
+    ...(input.base ? { base: { path: input.base.images[name], manifest: input.base.manifest.images[name] } } : {}),
+  };
+}
+
+function replicated(
+  snapshotId: string,
+  results: { manifest: ImageManifest; stats: ReplicationStats }[],
+): ReplicatedSnapshot {
   const stats: ReplicationStats = { chunks: 0, newChunks: 0, bytes: 0, uploadedBytes: 0 };
   const images = {} as Record<ImageName, ImageManifest>;
-  for (const name of IMAGE_NAMES) {
-    const result = await replicateImage({
-      path: input.images[name],
-      ...(input.base ? { base: { path: input.base.images[name], manifest: input.base.manifest.images[name] } } : {}),
-      chunks: input.chunks,
-      deferFlush: true,
-      ...(input.signal ? { signal: input.signal } : {}),
-    });
+  IMAGE_NAMES.forEach((name, i) => {
+    const result = results[i] as (typeof results)[0];
     images[name] = result.manifest;
     stats.chunks += result.stats.chunks;
     stats.newChunks += result.stats.newChunks;
     stats.bytes += result.stats.bytes;
     stats.uploadedBytes += result.stats.uploadedBytes;
-  }
-  // Both images' new chunks in shared packs, all stored before the manifest is written.
-  await input.chunks.flush();
-  return { manifest: { version: 1, snapshot_id: input.snapshotId, images }, stats };
+  });
+  return { manifest: { version: 1, snapshot_id: snapshotId, images }, stats };
 }
 
 /** Every chunk digest a manifest names, once. */

@@ -3,14 +3,19 @@
 // the index which chunks are stored (touching them, so the collector leaves them alone),
 // appends the others to packs, and records a pack's chunks only once the pack is stored; a
 // rebuild looks their locations up in batches and reads byte ranges.
-import { createHash } from "node:crypto";
 import type { BlobStore } from "../../drivers/blobs/interface.js";
 import type { Clock } from "../../lib/clock.js";
 import type { Db, Queryable } from "../../store/db.js";
 import * as packRepo from "./pack-repo.js";
 import { chunkKey } from "./replication/chunk-store.js";
 import type { ChunkLocation } from "./replication/pack.js";
-import { PackingChunkStore, readChunkAt, type SealedPack } from "./replication/packing.js";
+import {
+  PackingChunkStore,
+  type PackingOptions,
+  readChunkAt,
+  type SealedPack,
+  sha256Of,
+} from "./replication/packing.js";
 import type { ChunkSource, Digest } from "./replication/types.js";
 import * as repo from "./repo.js";
 
@@ -31,8 +36,8 @@ export async function storeTrackedPack(
   await packRepo.recordPackIntent(deps.db, intent, deps.clock.now());
   // Over a network the store checks what it received; the fs store receives this very buffer
   // (and a rebuild checks every chunk's BLAKE3 either way).
-  const sha256 = deps.blobs.kind === "fs" ? undefined : createHash("sha256").update(pack.data).digest("hex");
-  await deps.blobs.putIfAbsent(pack.key, pack.data, sha256 === undefined ? {} : { sha256 });
+  const sha256 = deps.blobs.kind === "fs" ? undefined : sha256Of(pack.parts);
+  await deps.blobs.putIfAbsent(pack.key, pack.parts, sha256 === undefined ? {} : { sha256 });
   const claimed = await deps.db.tx(async (q) => {
     if (await packRepo.claimPackForChunks(q, pack.key, deps.clock.now())) {
       await onStored(q);
@@ -54,6 +59,15 @@ export function trackedPackStore(
   orgId: string,
   options: { targetBytes?: number; maxWriting?: number } = {},
 ): PackingChunkStore {
+  return new PackingChunkStore(trackedPackOptions(deps, orgId, options));
+}
+
+/** What trackedPackStore packs with (a replication worker thread asks these of the server's thread). */
+export function trackedPackOptions(
+  deps: { db: Db; clock: Clock; blobs: BlobStore },
+  orgId: string,
+  options: { targetBytes?: number; maxWriting?: number } = {},
+): PackingOptions {
   let batch: { digest: Digest; resolve: (stored: boolean) => void; reject: (error: unknown) => void }[] = [];
   const flushBatch = async () => {
     const asked = batch;
@@ -71,7 +85,7 @@ export function trackedPackStore(
     }
   };
   const source = new IndexedChunkSource(deps.db, deps.blobs, orgId);
-  return new PackingChunkStore({
+  return {
     prefix: chunkPrefix(orgId),
     ...options,
     has: (digest) =>
@@ -81,7 +95,7 @@ export function trackedPackStore(
       }),
     writePack: (pack) => storeTrackedPack(deps, orgId, pack),
     get: (digest) => source.get(digest),
-  });
+  };
 }
 
 /**

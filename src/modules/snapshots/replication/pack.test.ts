@@ -17,6 +17,7 @@ import {
   PACK_TRAILER_BYTES,
   PackBuilder,
   PackFormatError,
+  packData,
   packEntries,
   packMatchesKey,
   readPackIndex,
@@ -53,11 +54,16 @@ describe("packs", () => {
     const builder = new PackBuilder();
     for (const chunk of chunks) builder.append(chunk.digest, chunk.plain.length, chunk.compressed);
     const sealed = builder.seal(PREFIX);
+    // The chunks are not copied: the pack's pieces are the appended buffers, then the index.
+    assert.equal(sealed.parts.length, chunks.length + 1);
+    assert.equal(sealed.parts[0]?.buffer, chunks[0]?.compressed.buffer);
+    const data = packData(sealed);
+    assert.equal(data.length, sealed.size);
     assert.match(sealed.key, /^orgs\/org_pack\/packs\/([0-9a-f]{2})\/\1[0-9a-f]{62}$/);
     assert.ok(isPackKey(sealed.key));
-    assert.ok(packMatchesKey(sealed.key, sealed.data));
-    assert.ok(!packMatchesKey(sealed.key, Buffer.concat([sealed.data, Buffer.from([0])])));
-    assert.deepEqual(packEntries(sealed.data), sealed.entries);
+    assert.ok(packMatchesKey(sealed.key, data));
+    assert.ok(!packMatchesKey(sealed.key, Buffer.concat([data, Buffer.from([0])])));
+    assert.deepEqual(packEntries(data), sealed.entries);
     // The same chunks packed again make another key: a key is never written twice.
     const twin = new PackBuilder();
     for (const chunk of chunks) twin.append(chunk.digest, chunk.plain.length, chunk.compressed);
@@ -68,20 +74,44 @@ describe("packs", () => {
       const chunk = chunks[i] as (typeof chunks)[0];
       assert.equal(entry.digest, chunk.digest);
       assert.equal(entry.plainSize, chunk.plain.length);
-      assert.ok(sealed.data.subarray(entry.offset, entry.offset + entry.length).equals(chunk.compressed));
+      assert.ok(data.subarray(entry.offset, entry.offset + entry.length).equals(chunk.compressed));
     }
-    await blobs.putIfAbsent(sealed.key, sealed.data);
+    // Stored as its list of pieces: the object is their concatenation.
+    await blobs.putIfAbsent(sealed.key, sealed.parts);
+    assert.ok((await blobs.get(sealed.key))?.equals(data));
     assert.deepEqual(await readPackIndex(blobs, sealed.key), sealed.entries);
     assert.equal(await readPackIndex(blobs, `${PREFIX}/packs/00/${"0".repeat(64)}`), null);
     const first = sealed.entries[0] as (typeof sealed.entries)[0];
     assert.ok((await readChunkAt(blobs, { pack: sealed.key, ...first }))?.equals(chunks[0]?.compressed as Buffer));
   });
 
+  it("builds into a given buffer while it has room: the same pack, its chunks copied into that buffer", async () => {
+    const chunks = await someChunks(4);
+    const plain = new PackBuilder();
+    const shared = Buffer.from(new SharedArrayBuffer(100_000));
+    const into = new PackBuilder(shared);
+    for (const chunk of chunks) {
+      plain.append(chunk.digest, chunk.plain.length, chunk.compressed);
+      into.append(chunk.digest, chunk.plain.length, chunk.compressed);
+    }
+    const a = plain.seal(PREFIX);
+    const b = into.seal(PREFIX);
+    // Two chunks of ~40 KB fit in 100 KB: one part in the buffer, the other two as they are, then the index.
+    assert.equal(b.parts.length, 4);
+    assert.equal(b.parts[0]?.buffer, shared.buffer);
+    assert.equal(b.parts[0]?.length, (chunks[0]?.compressed.length ?? 0) + (chunks[1]?.compressed.length ?? 0));
+    const bytes = packData(b);
+    assert.ok(packMatchesKey(b.key, bytes));
+    assert.deepEqual(b.entries, a.entries);
+    // Only the random trailer bytes differ.
+    assert.ok(bytes.subarray(0, bytes.length - 16).equals(packData(a).subarray(0, bytes.length - 16)));
+  });
+
   it("refuses a malformed or hostile pack: bad magic, an index past its end, overlapping or oversized entries", async () => {
     const chunks = await someChunks(3);
     const builder = new PackBuilder();
     for (const chunk of chunks) builder.append(chunk.digest, chunk.plain.length, chunk.compressed);
-    const { data } = builder.seal(PREFIX);
+    const data = packData(builder.seal(PREFIX));
     const trailerAt = data.length - PACK_TRAILER_BYTES;
     const indexAt = trailerAt - 3 * 48;
     const mutate = (change: (copy: Buffer) => void) => {
@@ -112,7 +142,7 @@ describe("packs", () => {
       const builder = new PackBuilder();
       for (const chunk of part) builder.append(chunk.digest, chunk.plain.length, chunk.compressed);
       const pack = builder.seal(prefix);
-      await blobs.putIfAbsent(pack.key, pack.data);
+      await blobs.putIfAbsent(pack.key, pack.parts);
       sealed.push(pack);
     }
     const [legacy] = await someChunks(1);
@@ -146,7 +176,7 @@ describe("packs", () => {
       get: async () => null,
       writePack: async (pack) => {
         // A reader accepts a pack this full.
-        written.push(packEntries(pack.data).length);
+        written.push(packEntries(packData(pack)).length);
       },
     });
     // Tiny stored chunks (what very compressible data makes), far below the target size.

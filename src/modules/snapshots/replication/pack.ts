@@ -14,7 +14,7 @@
 // the same order as an earlier pack (a retried replication): a key is never written again
 // once the collector may be deleting it.
 import { randomBytes } from "node:crypto";
-import { blake3 } from "@napi-rs/blake-hash";
+import { Blake3Hasher, blake3 } from "@napi-rs/blake-hash";
 import type { BlobStore } from "../../../drivers/blobs/interface.js";
 import { MAX_CHUNK_BYTES } from "./chunker.js";
 import { DIGEST_PATTERN } from "./codec.js";
@@ -31,7 +31,7 @@ export const PACK_TARGET_BYTES = 16 * 1024 * 1024;
  */
 export const MAX_PACK_CHUNKS = 65_536;
 /** A stored chunk is a zstd frame of at most MAX_CHUNK_BYTES: a raw frame plus its headers. */
-const MAX_STORED_CHUNK_BYTES = MAX_CHUNK_BYTES + 64 * 1024;
+export const MAX_STORED_CHUNK_BYTES = MAX_CHUNK_BYTES + 64 * 1024;
 const PACK_KEY_PATTERN = /\/packs\/([0-9a-f]{2})\/([0-9a-f]{64})$/;
 
 /** Where one chunk lies in one pack. */
@@ -68,11 +68,39 @@ export function packMatchesKey(key: string, data: Uint8Array): boolean {
   return match !== null && blake3(data).toString("hex") === match[2];
 }
 
-/** Collects compressed chunks into one pack. */
+/**
+ * A pack ready to store: its bytes as a list of pieces (the chunks as they were appended,
+ * then the index and trailer), never copied into one buffer; the fs store writes them with
+ * writev.
+ */
+export interface SealedPack {
+  key: string;
+  parts: Buffer[];
+  /** The pack's length in bytes (the sum of `parts`). */
+  size: number;
+  entries: PackEntry[];
+}
+
+/** A sealed pack's bytes in one buffer (a copy: for tests and small packs). */
+export function packData(pack: SealedPack): Buffer {
+  return Buffer.concat(pack.parts, pack.size);
+}
+
+/**
+ * Collects compressed chunks into one pack, hashing each as it is appended (so sealing
+ * hashes only the index). Without `into`, the chunks are kept as they are (not copied);
+ * with it, each is copied into `into` while it has room (a buffer the caller reuses, such
+ * as a SharedArrayBuffer another thread writes from without a copy), the rest kept as is.
+ */
 export class PackBuilder {
   private readonly parts: Buffer[] = [];
   private readonly entries: PackEntry[] = [];
+  private readonly hasher = new Blake3Hasher();
   private size = 0;
+  /** Bytes of `into` used (the chunks copied into it are its prefix). */
+  private filled = 0;
+
+  constructor(private readonly into?: Buffer) {}
 
   get bytes(): number {
     return this.size;
@@ -87,17 +115,27 @@ export class PackBuilder {
     return this.size >= targetBytes || this.entries.length >= MAX_PACK_CHUNKS;
   }
 
+  /** Appends `compressed` (kept as it is, not copied: the caller must not reuse its memory). */
   append(digest: Digest, plainSize: number, compressed: Uint8Array): PackEntry {
     if (this.entries.length >= MAX_PACK_CHUNKS) throw new Error("a pack holds at most MAX_PACK_CHUNKS chunks");
     const entry = { digest, offset: this.size, length: compressed.byteLength, plainSize };
-    this.parts.push(Buffer.from(compressed.buffer, compressed.byteOffset, compressed.byteLength));
+    const into = this.into;
+    if (into && this.filled === this.size && this.filled + compressed.byteLength <= into.length) {
+      into.set(compressed, this.filled);
+      const copied = into.subarray(this.filled, this.filled + compressed.byteLength);
+      this.filled += compressed.byteLength;
+      // One part for the whole copied prefix.
+      if (this.parts.length === 0) this.parts.push(copied);
+      else this.parts[0] = into.subarray(0, this.filled);
+    } else this.parts.push(Buffer.from(compressed.buffer, compressed.byteOffset, compressed.byteLength));
+    this.hasher.update(compressed);
     this.entries.push(entry);
     this.size += compressed.byteLength;
     return entry;
   }
 
-  /** The pack's bytes, its key under `prefix`, and its entries. */
-  seal(prefix: string): { key: string; data: Buffer; entries: PackEntry[] } {
+  /** The pack's pieces, its key under `prefix`, and its entries. The builder is spent. */
+  seal(prefix: string): SealedPack {
     const index = Buffer.alloc(this.entries.length * ENTRY_BYTES + PACK_TRAILER_BYTES);
     this.entries.forEach((entry, i) => {
       const at = i * ENTRY_BYTES;
@@ -111,8 +149,13 @@ export class PackBuilder {
     index.writeBigUInt64BE(BigInt(this.size), trailer + 8);
     index.writeUInt32BE(this.entries.length, trailer + 16);
     randomBytes(16).copy(index, trailer + 24);
-    const data = Buffer.concat([...this.parts, index]);
-    return { key: packKey(prefix, blake3(data).toString("hex")), data, entries: [...this.entries] };
+    const digest = this.hasher.update(index).digest("hex");
+    return {
+      key: packKey(prefix, digest),
+      parts: [...this.parts, index],
+      size: this.size + index.length,
+      entries: [...this.entries],
+    };
   }
 }
 

@@ -10,14 +10,10 @@
 import { createHash } from "node:crypto";
 import type { BlobStore } from "../../../drivers/blobs/interface.js";
 import { blobChunkStore, MAX_STORED_CHUNK_BYTES } from "./chunk-store.js";
-import { type ChunkLocation, PACK_TARGET_BYTES, PackBuilder, type PackEntry } from "./pack.js";
+import { type ChunkLocation, PACK_TARGET_BYTES, PackBuilder, type SealedPack } from "./pack.js";
 import type { ChunkStore, Digest } from "./types.js";
 
-export interface SealedPack {
-  key: string;
-  data: Buffer;
-  entries: PackEntry[];
-}
+export type { SealedPack } from "./pack.js";
 
 export interface PackingOptions {
   prefix: string;
@@ -29,10 +25,12 @@ export interface PackingOptions {
   targetBytes?: number;
   /** Packs written at once (default 2). */
   maxWriting?: number;
+  /** Makes the builder of each pack (default a plain PackBuilder). */
+  newBuilder?: () => PackBuilder;
 }
 
 export class PackingChunkStore implements ChunkStore {
-  private filling = new PackBuilder();
+  private filling: PackBuilder;
   private readonly writing = new Set<Promise<void>>();
   private failure: { error: unknown } | null = null;
   private readonly putDigests = new Set<Digest>();
@@ -45,6 +43,11 @@ export class PackingChunkStore implements ChunkStore {
     this.targetBytes = options.targetBytes ?? PACK_TARGET_BYTES;
     this.maxWriting = options.maxWriting ?? 2;
     if (!Number.isInteger(this.maxWriting) || this.maxWriting < 1) throw new RangeError("maxWriting must be >= 1");
+    this.filling = this.newBuilder();
+  }
+
+  private newBuilder(): PackBuilder {
+    return this.options.newBuilder?.() ?? new PackBuilder();
   }
 
   has(digest: Digest): Promise<boolean> {
@@ -74,7 +77,7 @@ export class PackingChunkStore implements ChunkStore {
 
   private async rotate(): Promise<void> {
     const full = this.filling;
-    this.filling = new PackBuilder();
+    this.filling = this.newBuilder();
     while (this.writing.size >= this.maxWriting) await Promise.race(this.writing);
     if (this.failure) throw this.failure.error;
     const pack = full.seal(this.options.prefix);
@@ -91,6 +94,13 @@ export class PackingChunkStore implements ChunkStore {
       .finally(() => this.writing.delete(write));
     this.writing.add(write);
   }
+}
+
+/** The hex SHA-256 of `parts` as one byte string (what a store over a network checks a put against). */
+export function sha256Of(parts: readonly Uint8Array[]): string {
+  const hash = createHash("sha256");
+  for (const part of parts) hash.update(part);
+  return hash.digest("hex");
 }
 
 /**
@@ -123,8 +133,8 @@ export function blobPackStore(
     ...(options.maxWriting !== undefined ? { maxWriting: options.maxWriting } : {}),
     has: async (digest) => locations.has(digest) || legacy.has(digest),
     async writePack(pack) {
-      const sha256 = verifyWrites ? createHash("sha256").update(pack.data).digest("hex") : undefined;
-      await blobs.putIfAbsent(pack.key, pack.data, sha256 === undefined ? {} : { sha256 });
+      const sha256 = verifyWrites ? sha256Of(pack.parts) : undefined;
+      await blobs.putIfAbsent(pack.key, pack.parts, sha256 === undefined ? {} : { sha256 });
       for (const entry of pack.entries)
         if (!locations.has(entry.digest))
           locations.set(entry.digest, { pack: pack.key, offset: entry.offset, length: entry.length });

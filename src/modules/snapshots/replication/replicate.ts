@@ -32,6 +32,13 @@ export interface ReplicateInput {
    * their new chunks share packs) before it relies on the manifests returned.
    */
   deferFlush?: boolean;
+  /** Read windows to reuse (the images of one snapshot can share one); a new pool by default. */
+  windows?: WindowPool;
+  /**
+   * How a file's extents are listed (default listExtents, a run of xfs_io through the
+   * spawner): a worker thread asks the server's thread, whose spawner runs host tools.
+   */
+  listExtents?: (path: string) => Promise<Extent[]>;
 }
 
 /** A byte range [start, end). */
@@ -44,6 +51,7 @@ export const DEFAULT_CONCURRENCY = 8;
 /** How much of the file one read takes. */
 const READ_WINDOW_BYTES = 8 * 1024 * 1024;
 const CARRY_ROOM_BYTES = MAX_CHUNK_BYTES;
+const WINDOW_BUFFER_BYTES = CARRY_ROOM_BYTES + READ_WINDOW_BYTES;
 
 /** The logically contiguous data of `extents`, merged, whatever their physical placement. */
 export function dataRanges(extents: readonly Extent[]): Range[] {
@@ -123,11 +131,62 @@ export function planDelta(
   return { reused, read: subtractRanges(data, known) };
 }
 
+/**
+ * Read windows, reused: a window goes back to the pool once nothing reads it any more (the
+ * chunker has moved past it and every chunk cut from it is compressed), so a replication
+ * allocates a few windows, not one per 8 MiB read (buffers that size are what the garbage
+ * collector spent its time on). A window in use is never waited for: when none is free a new
+ * one is made, and at most `keep` are kept for reuse.
+ */
+export class WindowPool {
+  private readonly free: Buffer[] = [];
+  /** Windows made (for tests and the benchmark: how many a replication needed). */
+  made = 0;
+
+  constructor(private readonly keep = 4) {}
+
+  acquire(): Window {
+    const buffer = this.free.pop() ?? this.make();
+    return new Window(buffer, this);
+  }
+
+  /** Called by a window whose last user let go of it. */
+  recycle(buffer: Buffer): void {
+    if (this.free.length < this.keep) this.free.push(buffer);
+  }
+
+  private make(): Buffer {
+    this.made++;
+    return Buffer.allocUnsafe(WINDOW_BUFFER_BYTES);
+  }
+}
+
+/** One read window and its users: the chunker (one hold) and each chunk being compressed. */
+export class Window {
+  private users = 1;
+
+  constructor(
+    readonly buffer: Buffer,
+    private readonly pool: WindowPool,
+  ) {}
+
+  hold(): void {
+    if (this.users === 0) throw new Error("a released window was held again");
+    this.users++;
+  }
+
+  release(): void {
+    if (this.users === 0) throw new Error("a window was released twice");
+    if (--this.users === 0) this.pool.recycle(this.buffer);
+  }
+}
+
 /** Reads `ranges` in windows, the next read under way while the caller handles the current one. */
 async function* readWindows(
   file: FileHandle,
   ranges: readonly Range[],
-): AsyncGenerator<{ offset: number; buffer: Buffer; rangeEnds: boolean }> {
+  pool: WindowPool,
+): AsyncGenerator<{ offset: number; length: number; window: Window; rangeEnds: boolean }> {
   const windows: { offset: number; length: number; rangeEnds: boolean }[] = [];
   for (const range of ranges)
     for (let at = range.start; at < range.end; at += READ_WINDOW_BYTES) {
@@ -137,25 +196,32 @@ async function* readWindows(
   const read = async (window: { offset: number; length: number }) => {
     // The window is read after CARRY_ROOM_BYTES of room, where the caller puts the unfinished
     // chunk of the window before (copying at most a chunk, not the window).
-    const data = Buffer.allocUnsafe(CARRY_ROOM_BYTES + window.length);
+    const held = pool.acquire();
+    const data = held.buffer;
     let done = 0;
-    while (done < window.length) {
-      const at = CARRY_ROOM_BYTES + done;
-      const { bytesRead } = await file.read(data, at, window.length - done, window.offset + done);
-      if (bytesRead === 0) throw new Error(`the image ended at ${window.offset + done} while being read (it changed)`);
-      done += bytesRead;
+    try {
+      while (done < window.length) {
+        const at = CARRY_ROOM_BYTES + done;
+        const { bytesRead } = await file.read(data, at, window.length - done, window.offset + done);
+        if (bytesRead === 0)
+          throw new Error(`the image ended at ${window.offset + done} while being read (it changed)`);
+        done += bytesRead;
+      }
+    } catch (error) {
+      held.release();
+      throw error;
     }
-    return data;
+    return held;
   };
   let next = windows.length > 0 ? read(windows[0] as (typeof windows)[0]) : null;
   for (let i = 0; i < windows.length; i++) {
     const window = windows[i] as (typeof windows)[0];
-    const data = await (next as Promise<Buffer>);
+    const held = await (next as Promise<Window>);
     const following = windows[i + 1];
     next = following ? read(following) : null;
     // A failed read-ahead is reported when its window comes; until then it must not go unhandled.
     next?.catch(() => undefined);
-    yield { offset: window.offset, buffer: data, rangeEnds: window.rangeEnds };
+    yield { offset: window.offset, length: window.length, window: held, rangeEnds: window.rangeEnds };
   }
 }
 
@@ -206,14 +272,15 @@ export async function replicateImage(
     const base = input.base && { path: input.base.path, manifest: validateManifest(input.base.manifest) };
     // Both files' extents at once: each is a run of xfs_io.
     const [extents, baseExtents] = await Promise.all([
-      listExtents(input.path),
-      base ? usableBaseExtents(base, info) : null,
+      (input.listExtents ?? listExtents)(input.path),
+      base ? usableBaseExtents(base, info, input.listExtents ?? listExtents) : null,
     ]);
     let reused: ChunkRef[] = [];
     let toRead = dataRanges(extents);
     if (base && baseExtents)
       ({ reused, read: toRead } = planDelta(toRead, sameMapping(extents, baseExtents), base.manifest.chunks));
-    const stored = await storeRanges(file, toRead, input.chunks, concurrency, input.signal);
+    const windows = input.windows ?? new WindowPool();
+    const stored = await storeRanges(file, toRead, input.chunks, concurrency, windows, input.signal);
     // The manifest returned names only chunks that are stored (unless the caller flushes).
     if (!input.deferFlush) await input.chunks.flush();
     const chunks = [...reused, ...stored.refs].sort((a, b) => a.offset - b.offset);
@@ -233,12 +300,13 @@ export async function replicateImage(
 async function usableBaseExtents(
   base: { path: string; manifest: ImageManifest },
   info: { dev: number; ino: number },
+  list: (path: string) => Promise<Extent[]>,
 ): Promise<Extent[] | null> {
   const baseFile = await open(base.path, "r");
   const baseInfo = await baseFile.stat().finally(() => baseFile.close());
   if (baseInfo.dev === info.dev && baseInfo.ino === info.ino) return null;
   if (baseInfo.size !== base.manifest.size) return null;
-  return listExtents(base.path);
+  return list(base.path);
 }
 
 async function storeRanges(
@@ -246,6 +314,7 @@ async function storeRanges(
   ranges: readonly Range[],
   chunks: ChunkStore,
   concurrency: number,
+  windows: WindowPool,
   signal: AbortSignal | undefined,
 ): Promise<{ refs: ChunkRef[]; newChunks: number; uploadedBytes: number }> {
   const refs: ChunkRef[] = [];
@@ -259,8 +328,8 @@ async function storeRanges(
    * The new chunks of one window: named, and asked of the store all in the same tick (a
    * store backed by the database answers them in one statement, not one per chunk).
    */
-  const name = (pieces: { plain: Buffer; offset: number }[]) => {
-    const fresh: { plain: Buffer; digest: Digest; stored: Promise<boolean> }[] = [];
+  const name = (pieces: { plain: Buffer; offset: number }[], window: Window) => {
+    const fresh: { plain: Buffer; digest: Digest; stored: Promise<boolean>; window: Window }[] = [];
     for (const { plain, offset } of pieces) {
       if (isZero(plain)) continue;
       const digest = digestOf(plain);
@@ -270,15 +339,24 @@ async function storeRanges(
       const stored = chunks.has(digest);
       // Reported by its task; one never run (an earlier failure) must not go unhandled.
       stored.catch(() => undefined);
-      fresh.push({ plain, digest, stored });
+      fresh.push({ plain, digest, stored, window });
     }
     return fresh;
   };
-  const store = async ({ plain, digest, stored }: { plain: Buffer; digest: Digest; stored: Promise<boolean> }) => {
+  const store = async (chunk: { plain: Buffer; digest: Digest; stored: Promise<boolean>; window: Window }) => {
+    const { plain, digest, stored, window } = chunk;
+    // The window's bytes stay until this chunk is compressed (the compression reads them on
+    // the threadpool); then the window may be read into again.
+    window.hold();
     // Resolves once the task has a slot, not when it is done: the reading goes on meanwhile.
     await pool.add(async () => {
-      if (await stored) return;
-      const compressed = await compressChunk(plain);
+      let compressed: Buffer;
+      try {
+        if (await stored) return;
+        compressed = await compressChunk(plain);
+      } finally {
+        window.release();
+      }
       await chunks.put(digest, compressed, plain.length);
       newChunks++;
       uploadedBytes += compressed.length;
@@ -286,27 +364,32 @@ async function storeRanges(
   };
 
   let carry: Buffer | null = null;
+  let carried: Window | null = null;
   try {
-    for await (const window of readWindows(file, ranges)) {
+    for await (const { offset: windowOffset, length, window, rangeEnds } of readWindows(file, ranges, windows)) {
       signal?.throwIfAborted();
-      const carried = carry?.length ?? 0;
-      carry?.copy(window.buffer, CARRY_ROOM_BYTES - carried);
-      const data = window.buffer.subarray(CARRY_ROOM_BYTES - carried);
-      const offset = window.offset - carried;
+      const carriedBytes = carry?.length ?? 0;
+      carry?.copy(window.buffer, CARRY_ROOM_BYTES - carriedBytes);
+      // The window before is no longer read by the chunker.
+      carried?.release();
+      carried = window;
+      const data = window.buffer.subarray(CARRY_ROOM_BYTES - carriedBytes, CARRY_ROOM_BYTES + length);
+      const offset = windowOffset - carriedBytes;
       let at = 0;
       const pieces: { plain: Buffer; offset: number }[] = [];
       for (;;) {
-        const length = nextCut(data, at, data.length, window.rangeEnds);
-        if (length === 0) break;
-        pieces.push({ plain: data.subarray(at, at + length), offset: offset + at });
-        at += length;
+        const cut = nextCut(data, at, data.length, rangeEnds);
+        if (cut === 0) break;
+        pieces.push({ plain: data.subarray(at, at + cut), offset: offset + at });
+        at += cut;
         if (at === data.length) break;
       }
-      for (const chunk of name(pieces)) await store(chunk);
+      for (const chunk of name(pieces, window)) await store(chunk);
       // An unfinished chunk (shorter than the maximum, no cut yet) continues in the next window.
       carry = at < data.length ? data.subarray(at) : null;
       if (carry && carry.length >= CARRY_ROOM_BYTES) throw new Error("chunker left a full chunk uncut");
     }
+    carried?.release();
   } finally {
     // Let every started store finish (or fail) before the file is closed or an error returned.
     await pool.wait().catch(() => undefined);

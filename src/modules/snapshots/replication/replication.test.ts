@@ -17,7 +17,7 @@ import { blobChunkStore } from "./chunk-store.js";
 import { listExtents } from "./extents.js";
 import { blobPackStore } from "./packing.js";
 import { rebuildImage } from "./rebuild.js";
-import { replicateImage } from "./replicate.js";
+import { replicateImage, WindowPool } from "./replicate.js";
 import { ChunkError, type Digest, type ImageManifest } from "./types.js";
 
 const MiB = 1024 * 1024;
@@ -117,6 +117,38 @@ describe("replication on XFS", () => {
     await rebuildImage({ manifest, path: rebuilt, chunks });
     assert.ok((await readFile(rebuilt)).equals(await readFile(image)));
     assert.ok((await stat(rebuilt)).blocks * 512 < 20 * MiB, "the rebuilt image is sparse");
+  });
+
+  it("reuses its read windows: 40 MiB of random data reads through a few, and rebuilds exactly", async () => {
+    const image = path.join(mountPoint, "windows.img");
+    const handle = await open(image, "w");
+    try {
+      await handle.write(randomBytes(40 * MiB), 0, 40 * MiB, 0);
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+    // A store whose puts are slow keeps chunks waiting for compression while windows are
+    // read: a window read into again while a chunk of it was still to be compressed would
+    // store bytes other than those named, which the rebuild below refuses.
+    const windows = new WindowPool();
+    const slow = blobPackStore(blobs, "orgs/org_windows", { targetBytes: 4 * MiB });
+    const put = slow.put.bind(slow);
+    slow.put = async (digest, compressed, plainSize) => {
+      await new Promise((resolve) => setTimeout(resolve, 2));
+      await put(digest, compressed, plainSize);
+    };
+    const { manifest } = await replicateImage({ path: image, chunks: slow, windows, concurrency: 4 });
+    const made = windows.made;
+    assert.ok(made >= 2 && made <= 5, `${made} windows for 5 reads`);
+    // Every window came back once its chunks were compressed: a second replication makes none.
+    const again = await replicateImage({ path: image, chunks: slow, windows });
+    assert.deepEqual(again.manifest, manifest);
+    assert.equal(windows.made, made);
+    const rebuilt = path.join(dir, "windows.rebuilt");
+    await rebuildImage({ manifest, path: rebuilt, chunks: slow });
+    assert.ok((await readFile(rebuilt)).equals(await readFile(image)));
+    await rm(rebuilt);
   });
 
   it("replicates a changed reflink clone against its base, storing about only the change", async () => {
