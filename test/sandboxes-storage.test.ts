@@ -64,6 +64,24 @@ describe("sandbox storage admission through the API", () => {
     return sandbox;
   };
 
+  /** A durable sandbox (1 GiB) that ran `script` and is stopped now, and a PATCH of its state. */
+  const stoppedDurable = async (t: TestApp, script: string) => {
+    const key = t.orgA.keys.owner;
+    const created = await t.request("POST", "/v1/sandboxes", {
+      key,
+      body: { command: ["sleep", "3600"], network_access: "none", storage_class: "durable", workspace_capacity_gib: 1 },
+    });
+    assert.equal(created.status, 200, created.raw);
+    const id = created.body.id as string;
+    await waitFor(t, id, "running");
+    const wrote = await t.request("POST", `/v1/sandboxes/${id}:exec`, { key, body: { cmd: ["sh", "-c", script] } });
+    assert.equal(wrote.body.exit, 0, wrote.raw);
+    const patch = (state: string) => t.request("PATCH", `/v1/sandboxes/${id}`, { key, body: { state } });
+    assert.equal((await patch("stopped")).status, 200);
+    await waitFor(t, id, "stopped");
+    return { id, key, patch };
+  };
+
   for (const store of STORE_KINDS) {
     it(`[${store}] a create refused on the host after the API admitted it fails without the host's numbers`, () =>
       withApp(store, async (t, reconciler) => {
@@ -88,27 +106,7 @@ describe("sandbox storage admission through the API", () => {
     it(`[${store}] a wake of an old-layout sandbox the host cannot back leaves it stopped with its data, and a later wake migrates it`, () =>
       withApp(store, async (t, reconciler) => {
         await reconciler.start();
-        const key = t.orgA.keys.owner;
-        const created = await t.request("POST", "/v1/sandboxes", {
-          key,
-          body: {
-            command: ["sleep", "3600"],
-            network_access: "none",
-            storage_class: "durable",
-            workspace_capacity_gib: 1,
-          },
-        });
-        assert.equal(created.status, 200, created.raw);
-        const id = created.body.id as string;
-        await waitFor(t, id, "running");
-        const wrote = await t.request("POST", `/v1/sandboxes/${id}:exec`, {
-          key,
-          body: { cmd: ["sh", "-c", "echo precious > /workspace/data"] },
-        });
-        assert.equal(wrote.body.exit, 0, wrote.raw);
-        const patch = (state: string) => t.request("PATCH", `/v1/sandboxes/${id}`, { key, body: { state } });
-        assert.equal((await patch("stopped")).status, 200);
-        await waitFor(t, id, "stopped");
+        const { id, key, patch } = await stoppedDurable(t, "echo precious > /workspace/data");
         await makeLegacyLayout(fixture.driver.layout, id, "durable");
 
         // The host is full: the copy into new images is refused.
@@ -139,27 +137,10 @@ describe("sandbox storage admission through the API", () => {
     it(`[${store}] a wake the host fails keeps a stopped sandbox and its workspace; the next wake runs it`, () =>
       withApp(store, async (t, reconciler) => {
         await reconciler.start();
-        const key = t.orgA.keys.owner;
-        const created = await t.request("POST", "/v1/sandboxes", {
-          key,
-          body: {
-            command: ["sleep", "3600"],
-            network_access: "none",
-            storage_class: "durable",
-            workspace_capacity_gib: 1,
-          },
-        });
-        assert.equal(created.status, 200, created.raw);
-        const id = created.body.id as string;
-        await waitFor(t, id, "running");
-        const wrote = await t.request("POST", `/v1/sandboxes/${id}:exec`, {
-          key,
-          body: { cmd: ["sh", "-c", "echo precious > /workspace/data; echo root > /root-layer-file"] },
-        });
-        assert.equal(wrote.body.exit, 0, wrote.raw);
-        const patch = (state: string) => t.request("PATCH", `/v1/sandboxes/${id}`, { key, body: { state } });
-        assert.equal((await patch("stopped")).status, 200);
-        await waitFor(t, id, "stopped");
+        const { id, key, patch } = await stoppedDurable(
+          t,
+          "echo precious > /workspace/data; echo root > /root-layer-file",
+        );
         // A transient host failure: the overlay cannot be mounted at the wake (its work dir is gone).
         const paths = fixture.driver.layout.sandbox(id);
         await run("/usr/bin/umount", [paths.rootfs]).catch(() => undefined);
