@@ -19,6 +19,7 @@ import { call } from "./lib/api.js";
 import { benchArgs } from "./lib/args.js";
 import { openRawRunc } from "./lib/raw-runc.js";
 import { openBenchRig } from "./lib/rig.js";
+import { percentile } from "./lib/stats.js";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const args = benchArgs();
@@ -30,10 +31,6 @@ const CREATE_RATIO_TARGET = 1.3;
 const EXEC_P50_TARGET_MS = 3;
 const DEFAULT_RESOURCES = { memoryMiB: 512, cpuMillis: 1000, pids: 512 };
 
-function percentile(values: number[], p: number): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] ?? Number.NaN;
-}
 const summary = (values: number[]) => ({
   n: values.length,
   p50: Math.round(percentile(values, 50) * 10) / 10,

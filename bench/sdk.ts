@@ -24,6 +24,7 @@ import { pushDirectory } from "../scripts/volume-push.js";
 import { pushTestImages } from "../test/support/registry.js";
 import { benchArgs } from "./lib/args.js";
 import { openBenchRig } from "./lib/rig.js";
+import { percentile } from "./lib/stats.js";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const args = benchArgs();
@@ -38,10 +39,6 @@ const CHUNK = 4 * MIB;
 
 const log = (line: string) => process.stderr.write(`${line}\n`);
 const round2 = (n: number) => Math.round(n * 100) / 100;
-function percentile(values: number[], p: number): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] ?? Number.NaN;
-}
 const summary = (values: number[]) => ({
   n: values.length,
   p50: round2(percentile(values, 50)),

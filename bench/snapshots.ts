@@ -22,7 +22,7 @@
 //   [--server-log FILE] [--baseline-helper GIT_REV]
 //   (local: snapshot and restore; replication: fresh and delta; blob: restore from the blob store)
 import { execFile } from "node:child_process";
-import { randomBytes, randomFillSync, randomInt } from "node:crypto";
+import { randomBytes } from "node:crypto";
 import { constants } from "node:fs";
 import { copyFile, mkdir, mkdtemp, open, rename, rm, stat, writeFile } from "node:fs/promises";
 import os from "node:os";
@@ -37,8 +37,10 @@ import { sweepRoot } from "../src/drivers/runtime/local/sweep.js";
 import { pushTestImages, startTestRegistry } from "../test/support/registry.js";
 import { call } from "./lib/api.js";
 import { benchArgs } from "./lib/args.js";
+import { allocatedBytes, changeOneMB, fsyncFile, writeRandom } from "./lib/data-files.js";
 import { openRawRunc, type RawRunc } from "./lib/raw-runc.js";
 import { freePort, killAllServers, type RunningServer, startServer } from "./lib/server.js";
+import { percentile } from "./lib/stats.js";
 
 const exec = promisify(execFile);
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
@@ -67,10 +69,6 @@ const TARGETS = {
 const DEFAULT_RESOURCES = { memoryMiB: 512, cpuMillis: 1000, pids: 512 };
 const log = (line: string) => process.stderr.write(`[bench] ${line}\n`);
 
-function percentile(values: number[], p: number): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] ?? Number.NaN;
-}
 const r1 = (value: number) => Math.round(value * 10) / 10;
 const summary = (values: number[]) => ({
   n: values.length,
@@ -106,52 +104,6 @@ async function alternate(rounds: number, raw: () => Promise<void>, warren: () =>
       await raw();
     }
   }
-}
-
-/** Writes `bytes` of fresh random data (incompressible, never seen before) to `file`, fsynced. */
-async function writeRandom(file: string, bytes: number): Promise<void> {
-  const handle = await open(file, "w");
-  const buffer = Buffer.allocUnsafe(8 * 1024 * 1024);
-  try {
-    for (let done = 0; done < bytes; ) {
-      const length = Math.min(buffer.length, bytes - done);
-      randomFillSync(buffer, 0, length);
-      await handle.write(buffer, 0, length);
-      done += length;
-    }
-    await handle.sync();
-  } finally {
-    await handle.close();
-  }
-}
-
-/** Overwrites 1 MB at a random block-aligned place of `file` (fsynced); returns the offset. */
-async function changeOneMB(file: string): Promise<number> {
-  const { size } = await stat(file);
-  const offset = randomInt(Math.floor((size - 1e6) / 4096)) * 4096;
-  const handle = await open(file, "r+");
-  try {
-    await handle.write(randomBytes(1e6), 0, 1e6, offset);
-    await handle.sync();
-  } finally {
-    await handle.close();
-  }
-  return offset;
-}
-
-async function fsyncFile(file: string, flags = "r"): Promise<void> {
-  const handle = await open(file, flags);
-  try {
-    await handle.sync();
-  } finally {
-    await handle.close();
-  }
-}
-
-async function allocatedBytes(files: string[]): Promise<number> {
-  let total = 0;
-  for (const file of files) total += (await stat(file)).blocks * 512;
-  return total;
 }
 
 const results: Record<string, unknown> = {};

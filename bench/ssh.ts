@@ -17,6 +17,7 @@ import { benchArgs } from "./lib/args.js";
 import { openRawRunc } from "./lib/raw-runc.js";
 import { openBenchRig } from "./lib/rig.js";
 import { freePort } from "./lib/server.js";
+import { percentile } from "./lib/stats.js";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const args = benchArgs();
@@ -24,10 +25,6 @@ const RUNS = Number(args.get("runs") ?? 50);
 const SSH_P50_TARGET_MS = 150;
 const BLOCK = 10;
 
-function percentile(values: number[], p: number): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] ?? Number.NaN;
-}
 const summary = (values: number[]) => ({
   n: values.length,
   p50: Math.round(percentile(values, 50) * 10) / 10,

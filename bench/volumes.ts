@@ -21,6 +21,7 @@ import { benchArgs } from "./lib/args.js";
 import { machineLoad, sampleCpu } from "./lib/cpu.js";
 import { openBenchRig } from "./lib/rig.js";
 import { SERVER_METHOD } from "./lib/server.js";
+import { percentile } from "./lib/stats.js";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const args = benchArgs();
@@ -40,10 +41,6 @@ const RAW_BUFFER = 4 * MIB;
 
 const log = (line: string) => process.stderr.write(`${line}\n`);
 const round1 = (n: number) => Math.round(n * 10) / 10;
-function percentile(values: number[], p: number): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] ?? Number.NaN;
-}
 const summary = (values: number[]) => ({
   n: values.length,
   p50: round1(percentile(values, 50)),

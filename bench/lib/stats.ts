@@ -1,0 +1,7 @@
+// Small statistics the benchmarks share.
+
+/** The nearest-rank `p`th percentile of `values` (any order; not changed); NaN when there are none. */
+export function percentile(values: readonly number[], p: number): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] ?? Number.NaN;
+}
