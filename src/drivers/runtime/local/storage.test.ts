@@ -254,6 +254,10 @@ describe("local driver storage", () => {
   it("a reopened driver thaws what a crash mid-snapshot left frozen and removes staging dirs", async () => {
     const id = await sandbox();
     const paths = f.driver.layout.sandbox(id);
+    // The test before wrote a GiB through two loop devices: with its writeback still going, a
+    // task of the new sandbox can sit in an uninterruptible wait past the freeze's 10 s (seen
+    // once in CI). Flushed first, so what is tested is the crash recovery, not the host's disk.
+    await sh(id, "sync");
     await freezeCgroup(f.driver.layout.cgroupPath(id));
     await freezeFilesystem(paths.workspace);
     await run(TOOLS.sh, ["-c", `mkdir -p ${path.join(f.driver.layout.poolDir, "staging", "snp-crashed.1234")}`]);
