@@ -208,30 +208,38 @@ describe("egress gateway bounds", () => {
     }
   });
 
-  it("closes a caller's open tunnels once its network mode changes (gateway_only cuts what public opened)", async () => {
-    identity = caller("public");
+  /** A CONNECT tunnel through the gateway to `host` (answered 200), with what it received and whether it closes. */
+  async function openTunnelTo(host: string) {
     const socket = connect({ host: "127.0.0.1", port: gateway.port });
-    let received = "";
+    let text = "";
     socket.on("data", (chunk) => {
-      received += chunk.toString();
+      text += chunk.toString();
     });
     const closed = new Promise<void>((resolve) => socket.once("close", () => resolve()));
     socket.on("error", () => undefined);
+    /** What arrived once it includes `marker` (or after ~1 s). */
+    const received = async (marker: string) => {
+      for (let i = 0; i < 50 && !text.includes(marker); i++) await new Promise((r) => setTimeout(r, 20));
+      return text;
+    };
+    socket.write(`CONNECT ${host}:${upstreamPort} HTTP/1.1\r\n\r\n`);
+    assert.match(await received("\r\n\r\n"), /^HTTP\/1\.1 200 /);
+    const closedWithin = (ms: number) =>
+      Promise.race([closed.then(() => true), new Promise<boolean>((resolve) => setTimeout(() => resolve(false), ms))]);
+    return { socket, received, closedWithin };
+  }
+
+  it("closes a caller's open tunnels once its network mode changes (gateway_only cuts what public opened)", async () => {
+    identity = caller("public");
+    const tunnel = await openTunnelTo("up.test");
+    const { socket } = tunnel;
     try {
-      socket.write(`CONNECT up.test:${upstreamPort} HTTP/1.1\r\n\r\n`);
-      for (let i = 0; i < 50 && !received.includes("\r\n\r\n"); i++) await new Promise((r) => setTimeout(r, 20));
-      assert.match(received, /^HTTP\/1\.1 200 /);
       socket.write("GET /through HTTP/1.1\r\nHost: up.test\r\n\r\n");
-      for (let i = 0; i < 50 && !received.includes("up /through"); i++) await new Promise((r) => setTimeout(r, 20));
-      assert.match(received, /up \/through/);
+      assert.match(await tunnel.received("up /through"), /up \/through/);
       // A live switch to gateway_only keeps the veth (nftables lets the tunnel's flow to the
       // gateway go on): the tunnel opened under public, to anywhere, must not outlive it.
       identity = caller("gateway_only");
-      const outcome = await Promise.race([
-        closed.then(() => "closed"),
-        new Promise((resolve) => setTimeout(() => resolve("still open"), 3_500)),
-      ]);
-      assert.equal(outcome, "closed");
+      assert.equal(await tunnel.closedWithin(3_500), true);
     } finally {
       socket.destroy();
     }
@@ -239,23 +247,11 @@ describe("egress gateway bounds", () => {
 
   it("closes a gateway_only tunnel once its host leaves the organization's allowlist", async () => {
     identity = caller("gateway_only");
-    const socket = connect({ host: "127.0.0.1", port: gateway.port });
-    let received = "";
-    socket.on("data", (chunk) => {
-      received += chunk.toString();
-    });
-    const closed = new Promise<void>((resolve) => socket.once("close", () => resolve()));
-    socket.on("error", () => undefined);
+    const tunnel = await openTunnelTo("up.test");
+    const { socket } = tunnel;
     try {
-      socket.write(`CONNECT up.test:${upstreamPort} HTTP/1.1\r\n\r\n`);
-      for (let i = 0; i < 50 && !received.includes("\r\n\r\n"); i++) await new Promise((r) => setTimeout(r, 20));
-      assert.match(received, /^HTTP\/1\.1 200 /);
       orgAllowlist = ["closed.test"];
-      const outcome = await Promise.race([
-        closed.then(() => "closed"),
-        new Promise((resolve) => setTimeout(() => resolve("still open"), 3_500)),
-      ]);
-      assert.equal(outcome, "closed");
+      assert.equal(await tunnel.closedWithin(3_500), true);
     } finally {
       orgAllowlist = ["up.test", "closed.test"];
       socket.destroy();
