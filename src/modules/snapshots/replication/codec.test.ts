@@ -2,7 +2,7 @@
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { describe, it } from "node:test";
-import { compressChunk, decompressChunk, zstdOutputBound } from "./codec.js";
+import { compressChunk, decompressChunk, looksIncompressible, rawZstdFrame, zstdOutputBound } from "./codec.js";
 
 describe("chunk codec", () => {
   it("bounds what a chunk of every kind decompresses to, and round-trips it", async () => {
@@ -38,5 +38,30 @@ describe("chunk codec", () => {
       assert.equal(zstdOutputBound(bad), null);
       await assert.rejects(decompressChunk(bad, 1 << 20), /not a well-formed zstd frame/);
     }
+  });
+});
+
+describe("incompressible chunks", () => {
+  it("frames random bytes as raw blocks without zstd, and zstd reads them back", async () => {
+    for (const size of [64 * 1024, 128 * 1024, 128 * 1024 + 1, 270_001, 1 << 20]) {
+      const plain = randomBytes(size);
+      assert.equal(looksIncompressible(plain), true);
+      const framed = await compressChunk(plain);
+      assert.ok(framed.equals(rawZstdFrame(plain)));
+      assert.equal(framed.length, plain.length + 9 + 3 * Math.ceil(size / (128 * 1024)));
+      assert.equal(zstdOutputBound(framed), plain.length);
+      assert.ok((await decompressChunk(framed, plain.length)).equals(plain));
+    }
+  });
+
+  it("still compresses text, zeros and short chunks", async () => {
+    const text = Buffer.from("const warren = require('warren'); // a line of code\n".repeat(10_000));
+    for (const plain of [text, Buffer.alloc(1 << 20), randomBytes(4096)]) {
+      assert.equal(looksIncompressible(plain), false);
+    }
+    assert.ok((await compressChunk(text)).length < text.length / 10);
+    // Mostly random with one compressible half: the sample sees the text and zstd runs.
+    const mixed = Buffer.concat([randomBytes(256 * 1024), text.subarray(0, 256 * 1024)]);
+    assert.equal(looksIncompressible(mixed), false);
   });
 });

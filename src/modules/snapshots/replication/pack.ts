@@ -17,7 +17,7 @@ import { randomBytes } from "node:crypto";
 import { Blake3Hasher, blake3 } from "@napi-rs/blake-hash";
 import type { BlobStore } from "../../../drivers/blobs/interface.js";
 import { MAX_CHUNK_BYTES } from "./chunker.js";
-import { DIGEST_PATTERN } from "./codec.js";
+import { DIGEST_PATTERN, rawZstdFrame, rawZstdFrameLength, writeRawZstdFrame } from "./codec.js";
 import type { Digest } from "./types.js";
 
 const MAGIC = Buffer.from("WRNPACK1", "latin1");
@@ -131,6 +131,32 @@ export class PackBuilder {
     this.hasher.update(compressed);
     this.entries.push(entry);
     this.size += compressed.byteLength;
+    return entry;
+  }
+
+  /**
+   * Appends `plain` framed as raw zstd blocks (codec.ts), written straight into `into` when it
+   * has room (no buffer of its own per chunk); `plain` is copied before this returns.
+   */
+  appendRawFrame(digest: Digest, plain: Uint8Array): PackEntry {
+    const length = rawZstdFrameLength(plain.length);
+    const into = this.into;
+    if (
+      !into ||
+      this.filled !== this.size ||
+      this.filled + length > into.length ||
+      this.entries.length >= MAX_PACK_CHUNKS
+    )
+      return this.append(digest, plain.length, rawZstdFrame(plain));
+    writeRawZstdFrame(plain, into, this.filled);
+    const stored = into.subarray(this.filled, this.filled + length);
+    const entry = { digest, offset: this.size, length, plainSize: plain.length };
+    this.filled += length;
+    if (this.parts.length === 0) this.parts.push(stored);
+    else this.parts[0] = into.subarray(0, this.filled);
+    this.hasher.update(stored);
+    this.entries.push(entry);
+    this.size += length;
     return entry;
   }
 

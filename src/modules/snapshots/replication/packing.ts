@@ -58,13 +58,21 @@ export class PackingChunkStore implements ChunkStore {
     return this.options.get(digest);
   }
 
-  async put(digest: Digest, compressed: Uint8Array, plainSize: number): Promise<void> {
+  put(digest: Digest, compressed: Uint8Array, plainSize: number): Promise<void> {
+    return this.add(digest, (pack) => pack.append(digest, plainSize, compressed));
+  }
+
+  putRaw(digest: Digest, plain: Uint8Array): Promise<void> {
+    return this.add(digest, (pack) => pack.appendRawFrame(digest, plain));
+  }
+
+  private async add(digest: Digest, append: (pack: PackBuilder) => void): Promise<void> {
     if (this.failure) throw this.failure.error;
     // The same bytes in two images of one snapshot (both asked has() before either was
     // stored): stored once.
     if (this.putDigests.has(digest)) return;
     this.putDigests.add(digest);
-    this.filling.append(digest, plainSize, compressed);
+    append(this.filling);
     if (this.filling.isFull(this.targetBytes)) await this.rotate();
   }
 

@@ -10,7 +10,7 @@
 // threadpool, put into a pack), so reading, hashing, compressing and writing packs overlap.
 import { type FileHandle, open } from "node:fs/promises";
 import { isZero, MAX_CHUNK_BYTES, nextCut } from "./chunker.js";
-import { compressChunk, digestOf } from "./codec.js";
+import { digestOf, looksIncompressible, rawZstdFrame, rawZstdFrameLength, zstdChunk } from "./codec.js";
 import { type Extent, listExtents } from "./extents.js";
 import { validateManifest } from "./manifest.js";
 import type { ChunkRef, ChunkStore, Digest, ImageManifest, ReplicationStats } from "./types.js";
@@ -350,16 +350,27 @@ async function storeRanges(
     window.hold();
     // Resolves once the task has a slot, not when it is done: the reading goes on meanwhile.
     await pool.add(async () => {
-      let compressed: Buffer;
+      let putting: Promise<void>;
+      let storedBytes: number;
       try {
         if (await stored) return;
-        compressed = await compressChunk(plain);
+        if (looksIncompressible(plain)) {
+          // Framed raw without zstd; written into the pack (copied) before putRaw returns.
+          putting = chunks.putRaw
+            ? chunks.putRaw(digest, plain)
+            : chunks.put(digest, rawZstdFrame(plain), plain.length);
+          storedBytes = rawZstdFrameLength(plain.length);
+        } else {
+          const compressed = await zstdChunk(plain);
+          putting = chunks.put(digest, compressed, plain.length);
+          storedBytes = compressed.length;
+        }
       } finally {
         window.release();
       }
-      await chunks.put(digest, compressed, plain.length);
+      await putting;
       newChunks++;
-      uploadedBytes += compressed.length;
+      uploadedBytes += storedBytes;
     });
   };
 

@@ -45,6 +45,12 @@ export interface ChunkStore extends ChunkSource {
    * `digest`, once. Durable only once flush() resolved (a packing store batches them).
    */
   put(digest: Digest, compressed: Uint8Array, plainSize: number): Promise<void>;
+  /**
+   * Stores `plain` framed as raw zstd blocks (a chunk that does not compress), copying it
+   * before the returned promise is made (the caller may reuse its memory at once). Optional:
+   * without it the caller frames the chunk itself and calls put().
+   */
+  putRaw?(digest: Digest, plain: Uint8Array): Promise<void>;
   /** Makes every chunk put so far durable; rethrows a failed store. */
   flush(): Promise<void>;
 }
