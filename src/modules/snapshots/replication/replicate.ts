@@ -8,6 +8,7 @@
 // named and asked of the store at once (one has() batch, one statement for the server's
 // store), then stored by up to `concurrency` tasks at once (compress on the libuv
 // threadpool, put into a pack), so reading, hashing, compressing and writing packs overlap.
+import { constants, readSync } from "node:fs";
 import { type FileHandle, open } from "node:fs/promises";
 import { isZero, MAX_CHUNK_BYTES, nextCut } from "./chunker.js";
 import { digestOf, looksIncompressible, rawZstdFrame, rawZstdFrameLength, zstdChunk } from "./codec.js";
@@ -132,32 +133,79 @@ export function planDelta(
 }
 
 /**
+ * Direct I/O (O_DIRECT) wants memory, file offsets and lengths aligned to the filesystem's
+ * sector size (512 or 4096 bytes); an image's data extents are whole 4 KiB blocks.
+ */
+const DIRECT_ALIGN = 4096;
+
+/**
+ * A window's memory: `raw` with room to place `buffer` (WINDOW_BUFFER_BYTES) at an address
+ * direct reads accept, found by probing (JavaScript cannot see an address): `aligned` is
+ * null until probed, then whether `buffer` is aligned.
+ */
+interface WindowMemory {
+  raw: Buffer;
+  buffer: Buffer;
+  aligned: boolean | null;
+}
+
+/**
  * Read windows, reused: a window goes back to the pool once nothing reads it any more (the
  * chunker has moved past it and every chunk cut from it is compressed), so a replication
  * allocates a few windows, not one per 8 MiB read (buffers that size are what the garbage
- * collector spent its time on). A window in use is never waited for: when none is free a new
- * one is made, and at most `keep` are kept for reuse.
+ * collector spent its time on, and each new one pays a page fault per 4 KiB when first
+ * written). A window in use is never waited for: when none is free a new one is made, and at
+ * most `keep` are kept for reuse.
  */
 export class WindowPool {
-  private readonly free: Buffer[] = [];
+  private readonly free: WindowMemory[] = [];
   /** Windows made (for tests and the benchmark: how many a replication needed). */
   made = 0;
 
   constructor(private readonly keep = 4) {}
 
-  acquire(): Window {
-    const buffer = this.free.pop() ?? this.make();
-    return new Window(buffer, this);
+  /** A window; with `directFd`, its buffer placed where direct reads of that file accept it, if the probe finds such a place. */
+  acquire(directFd?: number): Window {
+    const memory = this.free.pop() ?? this.make();
+    if (directFd !== undefined && memory.aligned === null) alignForDirectReads(memory, directFd);
+    return new Window(memory, this);
   }
 
   /** Called by a window whose last user let go of it. */
-  recycle(buffer: Buffer): void {
-    if (this.free.length < this.keep) this.free.push(buffer);
+  recycle(memory: WindowMemory): void {
+    if (this.free.length < this.keep) this.free.push(memory);
   }
 
-  private make(): Buffer {
+  /** Lets go of the windows kept for reuse. */
+  drain(): void {
+    this.free.splice(0);
+  }
+
+  private make(): WindowMemory {
     this.made++;
-    return Buffer.allocUnsafe(WINDOW_BUFFER_BYTES);
+    const raw = Buffer.allocUnsafeSlow(WINDOW_BUFFER_BYTES + DIRECT_ALIGN);
+    return { raw, buffer: raw.subarray(0, WINDOW_BUFFER_BYTES), aligned: null };
+  }
+}
+
+/**
+ * Finds the offset into `memory.raw` at which a direct read of `fd` succeeds (the kernel
+ * answers EINVAL for misaligned memory: tried every 16 bytes, malloc's alignment, over one
+ * DIRECT_ALIGN). Not found (a file system without direct I/O, a short file): not aligned,
+ * and reads of this window stay buffered.
+ */
+function alignForDirectReads(memory: WindowMemory, fd: number): void {
+  memory.aligned = false;
+  for (let offset = 0; offset < DIRECT_ALIGN; offset += 16) {
+    try {
+      if (readSync(fd, memory.raw, offset, DIRECT_ALIGN, 0) !== DIRECT_ALIGN) return;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === "EINVAL") continue;
+      return;
+    }
+    memory.buffer = memory.raw.subarray(offset, offset + WINDOW_BUFFER_BYTES);
+    memory.aligned = true;
+    return;
   }
 }
 
@@ -166,9 +214,18 @@ export class Window {
   private users = 1;
 
   constructor(
-    readonly buffer: Buffer,
+    private readonly memory: WindowMemory,
     private readonly pool: WindowPool,
   ) {}
+
+  get buffer(): Buffer {
+    return this.memory.buffer;
+  }
+
+  /** Whether direct reads may fill this window. */
+  get aligned(): boolean {
+    return this.memory.aligned === true;
+  }
 
   hold(): void {
     if (this.users === 0) throw new Error("a released window was held again");
@@ -177,13 +234,60 @@ export class Window {
 
   release(): void {
     if (this.users === 0) throw new Error("a window was released twice");
-    if (--this.users === 0) this.pool.recycle(this.buffer);
+    if (--this.users === 0) this.pool.recycle(this.memory);
+  }
+}
+
+/**
+ * An image opened for reading: buffered, and with O_DIRECT where the file system allows.
+ * Direct reads matter here: a sealed snapshot's file shares its blocks with the live image
+ * but not its page cache, so a buffered read goes through the loop device a readahead at a
+ * time and fills a page cache nobody reads again (measured on the pool: 100 MB just written
+ * and cloned read in 55-134 ms buffered, 13-16 ms direct).
+ */
+export class ImageFile {
+  private constructor(
+    readonly handle: FileHandle,
+    private direct: FileHandle | null,
+  ) {}
+
+  static async open(path: string): Promise<ImageFile> {
+    const handle = await open(path, "r");
+    const direct = await open(path, constants.O_RDONLY | constants.O_DIRECT).catch(() => null);
+    return new ImageFile(handle, direct);
+  }
+
+  /** The descriptor direct reads use (for aligning windows), if any. */
+  get directFd(): number | undefined {
+    return this.direct?.fd;
+  }
+
+  /**
+   * Reads into `buffer` at `at` from `position`: directly when the window is aligned and the
+   * range is whole sectors, buffered otherwise (or after the kernel refused a direct read).
+   */
+  async read(window: Window, at: number, length: number, position: number): Promise<number> {
+    const direct = this.direct;
+    if (direct && window.aligned && (at | length | position) % DIRECT_ALIGN === 0) {
+      try {
+        return (await direct.read(window.buffer, at, length, position)).bytesRead;
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code !== "EINVAL") throw error;
+        this.direct = null;
+        await direct.close().catch(() => undefined);
+      }
+    }
+    return (await this.handle.read(window.buffer, at, length, position)).bytesRead;
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([this.handle.close(), this.direct?.close()]);
   }
 }
 
 /** Reads `ranges` in windows, the next read under way while the caller handles the current one. */
 async function* readWindows(
-  file: FileHandle,
+  file: ImageFile,
   ranges: readonly Range[],
   pool: WindowPool,
 ): AsyncGenerator<{ offset: number; length: number; window: Window; rangeEnds: boolean }> {
@@ -196,13 +300,12 @@ async function* readWindows(
   const read = async (window: { offset: number; length: number }) => {
     // The window is read after CARRY_ROOM_BYTES of room, where the caller puts the unfinished
     // chunk of the window before (copying at most a chunk, not the window).
-    const held = pool.acquire();
-    const data = held.buffer;
+    const held = pool.acquire(file.directFd);
     let done = 0;
     try {
       while (done < window.length) {
         const at = CARRY_ROOM_BYTES + done;
-        const { bytesRead } = await file.read(data, at, window.length - done, window.offset + done);
+        const bytesRead = await file.read(held, at, window.length - done, window.offset + done);
         if (bytesRead === 0)
           throw new Error(`the image ended at ${window.offset + done} while being read (it changed)`);
         done += bytesRead;
@@ -266,9 +369,9 @@ export async function replicateImage(
   if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 64)
     throw new RangeError("concurrency must be an integer from 1 to 64");
   input.signal?.throwIfAborted();
-  const file = await open(input.path, "r");
+  const file = await ImageFile.open(input.path);
   try {
-    const info = await file.stat();
+    const info = await file.handle.stat();
     const base = input.base && { path: input.base.path, manifest: validateManifest(input.base.manifest) };
     // Both files' extents at once: each is a run of xfs_io.
     const [extents, baseExtents] = await Promise.all([
@@ -310,7 +413,7 @@ async function usableBaseExtents(
 }
 
 async function storeRanges(
-  file: FileHandle,
+  file: ImageFile,
   ranges: readonly Range[],
   chunks: ChunkStore,
   concurrency: number,

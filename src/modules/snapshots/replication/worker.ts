@@ -41,35 +41,37 @@ function transferable(parts: readonly Uint8Array[]): ArrayBuffer[] {
 }
 
 /**
- * The pack buffers, kept from one job to the next: a fresh buffer costs a page fault per
- * 4 KiB the first time it is written (~1 ms per MiB here, ~70 ms for the four a replication
- * has in flight), a reused one nothing. At most four (~68 MiB), dropped after a minute with
- * no job.
+ * Memory kept from one job to the next: the pack buffers and the read windows. A fresh
+ * buffer costs a page fault per 4 KiB the first time it is written (~1 ms per MiB here: ~70
+ * ms for the four pack buffers a replication has in flight), a reused one nothing. At most
+ * four pack buffers (~68 MiB) and four windows (~36 MiB), dropped after a minute with no job.
  */
-const packBuffers = new (class {
-  private readonly free: SharedArrayBuffer[] = [];
-  private idle: NodeJS.Timeout | null = null;
+const packBuffers: SharedArrayBuffer[] = [];
+const windows = new WindowPool();
+let idle: NodeJS.Timeout | null = null;
 
-  take(bytes: number): SharedArrayBuffer {
-    if (this.idle) clearTimeout(this.idle);
-    this.idle = setTimeout(() => this.free.splice(0), 60_000);
-    this.idle.unref();
-    for (;;) {
-      const buffer = this.free.pop();
-      if (!buffer) return new SharedArrayBuffer(bytes);
-      if (buffer.byteLength === bytes) return buffer;
-    }
-  }
+function keepMemoryAMinute(): void {
+  if (idle) clearTimeout(idle);
+  idle = setTimeout(() => {
+    packBuffers.splice(0);
+    windows.drain();
+  }, 60_000);
+  idle.unref();
+}
 
-  give(buffer: SharedArrayBuffer): void {
-    if (this.free.length < 4) this.free.push(buffer);
+function takePackBuffer(bytes: number): SharedArrayBuffer {
+  for (;;) {
+    const buffer = packBuffers.pop();
+    if (!buffer) return new SharedArrayBuffer(bytes);
+    if (buffer.byteLength === bytes) return buffer;
   }
-})();
+}
 
 async function run(message: Extract<ToWorker, { type: "replicate" }>): Promise<void> {
   const { job } = message;
   const abort = new AbortController();
   aborts.set(job, abort);
+  keepMemoryAMinute();
   // has() of one tick asked in one message (one statement in the parent's index).
   let batch: { digest: Digest; resolve: (stored: boolean) => void; reject: (error: unknown) => void }[] = [];
   const flushBatch = async () => {
@@ -90,7 +92,7 @@ async function run(message: Extract<ToWorker, { type: "replicate" }>): Promise<v
   const packBytes = (message.targetBytes ?? PACK_TARGET_BYTES) + MAX_STORED_CHUNK_BYTES;
   const chunks = new PackingChunkStore({
     prefix: message.prefix,
-    newBuilder: () => new PackBuilder(Buffer.from(packBuffers.take(packBytes))),
+    newBuilder: () => new PackBuilder(Buffer.from(takePackBuffer(packBytes))),
     ...(message.targetBytes !== undefined ? { targetBytes: message.targetBytes } : {}),
     ...(message.maxWriting !== undefined ? { maxWriting: message.maxWriting } : {}),
     has: (digest) =>
@@ -103,14 +105,13 @@ async function run(message: Extract<ToWorker, { type: "replicate" }>): Promise<v
       await ask<void>({ type: "pack", job, request, ...pack }, transferable(pack.parts));
       // Stored: the server's thread no longer reads it.
       const shared = pack.parts[0]?.buffer;
-      if (shared instanceof SharedArrayBuffer) packBuffers.give(shared);
+      if (shared instanceof SharedArrayBuffer && packBuffers.length < 4) packBuffers.push(shared);
     },
     get: async () => {
       throw new Error("a replication worker reads no chunks");
     },
   });
   try {
-    const windows = new WindowPool();
     const images = [];
     for (const image of message.images)
       images.push(
