@@ -7,13 +7,14 @@
 //   baseline    GIT_REV's clone helper (--baseline REV, default 59ec78d: flushes and freezes
 //               one filesystem after the other) and its seal (both clones fsynced, the
 //               record, the staging dir, the renamed dir's parent)
-//   parallel    the current helper (a thread per filesystem), the baseline's seal
-//   current     the current helper and seal (the record fsynced, the renamed dir's parent)
-//   no-freeze   syncfs (a thread each) + FICLONE without FIFREEZE (bench/lib/syncfs-clone.c):
-//               the option not taken, a crash-consistent clone whose log a restore replays
-// Each sample's parts: sync (the helper's `sync`), window (freeze-clone-thaw: what the
-// sandbox's filesystems stay frozen for), seal. Results: bench/results/snapshot-floor.json.
-// Usage: node --import tsx bench/snapshot-floor.ts [--samples 40] [--baseline 59ec78d]
+//   freeze      the helper before sync-clone (--freeze REV, default 0753edc): FIFREEZE both
+//               filesystems at once (a thread each; a clean log), FICLONE, FITHAW; the
+//               current seal (the record fsynced, the renamed dir's parent)
+//   current     the current helper: syncfs both at once, FICLONE (a crash-consistent clone
+//               whose log a restore's mount replays); the current seal
+// Each sample's parts: sync (the helper's `sync`, writers going on), window (the clone step:
+// what the sandbox stays frozen for), seal. Results: bench/results/snapshot-floor.json.
+// Usage: node --import tsx bench/snapshot-floor.ts [--samples 40] [--baseline 59ec78d] [--freeze 0753edc]
 import { execFile } from "node:child_process";
 import { mkdir, mkdtemp, open, rename, rm, writeFile } from "node:fs/promises";
 import os from "node:os";
@@ -30,6 +31,7 @@ const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const args = benchArgs();
 const SAMPLES = Number(args.get("samples") ?? 40);
 const BASELINE = args.get("baseline") ?? "59ec78d";
+const FREEZE = args.get("freeze") ?? "0753edc";
 const IMAGE_OPTIONS = "loop,nouuid,noatime,nosuid,nodev,discard";
 
 const dir = await mkdtemp(path.join(os.tmpdir(), "warren-bench-floor-"));
@@ -56,7 +58,7 @@ type Seal = "images" | "record";
 interface Variant {
   name: string;
   seal: Seal;
-  /** Flush, then freeze-clone-thaw (or the no-freeze clone) into `targets`. */
+  /** Flush, then the clone step into `targets`. */
   snapshot(targets: string[]): Promise<{ syncMs: number; windowMs: number }>;
 }
 
@@ -66,14 +68,14 @@ async function timed(work: () => Promise<unknown>): Promise<number> {
   return performance.now() - started;
 }
 
-function helperVariant(name: string, helper: string, seal: Seal): Variant {
+function helperVariant(name: string, helper: string, step: "freeze-clone" | "sync-clone", seal: Seal): Variant {
   return {
     name,
     seal,
     async snapshot(targets) {
       const syncMs = await timed(() => exec(helper, ["sync", ...mounts]));
       const pairs = images.flatMap((image, i) => [image, targets[i] as string]);
-      const windowMs = await timed(() => exec(helper, ["freeze-clone", ...mounts, "--", ...pairs]));
+      const windowMs = await timed(() => exec(helper, [step, ...mounts, "--", ...pairs]));
       return { syncMs, windowMs };
     },
   };
@@ -97,24 +99,16 @@ try {
   }
   await run(TOOLS.sh, ["-c", `head -c 100000000 /dev/urandom > "$1/data" && sync`, "sh", mounts[1] as string]);
 
-  const baselineSource = path.join(dir, "clone-helper-baseline.c");
   const helperPath = "src/drivers/runtime/local/storage/clone-helper.c";
-  await writeFile(baselineSource, (await exec("git", ["show", `${BASELINE}:${helperPath}`], { cwd: ROOT })).stdout);
-  const baseline = await buildStaticBinary(baselineSource, "warren-clone-baseline");
-  const current = await cloneHelper();
-  const noFreeze = await buildStaticBinary(path.join(ROOT, "bench/lib/syncfs-clone.c"), "warren-syncfs-clone");
+  const helperAt = async (rev: string, name: string) => {
+    const source = path.join(dir, `${name}.c`);
+    await writeFile(source, (await exec("git", ["show", `${rev}:${helperPath}`], { cwd: ROOT })).stdout);
+    return buildStaticBinary(source, name);
+  };
   const variants: Variant[] = [
-    helperVariant("baseline", baseline, "images"),
-    helperVariant("parallel", current, "images"),
-    helperVariant("current", current, "record"),
-    {
-      name: "no-freeze",
-      seal: "record",
-      async snapshot(targets) {
-        const pairs = images.flatMap((image, i) => [image, targets[i] as string]);
-        return { syncMs: 0, windowMs: await timed(() => exec(noFreeze, [...mounts, ...pairs])) };
-      },
-    },
+    helperVariant("baseline", await helperAt(BASELINE, "warren-clone-baseline"), "freeze-clone", "images"),
+    helperVariant("freeze", await helperAt(FREEZE, "warren-clone-freeze"), "freeze-clone", "record"),
+    helperVariant("current", await cloneHelper(), "sync-clone", "record"),
   ];
   const snapshots = path.join(pool, "snapshots");
   await mkdir(snapshots);
@@ -154,6 +148,7 @@ try {
   const results = {
     samples: SAMPLES,
     baseline: BASELINE,
+    freeze: FREEZE,
     variants: Object.fromEntries(
       [...samples].map(([name, s]) => [
         name,

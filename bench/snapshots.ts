@@ -3,8 +3,11 @@
 // the same run, alternated sample by sample (the order swapped every round):
 //   snapshot of a running sandbox to `local` (POST :snapshot, no wait_remote), 100 MB and
 //     1 GiB of workspace data: p50 <= 30 ms, the two p50s within 2x of each other.
-//     Raw: syncfs + fsfreeze of the sandbox's two filesystems, FICLONE of its two image
-//     files, thaw, fsync of the clones (what a crash-consistent copy of the storage needs).
+//     Raw: the storage side alone, with the current clone helper: syncfs of the sandbox's two
+//     filesystems (writers go on), then syncfs + FICLONE of its two image files (`sync-clone`:
+//     the step the sandbox stays frozen for), then the seal (a record written and fsynced, the
+//     dir renamed, its parent fsynced). With --baseline-helper REV, an older helper's
+//     `freeze-clone` (FIFREEZE, FICLONE, FITHAW: a clean log) runs beside it.
 //   restore (create from the snapshot) -> running: p50 <= 120 ms, 100 MB vs 1 GiB within 2x.
 //     Raw: FICLONE of the snapshot's two images + `runc run -d` (bench/lib/raw-runc.ts);
 //     also reported with the two loop mounts between them.
@@ -54,7 +57,7 @@ const SIZES: Record<string, number> = { "100MB": 100e6, "1GiB": 2 ** 30 };
 const SIZE_NAMES = (args.get("sizes") ?? "100MB,1GiB").split(",");
 /** Where the servers' log goes (default: the temp dir, removed at the end). */
 const SERVER_LOG = args.get("server-log");
-/** A git revision whose clone helper (and seal) runs beside the current one on the raw side. */
+/** A git revision whose clone helper (its `freeze-clone`) runs beside the current one on the raw side. */
 const BASELINE_HELPER = args.get("baseline-helper");
 const PHASES = new Set((args.get("phases") ?? "local,replication,blob").split(","));
 const WORKSPACE_GIB = 2;
@@ -238,7 +241,7 @@ try {
 
     const warrenSnap: number[] = [];
     const rawSnap: number[] = [];
-    const rawFreezeCloneThaw: number[] = [];
+    const rawCloneStep: number[] = [];
     const baselineSnap: number[] = [];
     const baselineFreezeCloneThaw: number[] = [];
     let lastSnapshotId = firstSnap.id;
@@ -247,12 +250,12 @@ try {
     const baseline = await baselineHelper();
     /**
      * The storage side of a snapshot without the API, the store and the cgroup freeze: the
-     * helper's syncfs, then FIFREEZE, FICLONE x2, FITHAW (timed apart: the frozen window's
-     * floor), then the seal: `record` (Warren's now: a record written and fsynced, the dir
-     * renamed, its parent fsynced) or `images` (the baseline's: both clones fsynced first, and
-     * the staging dir).
+     * helper's syncfs, then its clone step (timed apart: the frozen window's floor), current
+     * `sync-clone` (syncfs, FICLONE x2) or an older helper's `freeze-clone` (FIFREEZE,
+     * FICLONE x2, FITHAW), then Warren's seal (a record written and fsynced, the dir renamed,
+     * its parent fsynced).
      */
-    const rawSnapshot = async (binary: string, seal: "record" | "images") => {
+    const rawSnapshot = async (binary: string, step: "sync-clone" | "freeze-clone") => {
       const dir = path.join(rawDir, `s${rawSeq++}`);
       await mkdir(dir);
       const targets = [path.join(dir, "root.img"), path.join(dir, "workspace.img")];
@@ -262,7 +265,7 @@ try {
         cloneMs = (
           await timed(() =>
             exec(binary, [
-              "freeze-clone",
+              step,
               ...mounts,
               "--",
               images.root,
@@ -272,12 +275,10 @@ try {
             ]),
           )
         ).ms;
-        if (seal === "images") await Promise.all(targets.map((file) => fsyncFile(file)));
         const record = await open(path.join(dir, "snapshot.json"), "wx");
         await record.writeFile("{}\n");
         await record.sync();
         await record.close();
-        if (seal === "images") await fsyncFile(dir);
         await rename(dir, `${dir}.sealed`);
         await fsyncFile(rawDir);
       });
@@ -288,13 +289,13 @@ try {
       SNAPSHOTS,
       async () => {
         // Baseline and current helper in turn (the order swapped every round), then Warren.
-        const runs: [string, "record" | "images", number[], number[]][] = [
-          [helper, "record", rawSnap, rawFreezeCloneThaw],
+        const runs: [string, "sync-clone" | "freeze-clone", number[], number[]][] = [
+          [helper, "sync-clone", rawSnap, rawCloneStep],
         ];
-        if (baseline) runs.push([baseline, "images", baselineSnap, baselineFreezeCloneThaw]);
+        if (baseline) runs.push([baseline, "freeze-clone", baselineSnap, baselineFreezeCloneThaw]);
         if (rawSeq % 2 === 1) runs.reverse();
-        for (const [binary, seal, total, window] of runs) {
-          const sample = await rawSnapshot(binary, seal);
+        for (const [binary, step, total, window] of runs) {
+          const sample = await rawSnapshot(binary, step);
           total.push(sample.ms);
           window.push(sample.cloneMs);
         }
@@ -369,8 +370,8 @@ try {
       imageBytes,
       snapshot: {
         warren: summary(warrenSnap),
-        rawFreezeCloneFsync: summary(rawSnap),
-        rawFreezeCloneThaw: summary(rawFreezeCloneThaw),
+        rawSyncCloneSeal: summary(rawSnap),
+        rawSyncClone: summary(rawCloneStep),
         ...(baseline
           ? {
               baselineHelper: BASELINE_HELPER,
@@ -379,7 +380,7 @@ try {
             }
           : {}),
         ratioToRawP50: ratio(snapP50, percentile(rawSnap, 50)),
-        ratioToFreezeCloneThawP50: ratio(snapP50, percentile(rawFreezeCloneThaw, 50)),
+        ratioToSyncCloneP50: ratio(snapP50, percentile(rawCloneStep, 50)),
         firstSnapshotMs: r1(firstSnap.ms),
       },
       restore: {

@@ -129,7 +129,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
 
   /**
    * Prepares the host (packages, dirs, the storage pool), undoes what a crash in the middle
-   * of a snapshot left (frozen filesystems and cgroups, staging dirs, loop devices of
+   * of a snapshot left (frozen cgroups, filesystems a helper before sync-clone froze, staging dirs, loop devices of
    * destroyed sandboxes) and adopts the sandboxes already running under `root`. One live
    * driver per root is assumed (the server's lock).
    */

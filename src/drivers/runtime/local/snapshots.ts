@@ -9,7 +9,7 @@ import { exists, fsyncPath } from "../../../lib/fs.js";
 import { type LocalSnapshot, RuntimeError, type SnapshotImages } from "../interface.js";
 import { freezeCgroup, thawCgroup } from "./cgroups.js";
 import { isSandboxId } from "./layout.js";
-import { allocatedBytes, freezeAndClone, imageSizeGiB, syncFilesystems, thawFilesystem } from "./storage/images.js";
+import { allocatedBytes, imageSizeGiB, syncAndClone, syncFilesystems } from "./storage/images.js";
 import type { StoragePool } from "./storage/pool.js";
 
 /** `<snapshot>/snapshot.json`. */
@@ -60,9 +60,12 @@ export class SnapshotStore {
 
   /**
    * Clones the source's images into a sealed snapshot. A running sandbox's processes are
-   * frozen (cgroup freezer) and its filesystems frozen (flushed, log clean) only around the
-   * clones; both are thawed whatever happens. What is dirty is flushed before the freeze,
-   * so the frozen window does not grow with the data written before the call.
+   * frozen (cgroup freezer) only around the flush and the clones, and thawed whatever
+   * happens; the filesystems stay mounted and are not frozen: with nothing writing, a syncfs
+   * puts everything written so far into the images, and each clone is a crash-consistent
+   * image whose log the restore's mount replays (clone-helper.c). What is dirty is flushed
+   * before the processes are frozen, so the frozen window does not grow with the data
+   * written before the call.
    */
   async take(snapshotId: string, source: SnapshotSource): Promise<LocalSnapshot> {
     const staging = await this.pool.stagingDir(snapshotId);
@@ -70,26 +73,16 @@ export class SnapshotStore {
       await syncFilesystems(source.mountPoints);
       const target = imagesIn(staging);
       const started = process.hrtime.bigint();
-      let failed = true;
-      let thawFailure: unknown = null;
       try {
         if (source.cgroup) await freezeCgroup(source.cgroup);
-        // One helper process: freeze both filesystems, clone both images, thaw both.
-        await freezeAndClone(source.mountPoints, [
+        // One helper process: flush both filesystems, clone both images.
+        await syncAndClone(source.mountPoints, [
           [source.images.root, target.root],
           [source.images.workspace, target.workspace],
         ]);
-        failed = false;
       } finally {
-        // Thawed whatever happened: filesystems first (a frozen task may wait on one; the
-        // helper thaws them itself unless it died), then the tasks.
-        const thawed = failed
-          ? await Promise.allSettled(source.mountPoints.map((mountPoint) => thawFilesystem(mountPoint)))
-          : [];
         if (source.cgroup) await thawCgroup(source.cgroup);
-        thawFailure = thawed.find((result) => result.status === "rejected")?.reason ?? null;
       }
-      if (thawFailure) throw thawFailure;
       const frozenMs = source.cgroup ? Number(process.hrtime.bigint() - started) / 1e6 : 0;
       return await this.seal(snapshotId, staging, { sandboxId: source.sandboxId, frozenMs, cloned: true });
     } catch (error) {

@@ -1,6 +1,6 @@
 // The local driver's storage on real sandboxes: every root layer and /workspace is an XFS
 // image of its own in the pool (ENOSPC and `df` at the limit inside), durable workspaces grow
-// online, snapshots freeze a running sandbox only around two FICLONEs, restores and imports.
+// online, snapshots freeze a running sandbox only around a flush and two FICLONEs, restores and imports.
 // The driver runs with 1 GiB root layers and standard workspaces so "full" is quick to reach.
 import assert from "node:assert/strict";
 import { constants, copyFile, readdir, readFile } from "node:fs/promises";
@@ -164,6 +164,42 @@ describe("local driver storage", () => {
     const restored = await restore(snapshotId);
     const log = (await sh(restored.id, "head -c 100000 /workspace/log | head -3")).stdout;
     assert.equal(log, "0\n1\n2\n", `a consistent prefix of the log (frozen ${snapshot.frozenMs} ms)`);
+  });
+
+  it("a snapshot taken mid-write holds every line synced before it, as a clean prefix, and its filesystem checks clean once its log is replayed", async () => {
+    const id = await sandbox({
+      command: ["sh", "-c", "i=0; while true; do echo $i >> /workspace/log; i=$((i+1)); done"],
+    });
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    // Lines on disk before the call (the filesystem flushed while the writer goes on).
+    const synced = Number((await sh(id, "sync; wc -l < /workspace/log")).stdout.trim());
+    assert.ok(synced > 0);
+    const snapshotId = testId("snp");
+    await f.driver.snapshot(id, snapshotId);
+    const restored = await restore(snapshotId);
+    // Every line is its own number: a gap, a torn line or garbage would break the sequence.
+    const [count, bad] = (
+      await sh(restored.id, "awk 'NR - 1 != $0 { bad++ } END { print NR, bad + 0 }' /workspace/log")
+    ).stdout
+      .trim()
+      .split(" ")
+      .map(Number);
+    assert.equal(bad, 0, "the log is a clean prefix");
+    assert.ok((count as number) >= synced, `${count} lines restored, ${synced} were synced before the snapshot`);
+    // The sealed image itself: a clone of it mounts (replaying its log) and then checks clean.
+    const images = await f.driver.localSnapshot(snapshotId);
+    assert.ok(images);
+    const scratch = path.join(f.driver.layout.poolDir, `fsck-${snapshotId}`);
+    const point = `${scratch}.mnt`;
+    await copyFile(images.workspace, scratch, constants.COPYFILE_FICLONE);
+    try {
+      await run(TOOLS.sh, ["-c", `mkdir -p ${point} && mount -o loop,nouuid ${scratch} ${point} && umount ${point}`]);
+      await run(TOOLS.sh, ["-c", `xfs_repair -n ${scratch}`]);
+    } finally {
+      await run(TOOLS.sh, ["-c", `umount ${point} 2>/dev/null; rmdir ${point}; rm -f ${scratch}`]).catch(
+        () => undefined,
+      );
+    }
   });
 
   it("snapshots a stopped sandbox, refuses a concurrent second snapshot, and restores", async () => {

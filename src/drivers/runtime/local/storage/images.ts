@@ -90,16 +90,16 @@ export async function syncFilesystems(mountPoints: readonly string[]): Promise<v
 }
 
 /**
- * Freezes the mounted filesystems (flushed, log clean), clones each source into its new
- * target and thaws them again, in one helper call; on failure the helper thaws what it froze
- * and removes what it cloned.
+ * Flushes the mounted filesystems and clones each source into its new target, in one helper
+ * call (clone-helper.c `sync-clone`): with the writers frozen, the clones hold everything
+ * written before, their logs replayed at mount. On failure the helper removes what it cloned.
  */
-export async function freezeAndClone(
+export async function syncAndClone(
   mountPoints: readonly string[],
   pairs: readonly [source: string, target: string][],
 ): Promise<void> {
-  await runOrFail("freezing and cloning the images", await cloneHelper(), [
-    "freeze-clone",
+  await runOrFail("flushing and cloning the images", await cloneHelper(), [
+    "sync-clone",
     ...mountPoints,
     "--",
     ...pairs.flat(),
