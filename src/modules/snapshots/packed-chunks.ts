@@ -33,14 +33,11 @@ export async function storeTrackedPack(
 ): Promise<void> {
   const chunkBytes = pack.entries.reduce((sum, entry) => sum + entry.length, 0);
   const intent = { key: pack.key, orgId, chunkBytes, chunkCount: pack.entries.length };
-  const a0 = performance.now();
   await packRepo.recordPackIntent(deps.db, intent, deps.clock.now());
-  const a1 = performance.now();
   // Over a network the store checks what it received; the fs store receives this very buffer
   // (and a rebuild checks every chunk's BLAKE3 either way).
   const sha256 = deps.blobs.kind === "fs" ? undefined : sha256Of(pack.parts);
   await deps.blobs.putIfAbsent(pack.key, pack.parts, sha256 === undefined ? {} : { sha256 });
-  const a2 = performance.now();
   const claimed = await deps.db.tx(async (q) => {
     if (await packRepo.claimPackForChunks(q, pack.key, deps.clock.now())) {
       await onStored(q);
@@ -48,9 +45,6 @@ export async function storeTrackedPack(
     }
     return false;
   });
-  process.stderr.write(
-    `STP intent ${(a1 - a0).toFixed(1)} put ${(a2 - a1).toFixed(1)} claim ${(performance.now() - a2).toFixed(1)}\n`,
-  );
   if (!claimed) {
     // Collected while its put outlasted the grace period: the object just put is tracked
     // again (if its row is gone) so the collector takes it, and no chunk row names it.

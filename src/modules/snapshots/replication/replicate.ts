@@ -452,17 +452,11 @@ async function storeRanges(
     // the threadpool); then the window may be read into again.
     window.hold();
     // Resolves once the task has a slot, not when it is done: the reading goes on meanwhile.
-    const T = ((globalThis as any).__T ??= { read: 0, slot: 0, has: 0, put: 0, hasN: 0 });
-    const t0 = performance.now();
     await pool.add(async () => {
-      const h0 = performance.now();
       let putting: Promise<void>;
       let storedBytes: number;
       try {
-        const st = await stored;
-        T.has += performance.now() - h0;
-        T.hasN++;
-        if (st) return;
+        if (await stored) return;
         if (looksIncompressible(plain)) {
           // Framed raw without zstd; written into the pack (copied) before putRaw returns.
           putting = chunks.putRaw
@@ -477,22 +471,16 @@ async function storeRanges(
       } finally {
         window.release();
       }
-      const p0 = performance.now();
       await putting;
-      T.put += performance.now() - p0;
       newChunks++;
       uploadedBytes += storedBytes;
     });
-    T.slot += performance.now() - t0;
   };
 
   let carry: Buffer | null = null;
   let carried: Window | null = null;
   try {
-    const T2 = ((globalThis as any).__T ??= { read: 0, slot: 0, has: 0, put: 0, hasN: 0 });
-    let r0 = performance.now();
     for await (const { offset: windowOffset, length, window, rangeEnds } of readWindows(file, ranges, windows)) {
-      T2.read += performance.now() - r0;
       signal?.throwIfAborted();
       const carriedBytes = carry?.length ?? 0;
       carry?.copy(window.buffer, CARRY_ROOM_BYTES - carriedBytes);
@@ -514,7 +502,6 @@ async function storeRanges(
       // An unfinished chunk (shorter than the maximum, no cut yet) continues in the next window.
       carry = at < data.length ? data.subarray(at) : null;
       if (carry && carry.length >= CARRY_ROOM_BYTES) throw new Error("chunker left a full chunk uncut");
-      r0 = performance.now();
     }
     carried?.release();
   } finally {

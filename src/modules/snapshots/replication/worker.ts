@@ -72,7 +72,6 @@ async function run(message: Extract<ToWorker, { type: "replicate" }>): Promise<v
   const abort = new AbortController();
   aborts.set(job, abort);
   keepMemoryAMinute();
-  const J0 = performance.now();
   // has() of one tick asked in one message (one statement in the parent's index).
   let batch: { digest: Digest; resolve: (stored: boolean) => void; reject: (error: unknown) => void }[] = [];
   const flushBatch = async () => {
@@ -129,13 +128,7 @@ async function run(message: Extract<ToWorker, { type: "replicate" }>): Promise<v
         }),
       );
     // The images' new chunks share packs; all stored and recorded before the job is done.
-    const f0 = performance.now();
     await chunks.flush();
-    const T = (globalThis as any).__T;
-    process.stderr.write(
-      `TIMING ${JSON.stringify({ ...T, flush: performance.now() - f0, job: performance.now() - J0 })}\n`,
-    );
-    (globalThis as any).__T = undefined;
     port?.postMessage({ type: "done", job, images } satisfies FromWorker);
   } catch (error) {
     const { name, message: text } = error instanceof Error ? error : new Error(String(error));
