@@ -24,7 +24,7 @@ interface Opened {
 }
 
 interface Driver {
-  name: "fs" | "s3";
+  name: string;
   /**
    * Whether concurrent putIfAbsent calls of one key write exactly once. s3rver ignores
    * If-None-Match, so there the HEAD-then-PUT race can write a key twice (with the same
@@ -66,8 +66,9 @@ async function inParallel<T>(items: T[], width: number, task: (item: T) => Promi
   );
 }
 
-const fsDriver: Driver = {
-  name: "fs",
+/** The fs store writing directly (the default) or through the page cache. */
+const fsDriver = (directWrites: boolean): Driver => ({
+  name: directWrites ? "fs" : "fs, buffered writes",
   exclusiveCreate: true,
   serverGaps: {},
   async open(now) {
@@ -77,10 +78,10 @@ const fsDriver: Driver = {
     try {
       // The app serves the URLs; its store is a second instance over the same dir and key,
       // as the port (and so the URLs' base) is known only once it listens.
-      const served = await FsBlobStore.open({ dir, signingKey, publicBaseUrl: "http://unused.invalid" });
+      const served = await FsBlobStore.open({ dir, signingKey, publicBaseUrl: "http://unused.invalid", directWrites });
       app = await startTestApp("pglite", { overrides: { blobs: served } });
       const address = await app.app.listen({ host: "127.0.0.1", port: 0 });
-      const store = await FsBlobStore.open({ dir, signingKey, publicBaseUrl: address, now });
+      const store = await FsBlobStore.open({ dir, signingKey, publicBaseUrl: address, now, directWrites });
       const started = app;
       return {
         store,
@@ -96,7 +97,7 @@ const fsDriver: Driver = {
       throw error;
     }
   },
-};
+});
 
 let s3rver: S3rverHandle | null = null;
 const s3Options = (server: S3rverHandle) => ({
@@ -135,7 +136,7 @@ const s3Driver: Driver = {
   },
 };
 
-for (const driver of [fsDriver, s3Driver]) {
+for (const driver of [fsDriver(true), fsDriver(false), s3Driver]) {
   describe(`blob store contract [${driver.name}]`, () => {
     let opened: Opened | null = null;
     let clockOffsetMs = 0;
