@@ -12,15 +12,24 @@
 // written); the tail is written padded to a whole sector and the file truncated to its size.
 // Where the file system refuses O_DIRECT (or no aligned place is found) the caller writes
 // buffered as before.
-import { constants, writeSync } from "node:fs";
+import { constants } from "node:fs";
 import { type FileHandle, open, unlink } from "node:fs/promises";
 
 /** Alignment asked of memory, offsets and lengths (the largest sector size in use). */
 const ALIGN = 4096;
 /** Bytes per direct write. */
 export const DIRECT_WRITE_BYTES = 4 * 1_048_576;
-/** Buffers kept for reuse across writes (a fresh one pays a page fault per 4 KiB). */
-const KEEP = 8;
+/**
+ * Objects smaller than this are written buffered: a direct write pays a whole sector per
+ * object and its two buffers, for a copy the page cache makes cheaply at this size.
+ */
+export const DIRECT_WRITE_MIN_BYTES = 4 * 1_048_576;
+/**
+ * Buffers kept for reuse across writes (a fresh one pays a page fault per 4 KiB and a probe):
+ * two per object written at once, eight objects; dropped after a minute with no direct write.
+ */
+const KEEP = 16;
+const IDLE_MS = 60_000;
 
 interface AlignedBuffer {
   raw: Buffer;
@@ -29,8 +38,12 @@ interface AlignedBuffer {
 }
 
 const free: AlignedBuffer[] = [];
+let idle: NodeJS.Timeout | null = null;
 
 function takeBuffer(): AlignedBuffer {
+  if (idle) clearTimeout(idle);
+  idle = setTimeout(() => free.splice(0), IDLE_MS);
+  idle.unref();
   return free.pop() ?? { raw: Buffer.allocUnsafeSlow(DIRECT_WRITE_BYTES + ALIGN), view: null };
 }
 
@@ -38,13 +51,17 @@ function giveBack(buffer: AlignedBuffer): void {
   if (free.length < KEEP && buffer.view !== false) free.push(buffer);
 }
 
-/** The aligned view of `buffer` for direct writes to `fd` (probed with a write at offset 0 of that file), or null. */
-function aligned(buffer: AlignedBuffer, fd: number): Buffer | null {
+/**
+ * The aligned view of `buffer` for direct writes to `handle`'s file (probed once per buffer
+ * with a write of one sector at offset 0 of that file, which the object's own bytes or its
+ * final truncation replace), or null.
+ */
+async function aligned(buffer: AlignedBuffer, handle: FileHandle): Promise<Buffer | null> {
   if (buffer.view === null) {
     buffer.view = false;
     for (let offset = 0; offset < ALIGN; offset += 16) {
       try {
-        writeSync(fd, buffer.raw, offset, ALIGN, 0);
+        await handle.write(buffer.raw, offset, ALIGN, 0);
       } catch (error) {
         if ((error as NodeJS.ErrnoException).code === "EINVAL") continue;
         throw error;
@@ -93,8 +110,8 @@ export class DirectWriter {
     }
     const buffers: [AlignedBuffer, AlignedBuffer] = [takeBuffer(), takeBuffer()];
     try {
-      const first = aligned(buffers[0], handle.fd);
-      const second = first && aligned(buffers[1], handle.fd);
+      const first = await aligned(buffers[0], handle);
+      const second = first && (await aligned(buffers[1], handle));
       if (first && second) return new DirectWriter(handle, [first, second], buffers);
     } catch (error) {
       await handle.close().catch(() => undefined);

@@ -14,7 +14,7 @@ import path from "node:path";
 import type { Readable } from "node:stream";
 import { fsyncPath } from "../../lib/fs.js";
 import { PRIVATE_DIR_MODE, PRIVATE_FILE_MODE } from "../../lib/private-dir.js";
-import { DirectWriter } from "./direct-write.js";
+import { DIRECT_WRITE_MIN_BYTES, DirectWriter } from "./direct-write.js";
 import { BlobError, type BlobInfo, type BlobStore, checkRange, type PresignOptions, tooLarge } from "./interface.js";
 import { checkKey, keyProblem } from "./keys.js";
 import {
@@ -40,10 +40,11 @@ export interface FsBlobStoreOptions {
   /** The clock of presigned URLs' expiry (tests move it). */
   now?: () => Date;
   /**
-   * Write objects with O_DIRECT where the file system allows (default true; false: always
-   * through the page cache, which the contract tests also run).
+   * Which objects are written with O_DIRECT where the file system allows: `large` (the
+   * default: those expected to be DIRECT_WRITE_MIN_BYTES or more), `always` or `never` (all
+   * through the page cache). The contract tests run the last two.
    */
-  directWrites?: boolean;
+  directWrites?: "large" | "always" | "never";
 }
 
 const errnoOf = (error: unknown) => (error as NodeJS.ErrnoException).code;
@@ -146,22 +147,25 @@ export class FsBlobStore implements BlobStore {
     options: { sha256?: string } = {},
   ): Promise<{ written: boolean }> {
     checkKey(key);
-    const staged = await this.stage(data instanceof Uint8Array ? [data] : data, options.sha256 !== undefined);
+    const parts = data instanceof Uint8Array ? [data] : data;
+    const size = parts.reduce((sum, part) => sum + part.length, 0);
+    const staged = await this.stage(parts, options.sha256 !== undefined, size);
     return this.publish(key, staged, options.sha256);
   }
 
   /**
    * putIfAbsent for a body that arrives as a stream (the presigned PUT route): written to
    * the temp file as it comes, never held whole. An error of `source` (a size limit, a
-   * dropped connection) is rethrown as it is, after the temp file is removed.
+   * dropped connection) is rethrown as it is, after the temp file is removed. `sizeHint` (the
+   * declared length) chooses direct or buffered writing; it is not enforced here.
    */
   async putStream(
     key: string,
     source: AsyncIterable<Uint8Array> | Readable,
-    options: { sha256?: string } = {},
+    options: { sha256?: string; sizeHint?: number } = {},
   ): Promise<{ written: boolean; size: number }> {
     checkKey(key);
-    const staged = await this.stage(source, options.sha256 !== undefined);
+    const staged = await this.stage(source, options.sha256 !== undefined, options.sizeHint);
     const { written } = await this.publish(key, staged, options.sha256);
     return { written, size: staged.size };
   }
@@ -314,19 +318,23 @@ export class FsBlobStore implements BlobStore {
   /**
    * Writes `source` to a new temp file, fsynced; hashes it on the way only when the caller
    * gave a sha256 to check (hashing 100 MB of chunks took ~60 ms of event loop that a
-   * caller without a digest, the snapshot replication, never reads). Written with O_DIRECT
-   * where the file system allows (direct-write.ts), buffered otherwise.
+   * caller without a digest, the snapshot replication, never reads). An object expected to
+   * be DIRECT_WRITE_MIN_BYTES or more (`sizeHint`) is written with O_DIRECT where the file
+   * system allows (direct-write.ts); the rest buffered.
    */
-  private async stage(source: Iterable<Uint8Array> | AsyncIterable<Uint8Array>, hashed: boolean): Promise<Staged> {
+  private async stage(
+    source: Iterable<Uint8Array> | AsyncIterable<Uint8Array>,
+    hashed: boolean,
+    sizeHint?: number,
+  ): Promise<Staged> {
     const temp = path.join(this.tmp, `${process.pid}-${randomBytes(12).toString("hex")}${TEMP_SUFFIX}`);
     const hash = hashed ? createHash("sha256") : null;
     let size = 0;
     let handle: FileHandle | null = null;
     try {
-      const direct =
-        this.options.directWrites === false
-          ? null
-          : await io("create a temp file", DirectWriter.open(temp, PRIVATE_FILE_MODE));
+      const direct = !this.wantsDirect(sizeHint)
+        ? null
+        : await io("create a temp file", DirectWriter.open(temp, PRIVATE_FILE_MODE));
       if (direct) {
         try {
           for await (const chunk of source) {
@@ -376,6 +384,11 @@ export class FsBlobStore implements BlobStore {
       await unlink(temp).catch(() => undefined);
       throw error;
     }
+  }
+
+  private wantsDirect(sizeHint: number | undefined): boolean {
+    const mode = this.options.directWrites ?? "large";
+    return mode === "always" || (mode === "large" && (sizeHint ?? 0) >= DIRECT_WRITE_MIN_BYTES);
   }
 
   /** Links a staged temp file to the key's name unless an object is there; removes the temp. */

@@ -109,7 +109,11 @@ export class SignedBlobService {
     let written: boolean;
     try {
       const source = bounded(body, this.maxPutBytes);
-      ({ written } = await this.store.putStream(key, hasher ? hashed(source, hasher, seen) : source));
+      ({ written } = await this.store.putStream(
+        key,
+        hasher ? hashed(source, hasher, seen) : source,
+        declaredBytes === undefined ? {} : { sizeHint: declaredBytes },
+      ));
     } catch (error) {
       if (error instanceof AppError || error instanceof BlobError) throw fromBlobError(error);
       // The body stream failed: the client went away or sent a malformed chunked body.
