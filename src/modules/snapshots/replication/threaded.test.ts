@@ -122,6 +122,25 @@ describe("replication in a worker thread", () => {
     assert.ok(result && result.stats.newChunks > 0 && packs() > 0);
   });
 
+  it("fails the jobs under way when the worker thread dies, and starts a new one for the next job", async () => {
+    const { store } = indexedStore("orgs/org_dies");
+    const dying = {
+      ...store,
+      writePack: async () => {
+        // The thread goes away mid-job (as a crash or an out-of-memory kill of it would).
+        await worker.close();
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      },
+    };
+    await assert.rejects(
+      worker.replicate({ images: [{ path: image }], store: dying }),
+      /the replication worker stopped/,
+    );
+    const { store: next, packs } = indexedStore("orgs/org_reborn");
+    const [result] = await worker.replicate({ images: [{ path: image }], store: next });
+    assert.ok(result && result.stats.newChunks > 0 && packs() > 0);
+  });
+
   it("stops when aborted, with the signal's reason", async () => {
     const { store } = indexedStore("orgs/org_abort");
     const abort = new AbortController();
