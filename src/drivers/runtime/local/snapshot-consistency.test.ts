@@ -1,0 +1,223 @@
+// Snapshots taken without freezing the filesystems (clone-helper.c `sync-clone`) under load:
+// sandboxes doing metadata-heavy work (creates, renames, hard links, unlinks, mkdir/rmdir,
+// fallocate, fsync storms, appends) in the root layer (the overlay's upper dir on root.img)
+// and in /workspace at once. Every sealed image must mount (replaying its log), check clean
+// with `xfs_repair -n`, and hold exactly the state of a moment: each step the storm finished
+// before that moment, through restores, snapshots of a restore, growth after the replay and a
+// stopped sandbox.
+import assert from "node:assert/strict";
+import { constants, copyFile } from "node:fs/promises";
+import path from "node:path";
+import { after, before, describe, it } from "node:test";
+import type { ExecOutcome, SandboxSpec, SnapshotImages } from "../interface.js";
+import { run, TOOLS } from "./host.js";
+import { mountsUnder, readMounts } from "./mounts.js";
+import { loopDevicesUnder } from "./storage/pool.js";
+import { type RuntimeFixture, startRuntimeFixture, startSandbox, testId } from "./test-support.js";
+
+/**
+ * One iteration i of the storm in the current dir, resumed after the last finished one (a
+ * restore runs it again on the restored files): a file written and renamed into place, hard
+ * linked, a dir made, 64 KiB fallocated, the names of two iterations before removed, then
+ * `done` replaced by i (written and renamed). A second process appends numbered lines to
+ * `log`; a third rewrites eight small files with fsync, one after another.
+ */
+const STORM = [
+  'mkdir -p "$1"; cd "$1" || exit 1',
+  "i=$(cat done 2>/dev/null || echo -1); i=$((i+1))",
+  "l=$(wc -l < log 2>/dev/null || echo 0)",
+  "(while true; do echo $l >> log; l=$((l+1)); done) &",
+  "(j=0; while true; do dd if=/dev/zero of=sync.$((j%8)) bs=4k count=4 conv=fsync 2>/dev/null; j=$((j+1)); done) &",
+  "while true; do",
+  "  echo $i > tmp.$i; mv tmp.$i f.$i; ln -f f.$i h.$i; mkdir -p d.$i; fallocate -l 65536 a.$i",
+  "  rm -f f.$((i-2)) a.$((i-4)); rmdir d.$((i-2)) 2>/dev/null",
+  "  echo $i > done.tmp; mv done.tmp done",
+  "  i=$((i+1))",
+  "done",
+].join("\n");
+
+/**
+ * Checks the storm's dir `$1` against its rules and prints `n=<last finished> bad=<count>`
+ * and each broken rule. The iteration after `n` may have got as far as its removals (seen by
+ * its a.<n+1>), which may have taken f.<n-1>, d.<n-1> and a.<n-3>. Runs on the host (coreutils)
+ * and in a sandbox (busybox).
+ */
+const CHECK = [
+  'cd "$1" || exit 9',
+  "n=$(cat done) || exit 8",
+  "bad=0",
+  'fail() { echo "$1"; bad=$((bad+1)); }',
+  "next=0; [ -e a.$((n+1)) ] && next=1",
+  "k=0",
+  "while [ $k -le $n ]; do",
+  "  v=; read v < h.$k 2>/dev/null",
+  '  [ "$v" = "$k" ] || fail "h.$k"',
+  "  if [ $k -ge $((n-1)) ]; then",
+  '    if [ -e f.$k ]; then [ "$(cat f.$k)" = "$k" ] || fail "f.$k content"; links=2',
+  '    elif [ $k -eq $((n-1)) ] && [ $next = 1 ]; then links=1; else fail "f.$k missing"; links=1; fi',
+  '    [ -d d.$k ] || { [ $k -eq $((n-1)) ] && [ $next = 1 ]; } || fail "d.$k missing"',
+  "  else",
+  '    [ -e f.$k ] && fail "f.$k left"',
+  '    [ -e d.$k ] && fail "d.$k left"',
+  "    links=1",
+  "  fi",
+  "  # Link counts of the last few (fork-free checks for the rest; xfs_repair checks every count).",
+  '  [ $k -lt $((n-5)) ] || [ "$(stat -c %h h.$k 2>/dev/null)" = "$links" ] || fail "h.$k links"',
+  "  if [ $k -ge $((n-3)) ]; then",
+  '    if [ -e a.$k ]; then [ "$(stat -c %s a.$k)" = 65536 ] || fail "a.$k size";',
+  '    elif [ $k -ne $((n-3)) ] || [ $next = 0 ]; then fail "a.$k missing"; fi',
+  '  elif [ -e a.$k ]; then fail "a.$k left"; fi',
+  "  k=$((k+1))",
+  "done",
+  "lines=$(wc -l < log)",
+  "torn=$(awk 'NR - 1 != $0 { t++ } END { print t + 0 }' log)",
+  '[ "$torn" = 0 ] || fail "log: $torn lines out of sequence"',
+  'echo "n=$n lines=$lines bad=$bad"',
+].join("\n");
+
+function completed(outcome: ExecOutcome): Extract<ExecOutcome, { kind: "completed" }> {
+  assert.equal(outcome.kind, "completed", `expected completed, got ${JSON.stringify(outcome).slice(0, 500)}`);
+  return outcome as Extract<ExecOutcome, { kind: "completed" }>;
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** `n=... lines=... bad=...` of a CHECK output, every broken rule listed in the assertion's message. */
+function parseCheck(output: string, where: string): { n: number; lines: number } {
+  const match = /n=(\d+) lines=(\d+) bad=(\d+)\s*$/.exec(output);
+  assert.ok(match, `${where}: ${output.slice(-2000)}`);
+  assert.equal(Number(match[3]), 0, `${where}: ${output.slice(-2000)}`);
+  return { n: Number(match[1]), lines: Number(match[2]) };
+}
+
+describe("snapshot consistency under metadata-heavy load", () => {
+  let f: RuntimeFixture;
+  const made: string[] = [];
+  const sandbox = (overrides: Partial<SandboxSpec> = {}) => startSandbox(f, made, overrides);
+  const sh = async (id: string, script: string) =>
+    completed(await f.driver.exec(id, { argv: ["sh", "-c", script], timeoutSeconds: 120, maxOutputBytes: 1 << 20 }));
+  const storm = ["sh", "-c", `sh -c '${STORM}' s /data & sh -c '${STORM}' s /workspace/data; wait`];
+  const restore = async (snapshotId: string, overrides: Partial<SandboxSpec> = {}) => {
+    const spec = f.spec({ ...overrides, source: { kind: "snapshot", image: f.image, snapshotId } });
+    made.push(spec.id);
+    await f.driver.create(spec);
+    await f.driver.start(spec.id);
+    return spec.id;
+  };
+
+  /**
+   * A copy-on-write copy of the sealed image mounted on the host (its log replayed), the storm's
+   * dir checked, unmounted, then `xfs_repair -n`: the repair's findings fail the test.
+   */
+  const checkImage = async (image: string, dir: string, where: string) => {
+    const scratch = path.join(f.driver.layout.poolDir, `fsck-${testId("img")}`);
+    const point = `${scratch}.mnt`;
+    await copyFile(image, scratch, constants.COPYFILE_FICLONE_FORCE);
+    try {
+      await run(TOOLS.sh, ["-c", `mkdir -p ${point} && mount -t xfs -o loop,nouuid ${scratch} ${point}`]);
+      let checked: { n: number; lines: number };
+      try {
+        const stdout = await run(TOOLS.sh, ["-c", CHECK, "check", path.join(point, dir)]);
+        checked = parseCheck(stdout, `${where} (${dir} on the host)`);
+      } finally {
+        await run(TOOLS.sh, ["-c", `umount ${point}`]);
+      }
+      const repair = await run(TOOLS.sh, ["-c", `xfs_repair -n ${scratch} 2>&1; echo rc=$?`]);
+      assert.match(repair, /rc=0\s*$/, `${where}: xfs_repair -n found problems:\n${repair.slice(-3000)}`);
+      return checked;
+    } finally {
+      await run(TOOLS.sh, ["-c", `umount ${point} 2>/dev/null; rmdir ${point}; rm -f ${scratch}`]).catch(
+        () => undefined,
+      );
+    }
+  };
+  const checkSnapshot = async (snapshotId: string, where: string) => {
+    const images = (await f.driver.localSnapshot(snapshotId)) as SnapshotImages;
+    assert.ok(images, `${snapshotId} is sealed`);
+    return {
+      root: await checkImage(images.root, "upper/data", `${where} root layer`),
+      workspace: await checkImage(images.workspace, "data", `${where} workspace`),
+    };
+  };
+  /** The storm's progress in both dirs of a running sandbox. */
+  const progress = async (id: string) =>
+    (await sh(id, "cat /data/done /workspace/data/done 2>/dev/null")).stdout.trim().split("\n").map(Number);
+
+  before(async () => {
+    f = await startRuntimeFixture("snapcons", { rootLayerGiB: 1, standardWorkspaceGiB: 1 });
+  });
+  after(async () => {
+    for (const id of made) await f?.driver.destroy(id).catch(() => undefined);
+    const root = f?.root;
+    await f?.cleanup();
+    if (!root) return;
+    assert.deepEqual(mountsUnder(await readMounts(), root), []);
+    assert.deepEqual(await loopDevicesUnder(root), []);
+  });
+
+  it("snapshots taken mid-storm hold one moment of both filesystems: each image replays and checks clean, restores continue from it", async () => {
+    const id = await sandbox({ storageClass: "durable", workspaceCapacityGiB: 1, command: storm });
+    await sleep(2500);
+    const [rootBefore, workspaceBefore] = await progress(id);
+    assert.ok((rootBefore as number) > 10 && (workspaceBefore as number) > 10, `the storm runs: ${rootBefore}`);
+    // Three snapshots in a row of the same storm.
+    const first = testId("snp");
+    await f.driver.snapshot(id, first);
+    await sleep(300);
+    const second = testId("snp");
+    await f.driver.snapshot(id, second);
+    const third = testId("snp");
+    await f.driver.snapshot(id, third);
+    const [rootAfter] = await progress(id);
+    assert.ok((rootAfter as number) > (rootBefore as number), "the storm goes on after the snapshots");
+    const checked = [];
+    for (const [where, snapshotId] of [
+      ["first", first],
+      ["second", second],
+      ["third", third],
+    ] as const)
+      checked.push(await checkSnapshot(snapshotId, where));
+    console.log(
+      `[snapshot-consistency] storm steps before ${rootBefore}/${workspaceBefore}, in the snapshots ${JSON.stringify(checked)}`,
+    );
+    // Everything finished before the call is in the snapshot (processes frozen, then flushed).
+    assert.ok((checked[0]?.root.n as number) >= (rootBefore as number));
+    assert.ok((checked[0]?.workspace.n as number) >= (workspaceBefore as number));
+    assert.ok((checked[1]?.root.n as number) > (checked[0]?.root.n as number));
+
+    // The child: restored from the first (its logs replayed at its mounts), grown to 2 GiB
+    // after the replay, the storm resumed on the restored files, snapshotted mid-storm.
+    const child = await restore(first, { storageClass: "durable", workspaceCapacityGiB: 2, command: storm });
+    await sleep(1000);
+    const [childRoot] = await progress(child);
+    assert.ok((childRoot as number) > (checked[0]?.root.n as number), "the restored storm resumes");
+    const grandchild = testId("snp");
+    const taken = await f.driver.snapshot(child, grandchild);
+    assert.equal(taken.workspaceCapacityGiB, 2);
+    const grand = await checkSnapshot(grandchild, "child's snapshot");
+    assert.ok(grand.root.n >= (childRoot as number));
+
+    // Restored once more, stopped (the storm's processes gone mid-step), grown online after
+    // its mount replayed the log, snapshotted stopped: checked inside and on the host.
+    const quiet = await restore(grandchild, {
+      storageClass: "durable",
+      workspaceCapacityGiB: 2,
+      command: ["sleep", "1000000"],
+    });
+    for (const dir of ["/data", "/workspace/data"]) {
+      const outcome = await f.driver.exec(quiet, {
+        argv: ["sh", "-c", CHECK, "check", dir],
+        timeoutSeconds: 120,
+        maxOutputBytes: 1 << 20,
+      });
+      parseCheck(completed(outcome).stdout, `restored ${dir} in the sandbox`);
+    }
+    await f.driver.growWorkspace(quiet, 3);
+    await sh(quiet, "echo grown > /workspace/data/after-growth");
+    await f.driver.stop(quiet);
+    const stopped = testId("snp");
+    await f.driver.snapshot(quiet, stopped);
+    const last = await checkSnapshot(stopped, "stopped sandbox's snapshot");
+    assert.equal(last.root.n, grand.root.n, "nothing ran in between");
+  });
+});
