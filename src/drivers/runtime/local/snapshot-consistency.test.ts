@@ -6,9 +6,16 @@
 // before that moment, through restores, snapshots of a restore, growth after the replay and a
 // stopped sandbox.
 import assert from "node:assert/strict";
-import { constants, copyFile } from "node:fs/promises";
+import { spawn } from "node:child_process";
+import { constants, copyFile, open, stat } from "node:fs/promises";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
+import { openTestBlobStore } from "../../../../test/support/blob-store.js";
+import { listExtents } from "../../../modules/snapshots/replication/extents.js";
+import { blobPackStore } from "../../../modules/snapshots/replication/packing.js";
+import { rebuildImage } from "../../../modules/snapshots/replication/rebuild.js";
+import { replicateImage, WindowPool } from "../../../modules/snapshots/replication/replicate.js";
+import type { ImageManifest } from "../../../modules/snapshots/replication/types.js";
 import type { ExecOutcome, SandboxSpec, SnapshotImages } from "../interface.js";
 import { run, TOOLS } from "./host.js";
 import { mountsUnder, readMounts } from "./mounts.js";
@@ -80,6 +87,32 @@ function completed(outcome: ExecOutcome): Extract<ExecOutcome, { kind: "complete
   return outcome as Extract<ExecOutcome, { kind: "completed" }>;
 }
 
+/**
+ * Whether two sparse files hold the same bytes: the same size, and the same bytes wherever
+ * either has data (elsewhere both read zeros), compared 4 MiB at a time.
+ */
+async function sameBytes(a: string, b: string): Promise<boolean> {
+  if ((await stat(a)).size !== (await stat(b)).size) return false;
+  const extents = [...(await listExtents(a)), ...(await listExtents(b))].sort((x, y) => x.offset - y.offset);
+  const [fa, fb] = [await open(a, "r"), await open(b, "r")];
+  try {
+    const [ba, bb] = [Buffer.alloc(4 << 20), Buffer.alloc(4 << 20)];
+    let covered = 0;
+    for (const { offset, length } of extents) {
+      for (let at = Math.max(offset, covered); at < offset + length; at += ba.length) {
+        const size = Math.min(ba.length, offset + length - at);
+        const [ra, rb] = [await fa.read(ba, 0, size, at), await fb.read(bb, 0, size, at)];
+        if (ra.bytesRead !== rb.bytesRead || !ba.subarray(0, ra.bytesRead).equals(bb.subarray(0, rb.bytesRead)))
+          return false;
+      }
+      covered = Math.max(covered, offset + length);
+    }
+    return true;
+  } finally {
+    await Promise.all([fa.close(), fb.close()]);
+  }
+}
+
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** `n=... lines=... bad=...` of a CHECK output, every broken rule listed in the assertion's message. */
@@ -117,6 +150,14 @@ describe("snapshot consistency under metadata-heavy load", () => {
       await run(TOOLS.sh, ["-c", `mkdir -p ${point} && mount -t xfs -o loop,nouuid ${scratch} ${point}`]);
       let checked: { n: number; lines: number };
       try {
+        // The mount is of this very file (mount -o loop may reuse a loop device it finds for an inode).
+        const backing = await run(TOOLS.sh, [
+          "-c",
+          'cat /sys/block/$(basename $(findmnt -no SOURCE "$1"))/loop/backing_file',
+          "backing",
+          point,
+        ]);
+        assert.equal(backing.trim(), scratch, `${where}: the mount's loop device reads ${backing.trim()}`);
         const stdout = await run(TOOLS.sh, ["-c", CHECK, "check", path.join(point, dir)]);
         checked = parseCheck(stdout, `${where} (${dir} on the host)`);
       } finally {
@@ -160,14 +201,36 @@ describe("snapshot consistency under metadata-heavy load", () => {
     await sleep(2500);
     const [rootBefore, workspaceBefore] = await progress(id);
     assert.ok((rootBefore as number) > 10 && (workspaceBefore as number) > 10, `the storm runs: ${rootBefore}`);
-    // Three snapshots in a row of the same storm.
+    // A writer the cgroup freezer does not stop (a host process): extended attributes, small
+    // and large enough for blocks of their own, set and removed on the workspace's files
+    // through the snapshots; the clone must be consistent even with it writing.
+    const xattrs = spawn(
+      "/bin/sh",
+      [
+        "-c",
+        'mkdir -p "$1/xattr" && cd "$1/xattr" && i=0; while true; do f=x.$((i%50)); touch $f; ' +
+          'setfattr -n user.v$((i%7)) -v "$(printf %0$(( (i%2)*3000 + 10 ))d $i)" $f; ' +
+          "setfattr -x user.v$(((i+3)%7)) $f 2>/dev/null; i=$((i+1)); done",
+        "xattrs",
+        f.driver.layout.sandbox(id).workspace,
+      ],
+      { detached: true, stdio: "ignore" },
+    );
     const first = testId("snp");
-    await f.driver.snapshot(id, first);
-    await sleep(300);
     const second = testId("snp");
-    await f.driver.snapshot(id, second);
     const third = testId("snp");
-    await f.driver.snapshot(id, third);
+    try {
+      await sleep(300);
+      // Three snapshots in a row of the same storm.
+      await f.driver.snapshot(id, first);
+      await sleep(300);
+      await f.driver.snapshot(id, second);
+      await f.driver.snapshot(id, third);
+    } finally {
+      process.kill(-(xattrs.pid as number), "SIGKILL");
+    }
+    const attributes = (await sh(id, "ls /workspace/xattr | wc -l")).stdout.trim();
+    assert.equal(attributes, "50", "the xattr writer ran");
     const [rootAfter] = await progress(id);
     assert.ok((rootAfter as number) > (rootBefore as number), "the storm goes on after the snapshots");
     const checked = [];
@@ -219,5 +282,70 @@ describe("snapshot consistency under metadata-heavy load", () => {
     await f.driver.snapshot(quiet, stopped);
     const last = await checkSnapshot(stopped, "stopped sandbox's snapshot");
     assert.equal(last.root.n, grand.root.n, "nothing ran in between");
+  });
+
+  it("a snapshot mid-storm (random data included) replicated and rebuilt from the blob store is the same bytes, replays, checks clean and restores", async () => {
+    // A fourth writer: random files, so whole chunks are framed raw (no zstd) into the packs.
+    const random = "(j=0; while true; do head -c 300000 /dev/urandom > /workspace/r.$((j%4)); j=$((j+1)); done) &";
+    const id = await sandbox({ command: ["sh", "-c", `${random} ${storm[2]}`] });
+    await sleep(1500);
+    const snapshots = [testId("snp"), testId("snp")];
+    for (const snapshotId of snapshots) {
+      await f.driver.snapshot(id, snapshotId);
+      await sleep(300);
+    }
+    // The storm's CPU is not the replication's.
+    await f.driver.stop(id);
+    let started = Date.now();
+    const lap = (what: string) => {
+      console.log(`[snapshot-consistency] ${what} ${Date.now() - started} ms`);
+      started = Date.now();
+    };
+    const blobs = await openTestBlobStore(path.join(f.root, "blobs"));
+    const chunks = blobPackStore(blobs, "orgs/org_test", { targetBytes: 4 * 1024 * 1024 });
+    const windows = new WindowPool();
+    const manifests: Record<string, ImageManifest>[] = [];
+    for (const [i, snapshotId] of snapshots.entries()) {
+      const images = (await f.driver.localSnapshot(snapshotId)) as SnapshotImages;
+      const previous = i > 0 ? await f.driver.localSnapshot(snapshots[i - 1] as string) : null;
+      const manifest: Record<string, ImageManifest> = {};
+      for (const kind of ["root", "workspace"] as const) {
+        // The second against the first: only what changed is read.
+        const base =
+          previous && manifests[i - 1]
+            ? { path: previous[kind], manifest: manifests[i - 1]?.[kind] as ImageManifest }
+            : undefined;
+        manifest[kind] = (
+          await replicateImage({ path: images[kind], chunks, windows, ...(base ? { base } : {}) })
+        ).manifest;
+      }
+      manifests.push(manifest);
+      lap(`replicated ${i}`);
+    }
+    for (const [i, snapshotId] of snapshots.entries()) {
+      const rebuilt = testId("rbl");
+      await f.driver.importSnapshot(rebuilt, async (staging) => {
+        for (const kind of ["root", "workspace"] as const)
+          await rebuildImage({ manifest: manifests[i]?.[kind] as ImageManifest, path: staging[kind], chunks });
+      });
+      const [sealed, copy] = [await f.driver.localSnapshot(snapshotId), await f.driver.localSnapshot(rebuilt)];
+      for (const kind of ["root", "workspace"] as const)
+        assert.ok(
+          await sameBytes(sealed?.[kind] as string, copy?.[kind] as string),
+          `rebuilt ${i} ${kind}: the same bytes`,
+        );
+      lap(`rebuilt and compared ${i}`);
+      const checked = await checkSnapshot(rebuilt, `rebuilt ${i}`);
+      lap(`checked ${i}`);
+      const restored = await restore(rebuilt, { command: ["sleep", "1000000"] });
+      const inside = completed(
+        await f.driver.exec(restored, {
+          argv: ["sh", "-c", CHECK, "check", "/workspace/data"],
+          timeoutSeconds: 120,
+          maxOutputBytes: 1 << 20,
+        }),
+      );
+      assert.equal(parseCheck(inside.stdout, `rebuilt ${i} restored`).n, checked.workspace.n);
+    }
   });
 });
