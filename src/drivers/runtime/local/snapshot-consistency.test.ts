@@ -163,7 +163,11 @@ describe("snapshot consistency under metadata-heavy load", () => {
       } finally {
         await run(TOOLS.sh, ["-c", `umount ${point}`]);
       }
-      const repair = await run(TOOLS.sh, ["-c", `xfs_repair -n ${scratch} 2>&1; echo rc=$?`]);
+      // With the repair's findings: what still holds the clone (a loop device, a mount in any namespace).
+      const repair = await run(TOOLS.sh, [
+        "-c",
+        `xfs_repair -n ${scratch} 2>&1; rc=$?; [ $rc = 0 ] || { losetup -j ${scratch}; grep -l ${point} /proc/[0-9]*/mountinfo | head -5; }; echo rc=$rc`,
+      ]);
       assert.match(repair, /rc=0\s*$/, `${where}: xfs_repair -n found problems:\n${repair.slice(-3000)}`);
       return checked;
     } finally {
