@@ -24,7 +24,7 @@ export interface SnapshotRecord extends LocalSnapshot {
 export interface SnapshotSource {
   sandboxId: string;
   images: SnapshotImages;
-  /** Host mount points of the images (flushed and frozen around the clone); empty when unmounted. */
+  /** Host mount points of the images (flushed before and during the clone, never frozen); empty when unmounted. */
   mountPoints: string[];
   /** The sandbox's cgroup, frozen around the clone, when it runs; null otherwise. */
   cgroup: string | null;

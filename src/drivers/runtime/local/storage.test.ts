@@ -14,6 +14,7 @@ import { mountsUnder, readMounts } from "./mounts.js";
 import { freezeFilesystem } from "./storage/images.js";
 import { loopDevicesUnder } from "./storage/pool.js";
 import {
+  checkImageCopy,
   hostTraces,
   type RuntimeFixture,
   startRuntimeFixture,
@@ -189,17 +190,7 @@ describe("local driver storage", () => {
     // The sealed image itself: a clone of it mounts (replaying its log) and then checks clean.
     const images = await f.driver.localSnapshot(snapshotId);
     assert.ok(images);
-    const scratch = path.join(f.driver.layout.poolDir, `fsck-${snapshotId}`);
-    const point = `${scratch}.mnt`;
-    await copyFile(images.workspace, scratch, constants.COPYFILE_FICLONE);
-    try {
-      await run(TOOLS.sh, ["-c", `mkdir -p ${point} && mount -o loop,nouuid ${scratch} ${point} && umount ${point}`]);
-      await run(TOOLS.sh, ["-c", `xfs_repair -n ${scratch}`]);
-    } finally {
-      await run(TOOLS.sh, ["-c", `umount ${point} 2>/dev/null; rmdir ${point}; rm -f ${scratch}`]).catch(
-        () => undefined,
-      );
-    }
+    await checkImageCopy(images.workspace, f.driver.layout.poolDir);
   });
 
   it("snapshots a stopped sandbox, refuses a concurrent second snapshot, and restores", async () => {

@@ -4,7 +4,7 @@
 
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { mkdir, mkdtemp, readdir, readFile, rename, rm, writeFile } from "node:fs/promises";
+import { constants, copyFile, mkdir, mkdtemp, readdir, readFile, rename, rm, rmdir, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import {
@@ -168,6 +168,51 @@ export async function startRuntimeFixture(
   } catch (error) {
     await cleanup().catch(() => undefined);
     throw error;
+  }
+}
+
+/**
+ * Checks a sealed image as a restore would find it: a copy-on-write copy of `image` (in
+ * `scratchDir`, on the pool) is mounted, which replays its log, `script` (if any) runs with the
+ * mount point as $1, and once it is unmounted `xfs_repair -n` must find nothing. The mount is
+ * made in a private mount namespace of its own: one made on the host is copied into every
+ * mount namespace created meanwhile (another test's sandbox or peer starting), where the
+ * host's unmount does not reach, so the filesystem would stay mounted there and its log
+ * unwritten when the repair reads it. Resolves with the script's output.
+ */
+export async function checkImageCopy(image: string, scratchDir: string, script = "true"): Promise<string> {
+  const scratch = path.join(scratchDir, `fsck-${testId("img")}`);
+  const point = `${scratch}.mnt`;
+  await copyFile(image, scratch, constants.COPYFILE_FICLONE_FORCE);
+  try {
+    await mkdir(point);
+    const inner = [
+      'mount -t xfs -o loop,nouuid "$1" "$2" || exit 1',
+      // The mount reads this very file (mount -o loop may reuse a loop device it finds for an inode).
+      'b=$(cat /sys/block/$(basename $(findmnt -no SOURCE "$2"))/loop/backing_file)',
+      '[ "$b" = "$1" ] || { echo "the mount reads $b"; umount "$2"; exit 7; }',
+      'rc=0; sh -c "$3" check "$2" || rc=$?',
+      'umount "$2" || exit 1',
+      "exit $rc",
+    ].join("\n");
+    const output = await run("/usr/bin/unshare", [
+      "--mount",
+      "--propagation",
+      "private",
+      TOOLS.sh,
+      "-c",
+      inner,
+      "inner",
+      scratch,
+      point,
+      script,
+    ]);
+    const repair = await run(TOOLS.sh, ["-c", `xfs_repair -n "$1" 2>&1; echo rc=$?`, "repair", scratch]);
+    if (!/rc=0\s*$/.test(repair)) throw new Error(`xfs_repair -n found problems in a copy of ${image}:\n${repair}`);
+    return output;
+  } finally {
+    await rmdir(point).catch(() => undefined);
+    await rm(scratch, { force: true });
   }
 }
 

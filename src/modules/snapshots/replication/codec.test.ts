@@ -2,7 +2,16 @@
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { describe, it } from "node:test";
-import { compressChunk, decompressChunk, looksIncompressible, rawZstdFrame, zstdOutputBound } from "./codec.js";
+import { MAX_CHUNK_BYTES } from "./chunker.js";
+import {
+  compressChunk,
+  decompressChunk,
+  looksIncompressible,
+  rawZstdFrame,
+  rawZstdFrameLength,
+  zstdOutputBound,
+} from "./codec.js";
+import { MAX_STORED_CHUNK_BYTES } from "./pack.js";
 
 describe("chunk codec", () => {
   it("bounds what a chunk of every kind decompresses to, and round-trips it", async () => {
@@ -51,6 +60,17 @@ describe("incompressible chunks", () => {
       assert.equal(framed.length, plain.length + 9 + 3 * Math.ceil(size / (128 * 1024)));
       assert.equal(zstdOutputBound(framed), plain.length);
       assert.ok((await decompressChunk(framed, plain.length)).equals(plain));
+    }
+  });
+
+  it("frames raw blocks that libzstd decodes at every size edge: empty, one byte, a block \u00b1 1, the largest chunk", async () => {
+    for (const size of [0, 1, 4095, 128 * 1024 - 1, 128 * 1024, 128 * 1024 + 1, 256 * 1024 + 1, MAX_CHUNK_BYTES]) {
+      const plain = randomBytes(size);
+      const framed = rawZstdFrame(plain);
+      assert.equal(framed.length, rawZstdFrameLength(size));
+      assert.ok(framed.length <= MAX_STORED_CHUNK_BYTES);
+      assert.equal(zstdOutputBound(framed), size, `bound at ${size}`);
+      assert.ok((await decompressChunk(framed, MAX_CHUNK_BYTES)).equals(plain), `round trip at ${size}`);
     }
   });
 

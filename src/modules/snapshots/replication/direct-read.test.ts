@@ -71,4 +71,28 @@ describe("direct image reads", () => {
       await file.close();
     }
   });
+
+  it("a window the probe could not place for one file is placed for the next (the worker's pool is shared by every job)", async () => {
+    const small = path.join(dir, "small-first");
+    await writeFile(small, "short");
+    const pool = new WindowPool();
+    const first = await ImageFile.open(small);
+    try {
+      const window = pool.acquire(first.directFd);
+      assert.equal(window.aligned, false);
+      window.release();
+    } finally {
+      await first.close();
+    }
+    const file = await ImageFile.open(image);
+    try {
+      const window = pool.acquire(file.directFd);
+      assert.equal(pool.made, 1, "the same memory");
+      assert.equal(window.aligned, true, "placed for a file that allows direct reads");
+      assert.equal(await file.read(window, AT, MiB, MiB), MiB);
+      assert.ok(window.buffer.subarray(AT, AT + MiB).equals(data.subarray(MiB, 2 * MiB)));
+    } finally {
+      await file.close();
+    }
+  });
 });

@@ -10,7 +10,8 @@ import { after, before, describe, it } from "node:test";
 import { openTestBlobStore } from "../../../../test/support/blob-store.js";
 import type { FsBlobStore } from "../../../drivers/blobs/fs.js";
 import { blobChunkStore, chunkKey } from "./chunk-store.js";
-import { compressChunk, digestOf } from "./codec.js";
+import { MAX_CHUNK_BYTES } from "./chunker.js";
+import { compressChunk, decompressChunk, digestOf } from "./codec.js";
 import {
   isPackKey,
   MAX_PACK_CHUNKS,
@@ -105,6 +106,42 @@ describe("packs", () => {
     assert.deepEqual(b.entries, a.entries);
     // Only the random trailer bytes differ.
     assert.ok(bytes.subarray(0, bytes.length - 16).equals(packData(a).subarray(0, bytes.length - 16)));
+  });
+
+  it("frames raw chunks into the buffer while it has room and as their own parts after: every chunk decodes, copied before appendRawFrame returns", async () => {
+    const raw = [randomBytes(200_000), randomBytes(200_000), randomBytes(10_000)];
+    const text = Buffer.from("a line of a text file in a sandbox\n".repeat(3000));
+    const textFrame = await compressChunk(text);
+    const expected = [raw[0], raw[1], text, raw[2]] as Buffer[];
+    const copies = expected.map((chunk) => Buffer.from(chunk));
+    const shared = Buffer.from(new SharedArrayBuffer(300_000));
+    const into = new PackBuilder(shared);
+    const plain = new PackBuilder();
+    for (const builder of [into, plain]) {
+      // A: into the buffer; B: no room left (its own part); C: zstd's frame; D: after a part of its own.
+      builder.appendRawFrame(digestOf(raw[0] as Buffer), raw[0] as Buffer);
+      builder.appendRawFrame(digestOf(raw[1] as Buffer), raw[1] as Buffer);
+      builder.append(digestOf(text), text.length, textFrame);
+      builder.appendRawFrame(digestOf(raw[2] as Buffer), raw[2] as Buffer);
+    }
+    // What a sandbox writes next into the same window memory changes nothing appended.
+    for (const chunk of raw) chunk.fill(0xa5);
+    const a = into.seal(PREFIX);
+    const b = plain.seal(PREFIX);
+    assert.equal(a.parts[0]?.buffer, shared.buffer);
+    assert.equal(a.parts[0]?.length, 200_000 + 9 + 2 * 3);
+    const bytes = packData(a);
+    assert.ok(packMatchesKey(a.key, bytes));
+    assert.deepEqual(a.entries, b.entries);
+    assert.ok(bytes.subarray(0, bytes.length - 16).equals(packData(b).subarray(0, bytes.length - 16)));
+    const entries = packEntries(bytes);
+    assert.equal(entries.length, 4);
+    for (const [i, entry] of entries.entries()) {
+      const decoded = await decompressChunk(bytes.subarray(entry.offset, entry.offset + entry.length), MAX_CHUNK_BYTES);
+      assert.ok(decoded.equals(copies[i] as Buffer), `chunk ${i}`);
+      assert.equal(entry.digest, digestOf(decoded));
+      assert.equal(entry.plainSize, decoded.length);
+    }
   });
 
   it("refuses a malformed or hostile pack: bad magic, an index past its end, overlapping or oversized entries", async () => {

@@ -140,13 +140,13 @@ const DIRECT_ALIGN = 4096;
 
 /**
  * A window's memory: `raw` with room to place `buffer` (WINDOW_BUFFER_BYTES) at an address
- * direct reads accept, found by probing (JavaScript cannot see an address): `aligned` is
- * null until probed, then whether `buffer` is aligned.
+ * direct reads accept, found by probing (JavaScript cannot see an address): `aligned` once a
+ * probe has placed it.
  */
 interface WindowMemory {
   raw: Buffer;
   buffer: Buffer;
-  aligned: boolean | null;
+  aligned: boolean;
 }
 
 /**
@@ -164,10 +164,15 @@ export class WindowPool {
 
   constructor(private readonly keep = 4) {}
 
-  /** A window; with `directFd`, its buffer placed where direct reads of that file accept it, if the probe finds such a place. */
+  /**
+   * A window; with `directFd`, its buffer placed where direct reads of that file accept it, if
+   * the probe finds such a place. A probe that finds none leaves the memory unplaced, not
+   * marked unusable: the pool outlives the file (the worker's serves every job), and the next
+   * file may allow direct reads.
+   */
   acquire(directFd?: number): Window {
     const memory = this.free.pop() ?? this.make();
-    if (directFd !== undefined && memory.aligned === null) alignForDirectReads(memory, directFd);
+    if (directFd !== undefined && !memory.aligned) alignForDirectReads(memory, directFd);
     return new Window(memory, this);
   }
 
@@ -184,18 +189,17 @@ export class WindowPool {
   private make(): WindowMemory {
     this.made++;
     const raw = Buffer.allocUnsafeSlow(WINDOW_BUFFER_BYTES + DIRECT_ALIGN);
-    return { raw, buffer: raw.subarray(0, WINDOW_BUFFER_BYTES), aligned: null };
+    return { raw, buffer: raw.subarray(0, WINDOW_BUFFER_BYTES), aligned: false };
   }
 }
 
 /**
  * Finds the offset into `memory.raw` at which a direct read of `fd` succeeds (the kernel
  * answers EINVAL for misaligned memory: tried every 16 bytes, malloc's alignment, over one
- * DIRECT_ALIGN). Not found (a file system without direct I/O, a short file): not aligned,
+ * DIRECT_ALIGN). Not found (a file system without direct I/O, a short file): left unplaced,
  * and reads of this window stay buffered.
  */
 function alignForDirectReads(memory: WindowMemory, fd: number): void {
-  memory.aligned = false;
   for (let offset = 0; offset < DIRECT_ALIGN; offset += 16) {
     try {
       if (readSync(fd, memory.raw, offset, DIRECT_ALIGN, 0) !== DIRECT_ALIGN) return;
@@ -224,7 +228,7 @@ export class Window {
 
   /** Whether direct reads may fill this window. */
   get aligned(): boolean {
-    return this.memory.aligned === true;
+    return this.memory.aligned;
   }
 
   hold(): void {

@@ -5,6 +5,7 @@
 // the runtime allows (transferred), and at most `maxWriting` packs are out at once.
 import { parentPort } from "node:worker_threads";
 import type { Extent } from "./extents.js";
+import { IdleRelease } from "./idle-release.js";
 import { MAX_STORED_CHUNK_BYTES, PACK_TARGET_BYTES, PackBuilder } from "./pack.js";
 import { PackingChunkStore } from "./packing.js";
 import { replicateImage, WindowPool } from "./replicate.js";
@@ -44,20 +45,15 @@ function transferable(parts: readonly Uint8Array[]): ArrayBuffer[] {
  * Memory kept from one job to the next: the pack buffers and the read windows. A fresh
  * buffer costs a page fault per 4 KiB the first time it is written (~1 ms per MiB here: ~70
  * ms for the four pack buffers a replication has in flight), a reused one nothing. At most
- * four pack buffers (~68 MiB) and four windows (~36 MiB), dropped after a minute with no job.
+ * four pack buffers (~68 MiB) and four windows (~36 MiB), dropped once no job has run for a
+ * minute (idle-release.ts).
  */
 const packBuffers: SharedArrayBuffer[] = [];
 const windows = new WindowPool();
-let idle: NodeJS.Timeout | null = null;
-
-function keepMemoryAMinute(): void {
-  if (idle) clearTimeout(idle);
-  idle = setTimeout(() => {
-    packBuffers.splice(0);
-    windows.drain();
-  }, 60_000);
-  idle.unref();
-}
+const idle = new IdleRelease(60_000, () => {
+  packBuffers.splice(0);
+  windows.drain();
+});
 
 function takePackBuffer(bytes: number): SharedArrayBuffer {
   for (;;) {
@@ -71,7 +67,6 @@ async function run(message: Extract<ToWorker, { type: "replicate" }>): Promise<v
   const { job } = message;
   const abort = new AbortController();
   aborts.set(job, abort);
-  keepMemoryAMinute();
   // has() of one tick asked in one message (one statement in the parent's index).
   let batch: { digest: Digest; resolve: (stored: boolean) => void; reject: (error: unknown) => void }[] = [];
   const flushBatch = async () => {
@@ -111,6 +106,7 @@ async function run(message: Extract<ToWorker, { type: "replicate" }>): Promise<v
       throw new Error("a replication worker reads no chunks");
     },
   });
+  idle.started();
   try {
     const images = [];
     for (const image of message.images)
@@ -135,6 +131,7 @@ async function run(message: Extract<ToWorker, { type: "replicate" }>): Promise<v
     port?.postMessage({ type: "failed", job, name, message: text } satisfies FromWorker);
   } finally {
     aborts.delete(job);
+    idle.ended();
   }
 }
 
