@@ -39,7 +39,7 @@ export async function adminUrl(): Promise<string> {
 
 // initdb inside PGlite takes seconds; a migrated template data dir, dumped once per
 // migration set into the temp dir, loads in under one.
-async function pgliteTemplate(): Promise<Blob> {
+export async function pgliteTemplate(): Promise<Blob> {
   const names = (await readdir(MIGRATIONS_DIR)).sort();
   const hash = createHash("sha256");
   for (const name of names) hash.update(name).update(await readFile(path.join(MIGRATIONS_DIR, name)));
