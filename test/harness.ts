@@ -63,9 +63,10 @@ export interface TestStore {
   close(): Promise<void>;
 }
 
-export async function openTestStore(kind: StoreKind): Promise<TestStore> {
+/** pgliteDataDir: PGlite in that (empty) directory rather than in memory; the caller removes it. */
+export async function openTestStore(kind: StoreKind, pgliteDataDir?: string): Promise<TestStore> {
   if (kind === "pglite") {
-    const db = await openPglite(undefined, await pgliteTemplate());
+    const db = await openPglite(pgliteDataDir, await pgliteTemplate());
     return { db, close: () => db.close() };
   }
   const base = await adminUrl();
@@ -139,6 +140,8 @@ export interface TestApp {
 export interface TestAppOptions {
   config?: Partial<Config>;
   overrides?: Omit<ContainerOverrides, "db">;
+  /** PGlite in this (empty) data directory instead of in memory (a statement deadline reopens it). */
+  pgliteDataDir?: string;
 }
 
 async function seedOrg(c: Container, slug: string, operator: boolean): Promise<TestOrg> {
@@ -165,7 +168,7 @@ async function seedOrg(c: Container, slug: string, operator: boolean): Promise<T
 }
 
 export async function startTestApp(store: StoreKind, options: TestAppOptions = {}): Promise<TestApp> {
-  const testStore = await openTestStore(store);
+  const testStore = await openTestStore(store, options.pgliteDataDir);
   let captured = "";
   const sink = new Writable({
     write(chunk, _encoding, callback) {
