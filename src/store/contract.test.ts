@@ -11,7 +11,7 @@ import vm from "node:vm";
 import { MemoryFS, messages, PGlite, protocol, TransactionAbortedError } from "@electric-sql/pglite";
 import { openTestStore, pgliteTemplate, STORE_KINDS, type TestStore } from "../../test/harness.js";
 import type { Db } from "./db.js";
-import { PrivateNodeFS } from "./pglite-private-fs.js";
+import { PrivateNodeFS, TrackedMemoryFS } from "./pglite-private-fs.js";
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -157,7 +157,8 @@ describe("PGlite internals Warren relies on", () => {
   });
 
   it("pglite-deadline.ts: a vm timeout stops execProtocolRawStream mid-statement (syncToFs false: synchronous to its end)", async () => {
-    const scratch = await PGlite.create({ loadDataDir: await pgliteTemplate() });
+    const fs = new TrackedMemoryFS();
+    const scratch = await PGlite.create({ fs, loadDataDir: await pgliteTemplate() });
     const started = performance.now();
     assert.throws(
       () =>
@@ -177,7 +178,9 @@ describe("PGlite internals Warren relies on", () => {
       { code: "ERR_SCRIPT_EXECUTION_TIMEOUT" },
     );
     assert.ok(performance.now() - started < 2000);
-    // The interrupted instance is dropped, never closed (closing would run it).
+    // The interrupted instance is dropped, never closed (closing would run it); without its
+    // timers cleared (here, one the interrupted backend armed) it would hold the process.
+    fs.handles.release();
   });
 
   it("pglite-wire.ts: execProtocolRawStream streams raw reply bytes; serializers and parsers by type oid", async () => {
