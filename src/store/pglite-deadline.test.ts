@@ -149,6 +149,22 @@ describe("statement deadlines on the embedded store (data directory)", () => {
     }
   });
 
+  it("removes the stopped statement's spill files before the reopen", async () => {
+    const spill = path.join(dir, "pglite", "base", "pgsql_tmp");
+    const error = await failure(
+      db.tx(async (q) => {
+        await q.query("SET LOCAL work_mem = '64kB'");
+        await q.queryRaw("SELECT count(*) FROM (SELECT i FROM generate_series(1, 100000000) i ORDER BY i DESC) s", [], {
+          timeoutMs: 1000,
+        });
+      }),
+    );
+    assert.equal(error.code, "57014");
+    assert.ok(readdirSync(spill).length > 0, "the sort spilled before it was stopped");
+    await db.query("SELECT 1");
+    assert.deepEqual(readdirSync(spill), []);
+  });
+
   it("leaks no descriptor, timer or heap over repeated timeouts, and still works", async () => {
     // statement_timeout arms a timer in the instance (Emscripten's setitimer); a dropped
     // instance's timer must not survive it.

@@ -5,6 +5,8 @@
 // takes the wrapper's lock, a promise chain, and resolves the instance when it holds it;
 // transactions are the wrapper's own (BEGIN, COMMIT, ROLLBACK), since PGlite's transaction()
 // would run a ROLLBACK on an interrupted instance.
+import { readdir, rm } from "node:fs/promises";
+import path from "node:path";
 import { messages, PGlite, TransactionAbortedError, types } from "@electric-sql/pglite";
 import type { Db, NotificationHandlers, Queryable, StatementOptions } from "./db.js";
 import { type ModuleHandles, PrivateNodeFS, TrackedMemoryFS } from "./pglite-private-fs.js";
@@ -71,6 +73,10 @@ export async function openPglite(dataDir?: string, loadDataDir?: Blob): Promise<
       // Nothing to recover a memory store from: it stays unusable (tests only).
       throw databaseError("08006", "the in-memory store was stopped by a statement deadline and cannot be reopened");
     }
+    // The stopped statement's spill files (sorts, hashes past work_mem): a postmaster clears
+    // them at start, a single-user backend does not. No instance is running now.
+    const spill = path.join(dataDir, "base", "pgsql_tmp");
+    for (const file of await readdir(spill).catch(() => [])) await rm(path.join(spill, file), { force: true });
     const next = await start();
     for (const channel of listeners.keys()) await next.pg.exec(`LISTEN ${quoted(channel)}`);
     current = next;
