@@ -39,7 +39,7 @@ export async function adminUrl(): Promise<string> {
 
 // initdb inside PGlite takes seconds; a migrated template data dir, dumped once per
 // migration set into the temp dir, loads in under one.
-async function pgliteTemplate(): Promise<Blob> {
+export async function pgliteTemplate(): Promise<Blob> {
   const names = (await readdir(MIGRATIONS_DIR)).sort();
   const hash = createHash("sha256");
   for (const name of names) hash.update(name).update(await readFile(path.join(MIGRATIONS_DIR, name)));
@@ -63,9 +63,10 @@ export interface TestStore {
   close(): Promise<void>;
 }
 
-export async function openTestStore(kind: StoreKind): Promise<TestStore> {
+/** pgliteDataDir: PGlite in that (empty) directory rather than in memory; the caller removes it. */
+export async function openTestStore(kind: StoreKind, pgliteDataDir?: string): Promise<TestStore> {
   if (kind === "pglite") {
-    const db = await openPglite(undefined, await pgliteTemplate());
+    const db = await openPglite(pgliteDataDir, await pgliteTemplate());
     return { db, close: () => db.close() };
   }
   const base = await adminUrl();
@@ -139,6 +140,8 @@ export interface TestApp {
 export interface TestAppOptions {
   config?: Partial<Config>;
   overrides?: Omit<ContainerOverrides, "db">;
+  /** PGlite in this (empty) data directory instead of in memory (a statement deadline reopens it). */
+  pgliteDataDir?: string;
 }
 
 async function seedOrg(c: Container, slug: string, operator: boolean): Promise<TestOrg> {
@@ -165,7 +168,7 @@ async function seedOrg(c: Container, slug: string, operator: boolean): Promise<T
 }
 
 export async function startTestApp(store: StoreKind, options: TestAppOptions = {}): Promise<TestApp> {
-  const testStore = await openTestStore(store);
+  const testStore = await openTestStore(store, options.pgliteDataDir);
   let captured = "";
   const sink = new Writable({
     write(chunk, _encoding, callback) {

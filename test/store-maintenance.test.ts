@@ -53,6 +53,15 @@ for (const kind of STORE_KINDS) {
             "SELECT count(*)::int AS n FROM pg_stat_user_tables WHERE relname = 'churn' AND last_analyze IS NOT NULL",
           );
           assert.equal(rows[0]?.n, 1, "and analyzed");
+          // And checkpointed: a reopen of the data directory replays no WAL written before the pass.
+          const redo = async () =>
+            (await store.db.query<{ lsn: string }>("SELECT redo_lsn::text AS lsn FROM pg_control_checkpoint()")).rows[0]
+              ?.lsn;
+          await store.db.exec("CREATE TABLE fresh (id int); INSERT INTO fresh VALUES (1)");
+          const redoBefore = await redo();
+          const vacuumed = await new StoreMaintenance(store.db, silent, { intervalMs: 0, busyBackoffMs: 10 }).pass();
+          assert.ok(vacuumed.includes("public.fresh"), `vacuumed ${vacuumed}`);
+          assert.notEqual(await redo(), redoBefore, "the pass ended with a checkpoint");
           // Stopped: no pass runs any more.
           const afterStop = (await stats()).vacuum_count;
           await store.db.exec("UPDATE churn SET n = n + 1");

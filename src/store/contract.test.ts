@@ -2,14 +2,16 @@
 // store is configured. Also guards the PGlite internals pglite-wire.ts, pglite.ts and
 // pglite-private-fs.ts use, so an upgrade that changes them fails a named test here.
 import assert from "node:assert/strict";
+import { readlinkSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
-import { messages, PGlite, protocol } from "@electric-sql/pglite";
-import { openTestStore, STORE_KINDS, type TestStore } from "../../test/harness.js";
+import vm from "node:vm";
+import { MemoryFS, messages, PGlite, protocol, TransactionAbortedError } from "@electric-sql/pglite";
+import { openTestStore, pgliteTemplate, STORE_KINDS, type TestStore } from "../../test/harness.js";
 import type { Db } from "./db.js";
-import { PrivateNodeFS } from "./pglite-private-fs.js";
+import { PrivateNodeFS, TrackedMemoryFS } from "./pglite-private-fs.js";
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -146,17 +148,39 @@ describe("PGlite internals Warren relies on", () => {
   });
   after(() => pg?.close());
 
-  it("pglite.ts: _checkReady, _runExclusiveTransaction, _runExclusiveQuery, syncToFs, transaction, dumpDataDir", () => {
-    for (const name of [
-      "_checkReady",
-      "_runExclusiveTransaction",
-      "_runExclusiveQuery",
-      "syncToFs",
-      "transaction",
-      "dumpDataDir",
-    ] as const) {
+  it("pglite.ts: syncToFs, dumpDataDir, onNotification; TransactionAbortedError and MemoryFS exported", () => {
+    for (const name of ["syncToFs", "dumpDataDir", "onNotification", "exec", "close"] as const) {
       assert.equal(typeof pg[name], "function", `PGlite.${name}`);
     }
+    assert.equal(typeof TransactionAbortedError, "function");
+    assert.equal(typeof MemoryFS, "function");
+  });
+
+  it("pglite-deadline.ts: a vm timeout stops execProtocolRawStream mid-statement (syncToFs false: synchronous to its end)", async () => {
+    const fs = new TrackedMemoryFS();
+    const scratch = await PGlite.create({ fs, loadDataDir: await pgliteTemplate() });
+    const started = performance.now();
+    assert.throws(
+      () =>
+        vm.runInNewContext(
+          "run()",
+          {
+            run: () =>
+              scratch.execProtocolRawStream(
+                protocol.serialize.query(
+                  "WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r WHERE i < 100000000) SELECT count(*) FROM r",
+                ),
+                { syncToFs: false, onRawData: () => undefined },
+              ),
+          },
+          { timeout: 200 },
+        ),
+      { code: "ERR_SCRIPT_EXECUTION_TIMEOUT" },
+    );
+    assert.ok(performance.now() - started < 2000);
+    // The interrupted instance is dropped, never closed (closing would run it); without its
+    // timers cleared (here, one the interrupted backend armed) it would hold the process.
+    fs.handles.release();
   });
 
   it("pglite-wire.ts: execProtocolRawStream streams raw reply bytes; serializers and parsers by type oid", async () => {
@@ -208,6 +232,25 @@ describe("PGlite internals Warren relies on", () => {
       assert.equal(typeof ops?.node_ops?.mknod, "function");
       assert.equal(typeof ops?.node_ops?.setattr, "function");
       assert.equal(typeof ops?.stream_ops?.setattr, "function");
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("pglite-private-fs.ts: NODEFS stream_ops.open/close keep stream.nfd; _setitimer_js among the module's imports", async () => {
+    const dir = await mkdtemp(path.join(os.tmpdir(), "warren-nodefs-"));
+    try {
+      const fs = new PrivateNodeFS(path.join(dir, "pglite"));
+      const disk = await PGlite.create({ fs });
+      await disk.exec("CREATE TABLE probe (n int); INSERT INTO probe VALUES (1)");
+      // Every tracked descriptor is a real one of this process, on a file of the data directory.
+      assert.ok(fs.handles.descriptors.size > 0, "no NODEFS descriptor tracked");
+      for (const fd of fs.handles.descriptors) {
+        assert.ok(readlinkSync(`/proc/self/fd/${fd}`).startsWith(dir), `fd ${fd}`);
+      }
+      await disk.close();
+      // close() closes them through stream_ops.close, which the tracking follows.
+      assert.equal(fs.handles.descriptors.size, 0);
     } finally {
       await rm(dir, { recursive: true, force: true });
     }

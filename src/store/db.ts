@@ -2,7 +2,11 @@
 // embedded PGlite and by a PostgreSQL pool. 64-bit integers come back as decimal strings
 // and timestamps as Dates on both.
 export interface Queryable {
-  query<T = Record<string, unknown>>(sql: string, params?: unknown[]): Promise<{ rows: T[] }>;
+  query<T = Record<string, unknown>>(
+    sql: string,
+    params?: unknown[],
+    options?: StatementOptions,
+  ): Promise<{ rows: T[] }>;
   /** Runs a script of several statements without parameters (migrations). */
   exec(sql: string): Promise<void>;
   /**
@@ -10,7 +14,18 @@ export interface Queryable {
    * columns with their type oids and each row's values as PostgreSQL's text, unparsed, in
    * column order (telemetry SQL: columns may repeat a name and every type is reported).
    */
-  queryRaw(sql: string, params?: unknown[]): Promise<RawResult>;
+  queryRaw(sql: string, params?: unknown[], options?: StatementOptions): Promise<RawResult>;
+}
+
+export interface StatementOptions {
+  /**
+   * The embedded store stops the statement after this many milliseconds and fails it with
+   * SQLSTATE 57014, as PostgreSQL's statement_timeout does; the instance it ran on is then
+   * dropped and the data directory reopened before the next statement (pglite.ts). PostgreSQL
+   * ignores it: there the caller sets statement_timeout, which a server enforces itself
+   * (telemetry/repo.ts runAsReader does both).
+   */
+  timeoutMs?: number;
 }
 
 export interface RawResult {

@@ -2,7 +2,7 @@
 // does not wait for it) without anyone seeing the store without it: every later query,
 // script or transaction of this process waits until the writes deferred before it are done, and
 // close() waits for them too, so a normal shutdown loses none. Only a crash can.
-import type { Db, NotificationHandlers, Queryable, RawResult } from "./db.js";
+import type { Db, NotificationHandlers, Queryable, RawResult, StatementOptions } from "./db.js";
 
 export class DeferringDb implements Db {
   private readonly pending = new Set<Promise<void>>();
@@ -44,14 +44,18 @@ export class DeferringDb implements Db {
   }
 
   // Not async: without a deferred write, a call costs nothing more than the inner store's.
-  query<T = Record<string, unknown>>(sql: string, params?: unknown[]): Promise<{ rows: T[] }> {
-    if (this.pending.size > 0) return this.deferredSoFar().then(() => this.inner.query<T>(sql, params));
-    return this.inner.query<T>(sql, params);
+  query<T = Record<string, unknown>>(
+    sql: string,
+    params?: unknown[],
+    options?: StatementOptions,
+  ): Promise<{ rows: T[] }> {
+    if (this.pending.size > 0) return this.deferredSoFar().then(() => this.inner.query<T>(sql, params, options));
+    return this.inner.query<T>(sql, params, options);
   }
 
-  queryRaw(sql: string, params?: unknown[]): Promise<RawResult> {
-    if (this.pending.size > 0) return this.deferredSoFar().then(() => this.inner.queryRaw(sql, params));
-    return this.inner.queryRaw(sql, params);
+  queryRaw(sql: string, params?: unknown[], options?: StatementOptions): Promise<RawResult> {
+    if (this.pending.size > 0) return this.deferredSoFar().then(() => this.inner.queryRaw(sql, params, options));
+    return this.inner.queryRaw(sql, params, options);
   }
 
   exec(sql: string): Promise<void> {

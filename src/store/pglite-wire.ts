@@ -9,9 +9,12 @@
 // round trip (Bind, Describe, Execute, Sync) whose reply is decoded by a small reader of
 // the few message kinds an extended-query reply holds.
 //
-// The caller holds PGlite's query lock (and, outside a transaction, its transaction lock).
+// A round trip may carry a deadline (a performance.now() time): it then runs under
+// runBefore (pglite-deadline.ts), and once one is stopped the instance is `interrupted` and
+// this wire runs nothing more. The caller holds the store's lock (pglite.ts).
 import { messages, type PGlite, protocol } from "@electric-sql/pglite";
 import type { RawResult } from "./db.js";
+import { runBefore, StatementTimeoutError } from "./pglite-deadline.js";
 
 /** Statements kept prepared; SQL texts beyond this are run unnamed (two round trips). */
 const MAX_PREPARED = 500;
@@ -50,12 +53,15 @@ export class PgliteWire {
   /** Receives the NOTIFY messages (channel, payload) that replies to this path carry. */
   onNotification: ((channel: string, payload: string) => void) | null = null;
 
+  /** A deadline stopped a statement mid-way: the instance must never run anything again. */
+  interrupted = false;
+
   constructor(private readonly pg: PGlite) {}
 
   /** Runs one statement and returns its rows as PGlite's query() would. */
-  async query<T>(sql: string, params: unknown[]): Promise<T[]> {
+  async query<T>(sql: string, params: unknown[], deadline?: number): Promise<T[]> {
     try {
-      const statement = this.prepared.get(sql) ?? (await this.prepare(sql));
+      const statement = this.prepared.get(sql) ?? (await this.prepare(sql, deadline));
       const values = params.map((value, i) => this.serializeParam(value, statement.paramTypes[i]));
       const reply = await this.roundTrip(
         concat([
@@ -64,6 +70,7 @@ export class PgliteWire {
           serialize.execute({}),
           serialize.sync(),
         ]),
+        deadline,
       );
       return this.readRows<T>(reply);
     } catch (error) {
@@ -82,13 +89,14 @@ export class PgliteWire {
    * Runs one statement unnamed (a caller's text never fills the statement cache) and
    * returns its fields and each row's values as text, unparsed.
    */
-  async queryRaw(sql: string, params: unknown[]): Promise<RawResult> {
+  async queryRaw(sql: string, params: unknown[], deadline?: number): Promise<RawResult> {
     const parsed = await this.roundTrip(
       concat([
         serialize.parse({ text: sql, name: UNNAMED }),
         serialize.describe({ type: "S", name: UNNAMED }),
         serialize.sync(),
       ]),
+      deadline,
     );
     const types = this.readParamTypes(parsed);
     const values = params.map((value, i) => this.serializeParam(value, types[i]));
@@ -99,6 +107,7 @@ export class PgliteWire {
         serialize.execute({}),
         serialize.sync(),
       ]),
+      deadline,
     );
     const fields: Field[] = [];
     const rows = this.readRows<(string | null)[]>(reply, fields);
@@ -112,25 +121,57 @@ export class PgliteWire {
   }
 
   /** Parses the statement (named while the cache has room) and learns its parameter types. */
-  private async prepare(sql: string): Promise<Prepared> {
+  private async prepare(sql: string, deadline: number | undefined): Promise<Prepared> {
     const name = this.prepared.size < MAX_PREPARED ? `warren_${++this.sequence}` : UNNAMED;
     const reply = await this.roundTrip(
       concat([serialize.parse({ text: sql, name }), serialize.describe({ type: "S", name }), serialize.sync()]),
+      deadline,
     );
     const statement: Prepared = { name, paramTypes: this.readParamTypes(reply) };
     if (name !== UNNAMED) this.prepared.set(sql, statement);
     return statement;
   }
 
-  private async roundTrip(message: Uint8Array): Promise<Buffer> {
+  /**
+   * Runs one statement without parameters by the simple protocol (BEGIN, COMMIT, ROLLBACK)
+   * and returns its command tag (a COMMIT of a failed transaction answers ROLLBACK).
+   */
+  async command(sql: string): Promise<string> {
+    const reply = await this.roundTrip(serialize.query(sql));
+    let tag = "";
+    for (let at = 0; at + 5 <= reply.length; ) {
+      const kind = reply[at];
+      const end = at + 1 + reply.readUInt32BE(at + 1);
+      if (kind === 0x45 /* E */) this.throwError(reply, at, end);
+      if (kind === 0x41 /* A */) this.notify(reply, at);
+      if (kind === 0x43 /* C: CommandComplete */) tag = reply.toString("utf8", at + 5, end - 1);
+      at = end;
+    }
+    return tag;
+  }
+
+  private async roundTrip(message: Uint8Array, deadline?: number): Promise<Buffer> {
+    if (this.interrupted) throw new Error("PGlite instance interrupted by a statement deadline");
     const chunks: Buffer[] = [];
-    await this.pg.execProtocolRawStream(message, {
+    const options = {
+      // Without a sync to the file system the call is synchronous to its end, which is
+      // what lets runBefore bound it.
       syncToFs: false,
       // The chunk is a view of the WASM heap, valid only during the call: copy it.
-      onRawData: (chunk) => {
+      onRawData: (chunk: Uint8Array) => {
         chunks.push(Buffer.from(chunk));
       },
-    });
+    };
+    if (deadline === undefined) {
+      await this.pg.execProtocolRawStream(message, options);
+    } else {
+      try {
+        await runBefore(() => this.pg.execProtocolRawStream(message, options), deadline);
+      } catch (error) {
+        if (error instanceof StatementTimeoutError) this.interrupted = true;
+        throw error;
+      }
+    }
     return chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks);
   }
 

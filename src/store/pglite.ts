@@ -1,6 +1,15 @@
-import { PGlite, types } from "@electric-sql/pglite";
-import type { Db, NotificationHandlers, Queryable } from "./db.js";
-import { PrivateNodeFS } from "./pglite-private-fs.js";
+// The embedded store. The wrapper owns its PGlite instance and can replace it: a statement
+// stopped by its deadline (pglite-deadline.ts) leaves the instance interrupted mid-statement,
+// so the next operation drops it, closes its file descriptors and opens the data directory
+// again (PostgreSQL's crash recovery: everything committed is there). Every root operation
+// takes the wrapper's lock, a promise chain, and resolves the instance when it holds it;
+// transactions are the wrapper's own (BEGIN, COMMIT, ROLLBACK), since PGlite's transaction()
+// would run a ROLLBACK on an interrupted instance.
+import { readdir, rm } from "node:fs/promises";
+import path from "node:path";
+import { messages, PGlite, TransactionAbortedError, types } from "@electric-sql/pglite";
+import type { Db, NotificationHandlers, Queryable, StatementOptions } from "./db.js";
+import { type ModuleHandles, PrivateNodeFS, TrackedMemoryFS } from "./pglite-private-fs.js";
 import { PgliteWire } from "./pglite-wire.js";
 
 /**
@@ -12,83 +21,172 @@ export interface PgliteDb extends Db {
   dump(): Promise<Blob>;
 }
 
+interface Instance {
+  pg: PGlite;
+  wire: PgliteWire;
+  handles: ModuleHandles;
+}
+
+function databaseError(code: string, message: string): messages.DatabaseError {
+  const error = new messages.DatabaseError(message, 0, "error");
+  error.code = code;
+  error.severity = "ERROR";
+  return error;
+}
+
+const deadlineOf = (options: StatementOptions | undefined) =>
+  options?.timeoutMs === undefined ? undefined : performance.now() + options.timeoutMs;
+
+const quoted = (channel: string) => `"${channel.replaceAll('"', '""')}"`;
+
+const noop = () => undefined;
+
 export async function openPglite(dataDir?: string, loadDataDir?: Blob): Promise<PgliteDb> {
-  const pg = await PGlite.create({
-    ...(dataDir ? { fs: new PrivateNodeFS(dataDir) } : {}),
-    ...(loadDataDir ? { loadDataDir } : {}),
-    parsers: { [types.INT8]: (value: string) => value },
-  });
-  // Parameterised statements go through the prepared-statement path (see pglite-wire.ts),
-  // under the same locks PGlite's query() takes; scripts still use PGlite's exec().
-  const wire = new PgliteWire(pg);
   const listeners = new Map<string, Set<NotificationHandlers>>();
   const dispatch = (channel: string, payload: string) => {
     for (const handlers of listeners.get(channel) ?? []) handlers.onPayload(payload);
   };
-  wire.onNotification = dispatch;
-  pg.onNotification(dispatch);
-  const root: Queryable = {
-    exec: async (sql: string) => {
-      await pg.exec(sql);
-    },
-    query: async <T>(sql: string, params?: unknown[]) => {
-      await pg._checkReady();
-      const rows = await pg._runExclusiveTransaction(() =>
-        pg._runExclusiveQuery(async () => {
-          const result = await wire.query<T>(sql, params ?? []);
-          await pg.syncToFs();
-          return result;
-        }),
-      );
-      return { rows };
-    },
-    queryRaw: async (sql: string, params?: unknown[]) => {
-      await pg._checkReady();
-      return pg._runExclusiveTransaction(() => pg._runExclusiveQuery(() => wire.queryRaw(sql, params ?? [])));
-    },
+  const start = async (load?: Blob): Promise<Instance> => {
+    const fs = dataDir ? new PrivateNodeFS(dataDir) : new TrackedMemoryFS();
+    const pg = await PGlite.create({
+      fs,
+      ...(load ? { loadDataDir: load } : {}),
+      parsers: { [types.INT8]: (value: string) => value },
+    });
+    // Parameterised statements go through the prepared-statement path (see pglite-wire.ts);
+    // scripts still use PGlite's exec(). In-process, a NOTIFY comes back in the reply of
+    // the statement (or COMMIT) that committed it, on whichever of the two ran that.
+    const wire = new PgliteWire(pg);
+    wire.onNotification = dispatch;
+    pg.onNotification(dispatch);
+    return { pg, wire, handles: fs.handles };
   };
+
+  let current = await start(loadDataDir);
+  let closed = false;
+  let tail: Promise<unknown> = Promise.resolve();
+
+  /** Replaces an interrupted instance: its descriptors closed, the data directory opened again. */
+  const reopen = async (): Promise<Instance> => {
+    current.handles.release();
+    if (!dataDir) {
+      // Nothing to recover a memory store from: it stays unusable (tests only).
+      throw databaseError("08006", "the in-memory store was stopped by a statement deadline and cannot be reopened");
+    }
+    // The stopped statement's spill files (sorts, hashes past work_mem): a postmaster clears
+    // them at start, a single-user backend does not. No instance is running now.
+    const spill = path.join(dataDir, "base", "pgsql_tmp");
+    for (const file of await readdir(spill).catch(() => [])) await rm(path.join(spill, file), { force: true });
+    const next = await start();
+    for (const channel of listeners.keys()) await next.pg.exec(`LISTEN ${quoted(channel)}`);
+    current = next;
+    for (const set of listeners.values()) for (const handlers of set) handlers.onGap?.(false);
+    return next;
+  };
+
+  /** The subscribers may miss notifications until the reopen; one queued no-op starts it. */
+  const interrupted = () => {
+    for (const set of listeners.values()) for (const handlers of set) handlers.onGap?.(true);
+    void exclusive(async () => undefined).catch(noop);
+  };
+
+  const run = async <T>(fn: (instance: Instance) => Promise<T>): Promise<T> => {
+    if (closed) throw new Error("PGlite is closed");
+    const instance = current.wire.interrupted ? await reopen() : current;
+    try {
+      return await fn(instance);
+    } finally {
+      if (instance.wire.interrupted) interrupted();
+    }
+  };
+
+  /** The wrapper's lock: operations run one at a time, in order, on the instance current then. */
+  const exclusive = <T>(fn: (instance: Instance) => Promise<T>): Promise<T> => {
+    const result = tail.then(() => run(fn));
+    tail = result.then(noop, noop);
+    return result;
+  };
+
   return {
     kind: "pglite" as const,
-    query: root.query,
-    exec: root.exec,
-    queryRaw: root.queryRaw,
+    exec: (sql) =>
+      exclusive(async ({ pg }) => {
+        await pg.exec(sql);
+      }),
+    query: <T>(sql: string, params?: unknown[], options?: StatementOptions) =>
+      exclusive(async ({ pg, wire }) => {
+        const rows = await wire.query<T>(sql, params ?? [], deadlineOf(options));
+        await pg.syncToFs();
+        return { rows };
+      }),
+    queryRaw: (sql, params, options) => exclusive(({ wire }) => wire.queryRaw(sql, params ?? [], deadlineOf(options))),
     tx: (fn) =>
-      pg.transaction(async (tx) => {
+      exclusive(async ({ pg, wire }) => {
+        await wire.command("BEGIN");
         let open = true;
+        const usable = () => {
+          if (!open) throw new Error("Transaction is closed");
+          // As PostgreSQL answers every statement after a canceled one in the same transaction.
+          if (wire.interrupted) {
+            throw databaseError(
+              "25P02",
+              "current transaction is aborted, commands ignored until end of transaction block",
+            );
+          }
+        };
         const q: Queryable = {
           exec: async (sql: string) => {
-            await tx.exec(sql);
+            usable();
+            await pg.exec(sql);
           },
-          query: async <T>(sql: string, params?: unknown[]) => {
-            if (!open) throw new Error("Transaction is closed");
-            return { rows: await pg._runExclusiveQuery(() => wire.query<T>(sql, params ?? [])) };
+          query: async <T>(sql: string, params?: unknown[], options?: StatementOptions) => {
+            usable();
+            return { rows: await wire.query<T>(sql, params ?? [], deadlineOf(options)) };
           },
-          queryRaw: async (sql: string, params?: unknown[]) => {
-            if (!open) throw new Error("Transaction is closed");
-            return pg._runExclusiveQuery(() => wire.queryRaw(sql, params ?? []));
+          queryRaw: async (sql: string, params?: unknown[], options?: StatementOptions) => {
+            usable();
+            return wire.queryRaw(sql, params ?? [], deadlineOf(options));
           },
         };
         try {
-          return await fn(q);
-        } finally {
+          const value = await fn(q);
           open = false;
+          if ((await wire.command("COMMIT")) === "ROLLBACK") throw new TransactionAbortedError();
+          return value;
+        } catch (error) {
+          if (open) {
+            open = false;
+            // An interrupted instance runs nothing more, a ROLLBACK included: it is dropped.
+            if (!wire.interrupted) await wire.command("ROLLBACK");
+          }
+          throw error;
         }
       }),
-    // In-process: a NOTIFY comes back in the reply of the statement (or COMMIT) that
-    // committed it, on whichever path ran that (PGlite's own, or the wire above).
-    listen: async (channel, handlers) => {
-      let set = listeners.get(channel);
-      if (!set) {
-        set = new Set();
-        listeners.set(channel, set);
-        await pg.exec(`LISTEN "${channel.replaceAll('"', '""')}"`);
-      }
-      set.add(handlers);
-      return async () => {
-        set.delete(handlers);
-      };
+    listen: (channel, handlers) =>
+      exclusive(async ({ pg }) => {
+        let set = listeners.get(channel);
+        if (!set) {
+          await pg.exec(`LISTEN ${quoted(channel)}`);
+          set = new Set();
+          listeners.set(channel, set);
+        }
+        set.add(handlers);
+        const subscribed = set;
+        return async () => {
+          subscribed.delete(handlers);
+        };
+      }),
+    close: () => {
+      const result = tail.then(async () => {
+        if (closed) return;
+        closed = true;
+        // An interrupted instance cannot run its shutdown; its descriptors are all it holds.
+        if (current.wire.interrupted) current.handles.release();
+        else await current.pg.close();
+      });
+      tail = result.then(noop, noop);
+      return result;
     },
-    close: () => pg.close(),
-    dump: async () => (await pg.dumpDataDir("none")) as Blob,
+    dump: () => exclusive(async ({ pg }) => (await pg.dumpDataDir("none")) as Blob),
   };
 }

@@ -148,14 +148,19 @@ export async function runAsReader(
       await q.query(`SET LOCAL warren.telemetry_org = '${orgId}'`);
       await q.query("SET LOCAL ROLE warren_telemetry_reader");
       const text = `SELECT * FROM (\n${sql}\n) AS warren_result LIMIT ${Math.max(0, Math.floor(limits.fetchRows))}`;
+      // statement_timeout bounds both statements on PostgreSQL; the embedded store ignores
+      // it and stops a statement at timeoutMs instead (src/store/pglite-deadline.ts).
+      const deadline = { timeoutMs: limits.statementTimeoutMs };
       // The cost guard plans the exact statement, with the same role, settings and values,
-      // and refuses before anything runs (PGlite cannot cancel a running query).
+      // and refuses before anything runs: on PGlite a statement stopped by its deadline
+      // costs a reopen of the store, which the guard spares most expensive queries. Planning
+      // is under the deadline too (the planner evaluates immutable functions of constants).
       if (limits.maxCost) {
-        const { rows } = await q.query<{ "QUERY PLAN": unknown }>(`EXPLAIN (FORMAT JSON) ${text}`, params);
+        const { rows } = await q.query<{ "QUERY PLAN": unknown }>(`EXPLAIN (FORMAT JSON) ${text}`, params, deadline);
         const cost = planTotalCost(rows[0]?.["QUERY PLAN"]);
         if (cost > limits.maxCost) throw new CostOverCap(cost, limits.maxCost);
       }
-      const result = await q.queryRaw(text, params);
+      const result = await q.queryRaw(text, params, deadline);
       throw new Rollback(result);
     });
   } catch (error) {
