@@ -168,6 +168,16 @@ describe("snapshot consistency under metadata-heavy load", () => {
     }
   };
 
+  /** Waits (up to a minute: a loaded host starts the storm late) until both dirs are past `step`. */
+  const stormPast = async (id: string, step: number) => {
+    for (let waited = 0; ; waited += 200) {
+      const [root, workspace] = await progress(id);
+      if ((root as number) > step && (workspace as number) > step) return;
+      assert.ok(waited < 60_000, `the storm of ${id} is at ${root} / ${workspace}, not past ${step}`);
+      await sleep(200);
+    }
+  };
+
   before(async () => {
     f = await startRuntimeFixture("snapcons", { rootLayerGiB: 1, standardWorkspaceGiB: 1 });
   });
@@ -182,7 +192,7 @@ describe("snapshot consistency under metadata-heavy load", () => {
 
   it("snapshots taken mid-storm hold one moment of both filesystems: each image replays and checks clean, restores continue from it", async () => {
     const id = await sandbox({ storageClass: "durable", workspaceCapacityGiB: 1, command: storm });
-    await sleep(2500);
+    await stormPast(id, 10);
     const [rootBefore, workspaceBefore] = await progress(id);
     assert.ok((rootBefore as number) > 10 && (workspaceBefore as number) > 10, `the storm runs: ${rootBefore}`);
     // A writer the cgroup freezer does not stop (a host process): extended attributes, small
@@ -273,7 +283,8 @@ describe("snapshot consistency under metadata-heavy load", () => {
     // A fourth writer: random files, so whole chunks are framed raw (no zstd) into the packs.
     const random = "(j=0; while true; do head -c 300000 /dev/urandom > /workspace/r.$((j%4)); j=$((j+1)); done) &";
     const id = await sandbox({ command: ["sh", "-c", `${random} ${storm[2]}`] });
-    await sleep(1500);
+    // Both storms past their first step (each dir has its `done`), whatever the host's load.
+    await stormPast(id, 1);
     const snapshots = [testId("snp"), testId("snp")];
     for (const snapshotId of snapshots) {
       await f.driver.snapshot(id, snapshotId);
