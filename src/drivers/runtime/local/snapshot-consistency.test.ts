@@ -17,9 +17,14 @@ import { rebuildImage } from "../../../modules/snapshots/replication/rebuild.js"
 import { replicateImage, WindowPool } from "../../../modules/snapshots/replication/replicate.js";
 import type { ImageManifest } from "../../../modules/snapshots/replication/types.js";
 import type { ExecOutcome, SandboxSpec, SnapshotImages } from "../interface.js";
-import { mountsUnder, readMounts } from "./mounts.js";
-import { loopDevicesUnder } from "./storage/pool.js";
-import { checkImageCopy, type RuntimeFixture, startRuntimeFixture, startSandbox, testId } from "./test-support.js";
+import {
+  checkImageCopy,
+  closeFixtureLeavingNothing,
+  type RuntimeFixture,
+  startRuntimeFixture,
+  startSandbox,
+  testId,
+} from "./test-support.js";
 
 /**
  * One iteration i of the storm in the current dir, resumed after the last finished one (a
@@ -181,14 +186,7 @@ describe("snapshot consistency under metadata-heavy load", () => {
   before(async () => {
     f = await startRuntimeFixture("snapcons", { rootLayerGiB: 1, standardWorkspaceGiB: 1 });
   });
-  after(async () => {
-    for (const id of made) await f?.driver.destroy(id).catch(() => undefined);
-    const root = f?.root;
-    await f?.cleanup();
-    if (!root) return;
-    assert.deepEqual(mountsUnder(await readMounts(), root), []);
-    assert.deepEqual(await loopDevicesUnder(root), []);
-  });
+  after(() => closeFixtureLeavingNothing(f, made));
 
   it("snapshots taken mid-storm hold one moment of both filesystems: each image replays and checks clean, restores continue from it", async () => {
     const id = await sandbox({ storageClass: "durable", workspaceCapacityGiB: 1, command: storm });

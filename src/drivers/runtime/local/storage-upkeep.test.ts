@@ -8,10 +8,10 @@ import { access, readdir, rm } from "node:fs/promises";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import type { ExecOutcome, RuntimeError, SandboxSpec } from "../interface.js";
-import { mountsUnder, readMounts, unmountUnder } from "./mounts.js";
+import { unmountUnder } from "./mounts.js";
 import { GIB } from "./storage/images.js";
-import { loopDevicesUnder } from "./storage/pool.js";
 import {
+  closeFixtureLeavingNothing,
   hostTraces,
   makeLegacyLayout,
   type RuntimeFixture,
@@ -49,14 +49,7 @@ describe("local storage upkeep", () => {
       { tmpfsMiB: 7 * 1024 },
     );
   });
-  after(async () => {
-    for (const id of made) await f?.driver.destroy(id).catch(() => undefined);
-    const root = f?.root;
-    await f?.cleanup();
-    if (!root) return;
-    assert.deepEqual(mountsUnder(await readMounts(), root), [], "no mount left, the tmpfs included");
-    assert.deepEqual(await loopDevicesUnder(root), []);
-  });
+  after(() => closeFixtureLeavingNothing(f, made));
 
   it("admits creates, restores and growths only while the host can back every sandbox filling its filesystems", async () => {
     // The host: ~7 GiB free, 1.5 reserved: ~5.4 GiB to back. Every sandbox holds 1 GiB of root layer.

@@ -10,11 +10,10 @@ import type { ExecOutcome, PreparedImage, RuntimeError, SandboxSpec, StorageClas
 import { freezeCgroup } from "./cgroups.js";
 import { LocalRuntimeDriver } from "./driver.js";
 import { run, TOOLS } from "./host.js";
-import { mountsUnder, readMounts } from "./mounts.js";
 import { freezeFilesystem } from "./storage/images.js";
-import { loopDevicesUnder } from "./storage/pool.js";
 import {
   checkImageCopy,
+  closeFixtureLeavingNothing,
   hostTraces,
   type RuntimeFixture,
   startRuntimeFixture,
@@ -65,15 +64,7 @@ describe("local driver storage", () => {
   before(async () => {
     f = await startRuntimeFixture("storage", { rootLayerGiB: 1, standardWorkspaceGiB: 1 });
   });
-  after(async () => {
-    for (const id of made) await f?.driver.destroy(id).catch(() => undefined);
-    const root = f?.root;
-    await f?.cleanup();
-    if (!root) return;
-    // Nothing of the root is left: no mount, no loop device (the pool's included).
-    assert.deepEqual(mountsUnder(await readMounts(), root), []);
-    assert.deepEqual(await loopDevicesUnder(root), []);
-  });
+  after(() => closeFixtureLeavingNothing(f, made));
 
   for (const storageClass of ["standard", "durable"] as StorageClass[]) {
     it(`${storageClass}: / and /workspace are filesystems of their own: df shows the limits, writing past them is ENOSPC`, async () => {

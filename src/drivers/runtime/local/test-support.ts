@@ -2,6 +2,7 @@
 // driver on a temp root, a probe listing every host trace of a sandbox, and a peer server
 // in a network namespace the test creates (sandboxes never reach the internet in tests).
 
+import assert from "node:assert/strict";
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { constants, copyFile, mkdir, mkdtemp, readdir, readFile, rename, rm, rmdir, writeFile } from "node:fs/promises";
@@ -21,6 +22,7 @@ import { ensureHostPackages, run, TOOLS } from "./host.js";
 import { Layout } from "./layout.js";
 import { mountsUnder, readMounts, unmountUnder } from "./mounts.js";
 import { deleteLink, NETNS_DIR } from "./network.js";
+import { loopDevicesUnder } from "./storage/pool.js";
 import { sweepRoot } from "./sweep.js";
 
 /**
@@ -169,6 +171,23 @@ export async function startRuntimeFixture(
     await cleanup().catch(() => undefined);
     throw error;
   }
+}
+
+/**
+ * The after hook of a storage test: destroys the sandboxes `made`, cleans the fixture up and
+ * asserts nothing of its root is left: no mount (a host tmpfs included), no loop device (the
+ * pool's included).
+ */
+export async function closeFixtureLeavingNothing(
+  f: RuntimeFixture | undefined,
+  made: readonly string[],
+): Promise<void> {
+  for (const id of made) await f?.driver.destroy(id).catch(() => undefined);
+  const root = f?.root;
+  await f?.cleanup();
+  if (!root) return;
+  assert.deepEqual(mountsUnder(await readMounts(), root), [], "no mount left under the root");
+  assert.deepEqual(await loopDevicesUnder(root), [], "no loop device left under the root");
 }
 
 /**
