@@ -80,6 +80,19 @@ forEachStore("snapshot packs", (t) => {
     ).rows;
   const locationOf = async (orgId: string, digest: Digest) =>
     (await packRepo.chunkLocations(t().c.db, orgId, chunkPrefix(orgId), [digest])).get(digest);
+  /** A sealed snapshot's row: replicated, or (`pendingUntil`) still replicating under a lease. */
+  const insertSnapshot = (
+    snapshotId: string,
+    orgId: string,
+    projectId: string,
+    at: { createdAt: Date; pendingUntil?: Date },
+  ) =>
+    t().c.db.query(
+      `INSERT INTO sandbox_snapshots (id, org_id, project_id, source_sandbox_id, run_id, image, lineage_path,
+         storage_class, state, replication, request_hash, created_at, replication_lease_until)
+       VALUES ($1, $2, $3, 'sbx-src', 'run-x', 'img', 'sbx-src', 'durable', 'sealed', $4, 'x', $5, $6)`,
+      [snapshotId, orgId, projectId, at.pendingUntil ? "pending" : "replicated", at.createdAt, at.pendingUntil ?? null],
+    );
   const reference = (snapshotId: string, orgId: string, chunks: Chunk[]) =>
     t().c.db.query(
       `INSERT INTO snapshot_chunks (snapshot_id, org_id, digest) SELECT $1, $2, d FROM unnest($3::text[]) AS d`,
@@ -178,12 +191,7 @@ forEachStore("snapshot packs", (t) => {
     const keptPack = (await locationOf(org, (kept[0] as Chunk).digest)) as { pack: string };
     const droppedPack = (await locationOf(org, (dropped[0] as Chunk).digest)) as { pack: string };
     assert.notEqual(keptPack.pack, droppedPack.pack);
-    await t().c.db.query(
-      `INSERT INTO sandbox_snapshots (id, org_id, project_id, source_sandbox_id, run_id, image, lineage_path,
-         storage_class, state, replication, request_hash, created_at)
-       VALUES ($1, $2, $3, 'sbx-src', 'run-x', 'img', 'sbx-src', 'durable', 'sealed', 'replicated', 'x', $4)`,
-      [`snp-${"a".repeat(40)}`, org, t().orgB.defaultProjectId, clock.now()],
-    );
+    await insertSnapshot(`snp-${"a".repeat(40)}`, org, t().orgB.defaultProjectId, { createdAt: clock.now() });
     await reference(`snp-${"a".repeat(40)}`, org, kept);
     nowMs += (grace + 1) * 1000;
     await collectUnreferencedChunks(deps(), cutoff());
@@ -206,12 +214,10 @@ forEachStore("snapshot packs", (t) => {
     // it found these chunks stored 200 s ago and will reference them when it records its snapshot.
     nowMs += 200_000;
     const running = `snp-${"c".repeat(40)}`;
-    await t().c.db.query(
-      `INSERT INTO sandbox_snapshots (id, org_id, project_id, source_sandbox_id, run_id, image, lineage_path,
-         storage_class, state, replication, request_hash, created_at, replication_lease_until)
-       VALUES ($1, $2, $3, 'sbx-src', 'run-x', 'img', 'sbx-src', 'durable', 'sealed', 'pending', 'x', $4, $5)`,
-      [running, org, t().orgB.defaultProjectId, new Date(nowMs - 300_000), new Date(nowMs + 300_000)],
-    );
+    await insertSnapshot(running, org, t().orgB.defaultProjectId, {
+      createdAt: new Date(nowMs - 300_000),
+      pendingUntil: new Date(nowMs + 300_000),
+    });
     try {
       const withLease = await collectionCutoff(t().c.db, clock.now(), 0, lease);
       assert.equal(withLease.getTime(), nowMs - 300_000, "the running replication's start");
@@ -233,12 +239,7 @@ forEachStore("snapshot packs", (t) => {
     const oldPack = ((await locationOf(org, (chunks[0] as Chunk).digest)) as { pack: string }).pack;
     const live = chunks.slice(0, 3);
     const snapshotId = `snp-${"b".repeat(40)}`;
-    await t().c.db.query(
-      `INSERT INTO sandbox_snapshots (id, org_id, project_id, source_sandbox_id, run_id, image, lineage_path,
-         storage_class, state, replication, request_hash, created_at)
-       VALUES ($1, $2, $3, 'sbx-src', 'run-x', 'img', 'sbx-src', 'durable', 'sealed', 'replicated', 'x', $4)`,
-      [snapshotId, org, t().orgA.defaultProjectId, clock.now()],
-    );
+    await insertSnapshot(snapshotId, org, t().orgA.defaultProjectId, { createdAt: clock.now() });
     await reference(snapshotId, org, live);
     // A rebuild looks the locations up now, before the repack.
     const reader = new IndexedChunkSource(t().c.db, blobs, org);
@@ -272,12 +273,7 @@ forEachStore("snapshot packs", (t) => {
     const [damaged, intact] = chunks as [Chunk, Chunk];
     const oldPack = ((await locationOf(org, damaged.digest)) as { pack: string }).pack;
     const snapshotId = `snp-${"d".repeat(40)}`;
-    await t().c.db.query(
-      `INSERT INTO sandbox_snapshots (id, org_id, project_id, source_sandbox_id, run_id, image, lineage_path,
-         storage_class, state, replication, request_hash, created_at)
-       VALUES ($1, $2, $3, 'sbx-src', 'run-x', 'img', 'sbx-src', 'durable', 'sealed', 'replicated', 'x', $4)`,
-      [snapshotId, org, t().orgB.defaultProjectId, clock.now()],
-    );
+    await insertSnapshot(snapshotId, org, t().orgB.defaultProjectId, { createdAt: clock.now() });
     await reference(snapshotId, org, [damaged, intact]);
     // One byte of the damaged chunk flipped in the blob store.
     const at = ((await locationOf(org, damaged.digest)) as { offset: number }).offset + 100;

@@ -11,8 +11,8 @@ import os from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import { openTestBlobStore } from "../../../../test/support/blob-store.js";
+import { mountScratchXfs, type ScratchXfs } from "../../../../test/support/xfs.js";
 import type { FsBlobStore } from "../../../drivers/blobs/fs.js";
-import { run, TOOLS } from "../../../drivers/runtime/local/host.js";
 import { blobChunkStore } from "./chunk-store.js";
 import { listExtents } from "./extents.js";
 import { blobPackStore } from "./packing.js";
@@ -55,21 +55,15 @@ async function makeImage(file: string): Promise<void> {
 describe("replication on XFS", () => {
   let dir = "";
   let mountPoint = "";
-  let mounted = false;
+  let scratch: ScratchXfs | undefined;
   let chunks: ReturnType<typeof blobPackStore>;
   let blobRoot = "";
   let blobs: FsBlobStore;
 
   before(async () => {
     dir = await mkdtemp(path.join(os.tmpdir(), "warren-repl-"));
-    const pool = path.join(dir, "pool.xfs");
-    await writeFile(pool, "");
-    await run(TOOLS.sh, ["-c", `truncate -s 1G "$1"`, "sh", pool]);
-    await run("/usr/sbin/mkfs.xfs", ["-q", "-m", "reflink=1", pool]);
-    mountPoint = path.join(dir, "mnt");
-    await mkdir(mountPoint);
-    await run(TOOLS.mount, ["-o", "loop", pool, mountPoint]);
-    mounted = true;
+    scratch = await mountScratchXfs(dir, "1G");
+    mountPoint = scratch.mountPoint;
     blobRoot = path.join(dir, "blobs");
     blobs = await openTestBlobStore(blobRoot);
     // Small packs, so the 64 MiB images make several and packs are written while others fill.
@@ -77,7 +71,7 @@ describe("replication on XFS", () => {
   });
 
   after(async () => {
-    if (mounted) await run(TOOLS.umount, [mountPoint]).catch(() => run(TOOLS.umount, ["-l", mountPoint]));
+    await scratch?.unmount();
     if (dir) await rm(dir, { recursive: true, force: true });
   });
 

@@ -2,13 +2,13 @@
 // this thread's has()/writePack, failures and aborts reported, on a real XFS image.
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
-import { mkdir, mkdtemp, open, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, open, readFile, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import { openTestBlobStore } from "../../../../test/support/blob-store.js";
+import { mountScratchXfs, type ScratchXfs } from "../../../../test/support/xfs.js";
 import type { FsBlobStore } from "../../../drivers/blobs/fs.js";
-import { run, TOOLS } from "../../../drivers/runtime/local/host.js";
 import { type ChunkLocation, packData } from "./pack.js";
 import { blobPackStore, type PackingOptions, readChunkAt } from "./packing.js";
 import { rebuildImage } from "./rebuild.js";
@@ -21,21 +21,15 @@ const MiB = 1024 * 1024;
 describe("replication in a worker thread", () => {
   let dir = "";
   let mountPoint = "";
-  let mounted = false;
+  let scratch: ScratchXfs | undefined;
   let blobs: FsBlobStore;
   let image = "";
   const worker = new ReplicationWorker();
 
   before(async () => {
     dir = await mkdtemp(path.join(os.tmpdir(), "warren-threaded-"));
-    const pool = path.join(dir, "pool.xfs");
-    await writeFile(pool, "");
-    await run(TOOLS.sh, ["-c", `truncate -s 512M "$1"`, "sh", pool]);
-    await run("/usr/sbin/mkfs.xfs", ["-q", "-m", "reflink=1", pool]);
-    mountPoint = path.join(dir, "mnt");
-    await mkdir(mountPoint);
-    await run(TOOLS.mount, ["-o", "loop", pool, mountPoint]);
-    mounted = true;
+    scratch = await mountScratchXfs(dir, "512M");
+    mountPoint = scratch.mountPoint;
     blobs = await openTestBlobStore(path.join(dir, "blobs"));
     image = path.join(mountPoint, "a.img");
     const handle = await open(image, "w");
@@ -52,7 +46,7 @@ describe("replication in a worker thread", () => {
 
   after(async () => {
     await worker.close();
-    if (mounted) await run(TOOLS.umount, [mountPoint]).catch(() => run(TOOLS.umount, ["-l", mountPoint]));
+    await scratch?.unmount();
     if (dir) await rm(dir, { recursive: true, force: true });
   });
 
