@@ -93,6 +93,20 @@ describe("telemetry SQL layer 2 with a non-superuser database owner (PostgreSQL)
     assert.equal(create.rows[0]?.can, false);
   });
 
+  it("the owner, not a superuser and a member of the views' role, keeps every row of the base tables and none of a view", async () => {
+    // warren_app names the migrating user (0025); telemetry_org also applies to it through its
+    // membership in warren_telemetry_views, but ORed with `true` the planner drops it.
+    const base = await db.query<{ name: string }>("SELECT name FROM events ORDER BY name");
+    assert.deepEqual(
+      base.rows.map((r) => r.name),
+      [MARKER, "visible-a"].sort(),
+    );
+    const plan = await db.query<{ "QUERY PLAN": string }>("EXPLAIN SELECT name FROM events");
+    assert.doesNotMatch(plan.rows.map((r) => r["QUERY PLAN"]).join("\n"), /Filter|org_id/);
+    const view = await db.query<{ n: string }>("SELECT count(*) AS n FROM telemetry_sql.events");
+    assert.equal(view.rows[0]?.n, "0");
+  });
+
   it("without the superuser's REVOKE, set_config escapes layer 2, so the server refuses telemetry SQL (503)", async () => {
     assert.equal(await repo.readerCanSetConfig(db), true);
     // The escape is real: the binding and the role are both undone by the query itself.

@@ -72,6 +72,13 @@ async function seed(t: TestApp, org: TestOrg, tag: string): Promise<void> {
 
 const LAYER2 = { statementTimeoutMs: 5000, workMemKiB: 4096, fetchRows: 1000 };
 
+/** Thrown to roll back a transaction whose settings must not outlive it, carrying its answer. */
+class Rollback extends Error {
+  constructor(readonly plan: string) {
+    super("rollback");
+  }
+}
+
 /** A recursive CTE the planner estimates cheaply (under the cost guard) that runs for minutes. */
 const HOSTILE_CTE =
   "WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r WHERE i < 100000000) SELECT count(*) FROM r";
@@ -184,6 +191,36 @@ forEachStore(
       assert.ok(!role.rows[0]?.org);
       const b = await repo.runAsReader(t().c.db, orgB, "SELECT name FROM events", [], LAYER2);
       assert.ok(JSON.stringify(b.rows).includes(MARKER), "org B sees its own rows");
+    });
+
+    it("layer 2 policies: a read through a view gets the organization's condition alone; Warren's own user reading a view sees nothing", async () => {
+      const db = t().c.db;
+      // The app's policy (migration 0025) names Warren's user, not PUBLIC: before it, the views'
+      // owner also got `current_user NOT IN (...)`, ORed per row with the organization's test.
+      const plan = await db
+        .tx(async (q) => {
+          await q.query(`SET LOCAL warren.telemetry_org = '${t().orgA.id}'`);
+          await q.query("SET LOCAL ROLE warren_telemetry_reader");
+          const { rows } = await q.query<{ "QUERY PLAN": unknown }>(
+            "EXPLAIN (FORMAT JSON) SELECT name, count(*) FROM telemetry_sql.events WHERE ts >= now() - interval '1 day' GROUP BY name",
+          );
+          throw new Rollback(JSON.stringify(rows[0]?.["QUERY PLAN"]));
+        })
+        .catch((e: unknown) => (e instanceof Rollback ? e.plan : Promise.reject(e)));
+      assert.match(plan, /org_id = /, plan);
+      assert.doesNotMatch(plan, / OR /, plan);
+      // Warren's own user, not having taken the reader's role, still reads a view as the views'
+      // owner: no organization bound, no rows (before 0025 it saw every organization's).
+      const direct = await db.query<{ n: string }>("SELECT count(*) AS n FROM telemetry_sql.events");
+      assert.equal(direct.rows[0]?.n, "0");
+      const bound = await db.tx(async (q) => {
+        await q.query(`SET LOCAL warren.telemetry_org = '${t().orgA.id}'`);
+        return (await q.query<{ name: string }>("SELECT name FROM telemetry_sql.events")).rows;
+      });
+      assert.ok(bound.length > 0 && !JSON.stringify(bound).includes(MARKER));
+      // Its own reads of the base tables keep every row.
+      const all = await db.query<{ n: string }>("SELECT count(*) AS n FROM events");
+      assert.equal(Number(all.rows[0]?.n), eventCount);
     });
 
     it("data views: put, run, upsert (spec_version 2), list, delete frees the name", async () => {

@@ -140,13 +140,18 @@ export async function runAsReader(
   if (!ORG_ID.test(orgId)) throw new Error("organization id with unexpected characters");
   try {
     await db.tx(async (q) => {
-      await q.query("SET TRANSACTION READ ONLY");
-      await q.query(`SET LOCAL statement_timeout = ${Math.max(1, Math.floor(limits.statementTimeoutMs))}`);
-      await q.query(`SET LOCAL work_mem = ${Math.max(64, Math.floor(limits.workMemKiB))}`);
-      await q.query("SET LOCAL TimeZone = 'UTC'");
-      await q.query("SET LOCAL search_path = telemetry_sql");
-      await q.query(`SET LOCAL warren.telemetry_org = '${orgId}'`);
-      await q.query("SET LOCAL ROLE warren_telemetry_reader");
+      // One round trip: every value is a checked organization id or an integer.
+      await q.exec(
+        [
+          "SET TRANSACTION READ ONLY",
+          `SET LOCAL statement_timeout = ${Math.max(1, Math.floor(limits.statementTimeoutMs))}`,
+          `SET LOCAL work_mem = ${Math.max(64, Math.floor(limits.workMemKiB))}`,
+          "SET LOCAL TimeZone = 'UTC'",
+          "SET LOCAL search_path = telemetry_sql",
+          `SET LOCAL warren.telemetry_org = '${orgId}'`,
+          "SET LOCAL ROLE warren_telemetry_reader;",
+        ].join(";\n"),
+      );
       const text = `SELECT * FROM (\n${sql}\n) AS warren_result LIMIT ${Math.max(0, Math.floor(limits.fetchRows))}`;
       // statement_timeout bounds both statements on PostgreSQL; the embedded store ignores
       // it and stops a statement at timeoutMs instead (src/store/pglite-deadline.ts).
