@@ -18,7 +18,7 @@ import { parseArgs } from "node:util";
 import pg from "pg";
 import { systemClock } from "../src/lib/clock.js";
 import type { Credential } from "../src/modules/identity/credential.js";
-import { planTotalCost } from "../src/modules/telemetry/repo.js";
+import { bindOrganization, planTotalCost } from "../src/modules/telemetry/repo.js";
 import { TelemetryViewService } from "../src/modules/telemetry/service.js";
 import { catalogOf } from "../src/modules/telemetry/sql/catalog.js";
 import { compile, gatewayReady } from "../src/modules/telemetry/sql/gateway.js";
@@ -257,7 +257,7 @@ async function viewPlan(db: Db, orgId: string) {
   await gatewayReady;
   const compiled = compile(VIEW_SQL, { relations: catalogOf([]), paramTypes: [], orgId });
   const plan = await db.tx(async (q) => {
-    await q.query(`SET LOCAL warren.telemetry_org = '${orgId}'`);
+    await bindOrganization(q, orgId);
     await q.query("SET LOCAL search_path = telemetry_sql");
     await q.query("SET LOCAL ROLE warren_telemetry_reader");
     const { rows } = await q.query<{ "QUERY PLAN": unknown }>(

@@ -274,7 +274,10 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
   const relay =
     overrides.feedbackRelay ?? webhookRelay(config.feedbackWebhookUrl, config.feedbackWebhookTimeoutMs, log);
   const feedback = new FeedbackService(db, clock, relay);
-  const telemetryViews = new TelemetryViewService(db, clock, { maxCost: config.telemetrySqlMaxCost });
+  const telemetryViews = new TelemetryViewService(db, clock, {
+    maxCost: config.telemetrySqlMaxCost,
+    ...(config.databaseUrl ? { readerLogins: { connectionString: config.databaseUrl } } : {}),
+  });
   const egressAllowlist = new EgressAllowlistService(db, clock);
   const admin = new AdminService(identity, quotas, secrets, sandboxes, egressAllowlist);
   if (egress && runtime) {
@@ -427,6 +430,7 @@ export async function createApp(c: Container): Promise<App> {
   app.addHook("onClose", () => c.egress?.close());
   app.addHook("onClose", () => c.annotations.close());
   app.addHook("onClose", () => c.tailHub.close());
+  app.addHook("onClose", () => c.telemetryViews.close());
   app.addHook("onClose", () => c.egressLedger.close());
   // Spans still buffered are sent before the process goes.
   app.addHook("onClose", () => c.tracing?.shutdown());

@@ -1,15 +1,18 @@
 // Telemetry SQL layer 2 when Warren's database user is not a superuser (PostgreSQL only: PGlite
-// always runs as one). The migrations must apply as such an owner (with CREATEROLE), and
-// docs/telemetry-sql.md says exactly when layer 2 then holds on its own: only once a superuser
-// has revoked EXECUTE on set_config, because the reader could otherwise undo both the
-// organization binding and its own role (set_config('role', <session user>)). Until then the
-// server refuses telemetry SQL (503), which these tests show is needed.
+// always runs as one), as on a managed PostgreSQL. The migrations must apply as such an owner
+// (with CREATEROLE). Any role may then call set_config, so a reader entered with SET LOCAL ROLE
+// on Warren's own connection can go back to Warren's user (set_config('role', <session user>))
+// and read every table: these tests show that escape, then that the server runs telemetry SQL
+// on reader logins instead (connections whose session user is a role of its own holding only
+// the reader's grants), where layer 2 holds alone. After a superuser's REVOKE of set_config,
+// Warren's own connections are used again (docs/telemetry-sql.md, "When layer 2 holds").
 import assert from "node:assert/strict";
-import { randomBytes } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
 import { after, before, describe, it } from "node:test";
 import pg from "pg";
 import { systemClock } from "../src/lib/clock.js";
 import type { Credential } from "../src/modules/identity/credential.js";
+import { ReaderLogins } from "../src/modules/telemetry/reader-logins.js";
 import * as repo from "../src/modules/telemetry/repo.js";
 import { TelemetryViewService } from "../src/modules/telemetry/service.js";
 import type { Db } from "../src/store/db.js";
@@ -23,40 +26,57 @@ const ORG_A = "org_owner_test_a";
 const ORG_B = "org_owner_test_b";
 
 /** Runs unrewritten text as the reader bound to ORG_A: the rows as JSON, or "refused: <message>". */
-const asReader = (db: Db, text: string) =>
-  repo.runAsReader(db, ORG_A, text, [], LAYER2).then(
+const asReader = (session: repo.ReaderSession, text: string) =>
+  repo.runAsReader(session, ORG_A, text, [], LAYER2).then(
     (r) => JSON.stringify(r.rows),
     (e: Error) => `refused: ${e.message}`,
   );
 
-/** Statements that would leave the organization (or the role) if set_config were callable. */
-function escapes(owner: string): string[] {
-  return [
-    `SELECT set_config('warren.telemetry_org', '${ORG_B}', true), (SELECT string_agg(name, ',') FROM events)`,
-    `WITH x AS MATERIALIZED (SELECT set_config('warren.telemetry_org', '${ORG_B}', false)) SELECT e.name FROM x, events e`,
-    `SELECT pg_catalog.set_config('role', '${owner}', true), query_to_xml('select name from public.events', true, false, '')::text`,
-    `SELECT set_config('warren.telemetry_org', '${ORG_B}', true), query_to_xml('select name from events', true, false, '')::text`,
-  ];
-}
+/** Statements that try to leave the organization through the setting it was once bound by. */
+const SETTING_ESCAPES = [
+  `SELECT set_config('warren.telemetry_org', '${ORG_B}', true), (SELECT string_agg(name, ',') FROM events)`,
+  `WITH x AS MATERIALIZED (SELECT set_config('warren.telemetry_org', '${ORG_B}', false)) SELECT e.name FROM x, events e`,
+  `SELECT set_config('warren.telemetry_org', '${ORG_B}', true), query_to_xml('select name from events', true, false, '')::text`,
+];
+
+/** Going back to the session user, then reading the base table. */
+const roleEscape = (owner: string) =>
+  `SELECT pg_catalog.set_config('role', '${owner}', true), query_to_xml('select name from public.events', true, false, '')::text`;
+
+const CREDENTIAL = { orgId: ORG_A, sandbox: null } as unknown as Credential;
 
 describe("telemetry SQL layer 2 with a non-superuser database owner (PostgreSQL)", () => {
   const suffix = randomBytes(5).toString("hex");
   const owner = `warren_owner_${suffix}`;
   const database = `t_owner_${suffix}`;
+  /** The prefix of the reader logins made for this database (reader-logins.ts). */
+  const loginPrefix = `warren_tq_${createHash("sha256").update(database).digest("hex").slice(0, 8)}_`;
   let superUrl = "";
+  let ownerUrl = "";
   let db: Db;
+  let admin: pg.Client;
+
+  const loginRoles = async () =>
+    (
+      await admin.query<{ name: string; connlimit: number; reader: boolean; super: boolean }>(
+        `SELECT rolname AS name, rolconnlimit AS connlimit, rolsuper AS super,
+                pg_has_role(rolname, 'warren_telemetry_reader', 'USAGE') AS reader
+           FROM pg_roles WHERE starts_with(rolname, $1) ORDER BY rolname`,
+        [loginPrefix],
+      )
+    ).rows;
 
   before(async () => {
     superUrl = await adminUrl();
-    const admin = new pg.Client({ connectionString: superUrl });
+    admin = new pg.Client({ connectionString: superUrl });
     await admin.connect();
     await admin.query(`CREATE ROLE ${owner} LOGIN CREATEROLE NOSUPERUSER`);
     await admin.query(`CREATE DATABASE ${database} OWNER ${owner}`);
-    await admin.end();
     const url = new URL(superUrl);
     url.username = owner;
     url.pathname = `/${database}`;
-    db = await openPostgres(url.toString(), 2);
+    ownerUrl = url.toString();
+    db = await openPostgres(ownerUrl, 2);
     await migrate(db);
     for (const [org, name] of [
       [ORG_A, "visible-a"],
@@ -72,8 +92,8 @@ describe("telemetry SQL layer 2 with a non-superuser database owner (PostgreSQL)
 
   after(async () => {
     await db?.close();
-    const admin = new pg.Client({ connectionString: superUrl });
-    await admin.connect();
+    // Whatever a failed test left: its reader logins, the database, the owner.
+    for (const { name } of await loginRoles().catch(() => [])) await admin.query(`DROP ROLE IF EXISTS "${name}"`);
     await admin.query(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`);
     await admin.query(`DROP ROLE IF EXISTS ${owner}`);
     await admin.end();
@@ -107,31 +127,132 @@ describe("telemetry SQL layer 2 with a non-superuser database owner (PostgreSQL)
     assert.equal(view.rows[0]?.n, "0");
   });
 
-  it("without the superuser's REVOKE, set_config escapes layer 2, so the server refuses telemetry SQL (503)", async () => {
+  it("without the superuser's REVOKE, the reader on Warren's own connection escapes through set_config('role'); the setting no longer binds anything", async () => {
     assert.equal(await repo.readerCanSetConfig(db), true);
-    // The escape is real: the binding and the role are both undone by the query itself.
-    for (const text of escapes(owner)) {
-      assert.ok((await asReader(db, text)).includes(MARKER), `expected ${text} to escape without the REVOKE`);
+    assert.ok((await asReader(db, roleEscape(owner))).includes(MARKER), "the role escape is real");
+    for (const text of SETTING_ESCAPES) {
+      const outcome = await asReader(db, text);
+      assert.ok(!outcome.includes(MARKER), `${text} leaked: ${outcome}`);
     }
-    const service = new TelemetryViewService(db, systemClock(), { maxCost: 0 });
-    const cred = { orgId: ORG_A, sandbox: null } as unknown as Credential;
-    const refused = await service.runSql(cred, "SELECT name FROM events", 10).then(
-      () => null,
-      (error: { code?: string; message?: string }) => error,
-    );
-    assert.equal(refused?.code, "unavailable");
-    assert.match(String(refused?.message), /REVOKE EXECUTE ON FUNCTION pg_catalog\.set_config/);
   });
 
-  it("after a superuser's REVOKE, layer 2 alone holds for unrewritten set_config queries", async () => {
+  it("so the server runs telemetry SQL on reader logins: one role per connection, only the reader's grants, dropped at close", async () => {
+    const service = new TelemetryViewService(db, systemClock(), {
+      maxCost: 0,
+      readerLogins: { connectionString: ownerUrl, size: 3 },
+    });
+    try {
+      const answer = await service.runSql(CREDENTIAL, "SELECT name FROM events", 10);
+      assert.deepEqual(answer.rows, [["visible-a"]]);
+      const roles = await loginRoles();
+      assert.equal(roles.length, 3);
+      for (const role of roles)
+        assert.deepEqual({ ...role, name: "" }, { name: "", connlimit: 1, reader: true, super: false });
+      // The caller's text goes through layer 1 too; the role escape is refused there.
+      const refused = await service.runSql(CREDENTIAL, roleEscape(owner), 10).catch((e: { code?: string }) => e);
+      assert.equal((refused as { code?: string }).code, "invalid_argument");
+    } finally {
+      await service.close();
+    }
+    assert.deepEqual(await loginRoles(), []);
+  });
+
+  it("layer 2 alone on reader logins: unrewritten escapes are refused or see only the bound organization", async () => {
+    const logins = await ReaderLogins.open(db, ownerUrl, 2);
+    try {
+      for (const text of [
+        roleEscape(owner),
+        "SELECT pg_catalog.set_config('role', 'warren_telemetry_views', true), query_to_xml('select name from public.events', true, false, '')::text",
+        "SELECT * FROM public.events",
+        "SELECT * FROM public.telemetry_bindings",
+        "SELECT * FROM pg_authid",
+        "RESET ROLE",
+        "SELECT 1) AS q; RESET ROLE; SELECT * FROM public.events; SELECT (1",
+      ]) {
+        const outcome = await asReader(logins, text);
+        assert.ok(outcome.startsWith("refused"), `${text} ran: ${outcome}`);
+      }
+      for (const text of SETTING_ESCAPES) {
+        const outcome = await asReader(logins, text);
+        assert.ok(!outcome.includes(MARKER), `${text} leaked: ${outcome}`);
+      }
+      assert.deepEqual(JSON.parse(await asReader(logins, "SELECT name FROM events")), [["visible-a"]]);
+      const b = await repo.runAsReader(logins, ORG_B, "SELECT name FROM events", [], LAYER2);
+      assert.deepEqual(b.rows, [[MARKER]], "org B's own query sees its rows");
+    } finally {
+      await logins.close();
+    }
+  });
+
+  it("a reader login cannot read another login's query text in pg_stat_activity", async () => {
+    const logins = await ReaderLogins.open(db, ownerUrl, 2);
+    try {
+      const sleeper = repo.runAsReader(logins, ORG_B, "SELECT pg_sleep(1.5), 'zz_sleeper_text'", [], LAYER2);
+      // The sleeper is running: a superuser sees its text.
+      let seen = false;
+      for (let i = 0; i < 100 && !seen; i++) {
+        const { rows } = await admin.query("SELECT 1 FROM pg_stat_activity WHERE query LIKE '%zz_sleeper' || '_text%'");
+        seen = rows.length > 0;
+        if (!seen) await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+      assert.ok(seen, "the sleeper's query was running");
+      const observed = await repo.runAsReader(
+        logins,
+        ORG_A,
+        "SELECT count(*) AS others, string_agg(coalesce(query, ''), ' | ') AS texts FROM pg_stat_activity WHERE pid <> pg_backend_pid()",
+        [],
+        LAYER2,
+      );
+      const [others, texts] = observed.rows[0] ?? [];
+      assert.ok(Number(others) > 0, "other backends are listed");
+      assert.ok(!String(texts).includes("zz_sleeper"), `another login's query text was visible: ${texts}`);
+      await sleeper;
+    } finally {
+      await logins.close();
+    }
+  });
+
+  it("logins of a process that died are dropped by the next one once an hour old; if logins cannot be made, 503", async () => {
+    const old = Math.floor(Date.now() / 1000 - 7200).toString(36);
+    const fresh = Math.floor(Date.now() / 1000).toString(36);
+    await db.query(`CREATE ROLE "${loginPrefix}${old}_dead_0" LOGIN`);
+    await db.query(`CREATE ROLE "${loginPrefix}${fresh}_busy_0" LOGIN`);
+    const logins = await ReaderLogins.open(db, ownerUrl, 1);
+    const names = (await loginRoles()).map((r) => r.name);
+    assert.ok(!names.includes(`${loginPrefix}${old}_dead_0`), "the hour-old login was dropped");
+    assert.ok(names.includes(`${loginPrefix}${fresh}_busy_0`), "a fresh one is kept (its process may be connecting)");
+    await logins.close();
+    await db.query(`DROP ROLE "${loginPrefix}${fresh}_busy_0"`);
+    // Logins that cannot connect (here: nothing listens on that port) leave nothing behind.
+    const closed = new URL(ownerUrl);
+    closed.port = "1";
+    const service = new TelemetryViewService(db, systemClock(), {
+      maxCost: 0,
+      readerLogins: { connectionString: closed.toString() },
+    });
+    const refused = await service.runSql(CREDENTIAL, "SELECT name FROM events", 10).catch((e) => e);
+    assert.equal(refused?.code, "unavailable");
+    assert.match(String(refused?.message), /reader logins failed/);
+    // The cause stays in the server's log: no host, port or role name in the answer.
+    assert.doesNotMatch(String(refused?.message), /ECONNREFUSED|127\.0\.0\.1|warren_tq_[0-9a-f]/);
+    assert.match(String(refused?.cause), /ECONNREFUSED/);
+    assert.deepEqual(await loginRoles(), []);
+    // Without a connection string for logins (an embedded configuration), it is refused too.
+    const bare = new TelemetryViewService(db, systemClock(), { maxCost: 0 });
+    const off = await bare.runSql(CREDENTIAL, "SELECT name FROM events", 10).catch((e) => e);
+    assert.equal(off?.code, "unavailable");
+    assert.match(String(off?.message), /REVOKE EXECUTE ON FUNCTION pg_catalog\.set_config/);
+  });
+
+  it("after a superuser's REVOKE, Warren's own connections hold layer 2 alone, and no logins are made", async () => {
     const url = new URL(superUrl);
     url.pathname = `/${database}`;
-    const admin = new pg.Client({ connectionString: url.toString() });
-    await admin.connect();
-    await admin.query("REVOKE EXECUTE ON FUNCTION pg_catalog.set_config(text, text, boolean) FROM PUBLIC");
-    await admin.end();
+    const inDb = new pg.Client({ connectionString: url.toString() });
+    await inDb.connect();
+    await inDb.query("REVOKE EXECUTE ON FUNCTION pg_catalog.set_config(text, text, boolean) FROM PUBLIC");
+    await inDb.end();
     assert.equal(await repo.readerCanSetConfig(db), false);
-    for (const text of escapes(owner)) {
+    for (const text of [roleEscape(owner), ...SETTING_ESCAPES]) {
       const outcome = await asReader(db, text);
       assert.ok(!outcome.includes(MARKER), `${text} leaked: ${outcome}`);
       assert.match(outcome, /^refused: permission denied for function set_config/, text);
@@ -146,9 +267,13 @@ describe("telemetry SQL layer 2 with a non-superuser database owner (PostgreSQL)
       assert.ok(outcome.startsWith("refused"), `${text} ran: ${outcome}`);
     }
     assert.deepEqual(JSON.parse(await asReader(db, "SELECT name FROM events")), [["visible-a"]]);
-    const service = new TelemetryViewService(db, systemClock(), { maxCost: 0 });
-    const cred = { orgId: ORG_A, sandbox: null } as unknown as Credential;
-    const answer = await service.runSql(cred, "SELECT name FROM events", 10);
+    const service = new TelemetryViewService(db, systemClock(), {
+      maxCost: 0,
+      readerLogins: { connectionString: ownerUrl },
+    });
+    const answer = await service.runSql(CREDENTIAL, "SELECT name FROM events", 10);
     assert.deepEqual(answer.rows, [["visible-a"]]);
+    assert.deepEqual(await loginRoles(), []);
+    await service.close();
   });
 });

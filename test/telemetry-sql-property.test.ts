@@ -144,7 +144,9 @@ async function buildOracle(t: TestApp, relations: Map<string, PublishedRelation>
   const org = t.orgA.id;
   await t.c.db.tx(async (q) => {
     await q.query("CREATE SCHEMA oracle_a");
-    await q.query(`SET LOCAL warren.telemetry_org = '${org}'`);
+    // Layer 2 lifted for the copy (the policy is dropped before this transaction commits);
+    // the copies keep org A's rows by their own WHERE.
+    await liftLayer2(q);
     for (const rel of relations.values()) {
       const cols = rel.columns.map((c) => (c.expr ? `${c.expr} AS ${ident(c.name)}` : ident(c.name))).join(", ");
       const schemaFilter = rel.schemaName === undefined ? "" : ` AND schema_name = '${rel.schemaName}'`;
@@ -153,6 +155,7 @@ async function buildOracle(t: TestApp, relations: Map<string, PublishedRelation>
           WHERE org_id = '${org}'${schemaFilter}`,
       );
     }
+    await restoreLayer2(q);
   });
 }
 
@@ -171,6 +174,19 @@ function compare(
   else if (rowForRow && h !== want[1]) fail(`${what}: the rows differ from those of org A's data alone`);
 }
 
+const RLS_TABLES = ["runs", "events", "sandboxes", "sandbox_snapshots"];
+
+/** In the caller's transaction, a permissive policy lets the views' owner see every row. */
+async function liftLayer2(q: Queryable): Promise<void> {
+  for (const table of RLS_TABLES) {
+    await q.query(`CREATE POLICY property_all ON public.${table} FOR SELECT TO warren_telemetry_views USING (true)`);
+  }
+}
+
+async function restoreLayer2(q: Queryable): Promise<void> {
+  for (const table of RLS_TABLES) await q.query(`DROP POLICY property_all ON public.${table}`);
+}
+
 /**
  * Runs fn with layer 2 lifted: in a transaction that is always rolled back, a permissive
  * policy lets the views' owner see every row of the tables under row-level security.
@@ -179,11 +195,7 @@ async function withoutLayer2<T>(db: Db, fn: (q: Queryable) => Promise<T>): Promi
   let answer: { value: T } | null = null;
   await db
     .tx(async (q) => {
-      for (const table of ["runs", "events", "sandboxes", "sandbox_snapshots"]) {
-        await q.query(
-          `CREATE POLICY property_all ON public.${table} FOR SELECT TO warren_telemetry_views USING (true)`,
-        );
-      }
+      await liftLayer2(q);
       answer = { value: await fn(q) };
       throw new Error("rollback");
     })

@@ -159,6 +159,7 @@ forEachStore(
         "SELECT * FROM pg_shadow",
         "SELECT * FROM api_keys",
         "SELECT * FROM data_views",
+        "SELECT * FROM public.telemetry_bindings",
         `SELECT set_config('warren.telemetry_org', '${orgB}', true)`,
         `WITH x AS MATERIALIZED (SELECT set_config('warren.telemetry_org', '${orgB}', false)) SELECT e.* FROM x, events e`,
         "SELECT set_config('role', 'postgres', true), query_to_xml('select * from public.events', true, false, '')",
@@ -178,7 +179,7 @@ forEachStore(
         "SELECT * FROM events",
         "SELECT * FROM telemetry_sql.runs",
         "SELECT query_to_xml('select * from telemetry_sql.events', true, false, '')::text",
-        "SELECT current_setting('warren.telemetry_org')",
+        "SELECT current_setting('warren.telemetry_org', true)",
       ]) {
         const r = await repo.runAsReader(t().c.db, orgA, text, [], LAYER2);
         assert.ok(!JSON.stringify(r.rows).includes(MARKER), text);
@@ -199,7 +200,7 @@ forEachStore(
       // owner also got `current_user NOT IN (...)`, ORed per row with the organization's test.
       const plan = await db
         .tx(async (q) => {
-          await q.query(`SET LOCAL warren.telemetry_org = '${t().orgA.id}'`);
+          await repo.bindOrganization(q, t().orgA.id);
           await q.query("SET LOCAL ROLE warren_telemetry_reader");
           const { rows } = await q.query<{ "QUERY PLAN": unknown }>(
             "EXPLAIN (FORMAT JSON) SELECT name, count(*) FROM telemetry_sql.events WHERE ts >= now() - interval '1 day' GROUP BY name",
@@ -213,11 +214,21 @@ forEachStore(
       // owner: no organization bound, no rows (before 0025 it saw every organization's).
       const direct = await db.query<{ n: string }>("SELECT count(*) AS n FROM telemetry_sql.events");
       assert.equal(direct.rows[0]?.n, "0");
-      const bound = await db.tx(async (q) => {
-        await q.query(`SET LOCAL warren.telemetry_org = '${t().orgA.id}'`);
-        return (await q.query<{ name: string }>("SELECT name FROM telemetry_sql.events")).rows;
-      });
-      assert.ok(bound.length > 0 && !JSON.stringify(bound).includes(MARKER));
+      const bound = await db
+        .tx(async (q) => {
+          await repo.bindOrganization(q, t().orgA.id);
+          const { rows } = await q.query<{ name: string }>("SELECT name FROM telemetry_sql.events");
+          throw new Rollback(JSON.stringify(rows));
+        })
+        .catch((e: unknown) => (e instanceof Rollback ? e.plan : Promise.reject(e)));
+      assert.ok(bound.includes("org-a-visible") && !bound.includes(MARKER), bound);
+      // A binding is never committed: the database refuses the commit.
+      await assert.rejects(
+        db.tx((q) => repo.bindOrganization(q, t().orgA.id)),
+        /a telemetry binding is never committed/,
+      );
+      const left = await db.query<{ n: string }>("SELECT count(*) AS n FROM telemetry_bindings");
+      assert.equal(left.rows[0]?.n, "0");
       // Its own reads of the base tables keep every row.
       const all = await db.query<{ n: string }>("SELECT count(*) AS n FROM events");
       assert.equal(Number(all.rows[0]?.n), eventCount);

@@ -331,7 +331,12 @@ export async function buildHttp(deps: HttpDeps): Promise<App> {
 
   app.setErrorHandler((error: FastifyError | AppError, request, reply) => {
     const appError = toAppError(error);
-    if (statusOf(appError) >= 500) request.log.error({ ...callerFields(request), err: error }, "request failed");
+    // A query past its own deadline is the caller's 504, not the server's failure.
+    const status = statusOf(appError);
+    if (status >= 500) {
+      const level = appError.code === "deadline_exceeded" ? "warn" : "error";
+      request.log[level]({ ...callerFields(request), err: error }, "request failed");
+    }
     return sendError(request, reply, appError);
   });
 

@@ -49,6 +49,8 @@ export interface ErrorOptions {
   retryAfterSeconds?: number;
   quota?: QuotaDetails;
   details?: Record<string, unknown>;
+  /** What went wrong underneath: logged with the error, never sent to the caller. */
+  cause?: unknown;
 }
 
 export class AppError extends Error {
@@ -57,7 +59,7 @@ export class AppError extends Error {
   readonly details: Record<string, unknown> | undefined;
 
   constructor(code: ErrorCode, message: string, options: ErrorOptions = {}) {
-    super(message);
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
     this.code = code;
     this.retryAfterSeconds = options.retryAfterSeconds ?? options.quota?.retry_after_seconds;
     const details = { ...options.details };

@@ -26,8 +26,9 @@ function statement(sql: string, params: unknown[] | undefined): pg.QueryConfig {
 /** Every value as PostgreSQL's text: no type parser runs. */
 const RAW_TYPES = { getTypeParser: () => (value: string) => value };
 
-async function queryRaw(
-  client: pg.Pool | pg.PoolClient,
+/** One statement through the extended protocol, every value as text (Queryable.queryRaw). */
+export async function queryRaw(
+  client: pg.Pool | pg.PoolClient | pg.Client,
   sql: string,
   params: unknown[] | undefined,
 ): Promise<RawResult> {

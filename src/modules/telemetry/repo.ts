@@ -1,8 +1,9 @@
 // Telemetry SQL storage and layer 2: saved data views, the live annotation schemas the
 // catalog is built from, and the executor that runs a (rewritten) query in a READ ONLY
-// transaction as warren_telemetry_reader with the organization bound by SET LOCAL, under
-// the row-level security of migration 0012. The transaction always rolls back.
-import type { Db, Queryable, RawResult } from "../../store/db.js";
+// transaction as warren_telemetry_reader, with the organization bound by a row of
+// telemetry_bindings (migration 0026), under the row-level security of migration 0012. The
+// transaction always rolls back.
+import type { Queryable, RawResult } from "../../store/db.js";
 import type { LiveSchema } from "./sql/catalog.js";
 
 export interface DataViewRow {
@@ -126,12 +127,31 @@ class Rollback {
 const ORG_ID = /^[A-Za-z0-9_.:-]{1,128}$/;
 
 /**
+ * Where a reader transaction runs: Warren's own store (the transaction then takes the
+ * reader's role with SET LOCAL ROLE), or a reader login's connection (reader-logins.ts),
+ * whose session user already has nothing but the reader's grants.
+ */
+export interface ReaderSession {
+  tx<T>(fn: (q: Queryable) => Promise<T>): Promise<T>;
+  /** False for a reader login: its session is the reader already. */
+  readonly takesRole?: boolean;
+}
+
+/**
+ * Binds the transaction's backend to an organization for the row-level security of layer 2
+ * (migration 0026). The caller's transaction must roll back: the binding is never committed.
+ */
+export async function bindOrganization(q: Queryable, orgId: string): Promise<void> {
+  await q.query("INSERT INTO public.telemetry_bindings (pid, org_id) VALUES (pg_backend_pid(), $1)", [orgId]);
+}
+
+/**
  * Runs `sql` (one statement; never several: the extended protocol and the wrapping
  * subquery refuse them) under layer 2 alone. The text is whatever it is given: layer 1's
  * output in production, unrewritten hostile text in the layer-2 tests.
  */
 export async function runAsReader(
-  db: Db,
+  session: ReaderSession,
   orgId: string,
   sql: string,
   params: unknown[],
@@ -139,8 +159,11 @@ export async function runAsReader(
 ): Promise<RawResult> {
   if (!ORG_ID.test(orgId)) throw new Error("organization id with unexpected characters");
   try {
-    await db.tx(async (q) => {
-      // One round trip: every value is a checked organization id or an integer.
+    await session.tx(async (q) => {
+      // The binding is written while the transaction may still write; from the next
+      // statement on it is READ ONLY, so nothing the query runs can add or change one.
+      await bindOrganization(q, orgId);
+      // One round trip: every value is an integer.
       await q.exec(
         [
           "SET TRANSACTION READ ONLY",
@@ -148,8 +171,7 @@ export async function runAsReader(
           `SET LOCAL work_mem = ${Math.max(64, Math.floor(limits.workMemKiB))}`,
           "SET LOCAL TimeZone = 'UTC'",
           "SET LOCAL search_path = telemetry_sql",
-          `SET LOCAL warren.telemetry_org = '${orgId}'`,
-          "SET LOCAL ROLE warren_telemetry_reader;",
+          ...(session.takesRole === false ? [] : ["SET LOCAL ROLE warren_telemetry_reader"]),
         ].join(";\n"),
       );
       const text = `SELECT * FROM (\n${sql}\n) AS warren_result LIMIT ${Math.max(0, Math.floor(limits.fetchRows))}`;

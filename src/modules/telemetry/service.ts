@@ -6,6 +6,7 @@ import { AppError, invalid, notFound } from "../../lib/errors.js";
 import type { Db } from "../../store/db.js";
 import { type Credential, requireOrgScoped } from "../identity/credential.js";
 import type { SqlRefusalReason, WarrenMetrics } from "../metrics/registry.js";
+import { ReaderLogins } from "./reader-logins.js";
 import * as repo from "./repo.js";
 import type { DataViewJson, DataViewSpecJson, PutDataViewBody, QueryResultJson, RunDataViewBody } from "./schemas.js";
 import { catalogOf, type ParamType } from "./sql/catalog.js";
@@ -62,7 +63,15 @@ export interface TelemetryViewOptions {
   /** WARREN_TELEMETRY_SQL_MAX_COST: null for the store's default, 0 for no guard. */
   maxCost?: number | null;
   limits?: { views: QueryLimits; raw: QueryLimits };
+  /**
+   * PostgreSQL's connection string: where set_config is still callable by every role, the
+   * queries run on reader logins made with it (reader-logins.ts); without it they are refused.
+   */
+  readerLogins?: { connectionString: string; size?: number };
 }
+
+/** Connections (each its own login role) for telemetry queries when reader logins are used. */
+const READER_LOGINS = 4;
 
 /** The class of a refused query (docs/metrics.md); null for an error that is no refusal. */
 export function refusalReason(error: unknown): SqlRefusalReason | null {
@@ -75,7 +84,11 @@ export function refusalReason(error: unknown): SqlRefusalReason | null {
 }
 
 export class TelemetryViewService {
-  private layer2Checked = false;
+  /** Where queries run once layer 2 is known to hold: Warren's store, or reader logins. */
+  private session: repo.ReaderSession | null = null;
+  private opening: Promise<repo.ReaderSession> | null = null;
+  private logins: ReaderLogins | null = null;
+  private readonly readerLogins: TelemetryViewOptions["readerLogins"];
   private metrics: WarrenMetrics | null = null;
   private readonly limits: { views: QueryLimits; raw: QueryLimits };
   /** The planner-cost cap in force on this store; null: none. */
@@ -89,6 +102,7 @@ export class TelemetryViewService {
     this.limits = options.limits ?? { views: VIEW_LIMITS, raw: RAW_LIMITS };
     const configured = options.maxCost ?? (db.kind === "pglite" ? PGLITE_DEFAULT_MAX_COST : null);
     this.maxCost = configured === 0 ? null : configured;
+    this.readerLogins = options.readerLogins;
   }
 
   /** Layer 1 against the organization's current catalog. */
@@ -131,10 +145,10 @@ export class TelemetryViewService {
     limits: QueryLimits,
   ): Promise<QueryResultJson> {
     const compiled = await this.compile(orgId, sqlText, paramTypes);
-    await this.ensureLayer2();
+    const session = await this.readerSession();
     let raw: Awaited<ReturnType<typeof repo.runAsReader>>;
     try {
-      raw = await repo.runAsReader(this.db, orgId, compiled.sql, [...values, ...compiled.boundParams], {
+      raw = await repo.runAsReader(session, orgId, compiled.sql, [...values, ...compiled.boundParams], {
         statementTimeoutMs: limits.statementTimeoutMs,
         workMemKiB: limits.workMemKiB,
         fetchRows: rows + 1,
@@ -157,16 +171,48 @@ export class TelemetryViewService {
     };
   }
 
-  /** Layer 2 must hold alone: refuse to run while the reader could still call set_config. */
-  private async ensureLayer2(): Promise<void> {
-    if (this.layer2Checked) return;
-    if (await repo.readerCanSetConfig(this.db)) {
-      throw new AppError(
-        "unavailable",
-        "telemetry SQL is off: a superuser must REVOKE EXECUTE ON FUNCTION pg_catalog.set_config(text, text, boolean) FROM PUBLIC (docs/telemetry-sql.md)",
-      );
+  /**
+   * Layer 2 must hold alone. Where the reader cannot call set_config (PGlite; PostgreSQL
+   * after a superuser's REVOKE) queries run on Warren's own store under SET LOCAL ROLE.
+   * Otherwise set_config('role', <Warren's user>) would undo that role, so they run on
+   * reader logins; if those cannot be made, telemetry SQL is refused (unavailable) and the
+   * next query tries again.
+   */
+  private readerSession(): Promise<repo.ReaderSession> {
+    if (this.session) return Promise.resolve(this.session);
+    this.opening ??= this.openSession().finally(() => {
+      this.opening = null;
+    });
+    return this.opening;
+  }
+
+  private async openSession(): Promise<repo.ReaderSession> {
+    if (!(await repo.readerCanSetConfig(this.db))) {
+      this.session = this.db;
+      return this.db;
     }
-    this.layer2Checked = true;
+    const off = "telemetry SQL is off: any role may call set_config here";
+    const fix =
+      "give Warren's database user CREATEROLE and let its reader logins (warren_tq_*) log in with a password, or have a superuser REVOKE EXECUTE ON FUNCTION pg_catalog.set_config(text, text, boolean) FROM PUBLIC (docs/telemetry-sql.md)";
+    if (this.db.kind !== "postgres" || !this.readerLogins) throw new AppError("unavailable", `${off}; ${fix}`);
+    const { connectionString, size = READER_LOGINS } = this.readerLogins;
+    try {
+      this.logins = await ReaderLogins.open(this.db, connectionString, size);
+    } catch (error) {
+      // The cause (a host, a port, a role name) is for the server's log, not the caller.
+      throw new AppError("unavailable", `${off}, and its reader logins failed; ${fix}`, { cause: error });
+    }
+    this.session = this.logins;
+    return this.logins;
+  }
+
+  /** Ends the reader logins' connections and drops their roles. */
+  async close(): Promise<void> {
+    await this.opening?.catch(() => undefined);
+    const logins = this.logins;
+    this.logins = null;
+    this.session = null;
+    await logins?.close();
   }
 
   private queryError(error: unknown, sqlText: string): unknown {
