@@ -256,16 +256,22 @@ async function viewBench(store: Store) {
 async function viewPlan(db: Db, orgId: string) {
   await gatewayReady;
   const compiled = compile(VIEW_SQL, { relations: catalogOf([]), paramTypes: [], orgId });
-  const plan = await db.tx(async (q) => {
-    await bindOrganization(q, orgId);
-    await q.query("SET LOCAL search_path = telemetry_sql");
-    await q.query("SET LOCAL ROLE warren_telemetry_reader");
-    const { rows } = await q.query<{ "QUERY PLAN": unknown }>(
-      `EXPLAIN (FORMAT JSON) SELECT * FROM (${compiled.sql}) AS warren_result LIMIT 1001`,
-      compiled.boundParams,
-    );
-    return rows[0]?.["QUERY PLAN"];
-  });
+  // The binding is never committed (migration 0026): the plan leaves in the rollback's error.
+  const plan = await db
+    .tx(async (q) => {
+      await bindOrganization(q, orgId);
+      await q.query("SET LOCAL search_path = telemetry_sql");
+      await q.query("SET LOCAL ROLE warren_telemetry_reader");
+      const { rows } = await q.query<{ "QUERY PLAN": unknown }>(
+        `EXPLAIN (FORMAT JSON) SELECT * FROM (${compiled.sql}) AS warren_result LIMIT 1001`,
+        compiled.boundParams,
+      );
+      throw { plan: rows[0]?.["QUERY PLAN"] };
+    })
+    .catch((error: { plan?: unknown }) => {
+      if (error && "plan" in error) return error.plan;
+      throw error;
+    });
   type Node = { "Node Type": string; "Index Name"?: string; Plans?: Node[] };
   const scans: string[] = [];
   const walk = (node: Node) => {

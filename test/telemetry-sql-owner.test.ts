@@ -179,6 +179,15 @@ describe("telemetry SQL layer 2 with a non-superuser database owner (PostgreSQL)
       assert.deepEqual(JSON.parse(await asReader(logins, "SELECT name FROM events")), [["visible-a"]]);
       const b = await repo.runAsReader(logins, ORG_B, "SELECT name FROM events", [], LAYER2);
       assert.deepEqual(b.rows, [[MARKER]], "org B's own query sees its rows");
+      // Nothing stays on a login's connection: no session-level advisory lock either.
+      assert.match(await asReader(logins, "SELECT pg_advisory_lock(424244)"), /^\[/);
+      // The error comes at run time (random() is not folded by the planner), after the lock.
+      const failed = await asReader(logins, "SELECT pg_advisory_lock(424245), 1 / (random() * 0)::int");
+      assert.match(failed, /^refused: division by zero/);
+      const locks = await admin.query(
+        "SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND objid IN (424244, 424245)",
+      );
+      assert.equal(locks.rowCount, 0);
     } finally {
       await logins.close();
     }

@@ -192,6 +192,17 @@ forEachStore(
       assert.ok(!role.rows[0]?.org);
       const b = await repo.runAsReader(t().c.db, orgB, "SELECT name FROM events", [], LAYER2);
       assert.ok(JSON.stringify(b.rows).includes(MARKER), "org B sees its own rows");
+      // A session-level advisory lock would outlive the rollback on a pooled connection (and
+      // Warren's own quota and schema locks are advisory): released, after success or error.
+      await repo.runAsReader(t().c.db, orgA, "SELECT pg_advisory_lock(424242)", [], LAYER2);
+      const failed = await repo
+        .runAsReader(t().c.db, orgA, "SELECT pg_advisory_lock(424243), 1 / (random() * 0)::int", [], LAYER2)
+        .catch((e: Error) => e);
+      assert.match(String(failed), /division by zero/);
+      const locks = await t().c.db.query<{ n: string }>(
+        "SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory'",
+      );
+      assert.equal(locks.rows[0]?.n, "0");
     });
 
     it("layer 2 policies: a read through a view gets the organization's condition alone; Warren's own user reading a view sees nothing", async () => {

@@ -187,7 +187,20 @@ export async function runAsReader(
         const cost = planTotalCost(rows[0]?.["QUERY PLAN"]);
         if (cost > limits.maxCost) throw new CostOverCap(cost, limits.maxCost);
       }
-      const result = await q.queryRaw(text, params, deadline);
+      // Session-level advisory locks outlive the rollback. One taken by a query would stay
+      // on the connection (a pooled one of Warren's, or a reader login's) for whatever runs
+      // there next, so they are released whether the query succeeded or failed; the
+      // savepoint lets the transaction run that release after an error.
+      await q.query("SAVEPOINT warren_query");
+      let result: RawResult;
+      try {
+        result = await q.queryRaw(text, params, deadline);
+      } catch (error) {
+        await q.query("ROLLBACK TO SAVEPOINT warren_query").catch(() => undefined);
+        throw error;
+      } finally {
+        await q.query("SELECT pg_advisory_unlock_all()").catch(() => undefined);
+      }
       throw new Rollback(result);
     });
   } catch (error) {
