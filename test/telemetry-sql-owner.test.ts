@@ -12,7 +12,7 @@ import { after, before, describe, it } from "node:test";
 import pg from "pg";
 import { systemClock } from "../src/lib/clock.js";
 import type { Credential } from "../src/modules/identity/credential.js";
-import { ReaderLogins } from "../src/modules/telemetry/reader-logins.js";
+import { ReaderLogins, scramVerifier } from "../src/modules/telemetry/reader-logins.js";
 import * as repo from "../src/modules/telemetry/repo.js";
 import { TelemetryViewService } from "../src/modules/telemetry/service.js";
 import type { Db } from "../src/store/db.js";
@@ -155,6 +155,24 @@ describe("telemetry SQL layer 2 with a non-superuser database owner (PostgreSQL)
       await service.close();
     }
     assert.deepEqual(await loginRoles(), []);
+  });
+
+  it("a reader login's password is sent as the SCRAM-SHA-256 verifier PostgreSQL itself computes", async () => {
+    const role = `warren_scram_${suffix}`;
+    await admin.query(`SET password_encryption = 'scram-sha-256'`);
+    await admin.query(`CREATE ROLE ${role} PASSWORD 'correct horse battery staple'`);
+    try {
+      const { rows } = await admin.query<{ stored: string }>(
+        "SELECT rolpassword AS stored FROM pg_authid WHERE rolname = $1",
+        [role],
+      );
+      const stored = String(rows[0]?.stored);
+      const salt = Buffer.from(stored.split("$")[1]?.split(":")[1] ?? "", "base64");
+      assert.equal(salt.length, 16, stored);
+      assert.equal(scramVerifier("correct horse battery staple", salt), stored);
+    } finally {
+      await admin.query(`DROP ROLE ${role}`);
+    }
   });
 
   it("layer 2 alone on reader logins: unrewritten escapes are refused or see only the bound organization", async () => {
