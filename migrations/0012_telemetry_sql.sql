@@ -104,14 +104,15 @@ CREATE POLICY warren_app ON public.sandbox_snapshots FOR ALL TO PUBLIC
 
 -- A query could otherwise call set_config('warren.telemetry_org', ...) or
 -- set_config('role', <the session user>, ...) before a later part of itself reads. Only a
--- superuser may revoke this; without it the server refuses to run telemetry SQL (it checks
--- has_function_privilege at its first query) until an operator runs the REVOKE below.
+-- superuser may revoke this; without it the server runs telemetry SQL on reader logins (it
+-- checks has_function_privilege at its first query; migration 0026, docs/telemetry-sql.md).
 DO $$
 BEGIN
   IF (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) THEN
     REVOKE EXECUTE ON FUNCTION pg_catalog.set_config(text, text, boolean) FROM PUBLIC;
   ELSE
-    RAISE WARNING 'telemetry SQL stays off until a superuser runs: REVOKE EXECUTE ON FUNCTION pg_catalog.set_config(text, text, boolean) FROM PUBLIC';
+    -- (Text updated with migration 0026: the server now uses reader logins instead of refusing.)
+    RAISE WARNING 'any role may call set_config: telemetry SQL will run on reader logins (docs/telemetry-sql.md) unless a superuser runs: REVOKE EXECUTE ON FUNCTION pg_catalog.set_config(text, text, boolean) FROM PUBLIC';
   END IF;
 END
 $$;
