@@ -7,7 +7,7 @@
 //            the same run, the same SQL run directly on the store without the gateway;
 //            targets p95 <= 500 ms (PostgreSQL), <= 2 s (PGlite), gateway/direct <= 1.2x.
 //
-//   node --import tsx bench/telemetry-sql.ts [--stores pglite,postgres] [--events 1000000]
+//   node --import tsx bench/telemetry-sql.ts [--stores pglite,postgres,postgres-logins] [--events 1000000]
 //     [--runs 20] [--compile-iterations 2000] [--output bench/results/telemetry-sql.json]
 import { execSync } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
@@ -38,14 +38,16 @@ const TARGET_RATIO = 1.2;
 
 const { values: args } = parseArgs({
   options: {
-    stores: { type: "string", default: "pglite,postgres" },
+    stores: { type: "string", default: "pglite,postgres,postgres-logins" },
     events: { type: "string", default: "1000000" },
     runs: { type: "string", default: "20" },
     "compile-iterations": { type: "string", default: "2000" },
     output: { type: "string", default: path.join(ROOT, "bench/results/telemetry-sql.json") },
   },
 });
-const stores = args.stores.split(",") as Store[];
+/** "postgres-logins": PostgreSQL whose Warren user is not a superuser, so queries run on reader logins. */
+type Variant = Store | "postgres-logins";
+const stores = args.stores.split(",") as Variant[];
 const eventCount = Number(args.events);
 const runs = Number(args.runs);
 const log = (line: string) => process.stderr.write(`[bench:telemetry-sql] ${line}\n`);
@@ -143,8 +145,11 @@ async function timed<T>(fn: () => Promise<T>): Promise<{ ms: number; value: T }>
   return { ms: performance.now() - started, value };
 }
 
-async function viewBench(store: Store) {
-  const setup = await prepareStore(store, "warren-bench-tsql", log);
+async function viewBench(variant: Variant) {
+  const store: Store = variant === "pglite" ? "pglite" : "postgres";
+  const setup = await prepareStore(store, "warren-bench-tsql", log, {
+    nonSuperuserOwner: variant === "postgres-logins",
+  });
   const start = async () =>
     startServer({ root: ROOT, port: await freePort(), env: setup.env, logFile: setup.logFile }, 180_000);
   let server: RunningServer = await start();
@@ -185,6 +190,7 @@ async function viewBench(store: Store) {
   const direct: number[] = [];
   const inProcess: number[] = [];
   let lastDay = 0;
+  let readerLogins: number | null = null;
   // The window slides with now(), so the two sides' last-day counts differ by the events that aged out in between.
   let directLastDay = 0;
   const check = (rows: [string, string | number][]) => {
@@ -207,6 +213,11 @@ async function viewBench(store: Store) {
       direct.push(d.ms);
       check(d.value.rows.map((r) => [r.name, r.n]));
     }
+    // Which path the gateway took: reader logins exist only where set_config is still callable.
+    const logins = await pgClient.query<{ n: string }>(
+      "SELECT count(*) AS n FROM pg_roles WHERE starts_with(rolname, 'warren_tq_')",
+    );
+    readerLogins = Number(logins.rows[0]?.n);
     await pgClient.end();
   } else {
     for (let i = 0; i < runs; i++) gateway.push((await timed(runView)).ms);
@@ -232,7 +243,8 @@ async function viewBench(store: Store) {
   const g = summary(gateway);
   const d = summary(direct);
   return {
-    store,
+    store: variant,
+    readerLogins,
     events: eventCount,
     eventsLastDay: lastDay,
     eventsLastDayDirect: directLastDay,

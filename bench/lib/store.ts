@@ -58,7 +58,20 @@ export function installCleanup(log: (line: string) => void, opts: { keep?: boole
 }
 
 /** Creates `<tmp>/<prefix>-<store>-XXXXXX` and, for PostgreSQL, starts the cluster. */
-export async function prepareStore(store: Store, prefix: string, log: (line: string) => void): Promise<StoreSetup> {
+export interface StoreOptions {
+  /**
+   * PostgreSQL only: Warren's database user is not a superuser but a role with CREATEROLE
+   * owning the database (a managed PostgreSQL's shape), so telemetry SQL runs on reader logins.
+   */
+  nonSuperuserOwner?: boolean;
+}
+
+export async function prepareStore(
+  store: Store,
+  prefix: string,
+  log: (line: string) => void,
+  options: StoreOptions = {},
+): Promise<StoreSetup> {
   const dir = mkdtempSync(path.join(os.tmpdir(), `${prefix}-${store}-`));
   tempDirs.push(dir);
   const logFile = path.join(dir, "server.log");
@@ -75,9 +88,15 @@ export async function prepareStore(store: Store, prefix: string, log: (line: str
     cluster = await startPgCluster();
     const admin = new pg.Client({ connectionString: cluster.url });
     await admin.connect();
-    await admin.query("CREATE DATABASE warren_bench");
-    await admin.end();
     const url = new URL(cluster.url);
+    if (options.nonSuperuserOwner) {
+      await admin.query("CREATE ROLE warren_bench_owner LOGIN CREATEROLE NOSUPERUSER");
+      await admin.query("CREATE DATABASE warren_bench OWNER warren_bench_owner");
+      url.username = "warren_bench_owner";
+    } else {
+      await admin.query("CREATE DATABASE warren_bench");
+    }
+    await admin.end();
     url.pathname = "/warren_bench";
     env.DATABASE_URL = url.toString();
     const port = Number(url.port);
