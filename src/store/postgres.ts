@@ -27,7 +27,7 @@ function statement(sql: string, params: unknown[] | undefined): pg.QueryConfig {
 const RAW_TYPES = { getTypeParser: () => (value: string) => value };
 
 /** One statement through the extended protocol, every value as text (Queryable.queryRaw). */
-export async function queryRaw(
+async function queryRaw(
   client: pg.Pool | pg.PoolClient | pg.Client,
   sql: string,
   params: unknown[] | undefined,
@@ -43,6 +43,37 @@ export async function queryRaw(
     fields: result.fields.map((field) => ({ name: field.name, typeId: field.dataTypeID })),
     rows: result.rows as (string | null)[][],
   };
+}
+
+/**
+ * Runs fn in one transaction on one connection: commits when it resolves, rolls back when it
+ * throws. `prepared`: parameterised statements become named ones (statement()); a reader
+ * login's session keeps none.
+ */
+export async function inTransaction<T>(
+  client: pg.PoolClient | pg.Client,
+  fn: (q: Queryable) => Promise<T>,
+  prepared = true,
+): Promise<T> {
+  const q: Queryable = {
+    exec: async (sql: string) => {
+      await client.query(sql);
+    },
+    queryRaw: (sql, params) => queryRaw(client, sql, params),
+    query: async <R>(sql: string, params?: unknown[]) => {
+      const result = await client.query(prepared ? statement(sql, params) : { text: sql, values: params });
+      return { rows: result.rows as R[] };
+    },
+  };
+  await client.query("BEGIN");
+  try {
+    const value = await fn(q);
+    await client.query("COMMIT");
+    return value;
+  } catch (error) {
+    await client.query("ROLLBACK").catch(() => undefined);
+    throw error;
+  }
 }
 
 export async function openPostgres(connectionString: string, maxConnections = 10): Promise<Db> {
@@ -66,24 +97,8 @@ export async function openPostgres(connectionString: string, maxConnections = 10
     queryRaw: (sql, params) => queryRaw(pool, sql, params),
     tx: async (fn) => {
       const client = await pool.connect();
-      const q: Queryable = {
-        exec: async (sql: string) => {
-          await client.query(sql);
-        },
-        queryRaw: (sql, params) => queryRaw(client, sql, params),
-        query: async <T>(sql: string, params?: unknown[]) => {
-          const result = await client.query(statement(sql, params));
-          return { rows: result.rows as T[] };
-        },
-      };
       try {
-        await client.query("BEGIN");
-        const value = await fn(q);
-        await client.query("COMMIT");
-        return value;
-      } catch (error) {
-        await client.query("ROLLBACK").catch(() => undefined);
-        throw error;
+        return await inTransaction(client, fn);
       } finally {
         client.release();
       }

@@ -15,7 +15,7 @@
 import { createHash, createHmac, pbkdf2Sync, randomBytes } from "node:crypto";
 import pg from "pg";
 import type { Queryable } from "../../store/db.js";
-import { queryRaw } from "../../store/postgres.js";
+import { inTransaction } from "../../store/postgres.js";
 import type { ReaderSession } from "./repo.js";
 
 const PREFIX = "warren_tq_";
@@ -153,23 +153,7 @@ export class ReaderLogins implements ReaderSession {
   async tx<T>(fn: (q: Queryable) => Promise<T>): Promise<T> {
     const slot = await this.acquire();
     try {
-      const client = await this.connected(slot);
-      const q: Queryable = {
-        query: async <R>(sql: string, params?: unknown[]) => ({ rows: (await client.query(sql, params)).rows as R[] }),
-        exec: async (sql: string) => {
-          await client.query(sql);
-        },
-        queryRaw: (sql: string, params?: unknown[]) => queryRaw(client, sql, params),
-      };
-      await client.query("BEGIN");
-      try {
-        const value = await fn(q);
-        await client.query("COMMIT");
-        return value;
-      } catch (error) {
-        await client.query("ROLLBACK").catch(() => undefined);
-        throw error;
-      }
+      return await inTransaction(await this.connected(slot), fn, false);
     } finally {
       this.release(slot);
     }
