@@ -405,6 +405,13 @@ for (const store of ["postgres", "pglite"] as const)
       const ms = performance.now() - started;
       assertError(res, 504, "deadline_exceeded");
       assert.match(String(res.body.message), /statement timeout/);
+      // The caller's own timeout is logged as a warning (40), not as the server's error (50).
+      const logged = t
+        .logs()
+        .split("\n")
+        .filter((line) => line.includes(String(res.body.request_id)) && line.includes("request failed"));
+      assert.equal(logged.length, 1, t.logs().slice(-2000));
+      assert.equal(JSON.parse(logged[0] ?? "{}").level, 40);
       // The raw SQL timeout, then at most a reopen of the data directory.
       assert.ok(
         ms >= RAW_LIMITS.statementTimeoutMs - 10 && ms < RAW_LIMITS.statementTimeoutMs + 3000,
