@@ -2,7 +2,7 @@
 // loopback port, removed again on stop. As root, the server runs as the `postgres` user
 // (initdb refuses root). Installs Debian's postgresql when no initdb is found.
 import { execFileSync, spawnSync } from "node:child_process";
-import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { freePort } from "./ports.js";
@@ -10,6 +10,8 @@ import { freePort } from "./ports.js";
 export interface PgCluster {
   /** Connection string of the cluster's `postgres` database (superuser). */
   url: string;
+  /** Its temp dir (data directory, socket, log), removed on stop. */
+  dir: string;
   stop(): void;
 }
 
@@ -35,6 +37,45 @@ export function ensurePostgresInstalled(): string {
   return bin;
 }
 
+/** The file in a cluster's temp dir naming the process that started it. */
+const STARTER = "started-by.pid";
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+/**
+ * Stops the clusters of processes that died without stopping them (a SIGKILLed test run
+ * never runs its after hooks), and removes their temp dirs.
+ */
+function stopOrphans(bin: string, asOwner: (file: string, args: string[]) => void): void {
+  for (const name of readdirSync(os.tmpdir())) {
+    if (!name.startsWith("warren-pg-")) continue;
+    const dir = path.join(os.tmpdir(), name);
+    let starter: number;
+    try {
+      starter = Number(readFileSync(path.join(dir, STARTER), "utf8"));
+    } catch {
+      continue; // not one of ours, or still being made
+    }
+    if (!Number.isInteger(starter) || starter <= 0 || alive(starter)) continue;
+    const dataDir = path.join(dir, "data");
+    if (existsSync(path.join(dataDir, "postmaster.pid"))) {
+      try {
+        asOwner(path.join(bin, "pg_ctl"), ["-D", dataDir, "-m", "immediate", "-w", "stop"]);
+      } catch {
+        // already stopped
+      }
+    }
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 export async function startPgCluster(): Promise<PgCluster> {
   const bin = ensurePostgresInstalled();
   const isRoot = process.getuid?.() === 0;
@@ -46,6 +87,8 @@ export async function startPgCluster(): Promise<PgCluster> {
     const argv = isRoot ? ["-u", "postgres", "--", file, ...args] : args;
     execFileSync(cmd, argv, { stdio: "pipe" });
   };
+  stopOrphans(bin, asOwner);
+  writeFileSync(path.join(dir, STARTER), String(process.pid));
   if (isRoot) {
     const uid = Number(execFileSync("id", ["-u", "postgres"]).toString().trim());
     const gid = Number(execFileSync("id", ["-g", "postgres"]).toString().trim());
@@ -70,6 +113,7 @@ export async function startPgCluster(): Promise<PgCluster> {
   let stopped = false;
   return {
     url: `postgres://postgres@127.0.0.1:${port}/postgres`,
+    dir,
     stop: () => {
       if (stopped) return;
       stopped = true;
