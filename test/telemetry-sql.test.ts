@@ -146,6 +146,35 @@ forEachStore(
       assert.ok((bytes.body.rows as unknown[]).length < 11);
     });
 
+    it("a value larger than the byte cap never leaves the database; columns keep their names, even repeated", async () => {
+      // 5 MB in one value, over raw SQL's 1 MiB: the database sends nulls and the answer is cut.
+      const big = await sql("SELECT 1 AS a, lpad('x', 5000000) AS big");
+      assert.equal(big.status, 200, big.raw.slice(0, 300));
+      assert.deepEqual(big.body.rows, []);
+      assert.equal(big.body.truncated_reason, "byte_limit");
+      assert.ok(big.raw.length < 1000);
+      // Rows before the cut are whole; the first row past it is not sent.
+      const some = await sql("SELECT i, lpad('y', 300000) AS v FROM generate_series(1, 10) AS i");
+      assert.equal(some.status, 200, some.raw.slice(0, 300));
+      assert.deepEqual(
+        (some.body.rows as [number, string][]).map(([i, v]) => [i, v.length]),
+        [
+          [1, 300000],
+          [2, 300000],
+          [3, 300000],
+        ],
+      );
+      assert.equal(some.body.truncated_reason, "byte_limit");
+      const same = await sql("SELECT 1 AS a, 'two' AS a, NULL::int AS c1, true AS warren_fits");
+      assert.equal(same.status, 200, same.raw);
+      assert.deepEqual(
+        (same.body.columns as { name: string }[]).map((c) => c.name),
+        ["a", "a", "c1", "warren_fits"],
+      );
+      assert.deepEqual(same.body.rows, [[1, "two", null, true]]);
+      assert.equal(same.body.truncated, false);
+    });
+
     it("layer 2 alone: unrewritten hostile text run as the reader sees only the bound organization", async () => {
       const orgA = t().orgA.id;
       const orgB = t().orgB.id;

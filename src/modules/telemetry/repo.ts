@@ -100,6 +100,37 @@ export interface Layer2Limits {
   fetchRows: number;
   /** Refuse (CostOverCap) a plan whose estimated total cost exceeds this; null: no guard. */
   maxCost?: number | null;
+  /**
+   * Bytes of rows the database sends at most (their text form, counted by the database);
+   * past them it sends each row's values as nulls and the result says `cut`. Default 4 MiB.
+   */
+  maxBytes?: number;
+}
+
+/** A reader's result: when `cut`, the database stopped sending values at the byte cap. */
+export interface ReaderResult extends RawResult {
+  cut: boolean;
+}
+
+const DEFAULT_MAX_BYTES = 4 * 1024 * 1024;
+
+/**
+ * The statement that runs `sql` with its n columns capped: the database counts each row's
+ * size (its text form) as it goes, and a row past `maxBytes` in all carries nulls and a false
+ * last column. A value larger than the cap never leaves the database, however large it is
+ * there (one query's 600 MB string otherwise crashed the pg client's parser, above what a
+ * Node string may hold). The window streams and LIMIT still stops the query early.
+ */
+function cappedStatement(sql: string, columns: number, maxBytes: number, fetchRows: number): string {
+  const names = Array.from({ length: columns }, (_, i) => `c${i + 1}`);
+  const values = names.map((c) => `CASE WHEN warren_capped.warren_fits THEN warren_capped.${c} END AS ${c}`);
+  return `SELECT ${values.join(", ")}, warren_capped.warren_fits
+  FROM (SELECT warren_result.*,
+               sum(octet_length(warren_result::text)) OVER (ROWS UNBOUNDED PRECEDING) <= ${maxBytes} AS warren_fits
+          FROM (
+${sql}
+) AS warren_result(${names.join(", ")})) AS warren_capped
+ LIMIT ${fetchRows}`;
 }
 
 /** The planner's estimate for a query was over the cap: it was planned, never run. */
@@ -121,7 +152,18 @@ export function planTotalCost(plan: unknown): number {
 }
 
 class Rollback {
-  constructor(readonly result: RawResult) {}
+  constructor(readonly result: ReaderResult) {}
+}
+
+/** The capped statement's rows as the query's own: its column names, the rows before the cut. */
+function uncap(raw: RawResult, fields: RawResult["fields"]): ReaderResult {
+  const cutAt = raw.rows.findIndex((row) => row[row.length - 1] !== "t");
+  const rows = (cutAt < 0 ? raw.rows : raw.rows.slice(0, cutAt)).map((row) => row.slice(0, -1));
+  return {
+    fields: raw.fields.slice(0, -1).map((field, i) => ({ name: fields[i]?.name ?? field.name, typeId: field.typeId })),
+    rows,
+    cut: cutAt >= 0,
+  };
 }
 
 const ORG_ID = /^[A-Za-z0-9_.:-]{1,128}$/;
@@ -156,7 +198,7 @@ export async function runAsReader(
   sql: string,
   params: unknown[],
   limits: Layer2Limits,
-): Promise<RawResult> {
+): Promise<ReaderResult> {
   if (!ORG_ID.test(orgId)) throw new Error("organization id with unexpected characters");
   try {
     await session.tx(async (q) => {
@@ -174,10 +216,16 @@ export async function runAsReader(
           ...(session.takesRole === false ? [] : ["SET LOCAL ROLE warren_telemetry_reader"]),
         ].join(";\n"),
       );
-      const text = `SELECT * FROM (\n${sql}\n) AS warren_result LIMIT ${Math.max(0, Math.floor(limits.fetchRows))}`;
-      // statement_timeout bounds both statements on PostgreSQL; the embedded store ignores
+      const fetchRows = Math.max(0, Math.floor(limits.fetchRows));
+      // statement_timeout bounds every statement on PostgreSQL; the embedded store ignores
       // it and stops a statement at timeoutMs instead (src/store/pglite-deadline.ts).
       const deadline = { timeoutMs: limits.statementTimeoutMs };
+      // The result's columns first (LIMIT 0 runs nothing), to name them in the capped statement.
+      const { fields } = await q.queryRaw(`SELECT * FROM (\n${sql}\n) AS warren_result LIMIT 0`, params, deadline);
+      const capped = fields.length > 0;
+      const text = capped
+        ? cappedStatement(sql, fields.length, Math.floor(limits.maxBytes ?? DEFAULT_MAX_BYTES), fetchRows)
+        : `SELECT * FROM (\n${sql}\n) AS warren_result LIMIT ${fetchRows}`;
       // The cost guard plans the exact statement, with the same role, settings and values,
       // and refuses before anything runs: on PGlite a statement stopped by its deadline
       // costs a reopen of the store, which the guard spares most expensive queries. Planning
@@ -192,9 +240,10 @@ export async function runAsReader(
       // there next, so they are released whether the query succeeded or failed; the
       // savepoint lets the transaction run that release after an error.
       await q.query("SAVEPOINT warren_query");
-      let result: RawResult;
+      let result: ReaderResult;
       try {
-        result = await q.queryRaw(text, params, deadline);
+        const raw = await q.queryRaw(text, params, deadline);
+        result = capped ? uncap(raw, fields) : { ...raw, cut: false };
       } catch (error) {
         await q.query("ROLLBACK TO SAVEPOINT warren_query").catch(() => undefined);
         throw error;

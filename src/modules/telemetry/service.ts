@@ -153,6 +153,7 @@ export class TelemetryViewService {
         workMemKiB: limits.workMemKiB,
         fetchRows: rows + 1,
         maxCost: this.maxCost,
+        maxBytes: limits.maxResultBytes,
       });
     } catch (error) {
       throw this.queryError(error, sqlText);
@@ -162,6 +163,8 @@ export class TelemetryViewService {
       raw.fields.map((f) => f.typeId),
     );
     const encoded = encodeRows(raw, rows, limits.maxResultBytes);
+    // Rows the database held back at the byte cap: cut there, even if their JSON would fit.
+    if (raw.cut && encoded.truncated === null) encoded.truncated = "byte_limit";
     return {
       columns: raw.fields.map((f) => ({ name: f.name, type: names.get(f.typeId) ?? String(f.typeId) })),
       rows: encoded.rows,
