@@ -8,7 +8,7 @@ import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import { systemClock } from "../src/lib/clock.js";
 import * as repo from "../src/modules/telemetry/repo.js";
-import { PGLITE_DEFAULT_MAX_COST, RAW_LIMITS, TelemetryViewService } from "../src/modules/telemetry/service.js";
+import { EMBEDDED_MAX_COST, RAW_LIMITS, TelemetryViewService } from "../src/modules/telemetry/service.js";
 import { forEachStore, startTestApp, type TestApp, type TestOrg } from "./harness.js";
 import { assertError } from "./support/assertions.js";
 import { API_ONLY_RUNTIME } from "./support/fixtures.js";
@@ -348,13 +348,11 @@ forEachStore(
       assert.match(String(store.body.message), /column score/);
     });
 
-    it("the planner-cost guard refuses a long query before it runs (PGlite by default, PostgreSQL when configured)", async () => {
-      // PGlite guards by default; on PostgreSQL a service configured with a cap shows the extra layer.
-      const service =
-        t().store === "pglite"
-          ? t().c.telemetryViews
-          : new TelemetryViewService(t().c.db, systemClock(), { maxCost: PGLITE_DEFAULT_MAX_COST });
-      assert.equal(service.maxCost, PGLITE_DEFAULT_MAX_COST);
+    it("the planner-cost guard is off unless configured; configured, it refuses a long query before it runs", async () => {
+      // Off by default on both stores: its estimates come from every organization's statistics.
+      assert.equal(t().c.telemetryViews.maxCost, null);
+      const service = new TelemetryViewService(t().c.db, systemClock(), { maxCost: EMBEDDED_MAX_COST });
+      assert.equal(service.maxCost, EMBEDDED_MAX_COST);
       const cred = await t().c.identity.authenticate(t().orgA.keys.member);
       for (const slow of [
         "SELECT count(*) FROM generate_series(1, 1000000) a, generate_series(1, 1000000) b",
@@ -367,23 +365,16 @@ forEachStore(
         );
         const ms = performance.now() - started;
         assert.equal(refused?.code, "invalid_argument", slow);
-        const expected = `exceeds the limit ${PGLITE_DEFAULT_MAX_COST} (WARREN_TELEMETRY_SQL_MAX_COST)`;
+        const expected = `exceeds the limit ${EMBEDDED_MAX_COST} (WARREN_TELEMETRY_SQL_MAX_COST)`;
         assert.match(String(refused?.message), /^the query's estimated cost \d+ /);
         assert.ok(String(refused?.message).includes(expected), String(refused?.message));
-        assert.ok(Number(refused?.details?.estimated_cost) > PGLITE_DEFAULT_MAX_COST);
+        assert.ok(Number(refused?.details?.estimated_cost) > EMBEDDED_MAX_COST);
         assert.equal(refused?.details?.construct, "estimated cost");
-        assert.equal(refused?.details?.max_cost, PGLITE_DEFAULT_MAX_COST);
+        assert.equal(refused?.details?.max_cost, EMBEDDED_MAX_COST);
         assert.ok(ms < 2000, `refused after ${ms.toFixed(0)} ms`);
       }
       const normal = await service.runSql(cred, "SELECT name, count(*) FROM events GROUP BY name ORDER BY name", 10);
       assert.ok(normal.rows.length > 0);
-      if (t().store === "pglite") {
-        const res = await sql("SELECT count(*) FROM generate_series(1, 1000000) a, generate_series(1, 1000000) b");
-        assertError(res, 400, "invalid_argument");
-        assert.equal(res.body.details && (res.body.details as { max_cost: number }).max_cost, PGLITE_DEFAULT_MAX_COST);
-        assert.equal((res.body.details as { construct: string }).construct, "estimated cost");
-        assert.match(String(res.body.message), /WARREN_TELEMETRY_SQL_MAX_COST/);
-      }
     });
   },
   { overrides: { runtime: API_ONLY_RUNTIME } },

@@ -56,11 +56,14 @@ function sqlState(error: unknown): string | null {
   return typeof code === "string" && /^[0-9A-Z]{5}$/.test(code) ? code : null;
 }
 
-/** The planner-cost cap of the embedded store when none is configured (docs/telemetry-sql.md). */
-export const PGLITE_DEFAULT_MAX_COST = 250_000;
+/**
+ * A planner-cost cap that suits the embedded store when an operator turns the guard on
+ * (docs/telemetry-sql.md, "Planner-cost guard"); the guard is off unless configured.
+ */
+export const EMBEDDED_MAX_COST = 250_000;
 
 export interface TelemetryViewOptions {
-  /** WARREN_TELEMETRY_SQL_MAX_COST: null for the store's default, 0 for no guard. */
+  /** WARREN_TELEMETRY_SQL_MAX_COST: null or 0 for no guard (the default). */
   maxCost?: number | null;
   limits?: { views: QueryLimits; raw: QueryLimits };
   /**
@@ -100,8 +103,10 @@ export class TelemetryViewService {
     options: TelemetryViewOptions = {},
   ) {
     this.limits = options.limits ?? { views: VIEW_LIMITS, raw: RAW_LIMITS };
-    const configured = options.maxCost ?? (db.kind === "pglite" ? PGLITE_DEFAULT_MAX_COST : null);
-    this.maxCost = configured === 0 ? null : configured;
+    // Off unless configured: the planner's estimates come from statistics over every
+    // organization's rows, so a refusal (or its estimated cost) tells one organization about
+    // the others' data (docs/telemetry-sql.md, "Planner-cost guard").
+    this.maxCost = options.maxCost ? options.maxCost : null;
     this.readerLogins = options.readerLogins;
   }
 
