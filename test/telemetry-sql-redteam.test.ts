@@ -1,0 +1,113 @@
+// Red team of telemetry SQL layer 2 (docs/telemetry-sql.md, "Layer 2"): hostile text reaching
+// the reader as if layer 1 were bypassed, plus the reader logins' own machinery on PostgreSQL with a
+// non-superuser owner (as in telemetry-sql-owner.test.ts): the stale-login sweep against a live
+// replica's logins, a query that ends its own connection, and a result too large for the server.
+import assert from "node:assert/strict";
+import { createHash, randomBytes } from "node:crypto";
+import { after, before, describe, it } from "node:test";
+import pg from "pg";
+import { ReaderLogins } from "../src/modules/telemetry/reader-logins.js";
+import * as repo from "../src/modules/telemetry/repo.js";
+import type { Db } from "../src/store/db.js";
+import { migrate } from "../src/store/migrate.js";
+import { openPostgres } from "../src/store/postgres.js";
+import { adminUrl } from "./harness.js";
+import { MARKER } from "./support/telemetry-corpus.js";
+
+const LAYER2 = { statementTimeoutMs: 5000, workMemKiB: 4096, fetchRows: 1000 };
+const ORG_A = "org_rt_a";
+const ORG_B = "org_rt_b";
+
+const asReader = (session: repo.ReaderSession, text: string, org = ORG_A) =>
+  repo.runAsReader(session, org, text, [], LAYER2).then(
+    (r) => JSON.stringify(r.rows),
+    (e: Error & { code?: string }) => `refused: ${e.code ?? ""} ${e.message}`,
+  );
+
+describe("telemetry SQL red team: reader logins (PostgreSQL, non-superuser owner)", () => {
+  const suffix = randomBytes(5).toString("hex");
+  const owner = `warren_rt_owner_${suffix}`;
+  const database = `t_rt_${suffix}`;
+  const loginPrefix = `warren_tq_${createHash("sha256").update(database).digest("hex").slice(0, 8)}_`;
+  let ownerUrl = "";
+  let db: Db;
+  let admin: pg.Client;
+
+  before(async () => {
+    const superUrl = await adminUrl();
+    admin = new pg.Client({ connectionString: superUrl });
+    await admin.connect();
+    await admin.query(`CREATE ROLE ${owner} LOGIN CREATEROLE NOSUPERUSER`);
+    await admin.query(`CREATE DATABASE ${database} OWNER ${owner}`);
+    const url = new URL(superUrl);
+    url.username = owner;
+    url.pathname = `/${database}`;
+    ownerUrl = url.toString();
+    db = await openPostgres(ownerUrl, 2);
+    await migrate(db);
+    for (const [org, name] of [
+      [ORG_A, "visible-a"],
+      [ORG_B, MARKER],
+    ]) {
+      await db.query(
+        `INSERT INTO events (org_id, event_id, project_id, ts_wall_ns, name, payload)
+         VALUES ($1, $2, 'prj_x', $3, $4, $5::jsonb)`,
+        [org, `ev-${org}`, String(Date.now() * 1e6), name, JSON.stringify({ m: name })],
+      );
+    }
+  });
+
+  after(async () => {
+    await db?.close();
+    const { rows } = await admin
+      .query<{ name: string }>("SELECT rolname AS name FROM pg_roles WHERE starts_with(rolname, $1)", [loginPrefix])
+      .catch(() => ({ rows: [] as { name: string }[] }));
+    for (const { name } of rows) await admin.query(`DROP ROLE IF EXISTS "${name}"`);
+    await admin.query(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`);
+    await admin.query(`DROP ROLE IF EXISTS ${owner}`);
+    await admin.end();
+  });
+
+  it("a second server's stale-login sweep leaves a live server's logins usable", async () => {
+    // The live server (a replica) started more than an hour ago: its role names carry that time.
+    const realNow = Date.now;
+    Date.now = () => realNow() - 2 * 3600 * 1000;
+    let live: ReaderLogins;
+    try {
+      live = await ReaderLogins.open(db, ownerUrl, 2);
+    } finally {
+      Date.now = realNow;
+    }
+    let other: ReaderLogins | null = null;
+    try {
+      // It has only ever needed one connection at a time: its other login never connected.
+      other = await ReaderLogins.open(db, ownerUrl, 1);
+      // Two queries at once: the live server needs its second login now.
+      const both = await Promise.all([
+        asReader(live, "SELECT name FROM events, pg_sleep(0.3)"),
+        asReader(live, "SELECT name FROM events, pg_sleep(0.3)"),
+      ]);
+      assert.deepEqual(both, ['[["visible-a"]]', '[["visible-a"]]']);
+    } finally {
+      await other?.close();
+      await live.close();
+    }
+    // The login made again in place of the swept one is dropped at close too.
+    const left = await admin.query("SELECT 1 FROM pg_roles WHERE starts_with(rolname, $1)", [loginPrefix]);
+    assert.equal(left.rowCount, 0);
+  });
+
+  it("a query that ends its own login's connection does not break the next query on that login", async () => {
+    const logins = await ReaderLogins.open(db, ownerUrl, 1);
+    try {
+      for (let i = 0; i < 5; i++) {
+        const killed = await asReader(logins, "SELECT pg_terminate_backend(pg_backend_pid())");
+        assert.match(killed, /^refused: 57P01/);
+        // The only slot reconnects as the same role, whose CONNECTION LIMIT is 1.
+        assert.equal(await asReader(logins, "SELECT name FROM events"), '[["visible-a"]]');
+      }
+    } finally {
+      await logins.close();
+    }
+  });
+});
