@@ -3,6 +3,7 @@
 // non-superuser owner (as in telemetry-sql-owner.test.ts): the stale-login sweep against a live
 // replica's logins, a query that ends its own connection, and a result too large for the server.
 import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
 import { after, before, describe, it } from "node:test";
 import pg from "pg";
@@ -11,7 +12,7 @@ import * as repo from "../src/modules/telemetry/repo.js";
 import type { Db } from "../src/store/db.js";
 import { migrate } from "../src/store/migrate.js";
 import { openPostgres } from "../src/store/postgres.js";
-import { adminUrl } from "./harness.js";
+import { adminUrl, STORE_KINDS } from "./harness.js";
 import { MARKER } from "./support/telemetry-corpus.js";
 
 const LAYER2 = { statementTimeoutMs: 5000, workMemKiB: 4096, fetchRows: 1000 };
@@ -110,4 +111,32 @@ describe("telemetry SQL red team: reader logins (PostgreSQL, non-superuser owner
       await logins.close();
     }
   });
+});
+
+/**
+ * One value wider than a JavaScript string may be (2^29 - 24 characters), built from what layer 1
+ * allows (string_agg, lpad, generate_series up to a million rows) in under a second on
+ * PostgreSQL, inside the raw SQL timeout. Neither the cost guard nor the result caps (applied
+ * after the rows have arrived) bound it: the PostgreSQL client throws ERR_STRING_TOO_LONG while
+ * parsing the row, in a socket event handler, and the process ends.
+ */
+const TOO_WIDE = "SELECT string_agg(lpad('x', 60000), '') AS v FROM generate_series(1, 10000)";
+
+describe("telemetry SQL red team: a value too wide for the server", () => {
+  for (const store of STORE_KINDS) {
+    it(`[${store}] a raw query answering one 600 MB value is refused, and the server process survives it`, async () => {
+      const env = { ...process.env, WARREN_TEST_PG_URL: await adminUrl() };
+      const child = await new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+        const proc = execFile(
+          process.execPath,
+          ["--import", "tsx", "test/support/telemetry-big-value.ts", store, TOO_WIDE],
+          { env, timeout: 120_000, maxBuffer: 1024 * 1024 },
+          (_error, stdout, stderr) => resolve({ code: proc.exitCode, stdout, stderr }),
+        );
+      });
+      assert.equal(child.code, 0, `the process died: ${child.stderr.slice(-2000)}`);
+      const outcome = JSON.parse(child.stdout.trim().split("\n").at(-1) ?? "{}") as { ok: boolean; code?: string };
+      assert.equal(outcome.ok, false, child.stdout);
+    });
+  }
 });
