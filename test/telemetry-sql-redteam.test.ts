@@ -7,12 +7,15 @@ import { execFile } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
 import { after, before, describe, it } from "node:test";
 import pg from "pg";
+import { systemClock } from "../src/lib/clock.js";
+import type { Credential } from "../src/modules/identity/credential.js";
 import { ReaderLogins } from "../src/modules/telemetry/reader-logins.js";
 import * as repo from "../src/modules/telemetry/repo.js";
+import { TelemetryViewService } from "../src/modules/telemetry/service.js";
 import type { Db } from "../src/store/db.js";
 import { migrate } from "../src/store/migrate.js";
 import { openPostgres } from "../src/store/postgres.js";
-import { adminUrl, STORE_KINDS } from "./harness.js";
+import { adminUrl, openTestStore, STORE_KINDS } from "./harness.js";
 import { MARKER } from "./support/telemetry-corpus.js";
 
 const LAYER2 = { statementTimeoutMs: 5000, workMemKiB: 4096, fetchRows: 1000 };
@@ -137,6 +140,53 @@ describe("telemetry SQL red team: a value too wide for the server", () => {
       assert.equal(child.code, 0, `the process died: ${child.stderr.slice(-2000)}`);
       const outcome = JSON.parse(child.stdout.trim().split("\n").at(-1) ?? "{}") as { ok: boolean; code?: string };
       assert.equal(outcome.ok, false, child.stdout);
+    });
+  }
+});
+
+describe("telemetry SQL red team (unfixed): the cost guard's estimate reads other organizations' statistics", () => {
+  for (const store of STORE_KINDS) {
+    it(`[${store}] what a query answers does not depend on which values another organization stored`, async () => {
+      const testStore = await openTestStore(store);
+      // PGlite's default cap (250,000); PostgreSQL has none by default, so the same one is configured.
+      const service = new TelemetryViewService(testStore.db, systemClock(), {
+        maxCost: store === "pglite" ? null : 250_000,
+      });
+      try {
+        const db = testStore.db;
+        if (store === "postgres") await migrate(db);
+        // Org B stores one name many times; org A stores a few names of its own. The planner's
+        // statistics of events.name (its most common values) cover every organization.
+        await db.query(
+          `INSERT INTO events (org_id, event_id, project_id, ts_wall_ns, name, payload)
+           SELECT $1, 'ev-b-' || i, 'prj_b', i, $2, '{}'::jsonb FROM generate_series(1, 20000) i`,
+          [ORG_B, MARKER],
+        );
+        await db.query(
+          `INSERT INTO events (org_id, event_id, project_id, ts_wall_ns, name, payload)
+           SELECT $1, 'ev-a-' || i, 'prj_a', i, 'a-' || (i % 50), '{}'::jsonb FROM generate_series(1, 2000) i`,
+          [ORG_A],
+        );
+        await db.exec("ANALYZE events");
+        const cred = { orgId: ORG_A, sandbox: null } as unknown as Credential;
+        // The same query about a name org A never stored: once org B's, once nobody's. Found
+        // (pglite and postgres alike): org B's is estimated at ~1.36M and refused with its
+        // estimated_cost, nobody's at ~2.7k and answered. The selectivity of a leakproof
+        // operator (text =) is taken from statistics of all rows, row-level security or not.
+        const probe = (name: string) =>
+          service
+            .runSql(cred, `SELECT count(*) FROM events e, generate_series(1, 100000) g WHERE e.name = '${name}'`, 10)
+            .then(
+              (answer) => JSON.stringify(answer),
+              (error: { code?: string; details?: unknown }) => JSON.stringify([error.code, error.details]),
+            );
+        const ofB = await probe(MARKER);
+        const ofNobody = await probe("zz_stored_by_nobody");
+        assert.equal(ofB, ofNobody, "the answer tells whether another organization stored the name");
+      } finally {
+        await service.close();
+        await testStore.close();
+      }
     });
   }
 });
