@@ -101,6 +101,55 @@ describe("telemetry SQL red team: reader logins (PostgreSQL, non-superuser owner
     assert.equal(left.rowCount, 0);
   });
 
+  it("held: on a login, where set_config is open, no setting, signal or portal reaches another organization's rows or query", async () => {
+    const version = Number((await admin.query("SHOW server_version_num")).rows[0]?.server_version_num);
+    const parallel = version >= 160000 ? "debug_parallel_query" : "force_parallel_mode";
+    const logins = await ReaderLogins.open(db, ownerUrl, 2);
+    try {
+      // Org B's query is running on the other login while org A's probes run.
+      const busy = repo.runAsReader(logins, ORG_B, "SELECT name FROM events, pg_sleep(1)", [], LAYER2);
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      const others = "FROM pg_stat_activity WHERE starts_with(usename, 'warren_tq_') AND pid <> pg_backend_pid()";
+      for (const [text, expected] of [
+        // Policies off, the base tables first in the path, the transaction made writable.
+        [
+          "SELECT set_config('row_security', 'off', true), query_to_xml('select name from events', true, false, '')::text",
+          /^refused: 42501 query would be affected by row-level security/,
+        ],
+        [
+          "SELECT set_config('search_path', 'public', true), query_to_xml('select name from events', true, false, '')::text",
+          /^refused: 42501 permission denied for table events/,
+        ],
+        [
+          "SELECT set_config('transaction_read_only', 'off', true), query_to_xml('select 1', true, false, '')::text",
+          /^refused: 25001/,
+        ],
+        ["SELECT set_config('session_authorization', 'postgres', true)", /^refused: 42501/],
+        // The policy's pid read in a parallel worker would find no binding: none, or the leader's.
+        [
+          `SELECT set_config('${parallel}', 'on', true), set_config('parallel_setup_cost', '0', true), set_config('parallel_tuple_cost', '0', true), set_config('min_parallel_table_scan_size', '0', true), set_config('enable_indexscan', 'off', true), set_config('enable_bitmapscan', 'off', true), query_to_xml('select name from events', true, false, '')::text`,
+          /<name>visible-a<\/name>/,
+        ],
+        // Another login's backend (org B's query) cannot be signalled, through the reader's role either.
+        [`SELECT count(pg_terminate_backend(pid)) ${others}`, /^refused: 42501 must be a member of the role/],
+        [`SELECT count(pg_cancel_backend(pid)) ${others}`, /^refused: 42501 must be a member of the role/],
+        [
+          `SELECT set_config('role', 'warren_telemetry_reader', true), count(pg_terminate_backend(pid)) ${others}`,
+          /^refused: 42501 must be a member of the role/,
+        ],
+        // The portal running this statement (the unnamed one) cannot be read again.
+        ["SELECT cursor_to_xml('', 10, true, false, '')::text", /^refused: 55000/],
+      ] as const) {
+        const outcome = await asReader(logins, text);
+        assert.ok(!outcome.includes(MARKER), `${text} leaked: ${outcome}`);
+        assert.match(outcome, expected, text);
+      }
+      assert.deepEqual((await busy).rows, [[MARKER]], "org B's query ran to its end");
+    } finally {
+      await logins.close();
+    }
+  });
+
   it("a query that ends its own login's connection does not break the next query on that login", async () => {
     const logins = await ReaderLogins.open(db, ownerUrl, 1);
     try {
@@ -189,4 +238,33 @@ describe("telemetry SQL red team (unfixed): the cost guard's estimate reads othe
       }
     });
   }
+});
+
+describe("telemetry SQL red team: Warren's own connections under slow queries (PostgreSQL, superuser)", () => {
+  it("a tenant's concurrent slow queries leave Warren's pool to the rest of the server", async () => {
+    const testStore = await openTestStore("postgres");
+    const service = new TelemetryViewService(testStore.db, systemClock());
+    try {
+      await migrate(testStore.db);
+      const cred = { orgId: ORG_A, sandbox: null } as unknown as Credential;
+      // Layer 1 allows it; the planner guesses it cheap; it runs to the raw timeout (2 s).
+      const slow =
+        "WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r WHERE i < 100000000) SELECT count(*) FROM r";
+      const queries = Array.from({ length: 12 }, () =>
+        service.runSql(cred, slow, 1).then(
+          () => "answered",
+          (error: { code?: string }) => error.code ?? "error",
+        ),
+      );
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      const started = performance.now();
+      await testStore.db.query("SELECT 1");
+      const waitedMs = performance.now() - started;
+      assert.deepEqual(new Set(await Promise.all(queries)), new Set(["deadline_exceeded"]));
+      assert.ok(waitedMs < 1000, `the server's own query waited ${Math.round(waitedMs)} ms for a connection`);
+    } finally {
+      await service.close();
+      await testStore.close();
+    }
+  });
 });

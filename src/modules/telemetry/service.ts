@@ -73,6 +73,33 @@ export interface TelemetryViewOptions {
 /** Connections (each its own login role) for telemetry queries when reader logins are used. */
 const READER_LOGINS = 4;
 
+/**
+ * Telemetry queries running at once on Warren's own store; the others wait. Each holds a
+ * pooled connection up to its statement timeout, and unbounded, a tenant's concurrent slow
+ * queries took the whole pool from the rest of the server (test/telemetry-sql-redteam.test.ts).
+ */
+const OWN_CONNECTIONS = 4;
+
+/** Warren's store as the reader's session, with at most `limit` reader transactions at once. */
+function limitedSession(db: Db, limit: number): repo.ReaderSession {
+  let running = 0;
+  const waiting: (() => void)[] = [];
+  return {
+    tx: async (fn) => {
+      if (running < limit) running++;
+      else await new Promise<void>((resolve) => waiting.push(resolve));
+      try {
+        return await db.tx(fn);
+      } finally {
+        // The place passes to the next waiter, or is given back.
+        const next = waiting.shift();
+        if (next) next();
+        else running--;
+      }
+    },
+  };
+}
+
 /** The class of a refused query (docs/metrics.md); null for an error that is no refusal. */
 export function refusalReason(error: unknown): SqlRefusalReason | null {
   if (error instanceof SqlRefusal) return "construct";
@@ -188,8 +215,9 @@ export class TelemetryViewService {
 
   private async openSession(): Promise<repo.ReaderSession> {
     if (!(await repo.readerCanSetConfig(this.db))) {
-      this.session = this.db;
-      return this.db;
+      const session = limitedSession(this.db, OWN_CONNECTIONS);
+      this.session = session;
+      return session;
     }
     const off = "telemetry SQL is off: any role may call set_config here";
     const fix =
