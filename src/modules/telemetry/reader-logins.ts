@@ -21,6 +21,8 @@ import type { ReaderSession } from "./repo.js";
 const PREFIX = "warren_tq_";
 const STALE_SECONDS = 3600;
 const SCRAM_ITERATIONS = 4096;
+/** Connection errors (SQLSTATE) after which a slot gets a new role (ReaderLogins.connected). */
+const RENEW_ROLE_ON = new Set(["28000", "28P01", "53300"]);
 
 /** PostgreSQL's stored form of a SCRAM-SHA-256 password (RFC 5802, RFC 7677). */
 export function scramVerifier(password: string, salt: Buffer = randomBytes(16)): string {
@@ -34,7 +36,6 @@ export function scramVerifier(password: string, salt: Buffer = randomBytes(16)):
 const quoted = (name: string) => `"${name.replaceAll('"', '""')}"`;
 
 interface Slot {
-  index: number;
   role: string;
   password: string;
   client: pg.Client | null;
@@ -48,8 +49,9 @@ export class ReaderLogins implements ReaderSession {
   private closed = false;
   /** warren_tq_<hash of the database name>_: the logins of every server of this database. */
   private prefix = PREFIX;
-  /** This process's part of its role names. */
+  /** This process's part of its role names, and how many it made (each name is new). */
   private readonly run = randomBytes(4).toString("hex");
+  private made = 0;
 
   private constructor(
     private readonly db: Queryable,
@@ -87,7 +89,7 @@ export class ReaderLogins implements ReaderSession {
     this.prefix = `${PREFIX}${tag}_`;
     await this.dropStale(this.prefix);
     for (let i = 0; i < size; i++) {
-      const slot: Slot = { index: i, role: "", password: "", client: null };
+      const slot: Slot = { role: "", password: "", client: null };
       await this.makeRole(slot);
       this.all.push(slot);
       this.free.push(slot);
@@ -101,7 +103,7 @@ export class ReaderLogins implements ReaderSession {
    */
   private async makeRole(slot: Slot): Promise<void> {
     const made = Math.floor(Date.now() / 1000).toString(36);
-    slot.role = `${this.prefix}${made}_${this.run}_${slot.index}`;
+    slot.role = `${this.prefix}${made}_${this.run}_${this.made++}`;
     slot.password = randomBytes(24).toString("hex");
     await this.db.query(
       `CREATE ROLE ${quoted(slot.role)} LOGIN INHERIT NOCREATEDB NOCREATEROLE CONNECTION LIMIT 1
@@ -130,10 +132,12 @@ export class ReaderLogins implements ReaderSession {
     try {
       return await this.connect(slot);
     } catch (error) {
-      // The role is gone (28000: dropped by another server's sweep) or no longer takes this
-      // password (28P01): the slot gets a new role and connects once more.
+      // The role is gone (28000: dropped by another server's sweep), no longer takes this
+      // password (28P01), or has its one connection taken (53300: the backend of a connection
+      // this side lost lives on until the server notices): the slot gets a new role and
+      // connects once more.
       const code = (error as { code?: unknown }).code;
-      if (this.closed || (code !== "28000" && code !== "28P01")) throw error;
+      if (this.closed || !RENEW_ROLE_ON.has(String(code))) throw error;
       const old = slot.role;
       await this.db.query(`DROP ROLE IF EXISTS ${quoted(old)}`).catch(() => undefined);
       await this.makeRole(slot);
