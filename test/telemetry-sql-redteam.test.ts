@@ -283,3 +283,37 @@ describe("telemetry SQL red team: Warren's own connections under slow queries (P
     }
   });
 });
+
+describe("telemetry SQL red team: statements run from inside a SELECT (Warren's own connection)", () => {
+  for (const store of STORE_KINDS) {
+    it(`[${store}] held: functions that run SQL text (xml, text search) cannot run SET or RESET ROLE, nor read the base tables`, async () => {
+      const testStore = await openTestStore(store);
+      try {
+        if (store === "postgres") await migrate(testStore.db);
+        // The session user is a superuser here: a RESET ROLE reaching it would end layer 2.
+        for (const text of [
+          "SELECT ts_stat('SET ROLE postgres')::text",
+          "SELECT ts_stat('RESET ROLE')::text",
+          "SELECT ts_rewrite('a'::tsquery, 'RESET ROLE')::text",
+          "SELECT query_to_xmlschema('RESET ROLE', true, false, '')::text",
+          "SELECT query_to_xml_and_xmlschema('RESET ROLE', true, false, '')::text",
+          "SELECT query_to_xml('RESET ROLE', true, false, '')::text",
+        ]) {
+          assert.match(
+            await asReader(testStore.db, text),
+            /^refused: (42P11 cannot open (SET|RESET) query as cursor|0A000 RESET is not allowed in a non-volatile function)/,
+            text,
+          );
+        }
+        for (const text of [
+          "SELECT ts_stat('select to_tsvector(name) from public.events')::text",
+          "SELECT ts_rewrite('a'::tsquery, 'SELECT ''a''::tsquery, ''b''::tsquery FROM public.events')::text",
+        ]) {
+          assert.match(await asReader(testStore.db, text), /^refused: 42501 permission denied for table events/, text);
+        }
+      } finally {
+        await testStore.close();
+      }
+    });
+  }
+});
