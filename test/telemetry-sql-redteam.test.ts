@@ -317,3 +317,24 @@ describe("telemetry SQL red team: statements run from inside a SELECT (Warren's 
     });
   }
 });
+
+describe("telemetry SQL red team: a write that outlives the rollback (Warren's own connection)", () => {
+  for (const store of STORE_KINDS) {
+    it(`[${store}] a read-only, rolled-back query cannot write a non-transactional WAL message`, async () => {
+      const testStore = await openTestStore(store);
+      try {
+        if (store === "postgres") await migrate(testStore.db);
+        // transactional = false: written to the WAL at once, kept whatever the transaction does,
+        // allowed in a READ ONLY transaction, and callable by every role unless revoked. In a
+        // loop it grows the WAL (PGlite has no checkpointer); any logical decoding consumer reads it.
+        const outcome = await asReader(
+          testStore.db,
+          "SELECT pg_logical_emit_message(false, 'warren', repeat('x', 1000))::text FROM generate_series(1, 100)",
+        );
+        assert.match(outcome, /^refused: 42501 permission denied for function pg_logical_emit_message/);
+      } finally {
+        await testStore.close();
+      }
+    });
+  }
+});
