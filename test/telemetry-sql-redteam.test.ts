@@ -338,3 +338,33 @@ describe("telemetry SQL red team: a write that outlives the rollback (Warren's o
     });
   }
 });
+
+describe("telemetry SQL red team: the connection lost during a query (PostgreSQL, Warren's own pool)", () => {
+  it("a reader transaction whose backend is terminated fails that query, and the server process goes on", async () => {
+    const testStore = await openTestStore("postgres");
+    const watcher = new pg.Client({ connectionString: await adminUrl() });
+    await watcher.connect();
+    try {
+      await migrate(testStore.db);
+      // A restart, a failover or an operator's pg_terminate_backend while a query runs (a telemetry
+      // query holds its transaction for up to 5 s). pg-pool removes its error listener from a
+      // checked-out client, so the client's 'error' event had no listener and ended the process.
+      const running = asReader(testStore.db, "SELECT pg_sleep(2)::text, 'zz_redteam_victim'");
+      let terminated = 0;
+      for (let i = 0; i < 100 && terminated === 0; i++) {
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        const { rowCount } = await watcher.query(
+          "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE '%zz_redteam' || '_victim%'",
+        );
+        terminated = rowCount ?? 0;
+      }
+      assert.equal(terminated, 1, "the query's backend was found and terminated");
+      assert.match(await running, /^refused: /);
+      // The pool made a new connection for the next one.
+      assert.equal(await asReader(testStore.db, "SELECT 'next'"), '[["next"]]');
+    } finally {
+      await watcher.end();
+      await testStore.close();
+    }
+  });
+});

@@ -66,6 +66,14 @@ export async function openPostgres(connectionString: string, maxConnections = 10
     queryRaw: (sql, params) => queryRaw(pool, sql, params),
     tx: async (fn) => {
       const client = await pool.connect();
+      // pg-pool takes its error listener off a checked-out client: a connection lost inside the
+      // transaction (a restart, a failover, a terminated backend) emitted 'error' with no listener
+      // and ended the process. The statement in flight fails anyway; the client is discarded.
+      let broken: Error | undefined;
+      const onError = (error: Error) => {
+        broken = error;
+      };
+      client.on("error", onError);
       const q: Queryable = {
         exec: async (sql: string) => {
           await client.query(sql);
@@ -85,7 +93,8 @@ export async function openPostgres(connectionString: string, maxConnections = 10
         await client.query("ROLLBACK").catch(() => undefined);
         throw error;
       } finally {
-        client.release();
+        client.removeListener("error", onError);
+        client.release(broken);
       }
     },
     listen: (channel, handlers) => listenOn(connectionString, channel, handlers),
