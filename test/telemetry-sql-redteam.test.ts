@@ -1,7 +1,11 @@
 // Red team of telemetry SQL layer 2 (docs/telemetry-sql.md, "Layer 2"): hostile text reaching
-// the reader as if layer 1 were bypassed, plus the reader logins' own machinery on PostgreSQL with a
-// non-superuser owner (as in telemetry-sql-owner.test.ts): the stale-login sweep against a live
-// replica's logins, a query that ends its own connection, and a result too large for the server.
+// the reader as if layer 1 were bypassed, on both stores and on reader logins (PostgreSQL with a
+// non-superuser owner, as in telemetry-sql-owner.test.ts). It attacks the reader logins' machinery
+// (another server's stale sweep, lost connections, CONNECTION LIMIT 1), settings, signals and
+// portals reachable where set_config is open, SQL run from inside a SELECT, writes that outlive
+// the rollback, Warren's pool under slow queries and under a lost connection, and two breaks left
+// open (marked unfixed): a value too wide for the server process, and the cost guard's estimate
+// read from other organizations' statistics.
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
