@@ -165,6 +165,11 @@ forEachStore(
         ],
       );
       assert.equal(some.body.truncated_reason, "byte_limit");
+      // An error quoting a 5 MB value it failed to cast is cut to what a person reads.
+      const quoted = await sql("SELECT (lpad('x', 5000000))::int");
+      assertError(quoted, 400, "invalid_argument");
+      assert.match(String(quoted.body.message), /invalid input syntax for type integer: " {100,}… \(\d+ characters\)$/);
+      assert.ok(quoted.raw.length < 3000, `${quoted.raw.length} bytes`);
       const same = await sql("SELECT 1 AS a, 'two' AS a, NULL::int AS c1, true AS warren_fits");
       assert.equal(same.status, 200, same.raw);
       assert.deepEqual(

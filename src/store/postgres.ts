@@ -1,5 +1,6 @@
 import pg from "pg";
 import type { Db, NotificationHandlers, Queryable, RawResult } from "./db.js";
+import { guardBackendMessages } from "./pg-message-guard.js";
 
 /** SQL texts given a statement name; past this many, further texts run unnamed. */
 const MAX_NAMED = 1000;
@@ -82,6 +83,8 @@ export async function openPostgres(connectionString: string, maxConnections = 10
   // DROP DATABASE) is already discarded by the pool; unhandled, its error would crash the
   // process. The next query opens a fresh connection.
   pool.on("error", () => undefined);
+  // No backend message larger than the bound reaches the pg parser (pg-message-guard.ts).
+  pool.on("connect", (client) => guardBackendMessages(client));
   // Fail at start-up, not at the first request, when the database is unreachable.
   const probe = await pool.connect();
   probe.release();
@@ -97,10 +100,19 @@ export async function openPostgres(connectionString: string, maxConnections = 10
     queryRaw: (sql, params) => queryRaw(pool, sql, params),
     tx: async (fn) => {
       const client = await pool.connect();
+      // pg-pool takes its error listener off a checked-out client: a connection lost inside the
+      // transaction (a restart, a failover, a terminated backend) emitted 'error' with no listener
+      // and ended the process. The statement in flight fails anyway; the client is discarded.
+      let broken: Error | undefined;
+      const onError = (error: Error) => {
+        broken = error;
+      };
+      client.on("error", onError);
       try {
         return await inTransaction(client, fn);
       } finally {
-        client.release();
+        client.removeListener("error", onError);
+        client.release(broken);
       }
     },
     listen: (channel, handlers) => listenOn(connectionString, channel, handlers),
@@ -135,6 +147,7 @@ async function listenOn(
     next.on("end", () => lost(next));
     try {
       await next.connect();
+      guardBackendMessages(next);
       await next.query(`LISTEN ${quoted}`);
     } catch (error) {
       await next.end().catch(() => undefined);

@@ -15,12 +15,15 @@
 import { createHash, createHmac, pbkdf2Sync, randomBytes } from "node:crypto";
 import pg from "pg";
 import type { Queryable } from "../../store/db.js";
+import { guardBackendMessages } from "../../store/pg-message-guard.js";
 import { inTransaction } from "../../store/postgres.js";
 import type { ReaderSession } from "./repo.js";
 
 const PREFIX = "warren_tq_";
 const STALE_SECONDS = 3600;
 const SCRAM_ITERATIONS = 4096;
+/** Connection errors (SQLSTATE) after which a slot gets a new role (ReaderLogins.connected). */
+const RENEW_ROLE_ON = new Set(["28000", "28P01", "53300"]);
 
 /** PostgreSQL's stored form of a SCRAM-SHA-256 password (RFC 5802, RFC 7677). */
 export function scramVerifier(password: string, salt: Buffer = randomBytes(16)): string {
@@ -45,6 +48,11 @@ export class ReaderLogins implements ReaderSession {
   private readonly all: Slot[] = [];
   private readonly waiters: ((slot: Slot | null) => void)[] = [];
   private closed = false;
+  /** warren_tq_<hash of the database name>_: the logins of every server of this database. */
+  private prefix = PREFIX;
+  /** This process's part of its role names, and how many it made (each name is new). */
+  private readonly run = randomBytes(4).toString("hex");
+  private made = 0;
 
   private constructor(
     private readonly db: Queryable,
@@ -79,22 +87,29 @@ export class ReaderLogins implements ReaderSession {
       .update(rows[0]?.db ?? "")
       .digest("hex")
       .slice(0, 8);
-    await this.dropStale(`${PREFIX}${tag}_`);
-    const made = Math.floor(Date.now() / 1000).toString(36);
-    const run = randomBytes(4).toString("hex");
+    this.prefix = `${PREFIX}${tag}_`;
+    await this.dropStale(this.prefix);
     for (let i = 0; i < size; i++) {
-      const slot: Slot = {
-        role: `${PREFIX}${tag}_${made}_${run}_${i}`,
-        password: randomBytes(24).toString("hex"),
-        client: null,
-      };
-      await this.db.query(
-        `CREATE ROLE ${quoted(slot.role)} LOGIN INHERIT NOCREATEDB NOCREATEROLE CONNECTION LIMIT 1
-           PASSWORD '${scramVerifier(slot.password)}' IN ROLE warren_telemetry_reader`,
-      );
+      const slot: Slot = { role: "", password: "", client: null };
+      await this.makeRole(slot);
       this.all.push(slot);
       this.free.push(slot);
     }
+  }
+
+  /**
+   * Gives the slot a new role: at start, and again when its role is gone. Another server's
+   * sweep drops a role that is an hour old with nothing connected, which a live server's idle
+   * slot (never connected yet, or its connection lost) also is; a fresh name carries a fresh time.
+   */
+  private async makeRole(slot: Slot): Promise<void> {
+    const made = Math.floor(Date.now() / 1000).toString(36);
+    slot.role = `${this.prefix}${made}_${this.run}_${this.made++}`;
+    slot.password = randomBytes(24).toString("hex");
+    await this.db.query(
+      `CREATE ROLE ${quoted(slot.role)} LOGIN INHERIT NOCREATEDB NOCREATEROLE CONNECTION LIMIT 1
+         PASSWORD '${scramVerifier(slot.password)}' IN ROLE warren_telemetry_reader`,
+    );
   }
 
   /** Drops the roles of processes that died: an hour old or more, with nothing connected. */
@@ -115,6 +130,28 @@ export class ReaderLogins implements ReaderSession {
 
   private async connected(slot: Slot): Promise<pg.Client> {
     if (slot.client) return slot.client;
+    try {
+      return await this.connect(slot);
+    } catch (error) {
+      // The role is gone (28000: dropped by another server's sweep), no longer takes this
+      // password (28P01), or has its one connection taken (53300: the backend of a connection
+      // this side lost lives on until the server notices): the slot gets a new role and
+      // connects once more.
+      const code = (error as { code?: unknown }).code;
+      if (this.closed || !RENEW_ROLE_ON.has(String(code))) throw error;
+      const old = slot.role;
+      await this.db.query(`DROP ROLE IF EXISTS ${quoted(old)}`).catch(() => undefined);
+      await this.makeRole(slot);
+      // close() may have run meanwhile and dropped the roles it knew of.
+      if (this.closed) {
+        await this.db.query(`DROP ROLE IF EXISTS ${quoted(slot.role)}`).catch(() => undefined);
+        throw new Error("reader logins closed");
+      }
+      return await this.connect(slot);
+    }
+  }
+
+  private async connect(slot: Slot): Promise<pg.Client> {
     const url = new URL(this.connectionString);
     url.username = slot.role;
     url.password = slot.password;
@@ -127,6 +164,7 @@ export class ReaderLogins implements ReaderSession {
     client.on("error", lost);
     client.on("end", lost);
     await client.connect();
+    guardBackendMessages(client);
     if (this.closed) {
       await client.end().catch(() => undefined);
       throw new Error("reader logins closed");

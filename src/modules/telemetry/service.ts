@@ -4,6 +4,7 @@
 import type { Clock } from "../../lib/clock.js";
 import { AppError, invalid, notFound } from "../../lib/errors.js";
 import type { Db } from "../../store/db.js";
+import { BackendMessageTooLarge, MAX_BACKEND_MESSAGE_BYTES } from "../../store/pg-message-guard.js";
 import { type Credential, requireOrgScoped } from "../identity/credential.js";
 import type { SqlRefusalReason, WarrenMetrics } from "../metrics/registry.js";
 import { ReaderLogins } from "./reader-logins.js";
@@ -73,8 +74,38 @@ export interface TelemetryViewOptions {
   readerLogins?: { connectionString: string; size?: number };
 }
 
+/** Characters of a database error message passed on to the caller. */
+const MAX_MESSAGE_CHARS = 2000;
+
 /** Connections (each its own login role) for telemetry queries when reader logins are used. */
 const READER_LOGINS = 4;
+
+/**
+ * Telemetry queries running at once on Warren's own store; the others wait. Each holds a
+ * pooled connection up to its statement timeout, and unbounded, a tenant's concurrent slow
+ * queries took the whole pool from the rest of the server (test/telemetry-sql-redteam.test.ts).
+ */
+const OWN_CONNECTIONS = 4;
+
+/** Warren's store as the reader's session, with at most `limit` reader transactions at once. */
+function limitedSession(db: Db, limit: number): repo.ReaderSession {
+  let running = 0;
+  const waiting: (() => void)[] = [];
+  return {
+    tx: async (fn) => {
+      if (running < limit) running++;
+      else await new Promise<void>((resolve) => waiting.push(resolve));
+      try {
+        return await db.tx(fn);
+      } finally {
+        // The place passes to the next waiter, or is given back.
+        const next = waiting.shift();
+        if (next) next();
+        else running--;
+      }
+    },
+  };
+}
 
 /** The class of a refused query (docs/metrics.md); null for an error that is no refusal. */
 export function refusalReason(error: unknown): SqlRefusalReason | null {
@@ -196,8 +227,9 @@ export class TelemetryViewService {
 
   private async openSession(): Promise<repo.ReaderSession> {
     if (!(await repo.readerCanSetConfig(this.db))) {
-      this.session = this.db;
-      return this.db;
+      const session = limitedSession(this.db, OWN_CONNECTIONS);
+      this.session = session;
+      return session;
     }
     const off = "telemetry SQL is off: any role may call set_config here";
     const fix =
@@ -232,9 +264,19 @@ export class TelemetryViewService {
         { details: { construct: "estimated cost", estimated_cost: estimated, max_cost: error.maxCost } },
       );
     }
+    if (error instanceof BackendMessageTooLarge) {
+      return new AppError(
+        "invalid_argument",
+        `the query's answer or error was ${error.bytes} bytes in one message, over the ${MAX_BACKEND_MESSAGE_BYTES} the server reads: narrow it (a value it builds, or one it fails to convert, is that large)`,
+        { details: { construct: "message size", bytes: error.bytes, max_bytes: MAX_BACKEND_MESSAGE_BYTES } },
+      );
+    }
     const state = sqlState(error);
     if (state === null || error instanceof AppError) return error;
-    const message = (error as Error).message;
+    // PostgreSQL quotes the values it fails on in full: a message is cut to what a person reads.
+    const full = (error as Error).message;
+    const message =
+      full.length > MAX_MESSAGE_CHARS ? `${full.slice(0, MAX_MESSAGE_CHARS)}… (${full.length} characters)` : full;
     if (state === "57014") {
       return new AppError("deadline_exceeded", "the query ran past its statement timeout and was canceled");
     }
