@@ -113,6 +113,9 @@ describe("telemetry SQL red team: reader logins (PostgreSQL, non-superuser owner
       // role's one connection is still counted as taken (here: none allowed at all).
       await admin.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1", [role]);
       await admin.query(`ALTER ROLE "${role}" CONNECTION LIMIT 0`);
+      // The client hears of the termination on its socket; a query sent before that would fail
+      // with it (57P01, one failed query), which is not what this test is about.
+      await new Promise((resolve) => setTimeout(resolve, 300));
       assert.equal(await asReader(logins, "SELECT name FROM events"), '[["visible-a"]]');
       assert.notDeepEqual(logins.roles, [role]);
     } finally {
@@ -395,6 +398,32 @@ describe("telemetry SQL red team: the connection lost during a query (PostgreSQL
       assert.equal(await asReader(testStore.db, "SELECT 'next'"), '[["next"]]');
     } finally {
       await watcher.end();
+      await testStore.close();
+    }
+  });
+});
+
+describe("telemetry SQL red team: a connection lost under a query, and queries after close", () => {
+  it("a lost connection (no SQLSTATE) is 503 unavailable, not a 500; after close() nothing reopens", async () => {
+    const testStore = await openTestStore("pglite");
+    try {
+      await migrate(testStore.db);
+      // Warren's store whose transactions lose their connection the way the pg client says so.
+      const lost: Db = {
+        ...testStore.db,
+        tx: () => Promise.reject(new Error("Connection terminated unexpectedly")),
+      };
+      const service = new TelemetryViewService(lost, systemClock());
+      const cred = { orgId: ORG_A, sandbox: null } as unknown as Credential;
+      const refused = await service.runSql(cred, "SELECT count(*) FROM events", 10).catch((e: { code?: string }) => e);
+      assert.equal((refused as { code?: string }).code, "unavailable");
+      await service.close();
+      const stopped = await service
+        .runSql(cred, "SELECT count(*) FROM events", 10)
+        .catch((e: { code?: string; message?: string }) => e);
+      assert.equal((stopped as { code?: string }).code, "unavailable");
+      assert.match(String((stopped as { message?: string }).message), /stopping/);
+    } finally {
       await testStore.close();
     }
   });

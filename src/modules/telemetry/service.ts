@@ -74,6 +74,15 @@ export interface TelemetryViewOptions {
   readerLogins?: { connectionString: string; size?: number };
 }
 
+/** A connection's end as the pg client reports it: a socket error code, or its own message. */
+function connectionLost(error: unknown): boolean {
+  const code = (error as { code?: unknown }).code;
+  if (typeof code === "string" && ["ECONNRESET", "EPIPE", "ECONNREFUSED", "ETIMEDOUT"].includes(code)) return true;
+  return /^Connection terminated|^Client has encountered a connection error|^Client was closed/.test(
+    String((error as Error).message),
+  );
+}
+
 /** Characters of a database error message passed on to the caller. */
 const MAX_MESSAGE_CHARS = 2000;
 
@@ -122,6 +131,8 @@ export class TelemetryViewService {
   private session: repo.ReaderSession | null = null;
   private opening: Promise<repo.ReaderSession> | null = null;
   private logins: ReaderLogins | null = null;
+  /** Set by close(): no reader session is opened again (reader logins would outlive it). */
+  private closed = false;
   private readonly readerLogins: TelemetryViewOptions["readerLogins"];
   private metrics: WarrenMetrics | null = null;
   private readonly limits: { views: QueryLimits; raw: QueryLimits };
@@ -218,6 +229,7 @@ export class TelemetryViewService {
    * next query tries again.
    */
   private readerSession(): Promise<repo.ReaderSession> {
+    if (this.closed) return Promise.reject(new AppError("unavailable", "the server is stopping"));
     if (this.session) return Promise.resolve(this.session);
     this.opening ??= this.openSession().finally(() => {
       this.opening = null;
@@ -248,6 +260,7 @@ export class TelemetryViewService {
 
   /** Ends the reader logins' connections and drops their roles. */
   async close(): Promise<void> {
+    this.closed = true;
     await this.opening?.catch(() => undefined);
     const logins = this.logins;
     this.logins = null;
@@ -272,7 +285,10 @@ export class TelemetryViewService {
       );
     }
     const state = sqlState(error);
-    if (state === null || error instanceof AppError) return error;
+    if (error instanceof AppError) return error;
+    // The connection went away under the query (no SQLSTATE: a reset socket, a restart).
+    if (state === null && connectionLost(error)) return new AppError("unavailable", "the store is unavailable");
+    if (state === null) return error;
     // PostgreSQL quotes the values it fails on in full: a message is cut to what a person reads.
     const full = (error as Error).message;
     const message =
