@@ -7,7 +7,7 @@
 // the reader's grants), where layer 2 holds alone. After a superuser's REVOKE of set_config,
 // Warren's own connections are used again (docs/telemetry-sql.md, "When layer 2 holds").
 import assert from "node:assert/strict";
-import { createHash, randomBytes } from "node:crypto";
+import { randomBytes } from "node:crypto";
 import { after, before, describe, it } from "node:test";
 import pg from "pg";
 import { systemClock } from "../src/lib/clock.js";
@@ -16,9 +16,7 @@ import { ReaderLogins, scramVerifier } from "../src/modules/telemetry/reader-log
 import * as repo from "../src/modules/telemetry/repo.js";
 import { TelemetryViewService } from "../src/modules/telemetry/service.js";
 import type { Db } from "../src/store/db.js";
-import { migrate } from "../src/store/migrate.js";
-import { openPostgres } from "../src/store/postgres.js";
-import { adminUrl } from "./harness.js";
+import { type OwnerDb, openOwnerDb } from "./support/owner-db.js";
 import { MARKER } from "./support/telemetry-corpus.js";
 
 const LAYER2 = { statementTimeoutMs: 5000, workMemKiB: 4096, fetchRows: 1000 };
@@ -47,10 +45,11 @@ const CREDENTIAL = { orgId: ORG_A, sandbox: null } as unknown as Credential;
 
 describe("telemetry SQL layer 2 with a non-superuser database owner (PostgreSQL)", () => {
   const suffix = randomBytes(5).toString("hex");
-  const owner = `warren_owner_${suffix}`;
-  const database = `t_owner_${suffix}`;
+  let setup: OwnerDb | null = null;
+  let owner = "";
+  let database = "";
   /** The prefix of the reader logins made for this database (reader-logins.ts). */
-  const loginPrefix = `warren_tq_${createHash("sha256").update(database).digest("hex").slice(0, 8)}_`;
+  let loginPrefix = "";
   let superUrl = "";
   let ownerUrl = "";
   let db: Db;
@@ -67,37 +66,12 @@ describe("telemetry SQL layer 2 with a non-superuser database owner (PostgreSQL)
     ).rows;
 
   before(async () => {
-    superUrl = await adminUrl();
-    admin = new pg.Client({ connectionString: superUrl });
-    await admin.connect();
-    await admin.query(`CREATE ROLE ${owner} LOGIN CREATEROLE NOSUPERUSER`);
-    await admin.query(`CREATE DATABASE ${database} OWNER ${owner}`);
-    const url = new URL(superUrl);
-    url.username = owner;
-    url.pathname = `/${database}`;
-    ownerUrl = url.toString();
-    db = await openPostgres(ownerUrl, 2);
-    await migrate(db);
-    for (const [org, name] of [
-      [ORG_A, "visible-a"],
-      [ORG_B, MARKER],
-    ]) {
-      await db.query(
-        `INSERT INTO events (org_id, event_id, project_id, ts_wall_ns, name, payload)
-         VALUES ($1, $2, 'prj_x', $3, $4, $5::jsonb)`,
-        [org, `ev-${org}`, String(Date.now() * 1e6), name, JSON.stringify({ m: name })],
-      );
-    }
+    setup = await openOwnerDb("owner", ORG_A, ORG_B);
+    ({ db, admin, owner, database, loginPrefix, superUrl, ownerUrl } = setup);
   });
 
-  after(async () => {
-    await db?.close();
-    // Whatever a failed test left: its reader logins, the database, the owner.
-    for (const { name } of await loginRoles().catch(() => [])) await admin.query(`DROP ROLE IF EXISTS "${name}"`);
-    await admin.query(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`);
-    await admin.query(`DROP ROLE IF EXISTS ${owner}`);
-    await admin.end();
-  });
+  // Whatever a failed test left: its reader logins, the database, the owner.
+  after(() => setup?.close());
 
   it("the migrations apply as a non-superuser owner, which stays a non-superuser", async () => {
     const { rows } = await db.query<{ super: boolean; views: string; ts: string }>(

@@ -8,7 +8,6 @@
 // from other organizations' statistics (fixed by leaving the guard off unless configured).
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
-import { createHash, randomBytes } from "node:crypto";
 import { after, before, describe, it } from "node:test";
 import pg from "pg";
 import { systemClock } from "../src/lib/clock.js";
@@ -18,8 +17,8 @@ import * as repo from "../src/modules/telemetry/repo.js";
 import { TelemetryViewService } from "../src/modules/telemetry/service.js";
 import type { Db } from "../src/store/db.js";
 import { migrate } from "../src/store/migrate.js";
-import { openPostgres } from "../src/store/postgres.js";
 import { adminUrl, openTestStore, STORE_KINDS } from "./harness.js";
+import { type OwnerDb, openOwnerDb } from "./support/owner-db.js";
 import { MARKER } from "./support/telemetry-corpus.js";
 
 const LAYER2 = { statementTimeoutMs: 5000, workMemKiB: 4096, fetchRows: 1000 };
@@ -33,48 +32,18 @@ const asReader = (session: repo.ReaderSession, text: string, org = ORG_A) =>
   );
 
 describe("telemetry SQL red team: reader logins (PostgreSQL, non-superuser owner)", () => {
-  const suffix = randomBytes(5).toString("hex");
-  const owner = `warren_rt_owner_${suffix}`;
-  const database = `t_rt_${suffix}`;
-  const loginPrefix = `warren_tq_${createHash("sha256").update(database).digest("hex").slice(0, 8)}_`;
+  let setup: OwnerDb | null = null;
+  let loginPrefix = "";
   let ownerUrl = "";
   let db: Db;
   let admin: pg.Client;
 
   before(async () => {
-    const superUrl = await adminUrl();
-    admin = new pg.Client({ connectionString: superUrl });
-    await admin.connect();
-    await admin.query(`CREATE ROLE ${owner} LOGIN CREATEROLE NOSUPERUSER`);
-    await admin.query(`CREATE DATABASE ${database} OWNER ${owner}`);
-    const url = new URL(superUrl);
-    url.username = owner;
-    url.pathname = `/${database}`;
-    ownerUrl = url.toString();
-    db = await openPostgres(ownerUrl, 2);
-    await migrate(db);
-    for (const [org, name] of [
-      [ORG_A, "visible-a"],
-      [ORG_B, MARKER],
-    ]) {
-      await db.query(
-        `INSERT INTO events (org_id, event_id, project_id, ts_wall_ns, name, payload)
-         VALUES ($1, $2, 'prj_x', $3, $4, $5::jsonb)`,
-        [org, `ev-${org}`, String(Date.now() * 1e6), name, JSON.stringify({ m: name })],
-      );
-    }
+    setup = await openOwnerDb("rt", ORG_A, ORG_B);
+    ({ db, admin, loginPrefix, ownerUrl } = setup);
   });
 
-  after(async () => {
-    await db?.close();
-    const { rows } = await admin
-      .query<{ name: string }>("SELECT rolname AS name FROM pg_roles WHERE starts_with(rolname, $1)", [loginPrefix])
-      .catch(() => ({ rows: [] as { name: string }[] }));
-    for (const { name } of rows) await admin.query(`DROP ROLE IF EXISTS "${name}"`);
-    await admin.query(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`);
-    await admin.query(`DROP ROLE IF EXISTS ${owner}`);
-    await admin.end();
-  });
+  after(() => setup?.close());
 
   it("a second server's stale-login sweep leaves a live server's logins usable", async () => {
     // The live server (a replica) started more than an hour ago: its role names carry that time.
