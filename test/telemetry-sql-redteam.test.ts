@@ -287,6 +287,39 @@ describe("telemetry SQL red team: Warren's own connections under slow queries (P
   });
 });
 
+describe("telemetry SQL red team: one tenant's slow queries and another's quick one (PostgreSQL, superuser)", () => {
+  it("an organization holds at most 2 of the 4 places: another's query does not wait for its slow ones", async () => {
+    const testStore = await openTestStore("postgres");
+    const service = new TelemetryViewService(testStore.db, systemClock());
+    try {
+      await migrate(testStore.db);
+      const credA = { orgId: ORG_A, sandbox: null } as unknown as Credential;
+      const credB = { orgId: ORG_B, sandbox: null } as unknown as Credential;
+      const slow =
+        "WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r WHERE i < 100000000) SELECT count(*) FROM r";
+      // Found: with the 4 places shared first come first served, these held all of them and
+      // org B's query waited for the first to time out (2 s).
+      const queries = Array.from({ length: 6 }, () =>
+        service.runSql(credA, slow, 1).then(
+          () => "answered",
+          (error: { code?: string }) => error.code ?? "error",
+        ),
+      );
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      const started = performance.now();
+      const quick = await service.runSql(credB, "SELECT 1 AS one", 1);
+      const waitedMs = performance.now() - started;
+      assert.deepEqual(quick.rows, [[1]]);
+      assert.ok(waitedMs < 1000, `org B's query took ${Math.round(waitedMs)} ms behind org A's slow ones`);
+      const outcomes = await Promise.all(queries);
+      assert.deepEqual(new Set(outcomes), new Set(["deadline_exceeded"]));
+    } finally {
+      await service.close();
+      await testStore.close();
+    }
+  });
+});
+
 describe("telemetry SQL red team: statements run from inside a SELECT (Warren's own connection)", () => {
   for (const store of STORE_KINDS) {
     it(`[${store}] held: functions that run SQL text (xml, text search) cannot run SET or RESET ROLE, nor read the base tables`, async () => {

@@ -96,24 +96,41 @@ const READER_LOGINS = 4;
  */
 const OWN_CONNECTIONS = 4;
 
+/**
+ * Places one organization's queries may hold at once, of the 4 a server has: however many
+ * slow queries one tenant sends, the other places stay for the others.
+ */
+const PER_ORGANIZATION = 2;
+
+/** A counting semaphore: run() waits for one of `size` places, first come first served. */
+class Places {
+  private used = 0;
+  private readonly waiting: (() => void)[] = [];
+
+  constructor(private readonly size: number) {}
+
+  async run<T>(fn: () => Promise<T>): Promise<T> {
+    if (this.used < this.size) this.used++;
+    else await new Promise<void>((resolve) => this.waiting.push(resolve));
+    try {
+      return await fn();
+    } finally {
+      // The place passes to the next waiter, or is given back.
+      const next = this.waiting.shift();
+      if (next) next();
+      else this.used--;
+    }
+  }
+
+  get idle(): boolean {
+    return this.used === 0 && this.waiting.length === 0;
+  }
+}
+
 /** Warren's store as the reader's session, with at most `limit` reader transactions at once. */
 function limitedSession(db: Db, limit: number): repo.ReaderSession {
-  let running = 0;
-  const waiting: (() => void)[] = [];
-  return {
-    tx: async (fn) => {
-      if (running < limit) running++;
-      else await new Promise<void>((resolve) => waiting.push(resolve));
-      try {
-        return await db.tx(fn);
-      } finally {
-        // The place passes to the next waiter, or is given back.
-        const next = waiting.shift();
-        if (next) next();
-        else running--;
-      }
-    },
-  };
+  const places = new Places(limit);
+  return { tx: (fn) => places.run(() => db.tx(fn)) };
 }
 
 /** The class of a refused query (docs/metrics.md); null for an error that is no refusal. */
@@ -131,6 +148,8 @@ export class TelemetryViewService {
   private session: repo.ReaderSession | null = null;
   private opening: Promise<repo.ReaderSession> | null = null;
   private logins: ReaderLogins | null = null;
+  /** Each organization's share of the places (PER_ORGANIZATION), while it has queries. */
+  private readonly orgPlaces = new Map<string, Places>();
   /** Set by close(): no reader session is opened again (reader logins would outlive it). */
   private closed = false;
   private readonly readerLogins: TelemetryViewOptions["readerLogins"];
@@ -193,17 +212,23 @@ export class TelemetryViewService {
   ): Promise<QueryResultJson> {
     const compiled = await this.compile(orgId, sqlText, paramTypes);
     const session = await this.readerSession();
+    const places = this.orgPlaces.get(orgId) ?? new Places(PER_ORGANIZATION);
+    this.orgPlaces.set(orgId, places);
     let raw: Awaited<ReturnType<typeof repo.runAsReader>>;
     try {
-      raw = await repo.runAsReader(session, orgId, compiled.sql, [...values, ...compiled.boundParams], {
-        statementTimeoutMs: limits.statementTimeoutMs,
-        workMemKiB: limits.workMemKiB,
-        fetchRows: rows + 1,
-        maxCost: this.maxCost,
-        maxBytes: limits.maxResultBytes,
-      });
+      raw = await places.run(() =>
+        repo.runAsReader(session, orgId, compiled.sql, [...values, ...compiled.boundParams], {
+          statementTimeoutMs: limits.statementTimeoutMs,
+          workMemKiB: limits.workMemKiB,
+          fetchRows: rows + 1,
+          maxCost: this.maxCost,
+          maxBytes: limits.maxResultBytes,
+        }),
+      );
     } catch (error) {
       throw this.queryError(error, sqlText);
+    } finally {
+      if (places.idle) this.orgPlaces.delete(orgId);
     }
     const names = await repo.typeNamesOf(
       this.db,
