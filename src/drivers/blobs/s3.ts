@@ -119,12 +119,38 @@ export class S3BlobStore implements BlobStore {
     });
   }
 
+  /** This process's puts of each key, in turn (putIfAbsent). */
+  private readonly putting = new Map<string, Promise<unknown>>();
+
+  /**
+   * Puts of one key from this process run one after the other: the later ones find the
+   * object with their HEAD. Servers without conditional writes (s3rver, older MinIO) let
+   * concurrent PUTs of one key interleave into a mixed object, and a later PUT's ETag check
+   * could delete the one an earlier PUT stored.
+   */
   async putIfAbsent(
     key: string,
     pieces: Uint8Array | readonly Uint8Array[],
     options: { sha256?: string } = {},
   ): Promise<{ written: boolean }> {
     checkKey(key);
+    const previous = this.putting.get(key);
+    const mine = (previous ? previous.catch(() => undefined) : Promise.resolve()).then(() =>
+      this.putOnce(key, pieces, options),
+    );
+    this.putting.set(key, mine);
+    try {
+      return await mine;
+    } finally {
+      if (this.putting.get(key) === mine) this.putting.delete(key);
+    }
+  }
+
+  private async putOnce(
+    key: string,
+    pieces: Uint8Array | readonly Uint8Array[],
+    options: { sha256?: string },
+  ): Promise<{ written: boolean }> {
     // One body for the request (its MD5 and length); a list of pieces is joined here.
     const data = pieces instanceof Uint8Array ? pieces : Buffer.concat(pieces);
     let checksumSha256: string | undefined;
