@@ -1,6 +1,7 @@
 // Connection slots per client address and overall, for servers that face the network (the
-// session plane, the SSH gateway): one address holding many idle connections must not take
-// what every other client needs. A slot is taken at accept and given back once, at close.
+// session plane, the SSH gateway, the egress gateway): one address holding many idle
+// connections must not take what every other client needs. A slot is taken at accept and given
+// back once, at close. Their default sizes come from the process's descriptor budget below.
 
 export interface SlotLimits {
   /** Connections from one address at once. */
@@ -9,7 +10,9 @@ export interface SlotLimits {
   overall: number;
 }
 
+import { readFileSync } from "node:fs";
 import net from "node:net";
+import type { Duplex } from "node:stream";
 
 /**
  * Whose slots a connection takes: an IPv4 address (also written IPv4-mapped) is one client;
@@ -69,4 +72,95 @@ export class ConnectionSlots {
       else this.byAddress.delete(address);
     };
   }
+}
+
+/**
+ * Writes a last answer and destroys the socket once it is flushed (or after a short linger):
+ * `end()` alone only half-closes, and a client that keeps sending (a head trickled byte by
+ * byte past its deadline) would hold the connection, and its slot, for as long as it likes.
+ */
+export function answerAndDestroy(socket: Duplex, answer: string, lingerMs = 1_000): void {
+  if (!socket.writable) {
+    socket.destroy();
+    return;
+  }
+  const linger = setTimeout(() => socket.destroy(), lingerMs);
+  linger.unref();
+  socket.once("close", () => clearTimeout(linger));
+  socket.end(answer, () => socket.destroy());
+}
+
+/** How often Node's HTTP server checks request-head deadlines: a fraction of the deadline, at most 1 s (Node's default, 30 s, doubles a 30 s bound). */
+export function headCheckIntervalMs(headersTimeoutMs: number): number {
+  return Math.max(100, Math.min(1_000, Math.floor(headersTimeoutMs / 4)));
+}
+
+/**
+ * The process's open-file limit (RLIMIT_NOFILE, soft; Node raises it to the hard limit at
+ * start), read from /proc/self/limits; 1024 when it cannot be read.
+ */
+export function openFileLimit(): number {
+  let limits = "";
+  try {
+    limits = readFileSync("/proc/self/limits", "utf8");
+  } catch {
+    // Not Linux (or no /proc): assume the common default.
+  }
+  const soft = /^Max open files\s+(\S+)/m.exec(limits)?.[1];
+  if (soft === "unlimited") return 1_048_576;
+  const value = Number(soft);
+  return Number.isInteger(value) && value > 0 ? value : 1024;
+}
+
+/** How the servers that face clients share the process's descriptors (descriptorBudget). */
+export interface DescriptorBudget {
+  /** Descriptors left to the API, the store, the runtime (spawner, consoles, exec agents) and logs. */
+  reserve: number;
+  /** Session plane: client connections at once, from one address, and held by one organization. */
+  plane: SlotLimits & { perOrganization: number };
+  /** Egress gateway: connections at once, and from one source (one sandbox). */
+  egress: { overall: number; perSource: number };
+  /** SSH gateway: connections, and those not yet authenticated. */
+  ssh: { connections: SlotLimits; unauthenticated: SlotLimits };
+}
+
+/**
+ * Connection caps derived from the open-file limit, so that clients together can never take
+ * the descriptors the API and the runtime need (the red team's WebSocket upgrades reached
+ * 19,999 of 20,000 and another organization's create failed with EMFILE). A quarter of the
+ * limit (at least min(2048, half)) is reserved; of the rest, the session plane gets half (each
+ * client connection may hold 3: its own, an upgrade's upstream, a pooled upstream socket), the
+ * egress gateway a quarter (2 each: the sandbox's and the upstream's) and the SSH gateway a
+ * quarter (3 each: the client, the exec agent's, a forward's). Each is also capped at the
+ * fixed bound it had before (plane 10,000, SSH 1024), generous hosts do not need more.
+ */
+export function descriptorBudget(openFiles: number): DescriptorBudget {
+  const reserve = Math.max(Math.floor(openFiles / 4), Math.min(2048, Math.floor(openFiles / 2)));
+  const rest = Math.max(0, openFiles - reserve);
+  const atLeast1 = (value: number) => Math.max(1, Math.floor(value));
+  const planeOverall = atLeast1(Math.min(10_000, rest / 2 / 3));
+  const egressOverall = atLeast1(Math.min(8_192, rest / 4 / 2));
+  const sshOverall = atLeast1(Math.min(1024, rest / 4 / 3));
+  const sshUnauthenticated = atLeast1(Math.min(256, sshOverall / 4));
+  return {
+    reserve,
+    plane: {
+      overall: planeOverall,
+      perAddress: atLeast1(Math.min(512, planeOverall / 8)),
+      perOrganization: atLeast1(planeOverall / 4),
+    },
+    egress: { overall: egressOverall, perSource: atLeast1(Math.min(256, egressOverall / 4)) },
+    ssh: {
+      connections: { overall: sshOverall, perAddress: atLeast1(Math.min(128, sshOverall / 8)) },
+      unauthenticated: { overall: sshUnauthenticated, perAddress: atLeast1(Math.min(32, sshUnauthenticated / 8)) },
+    },
+  };
+}
+
+let processBudget: DescriptorBudget | null = null;
+
+/** descriptorBudget of this process's limit (read once). */
+export function processDescriptorBudget(): DescriptorBudget {
+  processBudget ??= descriptorBudget(openFileLimit());
+  return processBudget;
 }

@@ -26,6 +26,35 @@ function raw(port: number, data: string | Buffer, timeoutMs = 3000): Promise<str
   });
 }
 
+/** Whether the server closes `socket` within `ms`. */
+function closedWithin(socket: Socket, ms: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    if (socket.destroyed) return resolve(true);
+    const timer = setTimeout(() => resolve(false), ms);
+    socket.once("close", () => {
+      clearTimeout(timer);
+      resolve(true);
+    });
+  });
+}
+
+/**
+ * A client that starts a request head and then sends one more header byte every 100 ms,
+ * never ending it: whether the server closed the connection within `ms`.
+ */
+async function trickleUntilClosed(port: number, ms: number): Promise<boolean> {
+  const socket = connect({ host: "127.0.0.1", port });
+  socket.on("error", () => undefined);
+  socket.write("GET http://up.test/ HTTP/1.1\r\nX-Slow: ");
+  const drip = setInterval(() => socket.writable && socket.write("a"), 100);
+  try {
+    return await closedWithin(socket, ms);
+  } finally {
+    clearInterval(drip);
+    socket.destroy();
+  }
+}
+
 describe("egress gateway bounds", () => {
   let gateway: EgressGateway;
   let upstream: Server;
@@ -166,6 +195,57 @@ describe("egress gateway bounds", () => {
     }
     await new Promise((resolve) => setTimeout(resolve, 100));
     assert.match(await raw(gateway.port, `GET http://up.test:${upstreamPort}/freed HTTP/1.0\r\n\r\n`), /up \/freed/);
+  });
+
+  it("destroys connections whose head misses its deadline, however they trickle bytes", async () => {
+    identity = caller("public");
+    const slow = await EgressGateway.start({
+      host: "127.0.0.1",
+      port: 0,
+      log: createLogger("error", new Writable({ write: (_chunk, _encoding, callback) => callback() })),
+      connectTimeoutMs: 1_000,
+      maxConnectionsPerSource: 100,
+    });
+    slow.bind({ identify: async () => identity, allowlist: async () => [], sandboxOfCredential: async () => null });
+    try {
+      // 20 clients each sending one more header byte every 100 ms, never the end of the head.
+      const closed = await Promise.all(Array.from({ length: 20 }, () => trickleUntilClosed(slow.port, 30_000)));
+      assert.deepEqual(
+        closed.filter((ok) => !ok),
+        [],
+        "every trickling connection was closed by the gateway",
+      );
+    } finally {
+      await slow.close();
+    }
+  });
+
+  it("caps the connections of every source together", async () => {
+    identity = caller("public");
+    const capped = await EgressGateway.start({
+      host: "127.0.0.1",
+      port: 0,
+      log: createLogger("error", new Writable({ write: (_chunk, _encoding, callback) => callback() })),
+      maxConnectionsPerSource: 3,
+      maxConnections: 4,
+    });
+    capped.bind({ identify: async () => identity, allowlist: async () => [], sandboxOfCredential: async () => null });
+    const held: Socket[] = [];
+    try {
+      for (const localAddress of ["127.0.0.1", "127.0.0.1", "127.0.0.1", "127.0.0.2"]) {
+        const socket = connect({ host: "127.0.0.1", port: capped.port, localAddress });
+        socket.on("error", () => undefined);
+        await new Promise((resolve) => socket.once("connect", resolve));
+        held.push(socket);
+      }
+      const fifth = connect({ host: "127.0.0.1", port: capped.port, localAddress: "127.0.0.3" });
+      fifth.on("error", () => undefined);
+      assert.equal(await closedWithin(fifth, 10_000), true, "a fifth connection, from a third source, is closed");
+      for (const socket of held) assert.equal(socket.destroyed, false, "the four held ones stay open");
+    } finally {
+      for (const socket of held) socket.destroy();
+      await capped.close();
+    }
   });
 
   it("relays the API only with the caller's own credential, and says so when the API is not up yet", async () => {

@@ -21,6 +21,7 @@ import {
 import { BlockList, connect, isIPv4, type Socket } from "node:net";
 import { networkInterfaces } from "node:os";
 import type { Duplex } from "node:stream";
+import { answerAndDestroy, headCheckIntervalMs, processDescriptorBudget } from "../../lib/connection-slots.js";
 import type { Logger } from "../../lib/logger.js";
 import { decideAddresses, decideHost, parseDestinationHost } from "./policy.js";
 import type { EgressCaller, EgressInterceptor, EgressLedger, EgressLedgerEntry } from "./types.js";
@@ -41,6 +42,11 @@ export interface EgressGatewayOptions {
   idleTimeoutMs?: number;
   /** Open connections one source address (one sandbox) may hold; more are closed at once. */
   maxConnectionsPerSource?: number;
+  /**
+   * Open connections of every source together; more are closed at once. Default and the
+   * per-source one: the egress share of the process's descriptor budget (connection-slots.ts).
+   */
+  maxConnections?: number;
   /** DNS lookups in flight at once (they take libuv threadpool slots the server shares). */
   maxConcurrentLookups?: number;
   /**
@@ -145,6 +151,7 @@ export class EgressGateway {
   private boundPort = 0;
   private closing: Promise<void> | null = null;
   private readonly perSource = new Map<string, number>();
+  private connectionCount = 0;
   private lookupsInFlight = 0;
   private readonly lookupQueue: (() => void)[] = [];
   private ownAddresses: { list: BlockList; atMs: number } | null = null;
@@ -165,7 +172,8 @@ export class EgressGateway {
       maxHeaderBytes: options.maxHeaderBytes ?? 16 * 1024,
       connectTimeoutMs: options.connectTimeoutMs ?? 10_000,
       idleTimeoutMs: options.idleTimeoutMs ?? 300_000,
-      maxConnectionsPerSource: options.maxConnectionsPerSource ?? 256,
+      maxConnectionsPerSource: options.maxConnectionsPerSource ?? processDescriptorBudget().egress.perSource,
+      maxConnections: options.maxConnections ?? processDescriptorBudget().egress.overall,
       maxConcurrentLookups: options.maxConcurrentLookups ?? 8,
       recheckIntervalMs: options.recheckIntervalMs ?? 2_000,
     };
@@ -173,6 +181,7 @@ export class EgressGateway {
     this.server = createServer({
       maxHeaderSize: this.options.maxHeaderBytes,
       headersTimeout: this.options.connectTimeoutMs,
+      connectionsCheckingInterval: headCheckIntervalMs(this.options.connectTimeoutMs),
       requestTimeout: 0,
       keepAliveTimeout: 5_000,
     });
@@ -181,9 +190,13 @@ export class EgressGateway {
     this.server.on("connection", (socket: Socket) => {
       const source = socket.remoteAddress ?? "";
       const open = (this.perSource.get(source) ?? 0) + 1;
-      if (open > this.options.maxConnectionsPerSource) return void socket.destroy();
+      if (open > this.options.maxConnectionsPerSource || this.connectionCount >= this.options.maxConnections) {
+        return void socket.destroy();
+      }
       this.perSource.set(source, open);
+      this.connectionCount++;
       socket.once("close", () => {
+        this.connectionCount--;
         const left = (this.perSource.get(source) ?? 1) - 1;
         if (left > 0) this.perSource.set(source, left);
         else this.perSource.delete(source);
@@ -200,10 +213,16 @@ export class EgressGateway {
       this.onConnect(req, socket, head).catch((error) => this.failTunnel(socket, error));
     });
     // A malformed or oversized request head ends that connection with a 400/431, nothing more.
+    // A head past its deadline ends the same way, destroyed rather than half-closed (a sandbox
+    // trickling header bytes would otherwise keep it).
     this.server.on("clientError", (error: NodeJS.ErrnoException, socket: Duplex) => {
-      if (!socket.writable) return socket.destroy();
-      const status = error.code === "HPE_HEADER_OVERFLOW" ? "431 Request Header Fields Too Large" : "400 Bad Request";
-      socket.end(`HTTP/1.1 ${status}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
+      const status =
+        error.code === "HPE_HEADER_OVERFLOW"
+          ? "431 Request Header Fields Too Large"
+          : error.code === "ERR_HTTP_REQUEST_TIMEOUT"
+            ? "408 Request Timeout"
+            : "400 Bad Request";
+      answerAndDestroy(socket, `HTTP/1.1 ${status}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
     });
   }
 
