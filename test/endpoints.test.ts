@@ -269,6 +269,28 @@ describe("port endpoints", () => {
     });
     assert.equal(withKey.status, 200, withKey.text);
     assert.ok(!withKey.text.includes(owner()), "the API key is not forwarded");
+    // Nor in any other form: no scheme, quoted, Basic, another header, a cookie of the app's.
+    const sessionToken = token;
+    for (const [name, value] of [
+      ["authorization", owner()],
+      ["authorization", `Bearer "${owner()}"`],
+      ["authorization", `"${owner()}"`],
+      ["authorization", `Token ${sessionToken}`],
+      ["authorization", `Basic ${Buffer.from(`user:${owner()}`).toString("base64")}`],
+      ["x-api-key", owner()],
+      ["cookie", `api_key="${owner()}"`],
+      ["cookie", `api_key=${encodeURIComponent(sessionToken)}`],
+    ] as const) {
+      const headers: Record<string, string> = { [name]: value };
+      const cookie = `warren_endpoint_token=${token}; app=1`;
+      headers.cookie = name === "cookie" ? `${value}; ${cookie}` : cookie;
+      const leaked = await viaPlane(host, "/headers", headers);
+      assert.equal(leaked.status, 200, leaked.text);
+      assert.ok(!leaked.text.includes(owner()), `${name}: ${value} is not forwarded: ${leaked.text}`);
+      assert.ok(!leaked.text.includes(sessionToken), `${name}: ${value} is not forwarded`);
+      assert.ok(!leaked.text.includes(encodeURIComponent(sessionToken)), `${name}: ${value} is not forwarded`);
+      assert.match(leaked.text, /\r\nCookie: app=1\r\n/i, "the app's own cookie still is");
+    }
     assert.match(own.text, /\r\nCookie: app=1; other=2\r\n/i);
     assert.ok(!own.text.includes(token), "the token is not forwarded");
 
@@ -349,6 +371,149 @@ describe("port endpoints", () => {
     assert.equal(set.length, 2, JSON.stringify(set));
     for (const cookie of set) assert.doesNotMatch(cookie, /domain/i, cookie);
     assert.match(String(set[0]), /^tossed=1; Path=\/$/);
+  });
+
+  it("refuses an upgrade answer head with a bare LF (a Set-Cookie with Domain hidden behind one never reaches the client)", async () => {
+    const answer =
+      "HTTP/1.1 101 Switching Protocols\\r\\nUpgrade: websocket\\r\\nConnection: Upgrade\\r\\n" +
+      "X-A: b\\nSet-Cookie: evil=1; Domain=localhost\\r\\n\\r\\n";
+    const script = `while true; do printf '${answer}' | nc -l -p 8080; done`;
+    const id = await create({ command: ["sh", "-c", script], ports: [8080], network_access: "public" });
+    await sandbox(id, "running");
+    await endpointsOnce(id, 8080);
+    const upgraded = await rawExchange(
+      plane.address.port,
+      `GET /ws HTTP/1.1\r\nHost: ${hostOf(id, 8080)}\r\nAuthorization: Bearer ${owner()}\r\n` +
+        "Connection: Upgrade\r\nUpgrade: websocket\r\n\r\n",
+      null,
+    );
+    assert.doesNotMatch(upgraded, /domain=/i, upgraded);
+    assert.match(upgraded, /^HTTP\/1\.1 503 /, upgraded);
+    assert.match(upgraded, /"code":"unavailable"/, upgraded);
+  });
+
+  it("destroys connections whose request head misses its deadline, however they trickle bytes", async () => {
+    const slow = await startSessionPlane(t.c.sessions, {
+      host: "127.0.0.1",
+      port: 0,
+      log: t.c.log,
+      headersTimeoutMs: 1_000,
+    });
+    /** A client from `localAddress` sending one more header byte every 100 ms: whether the plane closed it in `ms`. */
+    const trickle = (localAddress: string, ms: number) =>
+      new Promise<boolean>((resolve) => {
+        const socket = net.connect({ host: "127.0.0.1", port: slow.address.port, localAddress });
+        socket.on("error", () => undefined);
+        socket.write("GET / HTTP/1.1\r\nHost: nothing.localhost\r\nX-Slow: ");
+        const drip = setInterval(() => socket.writable && socket.write("a"), 100);
+        const timer = setTimeout(() => finish(false), ms);
+        const finish = (closed: boolean) => {
+          clearInterval(drip);
+          clearTimeout(timer);
+          socket.destroy();
+          resolve(closed);
+        };
+        socket.once("close", () => finish(true));
+      });
+    try {
+      // 5 clients from each of 10 addresses, unauthenticated: every one is gone well within 30 s.
+      const addresses = Array.from({ length: 10 }, (_, i) => `127.0.0.${i + 10}`);
+      const closed = await Promise.all(
+        addresses.flatMap((address) => Array.from({ length: 5 }, () => trickle(address, 30_000))),
+      );
+      assert.equal(closed.filter((ok) => !ok).length, 0, "every trickling connection was destroyed");
+    } finally {
+      await slow.close();
+    }
+  });
+
+  it("caps the connections one organization holds through the plane; another organization still gets in", async () => {
+    const limited = await startSessionPlane(t.c.sessions, {
+      host: "127.0.0.1",
+      port: 0,
+      log: t.c.log,
+      limits: { perOrganization: 2 },
+    });
+    const ours = await create({ image: echoImage, ports: [8080], network_access: "public" });
+    const theirsRes = await t.request("POST", "/v1/sandboxes", {
+      key: t.orgB.keys.owner,
+      body: { image: echoImage, ports: [8080], network_access: "public" },
+    });
+    assert.equal(theirsRes.status, 200, theirsRes.raw);
+    const theirs = theirsRes.body.id as string;
+    const held: net.Socket[] = [];
+    /** An upgrade through the limited plane: its answer head, and the socket (kept open). */
+    const upgrade = (id: string, key: string) =>
+      new Promise<string>((resolve, reject) => {
+        const socket = net.connect({ host: "127.0.0.1", port: limited.address.port });
+        held.push(socket);
+        let received = "";
+        socket.on("data", (chunk: Buffer) => {
+          received += chunk.toString();
+          if (received.includes("\r\n\r\n")) resolve(received);
+        });
+        socket.on("error", reject);
+        socket.on("close", () => resolve(received));
+        socket.write(
+          `GET /ws HTTP/1.1\r\nHost: 8080-${id}.localhost:${limited.address.port}\r\nAuthorization: Bearer ${key}\r\n` +
+            "Connection: Upgrade\r\nUpgrade: websocket\r\n\r\n",
+        );
+      });
+    try {
+      await sandbox(ours, "running");
+      await endpointsOnce(ours, 8080);
+      const theirsView = await t.request("GET", `/v1/sandboxes/${theirs}`, {
+        key: t.orgB.keys.owner,
+        query: { wait_state: "running", wait_timeout_seconds: "25" },
+      });
+      assert.equal((theirsView.body.sandbox as { state: string }).state, "running", theirsView.raw);
+      for (let i = 0; i < 2; i++) assert.match(await upgrade(ours, owner()), /^HTTP\/1\.1 101 /);
+      const third = await upgrade(ours, owner());
+      assert.match(third, /^HTTP\/1\.1 429 /, third);
+      assert.match(third, /"code":"rate_limited"/, third);
+      assert.match(third, /\r\nretry-after: 1\r\n/i, third);
+      // A plain request of the same organization waits its turn too.
+      const plain = await new Promise<number>((resolve, reject) => {
+        const req = http.request(
+          {
+            host: "127.0.0.1",
+            port: limited.address.port,
+            path: "/",
+            headers: { host: `8080-${ours}.localhost:${limited.address.port}`, authorization: `Bearer ${owner()}` },
+            agent: false,
+          },
+          (res) => {
+            res.resume();
+            resolve(res.statusCode ?? 0);
+          },
+        );
+        req.on("error", reject);
+        req.end();
+      });
+      assert.equal(plain, 429);
+      // Another organization's endpoint is not held up by it (its server may take a moment to bind).
+      const deadline = Date.now() + 30_000;
+      let theirsAnswer = await upgrade(theirs, t.orgB.keys.owner);
+      while (!/^HTTP\/1\.1 101 /.test(theirsAnswer) && Date.now() < deadline) {
+        await new Promise((resolve) => setTimeout(resolve, 200));
+        theirsAnswer = await upgrade(theirs, t.orgB.keys.owner);
+      }
+      assert.match(theirsAnswer, /^HTTP\/1\.1 101 /, theirsAnswer);
+      // A closed upgrade gives its place back.
+      held[0]?.destroy();
+      const freedBy = Date.now() + 30_000;
+      let again = "";
+      while (!/^HTTP\/1\.1 101 /.test(again) && Date.now() < freedBy) {
+        again = await upgrade(ours, owner());
+        if (!/^HTTP\/1\.1 101 /.test(again)) await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      assert.match(again, /^HTTP\/1\.1 101 /, again);
+    } finally {
+      for (const socket of held) socket.destroy();
+      await limited.close();
+      await t.request("DELETE", `/v1/sandboxes/${theirs}`, { key: t.orgB.keys.owner });
+      await t.request("DELETE", `/v1/sandboxes/${ours}`, { key: owner() });
+    }
   });
 
   it("closes a client address's connections past its share at accept, and takes new ones once it holds fewer", async () => {

@@ -7,7 +7,13 @@
 // response head is parsed with the same header cap, and a bad one ends that request only).
 import http from "node:http";
 import net from "node:net";
-import { ConnectionSlots, type SlotLimits } from "../lib/connection-slots.js";
+import {
+  answerAndDestroy,
+  ConnectionSlots,
+  headCheckIntervalMs,
+  processDescriptorBudget,
+  type SlotLimits,
+} from "../lib/connection-slots.js";
 import { AppError } from "../lib/errors.js";
 import { newId } from "../lib/ids.js";
 import type { Logger } from "../lib/logger.js";
@@ -18,21 +24,27 @@ import {
   type SessionService,
   type SessionTarget,
 } from "../modules/sessions/service.js";
-import { isSessionToken } from "../modules/sessions/tokens.js";
+import { TOKEN_PREFIX } from "../modules/sessions/tokens.js";
 import { errorBody, statusOf } from "./errors.js";
 
 /** Largest request or response head (request line or status line plus headers). */
 export const MAX_HEADER_BYTES = 16_384;
-/** A client has this long to send its request head. */
-const HEADERS_TIMEOUT_MS = 30_000;
+/** A client has this long to send its request head; then its connection is destroyed. */
+export const HEADERS_TIMEOUT_MS = 30_000;
 /** A connection (either side) with no bytes moving for this long is closed. */
 export const IDLE_TIMEOUT_MS = 300_000;
 /**
- * Client connections the plane holds at once, and from one client address; more are closed at
- * accept. Per address so that one client holding idle connections cannot take the room every
- * other client needs; generous, because users behind one NAT share an address.
+ * Client connections the plane holds at once and from one client address (more are closed at
+ * accept), and proxied exchanges (requests in flight, open upgrades) one organization holds at
+ * once (more are refused 429). Per address so that one client holding idle connections cannot
+ * take the room every other client needs; per organization so that one tenant's WebSockets
+ * cannot take every other tenant's; in total so that clients never take the descriptors the
+ * API and the runtime need. Defaults: the plane's share of the descriptor budget
+ * (descriptorBudget in lib/connection-slots.ts).
  */
-export const CLIENT_CONNECTION_LIMITS: SlotLimits = { overall: 10_000, perAddress: 512 };
+export interface PlaneLimits extends SlotLimits {
+  perOrganization: number;
+}
 /** Connecting to the sandbox's port may take this long. */
 const CONNECT_TIMEOUT_MS = 5_000;
 /** How long a refused upgrade's socket may linger for the client to read the refusal and close. */
@@ -59,19 +71,44 @@ export interface SessionPlane {
 
 export async function startSessionPlane(
   sessions: SessionService,
-  options: { host: string; port: number; log: Logger; limits?: SlotLimits },
+  options: {
+    host: string;
+    port: number;
+    log: Logger;
+    /** Connection bounds (each defaults to the descriptor budget's); tests lower them. */
+    limits?: Partial<PlaneLimits>;
+    /** The request-head deadline (default HEADERS_TIMEOUT_MS); tests lower it. */
+    headersTimeoutMs?: number;
+  },
 ): Promise<SessionPlane> {
   const { log } = options;
-  const agent = new http.Agent({ keepAlive: true, maxSockets: 256, maxFreeSockets: 64, timeout: IDLE_TIMEOUT_MS });
+  const headersTimeout = options.headersTimeoutMs ?? HEADERS_TIMEOUT_MS;
+  const limits: PlaneLimits = { ...processDescriptorBudget().plane, ...options.limits };
+  // Upstream sockets, pooled ones included, never outnumber the client connections allowed.
+  const agent = new http.Agent({
+    keepAlive: true,
+    maxSockets: 256,
+    maxFreeSockets: 64,
+    maxTotalSockets: limits.overall,
+    timeout: IDLE_TIMEOUT_MS,
+  });
   const server = http.createServer({
     maxHeaderSize: MAX_HEADER_BYTES,
     requestTimeout: 0,
-    headersTimeout: HEADERS_TIMEOUT_MS,
+    headersTimeout,
+    // Node checks the head deadline on this interval (default 30 s, which doubled the bound).
+    connectionsCheckingInterval: headCheckIntervalMs(headersTimeout),
     keepAliveTimeout: 30_000,
   });
   server.setTimeout(IDLE_TIMEOUT_MS, (socket) => socket.destroy());
   // Bounds what one process holds open for clients (each may also hold an upstream connection).
-  const slots = new ConnectionSlots(options.limits ?? CLIENT_CONNECTION_LIMITS);
+  const slots = new ConnectionSlots({ overall: limits.overall, perAddress: limits.perAddress });
+  const plane: Plane = {
+    sessions,
+    agent,
+    log,
+    organizations: new ConnectionSlots({ overall: Number.MAX_SAFE_INTEGER, perAddress: limits.perOrganization }),
+  };
   server.on("connection", (socket: net.Socket) => {
     const release = socket.remoteAddress === undefined ? null : slots.take(socket.remoteAddress);
     if (!release) {
@@ -81,18 +118,22 @@ export async function startSessionPlane(
     socket.once("close", release);
   });
   server.on("request", (req, res) => {
-    proxyRequest(sessions, agent, req, res, log).catch((error: unknown) => sendError(res, error, log));
+    proxyRequest(plane, req, res).catch((error: unknown) => sendError(res, error, log));
   });
   server.on("upgrade", (req: http.IncomingMessage, socket: net.Socket, head: Buffer) => {
-    proxyUpgrade(sessions, req, socket, head, log).catch((error: unknown) => {
+    proxyUpgrade(plane, req, socket, head).catch((error: unknown) => {
       log.error({ err: (error as Error).message }, "session plane upgrade failed");
       socket.destroy();
     });
   });
   server.on("clientError", (error: NodeJS.ErrnoException, socket: net.Socket) => {
-    if (!socket.writable) return socket.destroy();
-    const code = error.code === "HPE_HEADER_OVERFLOW" ? "headers_too_large" : "invalid_argument";
-    socket.end(rawError(new AppError(code, "the request could not be parsed")));
+    const code =
+      error.code === "HPE_HEADER_OVERFLOW"
+        ? "headers_too_large"
+        : error.code === "ERR_HTTP_REQUEST_TIMEOUT"
+          ? "request_timeout"
+          : "invalid_argument";
+    answerAndDestroy(socket, rawError(new AppError(code, "the request could not be parsed in time or at all")));
   });
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
@@ -141,6 +182,35 @@ export function hostOnlyCookie(value: string): string {
     .join(";");
 }
 
+// biome-ignore lint/suspicious/noControlCharactersInRegex: the control bytes a head line may not hold
+const STATUS_LINE = /^HTTP\/1\.[01] [1-9]\d\d(?: [^\x00-\x08\x0a-\x1f\x7f]*)?$/;
+// biome-ignore lint/suspicious/noControlCharactersInRegex: the control bytes a head line may not hold
+const HEADER_LINE = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+:[^\x00-\x08\x0a-\x1f\x7f]*$/;
+
+/**
+ * The sandbox's answer head to an upgrade (without its final CRLF CRLF), checked strictly and
+ * with its Set-Cookie headers made host-only; null when it is not a valid HTTP/1.1 head: a bare
+ * LF or CR (a browser or a lenient client would split a line there, so a `Set-Cookie` hidden
+ * behind one would pass unfiltered), a control character, a folded line, a malformed name.
+ * `complete` false: the head so far (the last line may be partial), checked for what is final.
+ */
+export function upgradeAnswerHead(head: string, complete: boolean): string | null {
+  const lines = head.split("\r\n");
+  if (!complete) lines.pop();
+  for (const [i, line] of lines.entries()) if (!(i === 0 ? STATUS_LINE : HEADER_LINE).test(line)) return null;
+  // A partial last line must not hold a bare LF or CR either (it would never be whole).
+  const lastBreak = head.lastIndexOf("\r\n");
+  if (!complete && /\n|\r(?!$)/.test(lastBreak === -1 ? head : head.slice(lastBreak + 2))) return null;
+  if (!complete) return head;
+  return lines
+    .map((line, i) => {
+      const colon = line.indexOf(":");
+      if (i === 0 || line.slice(0, colon).toLowerCase() !== "set-cookie") return line;
+      return `${line.slice(0, colon)}:${hostOnlyCookie(line.slice(colon + 1))}`;
+    })
+    .join("\r\n");
+}
+
 /** A request the endpoint cookie authorized must come from no page or one of the same sandbox's endpoints. */
 function refuseForeignOrigin(sessions: SessionService, req: http.IncomingMessage, target: SessionTarget): void {
   if (target.fromQuery || target.usedBearer) return;
@@ -149,10 +219,30 @@ function refuseForeignOrigin(sessions: SessionService, req: http.IncomingMessage
   }
 }
 
-/** Whether an Authorization value carries a Warren API key or session token (never forwarded). */
-function isWarrenCredential(authorization: string): boolean {
-  const credential = /^\s*\S+\s+(\S+)/.exec(authorization)?.[1] ?? "";
-  return credential.startsWith("wrn_") || isSessionToken(credential);
+/** An API key (`wrn_`) or a session token (`wst1.`) anywhere in a string. */
+const WARREN_SECRET = new RegExp(`wrn_|${TOKEN_PREFIX.replace(".", "\\.")}`, "i");
+
+/**
+ * Whether a header value carries a Warren API key or session token in any form: after any
+ * scheme or none, quoted, percent-encoded, or base64-encoded (Basic `user:key`). Such a value
+ * never reaches a sandbox. (A bootstrap key an operator chose without the `wrn_` prefix is
+ * not recognized by its form; it goes only where it was sent as the Bearer credential.)
+ */
+export function carriesWarrenCredential(value: string): boolean {
+  if (WARREN_SECRET.test(value)) return true;
+  if (value.includes("%")) {
+    try {
+      if (WARREN_SECRET.test(decodeURIComponent(value))) return true;
+    } catch {
+      // Not percent-encoding after all: the raw value was checked.
+    }
+  }
+  for (const token of value.split(/[\s,;:="']+/)) {
+    if (token.length >= 8 && /^[A-Za-z0-9+/_-]+={0,2}$/.test(token)) {
+      if (WARREN_SECRET.test(Buffer.from(token, "base64").toString("latin1"))) return true;
+    }
+  }
+  return false;
 }
 
 // ---- credentials ----
@@ -188,12 +278,12 @@ function pathWithoutToken(url: string): string {
   return rest ? `${url.slice(0, queryAt)}?${rest}` : url.slice(0, queryAt);
 }
 
-/** The Cookie header without the endpoint cookie (null when nothing is left). */
+/** The Cookie header without the endpoint cookie, nor any cookie carrying a Warren credential (null when nothing is left). */
 function cookiesWithoutToken(cookie: string): string | null {
   const kept = cookie
     .split(";")
     .map((part) => part.trim())
-    .filter((part) => part.length > 0 && part.split("=")[0] !== ENDPOINT_COOKIE);
+    .filter((part) => part.length > 0 && part.split("=")[0] !== ENDPOINT_COOKIE && !carriesWarrenCredential(part));
   return kept.length > 0 ? kept.join("; ") : null;
 }
 
@@ -220,12 +310,14 @@ function forwardedHeaders(
     // Warren's own credentials never reach the sandbox, whichever one opened the endpoint: a
     // client that sends its API key along with a token (an SDK adding it to every request)
     // would otherwise hand the key to the app.
-    if (lower === "authorization" && (target.usedBearer || isWarrenCredential(value))) continue;
+    if (lower === "authorization" && target.usedBearer) continue;
     if (lower === "cookie") {
       const kept = cookiesWithoutToken(value);
       if (kept) out.push([name, kept]);
       continue;
     }
+    // In any header (Authorization with any scheme or none, quoted, an X-Api-Key of the app's).
+    if (carriesWarrenCredential(value)) continue;
     out.push([name, value]);
   }
   // Transfer-Encoding is hop-by-hop, but a body needs its framing again: without it Node's
@@ -272,20 +364,31 @@ function rawError(error: AppError): string {
   const status = statusOf(error);
   return (
     `HTTP/1.1 ${status} ${http.STATUS_CODES[status] ?? "Error"}\r\ncontent-type: application/json; charset=utf-8\r\n` +
-    `content-length: ${Buffer.byteLength(body)}\r\nx-request-id: ${requestId}\r\nconnection: close\r\n\r\n${body}`
+    `content-length: ${Buffer.byteLength(body)}\r\nx-request-id: ${requestId}\r\n` +
+    (error.retryAfterSeconds !== undefined ? `retry-after: ${error.retryAfterSeconds}\r\n` : "") +
+    `connection: close\r\n\r\n${body}`
   );
 }
 
 const unreachable = (port: number) =>
   new AppError("unavailable", `nothing answers on port ${port} of the sandbox`, { retryAfterSeconds: 1 });
 
-async function proxyRequest(
-  sessions: SessionService,
-  agent: http.Agent,
-  req: http.IncomingMessage,
-  res: http.ServerResponse,
-  log: Logger,
-): Promise<void> {
+/** What the proxy functions share: the service, the upstream pool, the log, the organizations' places. */
+interface Plane {
+  sessions: SessionService;
+  agent: http.Agent;
+  log: Logger;
+  /** Proxied exchanges (requests in flight, open upgrades) per organization id. */
+  organizations: ConnectionSlots;
+}
+
+const organizationFull = () =>
+  new AppError("rate_limited", "the organization holds as many endpoint connections as it may; retry later", {
+    retryAfterSeconds: 1,
+  });
+
+async function proxyRequest(plane: Plane, req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+  const { sessions, agent, log } = plane;
   req.on("error", () => res.destroy());
   let target: SessionTarget;
   try {
@@ -314,6 +417,12 @@ async function proxyRequest(
     req.resume();
     return;
   }
+  const release = plane.organizations.takeFor(target.orgId);
+  if (!release) {
+    req.resume();
+    return sendError(res, organizationFull(), log);
+  }
+  res.on("close", release);
   sessions.noteActivity(target.sandboxId);
   const done = sessions.connectionOpened(target.sandboxId);
   res.on("close", done);
@@ -380,19 +489,17 @@ async function proxyRequest(
 
 // ---- WebSocket (any Upgrade) ----
 
-async function proxyUpgrade(
-  sessions: SessionService,
-  req: http.IncomingMessage,
-  socket: net.Socket,
-  head: Buffer,
-  log: Logger,
-): Promise<void> {
+async function proxyUpgrade(plane: Plane, req: http.IncomingMessage, socket: net.Socket, head: Buffer): Promise<void> {
+  const { sessions, log } = plane;
   socket.on("error", () => socket.destroy());
   let target: SessionTarget;
+  let release: (() => void) | null;
   try {
     if (!isOriginPath(req.url)) throw new AppError("invalid_argument", "the request target must be a path");
     target = await sessions.authorize(req.headers.host, presentedCredentials(req));
     refuseForeignOrigin(sessions, req, target);
+    release = plane.organizations.takeFor(target.orgId);
+    if (!release) throw organizationFull();
   } catch (error) {
     const appError = error instanceof AppError ? error : new AppError("internal", "the upgrade failed");
     if (!(error instanceof AppError)) log.error({ err: (error as Error).message }, "session plane upgrade failed");
@@ -417,6 +524,7 @@ async function proxyUpgrade(
   let connected = false;
   const end = () => {
     clearTimeout(connectTimer);
+    release();
     done();
     socket.destroy();
     upstream.destroy();
@@ -439,27 +547,27 @@ async function proxyUpgrade(
     socket.setTimeout(IDLE_TIMEOUT_MS, end);
     upstream.setTimeout(IDLE_TIMEOUT_MS, end);
     socket.pipe(upstream);
-    // The sandbox's answer head gets the same Set-Cookie treatment as a plain response's
-    // (a browser takes cookies from a 101 too); then bytes flow untouched.
+    // The sandbox's answer head is parsed as strictly as a plain response's (Node's parser
+    // refuses a bare LF there) and gets the same Set-Cookie treatment (a browser takes cookies
+    // from a 101 too); then bytes flow untouched.
     let pending = Buffer.alloc(0);
+    const refuse = () => {
+      upstream.off("data", onHead);
+      if (socket.writable) {
+        socket.end(rawError(new AppError("unavailable", "the sandbox's upgrade answer is not valid HTTP/1.1")));
+      }
+      end();
+    };
     const onHead = (data: Buffer) => {
       pending = Buffer.concat([pending, data]);
       const at = pending.indexOf("\r\n\r\n");
-      if (at === -1) {
-        if (pending.length > MAX_HEADER_BYTES) end();
-        return;
-      }
+      const head = upgradeAnswerHead(
+        pending.subarray(0, at === -1 ? pending.length : at).toString("latin1"),
+        at !== -1,
+      );
+      if (head === null || (at === -1 && pending.length > MAX_HEADER_BYTES)) return refuse();
+      if (at === -1) return;
       upstream.off("data", onHead);
-      const head = pending
-        .subarray(0, at)
-        .toString("latin1")
-        .split("\r\n")
-        .map((line) => {
-          const colon = line.indexOf(":");
-          if (colon <= 0 || line.slice(0, colon).trim().toLowerCase() !== "set-cookie") return line;
-          return `${line.slice(0, colon)}:${hostOnlyCookie(line.slice(colon + 1))}`;
-        })
-        .join("\r\n");
       socket.write(Buffer.from(`${head}\r\n\r\n`, "latin1"));
       const rest = pending.subarray(at + 4);
       if (rest.length > 0) socket.write(rest);

@@ -36,13 +36,17 @@ function expandV6(address: string): string[] {
   return [...left, ...fill, ...right].map((group) => Number.parseInt(group || "0", 16).toString(16));
 }
 
+function assertLimits(limits: object): void {
+  for (const [name, value] of Object.entries(limits))
+    if (!Number.isInteger(value) || value < 1) throw new RangeError(`${name} must be a positive integer`);
+}
+
 export class ConnectionSlots {
   private readonly byAddress = new Map<string, number>();
   private held = 0;
 
   constructor(private readonly limits: SlotLimits) {
-    for (const [name, value] of Object.entries(limits))
-      if (!Number.isInteger(value) || value < 1) throw new RangeError(`${name} must be a positive integer`);
+    assertLimits(limits);
   }
 
   /** How many slots are held now (every address). */
@@ -57,8 +61,12 @@ export class ConnectionSlots {
 
   /** A slot for `address`'s client (clientOf) and the function that gives it back (idempotent), or null when full. */
   take(remoteAddress: string): (() => void) | null {
-    const address = clientOf(remoteAddress);
-    const mine = this.heldBy(address);
+    return this.takeFor(clientOf(remoteAddress));
+  }
+
+  /** A slot for a holder named as is (an organization, not an address), as take does. */
+  takeFor(address: string): (() => void) | null {
+    const mine = this.byAddress.get(address) ?? 0;
     if (this.held >= this.limits.overall || mine >= this.limits.perAddress) return null;
     this.byAddress.set(address, mine + 1);
     this.held++;
@@ -67,7 +75,7 @@ export class ConnectionSlots {
       if (given) return;
       given = true;
       this.held--;
-      const left = this.heldBy(address) - 1;
+      const left = (this.byAddress.get(address) ?? 1) - 1;
       if (left > 0) this.byAddress.set(address, left);
       else this.byAddress.delete(address);
     };
@@ -163,4 +171,107 @@ let processBudget: DescriptorBudget | null = null;
 export function processDescriptorBudget(): DescriptorBudget {
   processBudget ??= descriptorBudget(openFileLimit());
   return processBudget;
+}
+
+/** Bounds of connections still in their handshake (StartupSlots). */
+export interface StartupLimits extends SlotLimits {
+  /** From this many held, random early drop begins (OpenSSH's MaxStartups `start`); default half of overall. */
+  earlyDropFrom?: number;
+}
+
+/** What a new connection in its handshake gets: a place, none, or the place of the heaviest client's oldest. */
+export type StartupDecision = { kind: "admit" } | { kind: "drop" } | { kind: "evict"; from: string };
+
+/**
+ * OpenSSH's MaxStartups with per-address accounting, as a pure rule. `held` places are taken,
+ * `mine` by the new connection's client, `heaviest` is the client holding the most.
+ *   - A client at its per-address bound is refused.
+ *   - Below the overall bound: admitted, except that from `earlyDropFrom` on, a client that
+ *     already holds a place is refused with a probability rising linearly to 1 at the bound
+ *     (random early drop; `random` in [0, 1)). A client holding none is always admitted.
+ *   - At the bound: a client holding fewer than the heaviest one minus one takes the place of
+ *     the heaviest's oldest connection, so clients that filled the budget together can never
+ *     lock out one more (a ninth address behind eight full ones gets in); else refused.
+ */
+export function decideStartup(
+  state: { held: number; mine: number; heaviest: { client: string; held: number } | null },
+  limits: StartupLimits,
+  random: number,
+): StartupDecision {
+  if (state.mine >= limits.perAddress) return { kind: "drop" };
+  if (state.held < limits.overall) {
+    const from = Math.min(limits.overall, limits.earlyDropFrom ?? Math.ceil(limits.overall / 2));
+    if (state.held < from || state.mine === 0) return { kind: "admit" };
+    const dropChance = (state.held - from + 1) / (limits.overall - from);
+    return random < dropChance ? { kind: "drop" } : { kind: "admit" };
+  }
+  if (state.heaviest && state.heaviest.held > state.mine + 1) return { kind: "evict", from: state.heaviest.client };
+  return { kind: "drop" };
+}
+
+/**
+ * Places for connections still in their handshake (decideStartup): taken at accept with a
+ * function that ends the connection should its place be given to another client.
+ */
+export class StartupSlots {
+  /** Each client's connections, oldest first (a Set keeps insertion order). */
+  private readonly byClient = new Map<string, Set<{ release(): void; evict(): void }>>();
+  private held = 0;
+
+  constructor(
+    private readonly limits: StartupLimits,
+    private readonly random: () => number = Math.random,
+  ) {
+    assertLimits(limits);
+  }
+
+  get size(): number {
+    return this.held;
+  }
+
+  heldBy(address: string): number {
+    return this.byClient.get(clientOf(address))?.size ?? 0;
+  }
+
+  /** A place and the function that gives it back (idempotent), or null; `evict` ends the connection if another client takes its place. */
+  take(remoteAddress: string, evict: () => void): (() => void) | null {
+    const client = clientOf(remoteAddress);
+    let heaviest: { client: string; held: number } | null = null;
+    if (this.held >= this.limits.overall) {
+      for (const [other, entries] of this.byClient) {
+        if (!heaviest || entries.size > heaviest.held) heaviest = { client: other, held: entries.size };
+      }
+    }
+    const decision = decideStartup(
+      { held: this.held, mine: this.byClient.get(client)?.size ?? 0, heaviest },
+      this.limits,
+      this.random(),
+    );
+    if (decision.kind === "drop") return null;
+    if (decision.kind === "evict") {
+      const oldest = this.byClient.get(decision.from)?.values().next().value;
+      oldest?.release();
+      oldest?.evict();
+    }
+    let entries = this.byClient.get(client);
+    if (!entries) {
+      entries = new Set();
+      this.byClient.set(client, entries);
+    }
+    const mine = entries;
+    let given = false;
+    const entry = {
+      release: () => {
+        if (given) return;
+        given = true;
+        this.held--;
+        mine.delete(entry);
+        if (mine.size === 0 && this.byClient.get(client) === mine) this.byClient.delete(client);
+      },
+      evict,
+    };
+    mine.add(entry);
+    this.held++;
+    return entry.release;
+  }
 }

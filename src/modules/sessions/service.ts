@@ -31,6 +31,8 @@ export interface PresentedCredentials {
 
 export interface SessionTarget {
   sandboxId: string;
+  /** The sandbox's organization (the plane bounds what each organization holds open). */
+  orgId: string;
   port: number;
   /** Where the host connects: the sandbox's address on its veth. */
   address: string;
@@ -226,6 +228,7 @@ export class SessionService implements EndpointSource {
     }
     return {
       sandboxId: address.sandboxId,
+      orgId: target.row.org_id,
       port: address.port,
       address: target.address,
       fromQuery: queryToken !== null,
