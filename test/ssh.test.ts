@@ -445,6 +445,42 @@ describe("ssh gateway with the OpenSSH client", { timeout: 300_000 }, () => {
     }
   });
 
+  it("lets a login from a ninth address in while eight others hold every unauthenticated place", async () => {
+    // No early drop here (it starts at the bound), so the eight addresses fill the budget exactly.
+    const limited = await gatewayWith({
+      limits: { unauthenticated: { overall: 32, perAddress: 4, earlyDropFrom: 32 } },
+    });
+    const bound = await limited.listen("127.0.0.1", 0);
+    const savedPort = port;
+    port = bound.port;
+    const held: net.Socket[] = [];
+    /** A connection from `localAddress` that never sends a byte: whether the gateway admitted it (sent its version line). */
+    const idleFrom = (localAddress: string) =>
+      new Promise<boolean>((resolve) => {
+        const socket = net.connect({ host: "127.0.0.1", port: bound.port, localAddress });
+        held.push(socket);
+        socket.on("error", () => undefined);
+        socket.once("data", () => resolve(true));
+        socket.once("close", () => resolve(false));
+      });
+    try {
+      const addresses = Array.from({ length: 8 }, (_, i) => `127.0.0.${i + 20}`);
+      const admitted = await Promise.all(addresses.flatMap((address) => [1, 2, 3, 4].map(() => idleFrom(address))));
+      assert.equal(admitted.filter(Boolean).length, 32, "the eight addresses hold all 32 places");
+      const ninth = await collect(startSsh(id, owner(), ["-b", "127.0.0.9"], ["echo", "ninth-in"]), "");
+      assert.equal(ninth.stdout, "ninth-in\n", ninth.stderr);
+      assert.equal(ninth.code, 0);
+      assert.ok(
+        held.some((socket) => socket.destroyed),
+        "one of the eight addresses' handshakes gave its place",
+      );
+    } finally {
+      for (const socket of held) socket.destroy();
+      port = savedPort;
+      await limited.close();
+    }
+  });
+
   it("refuses every attempt from an address past its failure limit, even a right key", async () => {
     const limited = await gatewayWith({ failureLimits: { maxFailures: 2, windowMs: 60_000, maxAddresses: 10 } });
     const bound = await limited.listen("127.0.0.1", 0);

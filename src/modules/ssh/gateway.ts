@@ -7,7 +7,13 @@
 import net from "node:net";
 import ssh2, { type AuthContext, type Connection } from "ssh2";
 import type { RuntimeDriver } from "../../drivers/runtime/interface.js";
-import { ConnectionSlots, type SlotLimits } from "../../lib/connection-slots.js";
+import {
+  ConnectionSlots,
+  processDescriptorBudget,
+  type SlotLimits,
+  type StartupLimits,
+  StartupSlots,
+} from "../../lib/connection-slots.js";
 import type { Logger } from "../../lib/logger.js";
 import type { IdentityService } from "../identity/service.js";
 import type { SandboxService } from "../sandboxes/service.js";
@@ -25,14 +31,15 @@ export const FAILURE_DELAY_MS = 300;
 const MAX_ATTEMPTS_PER_CONNECTION = 6;
 /** A connection must authenticate within this. */
 const AUTH_TIMEOUT_MS = 30_000;
-/** Connections held at once, and from one client address. */
-export const CONNECTION_LIMITS: SlotLimits = { overall: 1024, perAddress: 128 };
 /**
- * Connections not yet authenticated, at once and from one address (OpenSSH's MaxStartups
- * idea): a client opening handshakes it never finishes holds at most this many for up to
- * AUTH_TIMEOUT_MS, and authenticated sessions keep their own room.
+ * Connections held at once and from one client address; of them, those not yet authenticated
+ * (OpenSSH's MaxStartups with per-address accounting, StartupSlots): a client opening
+ * handshakes it never finishes holds at most its address's share for up to AUTH_TIMEOUT_MS,
+ * is dropped early as the budget fills, and clients that filled it together give a place to
+ * one more address; authenticated sessions keep their own room. Defaults: the SSH share of
+ * the process's descriptor budget (at most 1024 and 128; 256 and 32 unauthenticated).
  */
-export const UNAUTHENTICATED_LIMITS: SlotLimits = { overall: 256, perAddress: 32 };
+const defaultLimits = () => processDescriptorBudget().ssh;
 const METHODS: AuthContext["method"][] = ["password", "keyboard-interactive"];
 
 export interface SshGatewayOptions {
@@ -42,8 +49,8 @@ export interface SshGatewayOptions {
   runtime: RuntimeDriver;
   log: Logger;
   failureLimits?: FailureLimiterOptions;
-  /** Connection limits (defaults CONNECTION_LIMITS, UNAUTHENTICATED_LIMITS); tests lower them. */
-  limits?: { connections?: SlotLimits; unauthenticated?: SlotLimits };
+  /** Connection limits (defaults: the descriptor budget's); tests lower them. */
+  limits?: { connections?: SlotLimits; unauthenticated?: StartupLimits };
   /** Short-lived SSH tokens (IssueSshToken, `wst1.`...) as the password; absent: API keys only. */
   tokens?: { sshTokenOpens(token: string, sandboxId: string): Promise<boolean> } | null;
 }
@@ -62,11 +69,11 @@ export class SshGateway {
   readonly activity: SessionActivity;
   private readonly connections = new Set<Connection>();
   private readonly slots: ConnectionSlots;
-  private readonly unauthenticated: ConnectionSlots;
+  private readonly unauthenticated: StartupSlots;
 
   constructor(private readonly options: SshGatewayOptions) {
-    this.slots = new ConnectionSlots(options.limits?.connections ?? CONNECTION_LIMITS);
-    this.unauthenticated = new ConnectionSlots(options.limits?.unauthenticated ?? UNAUTHENTICATED_LIMITS);
+    this.slots = new ConnectionSlots(options.limits?.connections ?? defaultLimits().connections);
+    this.unauthenticated = new StartupSlots(options.limits?.unauthenticated ?? defaultLimits().unauthenticated);
     this.limiter = new FailureLimiter(options.failureLimits ?? DEFAULT_FAILURE_LIMITS);
     this.activity = new SessionActivity(
       (sandboxId) => options.sandboxes.touch({ id: sandboxId }, "session"),
@@ -91,7 +98,8 @@ export class SshGateway {
     socket.on("error", () => undefined);
     const address = socket.remoteAddress;
     const release = address === undefined ? null : this.slots.take(address);
-    const releaseUnauthenticated = release && this.unauthenticated.take(address as string);
+    // Should a client with fewer handshakes take this one's place, it is closed.
+    const releaseUnauthenticated = release && this.unauthenticated.take(address as string, () => socket.destroy());
     if (!release || !releaseUnauthenticated) {
       release?.();
       socket.destroy();
