@@ -9,11 +9,12 @@ APT_INSTALL := DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-re
 
 .PHONY: run build test deps runtime-deps test-deps typecheck lint format openapi sdk-types cli bench admin
 
-# `npm ci` refuses this registry's lock file: it lacks biome's binaries for other platforms
-# (optional packages the registry does not carry), so a refused `npm ci` falls back to
-# `npm install`, which installs exactly the locked versions and leaves the lock unchanged.
+# `npm ci` only: it installs exactly the lock and never rewrites it (a refused `npm ci` means
+# package.json and the lock disagree; regenerate the lock with `npm install`, on purpose, and
+# commit it). The lock records every platform's optional packages (biome's and blake-hash's);
+# @napi-rs/blake-hash is pinned to 1.3.4, since 1.3.6 names platform packages never published.
 $(DEPS_STAMP): package.json package-lock.json
-	npm ci --no-audit --no-fund || npm install --no-audit --no-fund
+	npm ci --no-audit --no-fund
 	@touch $(DEPS_STAMP)
 
 deps: $(DEPS_STAMP)
