@@ -53,13 +53,21 @@ build: deps
 
 # The `warren` command (packages/cli): a two-line wrapper in $(BIN_DIR) that runs this
 # checkout's CLI with node (the CLI registers tsx itself). `npx warren` works in the repo
-# without it (the root package.json's "bin").
+# without it (the root package.json's "bin"). Written only when absent or already this
+# checkout's: another checkout's command is left alone (remove it to take it over).
 BIN_DIR ?= /usr/local/bin
+CLI_ENTRY := $(CURDIR)/packages/cli/bin/warren.mjs
 cli: deps
 	@mkdir -p $(BIN_DIR)
-	@printf '#!/bin/sh\nexec node "%s/packages/cli/bin/warren.mjs" "$$@"\n' "$(CURDIR)" > $(BIN_DIR)/warren.tmp
-	@chmod 755 $(BIN_DIR)/warren.tmp && mv $(BIN_DIR)/warren.tmp $(BIN_DIR)/warren
-	@echo "installed $(BIN_DIR)/warren -> $(CURDIR)/packages/cli/bin/warren.mjs"
+	@if [ -e $(BIN_DIR)/warren ] && ! grep -qF '"$(CLI_ENTRY)"' $(BIN_DIR)/warren; then \
+	  other=$$(sed -n 's/^exec node "\(.*\)" .*/\1/p' $(BIN_DIR)/warren); \
+	  echo "$(BIN_DIR)/warren is another checkout's ($${other:-not a wrapper of this Makefile}): left alone."; \
+	  echo "run this checkout's CLI with: node $(CLI_ENTRY) ... (or npx warren ... in $(CURDIR))"; \
+	else \
+	  printf '#!/bin/sh\nexec node "%s" "$$@"\n' "$(CLI_ENTRY)" > $(BIN_DIR)/warren.tmp; \
+	  chmod 755 $(BIN_DIR)/warren.tmp && mv $(BIN_DIR)/warren.tmp $(BIN_DIR)/warren; \
+	  echo "installed $(BIN_DIR)/warren -> $(CLI_ENTRY)"; \
+	fi
 
 # UV_THREADPOOL_SIZE: see README.md (libuv reads it once, before the server's first line runs).
 # The SSH gateway listens on 127.0.0.1:2222 unless WARREN_SSH_LISTEN says otherwise.

@@ -112,18 +112,20 @@ export class ServerProcess {
     child.once("exit", () => {
       exited = true;
     });
-    await eventually(
+    const outcome = await eventually(
       "the server to be ready",
       async () => {
-        if (exited) throw new Error(`the server exited at start:\n${this.log}`);
+        // An exit ends the wait at once (a throw here would only count as "not yet").
+        if (exited) return "exited";
         const res = await fetch(`http://127.0.0.1:${this.port}/readyz`);
-        return res.status === 200;
+        return res.status === 200 && "ready";
       },
       // PGlite's first start (initdb and migrations) takes seconds, more on a loaded host.
       120_000,
     ).catch((error: Error) => {
       throw new Error(`${error.message}\n${this.log}`);
     });
+    if (outcome === "exited") throw new Error(`the server exited at start:\n${this.log}`);
   }
 
   /** Signals the process and resolves with its exit code once it is gone (null when killed by a signal). */

@@ -1,0 +1,135 @@
+// A newcomer's first hour (issue 24, C): `make` installs exactly the lock, a second Warren on
+// the same host says which ports are taken and leaves the other checkout's `warren` alone, and
+// a WARREN_BOOTSTRAP_API_KEY that an existing data dir ignores is said so at warn.
+import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
+import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
+import net from "node:net";
+import os from "node:os";
+import path from "node:path";
+import { after, before, describe, it } from "node:test";
+import { promisify } from "node:util";
+import { sweepRoot } from "../src/drivers/runtime/local/sweep.js";
+import { eventually, ServerProcess } from "./support/server-process.js";
+
+const exec = promisify(execFile);
+
+interface LockEntry {
+  version?: string;
+  optionalDependencies?: Record<string, string>;
+}
+
+describe("npm ci on a fresh clone", () => {
+  it("the lock records every optional dependency of every locked package (npm ci refuses a lock without them)", async () => {
+    const lock = JSON.parse(await readFile("package-lock.json", "utf8")) as { packages: Record<string, LockEntry> };
+    const missing: string[] = [];
+    for (const [where, entry] of Object.entries(lock.packages)) {
+      for (const name of Object.keys(entry.optionalDependencies ?? {})) {
+        // npm resolves a dependency in the package's own node_modules, then in each parent's.
+        const parts = where.split("/node_modules/");
+        let found = false;
+        for (let depth = parts.length; depth >= 0 && !found; depth--) {
+          const base = parts.slice(0, depth).join("/node_modules/");
+          found = `${base ? `${base}/` : ""}node_modules/${name}` in lock.packages;
+        }
+        if (!found) missing.push(`${name} (of ${where || "the root"})`);
+      }
+    }
+    assert.deepEqual(missing, []);
+  });
+
+  it("make installs with npm ci only (an npm install would rewrite the lock)", async () => {
+    const makefile = await readFile("Makefile", "utf8");
+    const recipes = makefile.split("\n").filter((line) => line.startsWith("\t"));
+    assert.ok(
+      recipes.some((line) => /\bnpm ci\b/.test(line)),
+      "a recipe runs npm ci",
+    );
+    assert.deepEqual(
+      recipes.filter((line) => /\bnpm (install|i)\b/.test(line)),
+      [],
+    );
+  });
+});
+
+describe("make cli beside another checkout", () => {
+  let binDir = "";
+  before(async () => {
+    binDir = await mkdtemp(path.join(os.tmpdir(), "warren-bin-"));
+  });
+  after(async () => {
+    await rm(binDir, { recursive: true, force: true });
+  });
+
+  // -o: the npm stamp counts as up to date, so the test never installs packages.
+  const makeCli = () =>
+    exec("make", ["-s", "-o", "node_modules/.package-lock.json", "cli", `BIN_DIR=${binDir}`], { timeout: 120_000 });
+
+  it("installs the command when absent, leaves another checkout's alone and says how to run this one", async () => {
+    const own = path.resolve("packages/cli/bin/warren.mjs");
+    const first = await makeCli();
+    assert.match(await readFile(path.join(binDir, "warren"), "utf8"), new RegExp(own.replaceAll("/", "\\/")));
+    assert.match(first.stdout, /installed/);
+    // Reinstalling over its own wrapper is fine.
+    await makeCli();
+    const other = '#!/bin/sh\nexec node "/srv/other-checkout/packages/cli/bin/warren.mjs" "$@"\n';
+    await writeFile(path.join(binDir, "warren"), other, { mode: 0o755 });
+    const second = await makeCli();
+    assert.equal(await readFile(path.join(binDir, "warren"), "utf8"), other);
+    assert.match(second.stdout, /\/srv\/other-checkout/);
+    assert.ok(second.stdout.includes(`node ${own}`), second.stdout);
+  });
+});
+
+describe("the server beside another Warren [pglite]", () => {
+  const apiKey = "wrn_firsthour_owner_key_0123456789abcdefghijkl";
+  let root = "";
+  let dataDir = "";
+  let server: ServerProcess;
+  let holder: net.Server | null = null;
+
+  before(async () => {
+    root = await mkdtemp(path.join(os.tmpdir(), "warren-runtime-firsthour-"));
+    await writeFile(path.join(root, "owner.pid"), String(process.pid));
+    dataDir = await mkdtemp(path.join(os.tmpdir(), "warren-firsthour-data-"));
+    server = new ServerProcess({ dataDir, runtimeRoot: root, apiKey, env: { WARREN_SANDBOX_POOL_SIZE: "0" } });
+    await server.build("warren-firsthour-test");
+  });
+
+  after(async () => {
+    holder?.close();
+    await server?.dispose();
+    await sweepRoot(root).catch(() => undefined);
+    await rm(dataDir, { recursive: true, force: true });
+  });
+
+  it("a busy port stops it before it starts anything, naming the address, its setting and a free one", async () => {
+    holder = net.createServer();
+    await new Promise<void>((resolve) => holder?.listen(0, "127.0.0.1", resolve));
+    const busy = (holder.address() as net.AddressInfo).port;
+    const failure = await server
+      .start({ WARREN_SESSION_LISTEN: `127.0.0.1:${busy}` })
+      .then(() => null)
+      .catch((error: Error) => error.message);
+    assert.ok(failure, "the server must not start");
+    assert.match(failure, new RegExp(`127\\.0\\.0\\.1:${busy} \\(WARREN_SESSION_LISTEN\\) is in use`));
+    assert.match(failure, /set WARREN_SESSION_LISTEN=127\.0\.0\.1:\d+ \(free now\)/);
+    // Nothing was started: the data dir holds no store and no server lock.
+    assert.deepEqual(await readdir(dataDir), []);
+    holder.close();
+    holder = null;
+  });
+
+  it("warns when WARREN_BOOTSTRAP_API_KEY differs from the keys of an existing data dir, never logging it", async () => {
+    await server.start();
+    assert.ok(!server.log.includes("WARREN_BOOTSTRAP_API_KEY is ignored"), server.log);
+    await server.stop("SIGTERM");
+    const other = "wrn_firsthour_other_key_0123456789abcdefghijkl";
+    await server.start({ WARREN_BOOTSTRAP_API_KEY: other });
+    await eventually("the warning", async () => server.log.includes("WARREN_BOOTSTRAP_API_KEY is ignored"), 60_000);
+    const line = server.log.split("\n").find((l) => l.includes("WARREN_BOOTSTRAP_API_KEY is ignored")) ?? "";
+    assert.equal((JSON.parse(line) as { level: number }).level, 40, line);
+    assert.ok(!server.log.includes(other), "the key itself is never logged");
+    await server.stop("SIGTERM");
+  });
+});
