@@ -7,7 +7,7 @@ NODE := node --import tsx
 DEPS_STAMP := node_modules/.package-lock.json
 APT_INSTALL := DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends
 
-.PHONY: run build test deps runtime-deps test-deps typecheck lint format openapi sdk-types cli bench admin
+.PHONY: run build test deps runtime-deps test-deps typecheck lint format openapi sdk-types cli bench admin offline-image
 
 # `npm ci` only: it installs exactly the lock and never rewrites it (a refused `npm ci` means
 # package.json and the lock disagree; regenerate the lock with `npm install`, on purpose, and
@@ -69,11 +69,21 @@ cli: deps
 	  echo "installed $(BIN_DIR)/warren -> $(CLI_ENTRY)"; \
 	fi
 
+# With no internet: a loopback registry (Debian's docker-registry, storage in ./data) holding
+# an image built here from busybox-static (scripts/local-image.ts). `make run OFFLINE=1` runs
+# it and makes its image the default one.
+WARREN_LOCAL_REGISTRY ?= 127.0.0.1:5050
+offline-image: deps
+	$(call apt_install_missing,/usr/bin/docker-registry:docker-registry /usr/bin/busybox:busybox-static)
+	WARREN_LOCAL_REGISTRY=$(WARREN_LOCAL_REGISTRY) $(NODE) scripts/local-image.ts
+
+OFFLINE_ENV := $(if $(OFFLINE),WARREN_DEFAULT_IMAGE=$${WARREN_DEFAULT_IMAGE:-$(WARREN_LOCAL_REGISTRY)/warren/busybox:latest})
+
 # UV_THREADPOOL_SIZE: see README.md (libuv reads it once, before the server's first line runs).
 # The SSH gateway listens on 127.0.0.1:2222 unless WARREN_SSH_LISTEN says otherwise.
-run: deps runtime-deps build cli
+run: deps runtime-deps build cli $(if $(OFFLINE),offline-image)
 	UV_THREADPOOL_SIZE=$${UV_THREADPOOL_SIZE:-16} WARREN_SESSION_LISTEN=$${WARREN_SESSION_LISTEN:-127.0.0.1:7081} \
-	  WARREN_SSH_LISTEN=$${WARREN_SSH_LISTEN-127.0.0.1:2222} node --enable-source-maps build/warren.mjs
+	  WARREN_SSH_LISTEN=$${WARREN_SSH_LISTEN-127.0.0.1:2222} $(OFFLINE_ENV) node --enable-source-maps build/warren.mjs
 
 test: deps test-deps
 	npx tsc --noEmit

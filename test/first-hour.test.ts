@@ -9,7 +9,6 @@ import os from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import { promisify } from "node:util";
-import { sweepRoot } from "../src/drivers/runtime/local/sweep.js";
 import { eventually, ServerProcess } from "./support/server-process.js";
 
 const exec = promisify(execFile);
@@ -89,9 +88,11 @@ describe("the server beside another Warren [pglite]", () => {
   let holder: net.Server | null = null;
 
   before(async () => {
-    root = await mkdtemp(path.join(os.tmpdir(), "warren-runtime-firsthour-"));
-    await writeFile(path.join(root, "owner.pid"), String(process.pid));
     dataDir = await mkdtemp(path.join(os.tmpdir(), "warren-firsthour-data-"));
+    // No sandbox runtime (its root would be under a file): these starts need none, and
+    // opening one (storage pool, exec agent) costs a loaded host a minute per start.
+    root = path.join(`${dataDir}.no-runtime`, "runtime");
+    await writeFile(`${dataDir}.no-runtime`, "");
     server = new ServerProcess({ dataDir, runtimeRoot: root, apiKey, env: { WARREN_SANDBOX_POOL_SIZE: "0" } });
     await server.build("warren-firsthour-test");
   });
@@ -99,8 +100,8 @@ describe("the server beside another Warren [pglite]", () => {
   after(async () => {
     holder?.close();
     await server?.dispose();
-    await sweepRoot(root).catch(() => undefined);
     await rm(dataDir, { recursive: true, force: true });
+    await rm(`${dataDir}.no-runtime`, { force: true });
   });
 
   it("a busy port stops it before it starts anything, naming the address, its setting and a free one", async () => {
@@ -125,11 +126,22 @@ describe("the server beside another Warren [pglite]", () => {
     assert.ok(!server.log.includes("WARREN_BOOTSTRAP_API_KEY is ignored"), server.log);
     await server.stop("SIGTERM");
     const other = "wrn_firsthour_other_key_0123456789abcdefghijkl";
-    await server.start({ WARREN_BOOTSTRAP_API_KEY: other });
-    await eventually("the warning", async () => server.log.includes("WARREN_BOOTSTRAP_API_KEY is ignored"), 60_000);
-    const line = server.log.split("\n").find((l) => l.includes("WARREN_BOOTSTRAP_API_KEY is ignored")) ?? "";
+    // This start also finds its egress gateway's port taken: it takes a free one and says so.
+    holder = net.createServer();
+    await new Promise<void>((resolve) => holder?.listen(0, "0.0.0.0", resolve));
+    const busy = (holder.address() as net.AddressInfo).port;
+    await server.start({ WARREN_BOOTSTRAP_API_KEY: other, WARREN_EGRESS_GATEWAY_PORT: String(busy) });
+    const warning = (text: string) => server.log.split("\n").find((l) => l.includes(text)) ?? "";
+    await eventually("the warning", async () => warning("WARREN_BOOTSTRAP_API_KEY is ignored"), 60_000);
+    const line = warning("WARREN_BOOTSTRAP_API_KEY is ignored");
     assert.equal((JSON.parse(line) as { level: number }).level, 40, line);
     assert.ok(!server.log.includes(other), "the key itself is never logged");
+    const gateway = JSON.parse(warning("egress gateway's port is in use") || "{}") as {
+      busy_port?: number;
+      port?: number;
+    };
+    assert.equal(gateway.busy_port, busy, server.log);
+    assert.ok(gateway.port && gateway.port !== busy, server.log);
     await server.stop("SIGTERM");
   });
 });
