@@ -1,6 +1,7 @@
 // A newcomer's first hour (issue 24, C): `make` installs exactly the lock, a second Warren on
 // the same host says which ports are taken and leaves the other checkout's `warren` alone, and
-// a WARREN_BOOTSTRAP_API_KEY that an existing data dir ignores is said so at warn.
+// a WARREN_BOOTSTRAP_API_KEY that an existing data dir ignores is said so at warn; with no
+// internet, `make offline-image` gives a first sandbox an image.
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
 import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
@@ -9,6 +10,10 @@ import os from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import { promisify } from "node:util";
+import { LocalRuntimeDriver } from "../src/drivers/runtime/local/driver.js";
+import { sweepRoot } from "../src/drivers/runtime/local/sweep.js";
+import { TEST_RESOURCES, testId, testSubnetPool } from "../src/drivers/runtime/local/test-support.js";
+import { freePort } from "./support/ports.js";
 import { eventually, ServerProcess } from "./support/server-process.js";
 
 const exec = promisify(execFile);
@@ -93,7 +98,14 @@ describe("the server beside another Warren [pglite]", () => {
     // opening one (storage pool, exec agent) costs a loaded host a minute per start.
     root = path.join(`${dataDir}.no-runtime`, "runtime");
     await writeFile(`${dataDir}.no-runtime`, "");
-    server = new ServerProcess({ dataDir, runtimeRoot: root, apiKey, env: { WARREN_SANDBOX_POOL_SIZE: "0" } });
+    server = new ServerProcess({
+      dataDir,
+      runtimeRoot: root,
+      apiKey,
+      env: { WARREN_SANDBOX_POOL_SIZE: "0" },
+      // A loaded 2-core host took over a minute to start it (module load, PGlite's initdb).
+      readyTimeoutMs: 300_000,
+    });
     await server.build("warren-firsthour-test");
   });
 
@@ -143,5 +155,54 @@ describe("the server beside another Warren [pglite]", () => {
     assert.equal(gateway.busy_port, busy, server.log);
     assert.ok(gateway.port && gateway.port !== busy, server.log);
     await server.stop("SIGTERM");
+  });
+});
+
+describe("a first sandbox with no internet (make offline-image)", () => {
+  let dataDir = "";
+  let root = "";
+  let driver: LocalRuntimeDriver | null = null;
+  const id = testId("offline");
+
+  before(async () => {
+    dataDir = await mkdtemp(path.join(os.tmpdir(), "warren-offline-data-"));
+    root = await mkdtemp(path.join(os.tmpdir(), "warren-runtime-offline-"));
+    await writeFile(path.join(root, "owner.pid"), String(process.pid));
+  });
+
+  after(async () => {
+    await driver?.destroy(id).catch(() => undefined);
+    await driver?.close();
+    await sweepRoot(root).catch(() => undefined);
+    const pid = Number(await readFile(path.join(dataDir, "local-registry", "registry.pid"), "utf8").catch(() => "0"));
+    if (pid > 0) process.kill(pid, "SIGKILL");
+    await rm(dataDir, { recursive: true, force: true });
+  });
+
+  it("builds a busybox image into a loopback registry, and a sandbox runs from it", async () => {
+    const address = `127.0.0.1:${await freePort()}`;
+    const made = await exec(process.execPath, ["--import", "tsx", "scripts/local-image.ts"], {
+      env: { ...process.env, WARREN_DATA_DIR: dataDir, WARREN_LOCAL_REGISTRY: address },
+      timeout: 300_000,
+    });
+    const reference = `${address}/warren/busybox:latest`;
+    assert.match(made.stdout, new RegExp(`WARREN_DEFAULT_IMAGE=${reference.replaceAll(".", "\\.")}`));
+    driver = await LocalRuntimeDriver.open({ root, subnetPool: testSubnetPool(root) });
+    const image = await driver.prepareImage(reference);
+    await driver.create({
+      id,
+      source: { kind: "image", image },
+      command: ["sleep", "infinity"],
+      resources: TEST_RESOURCES,
+      storageClass: "standard",
+      network: "none",
+    });
+    await driver.start(id);
+    const said = await driver.exec(id, {
+      argv: ["sh", "-c", "echo hello > /workspace/hello.txt; cat /workspace/hello.txt; uname -s"],
+      timeoutSeconds: 60,
+      maxOutputBytes: 4096,
+    });
+    assert.equal(said.kind === "completed" && said.stdout, "hello\nLinux\n", JSON.stringify(said));
   });
 });

@@ -59,6 +59,8 @@ export interface ServerProcessOptions {
   apiKey: string;
   /** Further WARREN_* settings. */
   env?: Record<string, string>;
+  /** How long start() waits for /readyz (default 120 s). */
+  readyTimeoutMs?: number;
 }
 
 /** The server under test. build() once, then start() and stop() it as often as the test needs. */
@@ -121,7 +123,7 @@ export class ServerProcess {
         return res.status === 200 && "ready";
       },
       // PGlite's first start (initdb and migrations) takes seconds, more on a loaded host.
-      120_000,
+      this.options.readyTimeoutMs ?? 120_000,
     ).catch((error: Error) => {
       throw new Error(`${error.message}\n${this.log}`);
     });
