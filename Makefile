@@ -7,13 +7,14 @@ NODE := node --import tsx
 DEPS_STAMP := node_modules/.package-lock.json
 APT_INSTALL := DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends
 
-.PHONY: run build test deps runtime-deps test-deps typecheck lint format openapi sdk-types cli bench admin
+.PHONY: run build test deps runtime-deps test-deps typecheck lint format openapi sdk-types cli bench admin offline-image
 
-# `npm ci` refuses this registry's lock file: it lacks biome's binaries for other platforms
-# (optional packages the registry does not carry), so a refused `npm ci` falls back to
-# `npm install`, which installs exactly the locked versions and leaves the lock unchanged.
+# `npm ci` only: it installs exactly the lock and never rewrites it (a refused `npm ci` means
+# package.json and the lock disagree; regenerate the lock with `npm install`, on purpose, and
+# commit it). The lock records every platform's optional packages (biome's and blake-hash's);
+# @napi-rs/blake-hash is pinned to 1.3.4, since 1.3.6 names platform packages never published.
 $(DEPS_STAMP): package.json package-lock.json
-	npm ci --no-audit --no-fund || npm install --no-audit --no-fund
+	npm ci --no-audit --no-fund
 	@touch $(DEPS_STAMP)
 
 deps: $(DEPS_STAMP)
@@ -52,19 +53,37 @@ build: deps
 
 # The `warren` command (packages/cli): a two-line wrapper in $(BIN_DIR) that runs this
 # checkout's CLI with node (the CLI registers tsx itself). `npx warren` works in the repo
-# without it (the root package.json's "bin").
+# without it (the root package.json's "bin"). Written only when absent or already this
+# checkout's: another checkout's command is left alone (remove it to take it over).
 BIN_DIR ?= /usr/local/bin
+CLI_ENTRY := $(CURDIR)/packages/cli/bin/warren.mjs
 cli: deps
 	@mkdir -p $(BIN_DIR)
-	@printf '#!/bin/sh\nexec node "%s/packages/cli/bin/warren.mjs" "$$@"\n' "$(CURDIR)" > $(BIN_DIR)/warren.tmp
-	@chmod 755 $(BIN_DIR)/warren.tmp && mv $(BIN_DIR)/warren.tmp $(BIN_DIR)/warren
-	@echo "installed $(BIN_DIR)/warren -> $(CURDIR)/packages/cli/bin/warren.mjs"
+	@if [ -e $(BIN_DIR)/warren ] && ! grep -qF '"$(CLI_ENTRY)"' $(BIN_DIR)/warren; then \
+	  other=$$(sed -n 's/^exec node "\(.*\)" .*/\1/p' $(BIN_DIR)/warren); \
+	  echo "$(BIN_DIR)/warren is another checkout's ($${other:-not a wrapper of this Makefile}): left alone."; \
+	  echo "run this checkout's CLI with: node $(CLI_ENTRY) ... (or npx warren ... in $(CURDIR))"; \
+	else \
+	  printf '#!/bin/sh\nexec node "%s" "$$@"\n' "$(CLI_ENTRY)" > $(BIN_DIR)/warren.tmp; \
+	  chmod 755 $(BIN_DIR)/warren.tmp && mv $(BIN_DIR)/warren.tmp $(BIN_DIR)/warren; \
+	  echo "installed $(BIN_DIR)/warren -> $(CLI_ENTRY)"; \
+	fi
+
+# With no internet: a loopback registry (Debian's docker-registry, storage in ./data) holding
+# an image built here from busybox-static (scripts/local-image.ts). `make run OFFLINE=1` runs
+# it and makes its image the default one.
+WARREN_LOCAL_REGISTRY ?= 127.0.0.1:5050
+offline-image: deps
+	$(call apt_install_missing,/usr/bin/docker-registry:docker-registry /usr/bin/busybox:busybox-static)
+	WARREN_LOCAL_REGISTRY=$(WARREN_LOCAL_REGISTRY) $(NODE) scripts/local-image.ts
+
+OFFLINE_ENV := $(if $(OFFLINE),WARREN_DEFAULT_IMAGE=$${WARREN_DEFAULT_IMAGE:-$(WARREN_LOCAL_REGISTRY)/warren/busybox:latest})
 
 # UV_THREADPOOL_SIZE: see README.md (libuv reads it once, before the server's first line runs).
 # The SSH gateway listens on 127.0.0.1:2222 unless WARREN_SSH_LISTEN says otherwise.
-run: deps runtime-deps build cli
+run: deps runtime-deps build cli $(if $(OFFLINE),offline-image)
 	UV_THREADPOOL_SIZE=$${UV_THREADPOOL_SIZE:-16} WARREN_SESSION_LISTEN=$${WARREN_SESSION_LISTEN:-127.0.0.1:7081} \
-	  WARREN_SSH_LISTEN=$${WARREN_SSH_LISTEN-127.0.0.1:2222} node --enable-source-maps build/warren.mjs
+	  WARREN_SSH_LISTEN=$${WARREN_SSH_LISTEN-127.0.0.1:2222} $(OFFLINE_ENV) node --enable-source-maps build/warren.mjs
 
 test: deps test-deps
 	npx tsc --noEmit

@@ -219,6 +219,18 @@ async function startGateway(config: Config, log: Logger): Promise<EgressGateway 
   try {
     return await EgressGateway.start({ port: config.egress.gatewayPort, hosts: config.egress.hosts, log });
   } catch (error) {
+    // Beside another Warren its port is taken: any port serves (the nat chain redirects to
+    // whichever the gateway has), so take a free one and say which.
+    if ((error as NodeJS.ErrnoException).code === "EADDRINUSE") {
+      const gateway = await EgressGateway.start({ port: 0, hosts: config.egress.hosts, log }).catch(() => null);
+      if (gateway) {
+        log.warn(
+          { busy_port: config.egress.gatewayPort, port: gateway.port },
+          "the egress gateway's port is in use (another Warren?): it listens on a free one instead (WARREN_EGRESS_GATEWAY_PORT)",
+        );
+        return gateway;
+      }
+    }
     log.warn({ err: (error as Error).message }, "the egress gateway could not listen; sandboxes run without it");
     return null;
   }

@@ -5,6 +5,7 @@ import { loadConfig } from "./config.js";
 import { createApp, createContainer } from "./container.js";
 import { startControllers } from "./controllers/index.js";
 import { startSessionPlane } from "./http/session-plane.js";
+import { busyListenersMessage } from "./lib/listen-check.js";
 import { createServerLogger } from "./lib/logger.js";
 import { installProcessGuard } from "./lib/process-guard.js";
 import { writeServerLock } from "./lib/server-lock.js";
@@ -16,6 +17,12 @@ async function main(): Promise<void> {
   const config = loadConfig();
   const log = createServerLogger(config.logLevel);
   installProcessGuard(log);
+  const busy = await busyListenersMessage([
+    { setting: "WARREN_LISTEN", host: config.listenHost, port: config.listenPort },
+    ...(config.sessionListen ? [{ setting: "WARREN_SESSION_LISTEN", ...config.sessionListen }] : []),
+    ...(config.sshListen ? [{ setting: "WARREN_SSH_LISTEN", ...config.sshListen }] : []),
+  ]);
+  if (busy) throw new Error(busy);
   // Claimed before the store opens, so the admin CLI never opens PGlite beside the server.
   const releaseLock = config.databaseUrl
     ? async () => undefined
@@ -31,6 +38,13 @@ async function main(): Promise<void> {
       // Printed once, outside the structured log, so the key never lands in a log pipeline.
       process.stderr.write(bootstrapNotice(config.bootstrapOrgSlug, boot.generatedKey));
     }
+  }
+  if (boot.configuredKeyIgnored) {
+    // Never the key itself: only that it opens nothing here.
+    log.warn(
+      { data_dir: config.databaseUrl ? undefined : config.dataDir },
+      "WARREN_BOOTSTRAP_API_KEY is ignored: this store was bootstrapped before and the key is not one of its API keys (it is read only on the first start): use the key issued then, or, with the server stopped, `npm run admin -- key create --org default --name owner2 --kind user --role owner --email you@example.test`",
+    );
   }
   const app = await createApp(container);
   const controllers = await startControllers(container);

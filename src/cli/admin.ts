@@ -1,5 +1,6 @@
 // The admin commands: create organizations and API keys of every kind and role, revoke keys,
-// set quota limits and egress allowlists, rotate the master key, quarantine sandboxes. `warren admin ...` (the
+// set quota limits and egress allowlists, rotate the master key, quarantine sandboxes, sweep the
+// runtime's host state (`runtime sweep`, on this host, never through a server). `warren admin ...` (the
 // warren CLI, packages/cli) and `npm run admin -- ...` run the same commands. While a server
 // runs on the data dir (PGlite admits one process) or when WARREN_ADMIN_URL is set, they go
 // through the server's /v1/admin routes with an operator owner key (WARREN_API_KEY);
@@ -124,6 +125,19 @@ export function adminCommand(name = "admin"): Command {
     .action((hosts: string[], options: { org: string }) =>
       withClient((client) => client.setEgressAllowlist(options.org, hosts)),
     );
+  const runtime = program.command("runtime").description("the host state of the local sandbox runtime");
+  runtime
+    .command("sweep")
+    .description(
+      "with the server stopped: end the sandboxes' processes and release what the runtime holds on the host " +
+        "(the storage pool's loop mount, mounts, the nftables table, veths, namespaces, cgroups); " +
+        "files stay and the next start runs the sandboxes again",
+    )
+    .option("--purge", "also destroy every sandbox and remove the runtime root (retiring it)")
+    .action(async (options: { purge?: boolean }) => {
+      const { sweepRuntime } = await import("./runtime-sweep.js");
+      process.stdout.write(`${JSON.stringify(await sweepRuntime(loadConfig(), options.purge === true), null, 2)}\n`);
+    });
   return program;
 }
 

@@ -59,6 +59,8 @@ export interface ServerProcessOptions {
   apiKey: string;
   /** Further WARREN_* settings. */
   env?: Record<string, string>;
+  /** How long start() waits for /readyz (default 120 s). */
+  readyTimeoutMs?: number;
 }
 
 /** The server under test. build() once, then start() and stop() it as often as the test needs. */
@@ -112,18 +114,20 @@ export class ServerProcess {
     child.once("exit", () => {
       exited = true;
     });
-    await eventually(
+    const outcome = await eventually(
       "the server to be ready",
       async () => {
-        if (exited) throw new Error(`the server exited at start:\n${this.log}`);
+        // An exit ends the wait at once (a throw here would only count as "not yet").
+        if (exited) return "exited";
         const res = await fetch(`http://127.0.0.1:${this.port}/readyz`);
-        return res.status === 200;
+        return res.status === 200 && "ready";
       },
       // PGlite's first start (initdb and migrations) takes seconds, more on a loaded host.
-      120_000,
+      this.options.readyTimeoutMs ?? 120_000,
     ).catch((error: Error) => {
       throw new Error(`${error.message}\n${this.log}`);
     });
+    if (outcome === "exited") throw new Error(`the server exited at start:\n${this.log}`);
   }
 
   /** Signals the process and resolves with its exit code once it is gone (null when killed by a signal). */

@@ -20,6 +20,7 @@ const ADMIN_EXAMPLES: Record<string, string> = {
   "sandbox release": "warren admin sandbox release sbx-...",
   "egress-allowlist get": "warren admin egress-allowlist get --org acme",
   "egress-allowlist set": "warren admin egress-allowlist set --org acme api.example.com '*.example.org'",
+  "runtime sweep": "warren admin runtime sweep",
 };
 
 function adminExamples(command: Command, path: string[] = []): void {

@@ -188,8 +188,23 @@ export class IdentityService {
    * First start: with an empty store, create the operator organization `default` and an
    * owner key. Returns the key only when this call generated it (so it can be shown once).
    */
-  async bootstrap(slug: string, configuredSecret: string): Promise<{ created: boolean; generatedKey: string }> {
-    if ((await repo.countOrganizations(this.db)) > 0) return { created: false, generatedKey: "" };
+  /**
+   * `configuredKeyIgnored`: the store was bootstrapped before and the configured secret is no
+   * key of it (a different WARREN_BOOTSTRAP_API_KEY on an existing data dir), so it opens nothing.
+   */
+  async bootstrap(
+    slug: string,
+    configuredSecret: string,
+  ): Promise<{ created: boolean; generatedKey: string; configuredKeyIgnored: boolean }> {
+    if ((await repo.countOrganizations(this.db)) > 0) {
+      const known = configuredSecret
+        ? await this.authenticate(configuredSecret).then(
+            () => true,
+            () => false,
+          )
+        : true;
+      return { created: false, generatedKey: "", configuredKeyIgnored: !known };
+    }
     const org = await this.createOrganization({ slug, name: slug, isOperator: true });
     const issued = await this.issueKey({
       orgId: org.id,
@@ -200,6 +215,6 @@ export class IdentityService {
       name: "bootstrap",
       secret: configuredSecret || undefined,
     });
-    return { created: true, generatedKey: configuredSecret ? "" : issued.api_key };
+    return { created: true, generatedKey: configuredSecret ? "" : issued.api_key, configuredKeyIgnored: false };
   }
 }

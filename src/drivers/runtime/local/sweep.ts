@@ -7,6 +7,7 @@ import { cgroupDirs, removeCgroup } from "./cgroups.js";
 import { LocalRuntimeDriver } from "./driver.js";
 import { unmountUnder } from "./mounts.js";
 import { deleteLink } from "./network.js";
+import { readNetworkRecord } from "./records.js";
 import { StoragePool } from "./storage/pool.js";
 
 export interface SweepReport {
@@ -40,5 +41,53 @@ export async function sweepRoot(root: string, options: { keepRoot?: boolean } = 
   await StoragePool.detach(driver.layout).catch((error) => report.errors.push((error as Error).message));
   await unmountUnder(driver.layout.root).catch((error) => report.errors.push((error as Error).message));
   if (!options.keepRoot) await rm(driver.layout.root, { recursive: true, force: true });
+  return report;
+}
+
+export interface ReleaseReport {
+  /** Sandboxes stopped (their processes ended) and whose host state was released. */
+  released: string[];
+  errors: string[];
+}
+
+/**
+ * What a host reboot does to a root, and nothing more: every sandbox's processes end and its
+ * mounts, network namespace, veths and cgroup go, then the root's nftables table, its cgroup
+ * parent and the storage pool's loop mount. Every file stays (records, workspaces, images,
+ * snapshots): the next server on the root starts its sandboxes again as after a reboot. For
+ * an operator after a clean shutdown (`warren admin runtime sweep`); never beside a server
+ * running on the root.
+ */
+export async function releaseRoot(root: string): Promise<ReleaseReport> {
+  const report: ReleaseReport = { released: [], errors: [] };
+  const driver = await LocalRuntimeDriver.open({ root, installPackages: false });
+  try {
+    for (const id of await driver.list()) {
+      try {
+        await driver.stop(id);
+        const paths = driver.layout.sandbox(id);
+        await unmountUnder(paths.dir);
+        const network = await readNetworkRecord(paths).catch(() => null);
+        await driver.network.detach(id, network?.slot ?? null);
+        await driver.network.deleteNamespace(id);
+        const left = await removeCgroup(driver.layout.cgroupPath(id));
+        if (left.length > 0) throw new Error(`cgroups still in use: ${left.join(", ")}`);
+        report.released.push(id);
+      } catch (error) {
+        report.errors.push(`${id}: ${(error as Error).message}`);
+      }
+    }
+    for (const veth of await driver.network.listVeths()) {
+      await deleteLink(veth).catch((error) => report.errors.push(`${veth}: ${(error as Error).message}`));
+    }
+    await driver.network.deleteTable();
+    const left = await removeCgroup(driver.layout.cgroupParent);
+    if (left.length > 0) report.errors.push(`cgroups left: ${left.join(", ")}`);
+    for (const dir of await cgroupDirs("/warren")) await rmdir(dir).catch(() => undefined);
+  } finally {
+    await driver.close();
+  }
+  await StoragePool.detach(driver.layout).catch((error) => report.errors.push((error as Error).message));
+  await unmountUnder(driver.layout.root).catch((error) => report.errors.push((error as Error).message));
   return report;
 }
