@@ -219,7 +219,13 @@ export class LocalRuntimeDriver implements RuntimeDriver {
         if (layers.status === "rejected") throw layers.reason;
         if (provisioned.status === "rejected") throw provisioned.reason;
         const lowerDirs = layers.value;
-        await mountOverlay({ lowerDirs, upper: paths.upper, work: paths.work, target: paths.rootfs });
+        await mountOverlay({
+          lowerDirs,
+          upper: paths.upper,
+          work: paths.work,
+          target: paths.rootfs,
+          linkDir: paths.lower,
+        });
         const user = resolveUser(
           image.config.user,
           await readRootfsFile(paths.rootfs, "etc/passwd"),
@@ -326,7 +332,11 @@ export class LocalRuntimeDriver implements RuntimeDriver {
         upper: paths.upper,
         work: paths.work,
         target: paths.rootfs,
+        linkDir: paths.lower,
       });
+      // A sandbox made when these were host files has none on its root image yet.
+      if (!(await exists(paths.hosts))) await writeFile(paths.hosts, hostsFile(record.hostname), { mode: 0o644 });
+      if (!(await exists(paths.hostname))) await writeFile(paths.hostname, `${record.hostname}\n`, { mode: 0o644 });
       if (!(await this.network.namespaceExists(id))) {
         await this.network.createNamespace(id);
         const network = await readNetworkRecord(paths);

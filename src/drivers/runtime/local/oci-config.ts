@@ -36,6 +36,13 @@ export const MASKED_PATHS = [
   "/proc/scsi",
   "/sys/firmware",
   "/sys/devices/virtual/powercap",
+  // Block devices are host-global: every sandbox's loop devices (loop/backing_file names the
+  // image, and so the sandbox id, of every organization) would show. /sys/block and
+  // /sys/class/block are links into /sys/devices/virtual/block; /sys/dev/block links there too.
+  "/sys/block",
+  "/sys/class/block",
+  "/sys/dev/block",
+  "/sys/devices/virtual/block",
 ];
 
 export const READONLY_PATHS = ["/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"];
