@@ -24,6 +24,7 @@
 // State on disk is the truth: a second driver on the same root (a restarted server) sees
 // and adopts everything the first one made.
 import { chown, mkdir, readdir, rm, writeFile } from "node:fs/promises";
+import os from "node:os";
 import path from "node:path";
 import { exists } from "../../../lib/fs.js";
 import {
@@ -543,6 +544,11 @@ export class LocalRuntimeDriver implements RuntimeDriver {
     return this.storage.report();
   }
 
+  /** The host's memory and the CPUs this process may use (its affinity). */
+  hostCompute(): { memoryMiB: number; cpuMillis: number } {
+    return { memoryMiB: Math.floor(os.totalmem() / 1_048_576), cpuMillis: os.availableParallelism() * 1000 };
+  }
+
   // ---- internals ----
 
   private async hasHostState(id: string): Promise<boolean> {
@@ -576,6 +582,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
       tiniPath: TOOLS.tini,
       execAgentPath,
       swapAccounting: this.swapAccounting,
+      hostCpuMillis: this.hostCompute().cpuMillis,
       arch: process.arch,
     });
     await writeJson(paths.bundleConfig, config);

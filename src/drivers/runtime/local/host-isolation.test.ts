@@ -1,14 +1,15 @@
-// What a hostile sandbox must not do to the host or learn of it (issue 24, A1 and A10): its
-// console and /etc files are its own storage, bounded; no other sandbox's id and no host
-// path shows inside; AF_VSOCK is refused.
+// What a hostile sandbox must not do to the host or learn of it (issue 24, A1, A9 and A10):
+// its console and /etc files are its own storage, bounded; it weighs no more CPU than the
+// host has; no other sandbox's id and no host path shows inside; AF_VSOCK is refused.
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { mkdtemp, rm, stat } from "node:fs/promises";
+import { mkdtemp, readFile, rm, stat } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import { projectFile } from "../../../lib/paths.js";
 import type { ExecOutcome } from "../interface.js";
+import { cgroupDirs } from "./cgroups.js";
 import { Layout } from "./layout.js";
 import { buildStaticBinary } from "./static-binary.js";
 import { CONSOLE_LOG_CAP_BYTES } from "./supervisor.js";
@@ -97,6 +98,31 @@ describe("hostile sandbox: host storage and host information", () => {
     assert.ok(out.stdout.includes("/workspace"), out.stdout);
     assert.ok(!out.stdout.includes(b), `another sandbox's id shows:\n${out.stdout}`);
     assert.ok(!out.stdout.includes(f.root), `the host's data dir shows:\n${out.stdout}`);
+  });
+
+  it("counts no more CPU than the host has, in its quota and its weight", async () => {
+    const hostCpus = os.availableParallelism();
+    const greedy = await startSandbox(f, made, { resources: { memoryMiB: 128, cpuMillis: 128_000, pids: 64 } });
+    const modest = await startSandbox(f, made, { resources: { memoryMiB: 128, cpuMillis: 1000, pids: 64 } });
+    /** Quota (µs per period of 100 ms; -1: none) and weight (v1 shares, v2 weight) of the sandbox's cgroup. */
+    const cpuOf = async (id: string) => {
+      for (const dir of await cgroupDirs(new Layout(f.root).cgroupPath(id))) {
+        const v2 = await readFile(path.join(dir, "cpu.max"), "utf8").catch(() => null);
+        if (v2 !== null) {
+          const [quota] = v2.trim().split(" ");
+          const weight = Number(await readFile(path.join(dir, "cpu.weight"), "utf8"));
+          return { quota: quota === "max" ? -1 : Number(quota), weight };
+        }
+        const v1 = await readFile(path.join(dir, "cpu.cfs_quota_us"), "utf8").catch(() => null);
+        if (v1 !== null) {
+          return { quota: Number(v1), weight: Number(await readFile(path.join(dir, "cpu.shares"), "utf8")) };
+        }
+      }
+      throw new Error(`no cpu controller found for ${id}`);
+    };
+    const [g, m] = [await cpuOf(greedy), await cpuOf(modest)];
+    assert.ok(g.quota > 0 && g.quota <= hostCpus * 100_000, `quota ${g.quota} on ${hostCpus} CPUs`);
+    assert.ok(g.weight <= m.weight * hostCpus, `weight ${g.weight} beside ${m.weight} on ${hostCpus} CPUs`);
   });
 
   it("cannot open an AF_VSOCK socket", async () => {
