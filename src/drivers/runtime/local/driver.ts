@@ -232,7 +232,8 @@ export class LocalRuntimeDriver implements RuntimeDriver {
           await readRootfsFile(paths.rootfs, "etc/passwd"),
           await readRootfsFile(paths.rootfs, "etc/group"),
         );
-        const trust = this.trustedCaPem ? await prepareTrust(paths.rootfs, paths.dir, this.trustedCaPem) : [];
+        // On the root image, so the sandbox's mountinfo names no host path for them.
+        const trust = this.trustedCaPem ? await prepareTrust(paths.rootfs, paths.layer, this.trustedCaPem) : [];
         const identity: ProcessIdentity = {
           env: sandboxEnv({
             imageEnv: image.config.env,

@@ -27,6 +27,8 @@ function hostBytesOf(dir: string): number {
   return Number(du.stdout.split(/\s/)[0]);
 }
 
+const TEST_CA_PEM = "-----BEGIN CERTIFICATE-----\nTUlJQg==\n-----END CERTIFICATE-----\n";
+
 describe("hostile sandbox: host storage and host information", () => {
   let f: RuntimeFixture;
   const made: string[] = [];
@@ -36,7 +38,8 @@ describe("hostile sandbox: host storage and host information", () => {
     f.driver.exec(id, { argv: ["sh", "-c", script], timeoutSeconds: 120, maxOutputBytes: 1 << 20 });
 
   before(async () => {
-    f = await startRuntimeFixture("hostiso");
+    // With a CA to trust, as every sandbox of a deployment with the egress gateway has (trust.ts).
+    f = await startRuntimeFixture("hostiso", { trustedCaPem: TEST_CA_PEM });
     probeDir = await mkdtemp(path.join(os.tmpdir(), "warren-vsock-probe-"));
     const binary = await buildStaticBinary(
       projectFile("src", "drivers", "runtime", "local", "vsock-probe.c"),
@@ -95,7 +98,7 @@ describe("hostile sandbox: host storage and host information", () => {
         ].join("\n"),
       ),
     );
-    assert.ok(out.stdout.includes("/workspace"), out.stdout);
+    assert.ok(out.stdout.includes("/workspace") && out.stdout.includes("/etc/warren/ca.pem"), out.stdout);
     assert.ok(!out.stdout.includes(b), `another sandbox's id shows:\n${out.stdout}`);
     assert.ok(!out.stdout.includes(f.root), `the host's data dir shows:\n${out.stdout}`);
   });
