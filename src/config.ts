@@ -51,6 +51,13 @@ export interface SandboxDefaults {
   storageOvercommit: number;
   /** A blank image template no create has used for this long is removed from the pool. */
   storageTemplateIdleSeconds: number;
+  /**
+   * How many times the host's memory (and CPUs) the memory_mb (and cpu_millis) of running
+   * sandboxes may add up to (modules/sandboxes/compute-admission.ts); 1 promises nothing the
+   * host cannot back. One sandbox never gets more than the host has.
+   */
+  memoryOvercommit: number;
+  cpuOvercommit: number;
 }
 
 export interface SnapshotSettings {
@@ -440,6 +447,8 @@ export function loadConfig(env: Env = process.env): Config {
       storageReserveGiB: intSetting(env, "WARREN_STORAGE_RESERVE_GIB", 5, 0, 1_048_576),
       storageOvercommit: intSetting(env, "WARREN_STORAGE_OVERCOMMIT", 8, 1, 1000),
       storageTemplateIdleSeconds: intSetting(env, "WARREN_STORAGE_TEMPLATE_IDLE_SECONDS", 600, 1, 86_400),
+      memoryOvercommit: intSetting(env, "WARREN_MEMORY_OVERCOMMIT", 2, 1, 1000),
+      cpuOvercommit: intSetting(env, "WARREN_CPU_OVERCOMMIT", 8, 1, 1000),
     },
     snapshots: {
       keepLocalCopies: choiceSetting(env, "WARREN_SNAPSHOT_LOCAL_COPIES", ["keep", "drop"], "keep") === "keep",

@@ -317,6 +317,8 @@ export interface RuntimeDriver {
   admitStorage?(spec: Pick<SandboxSpec, "storageClass" | "workspaceCapacityGiB">): Promise<void>;
   /** The storage pool's numbers (null before there is a pool). */
   storageReport?(): Promise<StorageReport | null>;
+  /** The host's memory (MiB) and CPUs (millis), which the API admits memory_mb and cpu_millis against. */
+  hostCompute?(): { memoryMiB: number; cpuMillis: number };
   /**
    * Seals a copy-on-write snapshot of the sandbox's root layer and workspace under
    * `snapshotId`. A running sandbox is frozen (cgroup freezer, filesystems flushed) only

@@ -297,6 +297,17 @@ export async function countRunning(q: Queryable, orgId: string): Promise<number>
   return Number(rows[0]?.n ?? 0);
 }
 
+/** The memory_mb and cpu_millis of every organization's sandboxes countRunning counts: what the host has promised. */
+export async function committedCompute(q: Queryable): Promise<{ memoryMiB: number; cpuMillis: number }> {
+  const { rows } = await q.query<{ memory: string; cpu: string }>(
+    `SELECT COALESCE(sum((resources->>'memory_mb')::bigint), 0)::text AS memory,
+            COALESCE(sum((resources->>'cpu_millis')::bigint), 0)::text AS cpu
+       FROM sandboxes WHERE desired_state = 'running'
+       AND state NOT IN ('failed', 'terminated', 'terminating', 'stopped')`,
+  );
+  return { memoryMiB: Number(rows[0]?.memory ?? 0), cpuMillis: Number(rows[0]?.cpu ?? 0) };
+}
+
 export async function countTotal(q: Queryable, orgId: string): Promise<number> {
   const { rows } = await q.query<{ n: string }>(
     `SELECT count(*)::text AS n FROM sandboxes WHERE org_id = $1 AND desired_state <> 'deleted'

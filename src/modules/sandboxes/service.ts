@@ -14,6 +14,7 @@ import type { ProjectService } from "../projects/service.js";
 import type { RunService } from "../runs/service.js";
 import type { QuotaService } from "../usage/service.js";
 import { checkMountTargets } from "../volumes/mounts.js";
+import { decideCompute } from "./compute-admission.js";
 import type { ExecResponse } from "./exec-service.js";
 import { applyHostChange, HOST_CLAIM_SECONDS, type HostChange, storageRefusal } from "./host-changes.js";
 import { isFinished, STABLE_STATES, stateDeadline } from "./lifecycle.js";
@@ -326,6 +327,7 @@ export class SandboxService {
         if (source?.volumes.length && added.length) checkMountTargets(volumes.map((v) => v.target_path));
         await this.quotas.admit(q, cred.orgId, "sandboxes.total", 1);
         await this.quotas.admit(q, cred.orgId, "sandboxes.running", 1);
+        await this.admitCompute(q, { memory_mb: memoryMiB, cpu_millis: cpuMillis });
         if (capacity) await this.quotas.admit(q, cred.orgId, "sandboxes.workspace_capacity_gib", capacity);
         const namesake = input.name ? await repo.findByName(q, project.id, input.name) : null;
         if (namesake && namesake.state !== "terminated") {
@@ -383,6 +385,30 @@ export class SandboxService {
       });
     this.trigger.kick(id);
     return result;
+  }
+
+  /**
+   * Refuses a sandbox of `resources` that the host cannot run beside every organization's
+   * running sandboxes (compute-admission.ts): 422 `unsupported_capability` beyond the whole
+   * host, 503 `unavailable` beyond its overcommit (docs/api-decisions.md). The host's numbers
+   * go to the log only.
+   */
+  private async admitCompute(q: Queryable, resources: repo.ResolvedResources): Promise<void> {
+    const host = this.driver?.hostCompute?.();
+    if (!host) return;
+    const committed = await repo.committedCompute(q);
+    const request = { memoryMiB: resources.memory_mb, cpuMillis: resources.cpu_millis };
+    const verdict = decideCompute(host, committed, request, {
+      memoryOvercommit: this.defaults.memoryOvercommit,
+      cpuOvercommit: this.defaults.cpuOvercommit,
+    });
+    if (verdict.admitted) return;
+    this.log.warn({ host, committed, request, resource: verdict.resource }, "sandbox compute refused");
+    const what = verdict.resource === "memory" ? "memory" : "CPU";
+    if (verdict.permanent) throw unsupported(`this deployment cannot give one sandbox that much ${what}`);
+    throw new AppError("unavailable", `the host's ${what} is fully committed to running sandboxes; try again later`, {
+      retryAfterSeconds: 30,
+    });
   }
 
   async get(
@@ -486,7 +512,10 @@ export class SandboxService {
         last_activity_source: "update",
       };
       if (input.state !== undefined && input.state !== row.desired_state) {
-        if (input.state === "running") await this.quotas.admit(q, cred.orgId, "sandboxes.running", 1);
+        if (input.state === "running") {
+          await this.quotas.admit(q, cred.orgId, "sandboxes.running", 1);
+          await this.admitCompute(q, row.resources);
+        }
         change.desired_state = input.state;
       }
       if (input.idle_timeout_seconds !== undefined) change.idle_timeout_seconds = input.idle_timeout_seconds;

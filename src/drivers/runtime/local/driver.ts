@@ -24,6 +24,7 @@
 // State on disk is the truth: a second driver on the same root (a restarted server) sees
 // and adopts everything the first one made.
 import { chown, mkdir, readdir, rm, writeFile } from "node:fs/promises";
+import os from "node:os";
 import path from "node:path";
 import { exists } from "../../../lib/fs.js";
 import {
@@ -219,13 +220,20 @@ export class LocalRuntimeDriver implements RuntimeDriver {
         if (layers.status === "rejected") throw layers.reason;
         if (provisioned.status === "rejected") throw provisioned.reason;
         const lowerDirs = layers.value;
-        await mountOverlay({ lowerDirs, upper: paths.upper, work: paths.work, target: paths.rootfs });
+        await mountOverlay({
+          lowerDirs,
+          upper: paths.upper,
+          work: paths.work,
+          target: paths.rootfs,
+          linkDir: paths.lower,
+        });
         const user = resolveUser(
           image.config.user,
           await readRootfsFile(paths.rootfs, "etc/passwd"),
           await readRootfsFile(paths.rootfs, "etc/group"),
         );
-        const trust = this.trustedCaPem ? await prepareTrust(paths.rootfs, paths.dir, this.trustedCaPem) : [];
+        // On the root image, so the sandbox's mountinfo names no host path for them.
+        const trust = this.trustedCaPem ? await prepareTrust(paths.rootfs, paths.layer, this.trustedCaPem) : [];
         const identity: ProcessIdentity = {
           env: sandboxEnv({
             imageEnv: image.config.env,
@@ -326,7 +334,11 @@ export class LocalRuntimeDriver implements RuntimeDriver {
         upper: paths.upper,
         work: paths.work,
         target: paths.rootfs,
+        linkDir: paths.lower,
       });
+      // A sandbox made when these were host files has none on its root image yet.
+      if (!(await exists(paths.hosts))) await writeFile(paths.hosts, hostsFile(record.hostname), { mode: 0o644 });
+      if (!(await exists(paths.hostname))) await writeFile(paths.hostname, `${record.hostname}\n`, { mode: 0o644 });
       if (!(await this.network.namespaceExists(id))) {
         await this.network.createNamespace(id);
         const network = await readNetworkRecord(paths);
@@ -533,6 +545,11 @@ export class LocalRuntimeDriver implements RuntimeDriver {
     return this.storage.report();
   }
 
+  /** The host's memory and the CPUs this process may use (its affinity). */
+  hostCompute(): { memoryMiB: number; cpuMillis: number } {
+    return { memoryMiB: Math.floor(os.totalmem() / 1_048_576), cpuMillis: os.availableParallelism() * 1000 };
+  }
+
   // ---- internals ----
 
   private async hasHostState(id: string): Promise<boolean> {
@@ -566,6 +583,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
       tiniPath: TOOLS.tini,
       execAgentPath,
       swapAccounting: this.swapAccounting,
+      hostCpuMillis: this.hostCompute().cpuMillis,
       arch: process.arch,
     });
     await writeJson(paths.bundleConfig, config);

@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { cgroupHierarchies, parseOomKills, superOptionsByMountPoint } from "./cgroups.js";
 import { assertSandboxId, isSandboxId } from "./layout.js";
-import { mountsUnder, overlayLowerDirOption, parseMountInfo } from "./mounts.js";
+import { mountsUnder, overlayOptions, parseMountInfo } from "./mounts.js";
 import { parseProcStat } from "./runc.js";
 import { firstRuncError } from "./supervisor.js";
 
@@ -43,16 +43,20 @@ describe("mountinfo", () => {
     assert.deepEqual(mountsUnder(mounts, "/nothing"), []);
   });
 
-  it("gives overlayfs layer dirs relative to their shared parent", () => {
+  it("gives overlayfs only paths relative to the sandbox dir: layer dirs through short links", () => {
     const dirs = ["/c/layers/sha256/bb/rootfs", "/c/layers/sha256/aa/rootfs"];
-    assert.deepEqual(overlayLowerDirOption(dirs), { lowerdir: "bb/rootfs:aa/rootfs", cwd: "/c/layers/sha256" });
-    assert.deepEqual(overlayLowerDirOption(["/x/one/rootfs", "/y/two/rootfs"]), {
-      lowerdir: "/x/one/rootfs:/y/two/rootfs",
-      cwd: undefined,
+    const base = { upper: "/r/s/a/layer/upper", work: "/r/s/a/layer/work", cwd: "/r/s/a", linkDirName: "lower" };
+    assert.deepEqual(overlayOptions({ ...base, lowerDirs: dirs }), {
+      options: "lowerdir=lower/0:lower/1,upperdir=layer/upper,workdir=layer/work",
+      links: [
+        { name: "0", target: dirs[0] },
+        { name: "1", target: dirs[1] },
+      ],
     });
-    assert.throws(() => overlayLowerDirOption([]));
-    assert.throws(() => overlayLowerDirOption(["/a:b/rootfs"]));
-    assert.throws(() => overlayLowerDirOption(["relative/rootfs"]));
+    assert.throws(() => overlayOptions({ ...base, lowerDirs: [] }));
+    assert.throws(() => overlayOptions({ ...base, lowerDirs: ["relative/rootfs"] }));
+    assert.throws(() => overlayOptions({ ...base, lowerDirs: dirs, upper: "/elsewhere/upper" }));
+    assert.throws(() => overlayOptions({ ...base, lowerDirs: dirs, work: "/r/s/a/layer/wo:rk" }));
   });
 });
 

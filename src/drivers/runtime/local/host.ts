@@ -20,6 +20,8 @@ export const TOOLS = {
   xfsIo: "/usr/sbin/xfs_io",
   sh: "/bin/sh",
   cp: "/usr/bin/cp",
+  head: "/usr/bin/head",
+  cat: "/usr/bin/cat",
   gcc: "/usr/bin/gcc",
 } as const;
 

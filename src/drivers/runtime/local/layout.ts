@@ -6,10 +6,13 @@
 //   <root>/images/                  the layer cache (unless one is passed in)
 //   <root>/sandboxes/<id>/          sandbox.json (written last by create: the sandbox exists),
 //                                   network.json (mode and subnet slot), config.json (bundle),
-//                                   rootfs/ (overlay mount point), layer/ (root.img mounted:
-//                                   upper/ work/ of the overlay), workspace/ (workspace.img
-//                                   mounted), hosts, hostname, run/ (shim.pid, pid, started,
-//                                   stop-requested, exit.json, runc.log, console.log),
+//                                   rootfs/ (overlay mount point), lower/ (links to its
+//                                   layer dirs), layer/ (root.img mounted:
+//                                   upper/ work/ of the overlay; hosts, hostname and
+//                                   console.log(.1), which the sandbox writes, so they count
+//                                   against its own image), workspace/ (workspace.img
+//                                   mounted), run/ (shim.pid, pid, started,
+//                                   stop-requested, exit.json, runc.log),
 //                                   exec/ (per-exec process.json, log, pid)
 //   <root>/storage/pool.img         the sparse file holding the XFS storage pool, mounted at
 //   <root>/storage/pool/            templates/ (blank images, one per size), sandboxes/<id>/
@@ -36,18 +39,22 @@ export interface SandboxPaths {
   record: string;
   bundleConfig: string;
   rootfs: string;
+  /** Short links to the image's layer dirs, which the overlay's options name (mounts.ts). */
+  lower: string;
   /** Where root.img is mounted: it holds the overlay's upper/ and work/. */
   layer: string;
   upper: string;
   work: string;
   /** Where workspace.img is mounted (bound into the sandbox at /workspace). */
   workspace: string;
+  /** /etc/hosts and /etc/hostname, bound read-write: on the root image, within its size. */
   hosts: string;
   hostname: string;
   runDir: string;
   pidFile: string;
   exitFile: string;
   runcLog: string;
+  /** The first process's stdout and stderr (capped, supervisor.ts): on the root image too. */
   consoleLog: string;
   execDir: string;
 }
@@ -95,17 +102,18 @@ export class Layout {
       record: path.join(dir, "sandbox.json"),
       bundleConfig: path.join(dir, "config.json"),
       rootfs: path.join(dir, "rootfs"),
+      lower: path.join(dir, "lower"),
       layer: path.join(dir, "layer"),
       upper: path.join(dir, "layer", "upper"),
       work: path.join(dir, "layer", "work"),
       workspace: path.join(dir, "workspace"),
-      hosts: path.join(dir, "hosts"),
-      hostname: path.join(dir, "hostname"),
+      hosts: path.join(dir, "layer", "hosts"),
+      hostname: path.join(dir, "layer", "hostname"),
       runDir,
       pidFile: path.join(runDir, "pid"),
       exitFile: path.join(runDir, "exit.json"),
       runcLog: path.join(runDir, "runc.log"),
-      consoleLog: path.join(runDir, "console.log"),
+      consoleLog: path.join(dir, "layer", "console.log"),
       execDir: path.join(dir, "exec"),
     };
   }

@@ -2,7 +2,7 @@
 // upper dir), unmounting, and the loop devices behind image mounts (storage/). Whether
 // something is mounted is read from /proc/self/mountinfo, so every operation here can be
 // repeated safely.
-import { readdir, readFile } from "node:fs/promises";
+import { mkdir, readdir, readFile, rm, symlink } from "node:fs/promises";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { RuntimeError } from "../interface.js";
@@ -54,32 +54,51 @@ export async function isMounted(mountPoint: string): Promise<boolean> {
 }
 
 /**
- * The overlayfs `lowerdir` option and the directory to mount from. Layer dirs that share a
- * parent (the layer cache's layout) are given relative to it, so ~60 layers fit the one
- * page the kernel accepts for mount options.
+ * The overlayfs options, all relative to `cwd`: each lower dir through a short symlink
+ * `<linkDirName>/<n>` (Docker's overlay2 does the same), upper and work dirs as paths below
+ * `cwd`. The kernel shows the options as given in the sandbox's own /proc/self/mountinfo, so
+ * no host path (the data dir, the layer cache) appears there; and a few bytes per layer keep
+ * deep images within the one page the kernel accepts for mount options.
  */
-export function overlayLowerDirOption(lowerDirs: readonly string[]): { lowerdir: string; cwd: string | undefined } {
+export function overlayOptions(input: {
+  lowerDirs: readonly string[];
+  upper: string;
+  work: string;
+  cwd: string;
+  linkDirName: string;
+}): { options: string; links: { name: string; target: string }[] } {
+  const { lowerDirs, cwd, linkDirName } = input;
   if (lowerDirs.length === 0) throw new RuntimeError("invalid_spec", "an image needs at least one layer");
   for (const dir of lowerDirs) {
-    if (!path.isAbsolute(dir) || /[,:\\]/.test(dir)) {
-      throw new RuntimeError("host_failure", `layer dir "${dir}" cannot be given to overlayfs`);
-    }
+    if (!path.isAbsolute(dir)) throw new RuntimeError("host_failure", `layer dir "${dir}" is not absolute`);
   }
-  const parents = lowerDirs.map((dir) => path.dirname(path.dirname(dir)));
-  const shared = parents.every((parent) => parent === parents[0]) ? parents[0] : undefined;
-  if (!shared) return { lowerdir: lowerDirs.join(":"), cwd: undefined };
-  return { lowerdir: lowerDirs.map((dir) => path.relative(shared, dir)).join(":"), cwd: shared };
+  const below = (dir: string) => {
+    const relative = path.relative(cwd, dir);
+    if (!relative || relative.startsWith("..") || path.isAbsolute(relative) || /[,:\\]/.test(relative)) {
+      throw new RuntimeError("host_failure", `"${dir}" cannot be given to overlayfs from ${cwd}`);
+    }
+    return relative;
+  };
+  if (!/^[A-Za-z0-9._-]+$/.test(linkDirName)) throw new RuntimeError("host_failure", "bad overlay link dir name");
+  const links = lowerDirs.map((target, index) => ({ name: String(index), target }));
+  const lowerdir = links.map((link) => `${linkDirName}/${link.name}`).join(":");
+  return { options: `lowerdir=${lowerdir},upperdir=${below(input.upper)},workdir=${below(input.work)}`, links };
 }
 
+/** Mounts the overlay at `target`, its lower dirs linked from `linkDir` (made afresh; its parent is the cwd of the options). */
 export async function mountOverlay(input: {
   lowerDirs: readonly string[];
   upper: string;
   work: string;
   target: string;
+  linkDir: string;
 }): Promise<void> {
   if (await isMounted(input.target)) return;
-  const { lowerdir, cwd } = overlayLowerDirOption(input.lowerDirs);
-  const options = `lowerdir=${lowerdir},upperdir=${input.upper},workdir=${input.work}`;
+  const cwd = path.dirname(input.linkDir);
+  const { options, links } = overlayOptions({ ...input, cwd, linkDirName: path.basename(input.linkDir) });
+  await rm(input.linkDir, { recursive: true, force: true });
+  await mkdir(input.linkDir, { mode: 0o700 });
+  for (const link of links) await symlink(link.target, path.join(input.linkDir, link.name));
   await runOrFail(
     "mounting the overlay rootfs",
     TOOLS.mount,

@@ -144,6 +144,12 @@ describe("buildBundleConfig", () => {
     assert.deepEqual(config.linux.resources.devices, [{ allow: false, access: "rwm" }]);
     assert.deepEqual(cgroupResources({ memoryMiB: 64, cpuMillis: 50, pids: 8 }, false).memory, { limit: 64 << 20 });
     assert.equal(cgroupResources({ memoryMiB: 64, cpuMillis: 50, pids: 8 }, false).cpu.quota, 5000);
+    // No more than the host's CPUs, in quota or weight.
+    assert.deepEqual(cgroupResources({ memoryMiB: 64, cpuMillis: 128_000, pids: 8 }, false, 2000).cpu, {
+      quota: 200_000,
+      period: 100_000,
+      shares: 2048,
+    });
   });
 
   it("validates resources", () => {

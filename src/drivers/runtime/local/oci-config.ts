@@ -36,6 +36,13 @@ export const MASKED_PATHS = [
   "/proc/scsi",
   "/sys/firmware",
   "/sys/devices/virtual/powercap",
+  // Block devices are host-global: every sandbox's loop devices (loop/backing_file names the
+  // image, and so the sandbox id, of every organization) would show. /sys/block and
+  // /sys/class/block are links into /sys/devices/virtual/block; /sys/dev/block links there too.
+  "/sys/block",
+  "/sys/class/block",
+  "/sys/dev/block",
+  "/sys/devices/virtual/block",
 ];
 
 export const READONLY_PATHS = ["/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"];
@@ -97,6 +104,8 @@ export interface BundleInput {
   swapAccounting: boolean;
   /** `process.arch`, for the seccomp filter. */
   arch: string;
+  /** The host's CPUs in millis: no sandbox's quota or weight counts more (cgroupResources). */
+  hostCpuMillis?: number;
 }
 
 export interface OciProcess {
@@ -218,15 +227,25 @@ export function execProcessSpec(
   return processSpec([...request.argv], identity, { env, cwd: request.cwd });
 }
 
-export function cgroupResources(resources: ResourceSpec, swapAccounting: boolean): OciConfig["linux"]["resources"] {
+/**
+ * The cgroup limits of a sandbox. Its CPU counts at most the host's CPUs, in its quota and in
+ * its weight (shares): a request beyond the host (one admitted before admission checked it)
+ * cannot outweigh every other sandbox.
+ */
+export function cgroupResources(
+  resources: ResourceSpec,
+  swapAccounting: boolean,
+  hostCpuMillis = Number.POSITIVE_INFINITY,
+): OciConfig["linux"]["resources"] {
   const limit = resources.memoryMiB * 1024 * 1024;
+  const cpuMillis = Math.min(resources.cpuMillis, hostCpuMillis);
   return {
     devices: [{ allow: false, access: "rwm" }],
     memory: swapAccounting ? { limit, swap: limit } : { limit },
     cpu: {
-      quota: Math.round((resources.cpuMillis * CPU_PERIOD_US) / 1000),
+      quota: Math.round((cpuMillis * CPU_PERIOD_US) / 1000),
       period: CPU_PERIOD_US,
-      shares: Math.max(2, Math.round((resources.cpuMillis * 1024) / 1000)),
+      shares: Math.max(2, Math.round((cpuMillis * 1024) / 1000)),
     },
     pids: { limit: resources.pids },
   };
@@ -311,7 +330,7 @@ export function buildBundleConfig(input: BundleInput): OciConfig {
         { type: "cgroup" },
       ],
       cgroupsPath: input.cgroupsPath,
-      resources: cgroupResources(input.resources, input.swapAccounting),
+      resources: cgroupResources(input.resources, input.swapAccounting, input.hostCpuMillis),
       maskedPaths: [...MASKED_PATHS],
       readonlyPaths: [...READONLY_PATHS],
       seccomp: seccompProfile(input.arch),

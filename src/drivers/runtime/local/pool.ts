@@ -267,6 +267,10 @@ export class PooledRuntime implements RuntimeDriver, SandboxIdPool {
     return this.driver.admitStorage(spec);
   }
 
+  hostCompute(): { memoryMiB: number; cpuMillis: number } {
+    return this.driver.hostCompute();
+  }
+
   storageReport(): Promise<StorageReport | null> {
     return this.driver.storageReport();
   }

@@ -9,7 +9,10 @@
 
 const EPERM = 1;
 const ENOSYS = 38;
+const EAFNOSUPPORT = 97;
 const CLONE_NEWUSER = 0x10000000;
+/** Host-to-VM sockets: nothing in a sandbox talks to a hypervisor, and Docker's profile denies them. */
+const AF_VSOCK = 40;
 
 export const DENIED_SYSCALLS = [
   "acct",
@@ -101,6 +104,13 @@ export function seccompProfile(arch: string): SeccompProfile {
         // x86 and arm pass the flags first. Other new namespaces already need CAP_SYS_ADMIN;
         // a new user namespace would grant it, so that one is refused here.
         args: [{ index: 0, value: CLONE_NEWUSER, valueTwo: CLONE_NEWUSER, op: "SCMP_CMP_MASKED_EQ" }],
+      },
+      // As a kernel without vsock answers, so a probing program takes it for "not here".
+      {
+        names: ["socket", "socketpair"],
+        action: "SCMP_ACT_ERRNO",
+        errnoRet: EAFNOSUPPORT,
+        args: [{ index: 0, value: AF_VSOCK, valueTwo: 0, op: "SCMP_CMP_EQ" }],
       },
     ],
   };

@@ -19,17 +19,32 @@ import { writeJson } from "./records.js";
 import { isInitAlive, killInit, type RuncState, readRuncState, runcDeleteForce } from "./runc.js";
 import { SpawnerUnavailable, spawner } from "./spawner.js";
 
-/** $1 runc, $2 runc root, $3 id, $4 bundle, $5 run dir, $6 OOM counter file (may not exist). */
+/**
+ * What a sandbox's first process may leave in its console log per run (its stdout and
+ * stderr). The log is on the sandbox's root image (layout.ts), the previous run's kept as
+ * console.log.1, so it costs the host nothing beyond the sandbox's own storage; output past
+ * the cap is read and dropped, so a writer never blocks or gets EPIPE.
+ */
+export const CONSOLE_LOG_CAP_BYTES = 1 << 20;
+
+/**
+ * $1 runc, $2 runc root, $3 id, $4 bundle, $5 run dir, $6 OOM counter file (may not exist),
+ * $7 console log, $8 its cap in bytes, $9 head, $10 cat. The container's stdout and stderr
+ * are a pipe to \`head -c cap\`, then to \`cat\` into /dev/null until the last writer ends.
+ */
 export const SHIM_SCRIPT = `
-runc=$1 root=$2 id=$3 bundle=$4 run=$5 oomfile=$6
-"$runc" --root "$root" --log "$run/runc.log" --log-format json run --keep --bundle "$bundle" --pid-file "$run/pid" "$id" </dev/null >>"$run/console.log" 2>&1
-code=$?
-oom=0
-if [ -r "$oomfile" ]; then
-  while read -r key value; do [ "$key" = oom_kill ] && oom=$value; done <"$oomfile"
-fi
-"$runc" --root "$root" delete --force "$id" >/dev/null 2>&1
-printf '{"exitCode":%d,"oomKills":%d}\\n' "$code" "$oom" >"$run/exit.tmp" && mv -f "$run/exit.tmp" "$run/exit.json"
+runc=$1 root=$2 id=$3 bundle=$4 run=$5 oomfile=$6 console=$7 cap=$8 head=$9 cat=\${10}
+[ -f "$console" ] && mv -f "$console" "$console.1"
+{
+  "$runc" --root "$root" --log "$run/runc.log" --log-format json run --keep --bundle "$bundle" --pid-file "$run/pid" "$id" </dev/null 2>&1
+  code=$?
+  oom=0
+  if [ -r "$oomfile" ]; then
+    while read -r key value; do [ "$key" = oom_kill ] && oom=$value; done <"$oomfile"
+  fi
+  "$runc" --root "$root" delete --force "$id" >/dev/null 2>&1
+  printf '{"exitCode":%d,"oomKills":%d}\\n' "$code" "$oom" >"$run/exit.tmp" && mv -f "$run/exit.tmp" "$run/exit.json"
+} | { "$head" -c "$cap" >"$console"; exec "$cat" >/dev/null; }
 `;
 
 export interface ExitRecord {
@@ -156,6 +171,10 @@ export async function startShim(input: ShimInput): Promise<number> {
     paths.dir,
     paths.runDir,
     input.oomCounterFile,
+    paths.consoleLog,
+    String(CONSOLE_LOG_CAP_BYTES),
+    TOOLS.head,
+    TOOLS.cat,
   ];
   let shimPid: number | undefined;
   try {

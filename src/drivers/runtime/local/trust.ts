@@ -1,8 +1,9 @@
 // The deployment's egress CA in every sandbox's trust store (docs/secret-egress.md): the CA
 // at /etc/warren/ca.pem, and each CA bundle file the image has replaced by the image's own
 // bundle plus the CA, so curl, openssl, Python and Go trust it with no flags. Both are
-// read-only bind mounts of files in the sandbox's host dir (runc resolves the targets inside
-// the rootfs, so an image's symlinks cannot point a write at the host); the image's files
+// read-only bind mounts of files on the sandbox's root image beside the overlay's upper dir,
+// out of the sandbox's reach (runc resolves the targets inside the rootfs, so an image's
+// symlinks cannot point a write at the host); the image's files
 // are read without following symlinks and only when small. NODE_EXTRA_CA_CERTS names the
 // CA for Node, which reads no system bundle.
 import { lstat, mkdir, writeFile } from "node:fs/promises";

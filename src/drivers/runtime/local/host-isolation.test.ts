@@ -1,0 +1,136 @@
+// What a hostile sandbox must not do to the host or learn of it (issue 24, A1, A9 and A10):
+// its console and /etc files are its own storage, bounded; it weighs no more CPU than the
+// host has; no other sandbox's id and no host path shows inside; AF_VSOCK is refused.
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import { mkdtemp, readFile, rm, stat } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { after, before, describe, it } from "node:test";
+import { projectFile } from "../../../lib/paths.js";
+import type { ExecOutcome } from "../interface.js";
+import { cgroupDirs } from "./cgroups.js";
+import { Layout } from "./layout.js";
+import { buildStaticBinary } from "./static-binary.js";
+import { CONSOLE_LOG_CAP_BYTES } from "./supervisor.js";
+import { type RuntimeFixture, startRuntimeFixture, startSandbox } from "./test-support.js";
+
+function completed(outcome: ExecOutcome): Extract<ExecOutcome, { kind: "completed" }> {
+  assert.equal(outcome.kind, "completed", `expected completed, got ${JSON.stringify(outcome).slice(0, 500)}`);
+  return outcome as Extract<ExecOutcome, { kind: "completed" }>;
+}
+
+/** Bytes `dir` holds on its own filesystem (`du -x`: mounts below it, the sandbox's images, are not counted). */
+function hostBytesOf(dir: string): number {
+  const du = spawnSync("du", ["-x", "-s", "-B1", dir], { encoding: "utf8" });
+  assert.equal(du.status, 0, du.stderr);
+  return Number(du.stdout.split(/\s/)[0]);
+}
+
+const TEST_CA_PEM = "-----BEGIN CERTIFICATE-----\nTUlJQg==\n-----END CERTIFICATE-----\n";
+
+describe("hostile sandbox: host storage and host information", () => {
+  let f: RuntimeFixture;
+  const made: string[] = [];
+  let probeDir = "";
+
+  const exec = (id: string, script: string) =>
+    f.driver.exec(id, { argv: ["sh", "-c", script], timeoutSeconds: 120, maxOutputBytes: 1 << 20 });
+
+  before(async () => {
+    // With a CA to trust, as every sandbox of a deployment with the egress gateway has (trust.ts).
+    f = await startRuntimeFixture("hostiso", { trustedCaPem: TEST_CA_PEM });
+    probeDir = await mkdtemp(path.join(os.tmpdir(), "warren-vsock-probe-"));
+    const binary = await buildStaticBinary(
+      projectFile("src", "drivers", "runtime", "local", "vsock-probe.c"),
+      "vsock-probe",
+    );
+    spawnSync("cp", [binary, path.join(probeDir, "vsock-probe")]);
+  });
+  after(async () => {
+    for (const id of made) await f?.driver.destroy(id).catch(() => undefined);
+    await f?.cleanup();
+    if (probeDir) await rm(probeDir, { recursive: true, force: true });
+  });
+
+  it("writes its console, /etc/hosts and /etc/hostname into its own storage, the console capped", async () => {
+    const id = await startSandbox(f, made);
+    const paths = new Layout(f.root).sandbox(id);
+    const before = hostBytesOf(paths.dir);
+    const out = completed(
+      await exec(
+        id,
+        [
+          "head -c 8388608 /dev/zero > /proc/1/fd/1",
+          "head -c 4194304 /dev/zero >> /etc/hosts",
+          "head -c 4194304 /dev/zero >> /etc/hostname",
+          // Past the cap the console still takes output (drained, not EPIPE).
+          "echo still-writes > /proc/1/fd/2 && echo done",
+        ].join(" && "),
+      ),
+    );
+    assert.match(out.stdout, /done/, out.stderr);
+    const grown = hostBytesOf(paths.dir) - before;
+    assert.ok(grown < 1 << 20, `the sandbox's writes grew its host dir by ${grown} bytes`);
+    // They are on its root image instead: the console log at most its cap.
+    assert.ok((await stat(paths.hosts)).size >= 4 << 20);
+    assert.ok((await stat(paths.hostname)).size >= 4 << 20);
+    const consoleBytes = (await stat(paths.consoleLog)).size;
+    assert.ok(consoleBytes > 0 && consoleBytes <= CONSOLE_LOG_CAP_BYTES, `console log of ${consoleBytes} bytes`);
+    // A restart keeps the edited files (they are the sandbox's) and starts a new console log.
+    await f.driver.stop(id);
+    await f.driver.start(id);
+    assert.ok((await stat(paths.hosts)).size >= 4 << 20);
+    assert.ok((await stat(`${paths.consoleLog}.1`)).size <= CONSOLE_LOG_CAP_BYTES);
+    assert.match(completed(await exec(id, "cat /etc/hostname | head -c 64")).stdout, new RegExp(id));
+  });
+
+  it("sees no other sandbox's id and no host path", async () => {
+    const [a, b] = [await startSandbox(f, made), await startSandbox(f, made)];
+    const out = completed(
+      await exec(
+        a,
+        [
+          "for d in /sys/block /sys/class/block /sys/dev/block /sys/devices/virtual/block; do",
+          "  for x in $d/*; do cat $x/loop/backing_file 2>/dev/null; done",
+          "done",
+          "cat /proc/self/mountinfo /proc/self/mounts /proc/1/mountinfo /proc/self/mountstats",
+        ].join("\n"),
+      ),
+    );
+    assert.ok(out.stdout.includes("/workspace") && out.stdout.includes("/etc/warren/ca.pem"), out.stdout);
+    assert.ok(!out.stdout.includes(b), `another sandbox's id shows:\n${out.stdout}`);
+    assert.ok(!out.stdout.includes(f.root), `the host's data dir shows:\n${out.stdout}`);
+  });
+
+  it("counts no more CPU than the host has, in its quota and its weight", async () => {
+    const hostCpus = os.availableParallelism();
+    const greedy = await startSandbox(f, made, { resources: { memoryMiB: 128, cpuMillis: 128_000, pids: 64 } });
+    const modest = await startSandbox(f, made, { resources: { memoryMiB: 128, cpuMillis: 1000, pids: 64 } });
+    /** Quota (µs per period of 100 ms; -1: none) and weight (v1 shares, v2 weight) of the sandbox's cgroup. */
+    const cpuOf = async (id: string) => {
+      for (const dir of await cgroupDirs(new Layout(f.root).cgroupPath(id))) {
+        const v2 = await readFile(path.join(dir, "cpu.max"), "utf8").catch(() => null);
+        if (v2 !== null) {
+          const [quota] = v2.trim().split(" ");
+          const weight = Number(await readFile(path.join(dir, "cpu.weight"), "utf8"));
+          return { quota: quota === "max" ? -1 : Number(quota), weight };
+        }
+        const v1 = await readFile(path.join(dir, "cpu.cfs_quota_us"), "utf8").catch(() => null);
+        if (v1 !== null) {
+          return { quota: Number(v1), weight: Number(await readFile(path.join(dir, "cpu.shares"), "utf8")) };
+        }
+      }
+      throw new Error(`no cpu controller found for ${id}`);
+    };
+    const [g, m] = [await cpuOf(greedy), await cpuOf(modest)];
+    assert.ok(g.quota > 0 && g.quota <= hostCpus * 100_000, `quota ${g.quota} on ${hostCpus} CPUs`);
+    assert.ok(g.weight <= m.weight * hostCpus, `weight ${g.weight} beside ${m.weight} on ${hostCpus} CPUs`);
+  });
+
+  it("cannot open an AF_VSOCK socket", async () => {
+    const id = await startSandbox(f, made, { mounts: [{ source: probeDir, target: "/opt/probe", readOnly: true }] });
+    const out = completed(await exec(id, "/opt/probe/vsock-probe"));
+    assert.equal(out.stdout.trim(), "vsock errno 97", out.stderr);
+  });
+});
