@@ -580,7 +580,7 @@ describe("port endpoints", () => {
     }
   });
 
-  it("keeps room for a new address while attackers on several addresses hold every unauthenticated place; an upgraded connection is never evicted", async () => {
+  it("keeps room for a new address while attackers on several addresses hold all the unauthenticated places they can; an upgraded connection is never evicted", async () => {
     const id = await create({ image: echoImage, ports: [8080], network_access: "public" });
     // Small caps: 5 attacker addresses x 10 connections would take every place of the plane.
     const limited = await startSessionPlane(t.c.sessions, {
@@ -590,7 +590,17 @@ describe("port endpoints", () => {
       limits: { overall: 40, perAddress: 10, unauthenticated: 12, unauthenticatedPerAddress: 4 },
       // Attackers must not lose their places to the head deadline while the test runs.
       headersTimeoutMs: 300_000,
+      metrics: t.c.metrics,
     });
+    /** warren_connections_refused_total of the plane, for one reason. */
+    const refusals = async (reason: string) => {
+      const { body } = await t.c.metrics.scrape();
+      const line = new RegExp(
+        `^warren_connections_refused_total\\{server="session_plane",reason="${reason}"\\} (\\d+)$`,
+        "m",
+      );
+      return Number(line.exec(body)?.[1] ?? 0);
+    };
     const host = `8080-${id}.localhost:${limited.address.port}`;
     const sockets: net.Socket[] = [];
     try {
@@ -653,6 +663,7 @@ describe("port endpoints", () => {
         attackers.some((s) => !s.destroyed),
         "the attackers keep some places",
       );
+      assert.ok((await refusals("refused")) > 0, "connections closed at accept are counted");
       // The WebSocket was never a candidate for eviction: it still echoes.
       assert.equal(ws.destroyed, false);
       ws.write("still-here");
