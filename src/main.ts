@@ -51,7 +51,7 @@ async function main(): Promise<void> {
   const address = await app.listen({ host: config.listenHost, port: config.listenPort });
   container.egress?.setApiTarget(apiTargetOf(config.listenHost, app.server.address()));
   const sessionPlane = config.sessionListen
-    ? await startSessionPlane(container.sessions, { ...config.sessionListen, log })
+    ? await startSessionPlane(container.sessions, { ...config.sessionListen, log, metrics: container.metrics })
     : null;
   log.info({ address, store: container.db.kind }, "warren is serving");
   const ssh = config.sshListen
@@ -64,6 +64,7 @@ async function main(): Promise<void> {
         runtime: container.runtime,
         tokens: container.sessions,
         log,
+        metrics: container.metrics,
       })
     : null;
 

@@ -580,6 +580,101 @@ describe("port endpoints", () => {
     }
   });
 
+  it("keeps room for a new address while attackers on several addresses hold all the unauthenticated places they can; an upgraded connection is never evicted", async () => {
+    const id = await create({ image: echoImage, ports: [8080], network_access: "public" });
+    // Small caps: 5 attacker addresses x 10 connections would take every place of the plane.
+    const limited = await startSessionPlane(t.c.sessions, {
+      host: "127.0.0.1",
+      port: 0,
+      log: t.c.log,
+      limits: { overall: 40, perAddress: 10, unauthenticated: 12, unauthenticatedPerAddress: 4 },
+      // Attackers must not lose their places to the head deadline while the test runs.
+      headersTimeoutMs: 300_000,
+      metrics: t.c.metrics,
+    });
+    /** warren_connections_refused_total of the plane, for one reason. */
+    const refusals = async (reason: string) => {
+      const { body } = await t.c.metrics.scrape();
+      const line = new RegExp(
+        `^warren_connections_refused_total\\{server="session_plane",reason="${reason}"\\} (\\d+)$`,
+        "m",
+      );
+      return Number(line.exec(body)?.[1] ?? 0);
+    };
+    const host = `8080-${id}.localhost:${limited.address.port}`;
+    const sockets: net.Socket[] = [];
+    try {
+      await sandbox(id, "running");
+      await endpointsOnce(id, 8080);
+      // An authenticated WebSocket (upgraded) from its own address, open before the flood.
+      const ws = net.connect({ host: "127.0.0.1", port: limited.address.port, localAddress: "127.0.0.50" });
+      sockets.push(ws);
+      ws.on("error", () => undefined);
+      let received = "";
+      ws.on("data", (chunk: Buffer) => {
+        received += chunk.toString();
+      });
+      ws.write(
+        `GET /ws HTTP/1.1\r\nHost: ${host}\r\nAuthorization: Bearer ${owner()}\r\n` +
+          "Connection: Upgrade\r\nUpgrade: websocket\r\n\r\n",
+      );
+      const waitFor = async (what: string, ok: () => boolean) => {
+        const deadline = Date.now() + 30_000;
+        while (!ok()) {
+          assert.ok(Date.now() < deadline, `timed out waiting for ${what}`);
+          await new Promise((resolve) => setTimeout(resolve, 50));
+        }
+      };
+      await waitFor("the upgrade's 101", () => received.includes("\r\n\r\n"));
+      assert.match(received, /^HTTP\/1\.1 101 /, received);
+      // The flood: 5 addresses, 10 connections each, none ever sending a byte.
+      const attackers = Array.from({ length: 5 }, (_, a) => `127.0.0.${a + 20}`).flatMap((address) =>
+        Array.from({ length: 10 }, () => {
+          const socket = net.connect({ host: "127.0.0.1", port: limited.address.port, localAddress: address });
+          socket.on("error", () => undefined);
+          sockets.push(socket);
+          return socket;
+        }),
+      );
+      // Every attacker connection is in the accept queue before the legitimate client's.
+      await waitFor("the attackers' connects", () => attackers.every((s) => !s.connecting));
+      const legit = await new Promise<number | string>((resolve) => {
+        const req = http.request(
+          {
+            host: "127.0.0.1",
+            port: limited.address.port,
+            localAddress: "127.0.0.99",
+            path: "/headers",
+            headers: { host, authorization: `Bearer ${owner()}` },
+            agent: false,
+          },
+          (res) => {
+            res.resume();
+            resolve(res.statusCode ?? 0);
+          },
+        );
+        req.on("error", (error) => resolve(error.message));
+        req.end();
+      });
+      assert.equal(legit, 200, "a client from a new address is served");
+      // The attackers hold what the unauthenticated budget leaves them, and no more.
+      await waitFor("the refused attackers' closes", () => attackers.filter((s) => !s.destroyed).length <= 12);
+      assert.ok(
+        attackers.some((s) => !s.destroyed),
+        "the attackers keep some places",
+      );
+      assert.ok((await refusals("refused")) > 0, "connections closed at accept are counted");
+      // The WebSocket was never a candidate for eviction: it still echoes.
+      assert.equal(ws.destroyed, false);
+      ws.write("still-here");
+      await waitFor("the upgrade's echo", () => received.includes("still-here"));
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      await limited.close();
+      await t.request("DELETE", `/v1/sandboxes/${id}`, { key: owner() });
+    }
+  });
+
   it("answers 503 for a sandbox response with a status below 100, and keeps serving", async () => {
     const script =
       "while true; do printf 'HTTP/1.1 099 Odd\\r\\nContent-Length: 2\\r\\nConnection: close\\r\\n\\r\\nhi' | nc -l -p 8080; done";

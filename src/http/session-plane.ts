@@ -11,8 +11,10 @@ import {
   answerAndDestroy,
   ConnectionSlots,
   headCheckIntervalMs,
+  planeStartupLimits,
   processDescriptorBudget,
   type SlotLimits,
+  StartupSlots,
 } from "../lib/connection-slots.js";
 import { AppError } from "../lib/errors.js";
 import { newId } from "../lib/ids.js";
@@ -41,9 +43,23 @@ export const IDLE_TIMEOUT_MS = 300_000;
  * cannot take every other tenant's; in total so that clients never take the descriptors the
  * API and the runtime need. Defaults: the plane's share of the descriptor budget
  * (descriptorBudget in lib/connection-slots.ts).
+ *
+ * Connections on which no request was authorized yet also take a place among `unauthenticated`
+ * (at most `unauthenticatedPerAddress` from one address; defaults planeStartupLimits), with
+ * random early drop and, at the bound, a client from an address holding fewer taking the
+ * place of the busiest address's oldest (StartupSlots): clients on a handful of addresses
+ * reconnecting can never lock a new address out. A connection leaves it at its first
+ * authorized request or upgrade, and is never closed for another's sake after that.
  */
 export interface PlaneLimits extends SlotLimits {
   perOrganization: number;
+  unauthenticated: number;
+  unauthenticatedPerAddress: number;
+}
+
+/** Where the plane counts connections it closes at accept or evicts (WarrenMetrics). */
+export interface PlaneMetrics {
+  connectionRefused(server: "session_plane", reason: "refused" | "evicted"): void;
 }
 /** Connecting to the sandbox's port may take this long. */
 const CONNECT_TIMEOUT_MS = 5_000;
@@ -79,11 +95,18 @@ export async function startSessionPlane(
     limits?: Partial<PlaneLimits>;
     /** The request-head deadline (default HEADERS_TIMEOUT_MS); tests lower it. */
     headersTimeoutMs?: number;
+    metrics?: PlaneMetrics;
   },
 ): Promise<SessionPlane> {
   const { log } = options;
   const headersTimeout = options.headersTimeoutMs ?? HEADERS_TIMEOUT_MS;
-  const limits: PlaneLimits = { ...processDescriptorBudget().plane, ...options.limits };
+  const base = { ...processDescriptorBudget().plane, ...options.limits };
+  const startupDefaults = planeStartupLimits(base);
+  const limits: PlaneLimits = {
+    unauthenticated: startupDefaults.overall,
+    unauthenticatedPerAddress: startupDefaults.perAddress,
+    ...base,
+  };
   // Upstream sockets, pooled ones included, never outnumber the client connections allowed.
   const agent = new http.Agent({
     keepAlive: true,
@@ -103,19 +126,45 @@ export async function startSessionPlane(
   server.setTimeout(IDLE_TIMEOUT_MS, (socket) => socket.destroy());
   // Bounds what one process holds open for clients (each may also hold an upstream connection).
   const slots = new ConnectionSlots({ overall: limits.overall, perAddress: limits.perAddress });
+  const unauthenticated = new StartupSlots({
+    overall: limits.unauthenticated,
+    perAddress: limits.unauthenticatedPerAddress,
+  });
+  /** Each unauthenticated connection's place among `unauthenticated`, given back at its first authorized request. */
+  const startupPlaces = new WeakMap<net.Socket, () => void>();
   const plane: Plane = {
     sessions,
     agent,
     log,
     organizations: new ConnectionSlots({ overall: Number.MAX_SAFE_INTEGER, perAddress: limits.perOrganization }),
+    authenticated(socket) {
+      startupPlaces.get(socket)?.();
+      startupPlaces.delete(socket);
+    },
   };
   server.on("connection", (socket: net.Socket) => {
-    const release = socket.remoteAddress === undefined ? null : slots.take(socket.remoteAddress);
-    if (!release) {
+    const address = socket.remoteAddress;
+    const release = address === undefined ? null : slots.take(address);
+    // Should a client from an address holding fewer take this one's place, it is closed (its
+    // connection slot given back at once, so the newcomer finds one).
+    const releaseStartup =
+      release &&
+      unauthenticated.take(address as string, () => {
+        release();
+        options.metrics?.connectionRefused("session_plane", "evicted");
+        socket.destroy();
+      });
+    if (!release || !releaseStartup) {
+      release?.();
+      options.metrics?.connectionRefused("session_plane", "refused");
       socket.destroy();
       return;
     }
-    socket.once("close", release);
+    startupPlaces.set(socket, releaseStartup);
+    socket.once("close", () => {
+      releaseStartup();
+      release();
+    });
   });
   server.on("request", (req, res) => {
     proxyRequest(plane, req, res).catch((error: unknown) => sendError(res, error, log));
@@ -380,6 +429,8 @@ interface Plane {
   log: Logger;
   /** Proxied exchanges (requests in flight, open upgrades) per organization id. */
   organizations: ConnectionSlots;
+  /** A request on `socket` was authorized: it leaves the unauthenticated places (idempotent). */
+  authenticated(socket: net.Socket): void;
 }
 
 const organizationFull = () =>
@@ -397,6 +448,7 @@ async function proxyRequest(plane: Plane, req: http.IncomingMessage, res: http.S
     if (!isOriginPath(req.url)) throw new AppError("invalid_argument", "the request target must be a path");
     target = await sessions.authorize(req.headers.host, presentedCredentials(req));
     refuseForeignOrigin(sessions, req, target);
+    plane.authenticated(req.socket);
   } catch (error) {
     req.resume();
     return sendError(res, error, log);
@@ -498,6 +550,7 @@ async function proxyUpgrade(plane: Plane, req: http.IncomingMessage, socket: net
     if (!isOriginPath(req.url)) throw new AppError("invalid_argument", "the request target must be a path");
     target = await sessions.authorize(req.headers.host, presentedCredentials(req));
     refuseForeignOrigin(sessions, req, target);
+    plane.authenticated(socket);
     release = plane.organizations.takeFor(target.orgId);
     if (!release) throw organizationFull();
   } catch (error) {

@@ -6,6 +6,7 @@ import {
   decideStartup,
   descriptorBudget,
   openFileLimit,
+  planeStartupLimits,
   StartupSlots,
 } from "./connection-slots.js";
 
@@ -123,6 +124,12 @@ describe("descriptorBudget", () => {
     assert.deepEqual(red.plane, { overall: 2_500, perAddress: 312, perOrganization: 625 });
     assert.deepEqual(red.egress, { overall: 1_875, perSource: 256 });
     assert.deepEqual(red.ssh.unauthenticated, { overall: 256, perAddress: 32 });
+  });
+
+  it("gives the plane's unauthenticated connections a quarter of its places, an eighth of those per client", () => {
+    assert.deepEqual(planeStartupLimits(descriptorBudget(20_000).plane), { overall: 625, perAddress: 78 });
+    assert.deepEqual(planeStartupLimits({ overall: 100, perAddress: 2 }), { overall: 25, perAddress: 2 });
+    assert.deepEqual(planeStartupLimits({ overall: 1, perAddress: 1 }), { overall: 1, perAddress: 1 });
   });
 
   it("reads this process's open-file limit", () => {

@@ -210,6 +210,18 @@ export function decideStartup(
 }
 
 /**
+ * The session plane's bound on connections not yet authenticated (accepted, no request
+ * authorized on them yet), a quarter of its total, and one address's share of it (an eighth,
+ * at most its share of the total): clients on many addresses that reconnect can take this
+ * budget only, never the places of authenticated connections, and StartupSlots keeps room in
+ * it for a client from one more address.
+ */
+export function planeStartupLimits(plane: SlotLimits): SlotLimits {
+  const overall = Math.max(1, Math.floor(plane.overall / 4));
+  return { overall, perAddress: Math.max(1, Math.min(plane.perAddress, Math.floor(overall / 8))) };
+}
+
+/**
  * Places for connections still in their handshake (decideStartup): taken at accept with a
  * function that ends the connection should its place be given to another client.
  */

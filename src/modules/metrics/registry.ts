@@ -20,6 +20,10 @@ export interface MetricsOptions {
 /** Classes of telemetry SQL refusals (docs/metrics.md). */
 export type SqlRefusalReason = "construct" | "cost" | "timeout" | "invalid" | "unavailable";
 
+/** Servers that bound client connections at accept, and what they did to one (docs/metrics.md). */
+export type ConnectionServer = "session_plane" | "ssh";
+export type ConnectionRefusal = "refused" | "evicted";
+
 /** The storage pool's numbers (the local driver's StorageReport). */
 export interface StorageNumbers {
   hostFreeBytes: number;
@@ -55,6 +59,7 @@ export class WarrenMetrics {
   private readonly replicationBytes: Counter;
   private readonly annotations: Counter<"kind">;
   private readonly sqlRefusals: Counter<"reason">;
+  private readonly connectionRefusals: Counter<"server" | "reason">;
   private stateCounter: SandboxStateCounter | null = null;
   private pullBytesReader: (() => number) | null = null;
   private storageReader: (() => Promise<StorageNumbers | null>) | null = null;
@@ -133,6 +138,12 @@ export class WarrenMetrics {
       name: "warren_telemetry_sql_refusals_total",
       help: "Telemetry SQL queries and data view runs refused, by reason class",
       labelNames: ["reason"],
+      registers,
+    });
+    this.connectionRefusals = new Counter({
+      name: "warren_connections_refused_total",
+      help: "Client connections closed at accept (a bound or a random early drop) or evicted unauthenticated, by server",
+      labelNames: ["server", "reason"],
       registers,
     });
     const metrics = this;
@@ -226,6 +237,10 @@ export class WarrenMetrics {
 
   sqlRefused(reason: SqlRefusalReason): void {
     this.sqlRefusals.inc({ reason });
+  }
+
+  connectionRefused(server: ConnectionServer, reason: ConnectionRefusal): void {
+    this.connectionRefusals.inc({ server, reason });
   }
 
   /** The exposition text (Prometheus text format 0.0.4). */

@@ -53,6 +53,8 @@ export interface SshGatewayOptions {
   limits?: { connections?: SlotLimits; unauthenticated?: StartupLimits };
   /** Short-lived SSH tokens (IssueSshToken, `wst1.`...) as the password; absent: API keys only. */
   tokens?: { sshTokenOpens(token: string, sandboxId: string): Promise<boolean> } | null;
+  /** Where connections closed at accept or evicted are counted (WarrenMetrics). */
+  metrics?: { connectionRefused(server: "ssh", reason: "refused" | "evicted"): void };
 }
 
 /** A connection admitted at TCP accept and not authenticated yet. */
@@ -99,9 +101,15 @@ export class SshGateway {
     const address = socket.remoteAddress;
     const release = address === undefined ? null : this.slots.take(address);
     // Should a client with fewer handshakes take this one's place, it is closed.
-    const releaseUnauthenticated = release && this.unauthenticated.take(address as string, () => socket.destroy());
+    const releaseUnauthenticated =
+      release &&
+      this.unauthenticated.take(address as string, () => {
+        this.options.metrics?.connectionRefused("ssh", "evicted");
+        socket.destroy();
+      });
     if (!release || !releaseUnauthenticated) {
       release?.();
+      this.options.metrics?.connectionRefused("ssh", "refused");
       socket.destroy();
       return;
     }

@@ -21,6 +21,7 @@ export interface SshGatewaySetup {
   failureLimits?: FailureLimiterOptions;
   /** Verifies IssueSshToken's tokens (the session service); absent: API keys only. */
   tokens?: SshGatewayOptions["tokens"];
+  metrics?: SshGatewayOptions["metrics"];
 }
 
 export async function startSshGateway(setup: SshGatewaySetup): Promise<SshGateway | null> {
@@ -36,6 +37,7 @@ export async function startSshGateway(setup: SshGatewaySetup): Promise<SshGatewa
     log: setup.log,
     ...(setup.failureLimits ? { failureLimits: setup.failureLimits } : {}),
     tokens: setup.tokens ?? null,
+    ...(setup.metrics ? { metrics: setup.metrics } : {}),
   });
   const bound = await gateway.listen(setup.listen.host, setup.listen.port);
   setup.sandboxes.useSshGateway({
