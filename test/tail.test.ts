@@ -379,7 +379,7 @@ forEachStore(
       const runId = await startRun(t(), org.key);
       const schema = await textSchema(t(), org.key);
       // More than a silent client's socket buffers take (about 4 MiB on loopback), so streams stay full.
-      for (let n = 0; n < 32; n++) await annotateText(t(), org.key, schema, runId, 200 * 1024);
+      for (let n = 0; n < 64; n++) await annotateText(t(), org.key, schema, runId, 200 * 1024);
       const url = new URL(`${await baseUrl(t())}/v1/runs/${runId}/tail`);
       const silent: net.Socket[] = [];
       let peak = 0;
@@ -393,12 +393,20 @@ forEachStore(
           silent.push(socket);
         }
         const bound = t().c.tails.settings.maxBufferedBytesPerOrg + 200 * 1024 + 1024;
-        const deadline = Date.now() + 5_000;
-        while (Date.now() < deadline) {
+        // Once a silent client's socket is full its stream holds its page for good; until
+        // then (the reads are slow on a loaded host) the peak is sampled too.
+        const sample = () => {
           peak = Math.max(peak, t().c.tails.bufferedBytes(org.id));
+        };
+        const deadline = Date.now() + 120_000;
+        let heldSince = 0;
+        while (Date.now() < deadline && (heldSince === 0 || Date.now() - heldSince < 2_000)) {
+          sample();
+          if (t().c.tails.bufferedBytes(org.id) === 0) heldSince = 0;
+          else if (heldSince === 0) heldSince = Date.now();
           await sleep(10);
         }
-        assert.ok(peak > 0, "the silent clients' streams hold pages");
+        assert.ok(heldSince > 0, "a silent client's stream holds its page");
         assert.ok(peak <= bound, `held ${peak} bytes, more than the organization's ${bound}`);
         const other = await tail(t(), owner(), await startRun(t(), owner()));
         assert.equal(other.status, 200);

@@ -249,6 +249,21 @@ export class VolumeService {
     const added = await repo.newRefBytes(q, volume.id, digests, sizes);
     const used = Number(volume.used_bytes);
     const quota = Number(volume.quota_bytes);
+    if (used + added > quota) {
+      throw new AppError(
+        "quota_exceeded",
+        `the version needs ${added} more bytes; the volume uses ${used} of its ${quota}-byte quota`,
+        {
+          quota: {
+            metric: "volume.bytes",
+            limit: String(quota),
+            current: String(used),
+            reserved: String(added),
+            retry_after_seconds: 0,
+          },
+        },
+      );
+    }
     // Mounting a version writes its files in full on the host (a file of one repeated chunk
     // too), so its materialized size is bounded by the quota as well (docs/volumes.md).
     if (manifest.sizeBytes > quota) {
@@ -261,21 +276,6 @@ export class VolumeService {
             limit: String(quota),
             current: "0",
             reserved: String(manifest.sizeBytes),
-            retry_after_seconds: 0,
-          },
-        },
-      );
-    }
-    if (used + added > quota) {
-      throw new AppError(
-        "quota_exceeded",
-        `the version needs ${added} more bytes; the volume uses ${used} of its ${quota}-byte quota`,
-        {
-          quota: {
-            metric: "volume.bytes",
-            limit: String(quota),
-            current: String(used),
-            reserved: String(added),
             retry_after_seconds: 0,
           },
         },
