@@ -103,6 +103,8 @@ export interface VolumeSettings {
   gcIntervalSeconds: number;
   /** How long a verified blob no version references is kept after it was last used (at least the push TTL). */
   gcGraceSeconds: number;
+  /** Files (and so host inodes, directories aside) a version may hold: what mounting it costs the host. */
+  maxFiles: number;
 }
 
 /** The run tail (src/modules/tail/). */
@@ -115,6 +117,10 @@ export interface TailSettings {
   maxStreamsPerOrg: number;
   /** Open tail streams on this server. */
   maxStreamsPerServer: number;
+  /** Payload bytes one read of a tail takes from the store (a larger event is read alone). */
+  pageBytes: number;
+  /** Payload bytes an organization's tails may hold read but not yet written to their sockets. */
+  maxBufferedBytesPerOrg: number;
 }
 
 /** Secret egress (src/modules/egress/, docs/secret-egress.md). */
@@ -172,6 +178,13 @@ export interface Config {
   bootstrapApiKey: string;
   bootstrapOrgSlug: string;
   logLevel: string;
+  /**
+   * Milliseconds a shutdown (SIGTERM, SIGINT) may take: open streams are ended at once and
+   * connections still open after half of it are cut; past it the process exits with 1.
+   */
+  shutdownTimeoutMs: number;
+  /** Bytes of log lines held for a stdout reader that falls behind; past it lines are dropped (and counted). */
+  logQueueBytes: number;
   /** Client-visible sibling service URLs (GetServiceConfig). */
   publicApiUrl: string;
   /**
@@ -413,6 +426,8 @@ export function loadConfig(env: Env = process.env): Config {
     bootstrapApiKey: env.WARREN_BOOTSTRAP_API_KEY || "",
     bootstrapOrgSlug: "default",
     logLevel: env.WARREN_LOG_LEVEL || "info",
+    shutdownTimeoutMs: intSetting(env, "WARREN_SHUTDOWN_TIMEOUT_MS", 10_000, 100, 600_000),
+    logQueueBytes: intSetting(env, "WARREN_LOG_QUEUE_BYTES", 4 * 1024 * 1024, 4096, 1024 * 1024 * 1024),
     publicApiUrl: env.WARREN_PUBLIC_API_URL || `http://${hostForUrl}:${listen.port}`,
     sessionListen: env.WARREN_SESSION_LISTEN ? parseListen(env.WARREN_SESSION_LISTEN, "WARREN_SESSION_LISTEN") : null,
     sessionPlaneUrl: sessionPlaneUrlSetting(env),
@@ -462,12 +477,21 @@ export function loadConfig(env: Env = process.env): Config {
       cacheDir: path.resolve(env.WARREN_VOLUME_CACHE_DIR || path.join(dataDir, "volume-cache")),
       gcIntervalSeconds: intSetting(env, "WARREN_VOLUME_GC_INTERVAL_SECONDS", 600, 1, 86_400),
       gcGraceSeconds: intSetting(env, "WARREN_VOLUME_GC_GRACE_SECONDS", 2 * 3600, 0, 30 * 86_400),
+      maxFiles: intSetting(env, "WARREN_VOLUME_MAX_FILES", 100_000, 1, 1_000_000),
     },
     tail: {
       heartbeatMs: intSetting(env, "WARREN_TAIL_HEARTBEAT_MS", 15_000, 10, 300_000),
       fallbackPollMs: intSetting(env, "WARREN_TAIL_FALLBACK_POLL_MS", 1000, 10, 60_000),
       maxStreamsPerOrg: intSetting(env, "WARREN_TAIL_MAX_STREAMS_PER_ORG", 500, 1, 1_000_000),
       maxStreamsPerServer: intSetting(env, "WARREN_TAIL_MAX_STREAMS", 2000, 1, 1_000_000),
+      pageBytes: intSetting(env, "WARREN_TAIL_PAGE_BYTES", 1024 * 1024, 1024, 64 * 1024 * 1024),
+      maxBufferedBytesPerOrg: intSetting(
+        env,
+        "WARREN_TAIL_MAX_BUFFERED_BYTES_PER_ORG",
+        64 * 1024 * 1024,
+        1024,
+        2 ** 40,
+      ),
     },
     secretEgress: secretEgressSettings(env),
     egress: egressSettings(env),

@@ -6,7 +6,7 @@ import { createApp, createContainer } from "./container.js";
 import { startControllers } from "./controllers/index.js";
 import { startSessionPlane } from "./http/session-plane.js";
 import { busyListenersMessage } from "./lib/listen-check.js";
-import { createServerLogger } from "./lib/logger.js";
+import { BoundedLogSink, createServerLogger } from "./lib/logger.js";
 import { installProcessGuard } from "./lib/process-guard.js";
 import { writeServerLock } from "./lib/server-lock.js";
 import { apiTargetOf } from "./modules/egress/gateway.js";
@@ -15,7 +15,8 @@ import { startSshGateway } from "./modules/ssh/index.js";
 
 async function main(): Promise<void> {
   const config = loadConfig();
-  const log = createServerLogger(config.logLevel);
+  const logSink = new BoundedLogSink(process.stdout, config.logQueueBytes);
+  const log = createServerLogger(config.logLevel, logSink);
   installProcessGuard(log);
   const busy = await busyListenersMessage([
     { setting: "WARREN_LISTEN", host: config.listenHost, port: config.listenPort },
@@ -70,17 +71,33 @@ async function main(): Promise<void> {
 
   let stopping = false;
   const stop = async (signal: string) => {
-    if (stopping) return;
+    if (stopping) {
+      // A second signal: the operator will not wait for the first shutdown.
+      log.warn({ signal }, "second signal during shutdown, exiting now");
+      logSink.flush();
+      process.exit(1);
+    }
     stopping = true;
     log.info({ signal }, "shutting down");
+    // Whatever hangs (a stream whose client stopped reading, a host tool), the process ends.
+    setTimeout(() => {
+      log.error({ timeoutMs: config.shutdownTimeoutMs }, "shutdown did not finish in time, exiting");
+      logSink.flush();
+      process.exit(1);
+    }, config.shutdownTimeoutMs);
     await ssh?.close();
     await sessionPlane?.close();
     await controllers.stop();
     await container.runtime?.close();
     await container.egress?.close();
+    // Tails are ended by the app's preClose hook; a connection still open after half the
+    // budget (a client that stopped reading holds its socket's buffers) is cut.
+    const cut = setTimeout(() => app.server.closeAllConnections(), config.shutdownTimeoutMs / 2);
     await app.close();
+    clearTimeout(cut);
     await releaseLock();
     await container.db.close();
+    await logSink.drained(1000);
     process.exit(0);
   };
   process.on("SIGINT", () => void stop("SIGINT"));

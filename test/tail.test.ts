@@ -2,11 +2,12 @@
 // Last-Event-ID and cursor while writers run, out-of-order commits, the end of the stream,
 // heartbeats, the lineage filter, authorization, stream limits and release on disconnect.
 import assert from "node:assert/strict";
-import type { AddressInfo } from "node:net";
+import net, { type AddressInfo } from "node:net";
 import { describe, it } from "node:test";
 import { newUlid } from "../src/lib/ids.js";
 import { appendEvent } from "../src/modules/events/service.js";
-import { formatCursor, parseCursor } from "../src/modules/tail/cursor.js";
+import { formatCursor, parseCursor, START } from "../src/modules/tail/cursor.js";
+import { readTail, type TailRow } from "../src/modules/tail/repo.js";
 import { forEachStore, type TestApp } from "./harness.js";
 import { API_ONLY_RUNTIME, freshOrg } from "./support/fixtures.js";
 import { openSse, type SseItem, type SseStream } from "./support/sse.js";
@@ -59,6 +60,28 @@ async function annotate(t: TestApp, key: string, name: string, runId: string, n:
   });
   assert.equal(res.status, 200, res.raw);
   return res.body.event_id as string;
+}
+
+const TEXT_SCHEMA = JSON.stringify({ type: "object", properties: { text: { type: "string" } } });
+
+async function textSchema(t: TestApp, key: string): Promise<string> {
+  const name = `text${Math.random().toString(36).slice(2, 8)}`;
+  const res = await t.request("POST", "/v1/annotation-schemas", { key, body: { name, json_schema: TEXT_SCHEMA } });
+  assert.equal(res.status, 200, res.raw);
+  return name;
+}
+
+async function annotateText(t: TestApp, key: string, name: string, runId: string, bytes: number): Promise<void> {
+  const res = await t.request("POST", "/v1/annotations", {
+    key,
+    body: { schema_name: name, run_id: runId, payload_json: JSON.stringify({ text: "x".repeat(bytes) }) },
+  });
+  assert.equal(res.status, 200, res.raw);
+}
+
+function rowCursor(row: TailRow | undefined) {
+  assert.ok(row);
+  return { txid: row.txid, seq: row.seq };
 }
 
 async function committedIds(t: TestApp, runId: string): Promise<string[]> {
@@ -335,9 +358,110 @@ forEachStore(
       assert.equal(t().c.tails.openStreams, 0, "every slot is freed");
       assert.equal(t().c.tailHub.subscriptions, 0, "every listener is gone");
     });
+
+    it("reads a page bounded in bytes (a larger event alone), and says more follows", async () => {
+      const org = await freshOrg(t(), "owner");
+      const runId = await startRun(t(), org.key);
+      const schema = await textSchema(t(), org.key);
+      for (let n = 0; n < 4; n++) await annotateText(t(), org.key, schema, runId, 40 * 1024);
+      const page = await readTail(t().c.db, org.id, runId, START, "", 200, 64 * 1024);
+      // run.started and one 40 KiB annotation fit in 64 KiB; the next one does not.
+      assert.equal(page.rows.length, 2);
+      assert.ok(page.more);
+      assert.ok(page.bytes > 40 * 1024 && page.bytes < 64 * 1024, String(page.bytes));
+      const tiny = await readTail(t().c.db, org.id, runId, rowCursor(page.rows[0]), "", 200, 1024);
+      assert.equal(tiny.rows.length, 1, "an event larger than the budget is read alone");
+      assert.ok(tiny.more);
+    });
+
+    it("holds at most the organization's byte budget for clients that never read; other organizations stream", async () => {
+      const org = await freshOrg(t(), "owner");
+      const runId = await startRun(t(), org.key);
+      const schema = await textSchema(t(), org.key);
+      // More than a silent client's socket buffers take (about 4 MiB on loopback), so streams stay full.
+      for (let n = 0; n < 64; n++) await annotateText(t(), org.key, schema, runId, 200 * 1024);
+      const url = new URL(`${await baseUrl(t())}/v1/runs/${runId}/tail`);
+      const silent: net.Socket[] = [];
+      let peak = 0;
+      try {
+        for (let i = 0; i < 3; i++) {
+          const socket = net.connect(Number(url.port), url.hostname);
+          socket.on("error", () => undefined);
+          socket.write(`GET ${url.pathname} HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${org.key}\r\n\r\n`);
+          await new Promise((resolve) => socket.once("data", resolve));
+          socket.pause();
+          silent.push(socket);
+        }
+        const bound = t().c.tails.settings.maxBufferedBytesPerOrg + 200 * 1024 + 1024;
+        // Once a silent client's socket is full its stream holds its page for good; until
+        // then (the reads are slow on a loaded host) the peak is sampled too.
+        const sample = () => {
+          peak = Math.max(peak, t().c.tails.bufferedBytes(org.id));
+        };
+        const deadline = Date.now() + 120_000;
+        let heldSince = 0;
+        while (Date.now() < deadline && (heldSince === 0 || Date.now() - heldSince < 2_000)) {
+          sample();
+          if (t().c.tails.bufferedBytes(org.id) === 0) heldSince = 0;
+          else if (heldSince === 0) heldSince = Date.now();
+          await sleep(10);
+        }
+        assert.ok(heldSince > 0, "a silent client's stream holds its page");
+        assert.ok(peak <= bound, `held ${peak} bytes, more than the organization's ${bound}`);
+        const other = await tail(t(), owner(), await startRun(t(), owner()));
+        assert.equal(other.status, 200);
+        assert.equal((await other.next(30_000))?.data.name, "run.started", "another organization is not held up");
+        other.close();
+      } finally {
+        for (const socket of silent) socket.destroy();
+      }
+      for (let i = 0; i < 500 && t().c.tails.bufferedBytes(org.id) > 0; i++) await sleep(20);
+      assert.equal(t().c.tails.bufferedBytes(org.id), 0, "every page is let go when its clients go");
+    });
+
+    it("serves the idle tails of one run woken by a commit with one store read", async () => {
+      const org = await freshOrg(t(), "owner");
+      const runId = await startRun(t(), org.key);
+      const schema = await schemaName(t(), org.key);
+      const streams: SseStream[] = [];
+      const db = t().c.tails.db;
+      const original = db.query;
+      let reads = 0;
+      try {
+        // The organization's stream cap of this suite.
+        for (let i = 0; i < 3; i++) {
+          const stream = await tail(t(), org.key, runId);
+          assert.equal((await stream.next(30_000))?.data.name, "run.started");
+          streams.push(stream);
+        }
+        // Counts the tail reads that returned events (heartbeats re-read too, finding none).
+        db.query = (async (sql: string, params?: unknown[]) => {
+          const result = await original.call(db, sql, params);
+          const rows = (result.rows[0] as { rows?: unknown } | undefined)?.rows;
+          const found = typeof rows === "string" ? rows !== "[]" : Array.isArray(rows) && rows.length > 0;
+          if (sql.includes("pg_snapshot_xmin") && found) reads += 1;
+          return result;
+        }) as typeof db.query;
+        await annotate(t(), org.key, schema, runId, 1);
+        for (const stream of streams) assert.equal((await stream.next(30_000))?.data.name, schema);
+        assert.ok(reads <= 2, `${reads} store reads for ${streams.length} tails of one commit`);
+      } finally {
+        db.query = original;
+        for (const stream of streams) stream.close();
+      }
+    });
   },
   {
-    config: { tail: { heartbeatMs: 200, fallbackPollMs: 100, maxStreamsPerOrg: 3, maxStreamsPerServer: 50 } },
+    config: {
+      tail: {
+        heartbeatMs: 200,
+        fallbackPollMs: 100,
+        maxStreamsPerOrg: 3,
+        maxStreamsPerServer: 50,
+        pageBytes: 64 * 1024,
+        maxBufferedBytesPerOrg: 256 * 1024,
+      },
+    },
     overrides: { runtime: API_ONLY_RUNTIME },
   },
 );

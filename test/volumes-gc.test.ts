@@ -27,6 +27,7 @@ const config = () => ({
     cacheDir: "/nonexistent",
     gcIntervalSeconds: 600,
     gcGraceSeconds: 3600,
+    maxFiles: 100_000,
   },
 });
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));

@@ -52,6 +52,7 @@ describe("volume mounts [pglite]", () => {
           cacheDir,
           gcIntervalSeconds: 600,
           gcGraceSeconds: 3600,
+          maxFiles: 100_000,
         },
         sandbox: { ...base.sandbox, defaultImage: fixture.busyboxRef, memoryMiB: 128, pids: 128 },
       },

@@ -20,6 +20,7 @@ const config = () => {
       cacheDir: "/nonexistent",
       gcIntervalSeconds: 600,
       gcGraceSeconds: 3600,
+      maxFiles: 3,
     },
   };
 };
@@ -236,6 +237,16 @@ forEachStore(
         [{ version: 1, files: [{ ...file, mode: 0o4755 }] }, /mode/],
         [{ version: 2, files: [] }, /version/],
         ["not json", /JSON/],
+        [{ version: 1, files: [{ ...file, path: "a\ud800" }] }, /lone surrogate/],
+        [{ version: 1, files: [{ ...file, path: "a\u0000b" }] }, /NUL/],
+        [
+          Buffer.concat([Buffer.from('{"version":1,"files":[{"path":"a'), Buffer.from([0xff]), Buffer.from('"}]}')]),
+          /UTF-8/,
+        ],
+        [
+          { version: 1, files: [file, { ...file, path: "g" }, { ...file, path: "h" }, { ...file, path: "i" }] },
+          /at most 3 files/,
+        ],
         [{ version: 1, files: [{ ...file, path: "x".repeat(MAX_MANIFEST_BYTES) }] }, /max_manifest_bytes/],
       ];
       const tree = treeOf({ f: content });
@@ -245,7 +256,9 @@ forEachStore(
         for (const upload of await requestUploads(t(), owner(), start.push_id, tree)) {
           if (!upload.present) await putUrl(t(), upload.upload_url, content);
         }
-        const bytes = Buffer.from(typeof manifest === "string" ? manifest : JSON.stringify(manifest));
+        const bytes = Buffer.isBuffer(manifest)
+          ? manifest
+          : Buffer.from(typeof manifest === "string" ? manifest : JSON.stringify(manifest));
         await putUrl(t(), start.manifest_upload_url, bytes);
         const res = await t().request("POST", `/v1/volume-pushes/${start.push_id}/publish`, { key: owner(), body: {} });
         assertError(res, 400, "invalid_argument");
@@ -265,6 +278,27 @@ forEachStore(
       const over = await pushTree(t(), owner(), volume.id, treeOf({ a: "0123456789", b: "!" }));
       assertError(over.publish, 429, "quota_exceeded");
       assert.equal((over.publish.body.details as { quota: { metric: string } }).quota.metric, "volume.bytes");
+    });
+
+    it("bounds a version's size as mounted by the quota: a file of one repeated chunk counts in full", async () => {
+      const volume = await createVolume(t(), owner(), "repeats", "10");
+      const chunk = Buffer.from("0123456789");
+      const whole = Buffer.concat([chunk, chunk, chunk]);
+      const start = await startPush(t(), owner(), volume.id);
+      const tree = treeOf({ c: chunk });
+      for (const upload of await requestUploads(t(), owner(), start.push_id, tree)) {
+        if (!upload.present) await putUrl(t(), upload.upload_url, chunk);
+      }
+      const chunks = [0, 1, 2].map(() => ({ digest: digest(chunk), size: 10 }));
+      const manifest = { version: 1, files: [{ path: "big", mode: 0o644, size: 30, digest: digest(whole), chunks }] };
+      await putUrl(t(), start.manifest_upload_url, Buffer.from(JSON.stringify(manifest)));
+      const res = await t().request("POST", `/v1/volume-pushes/${start.push_id}/publish`, { key: owner(), body: {} });
+      assertError(res, 429, "quota_exceeded");
+      assert.equal(
+        (res.body.details as { quota: { metric: string } }).quota.metric,
+        "volume.materialized_bytes",
+        res.raw,
+      );
     });
 
     it("expires a push: publish refused, its manifest and unverified uploads removed", async () => {

@@ -84,7 +84,7 @@ export class ServerProcess {
   }
 
   /** Starts the server; `extraEnv` adds to (or overrides) the options' settings for this process only. */
-  async start(extraEnv: Record<string, string> = {}): Promise<void> {
+  async start(extraEnv: Record<string, string> = {}, readyTimeoutMs = 240_000): Promise<void> {
     this.log = "";
     const env: NodeJS.ProcessEnv = {
       ...process.env,
@@ -122,12 +122,42 @@ export class ServerProcess {
         const res = await fetch(`http://127.0.0.1:${this.port}/readyz`);
         return res.status === 200 && "ready";
       },
-      // PGlite's first start (initdb and migrations) takes seconds, more on a loaded host.
-      this.options.readyTimeoutMs ?? 120_000,
+      // PGlite's first start (initdb and migrations) takes seconds, minutes on a loaded host.
+      this.options.readyTimeoutMs ?? readyTimeoutMs,
     ).catch((error: Error) => {
       throw new Error(`${error.message}\n${this.log}`);
     });
     if (outcome === "exited") throw new Error(`the server exited at start:\n${this.log}`);
+  }
+
+  /**
+   * Stops reading the process's stdout (a log collector that hangs): once the socket's
+   * buffers are full, every write the server makes to stdout would block or fail.
+   */
+  stallStdout(): void {
+    const stdout = this.child?.stdout;
+    if (!stdout) return;
+    stdout.removeAllListeners("data");
+    stdout.pause();
+  }
+
+  /** Resolves with the exit code (null: killed by a signal), or "running" after `timeoutMs`. */
+  async exitWithin(timeoutMs: number): Promise<number | null | "running"> {
+    const child = this.child;
+    if (!child) return null;
+    if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => resolve("running"), timeoutMs);
+      child.once("exit", (code) => {
+        clearTimeout(timer);
+        resolve(code);
+      });
+    });
+  }
+
+  /** Sends `signal` without waiting for the exit (see exitWithin). */
+  signal(signal: NodeJS.Signals): void {
+    this.child?.kill(signal);
   }
 
   /** Signals the process and resolves with its exit code once it is gone (null when killed by a signal). */

@@ -3,6 +3,7 @@
 // a status code, an outcome kind), never from a URL, an id or a caller's text, so the
 // number of series stays bounded. Recording is a map lookup and an add: cheap enough for exec.
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
+import { droppedLogLines } from "../../lib/logger.js";
 import { STATES } from "../sandboxes/lifecycle.js";
 
 const SANDBOX_STATES = Object.keys(STATES);
@@ -64,6 +65,7 @@ export class WarrenMetrics {
   private pullBytesReader: (() => number) | null = null;
   private storageReader: (() => Promise<StorageNumbers | null>) | null = null;
   private pullBytesSeen = 0;
+  private droppedLinesSeen = 0;
   private stateCache: { at: number; counts: Record<string, number> } | null = null;
   private stateRead: Promise<Record<string, number>> | null = null;
 
@@ -155,6 +157,17 @@ export class WarrenMetrics {
         const total = metrics.pullBytesReader?.() ?? 0;
         if (total > metrics.pullBytesSeen) this.inc(total - metrics.pullBytesSeen);
         metrics.pullBytesSeen = Math.max(total, metrics.pullBytesSeen);
+      },
+    });
+    new Counter({
+      name: "warren_log_lines_dropped_total",
+      help: "Log lines the server dropped because stdout's reader fell behind (its queue was full)",
+      registers,
+      collect() {
+        // The process's count: every server in one process (tests) shows the same number.
+        const total = droppedLogLines();
+        if (total > metrics.droppedLinesSeen) this.inc(total - metrics.droppedLinesSeen);
+        metrics.droppedLinesSeen = Math.max(total, metrics.droppedLinesSeen);
       },
     });
     new Gauge({

@@ -9,14 +9,20 @@ import type { FastifyReply, FastifyRequest } from "fastify";
 import { standardResponses } from "../../http/schemas.js";
 import { type App, credentialOf } from "../../http/types.js";
 import { TailQuery } from "./schemas.js";
-import type { TailFrame, TailService } from "./service.js";
+import type { TailFrame, TailItem, TailService } from "./service.js";
+
+/** How long a stream may take to hand its last bytes to its client once the server closes. */
+const CLOSE_GRACE_MS = 1000;
 
 const RunParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 64 }) });
 
 export function registerTailRoutes(app: App, tails: TailService): void {
   const streams = new Set<AbortController>();
-  // Open streams would hold the server's close until their runs end.
+  let closing = false;
+  // Open streams would hold the server's close until their runs end: each is ended, and cut
+  // when its client does not take the end (a full socket would hold the close for ever).
   app.addHook("preClose", (done) => {
+    closing = true;
     for (const stream of streams) stream.abort();
     done();
   });
@@ -63,6 +69,8 @@ export function registerTailRoutes(app: App, tails: TailService): void {
         "cache-control": "no-cache, no-transform",
         "x-accel-buffering": "no",
         "x-request-id": request.id,
+        // The connection ends with the stream: nothing lingers as an idle keep-alive socket.
+        connection: "close",
       });
       res.flushHeaders();
       const started = Date.now();
@@ -79,6 +87,11 @@ export function registerTailRoutes(app: App, tails: TailService): void {
         tail.release();
         streams.delete(abort);
         if (!res.writableEnded) res.end();
+        if (closing && !res.writableFinished) {
+          const cut = setTimeout(() => res.destroy(), CLOSE_GRACE_MS);
+          cut.unref();
+          res.once("close", () => clearTimeout(cut));
+        }
         request.log.info(
           { orgId: tail.orgId, runId: tail.runId, items: sent, ms: Date.now() - started, status: 200 },
           "run tail closed",
@@ -92,6 +105,18 @@ export function registerTailRoutes(app: App, tails: TailService): void {
 export function frameText(frame: TailFrame): string {
   if (!("item" in frame)) return ": heartbeat\n\n";
   const { item } = frame;
+  // One item goes to every tail of its run: its text is built once.
+  let text = texts.get(item);
+  if (text === undefined) {
+    text = itemText(item);
+    texts.set(item, text);
+  }
+  return text;
+}
+
+const texts = new WeakMap<TailItem, string>();
+
+function itemText(item: TailItem): string {
   let text = "";
   if (item.id !== undefined) text += `id: ${item.id}\n`;
   if (item.event !== undefined) text += `event: ${item.event}\n`;

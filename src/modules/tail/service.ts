@@ -30,11 +30,17 @@ export interface TailOptions {
   lineagePath?: string | undefined;
 }
 
-/** Rows one read takes; a longer backlog is read page by page. */
-const PAGE_SIZE = 500;
+/** Rows one read scans at most; its payloads are bounded in bytes too (settings.pageBytes). */
+const PAGE_ROWS = 200;
 /** Waits while rows are committed above the horizon (an older transaction still open). */
 const PENDING_MIN_MS = 5;
 const PENDING_MAX_MS = 200;
+
+/** A page read for one or more tails; its bytes stay charged to the organization until the last lets go. */
+export interface SharedPage {
+  page: repo.TailPage;
+  release(): void;
+}
 
 export class OpenTail {
   private released = false;
@@ -54,9 +60,14 @@ export class OpenTail {
     this.service.releaseSlot(this.orgId);
   }
 
-  /** The stream's frames until the run ends or `signal` aborts; listeners and timers go with it. */
+  /**
+   * The stream's frames until the run ends or `signal` aborts; listeners and timers go with it.
+   * The next page is read only once the consumer has taken every frame of the last one (the
+   * route takes the next frame once the socket has drained), so a client that stops reading
+   * stops the reads and holds one bounded page.
+   */
   async *frames(signal: AbortSignal): AsyncGenerator<TailFrame> {
-    const { db, hub, settings } = this.service;
+    const { hub, settings } = this.service;
     let position = this.after;
     let woken = true;
     let wakeUp: (() => void) | null = null;
@@ -72,13 +83,22 @@ export class OpenTail {
     try {
       while (!signal.aborted) {
         woken = false;
-        const page = await repo.readTail(db, this.orgId, this.runId, position, this.lineagePath, PAGE_SIZE);
-        for (const row of page.rows) {
-          position = { txid: row.txid, seq: row.seq };
-          yield { item: { id: formatCursor(position), data: eventData(row) } };
+        const shared = await untilAborted(
+          this.service.read(this.orgId, this.runId, position, this.lineagePath),
+          signal,
+        );
+        if (!shared) break;
+        const { page } = shared;
+        try {
+          for (const row of page.rows) {
+            position = { txid: row.txid, seq: row.seq };
+            yield { item: itemOf(row) };
+          }
+        } finally {
+          shared.release();
         }
         if (page.rows.length > 0) heartbeatDue = Date.now() + settings.heartbeatMs;
-        if (page.rows.length === PAGE_SIZE) continue;
+        if (page.more) continue;
         if (page.status !== "running" && !page.pending) {
           const data: TailEnd =
             page.status === null
@@ -119,9 +139,51 @@ export class OpenTail {
   }
 }
 
+/** The shared page, or null once `signal` aborted (a page that comes later is let go at once). */
+function untilAborted(read: Promise<SharedPage>, signal: AbortSignal): Promise<SharedPage | null> {
+  if (signal.aborted) {
+    read.then(
+      (shared) => shared.release(),
+      () => undefined,
+    );
+    return Promise.resolve(null);
+  }
+  return new Promise((resolve, reject) => {
+    const onAbort = () => {
+      read.then(
+        (shared) => shared.release(),
+        () => undefined,
+      );
+      resolve(null);
+    };
+    signal.addEventListener("abort", onAbort, { once: true });
+    read.then(
+      (shared) => {
+        signal.removeEventListener("abort", onAbort);
+        if (signal.aborted) shared.release();
+        else resolve(shared);
+      },
+      (error: unknown) => {
+        signal.removeEventListener("abort", onAbort);
+        reject(error);
+      },
+    );
+  });
+}
+
+/** A read not started yet: tails that ask for the same page before it starts share it. */
+interface QueuedRead {
+  refs: number;
+  promise: Promise<repo.TailPage>;
+}
+
 export class TailService {
   private readonly perOrg = new Map<string, number>();
   private streams = 0;
+  /** Payload bytes each organization's tails hold (read or reserved, not yet written). */
+  private readonly heldBytes = new Map<string, number>();
+  private readonly budgetWaiters = new Map<string, (() => void)[]>();
+  private readonly queuedReads = new Map<string, QueuedRead>();
 
   constructor(
     readonly db: Db,
@@ -147,6 +209,92 @@ export class TailService {
     }
     this.takeSlot(cred.orgId);
     return new OpenTail(this, cred.orgId, run.id, after, options.lineagePath ?? "");
+  }
+
+  /**
+   * The page after `after`. Tails of one run that ask for the same page (every idle tail of
+   * a run, woken by one commit) before its read starts share one store read and one copy of
+   * its rows, so a commit costs one query per run, not one per tail. A read waits until its
+   * page fits in the organization's byte budget (one page at a time always fits).
+   */
+  read(orgId: string, runId: string, after: TailCursor, lineagePath: string): Promise<SharedPage> {
+    const key = `${orgId}\0${runId}\0${after.txid}\0${after.seq}\0${lineagePath}`;
+    let queued = this.queuedReads.get(key);
+    if (!queued) {
+      const entry: QueuedRead = {
+        refs: 0,
+        promise: (async () => {
+          // Every tail woken by the same notification asks within this turn of the loop.
+          await new Promise((resolve) => setImmediate(resolve));
+          this.queuedReads.delete(key);
+          const reserved = this.settings.pageBytes;
+          await this.reserve(orgId, reserved);
+          try {
+            const page = await repo.readTail(this.db, orgId, runId, after, lineagePath, PAGE_ROWS, reserved);
+            this.charge(orgId, page.bytes - reserved);
+            return page;
+          } catch (error) {
+            this.charge(orgId, -reserved);
+            throw error;
+          }
+        })(),
+      };
+      // A failed read is each asker's to handle; this copy only keeps it from being unhandled.
+      entry.promise.catch(() => undefined);
+      this.queuedReads.set(key, entry);
+      queued = entry;
+    }
+    const entry = queued;
+    entry.refs += 1;
+    return entry.promise.then(
+      (page) => {
+        let released = false;
+        return {
+          page,
+          release: () => {
+            if (released) return;
+            released = true;
+            entry.refs -= 1;
+            if (entry.refs === 0) this.charge(orgId, -page.bytes);
+          },
+        };
+      },
+      (error: unknown) => {
+        entry.refs -= 1;
+        throw error;
+      },
+    );
+  }
+
+  /** Payload bytes the organization's tails hold on this server (read, not yet written). */
+  bufferedBytes(orgId: string): number {
+    return this.heldBytes.get(orgId) ?? 0;
+  }
+
+  private async reserve(orgId: string, bytes: number): Promise<void> {
+    for (;;) {
+      const held = this.heldBytes.get(orgId) ?? 0;
+      if (held === 0 || held + bytes <= this.settings.maxBufferedBytesPerOrg) {
+        this.heldBytes.set(orgId, held + bytes);
+        return;
+      }
+      await new Promise<void>((resolve) => {
+        const waiters = this.budgetWaiters.get(orgId) ?? [];
+        waiters.push(resolve);
+        this.budgetWaiters.set(orgId, waiters);
+      });
+    }
+  }
+
+  private charge(orgId: string, bytes: number): void {
+    const held = (this.heldBytes.get(orgId) ?? 0) + bytes;
+    if (held <= 0) this.heldBytes.delete(orgId);
+    else this.heldBytes.set(orgId, held);
+    if (bytes < 0) {
+      const waiters = this.budgetWaiters.get(orgId);
+      this.budgetWaiters.delete(orgId);
+      for (const waiter of waiters ?? []) waiter();
+    }
   }
 
   /** Open streams on this server (all organizations). */
@@ -176,6 +324,18 @@ export class TailService {
     else this.perOrg.set(orgId, org);
     this.streams -= 1;
   }
+}
+
+/** Items of shared rows are built once, whatever the number of tails that send them. */
+const items = new WeakMap<repo.TailRow, TailItem>();
+
+function itemOf(row: repo.TailRow): TailItem {
+  let item = items.get(row);
+  if (!item) {
+    item = { id: formatCursor({ txid: row.txid, seq: row.seq }), data: eventData(row) };
+    items.set(row, item);
+  }
+  return item;
 }
 
 function eventData(row: repo.TailRow): TailEvent {

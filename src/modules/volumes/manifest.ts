@@ -51,6 +51,8 @@ export interface CanonicalManifest {
   contentDigest: Digest;
 }
 
+const LONE_SURROGATE = /\p{Surrogate}/u;
+
 const bad = (message: string) => new AppError("invalid_argument", `invalid manifest: ${message}`);
 
 const isObject = (value: unknown): value is Record<string, unknown> =>
@@ -76,6 +78,8 @@ export function normalizeManifestPath(raw: unknown, index: number): string {
   const where = `files[${index}].path`;
   if (typeof raw !== "string" || raw.length === 0) throw bad(`${where} must be a non-empty string`);
   if (raw.includes("\0")) throw bad(`${where} may not contain NUL`);
+  // A lone surrogate has no UTF-8 form: two of them would name one file on the host.
+  if (LONE_SURROGATE.test(raw)) throw bad(`${where} is not valid Unicode (a lone surrogate)`);
   if (raw.startsWith("/")) throw bad(`${where} must be relative, not absolute`);
   if (raw.includes("\\")) throw bad(`${where} must use / as its separator`);
   const segments = raw.split("/").filter((segment) => segment !== "" && segment !== ".");
@@ -120,18 +124,30 @@ function parseFile(raw: unknown, index: number): ManifestFile {
 
 const byPath = (a: ManifestFile, b: ManifestFile) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0);
 
-/** Checks an uploaded manifest (JSON bytes) and puts it in canonical order. */
-export function parseManifest(bytes: Buffer): CanonicalManifest {
+const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
+
+/**
+ * Checks an uploaded manifest (JSON bytes) and puts it in canonical order. `maxFiles` bounds
+ * what mounting the version costs the host in inodes (its size is bounded by the quota at publish).
+ */
+export function parseManifest(bytes: Buffer, maxFiles = MAX_FILES): CanonicalManifest {
+  let text: string;
+  try {
+    // Invalid UTF-8 is refused, not decoded to U+FFFD (two paths would become one).
+    text = utf8.decode(bytes);
+  } catch {
+    throw bad("not valid UTF-8");
+  }
   let raw: unknown;
   try {
-    raw = JSON.parse(bytes.toString("utf8"));
+    raw = JSON.parse(text);
   } catch {
     throw bad("not valid JSON");
   }
   if (!isObject(raw)) throw bad("must be a JSON object");
   if (raw.version !== MANIFEST_VERSION) throw bad(`version must be ${MANIFEST_VERSION}`);
   if (!Array.isArray(raw.files)) throw bad("files must be an array");
-  if (raw.files.length > MAX_FILES) throw bad(`at most ${MAX_FILES} files`);
+  if (raw.files.length > maxFiles) throw bad(`at most ${maxFiles} files`);
   const files = raw.files.map(parseFile).sort(byPath);
   const blobs = new Map<Digest, number>();
   let sizeBytes = 0;

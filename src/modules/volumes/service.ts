@@ -264,6 +264,23 @@ export class VolumeService {
         },
       );
     }
+    // Mounting a version writes its files in full on the host (a file of one repeated chunk
+    // too), so its materialized size is bounded by the quota as well (docs/volumes.md).
+    if (manifest.sizeBytes > quota) {
+      throw new AppError(
+        "quota_exceeded",
+        `the version's files hold ${manifest.sizeBytes} bytes as mounted, over the volume's ${quota}-byte quota`,
+        {
+          quota: {
+            metric: "volume.materialized_bytes",
+            limit: String(quota),
+            current: "0",
+            reserved: String(manifest.sizeBytes),
+            retry_after_seconds: 0,
+          },
+        },
+      );
+    }
     const now = this.clock.now();
     // Touched under their row locks: a collection of one of them either committed before
     // (it is gone: refuse) or waits for this transaction and then sees it touched.
@@ -355,7 +372,7 @@ export class VolumeService {
       });
     if (!bytes) throw new AppError("failed_precondition", "the push's manifest has not been uploaded");
     try {
-      return parseManifest(bytes);
+      return parseManifest(bytes, this.settings.maxFiles);
     } catch (error) {
       // A refused manifest is removed so the same URL can carry a corrected one.
       await this.blobs.delete(push.manifest_key);
