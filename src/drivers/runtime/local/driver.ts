@@ -49,6 +49,7 @@ import { ExecRunner } from "./exec-runner.js";
 import { ExitWatch } from "./exit-watch.js";
 import { ensureHostPackages, TOOLS } from "./host.js";
 import { ImageSource } from "./image-source.js";
+import { raiseMemcgAccountedLimits } from "./kernel-limits.js";
 import { assertSandboxId, isSandboxId, Layout, type SandboxPaths } from "./layout.js";
 import { listeningPortsOfSandbox } from "./listening.js";
 import { mountOverlay, unmountUnder } from "./mounts.js";
@@ -72,6 +73,7 @@ import { assertCapacity } from "./storage/images.js";
 import { SandboxStorage } from "./storage/sandbox-storage.js";
 import { settledExitRecord, startShim, stoppedObservation, stopRun } from "./supervisor.js";
 import { prepareTrust, trustedEnv } from "./trust.js";
+import { makeSandboxNamespaces, pinsNamespace, userNamespacePin } from "./user-namespace.js";
 import { resolveUser } from "./users.js";
 
 export type { LocalRuntimeDriverOptions } from "./options.js";
@@ -87,6 +89,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
   private readonly stopTimeoutMs: number;
   private readonly swapAccounting: boolean;
   private readonly maxOpenFiles: number;
+  private readonly userNamespaces: boolean;
   private trustedCaPem: string | undefined;
   private readonly locks = new Map<string, Promise<unknown>>();
   private readonly exits: ExitWatch;
@@ -125,6 +128,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
     this.swapAccounting = host.swapAccounting;
     this.maxOpenFiles = host.maxOpenFiles;
     this.trustedCaPem = options.trustedCaPem;
+    this.userNamespaces = options.userNamespaces !== false;
   }
 
   /**
@@ -140,6 +144,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
     for (const dir of [layout.root, layout.runcRoot, layout.sandboxesDir]) {
       await mkdir(dir, { recursive: true, mode: 0o700 });
     }
+    await raiseMemcgAccountedLimits();
     const host = {
       swapAccounting: await exists("/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes"),
       maxOpenFiles: await hostMaxOpenFiles(),
@@ -201,8 +206,14 @@ export class LocalRuntimeDriver implements RuntimeDriver {
         // rules) is made while the root filesystem and workspace are: separate host tools, no
         // shared state. create() began by clearing what an earlier attempt left, so an
         // attachment makes the namespace itself and has nothing to remove first.
-        const networkReady =
-          spec.network === "none"
+        const networkReady = this.userNamespaces
+          ? (async () => {
+              // The network namespace is made with the user namespace that owns it.
+              await makeSandboxNamespaces(spec.id, userNamespacePin(paths), this.network.netnsPath(spec.id));
+              await this.network.createNamespace(spec.id);
+              if (spec.network !== "none") await this.network.apply(spec.id, paths, spec.network, null);
+            })()
+          : spec.network === "none"
             ? this.network.createNamespace(spec.id)
             : this.network.apply(spec.id, paths, spec.network, null, true);
         networkDone = networkReady.then(
@@ -258,6 +269,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
           resources: { ...spec.resources },
           storage: { class: spec.storageClass },
           hostname,
+          ...(this.userNamespaces ? { userNamespace: true as const } : {}),
         };
         await this.writeBundleConfig(record, paths);
         await writeJson(paths.record, record);
@@ -327,11 +339,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
         work: paths.work,
         target: paths.rootfs,
       });
-      if (!(await this.network.namespaceExists(id))) {
-        await this.network.createNamespace(id);
-        const network = await readNetworkRecord(paths);
-        if (network.mode !== "none") await this.network.apply(id, paths, network.mode, network.slot);
-      }
+      await this.ensureNamespaces(record, paths);
       await this.writeBundleConfig(record, paths);
       const oomFile = (await oomCounterFile(this.layout.cgroupPath(id))) ?? "/nonexistent";
       await startShim({
@@ -479,8 +487,8 @@ export class LocalRuntimeDriver implements RuntimeDriver {
       throw new RuntimeError("invalid_spec", `unknown network mode "${mode}"`);
     }
     return this.withLock(id, async () => {
-      const { paths } = await loadRecord(this.layout, id);
-      if (!(await this.network.namespaceExists(id))) await this.network.createNamespace(id);
+      const { record, paths } = await loadRecord(this.layout, id);
+      await this.ensureNamespaces(record, paths);
       const current = await readNetworkRecord(paths);
       if (mode === "none") {
         await writeNetworkRecord(paths, { mode: "none", slot: current.slot });
@@ -544,6 +552,26 @@ export class LocalRuntimeDriver implements RuntimeDriver {
     );
   }
 
+  /**
+   * Makes the sandbox's namespaces again when they are gone (after a host reboot), with its
+   * network as recorded: the user namespace first, since the network namespace belongs to it.
+   */
+  private async ensureNamespaces(record: SandboxRecord, paths: SandboxPaths): Promise<void> {
+    const id = record.id;
+    const userPin = userNamespacePin(paths);
+    const remade = record.userNamespace === true && !(await pinsNamespace(userPin));
+    if (remade) {
+      await this.network.deleteNamespace(id);
+      await rm(userPin, { force: true });
+      await makeSandboxNamespaces(id, userPin, this.network.netnsPath(id));
+    }
+    if (remade || !(await this.network.namespaceExists(id))) {
+      await this.network.createNamespace(id);
+      const network = await readNetworkRecord(paths);
+      if (network.mode !== "none") await this.network.apply(id, paths, network.mode, network.slot);
+    }
+  }
+
   private async writeBundleConfig(record: SandboxRecord, paths: SandboxPaths): Promise<void> {
     const execAgentPath = await this.execs.agentBinary();
     // A pooled sandbox's first run waits in its launcher (pool.ts) while the FIFO is there.
@@ -558,6 +586,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
       identity: record.identity,
       resources: record.resources,
       netnsPath: this.network.netnsPath(record.id),
+      ...(record.userNamespace ? { userNamespacePath: userNamespacePin(paths) } : {}),
       cgroupsPath: this.layout.cgroupPath(record.id),
       workspaceSource: paths.workspace,
       ...(record.mounts || record.trust ? { mounts: [...(record.trust ?? []), ...(record.mounts ?? [])] } : {}),
