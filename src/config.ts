@@ -51,6 +51,8 @@ export interface SandboxDefaults {
   storageOvercommit: number;
   /** A blank image template no create has used for this long is removed from the pool. */
   storageTemplateIdleSeconds: number;
+  /** Sandboxes run in a user namespace of their own (the kernel's per-user counts are theirs). */
+  userNamespaces: boolean;
 }
 
 export interface SnapshotSettings {
@@ -440,6 +442,7 @@ export function loadConfig(env: Env = process.env): Config {
       storageReserveGiB: intSetting(env, "WARREN_STORAGE_RESERVE_GIB", 5, 0, 1_048_576),
       storageOvercommit: intSetting(env, "WARREN_STORAGE_OVERCOMMIT", 8, 1, 1000),
       storageTemplateIdleSeconds: intSetting(env, "WARREN_STORAGE_TEMPLATE_IDLE_SECONDS", 600, 1, 86_400),
+      userNamespaces: boolSetting(env, "WARREN_SANDBOX_USER_NAMESPACES", true),
     },
     snapshots: {
       keepLocalCopies: choiceSetting(env, "WARREN_SNAPSHOT_LOCAL_COPIES", ["keep", "drop"], "keep") === "keep",
