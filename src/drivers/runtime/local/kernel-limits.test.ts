@@ -11,10 +11,12 @@ import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import { projectFile } from "../../../lib/paths.js";
 import type { ExecOutcome } from "../interface.js";
+import { run, TOOLS } from "./host.js";
 import { MEMCG_ACCOUNTED_LIMITS } from "./kernel-limits.js";
 import { readRuncState } from "./runc.js";
 import { buildStaticBinary } from "./static-binary.js";
 import { type RuntimeFixture, startRuntimeFixture, startSandbox } from "./test-support.js";
+import { pinsNamespace, userNamespacePin } from "./user-namespace.js";
 
 const DEADLINE_MS = 180_000;
 
@@ -116,6 +118,28 @@ describe("kernel limits one sandbox may exhaust", () => {
       `owners: ${owners.join(", ")}`,
     );
     assert.notEqual(owners[0], owners[1]);
+  });
+
+  it("a sandbox whose namespaces are gone (a host reboot) starts in a new one with the same owner", async () => {
+    const id = await sandbox();
+    const ownerOf = async () => {
+      const state = await readRuncState(f.driver.layout.runcRoot, id);
+      assert.ok(state && state.initPid > 0);
+      const owner = spawnSync(hog, ["owner", `/proc/${state.initPid}/ns/user`], { encoding: "utf8" });
+      assert.equal(owner.status, 0, owner.stderr);
+      return { owner: Number(owner.stdout.trim()) };
+    };
+    const before = await ownerOf();
+    await f.driver.stop(id);
+    const pin = userNamespacePin(f.driver.layout.sandbox(id));
+    assert.ok(await pinsNamespace(pin));
+    await run(TOOLS.umount, [pin]);
+    await run(TOOLS.ip, ["netns", "delete", f.driver.layout.netnsName(id)]);
+    await f.driver.start(id);
+    assert.equal(stdoutOf(await exec(id, "echo back")), "back\n");
+    // (A namespace's inode number may be reused, so the new one is told by its pin.)
+    assert.ok(await pinsNamespace(pin));
+    assert.equal((await ownerOf()).owner, before.owner);
   });
 
   it("a sandbox that takes every inotify watch it may takes none of the server's or another sandbox's", async () => {
