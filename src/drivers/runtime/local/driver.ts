@@ -47,7 +47,7 @@ import {
 import { childCgroups, oomCounterFile, removeCgroup } from "./cgroups.js";
 import { ExecRunner } from "./exec-runner.js";
 import { ExitWatch } from "./exit-watch.js";
-import { ensureHostPackages, TOOLS } from "./host.js";
+import { ensureHostPackages, runOrFail, TOOLS } from "./host.js";
 import { ImageSource } from "./image-source.js";
 import { raiseMemcgAccountedLimits } from "./kernel-limits.js";
 import { assertSandboxId, isSandboxId, Layout, type SandboxPaths } from "./layout.js";
@@ -559,9 +559,12 @@ export class LocalRuntimeDriver implements RuntimeDriver {
   private async ensureNamespaces(record: SandboxRecord, paths: SandboxPaths): Promise<void> {
     const id = record.id;
     const userPin = userNamespacePin(paths);
-    const remade = record.userNamespace === true && !(await pinsNamespace(userPin));
+    const pinned = await pinsNamespace(userPin);
+    // Both or neither: a network namespace the host made could not be joined from the user namespace.
+    const remade = record.userNamespace === true && !(pinned && (await this.network.namespaceExists(id)));
     if (remade) {
       await this.network.deleteNamespace(id);
+      if (pinned) await runOrFail("unpinning the user namespace", TOOLS.umount, [userPin]);
       await rm(userPin, { force: true });
       await makeSandboxNamespaces(id, userPin, this.network.netnsPath(id));
     }
