@@ -58,6 +58,8 @@ export interface SandboxDefaults {
    */
   memoryOvercommit: number;
   cpuOvercommit: number;
+  /** Sandboxes run in a user namespace of their own (the kernel's per-user counts are theirs). */
+  userNamespaces: boolean;
 }
 
 export interface SnapshotSettings {
@@ -464,6 +466,7 @@ export function loadConfig(env: Env = process.env): Config {
       storageTemplateIdleSeconds: intSetting(env, "WARREN_STORAGE_TEMPLATE_IDLE_SECONDS", 600, 1, 86_400),
       memoryOvercommit: intSetting(env, "WARREN_MEMORY_OVERCOMMIT", 2, 1, 1000),
       cpuOvercommit: intSetting(env, "WARREN_CPU_OVERCOMMIT", 8, 1, 1000),
+      userNamespaces: boolSetting(env, "WARREN_SANDBOX_USER_NAMESPACES", true),
     },
     snapshots: {
       keepLocalCopies: choiceSetting(env, "WARREN_SNAPSHOT_LOCAL_COPIES", ["keep", "drop"], "keep") === "keep",

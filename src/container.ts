@@ -194,6 +194,7 @@ async function openRuntime(
       storageReserveGiB: config.sandbox.storageReserveGiB,
       storageOvercommit: config.sandbox.storageOvercommit,
       storageTemplateIdleMs: config.sandbox.storageTemplateIdleSeconds * 1000,
+      userNamespaces: config.sandbox.userNamespaces,
     });
     if (config.sandbox.poolSize === 0) return driver;
     if (!(await poolSupported())) {

@@ -48,8 +48,9 @@ import {
 import { childCgroups, oomCounterFile, removeCgroup } from "./cgroups.js";
 import { ExecRunner } from "./exec-runner.js";
 import { ExitWatch } from "./exit-watch.js";
-import { ensureHostPackages, TOOLS } from "./host.js";
+import { ensureHostPackages, runOrFail, TOOLS } from "./host.js";
 import { ImageSource } from "./image-source.js";
+import { raiseMemcgAccountedLimits } from "./kernel-limits.js";
 import { assertSandboxId, isSandboxId, Layout, type SandboxPaths } from "./layout.js";
 import { listeningPortsOfSandbox } from "./listening.js";
 import { mountOverlay, unmountUnder } from "./mounts.js";
@@ -73,6 +74,7 @@ import { assertCapacity } from "./storage/images.js";
 import { SandboxStorage } from "./storage/sandbox-storage.js";
 import { settledExitRecord, startShim, stoppedObservation, stopRun } from "./supervisor.js";
 import { prepareTrust, trustedEnv } from "./trust.js";
+import { makeSandboxNamespaces, pinsNamespace, userNamespacePin } from "./user-namespace.js";
 import { resolveUser } from "./users.js";
 
 export type { LocalRuntimeDriverOptions } from "./options.js";
@@ -88,6 +90,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
   private readonly stopTimeoutMs: number;
   private readonly swapAccounting: boolean;
   private readonly maxOpenFiles: number;
+  private readonly userNamespaces: boolean;
   private trustedCaPem: string | undefined;
   private readonly locks = new Map<string, Promise<unknown>>();
   private readonly exits: ExitWatch;
@@ -126,6 +129,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
     this.swapAccounting = host.swapAccounting;
     this.maxOpenFiles = host.maxOpenFiles;
     this.trustedCaPem = options.trustedCaPem;
+    this.userNamespaces = options.userNamespaces !== false;
   }
 
   /**
@@ -141,6 +145,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
     for (const dir of [layout.root, layout.runcRoot, layout.sandboxesDir]) {
       await mkdir(dir, { recursive: true, mode: 0o700 });
     }
+    await raiseMemcgAccountedLimits();
     const host = {
       swapAccounting: await exists("/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes"),
       maxOpenFiles: await hostMaxOpenFiles(),
@@ -202,8 +207,14 @@ export class LocalRuntimeDriver implements RuntimeDriver {
         // rules) is made while the root filesystem and workspace are: separate host tools, no
         // shared state. create() began by clearing what an earlier attempt left, so an
         // attachment makes the namespace itself and has nothing to remove first.
-        const networkReady =
-          spec.network === "none"
+        const networkReady = this.userNamespaces
+          ? (async () => {
+              // The network namespace is made with the user namespace that owns it.
+              await makeSandboxNamespaces(spec.id, userNamespacePin(paths), this.network.netnsPath(spec.id));
+              await this.network.createNamespace(spec.id);
+              if (spec.network !== "none") await this.network.apply(spec.id, paths, spec.network, null);
+            })()
+          : spec.network === "none"
             ? this.network.createNamespace(spec.id)
             : this.network.apply(spec.id, paths, spec.network, null, true);
         networkDone = networkReady.then(
@@ -266,6 +277,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
           resources: { ...spec.resources },
           storage: { class: spec.storageClass },
           hostname,
+          ...(this.userNamespaces ? { userNamespace: true as const } : {}),
         };
         await this.writeBundleConfig(record, paths);
         await writeJson(paths.record, record);
@@ -339,11 +351,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
       // A sandbox made when these were host files has none on its root image yet.
       if (!(await exists(paths.hosts))) await writeFile(paths.hosts, hostsFile(record.hostname), { mode: 0o644 });
       if (!(await exists(paths.hostname))) await writeFile(paths.hostname, `${record.hostname}\n`, { mode: 0o644 });
-      if (!(await this.network.namespaceExists(id))) {
-        await this.network.createNamespace(id);
-        const network = await readNetworkRecord(paths);
-        if (network.mode !== "none") await this.network.apply(id, paths, network.mode, network.slot);
-      }
+      await this.ensureNamespaces(record, paths);
       await this.writeBundleConfig(record, paths);
       const oomFile = (await oomCounterFile(this.layout.cgroupPath(id))) ?? "/nonexistent";
       await startShim({
@@ -491,8 +499,8 @@ export class LocalRuntimeDriver implements RuntimeDriver {
       throw new RuntimeError("invalid_spec", `unknown network mode "${mode}"`);
     }
     return this.withLock(id, async () => {
-      const { paths } = await loadRecord(this.layout, id);
-      if (!(await this.network.namespaceExists(id))) await this.network.createNamespace(id);
+      const { record, paths } = await loadRecord(this.layout, id);
+      await this.ensureNamespaces(record, paths);
       const current = await readNetworkRecord(paths);
       if (mode === "none") {
         await writeNetworkRecord(paths, { mode: "none", slot: current.slot });
@@ -561,6 +569,29 @@ export class LocalRuntimeDriver implements RuntimeDriver {
     );
   }
 
+  /**
+   * Makes the sandbox's namespaces again when they are gone (after a host reboot), with its
+   * network as recorded: the user namespace first, since the network namespace belongs to it.
+   */
+  private async ensureNamespaces(record: SandboxRecord, paths: SandboxPaths): Promise<void> {
+    const id = record.id;
+    const userPin = userNamespacePin(paths);
+    const pinned = await pinsNamespace(userPin);
+    // Both or neither: a network namespace the host made could not be joined from the user namespace.
+    const remade = record.userNamespace === true && !(pinned && (await this.network.namespaceExists(id)));
+    if (remade) {
+      await this.network.deleteNamespace(id);
+      if (pinned) await runOrFail("unpinning the user namespace", TOOLS.umount, [userPin]);
+      await rm(userPin, { force: true });
+      await makeSandboxNamespaces(id, userPin, this.network.netnsPath(id));
+    }
+    if (remade || !(await this.network.namespaceExists(id))) {
+      await this.network.createNamespace(id);
+      const network = await readNetworkRecord(paths);
+      if (network.mode !== "none") await this.network.apply(id, paths, network.mode, network.slot);
+    }
+  }
+
   private async writeBundleConfig(record: SandboxRecord, paths: SandboxPaths): Promise<void> {
     const execAgentPath = await this.execs.agentBinary();
     // A pooled sandbox's first run waits in its launcher (pool.ts) while the FIFO is there.
@@ -575,6 +606,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
       identity: record.identity,
       resources: record.resources,
       netnsPath: this.network.netnsPath(record.id),
+      ...(record.userNamespace ? { userNamespacePath: userNamespacePin(paths) } : {}),
       cgroupsPath: this.layout.cgroupPath(record.id),
       workspaceSource: paths.workspace,
       ...(record.mounts || record.trust ? { mounts: [...(record.trust ?? []), ...(record.mounts ?? [])] } : {}),

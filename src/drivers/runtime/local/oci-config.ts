@@ -84,6 +84,11 @@ export interface BundleInput {
   resources: ResourceSpec;
   /** The sandbox's network namespace, which outlives its container. */
   netnsPath: string;
+  /**
+   * The sandbox's own user namespace (user-namespace.ts), ids mapped one to one; the network
+   * namespace must then be one it owns. None: the host's.
+   */
+  userNamespacePath?: string;
   cgroupsPath: string;
   /** Host directory mounted at /workspace. */
   workspaceSource: string;
@@ -126,6 +131,15 @@ export interface OciMount {
   options: string[];
 }
 
+export interface IdMapping {
+  containerID: number;
+  hostID: number;
+  size: number;
+}
+
+/** The whole id space, one to one: runc wants the mappings of a user namespace it joins. */
+const IDENTITY_MAPPING: IdMapping = { containerID: 0, hostID: 0, size: 4_294_967_295 };
+
 export interface OciConfig {
   ociVersion: string;
   process: OciProcess;
@@ -134,6 +148,8 @@ export interface OciConfig {
   mounts: OciMount[];
   linux: {
     namespaces: { type: string; path?: string }[];
+    uidMappings?: IdMapping[];
+    gidMappings?: IdMapping[];
     cgroupsPath: string;
     resources: {
       devices: { allow: boolean; access: string }[];
@@ -328,7 +344,9 @@ export function buildBundleConfig(input: BundleInput): OciConfig {
         { type: "mount" },
         { type: "network", path: input.netnsPath },
         { type: "cgroup" },
+        ...(input.userNamespacePath ? [{ type: "user", path: input.userNamespacePath }] : []),
       ],
+      ...(input.userNamespacePath ? { uidMappings: [IDENTITY_MAPPING], gidMappings: [IDENTITY_MAPPING] } : {}),
       cgroupsPath: input.cgroupsPath,
       resources: cgroupResources(input.resources, input.swapAccounting, input.hostCpuMillis),
       maskedPaths: [...MASKED_PATHS],

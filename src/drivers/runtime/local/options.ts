@@ -49,4 +49,9 @@ export interface LocalRuntimeDriverOptions {
   storageTemplateIdleMs?: number;
   /** A CA certificate (PEM) every sandbox trusts: the deployment's egress CA (trust.ts). */
   trustedCaPem?: string;
+  /**
+   * Sandboxes created from now on run in a user namespace of their own (user-namespace.ts),
+   * so the kernel's per-user counts (inotify, fanotify) are theirs, not host root's; default true.
+   */
+  userNamespaces?: boolean;
 }

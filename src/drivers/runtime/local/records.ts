@@ -28,6 +28,8 @@ export interface SandboxRecord {
   resources: ResourceSpec;
   storage: { class: StorageClass };
   hostname: string;
+  /** The sandbox runs in a user namespace of its own (user-namespace.ts); absent: the host's. */
+  userNamespace?: true;
 }
 
 /** Mutable network state, in `<sandbox>/network.json` (written before anything is attached). */

@@ -1,0 +1,59 @@
+// Each sandbox's user namespace (userns-helper.c). Without one, root in a sandbox is host
+// root for the kernel's per-user counts, and one sandbox could take every inotify watch of
+// host root (the server's, every other sandbox's). The namespace is owned by an unprivileged
+// host uid of the sandbox's own, so those counts (the ucounts: inotify instances and watches,
+// fanotify, namespaces) are charged to that uid in the initial namespace; ids map one to one,
+// so files keep their host owners (the shared image layers, snapshots and volumes need no
+// change). Its network namespace is made inside it (runc joins the user namespace first and
+// may then join only namespaces it owns).
+import { createHash } from "node:crypto";
+import { mkdir, statfs } from "node:fs/promises";
+import path from "node:path";
+import { projectFile } from "../../../lib/paths.js";
+import { runOrFail } from "./host.js";
+import type { SandboxPaths } from "./layout.js";
+import { buildStaticBinary } from "./static-binary.js";
+
+const HELPER_SOURCE = projectFile("src/drivers/runtime/local/userns-helper.c");
+
+/** Owners are drawn from [2^30, 2^31): far above any login or container-mapped uid range. */
+export const NAMESPACE_OWNER_BASE = 0x4000_0000;
+const NAMESPACE_OWNER_SPAN = 0x4000_0000;
+
+/**
+ * The host uid owning sandbox `id`'s user namespace, from its id: two sandboxes share one only
+ * on a hash collision (about n^2 / 2^31 for n sandboxes), and then share the per-user counts
+ * with each other, never with host root.
+ */
+export function namespaceOwnerUid(id: string): number {
+  const digest = createHash("sha256").update(id).digest();
+  return NAMESPACE_OWNER_BASE + (digest.readUInt32BE(0) % NAMESPACE_OWNER_SPAN);
+}
+
+/** The file pinning the sandbox's user namespace (a bind mount of its nsfs file). */
+export function userNamespacePin(paths: SandboxPaths): string {
+  return path.join(paths.dir, "userns");
+}
+
+/**
+ * Makes sandbox `id`'s user namespace and, owned by it, its network namespace, pinned at
+ * `userPin` and `netnsPath`. Neither pin may exist.
+ */
+export async function makeSandboxNamespaces(id: string, userPin: string, netnsPath: string): Promise<void> {
+  await mkdir(path.dirname(netnsPath), { recursive: true, mode: 0o755 });
+  const helper = await buildStaticBinary(HELPER_SOURCE, "warren-userns");
+  await runOrFail("making the sandbox's user and network namespaces", helper, [
+    "make",
+    String(namespaceOwnerUid(id)),
+    userPin,
+    netnsPath,
+  ]);
+}
+
+const NSFS_MAGIC = 0x6e736673;
+
+/** True when `file` is a namespace's pin (after a reboot it is an empty file, or gone). */
+export async function pinsNamespace(file: string): Promise<boolean> {
+  const info = await statfs(file).catch(() => null);
+  return info?.type === NSFS_MAGIC;
+}

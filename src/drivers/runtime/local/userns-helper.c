@@ -1,0 +1,106 @@
+// Makes a sandbox's user namespace and pins it to a file (as `ip netns add` pins a network
+// namespace), so runc can join it by path: `userns-helper make OWNER USERNS_FILE [NETNS_FILE]`.
+//
+// The namespace is created by a process whose effective uid is OWNER (an unprivileged host
+// uid of the sandbox's own), so the kernel charges the per-user counts of everything made
+// inside it (inotify instances and watches, fanotify groups and marks, namespaces: the
+// ucounts, which walk up to the namespace's owner) to OWNER in the initial namespace and not to
+// host root, whose budget the server and every other sandbox share. Ids are mapped one to one
+// (0 inside is 0 outside), so files keep the owners they have on the host. With NETNS_FILE
+// a network namespace owned by the new user namespace is made and pinned there too: runc
+// joins the user namespace first, and from inside it may join only namespaces it owns. A
+// pin file is created (it must not exist); `umount` of it drops the pin.
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <grp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static void fail(const char *what) {
+  fprintf(stderr, "userns-helper: %s: %s\n", what, strerror(errno));
+  exit(1);
+}
+
+static void write_file(const char *path, const char *text) {
+  int fd = open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) fail(path);
+  ssize_t n = write(fd, text, strlen(text));
+  if (n != (ssize_t)strlen(text)) fail(path);
+  close(fd);
+}
+
+static void pin(const char *ns, const char *file) {
+  int fd = open(file, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0);
+  if (fd < 0) fail(file);
+  close(fd);
+  if (mount(ns, file, NULL, MS_BIND, NULL) != 0) {
+    int saved = errno;
+    unlink(file);
+    errno = saved;
+    fail(file);
+  }
+}
+
+int main(int argc, char **argv) {
+  if ((argc != 4 && argc != 5) || strcmp(argv[1], "make") != 0) {
+    fprintf(stderr, "usage: userns-helper make OWNER_UID USERNS_FILE [NETNS_FILE]\n");
+    return 2;
+  }
+  char *end = NULL;
+  unsigned long owner = strtoul(argv[2], &end, 10);
+  if (*argv[2] == '\0' || *end != '\0' || owner == 0 || owner >= 0xffffffffUL) {
+    fprintf(stderr, "userns-helper: OWNER_UID must be a non-root uid\n");
+    return 2;
+  }
+  const char *user_file = argv[3];
+  const char *net_file = argc == 5 ? argv[4] : NULL;
+  int ready[2], go[2];
+  if (pipe2(ready, O_CLOEXEC) != 0 || pipe2(go, O_CLOEXEC) != 0) fail("pipe");
+  pid_t child = fork();
+  if (child < 0) fail("fork");
+  if (child == 0) {
+    char byte = 0;
+    close(ready[0]);
+    close(go[1]);
+    if (setgroups(0, NULL) != 0) _exit(10);
+    if (setresgid(owner, owner, owner) != 0 || setresuid(owner, owner, owner) != 0) _exit(11);
+    if (unshare(CLONE_NEWUSER | (net_file ? CLONE_NEWNET : 0)) != 0) _exit(12);
+    if (write(ready[1], &byte, 1) != 1) _exit(13);
+    // Stay until the parent has mapped and pinned the namespace (or died).
+    (void)!read(go[0], &byte, 1);
+    _exit(0);
+  }
+  close(ready[1]);
+  close(go[0]);
+  char byte;
+  if (read(ready[0], &byte, 1) != 1) {
+    int status = 0;
+    waitpid(child, &status, 0);
+    fprintf(stderr, "userns-helper: the child could not make the namespace (exit %d)\n",
+            WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    return 1;
+  }
+  char path[64];
+  // One to one: the whole id space, so every file's owner inside is its owner outside.
+  snprintf(path, sizeof path, "/proc/%d/uid_map", (int)child);
+  write_file(path, "0 0 4294967295\n");
+  snprintf(path, sizeof path, "/proc/%d/gid_map", (int)child);
+  write_file(path, "0 0 4294967295\n");
+  snprintf(path, sizeof path, "/proc/%d/ns/user", (int)child);
+  pin(path, user_file);
+  if (net_file) {
+    snprintf(path, sizeof path, "/proc/%d/ns/net", (int)child);
+    pin(path, net_file);
+  }
+  close(go[1]);
+  int status = 0;
+  waitpid(child, &status, 0);
+  return 0;
+}
