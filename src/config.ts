@@ -9,6 +9,7 @@ export interface QuotaDefaults {
   "sandboxes.total": number;
   "sandboxes.workspace_capacity_gib": number;
   "projects.total": number;
+  "snapshots.total": number;
 }
 
 export interface SandboxDefaults {
@@ -513,6 +514,7 @@ export function loadConfig(env: Env = process.env): Config {
       "sandboxes.total": intSetting(env, "WARREN_QUOTA_SANDBOXES_TOTAL", 50, 0, 1_000_000),
       "sandboxes.workspace_capacity_gib": intSetting(env, "WARREN_QUOTA_WORKSPACE_GIB", 200, 0, 1_000_000_000),
       "projects.total": intSetting(env, "WARREN_QUOTA_PROJECTS_TOTAL", 1000, 0, 1_000_000),
+      "snapshots.total": intSetting(env, "WARREN_QUOTA_SNAPSHOTS_TOTAL", 100, 0, 1_000_000),
     },
   };
 }

@@ -318,6 +318,7 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
     projects,
     config.snapshots,
     snapshotReplication,
+    quotas,
   );
   sandboxes.useSnapshots(snapshots);
   const volumes = new VolumeService(db, clock, log, blobs, projects, config.volumes);

@@ -5,7 +5,7 @@ import { newUlid } from "../src/lib/ids.js";
 import type { AnnotationJson, AnnotationSchemaJson, ListAnnotationsJson } from "../src/modules/annotations/schemas.js";
 import type { ProjectJson } from "../src/modules/projects/schemas.js";
 import type { RunJson } from "../src/modules/runs/schemas.js";
-import { BAD_CREDENTIALS, forEachStore, type TestApp } from "./harness.js";
+import { BAD_CREDENTIALS, forEachStore, type TestApp, type TestResponse } from "./harness.js";
 
 const V1 = JSON.stringify({
   type: "object",
@@ -276,10 +276,15 @@ forEachStore("annotations", (t) => {
     assert.equal(gone.status, 404, "no live version is left");
   });
 
-  it("stores concurrent annotates independently: one the store refuses fails alone", async () => {
+  it("stores concurrent annotates independently: one the store refuses fails alone", async (ctx) => {
     const { name, runId } = await setup();
-    // A promoted value too large for its index: valid for the schema, refused by the store.
-    const huge = randomBytes(6000).toString("base64");
+    // A value the store refuses (a trigger of this test's database): valid for the schema.
+    const huge = "refused-by-the-store";
+    await t().c.db.exec(`
+      CREATE FUNCTION test_refuse_reviewer() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN IF NEW.p1 = '${huge}' THEN RAISE EXCEPTION 'refused by the test'; END IF; RETURN NEW; END $$;
+      CREATE TRIGGER test_refuse_reviewer BEFORE INSERT ON events FOR EACH ROW EXECUTE FUNCTION test_refuse_reviewer()`);
+    ctx.after(() => t().c.db.exec("DROP TRIGGER test_refuse_reviewer ON events; DROP FUNCTION test_refuse_reviewer()"));
     const alone = await annotate({
       schema_name: name,
       payload_json: JSON.stringify({ label: "good", reviewer: huge }),
@@ -321,6 +326,57 @@ forEachStore("annotations", (t) => {
       (stamped.body.annotations as AnnotationJson[]).map((r) => r.schema_version),
       ["2", "2", "2"],
     );
+  });
+
+  it("stores, indexes and finds promoted and identity values of any length (issue 24 A15)", async () => {
+    const { name, runId } = await setup();
+    // Past the ~2,700-byte bound of a GIN entry, and multi-byte: indexed as the md5 of its bytes.
+    const longReviewer = `${"é".repeat(300)}${randomBytes(2400).toString("base64")}`;
+    const payload = JSON.stringify({ label: "good", reviewer: longReviewer });
+    const point = await annotate({ schema_name: name, payload_json: payload, run_id: runId });
+    assert.equal(point.status, 200, point.raw);
+    const range = await t().request("POST", "/v1/annotations:range", {
+      key: owner(),
+      body: { run_id: runId, schema_name: name, payload_json: payload, range_start_ns: "100", range_end_ns: "200" },
+    });
+    assert.equal(range.status, 200, range.raw);
+    const stored = await list({ run_id: runId, history: "true" });
+    assert.deepEqual(
+      (stored.body.annotations as AnnotationJson[]).map((row) => row.payload_json),
+      [payload, payload],
+    );
+    // Filters (at most 1,024 characters) find values indexed as themselves (512 bytes) and by
+    // their hash (513 bytes; 1,000 two-byte characters), and nothing for a near miss.
+    const findable = ["a".repeat(512), "a".repeat(513), "é".repeat(1000)];
+    const written = new Map<string, string[]>();
+    for (const reviewer of findable) {
+      const body = { schema_name: name, payload_json: JSON.stringify({ label: "bad", reviewer }), run_id: runId };
+      const ids: string[] = [];
+      for (let i = 0; i < 2; i++) {
+        const res = await annotate(body);
+        assert.equal(res.status, 200, res.raw);
+        ids.push(String(res.body.event_id));
+      }
+      written.set(reviewer, ids);
+    }
+    const ids = (res: TestResponse) => (res.body.annotations as AnnotationJson[]).map((row) => row.event_id).sort();
+    for (const reviewer of findable) {
+      const history = await list({ schema_name: name, "promoted.reviewer": reviewer, history: "true" });
+      assert.equal(history.status, 200, history.raw);
+      assert.deepEqual(
+        ids(history),
+        [...(written.get(reviewer) ?? [])].sort(),
+        `${reviewer.length} characters, every version`,
+      );
+      const latest = await list({ schema_name: name, "promoted.reviewer": reviewer });
+      assert.deepEqual(
+        ids(latest),
+        written.get(reviewer)?.slice(1),
+        `${reviewer.length} characters, the newer is the head`,
+      );
+      const miss = await list({ schema_name: name, "promoted.reviewer": `${reviewer.slice(1)}b`, history: "true" });
+      assert.deepEqual(miss.body.annotations, []);
+    }
   });
 
   it("rejects the reserved svc.annotation. prefix", async () => {

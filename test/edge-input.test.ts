@@ -78,6 +78,23 @@ forEachStore("edge input", (t) => {
     assert.equal(poisoned.status, 400, poisoned.raw);
   });
 
+  it("refuses query names and values that are not percent-encoded UTF-8 with 400 (issue 24 A17a)", async () => {
+    const key = t().orgA.keys.member;
+    for (const [url, flat] of [
+      ["/v1/sandboxes?name=%ff", true],
+      ["/v1/sandboxes?name=ok&project_id=%e9t", true],
+      ["/v1/projects?page_token=%zz", false],
+      ["/v1/projects?page_size=10&%ff=1", false],
+      ["/v1/runs?page_token=%", false],
+    ] as const) {
+      const res = await t().request("GET", url, { key });
+      assertRefused(res, "percent-encoded UTF-8", flat);
+    }
+    // Well-formed encodings (UTF-8, a plus, an encoded percent) are read as before.
+    const fine = await t().request("GET", "/v1/sandboxes?name=caf%C3%A9+x%25", { key });
+    assert.equal(fine.status, 200, fine.raw);
+  });
+
   it("refuses NUL and lone surrogates in any body string or key with 400 naming the field, storing nothing", async () => {
     const key = t().orgA.keys.member;
     const before = await feedbackRows();

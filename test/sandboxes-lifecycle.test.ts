@@ -897,6 +897,23 @@ describe("sandbox lifecycle", { concurrency: STORE_KINDS.length }, () => {
           messages.push((refused.body.message as string).replace(name, "<name>"));
         }
         assert.equal(new Set(messages).size, 1, "every refusal reads the same");
+        // The caller's own grant decides (issue 24 A3), not the sandbox creator's: a member
+        // without one, and code in the sandbox with the sandbox's own token, are refused.
+        const sandboxToken = stdoutOf(await exec(id, ["sh", "-c", 'printf %s "$WARREN_SANDBOX_TOKEN"']));
+        for (const [label, key] of [
+          ["a member without a grant", t.orgA.keys.member],
+          ["the sandbox's own token", sandboxToken],
+        ]) {
+          const refused = await exec(
+            id,
+            ["sh", "-c", 'printf %s "$V" > /tmp/ran'],
+            { secret_environment: [{ secret_name: secretName, variable_name: "V" }] },
+            {},
+            key,
+          );
+          assert.equal(refused.status, 400, `${label}: ${refused.raw}`);
+          assert.equal(refused.body.code, "invalid_argument", label);
+        }
         assert.equal(
           (await exec(id, ["test", "-e", "/tmp/ran"])).body.exit,
           1,
@@ -939,9 +956,9 @@ describe("sandbox lifecycle", { concurrency: STORE_KINDS.length }, () => {
           }
           assert.ok(!t.logs().includes(secret), "a secret value reached the logs");
         }
-        // Five execs ran (one under a key, recorded); the refused ones left no record and no event.
+        // Six execs ran (one under a key, recorded); the refused ones left no record and no event.
         assert.equal((await execRecords()) - baseline.records, 1, "refused execs left no record");
-        assert.equal((await execEvents()) - baseline.events, 5, "refused execs wrote no sandbox.exec event");
+        assert.equal((await execEvents()) - baseline.events, 6, "refused execs wrote no sandbox.exec event");
         await del(id);
       });
 

@@ -296,6 +296,64 @@ forEachStore(
         }
       }
     });
+
+    // Issue 24 A3: a secret is released on the calling credential's own exact grant (contract
+    // 2.6, 5.12), for every credential kind: not on the sandbox creator's grant, and never for
+    // a sandbox-scoped credential (code in the sandbox, directly or through the gateway's API
+    // relay). The grant is checked before the sandbox's state, so on this API-only sandbox
+    // (never running) a caller that holds it gets 409 sandbox_not_running and any other 400.
+    it("releases a sandbox-environment secret into an exec only on the caller's own grant", async () => {
+      const org = t().orgA;
+      const secret = await t().request("POST", "/v1/secrets", {
+        key: org.keys.owner,
+        body: {
+          name: "matrix-env",
+          value: "s3cret-env-value",
+          delivery: "SANDBOX_SECRET_DELIVERY_SANDBOX_ENVIRONMENT",
+        },
+      });
+      assert.equal(secret.status, 200, secret.raw);
+      const secretId = (secret.body.secret as SecretJson).id;
+      const sandbox = await t().request("POST", "/v1/sandboxes", { key: org.keys.owner, body: {} });
+      assert.equal(sandbox.status, 200, sandbox.raw);
+      const id = String(sandbox.body.id);
+      const exec = (key: string, headers: Record<string, string> = {}) =>
+        t().request("POST", `/v1/sandboxes/${id}:exec`, {
+          key,
+          headers,
+          body: { cmd: ["true"], secret_environment: [{ secret_name: "matrix-env", variable_name: "V" }] },
+        });
+      const scoped = await sandboxScopedKey(t(), org, id);
+      const callers: [string, string][] = [
+        ...ROLES.filter((role) => role !== "owner").map((role): [string, string] => [role, org.keys[role]]),
+        ["sandbox-scoped (the owner's)", scoped],
+      ];
+      for (const [label, key] of callers) {
+        assertEnvelope(await exec(key), FLAT_OP, 400, "invalid_argument", `exec with the owner's secret as ${label}`);
+        // Nor does a replay under an Idempotency-Key skip the check.
+        assertEnvelope(
+          await exec(key, { "idempotency-key": "k" }),
+          FLAT_OP,
+          400,
+          "invalid_argument",
+          `${label} replay`,
+        );
+      }
+      assertEnvelope(await exec(org.keys.owner), FLAT_OP, 409, "sandbox_not_running", "the owner holds the grant");
+      // A grant to the member is the member's alone; the sandbox's own credential still has none.
+      const granted = await t().request("POST", `/v1/secrets/${secretId}/grants`, {
+        key: org.keys.owner,
+        body: { subject_kind: "SANDBOX_SECRET_GRANT_SUBJECT_KIND_USER", subject_id: org.principalIds.member },
+      });
+      assert.equal(granted.status, 200, granted.raw);
+      assertEnvelope(await exec(org.keys.member), FLAT_OP, 409, "sandbox_not_running", "the member, granted");
+      assertEnvelope(await exec(org.keys.admin), FLAT_OP, 400, "invalid_argument", "the admin, still not granted");
+      assertEnvelope(await exec(scoped), FLAT_OP, 400, "invalid_argument", "sandbox-scoped, after the grant");
+      const memberScoped = await sandboxScopedKey(t(), org, id, "member");
+      assertEnvelope(await exec(memberScoped), FLAT_OP, 400, "invalid_argument", "a member's sandbox-scoped key");
+    });
   },
   { overrides: { runtime: API_ONLY_RUNTIME } },
 );
+
+const FLAT_OP: Operation = { id: "ExecSandbox", method: "POST", path: "", flat: true, body: undefined };

@@ -279,6 +279,49 @@ forEachStore(
       assert.equal(Number(all.rows[0]?.n), eventCount);
     });
 
+    it("refuses SELECTs nested past 32 levels in layer 1 with invalid_argument (issue 24 A17d)", async () => {
+      const key = t().orgA.keys.member;
+      /** `levels` SELECTs, each the FROM of the one above, the innermost reading a published relation. */
+      const nested = (levels: number) => {
+        let sql = "SELECT count(*) AS x FROM runs";
+        for (let i = 1; i < levels; i++) sql = `SELECT x FROM (${sql}) AS s${i}`;
+        return sql;
+      };
+      const ok = await t().request("POST", "/v1/telemetry/sql", { key, body: { sql: nested(32) } });
+      assert.equal(ok.status, 200, ok.raw);
+      for (const levels of [33, 300]) {
+        const refused = await t().request("POST", "/v1/telemetry/sql", { key, body: { sql: nested(levels) } });
+        assertError(refused, 400, "invalid_argument");
+        assert.match(String(refused.body.message), /nested more than 32 levels/, refused.raw);
+      }
+      // A long UNION is not nesting.
+      const union = Array.from({ length: 40 }, () => "SELECT count(*) AS x FROM runs").join(" UNION ALL ");
+      assert.equal((await t().request("POST", "/v1/telemetry/sql", { key, body: { sql: union } })).status, 200);
+    });
+
+    it("data views: a param named like an Object.prototype member, left unset, is null (issue 24 A17c)", async () => {
+      const key = t().orgA.keys.member;
+      const params = ["constructor", "to_string", "__proto__", "has_own_property", "value_of"].map((name) => ({
+        name,
+        type: "text",
+      }));
+      const sql = "SELECT $1::text AS a, $2::text AS b, $3::text AS c, $4::text AS d, $5::text AS e";
+      const put = await t().request("PUT", "/v1/data-views/proto-names", {
+        key,
+        body: { spec: { type: "sql.v1", sql, params } },
+      });
+      assert.equal(put.status, 200, put.raw);
+      const run = await t().request("POST", "/v1/data-views/proto-names:run", { key, body: {} });
+      assert.equal(run.status, 200, run.raw);
+      assert.deepEqual(run.body.rows, [[null, null, null, null, null]]);
+      const given = await t().request("POST", "/v1/data-views/proto-names:run", {
+        key,
+        body: { params: { constructor: "c" } },
+      });
+      assert.deepEqual(given.body.rows, [["c", null, null, null, null]]);
+      assert.equal((await t().request("DELETE", "/v1/data-views/proto-names", { key })).status, 200);
+    });
+
     it("data views: put, run, upsert (spec_version 2), list, delete frees the name", async () => {
       const key = t().orgA.keys.member;
       const spec = {

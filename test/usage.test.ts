@@ -8,15 +8,22 @@ import type { ProjectJson } from "../src/modules/projects/schemas.js";
 import type { QuotaLimitJson } from "../src/modules/usage/schemas.js";
 import { forEachStore, type TestApp } from "./harness.js";
 import { bodyOf } from "./support/assertions.js";
-import { countRows } from "./support/fixtures.js";
+import { API_ONLY_RUNTIME, countRows } from "./support/fixtures.js";
 
-const METRICS = ["sandboxes.running", "sandboxes.total", "sandboxes.workspace_capacity_gib", "projects.total"];
+const METRICS = [
+  "sandboxes.running",
+  "sandboxes.total",
+  "sandboxes.workspace_capacity_gib",
+  "projects.total",
+  "snapshots.total",
+];
 // Deliberately unlike the built-in defaults, so the test sees the configuration flow through.
 const DEFAULTS = {
   "sandboxes.running": 7,
   "sandboxes.total": 11,
   "sandboxes.workspace_capacity_gib": 13,
   "projects.total": 17,
+  "snapshots.total": 19,
 };
 
 /** A fresh organization (with its default project) and an owner key, isolated from other tests. */
@@ -202,4 +209,67 @@ forEachStore(
     });
   },
   { config: { quotaDefaults: DEFAULTS } },
+);
+
+// Issue 24 A7: snapshots count against `snapshots.total` (pending and sealed ones), whoever
+// asks, a sandbox-scoped credential too (contract 5.6 lets it snapshot its own sandbox), and
+// the refusal is CreateSandbox's typed 429. With the API-only runtime a snapshot admitted past
+// the quota fails at the host, so the kept ones are written as the service would.
+forEachStore(
+  "snapshot quota",
+  (t) => {
+    it("refuses a snapshot past snapshots.total with the typed 429, for a sandbox-scoped credential too", async () => {
+      const org = await freshOrg(t());
+      const sandbox = await t().request("POST", "/v1/sandboxes", { key: org.key, body: {} });
+      assert.equal(sandbox.status, 200, sandbox.raw);
+      const id = String(sandbox.body.id);
+      await t().c.db.query("UPDATE sandboxes SET state = 'stopped', desired_state = 'stopped' WHERE id = $1", [id]);
+      const keep = async (n: number, state: "sealed" | "failed") => {
+        for (let i = 0; i < n; i++) {
+          await t().c.db.query(
+            `INSERT INTO sandbox_snapshots (id, org_id, project_id, source_sandbox_id, run_id, image, lineage_path,
+               storage_class, state, durability, request_hash, created_at)
+             SELECT $2, org_id, project_id, id, run_id, image, lineage_path, storage_class, $3, 'local', 'x', now()
+               FROM sandboxes WHERE id = $1`,
+            [id, `snp-${randomBytes(20).toString("hex")}`, state],
+          );
+        }
+      };
+      await keep(3, "sealed");
+      await keep(2, "failed");
+      await t().c.admin.setQuota(org.id, "snapshots.total", 3);
+      const principal = (await t().c.identity.authenticate(org.key)).principalId;
+      const scoped = (
+        await t().c.identity.issueKey({
+          orgId: org.id,
+          principalId: principal,
+          name: "scoped",
+          sandbox: { sandboxId: id, lineagePath: id },
+        })
+      ).api_key;
+      for (const key of [org.key, scoped]) {
+        const refused = await t().request("POST", `/v1/sandboxes/${id}:snapshot`, { key, body: {} });
+        assert.equal(refused.status, 429, refused.raw);
+        assert.deepEqual(refused.body, {
+          code: "quota_exceeded",
+          message: refused.body.message,
+          request_id: refused.body.request_id,
+          metric: "snapshots.total",
+          limit: "3",
+          retry_after_seconds: 60,
+          details: { quota: { metric: "snapshots.total" } },
+        });
+        assert.equal(refused.headers["retry-after"], "60");
+      }
+      assert.equal(await countRows(t(), "sandbox_snapshots WHERE org_id = $1", [org.id]), 5, "nothing was written");
+      const usage = await snapshot(t(), org.key);
+      assert.equal(usage.get("snapshots.total")?.current, "3", "failed snapshots do not count");
+      // One more allowed: admitted (the API-only host then fails it: 503, not a quota answer).
+      await t().c.admin.setQuota(org.id, "snapshots.total", 4);
+      const admitted = await t().request("POST", `/v1/sandboxes/${id}:snapshot`, { key: scoped, body: {} });
+      assert.notEqual(admitted.status, 429, admitted.raw);
+      assert.equal(admitted.body.code, "unavailable", "past the quota, to the host");
+    });
+  },
+  { overrides: { runtime: API_ONLY_RUNTIME } },
 );

@@ -13,7 +13,7 @@ import { SpanStatusCode, type Tracing } from "../lib/tracing.js";
 import { DEFAULT_GATEWAY_ADDRESS, gatewayEnv } from "../modules/egress/env.js";
 import type { IdentityService } from "../modules/identity/service.js";
 import type { WarrenMetrics } from "../modules/metrics/registry.js";
-import { tenantFailureMessage } from "../modules/sandboxes/host-changes.js";
+import { tenantFailureMessage, withoutHostPaths } from "../modules/sandboxes/host-changes.js";
 import {
   decide,
   type LifecycleAction,
@@ -342,7 +342,7 @@ export class SandboxReconciler {
       reason: cleanup
         ? {
             code,
-            message: `${message}; removing it from the host failed and is retried every ${retrySeconds} s: ${cleanup.message}`,
+            message: `${message}; removing it from the host failed and is retried every ${retrySeconds} s: ${withoutHostPaths(cleanup.message)}`,
           }
         : { code, message },
     });

@@ -160,6 +160,27 @@ export function sendError(request: FastifyRequest, reply: FastifyReply, error: A
     .send(errorBody(error, request.id, request.routeOptions.config?.envelope ?? "standard"));
 }
 
+/**
+ * The first name or value of the URL's query that is not percent-encoded UTF-8 (`%ff`, `%zz`,
+ * a lone `%`), at most 64 characters of it; null when all are. The query parser keeps such a
+ * part undecoded, which would otherwise be read as literal text.
+ */
+export function badlyEncodedQueryPart(url: string | undefined): string | null {
+  const at = url?.indexOf("?") ?? -1;
+  if (!url || at < 0) return null;
+  for (const pair of url.slice(at + 1).split("&")) {
+    for (const part of pair.split("=")) {
+      if (!part.includes("%")) continue;
+      try {
+        decodeURIComponent(part);
+      } catch {
+        return part.slice(0, 64);
+      }
+    }
+  }
+  return null;
+}
+
 export async function buildHttp(deps: HttpDeps): Promise<App> {
   const app = Fastify({
     loggerInstance: deps.log,
@@ -301,6 +322,11 @@ export async function buildHttp(deps: HttpDeps): Promise<App> {
   // here, once for every route, naming the field (docs/api-decisions.md "Text Warren accepts").
   app.addHook("preValidation", (request, _reply, done) => {
     if (request.body === undefined && request.routeOptions.schema?.body) request.body = {};
+    const badQuery = badlyEncodedQueryPart(request.raw.url);
+    if (badQuery !== null) {
+      done(new AppError("invalid_argument", `query: "${badQuery}" is not percent-encoded UTF-8`));
+      return;
+    }
     const problem =
       findTextProblem(request.params, "params") ??
       findTextProblem(request.query, "query") ??

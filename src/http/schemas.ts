@@ -93,12 +93,15 @@ const FlatQuotaError = Type.Object(
     code: Type.String(),
     message: Type.String(),
     request_id: Type.String(),
-    metric: Type.String({ description: "sandboxes.running, sandboxes.total or sandboxes.workspace_capacity_gib" }),
+    metric: Type.String({
+      description:
+        "sandboxes.running, sandboxes.total or sandboxes.workspace_capacity_gib; snapshots.total on CreateSandboxSnapshot",
+    }),
     limit: Type.String({ description: "Configured limit for the organization (decimal string)" }),
     retry_after_seconds: Type.Integer(),
     details: Type.Object({ quota: Type.Object({ metric: Type.String() }) }),
   },
-  { additionalProperties: false, description: "Quota rejection of sandbox admission" },
+  { additionalProperties: false, description: "Quota rejection of sandbox or snapshot admission" },
 );
 
 /** Flat-envelope error responses for the sandbox routes. */

@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import type { Db, Queryable } from "../../store/db.js";
 import { annotationEventInsert } from "../events/repo.js";
 import type { SchemaRow } from "./schema-repo.js";
@@ -310,9 +311,20 @@ function promotedKeysOf(alias: string): string {
   return `annotation_promoted_keys(${alias}.org_id, ${alias}.schema_name, ${slots})`;
 }
 
-/** One key of PROMOTED_KEYS: organization, schema name, slot number and value joined by U+001F. */
+/** Values longer than this many bytes are indexed by their md5 (migration 0028). */
+const PROMOTED_VALUE_INDEXED_BYTES = 512;
+
+/**
+ * One key of the GIN index: organization, schema name, slot number and value joined by
+ * U+001F, a value over PROMOTED_VALUE_INDEXED_BYTES as U+001E and its md5 (migration 0028's
+ * annotation_promoted_value).
+ */
 function promotedKey(orgId: string, schemaName: string, column: SlotColumn, value: string): string {
-  return [orgId, schemaName, column.slice(1), value].join("\u001f");
+  const indexed =
+    Buffer.byteLength(value, "utf8") > PROMOTED_VALUE_INDEXED_BYTES
+      ? `\u001e${createHash("md5").update(value, "utf8").digest("hex")}`
+      : value;
+  return [orgId, schemaName, column.slice(1), indexed].join("\u001f");
 }
 
 /** The filter's conditions on `alias`, their values appended to params (the organization is $1). */

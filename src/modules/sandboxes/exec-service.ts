@@ -13,7 +13,7 @@ import type { Queryable } from "../../store/db.js";
 import type { DeferringDb } from "../../store/deferred-writes.js";
 import type { Credential } from "../identity/credential.js";
 import type { WarrenMetrics } from "../metrics/registry.js";
-import type { SecretService, SubjectKind } from "../secrets/service.js";
+import type { SecretService } from "../secrets/service.js";
 import * as repo from "./repo.js";
 import type { SandboxService } from "./service.js";
 import { sandboxEventOf } from "./transitions.js";
@@ -67,6 +67,9 @@ export class ExecService {
     checkArgv("cmd", input.cmd);
     const row = await this.sandboxes.loadExecTarget(cred, id);
     if (row.quarantined) throw new AppError("quarantined", "the sandbox is quarantined");
+    // The caller's own grants, before anything else: a replay of an exec that released a
+    // secret returns its output, so it needs the grant as much as a new exec does.
+    const env = await this.secrets.releaseForExec(cred, input.secret_environment ?? []);
     const requestHash = idempotencyKey ? sha256Hex(canonicalJson(input)) : "";
     if (idempotencyKey) {
       const replay = await this.replayExec(cred.orgId, row.id, idempotencyKey, requestHash);
@@ -78,7 +81,6 @@ export class ExecService {
         `the sandbox is ${row.state}; exec needs it running (it never wakes implicitly)`,
       );
     }
-    const env = await this.secretEnvironment(row, input.secret_environment ?? []);
     const execId = newId("exe");
     const startedAt = this.clock.now();
     // Only an exec under a key is recorded before it runs: its record is what a retry replays
@@ -129,36 +131,6 @@ export class ExecService {
       return { indeterminate: {}, stdout: "", stderr: "", truncated: false };
     }
     return execRecordResponse(record, await this.openOutput(record));
-  }
-
-  private async secretEnvironment(row: repo.ExecTarget, wanted: { secret_name: string; variable_name: string }[]) {
-    const env: Record<string, string> = {};
-    if (wanted.length === 0) return env;
-    const subject: { kind: SubjectKind; id: string } | null =
-      row.created_by_kind === "user"
-        ? { kind: "SANDBOX_SECRET_GRANT_SUBJECT_KIND_USER", id: row.created_by }
-        : row.created_by_kind === "service_account"
-          ? { kind: "SANDBOX_SECRET_GRANT_SUBJECT_KIND_SERVICE_ACCOUNT", id: row.created_by_key_id }
-          : null;
-    for (const item of wanted) {
-      const result = subject
-        ? await this.secrets.resolveSecretForDelivery(
-            row.org_id,
-            item.secret_name,
-            subject,
-            "SANDBOX_SECRET_DELIVERY_SANDBOX_ENVIRONMENT",
-          )
-        : ({ ok: false, reason: "not_granted" } as const);
-      if (!result.ok) {
-        // The same answer for every refusal, so a caller learns nothing about other secrets.
-        throw new AppError(
-          "invalid_argument",
-          `secret "${item.secret_name}" cannot be released into this sandbox's environment (it must be an active sandbox-environment secret granted to the sandbox's creator)`,
-        );
-      }
-      env[item.variable_name] = result.value;
-    }
-    return env;
   }
 
   private async runExec(

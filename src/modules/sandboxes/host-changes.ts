@@ -61,7 +61,16 @@ function growFailure(log: Logger, row: repo.SandboxRow, error: unknown): unknown
  */
 export function tenantFailureMessage(error: unknown): string {
   const refusal = storageRefusal(error);
-  return refusal instanceof AppError ? refusal.message : (error as Error).message;
+  return withoutHostPaths(refusal instanceof AppError ? refusal.message : (error as Error).message);
+}
+
+/**
+ * A host failure's words for a tenant (a sandbox's state_reason): every absolute path is
+ * replaced by `<host path>`, since a failed mount or tool names the host's data directory
+ * and other sandboxes' files. The full message stays in the server's log.
+ */
+export function withoutHostPaths(message: string): string {
+  return message.replace(/(^|[\s'"`(=[,:])\/[^\s'"`),;:\]]*/g, "$1<host path>");
 }
 
 /**

@@ -191,8 +191,9 @@ export class SecretService {
     return open(dek, unpack(packed.subarray(2 + idLength)), dataAad(orgId, purpose));
   }
 
-  /** The creator's own grant subject: users by principal id, service accounts by key id, workloads by workload id. */
-  private async creatorSubject(q: Queryable, cred: Credential): Promise<DeliverySubject | null> {
+  /** The credential's own grant subject: users by principal id, service accounts by key id, workloads by workload id; none for a sandbox-scoped credential. */
+  private async grantSubjectOf(q: Queryable, cred: Credential): Promise<DeliverySubject | null> {
+    if (cred.sandbox) return null;
     if (cred.principalKind === "user") return { kind: "SANDBOX_SECRET_GRANT_SUBJECT_KIND_USER", id: cred.principalId };
     if (cred.principalKind === "service_account") {
       return { kind: "SANDBOX_SECRET_GRANT_SUBJECT_KIND_SERVICE_ACCOUNT", id: cred.keyId };
@@ -242,7 +243,7 @@ export class SecretService {
         throw new AppError("already_exists", `a secret named "${input.name}" already exists`);
       }
       await this.sealVersion(q, cred.orgId, row.id, 1, value);
-      const creator = await this.creatorSubject(q, cred);
+      const creator = await this.grantSubjectOf(q, cred);
       if (creator) {
         await repo.insertGrant(q, {
           secretId: row.id,
@@ -408,6 +409,39 @@ export class SecretService {
   }
 
   /**
+   * The values of sandbox-environment secrets an exec asks for, each released on the calling
+   * credential's own exact grant (contract 2.6, 5.12): never on the sandbox creator's, and
+   * never for a sandbox-scoped credential, which is no grant subject (code in the sandbox
+   * holds one). Every refusal is the same invalid_argument.
+   */
+  async releaseForExec(
+    cred: Credential,
+    wanted: { secret_name: string; variable_name: string }[],
+  ): Promise<Record<string, string>> {
+    const env: Record<string, string> = Object.create(null);
+    if (wanted.length === 0) return env;
+    const subject = await this.grantSubjectOf(this.db, cred);
+    for (const item of wanted) {
+      const result = subject
+        ? await this.resolveSecretForDelivery(
+            cred.orgId,
+            item.secret_name,
+            subject,
+            "SANDBOX_SECRET_DELIVERY_SANDBOX_ENVIRONMENT",
+          )
+        : ({ ok: false, reason: "not_granted" } as const);
+      if (!result.ok) {
+        throw new AppError(
+          "invalid_argument",
+          `secret "${item.secret_name}" cannot be released into this exec's environment (it must be an active sandbox-environment secret granted to the caller)`,
+        );
+      }
+      env[item.variable_name] = result.value;
+    }
+    return env;
+  }
+
+  /**
    * Admits a create's `secrets` bindings (contract 5.12): each name must be an active
    * SECRET_EGRESS or MODEL_GATEWAY secret with an exact grant for the calling principal,
    * resolved through resolveSecretForDelivery like exec's secret environment. Every refusal
@@ -421,7 +455,7 @@ export class SecretService {
       if (seen.has(name)) throw new AppError("invalid_argument", `secret "${name}" is bound twice`);
       seen.add(name);
     }
-    const subject = await this.creatorSubject(this.db, cred);
+    const subject = await this.grantSubjectOf(this.db, cred);
     const bindings: SecretBinding[] = [];
     for (const name of names) {
       let result: DeliveryResult = { ok: false, reason: "not_granted" };

@@ -99,6 +99,15 @@ export async function insertPending(q: Queryable, s: NewSnapshot): Promise<boole
   return rows.length > 0;
 }
 
+/** The organization's snapshots that count against `snapshots.total`: pending and sealed (a failed one holds nothing). */
+export async function countKept(q: Queryable, orgId: string): Promise<number> {
+  const { rows } = await q.query<{ n: string }>(
+    "SELECT count(*)::text AS n FROM sandbox_snapshots WHERE org_id = $1 AND state IN ('pending', 'sealed')",
+    [orgId],
+  );
+  return Number(rows[0]?.n ?? 0);
+}
+
 export async function getSnapshot(
   q: Queryable,
   id: string,

@@ -21,7 +21,7 @@ export function registerSnapshotRoutes(app: App, snapshots: SnapshotService): vo
           "Answers once the snapshot is sealed on the host (durability local); with wait_remote, once it is replicated to the blob store or at wait_timeout_seconds. Repeating the request with the same Idempotency-Key resolves its outcome.",
         params: Type.Object({ id: Type.String({ minLength: 1, maxLength: 128, description: "Sandbox id" }) }),
         body: CreateSnapshotRequest,
-        response: flatResponses({ 200: CreateSnapshotResponse }),
+        response: flatResponses({ 200: CreateSnapshotResponse }, true),
       },
     },
     async (request) =>

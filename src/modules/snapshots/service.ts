@@ -18,6 +18,7 @@ import type { WarrenMetrics } from "../metrics/registry.js";
 import type { ProjectService } from "../projects/service.js";
 import type { SandboxService } from "../sandboxes/service.js";
 import { appendSandboxEvent } from "../sandboxes/transitions.js";
+import type { QuotaService } from "../usage/service.js";
 import { readSnapshotManifest, rebuildSnapshot } from "./manifest.js";
 import * as repo from "./repo.js";
 import type {
@@ -80,8 +81,10 @@ export class SnapshotService {
     private readonly projects: ProjectService,
     private readonly options: SnapshotOptions,
     private readonly replication: ReplicationRelay,
+    private readonly quotas: QuotaService,
   ) {
     this.changes.setMaxListeners(0);
+    quotas.registerMeter("snapshots.total", (q, orgId) => repo.countKept(q, orgId));
   }
 
   private runtime(): RuntimeDriver {
@@ -127,6 +130,8 @@ export class SnapshotService {
           `a snapshot is taken from ready, running or stopped; the sandbox is ${sandbox.desired_state === "deleted" ? "being deleted" : sandbox.state}`,
         );
       }
+      // Every snapshot kept costs storage, whoever asks (a sandbox-scoped credential may snapshot its own sandbox).
+      await this.quotas.admit(q, cred.orgId, "snapshots.total", 1);
       const row: repo.NewSnapshot = {
         id,
         org_id: sandbox.org_id,

@@ -381,7 +381,8 @@ export class TelemetryViewService {
       if (!declared.some((p) => p.name === key)) throw invalid(`param ${key} is not declared by the view`);
     }
     const values = declared.map((p) => {
-      const value = given[p.name];
+      // Own properties only: a param named `constructor` left unset is null, not Object's.
+      const value = Object.hasOwn(given, p.name) ? given[p.name] : undefined;
       if (value === undefined || value === null) return null;
       return p.type === "jsonb" ? JSON.stringify(value) : String(value);
     });

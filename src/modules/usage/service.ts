@@ -16,6 +16,7 @@ export const QUOTA_METRICS: QuotaMetric[] = [
   "sandboxes.total",
   "sandboxes.workspace_capacity_gib",
   "projects.total",
+  "snapshots.total",
 ];
 
 const QUOTA_UNITS: Record<QuotaMetric, string> = {
@@ -23,6 +24,7 @@ const QUOTA_UNITS: Record<QuotaMetric, string> = {
   "sandboxes.total": "sandboxes",
   "sandboxes.workspace_capacity_gib": "GiB",
   "projects.total": "projects",
+  "snapshots.total": "snapshots",
 };
 
 // How long a caller should wait before retrying an admission this quota refused.
@@ -31,6 +33,7 @@ const RETRY_AFTER_SECONDS: Record<QuotaMetric, number> = {
   "sandboxes.total": 60,
   "sandboxes.workspace_capacity_gib": 60,
   "projects.total": 60,
+  "snapshots.total": 60,
 };
 
 export function isQuotaMetric(value: string): value is QuotaMetric {

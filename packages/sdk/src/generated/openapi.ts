@@ -3753,7 +3753,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Quota rejection of sandbox admission */
+            /** @description Quota rejection of sandbox or snapshot admission */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -3763,7 +3763,7 @@ export interface operations {
                         code: string;
                         message: string;
                         request_id: string;
-                        /** @description sandboxes.running, sandboxes.total or sandboxes.workspace_capacity_gib */
+                        /** @description sandboxes.running, sandboxes.total or sandboxes.workspace_capacity_gib; snapshots.total on CreateSandboxSnapshot */
                         metric: string;
                         /** @description Configured limit for the organization (decimal string) */
                         limit: string;
@@ -3993,7 +3993,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Quota rejection of sandbox admission */
+            /** @description Quota rejection of sandbox or snapshot admission */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -4003,7 +4003,7 @@ export interface operations {
                         code: string;
                         message: string;
                         request_id: string;
-                        /** @description sandboxes.running, sandboxes.total or sandboxes.workspace_capacity_gib */
+                        /** @description sandboxes.running, sandboxes.total or sandboxes.workspace_capacity_gib; snapshots.total on CreateSandboxSnapshot */
                         metric: string;
                         /** @description Configured limit for the organization (decimal string) */
                         limit: string;
@@ -4129,13 +4129,27 @@ export interface operations {
                     };
                 };
             };
-            /** @description Rate limited */
+            /** @description Quota rejection of sandbox or snapshot admission */
             429: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["FlatErrorEnvelope"];
+                    "application/json": {
+                        code: string;
+                        message: string;
+                        request_id: string;
+                        /** @description sandboxes.running, sandboxes.total or sandboxes.workspace_capacity_gib; snapshots.total on CreateSandboxSnapshot */
+                        metric: string;
+                        /** @description Configured limit for the organization (decimal string) */
+                        limit: string;
+                        retry_after_seconds: number;
+                        details: {
+                            quota: {
+                                metric: string;
+                            };
+                        };
+                    };
                 };
             };
             /** @description Error (flat envelope) */
@@ -4659,7 +4673,7 @@ export interface operations {
             path: {
                 /** @description Organization id or slug */
                 organization: string;
-                metric: "sandboxes.running" | "sandboxes.total" | "sandboxes.workspace_capacity_gib" | "projects.total";
+                metric: "sandboxes.running" | "sandboxes.total" | "sandboxes.workspace_capacity_gib" | "projects.total" | "snapshots.total";
             };
             cookie?: never;
         };

@@ -182,7 +182,14 @@ const KNOWN_SELECT_CLAUSES = new Set<string>([
   "lockingClause",
 ]);
 
+/**
+ * How deep SELECTs may nest (subqueries in FROM or expressions, CTE bodies). Deeper ones are
+ * refused here: 300 levels reached the store and failed there with a protocol error.
+ */
+export const MAX_SELECT_NESTING = 32;
+
 class Compiler {
+  private nesting = 0;
   private readonly bound: string[] = [];
   private readonly read = new Set<string>();
   private orgParam = 0;
@@ -232,6 +239,19 @@ class Compiler {
   }
 
   private select(s: Node, outer: Scope, at: unknown): void {
+    this.nesting++;
+    try {
+      if (this.nesting > MAX_SELECT_NESTING) {
+        this.refuse(`a SELECT nested more than ${MAX_SELECT_NESTING} levels deep`, at, "is not allowed");
+      }
+      this.selectAtThisLevel(s, outer, at);
+    } finally {
+      this.nesting--;
+    }
+  }
+
+  /** One SELECT (and the branches of its set operation, which are not nested deeper). */
+  private selectAtThisLevel(s: Node, outer: Scope, at: unknown): void {
     if (s.intoClause) this.refuse("SELECT ... INTO", at);
     if (Array.isArray(s.lockingClause) && s.lockingClause.length > 0)
       this.refuse("locking clause (FOR UPDATE/SHARE)", at);
@@ -257,8 +277,8 @@ class Compiler {
       for (const name of names) scope.ctes.add(name);
     }
     if (s.op && s.op !== "SETOP_NONE") {
-      this.select(s.larg as Node, scope, at);
-      this.select(s.rarg as Node, scope, at);
+      this.selectAtThisLevel(s.larg as Node, scope, at);
+      this.selectAtThisLevel(s.rarg as Node, scope, at);
     }
     if (Array.isArray(s.fromClause)) s.fromClause = s.fromClause.map((item: Node) => this.from(item, scope));
     for (const key of WALKED_SELECT_CLAUSES) {
