@@ -29,6 +29,9 @@ export const API_TITLE = "Warren control-plane API";
 export const API_VERSION = "0.0.1";
 /** Longest path parameter the router takes; longer ones are a 400 in the envelope. */
 const MAX_PARAM_LENGTH = 2048;
+/** Most of a refused (413) body read and dropped so its client hears the answer; past it the socket is closed. */
+const MAX_DRAIN_BYTES = 64 * 1_048_576;
+const STRICT_UTF8 = new TextDecoder("utf-8", { fatal: true });
 
 export interface HttpDeps {
   log: Logger;
@@ -153,7 +156,34 @@ function endRequestSpan(span: Span, request: FastifyRequest, status: number): vo
   span.end();
 }
 
+/**
+ * After a 413 the rest of the body is read and dropped (up to MAX_DRAIN_BYTES) instead of the
+ * socket being closed under a client still sending: a reset would make most clients lose the
+ * answer they have not read yet. The connection then closes once the request has ended.
+ */
+function drainRefusedBody(request: FastifyRequest, reply: FastifyReply): void {
+  const raw = request.raw;
+  const socket = raw.socket as Socket | null;
+  // An injected request (tests) has no real socket to keep open.
+  if (raw.complete || raw.destroyed || typeof socket?.end !== "function") return;
+  // Node closes the socket as soon as a `connection: close` answer is written; without it, the
+  // parser reads the body to its end and the close comes after.
+  reply.removeHeader("connection");
+  let drained = 0;
+  const count = (chunk: Buffer) => {
+    drained += chunk.length;
+    if (drained > MAX_DRAIN_BYTES) socket.destroy();
+  };
+  raw.on("data", count);
+  raw.once("end", () => {
+    raw.off("data", count);
+    socket.end();
+  });
+  raw.resume();
+}
+
 export function sendError(request: FastifyRequest, reply: FastifyReply, error: AppError) {
+  if (error.code === "payload_too_large") drainRefusedBody(request, reply);
   if (error.retryAfterSeconds !== undefined) reply.header("retry-after", String(error.retryAfterSeconds));
   return reply
     .code(statusOf(error))
@@ -199,8 +229,16 @@ export async function buildHttp(deps: HttpDeps): Promise<App> {
   // POST) is no body; the rest goes to fastify's own parser (prototype poisoning refused).
   const parseJson = app.getDefaultJsonParser("error", "error");
   app.removeContentTypeParser("application/json");
-  app.addContentTypeParser("application/json", { parseAs: "string" }, (request, body, done) => {
-    const text = typeof body === "string" ? body : body.toString("utf8");
+  // Bytes that are not UTF-8 (CESU-8 surrogates, overlongs, a cut sequence) are refused rather
+  // than read as U+FFFD and stored (docs/api-decisions.md "Text Warren accepts").
+  app.addContentTypeParser("application/json", { parseAs: "buffer" }, (request, body, done) => {
+    let text: string;
+    try {
+      text = typeof body === "string" ? body : STRICT_UTF8.decode(body);
+    } catch {
+      done(new AppError("invalid_argument", "the request body is not valid UTF-8"), undefined);
+      return;
+    }
     if (text.trim() === "") {
       done(null, undefined);
       return;
