@@ -403,6 +403,25 @@ forEachStore(
       }
     });
 
+    it("answers every path of the document under a method it does not take with 405 and Allow, in its envelope", async () => {
+      const served = await t().request("GET", "/v1/openapi.json");
+      const operations = operationsOf(served.body);
+      const byPath = new Map<string, Operation[]>();
+      for (const op of operations) byPath.set(op.path, [...(byPath.get(op.path) ?? []), op]);
+      for (const [path, ops] of byPath) {
+        const taken = ops.map((op) => op.method);
+        const url = urlOf(ops[0] as Operation, {}, {});
+        for (const method of ["GET", "POST", "PUT", "PATCH", "DELETE"].filter((m) => !taken.includes(m))) {
+          const res = await t().request(method, url, { key: t().orgA.keys.owner });
+          assertRefusal(res, ops[0] as Operation, `${method} ${path}`);
+          assert.equal(res.status, 405, `${method} ${path}: ${res.raw}`);
+          const allow = String(res.headers.allow).split(", ");
+          for (const m of taken)
+            assert.ok(allow.includes(m), `${method} ${path}: Allow ${res.headers.allow} lacks ${m}`);
+        }
+      }
+    });
+
     it("never fails (5xx) on values that may be valid: huge, negative, exponents, unicode edge cases", async () => {
       const served = await t().request("GET", "/v1/openapi.json");
       const key = t().orgA.keys.owner;

@@ -116,6 +116,48 @@ function envelopeForUrl(url: string | undefined): EnvelopeKind {
   return /^\/v1\/(sandboxes|snapshots)(?=[/:?]|$)/.test(url ?? "") ? "flat" : "standard";
 }
 
+/**
+ * A regular expression matching the concrete paths of a fastify route pattern (`:id`,
+ * `:id(^re$)`, `::` for a literal colon, `*`), for the 405 answer's `Allow`.
+ */
+export function routePathRegExp(url: string): RegExp {
+  let out = "";
+  let i = 0;
+  while (i < url.length) {
+    const ch = url[i] as string;
+    if (ch === ":" && url[i + 1] === ":") {
+      out += ":";
+      i += 2;
+    } else if (ch === ":") {
+      let j = i + 1;
+      while (j < url.length && /[A-Za-z0-9_]/.test(url[j] as string)) j++;
+      if (url[j] !== "(") {
+        out += "[^/]+";
+        i = j;
+        continue;
+      }
+      let depth = 0;
+      let k = j;
+      for (; k < url.length; k++) {
+        if (url[k] === "(") depth++;
+        else if (url[k] === ")" && --depth === 0) break;
+      }
+      out += `(?:${url
+        .slice(j + 1, k)
+        .replace(/^\^/, "")
+        .replace(/\$$/, "")})`;
+      i = k + 1;
+    } else if (ch === "*") {
+      out += ".*";
+      i++;
+    } else {
+      out += ch.replace(/[.+?^${}()|[\]\\]/g, "\\$&");
+      i++;
+    }
+  }
+  return new RegExp(`^${out}/?$`);
+}
+
 /** The single-line status text of the statuses the HTTP parser's refusals are answered with. */
 const PARSER_STATUS_TEXT: Record<number, string> = {
   400: "Bad Request",
@@ -299,6 +341,14 @@ export async function buildHttp(deps: HttpDeps): Promise<App> {
     return payload;
   };
 
+  // Every route's path pattern and methods: a path that exists under other methods is 405 with Allow.
+  const routePaths = new Map<string, { pattern: RegExp; methods: Set<string> }>();
+  app.addHook("onRoute", (route) => {
+    const known = routePaths.get(route.url) ?? { pattern: routePathRegExp(route.url), methods: new Set<string>() };
+    for (const method of Array.isArray(route.method) ? route.method : [route.method]) known.methods.add(method);
+    routePaths.set(route.url, known);
+  });
+
   app.addHook("onRoute", (route) => {
     // Query strings are as strict as bodies: a route that declares no query parameters refuses any.
     if (!route.schema?.querystring) route.schema = { ...route.schema, querystring: EmptyObject };
@@ -324,6 +374,40 @@ export async function buildHttp(deps: HttpDeps): Promise<App> {
       done();
     });
   }
+
+  /**
+   * 405 with Allow when `path` matches routes (those `considered`) of other methods only;
+   * false when it does not, and nothing is sent.
+   */
+  const answeredNotAllowed = (
+    request: FastifyRequest,
+    reply: FastifyReply,
+    path: string,
+    considered: (url: string) => boolean,
+  ): boolean => {
+    const allowed = new Set<string>();
+    for (const [url, { pattern, methods }] of routePaths) {
+      if (considered(url) && pattern.test(path)) for (const method of methods) allowed.add(method);
+    }
+    if (allowed.size === 0 || allowed.has(request.method)) return false;
+    const allow = [...allowed].sort().join(", ");
+    const error = new AppError("method_not_allowed", `${request.method} is not allowed on ${path}; allowed: ${allow}`);
+    reply.header("x-request-id", request.id).header("allow", allow);
+    void reply.code(statusOf(error)).send(errorBody(error, request.id, envelopeForUrl(request.raw.url)));
+    return true;
+  };
+
+  // A custom verb under the wrong method (GET /v1/runs/{id}:complete) would be routed as the
+  // id `{id}:complete` of the collection's item route; it is a 405 like any other method.
+  app.addHook("onRequest", (request, reply, done) => {
+    const route = request.routeOptions.url;
+    const path = request.url.split("?")[0] ?? "";
+    const last = path.slice(path.lastIndexOf("/") + 1);
+    if (route && !route.includes("::") && last.includes(":")) {
+      if (answeredNotAllowed(request, reply, path, (url) => url.includes("::"))) return;
+    }
+    done();
+  });
 
   app.addHook("onRequest", async (request, reply) => {
     reply.header("x-request-id", request.id);
@@ -378,9 +462,11 @@ export async function buildHttp(deps: HttpDeps): Promise<App> {
     return sendError(request, reply, appError);
   });
 
-  app.setNotFoundHandler((request, reply) =>
-    sendError(request, reply, new AppError("not_found", `no route ${request.method} ${request.url.split("?")[0]}`)),
-  );
+  app.setNotFoundHandler((request, reply) => {
+    const path = request.url.split("?")[0] ?? "";
+    if (answeredNotAllowed(request, reply, path, () => true)) return reply;
+    return sendError(request, reply, new AppError("not_found", `no route ${request.method} ${path}`));
+  });
 
   return app;
 }
