@@ -138,7 +138,7 @@ describe("warren CLI [pglite, local runtime]", () => {
     const volume = json<{ id: string }>(await cli(["volume", "create", "cli-vol", "--quota-gib", "1", "--json"]));
     assert.ok(volume.id);
     const env = { XDG_CACHE_HOME: path.join(home, "cache") };
-    const first = json<{ uploadedBlobs: number }>(
+    const first = json<{ uploadedBlobs: number; version: { version_digest: string } }>(
       await cli(["volume", "push", dir, "--volume", "cli-vol", "--json"], { env }),
     );
     assert.equal(first.uploadedBlobs, 1);
@@ -146,7 +146,16 @@ describe("warren CLI [pglite, local runtime]", () => {
       await cli(["volume", "push", dir, "--volume", volume.id, "--json"], { env }),
     );
     assert.equal(again.uploadedBlobs, 0);
-    assert.match(ok(await cli(["volume", "list"])).stdout, /cli-vol/);
+    const listed = ok(await cli(["volume", "list"])).stdout;
+    const line = listed.split("\n").find((l) => l.includes("cli-vol")) ?? "";
+    assert.ok(line.includes(first.version.version_digest), `the current version is shown: ${listed}`);
+    const usage = ok(await cli(["usage"])).stdout;
+    assert.match(usage, /^METRIC +UNIT +CURRENT +RESERVED +LIMIT/);
+    assert.match(usage, /\nsandboxes\.total +/);
+    assert.equal(json<{ deleted: boolean }>(await cli(["volume", "delete", "cli-vol", "--json"])).deleted, true);
+    const gone = await cli(["volume", "delete", volume.id]);
+    assert.match(gone.stderr, /not_found/);
+    assert.doesNotMatch(ok(await cli(["volume", "list"])).stdout, /cli-vol/);
   });
 
   it("tails a run (-f ends with the run), lists runs and runs SQL", async () => {
