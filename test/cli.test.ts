@@ -131,6 +131,26 @@ describe("warren CLI [pglite, local runtime]", () => {
     ok(await cli(["sandbox", "delete", restored.id]));
   });
 
+  it("reports a create whose image is unavailable at once, with the reason as its code and exit code 8", async () => {
+    const missing = api.fixture?.busyboxRef.replace("/test/busybox:latest", "/test/no-such-image:1") ?? "";
+    const started = Date.now();
+    const failed = await cli(["sandbox", "create", "--image", missing, "--json", "--", "sleep", "60"]);
+    assert.equal(failed.code, 8, failed.stderr);
+    const error = (JSON.parse(failed.stderr) as { error: Record<string, unknown> }).error;
+    assert.equal(error.code, "image_unavailable", failed.stderr);
+    assert.equal(error.state, "failed");
+    // The server's wait ends when the sandbox fails, not at its 25 s deadline.
+    assert.ok(Date.now() - started < 20_000, `reported after ${Date.now() - started} ms`);
+    const human = ok(await cli(["sandbox", "get", String(error.sandbox_id)])).stdout;
+    assert.match(human, /state_reason +image_unavailable: /);
+    const plain = await cli(["sandbox", "create", "--image", missing, "--", "true"]);
+    assert.equal(plain.code, 8);
+    assert.match(plain.stderr, /image_unavailable/);
+    const malformed = await cli(["sandbox", "create", "--image", "Not A Reference", "--", "true"]);
+    assert.equal(malformed.code, 2, malformed.stderr);
+    assert.match(malformed.stderr, /invalid_argument: body\.image: invalid image reference/);
+  });
+
   it("creates a volume and pushes a directory, then nothing to upload", async () => {
     const dir = path.join(home, "tree");
     await mkdir(dir, { recursive: true });
@@ -154,7 +174,8 @@ describe("warren CLI [pglite, local runtime]", () => {
     assert.match(usage, /\nsandboxes\.total +/);
     assert.equal(json<{ deleted: boolean }>(await cli(["volume", "delete", "cli-vol", "--json"])).deleted, true);
     const gone = await cli(["volume", "delete", volume.id]);
-    assert.match(gone.stderr, /not_found/);
+    assert.notEqual(gone.code, 0);
+    assert.match(gone.stderr, /no volume/);
     assert.doesNotMatch(ok(await cli(["volume", "list"])).stdout, /cli-vol/);
   });
 
