@@ -131,6 +131,26 @@ describe("warren CLI [pglite, local runtime]", () => {
     ok(await cli(["sandbox", "delete", restored.id]));
   });
 
+  it("reports a create whose image is unavailable at once, with the reason as its code and exit code 8", async () => {
+    const missing = api.fixture?.busyboxRef.replace("/test/busybox:latest", "/test/no-such-image:1") ?? "";
+    const started = Date.now();
+    const failed = await cli(["sandbox", "create", "--image", missing, "--json", "--", "sleep", "60"]);
+    assert.equal(failed.code, 8, failed.stderr);
+    const error = (JSON.parse(failed.stderr) as { error: Record<string, unknown> }).error;
+    assert.equal(error.code, "image_unavailable", failed.stderr);
+    assert.equal(error.state, "failed");
+    // The server's wait ends when the sandbox fails, not at its 25 s deadline.
+    assert.ok(Date.now() - started < 20_000, `reported after ${Date.now() - started} ms`);
+    const human = ok(await cli(["sandbox", "get", String(error.sandbox_id)])).stdout;
+    assert.match(human, /state_reason +image_unavailable: /);
+    const plain = await cli(["sandbox", "create", "--image", missing, "--", "true"]);
+    assert.equal(plain.code, 8);
+    assert.match(plain.stderr, /image_unavailable/);
+    const malformed = await cli(["sandbox", "create", "--image", "Not A Reference", "--", "true"]);
+    assert.equal(malformed.code, 2, malformed.stderr);
+    assert.match(malformed.stderr, /invalid_argument: body\.image: invalid image reference/);
+  });
+
   it("creates a volume and pushes a directory, then nothing to upload", async () => {
     const dir = path.join(home, "tree");
     await mkdir(dir, { recursive: true });
@@ -138,7 +158,7 @@ describe("warren CLI [pglite, local runtime]", () => {
     const volume = json<{ id: string }>(await cli(["volume", "create", "cli-vol", "--quota-gib", "1", "--json"]));
     assert.ok(volume.id);
     const env = { XDG_CACHE_HOME: path.join(home, "cache") };
-    const first = json<{ uploadedBlobs: number }>(
+    const first = json<{ uploadedBlobs: number; version: { version_digest: string } }>(
       await cli(["volume", "push", dir, "--volume", "cli-vol", "--json"], { env }),
     );
     assert.equal(first.uploadedBlobs, 1);
@@ -146,7 +166,17 @@ describe("warren CLI [pglite, local runtime]", () => {
       await cli(["volume", "push", dir, "--volume", volume.id, "--json"], { env }),
     );
     assert.equal(again.uploadedBlobs, 0);
-    assert.match(ok(await cli(["volume", "list"])).stdout, /cli-vol/);
+    const listed = ok(await cli(["volume", "list"])).stdout;
+    const line = listed.split("\n").find((l) => l.includes("cli-vol")) ?? "";
+    assert.ok(line.includes(first.version.version_digest), `the current version is shown: ${listed}`);
+    const usage = ok(await cli(["usage"])).stdout;
+    assert.match(usage, /^METRIC +UNIT +CURRENT +RESERVED +LIMIT/);
+    assert.match(usage, /\nsandboxes\.total +/);
+    assert.equal(json<{ deleted: boolean }>(await cli(["volume", "delete", "cli-vol", "--json"])).deleted, true);
+    const gone = await cli(["volume", "delete", volume.id]);
+    assert.notEqual(gone.code, 0);
+    assert.match(gone.stderr, /no volume/);
+    assert.doesNotMatch(ok(await cli(["volume", "list"])).stdout, /cli-vol/);
   });
 
   it("tails a run (-f ends with the run), lists runs and runs SQL", async () => {

@@ -51,10 +51,19 @@ forEachStore(
       }
     });
 
-    it("answers a known path with an unrouted method with 404 or 405 in the envelope", async () => {
-      const res = await t().request("DELETE", "/v1/whoami", { key: t().orgA.keys.owner });
-      assert.ok([404, 405].includes(res.status), res.raw);
-      assertEnvelope(res, res.status, res.status === 404 ? "not_found" : "method_not_allowed");
+    it("answers a known path with an unrouted method with 405 method_not_allowed and Allow, in the envelope", async () => {
+      for (const [method, url, allow] of [
+        ["DELETE", "/v1/whoami", "GET, HEAD"],
+        ["PUT", "/v1/projects", "GET, HEAD, POST"],
+        ["PUT", "/v1/sandboxes/sbx-0000000000000000000000000000000000000000", "DELETE, GET, HEAD, PATCH"],
+        ["GET", "/v1/sandboxes/sbx-0000000000000000000000000000000000000000:exec", "POST"],
+      ] as const) {
+        for (const key of [t().orgA.keys.owner, null]) {
+          const res = await t().request(method, url, { key });
+          assertEnvelope(res, 405, "method_not_allowed");
+          assert.equal(res.headers.allow, allow, `${method} ${url}`);
+        }
+      }
     });
 
     it("refuses malformed JSON with 400 invalid_argument", async () => {

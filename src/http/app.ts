@@ -29,6 +29,9 @@ export const API_TITLE = "Warren control-plane API";
 export const API_VERSION = "0.0.1";
 /** Longest path parameter the router takes; longer ones are a 400 in the envelope. */
 const MAX_PARAM_LENGTH = 2048;
+/** Most of a refused (413) body read and dropped so its client hears the answer; past it the socket is closed. */
+const MAX_DRAIN_BYTES = 64 * 1_048_576;
+const STRICT_UTF8 = new TextDecoder("utf-8", { fatal: true });
 
 export interface HttpDeps {
   log: Logger;
@@ -113,6 +116,48 @@ function envelopeForUrl(url: string | undefined): EnvelopeKind {
   return /^\/v1\/(sandboxes|snapshots)(?=[/:?]|$)/.test(url ?? "") ? "flat" : "standard";
 }
 
+/**
+ * A regular expression matching the concrete paths of a fastify route pattern (`:id`,
+ * `:id(^re$)`, `::` for a literal colon, `*`), for the 405 answer's `Allow`.
+ */
+export function routePathRegExp(url: string): RegExp {
+  let out = "";
+  let i = 0;
+  while (i < url.length) {
+    const ch = url[i] as string;
+    if (ch === ":" && url[i + 1] === ":") {
+      out += ":";
+      i += 2;
+    } else if (ch === ":") {
+      let j = i + 1;
+      while (j < url.length && /[A-Za-z0-9_]/.test(url[j] as string)) j++;
+      if (url[j] !== "(") {
+        out += "[^/]+";
+        i = j;
+        continue;
+      }
+      let depth = 0;
+      let k = j;
+      for (; k < url.length; k++) {
+        if (url[k] === "(") depth++;
+        else if (url[k] === ")" && --depth === 0) break;
+      }
+      out += `(?:${url
+        .slice(j + 1, k)
+        .replace(/^\^/, "")
+        .replace(/\$$/, "")})`;
+      i = k + 1;
+    } else if (ch === "*") {
+      out += ".*";
+      i++;
+    } else {
+      out += ch.replace(/[.+?^${}()|[\]\\]/g, "\\$&");
+      i++;
+    }
+  }
+  return new RegExp(`^${out}/?$`);
+}
+
 /** The single-line status text of the statuses the HTTP parser's refusals are answered with. */
 const PARSER_STATUS_TEXT: Record<number, string> = {
   400: "Bad Request",
@@ -153,7 +198,34 @@ function endRequestSpan(span: Span, request: FastifyRequest, status: number): vo
   span.end();
 }
 
+/**
+ * After a 413 the rest of the body is read and dropped (up to MAX_DRAIN_BYTES) instead of the
+ * socket being closed under a client still sending: a reset would make most clients lose the
+ * answer they have not read yet. The connection then closes once the request has ended.
+ */
+function drainRefusedBody(request: FastifyRequest, reply: FastifyReply): void {
+  const raw = request.raw;
+  const socket = raw.socket as Socket | null;
+  // An injected request (tests) has no real socket to keep open.
+  if (raw.complete || raw.destroyed || typeof socket?.end !== "function") return;
+  // Node closes the socket as soon as a `connection: close` answer is written; without it, the
+  // parser reads the body to its end and the close comes after.
+  reply.removeHeader("connection");
+  let drained = 0;
+  const count = (chunk: Buffer) => {
+    drained += chunk.length;
+    if (drained > MAX_DRAIN_BYTES) socket.destroy();
+  };
+  raw.on("data", count);
+  raw.once("end", () => {
+    raw.off("data", count);
+    socket.end();
+  });
+  raw.resume();
+}
+
 export function sendError(request: FastifyRequest, reply: FastifyReply, error: AppError) {
+  if (error.code === "payload_too_large") drainRefusedBody(request, reply);
   if (error.retryAfterSeconds !== undefined) reply.header("retry-after", String(error.retryAfterSeconds));
   return reply
     .code(statusOf(error))
@@ -220,8 +292,16 @@ export async function buildHttp(deps: HttpDeps): Promise<App> {
   // POST) is no body; the rest goes to fastify's own parser (prototype poisoning refused).
   const parseJson = app.getDefaultJsonParser("error", "error");
   app.removeContentTypeParser("application/json");
-  app.addContentTypeParser("application/json", { parseAs: "string" }, (request, body, done) => {
-    const text = typeof body === "string" ? body : body.toString("utf8");
+  // Bytes that are not UTF-8 (CESU-8 surrogates, overlongs, a cut sequence) are refused rather
+  // than read as U+FFFD and stored (docs/api-decisions.md "Text Warren accepts").
+  app.addContentTypeParser("application/json", { parseAs: "buffer" }, (request, body, done) => {
+    let text: string;
+    try {
+      text = typeof body === "string" ? body : STRICT_UTF8.decode(body);
+    } catch {
+      done(new AppError("invalid_argument", "the request body is not valid UTF-8"), undefined);
+      return;
+    }
     if (text.trim() === "") {
       done(null, undefined);
       return;
@@ -282,6 +362,14 @@ export async function buildHttp(deps: HttpDeps): Promise<App> {
     return payload;
   };
 
+  // Every route's path pattern and methods: a path that exists under other methods is 405 with Allow.
+  const routePaths = new Map<string, { pattern: RegExp; methods: Set<string> }>();
+  app.addHook("onRoute", (route) => {
+    const known = routePaths.get(route.url) ?? { pattern: routePathRegExp(route.url), methods: new Set<string>() };
+    for (const method of Array.isArray(route.method) ? route.method : [route.method]) known.methods.add(method);
+    routePaths.set(route.url, known);
+  });
+
   app.addHook("onRoute", (route) => {
     // Query strings are as strict as bodies: a route that declares no query parameters refuses any.
     if (!route.schema?.querystring) route.schema = { ...route.schema, querystring: EmptyObject };
@@ -307,6 +395,40 @@ export async function buildHttp(deps: HttpDeps): Promise<App> {
       done();
     });
   }
+
+  /**
+   * 405 with Allow when `path` matches routes (those `considered`) of other methods only;
+   * false when it does not, and nothing is sent.
+   */
+  const answeredNotAllowed = (
+    request: FastifyRequest,
+    reply: FastifyReply,
+    path: string,
+    considered: (url: string) => boolean,
+  ): boolean => {
+    const allowed = new Set<string>();
+    for (const [url, { pattern, methods }] of routePaths) {
+      if (considered(url) && pattern.test(path)) for (const method of methods) allowed.add(method);
+    }
+    if (allowed.size === 0 || allowed.has(request.method)) return false;
+    const allow = [...allowed].sort().join(", ");
+    const error = new AppError("method_not_allowed", `${request.method} is not allowed on ${path}; allowed: ${allow}`);
+    reply.header("x-request-id", request.id).header("allow", allow);
+    void reply.code(statusOf(error)).send(errorBody(error, request.id, envelopeForUrl(request.raw.url)));
+    return true;
+  };
+
+  // A custom verb under the wrong method (GET /v1/runs/{id}:complete) would be routed as the
+  // id `{id}:complete` of the collection's item route; it is a 405 like any other method.
+  app.addHook("onRequest", (request, reply, done) => {
+    const route = request.routeOptions.url;
+    const path = request.url.split("?")[0] ?? "";
+    const last = path.slice(path.lastIndexOf("/") + 1);
+    if (route && !route.includes("::") && last.includes(":")) {
+      if (answeredNotAllowed(request, reply, path, (url) => url.includes("::"))) return;
+    }
+    done();
+  });
 
   app.addHook("onRequest", async (request, reply) => {
     reply.header("x-request-id", request.id);
@@ -366,9 +488,11 @@ export async function buildHttp(deps: HttpDeps): Promise<App> {
     return sendError(request, reply, appError);
   });
 
-  app.setNotFoundHandler((request, reply) =>
-    sendError(request, reply, new AppError("not_found", `no route ${request.method} ${request.url.split("?")[0]}`)),
-  );
+  app.setNotFoundHandler((request, reply) => {
+    const path = request.url.split("?")[0] ?? "";
+    if (answeredNotAllowed(request, reply, path, () => true)) return reply;
+    return sendError(request, reply, new AppError("not_found", `no route ${request.method} ${path}`));
+  });
 
   return app;
 }

@@ -23,9 +23,54 @@ function build(coerce: boolean) {
 const bodyAjv = build(false);
 const textAjv = build(true);
 
+// Query and path numbers are decimal digits only: ajv's coercion is JavaScript's `+text`, which
+// reads `0x10` as 16, `1e1` as 10, `0o7` as 7 and `" 5"` as 5 (docs/api-decisions.md "Numbers in
+// query strings and paths").
+const STRICT_INTEGER = /^-?(0|[1-9][0-9]*)$/;
+const STRICT_NUMBER = /^-?(0|[1-9][0-9]*)(\.[0-9]+)?$/;
+
+/** The property names of a query or path schema whose values are numbers, and their pattern. */
+function numericFields(schema: object): [string, RegExp][] {
+  const properties = (schema as { properties?: Record<string, { type?: unknown }> }).properties ?? {};
+  const out: [string, RegExp][] = [];
+  for (const [name, child] of Object.entries(properties)) {
+    if (child.type === "integer") out.push([name, STRICT_INTEGER]);
+    else if (child.type === "number") out.push([name, STRICT_NUMBER]);
+  }
+  return out;
+}
+
+type Validate = ((data: unknown) => boolean) & { errors?: ErrorObject[] | null };
+
 export function validatorCompiler({ schema, httpPart }: { schema: object; httpPart?: string }) {
-  const ajv = httpPart === "body" ? bodyAjv : textAjv;
-  return ajv.compile(schema);
+  if (httpPart === "body") return bodyAjv.compile(schema);
+  const validate = textAjv.compile(schema);
+  const numeric = numericFields(schema);
+  if (numeric.length === 0) return validate;
+  const strict: Validate = (data) => {
+    const values = data as Record<string, unknown> | null;
+    for (const [name, pattern] of numeric) {
+      const value = values?.[name];
+      const texts = Array.isArray(value) ? value : [value];
+      for (const text of texts) {
+        if (typeof text !== "string" || pattern.test(text)) continue;
+        strict.errors = [
+          {
+            instancePath: `/${name}`,
+            schemaPath: `#/properties/${name}/type`,
+            keyword: "type",
+            params: {},
+            message: `must be a decimal ${pattern === STRICT_INTEGER ? "integer" : "number"} (digits only)`,
+          },
+        ];
+        return false;
+      }
+    }
+    const ok = validate(data);
+    strict.errors = validate.errors ?? null;
+    return ok;
+  };
+  return strict;
 }
 
 /** One readable sentence for the first failure, naming the field as a dotted path. */

@@ -17,6 +17,10 @@ export const EXIT = {
   quota: 5,
   auth: 6,
   connection: 7,
+  /** A sandbox awaited failed because its image could not be had (`image_unavailable`, `invalid_spec`). */
+  imageUnavailable: 8,
+  /** A sandbox awaited failed or ended otherwise; the error code is its state_reason code. */
+  sandboxFailed: 9,
   /** `sandbox exec` whose command timed out (as timeout(1)). */
   execTimedOut: 124,
   /** `sandbox exec` whose outcome could not be read: it may have run. */
@@ -74,11 +78,16 @@ export async function client(options: GlobalOptions): Promise<Warren> {
 
 export class UsageError extends Error {}
 
+const IMAGE_REASONS = new Set(["image_unavailable", "invalid_spec"]);
+
 /** An error's exit code. */
 export function exitCodeOf(error: unknown): number {
   if (error instanceof UsageError) return EXIT.usage;
   if (error instanceof ConnectionError) return EXIT.connection;
-  if (error instanceof SandboxStateError) return EXIT.error;
+  if (error instanceof SandboxStateError) {
+    if (error.code === "sandbox_wait_timeout") return EXIT.error;
+    return IMAGE_REASONS.has(error.code) ? EXIT.imageUnavailable : EXIT.sandboxFailed;
+  }
   if (error instanceof WarrenApiError) {
     if (error.code === "not_found") return EXIT.notFound;
     if (error.code === "unauthenticated" || error.code === "permission_denied") return EXIT.auth;
@@ -103,11 +112,22 @@ export function reportError(error: unknown, json: boolean): void {
               ...(error.details ? { details: error.details } : {}),
             },
           }
-        : { error: { code: error instanceof UsageError ? "usage" : "error", message: (error as Error).message } };
+        : error instanceof SandboxStateError
+          ? {
+              error: {
+                code: error.code,
+                message: error.message,
+                sandbox_id: error.sandboxId,
+                state: error.state,
+                ...(error.reason ? { state_reason: error.reason } : {}),
+              },
+            }
+          : { error: { code: error instanceof UsageError ? "usage" : "error", message: (error as Error).message } };
     process.stderr.write(`${JSON.stringify(body)}\n`);
     return;
   }
-  const prefix = error instanceof WarrenApiError ? `${error.code}: ` : "";
+  const prefix =
+    error instanceof WarrenApiError || (error instanceof SandboxStateError && !error.reason) ? `${error.code}: ` : "";
   process.stderr.write(`warren: ${prefix}${(error as Error).message ?? String(error)}\n`);
 }
 

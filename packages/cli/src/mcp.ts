@@ -8,7 +8,7 @@ import { readFileSync } from "node:fs";
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
 import { z } from "zod";
-import { type ExecResult, type Warren, WarrenApiError, WarrenError } from "../../sdk/src/index.js";
+import { type ExecResult, SandboxStateError, type Warren, WarrenApiError, WarrenError } from "../../sdk/src/index.js";
 
 type JsonSchema = { type?: string; properties?: Record<string, unknown>; required?: string[]; [k: string]: unknown };
 
@@ -61,6 +61,13 @@ function toolError(code: string, message: string, extra: Record<string, unknown>
 function fromError(error: unknown) {
   if (error instanceof WarrenApiError) {
     return toolError(error.code, error.message, error.requestId ? { request_id: error.requestId } : {});
+  }
+  if (error instanceof SandboxStateError) {
+    return toolError(error.code, error.message, {
+      sandbox_id: error.sandboxId,
+      state: error.state,
+      ...(error.reason ? { state_reason: error.reason } : {}),
+    });
   }
   if (error instanceof WarrenError) return toolError("unavailable", error.message);
   return toolError("internal", (error as Error).message ?? String(error));

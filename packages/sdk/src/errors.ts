@@ -47,15 +47,23 @@ export class ConnectionError extends WarrenError {
   override name = "ConnectionError";
 }
 
-/** A sandbox reached a state it cannot leave for the one awaited (failed, terminated, ...). */
+/**
+ * A sandbox reached a state it cannot leave for the one awaited (failed, terminated, ...).
+ * `code` is the sandbox's `state_reason.code` when it has one (`image_unavailable`), else
+ * `sandbox_<state>` (`sandbox_terminated`, `sandbox_wait_timeout` when the wait ran out).
+ */
 export class SandboxStateError extends WarrenError {
   override name = "SandboxStateError";
+  readonly code: string;
   constructor(
     readonly sandboxId: string,
     readonly state: string,
     message: string,
+    readonly reason?: { code: string; message: string },
+    code?: string,
   ) {
     super(message);
+    this.code = code ?? reason?.code ?? `sandbox_${state}`;
   }
 }
 

@@ -109,11 +109,22 @@ export class Sandbox {
       last = seen;
       if (seen === state) return res.sandbox;
       if (DEAD_STATES.has(seen) && !DEAD_STATES.has(state)) {
-        const reason = res.sandbox.state_reason ? `: ${res.sandbox.state_reason.message}` : "";
-        throw new SandboxStateError(this.id, seen, `sandbox ${this.id} is ${seen}${reason}`);
+        const reason = res.sandbox.state_reason;
+        throw new SandboxStateError(
+          this.id,
+          seen,
+          `sandbox ${this.id} is ${seen}${reason ? `: ${reason.code}: ${reason.message}` : ""}`,
+          reason,
+        );
       }
       if (Date.now() >= deadline) {
-        throw new SandboxStateError(this.id, seen, `sandbox ${this.id} is still ${seen} after ${limitMs / 1000} s`);
+        throw new SandboxStateError(
+          this.id,
+          seen,
+          `sandbox ${this.id} is still ${seen} after ${limitMs / 1000} s`,
+          undefined,
+          "sandbox_wait_timeout",
+        );
       }
     }
   }

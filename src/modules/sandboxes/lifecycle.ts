@@ -47,6 +47,26 @@ export function isFinished(state: SandboxState): boolean {
   return state !== "quarantined" && STATES[state].finished;
 }
 
+/** The states a sandbox on its way out (terminating, or deleted) may still show. */
+const ON_THE_WAY_OUT: SandboxState[] = ["terminating", "attention", "terminated", "failed"];
+
+/**
+ * Whether a sandbox now in `current` (shown state) with `desired` may still come to
+ * `awaited`: a wait_state long-poll ends at once when it cannot (docs/api-decisions.md
+ * "Waiting for a state"). The finished states lead nowhere; a sandbox being deleted or in
+ * `attention` only toward its end; a quarantine may be released, so it waits on.
+ */
+export function canStillReach(current: SandboxState, desired: DesiredState, awaited: SandboxState): boolean {
+  if (current === awaited) return true;
+  if (current === "quarantined") return true;
+  if (STATES[current].finished) return false;
+  if (current === "terminating" || current === "attention" || desired === "deleted") {
+    if (awaited === "terminating") return current !== "attention";
+    return ON_THE_WAY_OUT.includes(awaited);
+  }
+  return true;
+}
+
 /** When a sandbox entering `state` at `now` must have left it (or be looked at again), or null. */
 export function stateDeadline(state: StoredState, now: Date): Date | null {
   const seconds = STATES[state].deadlineSeconds;

@@ -190,6 +190,10 @@ export const Sandbox = Type.Object(
       ),
     ),
     workload_image: Type.String(),
+    network_access: NetworkAccess,
+    ports: Type.Array(Type.Integer({ minimum: 1, maximum: 65_535 }), {
+      description: "The ports asked for at create; endpoints shows those served now",
+    }),
     expires_at: Type.Optional(Timestamp),
     ssh: Type.Optional(
       Type.Object({ host: Type.String(), port: Type.Integer(), user: Type.String() }, { additionalProperties: false }),

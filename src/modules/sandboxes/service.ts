@@ -17,11 +17,19 @@ import { checkMountTargets } from "../volumes/mounts.js";
 import { decideCompute } from "./compute-admission.js";
 import type { ExecResponse } from "./exec-service.js";
 import { applyHostChange, HOST_CLAIM_SECONDS, type HostChange, storageRefusal } from "./host-changes.js";
-import { isFinished, STABLE_STATES, stateDeadline } from "./lifecycle.js";
+import { canStillReach, isFinished, STABLE_STATES, stateDeadline } from "./lifecycle.js";
 import * as repo from "./repo.js";
 import type { CreateSandboxBody, SandboxJson, SandboxState, UpdateSandboxBody } from "./schemas.js";
 import type { SandboxTransitions } from "./transitions.js";
-import { checkArgv, checkMetadata, receiptView, restoredCapacity, sandboxView } from "./view.js";
+import {
+  checkArgv,
+  checkImageReference,
+  checkMetadata,
+  checkPorts,
+  receiptView,
+  restoredCapacity,
+  sandboxView,
+} from "./view.js";
 
 const SANDBOX_ID = /^sbx-[0-9a-f]{40}$/;
 const EXEC_TARGET_CACHE_ENTRIES = 10_000;
@@ -264,6 +272,9 @@ export class SandboxService {
       throw new AppError("invalid_argument", "image_override is valid only with snapshot_id");
     checkArgv("command", input.command);
     checkMetadata(input.metadata);
+    checkImageReference("body.image", input.image);
+    checkImageReference("body.image_override", input.image_override);
+    checkPorts(input.ports, input.network_access ?? "public");
     if ((input.resources?.gpus?.count ?? 0) > 0) throw unsupported("this deployment cannot schedule GPUs");
     if (input.secrets?.length && !this.secretBinder)
       throw unsupported("secret bindings need the egress gateway, which this deployment does not run");
@@ -427,10 +438,15 @@ export class SandboxService {
     return { sandbox: await this.view(row) };
   }
 
-  /** Long-poll: resolves when the state is observed, or with the current row at the deadline. */
+  /**
+   * Long-poll: resolves when the state is observed, at once when it can no longer come (a
+   * failed create waited for as running), or with the current row at the deadline.
+   */
   private async waitFor(cred: Credential, initial: repo.SandboxRow, state: SandboxState, timeoutSeconds: number) {
     const shown = (row: repo.SandboxRow) => (row.quarantined ? "quarantined" : row.state);
-    if (shown(initial) === state) return initial;
+    const settled = (row: repo.SandboxRow) =>
+      shown(row) === state || !canStillReach(shown(row), row.desired_state, state);
+    if (settled(initial)) return initial;
     const deadline = Date.now() + timeoutSeconds * 1000;
     let row = initial;
     while (Date.now() < deadline) {
@@ -445,7 +461,7 @@ export class SandboxService {
         this.changes.on(initial.id, done);
       });
       row = await this.load(this.db, cred, initial.id).catch(() => row);
-      if (shown(row) === state) return row;
+      if (settled(row)) return row;
     }
     return row;
   }

@@ -1,6 +1,8 @@
 // Pure helpers of the sandbox service: the wire views of a row and of a network receipt,
 // and the create-request rules the schema cannot state (metadata bytes, argv, a restore's
 // workspace capacity).
+import { ImageError } from "../../drivers/runtime/image/errors.js";
+import { parseImageReference } from "../../drivers/runtime/image/reference.js";
 import type { NetworkReceipt } from "../../drivers/runtime/interface.js";
 import { AppError } from "../../lib/errors.js";
 import type { SandboxRow } from "./repo.js";
@@ -25,6 +27,27 @@ export function checkArgv(field: string, argv: string[] | undefined): void {
     throw new AppError("invalid_argument", `${field}[0] must be a non-empty executable`);
   if (argv?.some((arg) => arg.includes("\0")))
     throw new AppError("invalid_argument", `${field} entries may not contain NUL`);
+}
+
+/** A malformed image reference is the create's 400, not a `failed` sandbox later (the same parser as the pull's). */
+export function checkImageReference(field: string, reference: string | undefined): void {
+  if (reference === undefined) return;
+  try {
+    parseImageReference(reference);
+  } catch (error) {
+    if (error instanceof ImageError) throw new AppError("invalid_argument", `${field}: ${error.message}`);
+    throw error;
+  }
+}
+
+/** Ports are reached through the session plane, which a sandbox without a network cannot serve. */
+export function checkPorts(ports: number[] | undefined, network: "public" | "gateway_only" | "none"): void {
+  if (ports?.length && network === "none") {
+    throw new AppError(
+      "invalid_argument",
+      "ports need a network: a sandbox with network_access none cannot serve them (use public or gateway_only)",
+    );
+  }
 }
 
 /**
@@ -55,6 +78,8 @@ export function sandboxView(
       name: v.name,
     })),
     workload_image: row.workload_image,
+    network_access: row.network_access,
+    ports: row.ports,
   };
   if (row.expires_at) view.expires_at = row.expires_at.toISOString();
   if (ssh && row.state === "running" && !row.quarantined) view.ssh = { host: ssh.host, port: ssh.port, user: row.id };

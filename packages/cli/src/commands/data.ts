@@ -62,6 +62,16 @@ export function registerDataCommands(program: Command, action: Wrap) {
     }),
   );
 
+  example(
+    program.command("usage").description("the organization's quotas: limit, current use and reserved, per metric"),
+    "warren usage",
+  ).action(
+    action(async (g) => {
+      const snapshot = await (await client(g)).usage();
+      output(g).print(snapshot.limits, (r: Row[]) => table(r, ["metric", "unit", "current", "reserved", "limit"]));
+    }),
+  );
+
   example(program.command("whoami").description("the organization and principal of the key"), "warren whoami").action(
     action(async (g) => {
       const who = await (await client(g)).whoami();
@@ -94,7 +104,20 @@ export function registerDataCommands(program: Command, action: Wrap) {
     action(async (g) => {
       const rows: Row[] = [];
       for await (const v of (await client(g)).volumes.list()) rows.push(v as Row);
-      output(g).print(rows, (r: Row[]) => table(r, ["id", "name", "current_version", "quota_bytes", "created_at"]));
+      output(g).print(rows, (r: Row[]) =>
+        table(r, ["id", "name", "current_version_digest", "used_bytes", "quota_bytes", "created_at"]),
+      );
+    }),
+  );
+  example(
+    volume.command("delete <volume>").description("delete a volume (refused while a sandbox mounts it)"),
+    "warren volume delete datasets",
+  ).action(
+    action(async (g, ref: string) => {
+      const warren = await client(g);
+      const id = await volumeIdOf(warren, ref);
+      await warren.volumes.delete(id);
+      output(g).print({ id, deleted: true }, () => `deleted ${id}\n`);
     }),
   );
   example(

@@ -150,7 +150,15 @@ export function registerSandboxCommands(program: Command, action: (fn: Action) =
         const out = output(g);
         if (flags.wait) await s.waitUntil(flags.wait as never, { onState: (state) => out.progress(`state: ${state}`) });
         out.done();
-        out.print(s.record, (r: SandboxRecord) => record({ ...sandboxRow(r), ...(r.ssh ? { ssh: r.ssh } : {}) }));
+        out.print(s.record, (r: SandboxRecord) =>
+          record({
+            ...sandboxRow(r),
+            ...(r.state_reason ? { state_reason: `${r.state_reason.code}: ${r.state_reason.message}` } : {}),
+            network_access: r.network_access,
+            ...(r.ports.length ? { ports: r.ports.join(",") } : {}),
+            ...(r.ssh ? { ssh: r.ssh } : {}),
+          }),
+        );
       }),
     );
 

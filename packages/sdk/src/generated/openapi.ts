@@ -3624,6 +3624,9 @@ export interface operations {
                                 name?: string;
                             }[];
                             workload_image: string;
+                            network_access: "public" | "gateway_only" | "none";
+                            /** @description The ports asked for at create; endpoints shows those served now */
+                            ports: number[];
                             /** Format: date-time */
                             expires_at?: string;
                             ssh?: {
@@ -3839,6 +3842,9 @@ export interface operations {
                                 name?: string;
                             }[];
                             workload_image: string;
+                            network_access: "public" | "gateway_only" | "none";
+                            /** @description The ports asked for at create; endpoints shows those served now */
+                            ports: number[];
                             /** Format: date-time */
                             expires_at?: string;
                             ssh?: {
