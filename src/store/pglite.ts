@@ -21,6 +21,8 @@ import { PgliteWire } from "./pglite-wire.js";
 export interface PgliteDb extends Db {
   /** The data directory as a tarball, to start other memory stores from. */
   dump(): Promise<Blob>;
+  /** Where the store keeps its files; null in memory. */
+  readonly dataDir: string | null;
 }
 
 interface Instance {
@@ -123,6 +125,7 @@ export async function openPglite(dataDir?: string, loadDataDir?: Blob): Promise<
 
   return {
     kind: "pglite" as const,
+    dataDir: dataDir ?? null,
     exec: (sql) =>
       exclusive(async ({ pg }) => {
         await pg.exec(sql);
