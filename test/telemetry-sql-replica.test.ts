@@ -35,9 +35,16 @@ describe("telemetry SQL on PGlite (data directory): queries run off the server's
   it("another organization's calls keep answering while one organization's slow queries run back to back", async () => {
     // A data view: its 5 s statement timeout, which held every request of the server for
     // 5 s and then the reopen when the query ran in the server's own PGlite.
+    // Stored quickly (its param is null while it is checked), slow when run with n.
     const view = await t.request("PUT", "/v1/data-views/slow", {
       key: t.orgA.keys.owner,
-      body: { spec: { type: "sql.v1", sql: SLOW } },
+      body: {
+        spec: {
+          type: "sql.v1",
+          sql: "WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r WHERE i < $1) SELECT count(*) FROM r",
+          params: [{ name: "n", type: "bigint" }],
+        },
+      },
     });
     assert.equal(view.status, 200, view.raw);
     // The replica made (a copy of the store) before the clock starts.
@@ -48,7 +55,10 @@ describe("telemetry SQL on PGlite (data directory): queries run off the server's
     // Two clients of org A, each sending its next slow query as soon as the last one ends.
     const client = async () => {
       for (let i = 0; i < 2; i++) {
-        const res = await t.request("POST", "/v1/data-views/slow:run", { key: t.orgA.keys.owner, body: {} });
+        const res = await t.request("POST", "/v1/data-views/slow:run", {
+          key: t.orgA.keys.owner,
+          body: { params: { n: 100_000_000 } },
+        });
         outcomes.push(res.status);
       }
     };

@@ -123,7 +123,7 @@ export async function insertableColumns(q: Queryable, table: ReplicatedTable): P
 export async function applyChanges(
   q: Queryable,
   batch: TableChanges[],
-  columnsOf: (table: ReplicatedTable) => Promise<string[]>,
+  columnsOf: (q: Queryable, table: ReplicatedTable) => Promise<string[]>,
 ): Promise<void> {
   await q.exec("SET LOCAL session_replication_role = replica");
   for (const { table, keys, rows } of batch) {
@@ -135,7 +135,7 @@ export async function applyChanges(
       [JSON.stringify(keys)],
     );
     if (rows.length === 0) continue;
-    const columns = (await columnsOf(table)).join(", ");
+    const columns = (await columnsOf(q, table)).join(", ");
     await q.query(
       `INSERT INTO public.${table} (${columns}) SELECT ${columns} FROM jsonb_populate_recordset(NULL::public.${table}, $1::jsonb)`,
       [`[${rows.join(",")}]`],

@@ -14,7 +14,7 @@ const port = parentPort;
 if (!port) throw new Error("replica-worker.ts runs as a worker thread");
 
 let db: PgliteDb | null = null;
-const columns = new Map<ReplicatedTable, Promise<string[]>>();
+const columns = new Map<ReplicatedTable, string[]>();
 
 function store(): PgliteDb {
   if (!db) throw new Error("the telemetry replica is not open");
@@ -46,10 +46,11 @@ async function handle(message: ReplicaRequest): Promise<unknown> {
     }
     case "apply":
       await store().tx((q) =>
-        applyChanges(q, message.batch, (table) => {
+        // Learnt in the transaction: a root operation of the store would wait for it to end.
+        applyChanges(q, message.batch, async (tx, table) => {
           let known = columns.get(table);
           if (!known) {
-            known = insertableColumns(store(), table);
+            known = await insertableColumns(tx, table);
             columns.set(table, known);
           }
           return known;
