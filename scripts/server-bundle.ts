@@ -30,6 +30,12 @@ export async function buildServerBundle(outfile = SERVER_BUNDLE): Promise<string
       entryPoints: [path.join(PROJECT_DIR, "src", "modules", "snapshots", "replication", "worker.ts")],
       outfile: workerBundle(outfile),
     }),
+    // The telemetry replica's thread on the embedded store (src/modules/telemetry/replica.ts).
+    build({
+      ...common,
+      entryPoints: [path.join(PROJECT_DIR, "src", "modules", "telemetry", "replica-worker.ts")],
+      outfile: telemetryWorkerBundle(outfile),
+    }),
   ]);
   return outfile;
 }
@@ -39,7 +45,12 @@ export function workerBundle(outfile: string): string {
   return outfile.replace(/\.mjs$/, ".replication-worker.mjs");
 }
 
+/** The telemetry replica's bundle beside the server bundle `outfile`. */
+export function telemetryWorkerBundle(outfile: string): string {
+  return outfile.replace(/\.mjs$/, ".telemetry-worker.mjs");
+}
+
 /** Every file buildServerBundle(outfile) writes. */
 export function bundleFiles(outfile: string): string[] {
-  return [outfile, `${outfile}.map`, workerBundle(outfile), `${workerBundle(outfile)}.map`];
+  return [outfile, workerBundle(outfile), telemetryWorkerBundle(outfile)].flatMap((file) => [file, `${file}.map`]);
 }

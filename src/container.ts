@@ -61,8 +61,9 @@ import { openHostKey } from "./modules/ssh/host-key.js";
 import { TailHub } from "./modules/tail/hub.js";
 import { registerTailRoutes } from "./modules/tail/routes.js";
 import { TailService } from "./modules/tail/service.js";
+import { TelemetryReplica } from "./modules/telemetry/replica.js";
 import { registerTelemetryRoutes } from "./modules/telemetry/routes.js";
-import { TelemetryViewService } from "./modules/telemetry/service.js";
+import { type TelemetryViewOptions, TelemetryViewService } from "./modules/telemetry/service.js";
 import { registerUsageRoutes } from "./modules/usage/routes.js";
 import { QuotaService } from "./modules/usage/service.js";
 import { VolumeCache } from "./modules/volumes/cache.js";
@@ -73,7 +74,7 @@ import { WorkloadService } from "./modules/workloads/service.js";
 import type { Db } from "./store/db.js";
 import { DeferringDb } from "./store/deferred-writes.js";
 import { migrate } from "./store/migrate.js";
-import { openPglite } from "./store/pglite.js";
+import { openPglite, type PgliteDb } from "./store/pglite.js";
 import { openPostgres } from "./store/postgres.js";
 
 export interface Container {
@@ -152,6 +153,14 @@ export interface ContainerOverrides {
    * runs with no gateway.
    */
   egressGateway?: EgressGateway | null;
+  /** Telemetry SQL's caps and timeouts (tests whose queries must not meet a deadline on a loaded machine). */
+  telemetryLimits?: TelemetryViewOptions["limits"];
+}
+
+/** The telemetry replica of an embedded store, in memory for a memory store (tests), else beside its data directory (`pglite-telemetry`). */
+async function telemetryReplica(db: Db, store: PgliteDb): Promise<TelemetryReplica> {
+  await TelemetryReplica.forgetEarlier(db);
+  return new TelemetryReplica({ db, source: store, dataDir: store.dataDir ? `${store.dataDir}-telemetry` : null });
 }
 
 export async function openStore(config: Config): Promise<Db> {
@@ -239,7 +248,8 @@ async function startGateway(config: Config, log: Logger): Promise<EgressGateway 
 
 export async function createContainer(config: Config, log: Logger, overrides: ContainerOverrides = {}) {
   // Every module gets the deferring store, so none can read past an exec's end written after its answer.
-  const db = new DeferringDb(overrides.db ?? (await openStore(config)));
+  const store = overrides.db ?? (await openStore(config));
+  const db = new DeferringDb(store);
   await migrate(db);
   const clock = overrides.clock ?? systemClock();
   const quotas = new QuotaService(db, config.quotaDefaults);
@@ -287,8 +297,12 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
   const relay =
     overrides.feedbackRelay ?? webhookRelay(config.feedbackWebhookUrl, config.feedbackWebhookTimeoutMs, log);
   const feedback = new FeedbackService(db, clock, relay);
+  // On the embedded store telemetry queries run on a replica in a worker thread (replica.ts).
+  const replica = "dump" in store && store.kind === "pglite" ? await telemetryReplica(db, store as PgliteDb) : null;
   const telemetryViews = new TelemetryViewService(db, clock, {
     maxCost: config.telemetrySqlMaxCost,
+    ...(replica ? { replica } : {}),
+    ...(overrides.telemetryLimits ? { limits: overrides.telemetryLimits } : {}),
     ...(config.databaseUrl ? { readerLogins: { connectionString: config.databaseUrl } } : {}),
   });
   const egressAllowlist = new EgressAllowlistService(db, clock);

@@ -8,7 +8,7 @@ import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import { systemClock } from "../src/lib/clock.js";
 import * as repo from "../src/modules/telemetry/repo.js";
-import { EMBEDDED_MAX_COST, RAW_LIMITS, TelemetryViewService } from "../src/modules/telemetry/service.js";
+import { EMBEDDED_MAX_COST, RAW_LIMITS, TelemetryViewService, VIEW_LIMITS } from "../src/modules/telemetry/service.js";
 import { forEachStore, startTestApp, type TestApp, type TestOrg } from "./harness.js";
 import { assertError } from "./support/assertions.js";
 import { API_ONLY_RUNTIME } from "./support/fixtures.js";
@@ -233,8 +233,12 @@ forEachStore(
         .runAsReader(t().c.db, orgA, "SELECT pg_advisory_lock(424243), 1 / (random() * 0)::int", [], LAYER2)
         .catch((e: Error) => e);
       assert.match(String(failed), /division by zero/);
+      // Only this test's two keys in this database: other work (another test file's quota
+      // locks on the shared PostgreSQL cluster) may hold advisory locks of its own meanwhile.
       const locks = await t().c.db.query<{ n: string }>(
-        "SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory'",
+        `SELECT count(*) AS n FROM pg_locks
+          WHERE locktype = 'advisory' AND objsubid = 1 AND objid IN (424242, 424243)
+            AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`,
       );
       assert.equal(locks.rows[0]?.n, "0");
     });
@@ -425,12 +429,21 @@ forEachStore(
       assert.ok(normal.rows.length > 0);
     });
   },
-  { overrides: { runtime: API_ONLY_RUNTIME } },
+  {
+    overrides: {
+      runtime: API_ONLY_RUNTIME,
+      // These tests are about answers, not deadlines (the suites below are): a 5 MB value
+      // built under a concurrently running test file met raw SQL's 2 s and answered 504.
+      telemetryLimits: {
+        views: { ...VIEW_LIMITS, statementTimeoutMs: 120_000 },
+        raw: { ...RAW_LIMITS, statementTimeoutMs: 120_000 },
+      },
+    },
+  },
 );
 
-// On PostgreSQL statement_timeout cancels the query; on PGlite the store stops it and reopens
-// its data directory, which is why PGlite runs here on a data directory (the memory store of
-// the suites above cannot be reopened: it refuses every operation after a timeout).
+// On PostgreSQL statement_timeout cancels the query; on PGlite the replica's store stops it and
+// reopens its data directory, which is why PGlite runs here on a data directory, as a server does.
 for (const store of ["postgres", "pglite"] as const)
   describe(`telemetry SQL [${store === "pglite" ? "pglite, data directory" : store}]: the statement timeout`, () => {
     let dir: string;
@@ -480,9 +493,9 @@ for (const store of ["postgres", "pglite"] as const)
         .filter((line) => line.includes(String(res.body.request_id)) && line.includes("request failed"));
       assert.equal(logged.length, 1, t.logs().slice(-2000));
       assert.equal(JSON.parse(logged[0] ?? "{}").level, 40);
-      // The raw SQL timeout, then at most a reopen of the data directory.
+      // Stopped at the raw SQL timeout, not run to its end (minutes); room for a loaded machine.
       assert.ok(
-        ms >= RAW_LIMITS.statementTimeoutMs - 10 && ms < RAW_LIMITS.statementTimeoutMs + 3000,
+        ms >= RAW_LIMITS.statementTimeoutMs - 10 && ms < RAW_LIMITS.statementTimeoutMs + 20_000,
         `answered after ${ms.toFixed(0)} ms`,
       );
 

@@ -1,7 +1,9 @@
 // The embedded store. The wrapper owns its PGlite instance and can replace it: a statement
 // stopped by its deadline (pglite-deadline.ts) leaves the instance interrupted mid-statement,
 // so the next operation drops it, closes its file descriptors and opens the data directory
-// again (PostgreSQL's crash recovery: everything committed is there). Every root operation
+// again (PostgreSQL's crash recovery: everything committed is there); a memory store opens
+// a copy of the stopped instance's files, read from its file system without running it.
+// Every root operation
 // takes the wrapper's lock, a promise chain, and resolves the instance when it holds it;
 // transactions are the wrapper's own (BEGIN, COMMIT, ROLLBACK), since PGlite's transaction()
 // would run a ROLLBACK on an interrupted instance.
@@ -19,11 +21,14 @@ import { PgliteWire } from "./pglite-wire.js";
 export interface PgliteDb extends Db {
   /** The data directory as a tarball, to start other memory stores from. */
   dump(): Promise<Blob>;
+  /** Where the store keeps its files; null in memory. */
+  readonly dataDir: string | null;
 }
 
 interface Instance {
   pg: PGlite;
   wire: PgliteWire;
+  fs: PrivateNodeFS | TrackedMemoryFS;
   handles: ModuleHandles;
 }
 
@@ -59,7 +64,7 @@ export async function openPglite(dataDir?: string, loadDataDir?: Blob): Promise<
     const wire = new PgliteWire(pg);
     wire.onNotification = dispatch;
     pg.onNotification(dispatch);
-    return { pg, wire, handles: fs.handles };
+    return { pg, wire, fs, handles: fs.handles };
   };
 
   let current = await start(loadDataDir);
@@ -68,16 +73,27 @@ export async function openPglite(dataDir?: string, loadDataDir?: Blob): Promise<
 
   /** Replaces an interrupted instance: its descriptors closed, the data directory opened again. */
   const reopen = async (): Promise<Instance> => {
-    current.handles.release();
-    if (!dataDir) {
-      // Nothing to recover a memory store from: it stays unusable (tests only).
-      throw databaseError("08006", "the in-memory store was stopped by a statement deadline and cannot be reopened");
+    let next: Instance;
+    if (dataDir) {
+      current.handles.release();
+      // The stopped statement's spill files (sorts, hashes past work_mem): a postmaster clears
+      // them at start, a single-user backend does not. No instance is running now.
+      const spill = path.join(dataDir, "base", "pgsql_tmp");
+      for (const file of await readdir(spill).catch(() => [])) await rm(path.join(spill, file), { force: true });
+      next = await start();
+    } else {
+      // A memory store's files live in the stopped module's file system (JavaScript objects,
+      // not its WASM heap): copied out as a tarball without running any of its code, they are
+      // what a crash would have left on disk, and the new instance recovers from them. The
+      // spill files are removed first, as for a data directory.
+      const memfs = current.pg.Module.FS;
+      const spill = `${PGlite.paths.PGDATA}/base/pgsql_tmp`;
+      const spilled = memfs.analyzePath(spill).exists ? memfs.readdir(spill) : [];
+      for (const file of spilled) if (file !== "." && file !== "..") memfs.unlink(`${spill}/${file}`);
+      const files = await current.fs.dumpTar("pgdata", "none");
+      current.handles.release();
+      next = await start(files);
     }
-    // The stopped statement's spill files (sorts, hashes past work_mem): a postmaster clears
-    // them at start, a single-user backend does not. No instance is running now.
-    const spill = path.join(dataDir, "base", "pgsql_tmp");
-    for (const file of await readdir(spill).catch(() => [])) await rm(path.join(spill, file), { force: true });
-    const next = await start();
     for (const channel of listeners.keys()) await next.pg.exec(`LISTEN ${quoted(channel)}`);
     current = next;
     for (const set of listeners.values()) for (const handlers of set) handlers.onGap?.(false);
@@ -109,6 +125,7 @@ export async function openPglite(dataDir?: string, loadDataDir?: Blob): Promise<
 
   return {
     kind: "pglite" as const,
+    dataDir: dataDir ?? null,
     exec: (sql) =>
       exclusive(async ({ pg }) => {
         await pg.exec(sql);

@@ -25,22 +25,9 @@ export interface Reply {
   raw: string;
 }
 
-export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+import { eventually } from "./eventually.js";
 
-/** Polls `probe` (a throw counts as not yet) every 100 ms until it answers truthy. */
-export async function eventually<T>(
-  what: string,
-  probe: () => Promise<T | undefined | null | false>,
-  timeoutMs = 30_000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe().catch(() => undefined);
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(100);
-  }
-}
+export { eventually, sleep } from "./eventually.js";
 
 /** PIDs of live processes whose command line names `needle` (shims and runc calls of a root). */
 export async function processesMentioning(needle: string): Promise<string[]> {

@@ -8,6 +8,7 @@ import { BackendMessageTooLarge, MAX_BACKEND_MESSAGE_BYTES } from "../../store/p
 import { type Credential, requireOrgScoped } from "../identity/credential.js";
 import type { SqlRefusalReason, WarrenMetrics } from "../metrics/registry.js";
 import { ReaderLogins } from "./reader-logins.js";
+import type { TelemetryReplica } from "./replica.js";
 import * as repo from "./repo.js";
 import type { DataViewJson, DataViewSpecJson, PutDataViewBody, QueryResultJson, RunDataViewBody } from "./schemas.js";
 import { catalogOf, type ParamType } from "./sql/catalog.js";
@@ -72,6 +73,11 @@ export interface TelemetryViewOptions {
    * queries run on reader logins made with it (reader-logins.ts); without it they are refused.
    */
   readerLogins?: { connectionString: string; size?: number };
+  /**
+   * On the embedded store: queries run on this replica, in a worker thread, so that a slow
+   * one holds neither the server's thread nor its store (replica.ts).
+   */
+  replica?: TelemetryReplica;
 }
 
 /** A connection's end as the pg client reports it: a socket error code, or its own message. */
@@ -154,6 +160,8 @@ export class TelemetryViewService {
   private closed = false;
   private readonly readerLogins: TelemetryViewOptions["readerLogins"];
   private metrics: WarrenMetrics | null = null;
+  private readonly replica: TelemetryReplica | null;
+  private readonly replicaPlaces = new Places(OWN_CONNECTIONS);
   private readonly limits: { views: QueryLimits; raw: QueryLimits };
   /** The planner-cost cap in force on this store; null: none. */
   readonly maxCost: number | null;
@@ -169,6 +177,7 @@ export class TelemetryViewService {
     // the others' data (docs/telemetry-sql.md, "Planner-cost guard").
     this.maxCost = options.maxCost ? options.maxCost : null;
     this.readerLogins = options.readerLogins;
+    this.replica = options.replica ?? null;
   }
 
   /** Layer 1 against the organization's current catalog. */
@@ -216,14 +225,19 @@ export class TelemetryViewService {
     this.orgPlaces.set(orgId, places);
     let raw: Awaited<ReturnType<typeof repo.runAsReader>>;
     try {
+      const params = [...values, ...compiled.boundParams];
+      const layer2 = {
+        statementTimeoutMs: limits.statementTimeoutMs,
+        workMemKiB: limits.workMemKiB,
+        fetchRows: rows + 1,
+        maxCost: this.maxCost,
+        maxBytes: limits.maxResultBytes,
+      };
+      const replica = this.replica;
       raw = await places.run(() =>
-        repo.runAsReader(session, orgId, compiled.sql, [...values, ...compiled.boundParams], {
-          statementTimeoutMs: limits.statementTimeoutMs,
-          workMemKiB: limits.workMemKiB,
-          fetchRows: rows + 1,
-          maxCost: this.maxCost,
-          maxBytes: limits.maxResultBytes,
-        }),
+        replica
+          ? this.replicaPlaces.run(() => replica.run(orgId, compiled.sql, params, layer2))
+          : repo.runAsReader(session, orgId, compiled.sql, params, layer2),
       );
     } catch (error) {
       throw this.queryError(error, sqlText);
@@ -291,6 +305,7 @@ export class TelemetryViewService {
     this.logins = null;
     this.session = null;
     await logins?.close();
+    await this.replica?.close();
   }
 
   private queryError(error: unknown, sqlText: string): unknown {

@@ -7,10 +7,11 @@
 // stopped sandbox.
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { open, stat } from "node:fs/promises";
+import { open, readdir, stat } from "node:fs/promises";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import { openTestBlobStore } from "../../../../test/support/blob-store.js";
+import { eventually } from "../../../../test/support/eventually.js";
 import { listExtents } from "../../../modules/snapshots/replication/extents.js";
 import { blobPackStore } from "../../../modules/snapshots/replication/packing.js";
 import { rebuildImage } from "../../../modules/snapshots/replication/rebuild.js";
@@ -212,7 +213,10 @@ describe("snapshot consistency under metadata-heavy load", () => {
     const second = testId("snp");
     const third = testId("snp");
     try {
-      await sleep(300);
+      // The writer under way (all 50 of its files made) before the first snapshot, however
+      // slow the host: a fixed 300 ms saw 33 of them on a loaded 2-core machine.
+      const dir = path.join(f.driver.layout.sandbox(id).workspace, "xattr");
+      await eventually("the xattr writer's 50 files", async () => (await readdir(dir)).length >= 50, 120_000);
       // Three snapshots in a row of the same storm.
       await f.driver.snapshot(id, first);
       await sleep(300);
