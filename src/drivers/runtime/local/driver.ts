@@ -34,6 +34,7 @@ import {
   type NetworkMode,
   type NetworkReceipt,
   type PreparedImage,
+  type PrepareImageOptions,
   type RuntimeDriver,
   RuntimeError,
   type SandboxObservation,
@@ -163,8 +164,8 @@ export class LocalRuntimeDriver implements RuntimeDriver {
 
   // ---- images ----
 
-  prepareImage(reference: string): Promise<PreparedImage> {
-    return this.images.prepare(reference);
+  prepareImage(reference: string, options?: PrepareImageOptions): Promise<PreparedImage> {
+    return this.images.prepare(reference, options);
   }
 
   imagePullBytes(): number {
