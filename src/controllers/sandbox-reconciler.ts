@@ -369,10 +369,18 @@ export class SandboxReconciler {
   }
 
   private async materialize(row: repo.SandboxRow, live: () => boolean): Promise<void> {
-    const [image, observed] = await Promise.all([
-      this.driver.prepareImage(row.workload_image),
-      this.driver.observe(row.id),
-    ]);
+    let image: Awaited<ReturnType<RuntimeDriver["prepareImage"]>>;
+    let observed: Awaited<ReturnType<RuntimeDriver["observe"]>>;
+    try {
+      [image, observed] = await Promise.all([
+        this.driver.prepareImage(row.workload_image, {
+          onProgress: (progress) => this.sandboxes.reportProgress(row.id, progress),
+        }),
+        this.driver.observe(row.id),
+      ]);
+    } finally {
+      this.sandboxes.reportProgress(row.id, null);
+    }
     if (!live()) return;
     if (observed.status !== "absent") {
       await this.set(row, "ready", { image_digest: image.digest });

@@ -34,6 +34,11 @@ export interface WaitOptions {
   timeoutSeconds?: number;
   /** Called with every state seen while waiting. */
   onState?: (state: SandboxState) => void;
+  /**
+   * Called with the image pull's progress (bytes of the layers) while the sandbox is
+   * materializing; the wait then polls every second instead of long-polling.
+   */
+  onProgress?: (progress: NonNullable<SandboxRecord["progress"]>) => void;
 }
 
 export interface SnapshotOptions extends CallOptions {
@@ -98,7 +103,9 @@ export class Sandbox {
     let last: string | undefined;
     for (;;) {
       const left = Math.ceil((deadline - Date.now()) / 1000);
-      const step = Math.max(1, Math.min(WAIT_STEP_SECONDS, left));
+      const polling =
+        options.onProgress && (last === undefined || last === "materializing") && state !== "materializing";
+      const step = Math.max(1, Math.min(polling ? 1 : WAIT_STEP_SECONDS, left));
       const res = await this.transport.json<Ok<"GetSandbox">>("GET", path(this.id), {
         query: { wait_state: state, wait_timeout_seconds: step },
         signal: options.signal,
@@ -106,6 +113,7 @@ export class Sandbox {
       this.record = res.sandbox;
       const seen = res.sandbox.state;
       if (seen !== last) options.onState?.(seen);
+      if (res.sandbox.progress) options.onProgress?.(res.sandbox.progress);
       last = seen;
       if (seen === state) return res.sandbox;
       if (DEAD_STATES.has(seen) && !DEAD_STATES.has(state)) {
@@ -290,6 +298,8 @@ export interface CreateOptions extends CallOptions {
   /** Wait until the sandbox is running (default true); `onState` sees the states on the way. */
   wait?: boolean;
   onState?: (state: SandboxState) => void;
+  /** See WaitOptions.onProgress. */
+  onProgress?: WaitOptions["onProgress"];
   waitTimeoutSeconds?: number;
 }
 
@@ -310,6 +320,7 @@ export class Sandboxes {
       await sandbox.waitUntil("running", {
         ...(options.signal ? { signal: options.signal } : {}),
         ...(options.onState ? { onState: options.onState } : {}),
+        ...(options.onProgress ? { onProgress: options.onProgress } : {}),
         ...(options.waitTimeoutSeconds !== undefined ? { timeoutSeconds: options.waitTimeoutSeconds } : {}),
       });
     return sandbox;

@@ -259,6 +259,11 @@ export interface LocalSnapshot {
   frozenMs: number;
 }
 
+export interface PrepareImageOptions {
+  /** Hears, while layers are fetched, how many bytes of the image's layer blobs have arrived. */
+  onProgress?: (progress: { bytesDone: number; bytesTotal: number }) => void;
+}
+
 export type ExitListener = (id: string, observation: SandboxObservation) => void;
 
 /**
@@ -270,7 +275,7 @@ export type ExitListener = (id: string, observation: SandboxObservation) => void
 export interface RuntimeDriver {
   readonly kind: string;
   /** Makes an image available (pulled and unpacked once, however many creates ask at once). */
-  prepareImage(reference: string): Promise<PreparedImage>;
+  prepareImage(reference: string, options?: PrepareImageOptions): Promise<PreparedImage>;
   /** Allocates the sandbox without starting it. RuntimeError already_exists when it exists. */
   create(spec: SandboxSpec): Promise<void>;
   /** Starts (or wakes) the first process; resolves once it runs. A no-op while running. */

@@ -201,6 +201,12 @@ export const Sandbox = Type.Object(
     state_reason: Type.Optional(
       Type.Object({ code: Type.String(), message: Type.String() }, { additionalProperties: false }),
     ),
+    progress: Type.Optional(
+      Type.Object(
+        { phase: Type.Literal("pulling_image"), bytes_done: Type.Integer(), bytes_total: Type.Integer() },
+        { additionalProperties: false },
+      ),
+    ),
     name: Type.Optional(Type.String()),
     resources: Type.Optional(ResourceSpec),
     created_by: Type.Optional(Type.String()),

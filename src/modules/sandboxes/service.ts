@@ -109,6 +109,11 @@ export class SandboxService {
    * SandboxTransitions and notifies). Like the exec counts above, it assumes one server per store.
    */
   private readonly execTargets = new Map<string, repo.ExecTarget>();
+  /**
+   * How far the image pull of each sandbox this process is materializing has come, set by
+   * the reconciler; kept in memory only (no store write per chunk), read with the sandbox.
+   */
+  private readonly materializeProgress = new Map<string, NonNullable<SandboxJson["progress"]>>();
 
   constructor(
     private readonly db: Db,
@@ -157,9 +162,28 @@ export class SandboxService {
     this.endpoints = endpoints;
   }
 
+  /** The reconciler's report of a materializing sandbox's image pull; null when it is over. */
+  reportProgress(id: string, progress: { bytesDone: number; bytesTotal: number } | null): void {
+    if (!progress) this.materializeProgress.delete(id);
+    else {
+      this.materializeProgress.set(id, {
+        phase: "pulling_image",
+        bytes_done: progress.bytesDone,
+        bytes_total: progress.bytesTotal,
+      });
+    }
+  }
+
   /** The wire view with the endpoints that serve now (the session plane's, when one runs). */
   private async view(row: repo.SandboxRow): Promise<SandboxJson> {
-    return sandboxView(row, this.endpoints ? await this.endpoints.endpointsOf(row) : [], this.ssh?.endpoint ?? null);
+    const view = sandboxView(
+      row,
+      this.endpoints ? await this.endpoints.endpointsOf(row) : [],
+      this.ssh?.endpoint ?? null,
+    );
+    const progress = row.state === "materializing" ? this.materializeProgress.get(row.id) : undefined;
+    if (progress) view.progress = { ...progress };
+    return view;
   }
 
   /**

@@ -98,6 +98,8 @@ function addCreateOptions(command: Command): Command {
     .option("--no-wait", "answer at once instead of waiting for running");
 }
 
+const megabytes = (bytes: number) => (bytes / 1e6).toFixed(1);
+
 async function createAndShow(flags: CreateFlags, cmd: string[], g: GlobalOptions) {
   const out = output(g);
   const warren = await client(g);
@@ -105,6 +107,10 @@ async function createAndShow(flags: CreateFlags, cmd: string[], g: GlobalOptions
   const sandbox = await warren.sandboxes.create(createBody(flags, cmd), {
     wait: flags.wait,
     onState: (state) => out.progress(`waiting for running: ${state} (${((Date.now() - started) / 1000).toFixed(1)} s)`),
+    onProgress: (p) =>
+      out.progress(
+        `waiting for running: materializing, image ${megabytes(p.bytes_done)} of ${megabytes(p.bytes_total)} MB (${((Date.now() - started) / 1000).toFixed(1)} s)`,
+      ),
   });
   out.done();
   out.print({ ...(sandbox.record ?? { id: sandbox.id }), run_id: sandbox.runId }, (s: SandboxRecord) =>
@@ -157,6 +163,9 @@ export function registerSandboxCommands(program: Command, action: (fn: Action) =
             network_access: r.network_access,
             ...(r.ports.length ? { ports: r.ports.join(",") } : {}),
             ...(r.ssh ? { ssh: r.ssh } : {}),
+            ...(r.progress
+              ? { progress: `image ${megabytes(r.progress.bytes_done)} of ${megabytes(r.progress.bytes_total)} MB` }
+              : {}),
           }),
         );
       }),

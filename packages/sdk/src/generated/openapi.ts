@@ -3638,6 +3638,12 @@ export interface operations {
                                 code: string;
                                 message: string;
                             };
+                            progress?: {
+                                /** @enum {string} */
+                                phase: "pulling_image";
+                                bytes_done: number;
+                                bytes_total: number;
+                            };
                             name?: string;
                             resources?: {
                                 memory_mb?: number;
@@ -3855,6 +3861,12 @@ export interface operations {
                             state_reason?: {
                                 code: string;
                                 message: string;
+                            };
+                            progress?: {
+                                /** @enum {string} */
+                                phase: "pulling_image";
+                                bytes_done: number;
+                                bytes_total: number;
                             };
                             name?: string;
                             resources?: {

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { execFileSync, spawnSync } from "node:child_process";
+import { randomBytes } from "node:crypto";
 import {
   existsSync,
   lstatSync,
@@ -255,6 +256,69 @@ describe("LayerCache against a local docker-registry", () => {
     } finally {
       writeFileSync(dataPath, original);
     }
+  });
+
+  it("unpacks a layer while its blob is still arriving, and reports the bytes received", async () => {
+    // 64 files of 64 KiB of random bytes: the gzip blob is about as large as the tar.
+    const files = Array.from({ length: 64 }, (_, i) => ({
+      name: `data/f${String(i).padStart(3, "0")}`,
+      type: "file" as const,
+      data: randomBytes(64 * 1024),
+    }));
+    const pushed = await pushImage(registry.url, "test/streamed", "latest", { layers: [encodeTar(files)] });
+    const layer = pushed.layers[0] as { digest: string; size: number };
+    // The registry's answer for the layer blob stops after half its bytes until released.
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const fetchImpl: typeof fetch = async (input, init) => {
+      const response = await fetch(input, init);
+      const url = new URL(input instanceof Request ? input.url : String(input));
+      if (!url.pathname.endsWith(`/blobs/${layer.digest}`) || !response.body) return response;
+      const reader = response.body.getReader();
+      let sent = 0;
+      const body = new ReadableStream<Uint8Array>({
+        async pull(controller) {
+          if (sent >= layer.size / 2) await released;
+          const next = await reader.read();
+          if (next.done) controller.close();
+          else {
+            sent += next.value.length;
+            controller.enqueue(next.value);
+          }
+        },
+      });
+      return new Response(body, { status: response.status, headers: response.headers });
+    };
+    const root = freshRoot();
+    const cache = new LayerCache({ root, client: new RegistryClient({ fetch: fetchImpl }) });
+    const reports: Array<{ bytesDone: number; bytesTotal: number }> = [];
+    const pulling = cache.pull(`${registry.host}/test/streamed:latest`, { onProgress: (p) => reports.push(p) });
+    pulling.catch(() => {});
+    try {
+      const unpackedSoFar = () =>
+        (existsSync(path.join(root, "tmp")) ? readdirSync(path.join(root, "tmp")) : [])
+          .filter((name) => name.startsWith("layer-"))
+          .flatMap((name) => {
+            const data = path.join(root, "tmp", name, "rootfs", "data");
+            return existsSync(data) ? readdirSync(data) : [];
+          });
+      const deadline = Date.now() + 60_000;
+      while (unpackedSoFar().length === 0 || !reports.some((r) => r.bytesDone > 0)) {
+        assert.ok(Date.now() < deadline, "no file unpacked while half the blob was held back");
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      const midway = reports.at(-1) as { bytesDone: number; bytesTotal: number };
+      assert.equal(midway.bytesTotal, layer.size);
+      assert.ok(midway.bytesDone > 0 && midway.bytesDone < layer.size, JSON.stringify(midway));
+    } finally {
+      release();
+    }
+    const { image } = await pulling;
+    assert.equal(readdirSync(path.join(image.lowerDirs[0] as string, "data")).length, 64);
+    assert.deepEqual(reports.at(-1), { bytesDone: layer.size, bytesTotal: layer.size });
+    assert.deepEqual(readdirSync(path.join(root, "tmp")), []);
   });
 
   it("sweeps temp entries a crashed process left behind", async () => {

@@ -11,7 +11,6 @@
 // Across processes no lock is needed: two processes may both build an entry, the first
 // rename wins and the loser discards its copy (a directory rename onto a non-empty one fails).
 
-import { createReadStream } from "node:fs";
 import { mkdir, mkdtemp, readdir, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { exists } from "../../../lib/fs.js";
@@ -73,6 +72,20 @@ export interface PullResult {
   image: ImageRecord;
   /** False when the image was already complete in the cache. */
   downloaded: boolean;
+}
+
+/** How far a pull has come: bytes of the image's layer blobs received and in all. */
+export interface PullProgress {
+  bytesDone: number;
+  bytesTotal: number;
+}
+
+export interface PullOptions {
+  /**
+   * Hears of the progress of the pull (also of one this call joined), at most every
+   * chunk received; layers already cached count as done.
+   */
+  onProgress?: (progress: PullProgress) => void;
 }
 
 export interface LayerCacheOptions {
@@ -164,6 +177,8 @@ export class LayerCache {
   /** Tag (formatted reference) -> digest it resolved to, and when. */
   private readonly resolvedTags = new Map<string, { digest: string; at: number }>();
   private readonly inflight = new Map<string, Promise<unknown>>();
+  /** Image pull key -> who hears of its progress. */
+  private readonly progressListeners = new Map<string, Set<(progress: PullProgress) => void>>();
   /** The start-up removal of abandoned temp entries; pulls wait for it. */
   readonly opened: Promise<number>;
 
@@ -210,9 +225,33 @@ export class LayerCache {
    * registry; a digest whose documents are cached does not), fetches and unpacks what is
    * missing, and returns its record. Concurrent pulls of one reference share one pull.
    */
-  async pull(reference: string | ImageReference): Promise<PullResult> {
+  async pull(reference: string | ImageReference, options: PullOptions = {}): Promise<PullResult> {
     const ref = typeof reference === "string" ? parseImageReference(reference) : reference;
-    return this.singleFlight(`image:${formatImageReference(ref)}`, () => this.pullUncached(ref));
+    const key = `image:${formatImageReference(ref)}`;
+    const listener = options.onProgress;
+    if (!listener) return this.singleFlight(key, () => this.pullUncached(ref, key));
+    let listeners = this.progressListeners.get(key);
+    if (!listeners) {
+      listeners = new Set();
+      this.progressListeners.set(key, listeners);
+    }
+    listeners.add(listener);
+    try {
+      return await this.singleFlight(key, () => this.pullUncached(ref, key));
+    } finally {
+      listeners.delete(listener);
+      if (listeners.size === 0 && this.progressListeners.get(key) === listeners) this.progressListeners.delete(key);
+    }
+  }
+
+  private reportProgress(key: string, progress: PullProgress): void {
+    for (const listener of this.progressListeners.get(key) ?? []) {
+      try {
+        listener({ ...progress });
+      } catch {
+        // A listener's failure is not the pull's.
+      }
+    }
   }
 
   /** Removes temp entries older than `olderThanMs` that a crashed process left behind. */
@@ -256,7 +295,7 @@ export class LayerCache {
     return promise;
   }
 
-  private async pullUncached(ref: ImageReference): Promise<PullResult> {
+  private async pullUncached(ref: ImageReference, key: string): Promise<PullResult> {
     await this.opened;
     const name = formatImageReference(ref);
     const recent = ref.digest ? undefined : this.resolvedTags.get(name);
@@ -300,6 +339,11 @@ export class LayerCache {
       }
     }
 
+    const progress: PullProgress = {
+      bytesDone: 0,
+      bytesTotal: manifest.layers.reduce((sum, layer) => sum + layer.size, 0),
+    };
+    this.reportProgress(key, progress);
     const layers: LayerRecord[] = new Array(manifest.layers.length);
     let next = 0;
     let failure: { error: unknown } | null = null;
@@ -311,7 +355,18 @@ export class LayerCache {
         const descriptor = manifest.layers[index] as Descriptor;
         const diffId = diffIds[index] as string;
         try {
-          const dir = await this.singleFlight(`layer:${diffId}`, () => this.ensureLayer(ref, descriptor, diffId));
+          let received = 0;
+          const onBytes = (bytes: number) => {
+            received += bytes;
+            progress.bytesDone += bytes;
+            this.reportProgress(key, progress);
+          };
+          const dir = await this.singleFlight(`layer:${diffId}`, () =>
+            this.ensureLayer(ref, descriptor, diffId, onBytes),
+          );
+          // A cached layer (or one another pull fetched) counts as done once it is there.
+          progress.bytesDone += Math.max(0, descriptor.size - received);
+          this.reportProgress(key, progress);
           layers[index] = {
             digest: descriptor.digest,
             diffId,
@@ -392,23 +447,31 @@ export class LayerCache {
   }
 
   /**
-   * One unpacked layer, keyed by diff ID. The compressed blob is downloaded (digest checked)
-   * to a temp file, unpacked (diff ID checked) into a temp dir, then renamed into place.
+   * One unpacked layer, keyed by diff ID. The blob is streamed from the registry straight
+   * through the sha256 of the blob, gunzip and the unpacker into a temp dir (nothing of it is
+   * kept whole in memory or on disk); the blob digest is checked when its last byte is read
+   * and the diff ID when the tar ends, and the temp dir is discarded unless both match. Only
+   * then is it renamed into place.
    */
-  private async ensureLayer(ref: ImageReference, descriptor: Descriptor, diffId: string): Promise<string> {
+  private async ensureLayer(
+    ref: ImageReference,
+    descriptor: Descriptor,
+    diffId: string,
+    onBytes?: (bytes: number) => void,
+  ): Promise<string> {
     const dir = this.layerDir(diffId);
     if (await exists(dir)) return dir;
-    const blob = await this.tempPath("blob");
     const work = await mkdtemp(await this.tempPath("layer"));
     try {
-      await this.client.downloadBlob(ref, descriptor.digest, blob, descriptor.size);
       await mkdir(path.join(work, "rootfs"));
-      const stream = createReadStream(blob);
+      const blob = this.client.streamBlob(ref, descriptor.digest, descriptor.size, onBytes);
       let result: Awaited<ReturnType<typeof unpackLayer>>;
       try {
-        result = await unpackLayer(stream, path.join(work, "rootfs"), { expectedDiffId: diffId });
+        result = await unpackLayer(blob, path.join(work, "rootfs"), { expectedDiffId: diffId });
+        // The unpacker drains its input, so the blob's digest has been checked; make sure.
+        if (!(await blob.next()).done) throw new ImageError("registry_error", `blob ${descriptor.digest}: extra data`);
       } finally {
-        stream.destroy();
+        await blob.return(undefined);
       }
       const meta = {
         digest: descriptor.digest,
@@ -427,7 +490,6 @@ export class LayerCache {
       }
       return dir;
     } finally {
-      await rm(blob, { force: true });
       await rm(work, { recursive: true, force: true });
     }
   }

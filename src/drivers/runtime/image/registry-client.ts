@@ -264,6 +264,46 @@ export class RegistryClient {
   }
 
   /**
+   * A blob's bytes as they arrive, for a consumer that processes them on the way (the layer
+   * unpacker): nothing is buffered beyond the chunk in hand. The sha256 is checked after the
+   * last chunk and a mismatch is thrown to the consumer from its final read, so whatever it
+   * built from the stream must be discarded unless the iteration ended normally.
+   * `expectedSize` caps what we accept; `onBytes` hears of every chunk (progress).
+   */
+  async *streamBlob(
+    repo: RepositoryRef,
+    digest: string,
+    expectedSize?: number,
+    onBytes?: (bytes: number) => void,
+  ): AsyncGenerator<Buffer> {
+    assertSha256(digest);
+    const { response, done } = await this.request(repo, `blobs/${digest}`, "*/*");
+    const hash = createHash("sha256");
+    let size = 0;
+    try {
+      if (!response.body) throw new ImageError("registry_error", `blob ${digest}: empty response`);
+      for await (const chunk of response.body as AsyncIterable<Uint8Array>) {
+        done.touch();
+        size += chunk.length;
+        this.receivedBytes += chunk.length;
+        if (expectedSize !== undefined && size > expectedSize) {
+          throw new ImageError(
+            "digest_mismatch",
+            `blob ${digest} is larger than its descriptor's ${expectedSize} bytes`,
+          );
+        }
+        hash.update(chunk);
+        onBytes?.(chunk.length);
+        yield Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+      }
+      const actual = `sha256:${hash.digest("hex")}`;
+      if (actual !== digest) throw new ImageError("digest_mismatch", `blob ${digest} has digest ${actual}`);
+    } finally {
+      done();
+    }
+  }
+
+  /**
    * Streams a blob to `destination` (written to a temp name beside it, renamed when complete
    * and verified), hashing as it goes. `expectedSize` caps what we accept.
    */

@@ -35,6 +35,7 @@ import {
   type NetworkMode,
   type NetworkReceipt,
   type PreparedImage,
+  type PrepareImageOptions,
   type RuntimeDriver,
   RuntimeError,
   type SandboxObservation,
@@ -169,8 +170,8 @@ export class LocalRuntimeDriver implements RuntimeDriver {
 
   // ---- images ----
 
-  prepareImage(reference: string): Promise<PreparedImage> {
-    return this.images.prepare(reference);
+  prepareImage(reference: string, options?: PrepareImageOptions): Promise<PreparedImage> {
+    return this.images.prepare(reference, options);
   }
 
   imagePullBytes(): number {

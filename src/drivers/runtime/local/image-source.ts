@@ -6,7 +6,7 @@ import { ImageError } from "../image/errors.js";
 import { LayerCache } from "../image/layer-cache.js";
 import { parseImageReference } from "../image/reference.js";
 import { RegistryClient, type RegistryClientOptions } from "../image/registry-client.js";
-import { type PreparedImage, RuntimeError } from "../interface.js";
+import { type PreparedImage, type PrepareImageOptions, RuntimeError } from "../interface.js";
 
 export class ImageSource {
   private readonly cache: LayerCache;
@@ -26,9 +26,12 @@ export class ImageSource {
       });
   }
 
-  async prepare(reference: string): Promise<PreparedImage> {
+  async prepare(reference: string, options: PrepareImageOptions = {}): Promise<PreparedImage> {
     try {
-      const { image, downloaded } = await this.cache.pull(reference);
+      const { image, downloaded } = await this.cache.pull(
+        reference,
+        options.onProgress ? { onProgress: options.onProgress } : {},
+      );
       const { entrypoint, cmd, env, workingDir, user } = image.config;
       return { reference, digest: image.digest, downloaded, config: { entrypoint, cmd, env, workingDir, user } };
     } catch (error) {

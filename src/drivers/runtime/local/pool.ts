@@ -28,6 +28,7 @@ import type {
   NetworkReceipt,
   PoolRequest,
   PreparedImage,
+  PrepareImageOptions,
   RuntimeDriver,
   SandboxIdPool,
   SandboxObservation,
@@ -165,8 +166,8 @@ export class PooledRuntime implements RuntimeDriver, SandboxIdPool {
 
   // ---- RuntimeDriver ----
 
-  prepareImage(reference: string): Promise<PreparedImage> {
-    return this.driver.prepareImage(reference);
+  prepareImage(reference: string, options?: PrepareImageOptions): Promise<PreparedImage> {
+    return this.driver.prepareImage(reference, options);
   }
 
   async create(spec: SandboxSpec): Promise<void> {
