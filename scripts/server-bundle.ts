@@ -30,6 +30,12 @@ export async function buildServerBundle(outfile = SERVER_BUNDLE): Promise<string
       entryPoints: [path.join(PROJECT_DIR, "src", "modules", "snapshots", "replication", "worker.ts")],
       outfile: workerBundle(outfile),
     }),
+    // The volume manifest parser's thread (src/modules/volumes/manifest-parser.ts).
+    build({
+      ...common,
+      entryPoints: [path.join(PROJECT_DIR, "src", "modules", "volumes", "manifest-worker.ts")],
+      outfile: manifestWorkerBundle(outfile),
+    }),
   ]);
   return outfile;
 }
@@ -39,7 +45,15 @@ export function workerBundle(outfile: string): string {
   return outfile.replace(/\.mjs$/, ".replication-worker.mjs");
 }
 
+/** The volume manifest parser's bundle beside the server bundle `outfile`. */
+export function manifestWorkerBundle(outfile: string): string {
+  return outfile.replace(/\.mjs$/, ".manifest-worker.mjs");
+}
+
 /** Every file buildServerBundle(outfile) writes. */
 export function bundleFiles(outfile: string): string[] {
-  return [outfile, `${outfile}.map`, workerBundle(outfile), `${workerBundle(outfile)}.map`];
+  return [outfile, `${outfile}.map`, workerBundle(outfile), `${workerBundle(outfile)}.map`].concat([
+    manifestWorkerBundle(outfile),
+    `${manifestWorkerBundle(outfile)}.map`,
+  ]);
 }
