@@ -36,6 +36,12 @@ export async function buildServerBundle(outfile = SERVER_BUNDLE): Promise<string
       entryPoints: [path.join(PROJECT_DIR, "src", "modules", "telemetry", "replica-worker.ts")],
       outfile: telemetryWorkerBundle(outfile),
     }),
+    // The volume manifest parser's thread (src/modules/volumes/manifest-parser.ts).
+    build({
+      ...common,
+      entryPoints: [path.join(PROJECT_DIR, "src", "modules", "volumes", "manifest-worker.ts")],
+      outfile: manifestWorkerBundle(outfile),
+    }),
   ]);
   return outfile;
 }
@@ -50,7 +56,14 @@ export function telemetryWorkerBundle(outfile: string): string {
   return outfile.replace(/\.mjs$/, ".telemetry-worker.mjs");
 }
 
+/** The volume manifest parser's bundle beside the server bundle `outfile`. */
+export function manifestWorkerBundle(outfile: string): string {
+  return outfile.replace(/\.mjs$/, ".manifest-worker.mjs");
+}
+
 /** Every file buildServerBundle(outfile) writes. */
 export function bundleFiles(outfile: string): string[] {
-  return [outfile, workerBundle(outfile), telemetryWorkerBundle(outfile)].flatMap((file) => [file, `${file}.map`]);
+  return [outfile, workerBundle(outfile), telemetryWorkerBundle(outfile), manifestWorkerBundle(outfile)].flatMap(
+    (file) => [file, `${file}.map`],
+  );
 }

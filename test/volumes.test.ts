@@ -3,8 +3,10 @@
 // organizations, DeleteProject's cascade and the admission of `volumes` at sandbox create.
 // The push protocol runs on both stores with the fs blob store, and on S3 (s3rver).
 import assert from "node:assert/strict";
+import { monitorEventLoopDelay, performance } from "node:perf_hooks";
 import { it } from "node:test";
 import { VolumeCollector } from "../src/modules/volumes/collector.js";
+import { parseManifest } from "../src/modules/volumes/manifest.js";
 import { forEachStore, type TestApp } from "./harness.js";
 import { assertError } from "./support/assertions.js";
 import { API_ONLY_RUNTIME, listPages } from "./support/fixtures.js";
@@ -392,3 +394,71 @@ forEachStore(
 );
 
 onS3BlobStore("volumes", pushProtocol, { overrides: { runtime: API_ONLY_RUNTIME }, config: config() });
+
+// A large manifest is parsed and checked in a worker thread: the event loop (here the test's
+// own, shared with the in-process server) is not blocked for the parse, and another
+// organization's WhoAmI keeps answering. No speed is assumed: the bound is half of what the
+// same parse costs when run on this thread, measured here.
+const LARGE_FILES = 20_000;
+forEachStore(
+  "volume manifests off the event loop",
+  (t) => {
+    it("publishes a 20k-file manifest without blocking the event loop for its parse", async () => {
+      const owner = t().orgA.keys.owner;
+      const volume = await createVolume(t(), owner, `large-${Date.now()}`);
+      const one = Buffer.from("x");
+      const files = Array.from({ length: LARGE_FILES }, (_, i) => ({
+        path: `dir-${i % 100}/file-${i}.txt`,
+        mode: 0o644,
+        size: 1,
+        digest: digest(one),
+        chunks: [{ digest: digest(one), size: 1 }],
+      }));
+      const tree = { manifest: { version: 1 as const, files }, blobs: new Map([[digest(one), one]]) };
+      const bytes = Buffer.from(JSON.stringify(tree.manifest));
+      // What the parse costs on this thread.
+      const started = performance.now();
+      parseManifest(bytes, LARGE_FILES);
+      const onThreadMs = performance.now() - started;
+
+      const start = await startPush(t(), owner, volume.id);
+      for (const upload of await requestUploads(t(), owner, start.push_id, tree)) {
+        if (!upload.present) assert.ok([200, 201].includes(await putUrl(t(), upload.upload_url, one)));
+      }
+      assert.ok([200, 201].includes(await putUrl(t(), start.manifest_upload_url, bytes)));
+
+      const lag = monitorEventLoopDelay({ resolution: 10 });
+      lag.enable();
+      let publishing = true;
+      const whoami = (async () => {
+        let answered = 0;
+        while (publishing) {
+          const res = await t().request("GET", "/v1/whoami", { key: t().orgB.keys.owner });
+          assert.equal(res.status, 200, res.raw);
+          answered++;
+          // PGlite answers in-process without I/O: yield so the publish's I/O gets its turn.
+          await new Promise((resolve) => setImmediate(resolve));
+        }
+        return answered;
+      })();
+      const publish = await t().request("POST", `/v1/volume-pushes/${start.push_id}/publish`, {
+        key: owner,
+        body: {},
+      });
+      publishing = false;
+      lag.disable();
+      assert.ok((await whoami) > 0);
+      assert.equal(publish.status, 200, publish.raw);
+      assert.equal((publish.body.version as Record<string, string>).file_count, String(LARGE_FILES));
+      const maxLagMs = lag.max / 1e6;
+      assert.ok(
+        maxLagMs < onThreadMs / 2,
+        `the event loop was blocked ${maxLagMs.toFixed(0)} ms; the parse alone takes ${onThreadMs.toFixed(0)} ms`,
+      );
+    });
+  },
+  {
+    overrides: { runtime: API_ONLY_RUNTIME },
+    config: { volumes: { ...config().volumes, maxManifestBytes: 64 * 1_048_576, maxFiles: LARGE_FILES } },
+  },
+);

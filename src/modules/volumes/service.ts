@@ -15,7 +15,8 @@ import { type Credential, requireOrgScoped } from "../identity/credential.js";
 import type { ProjectService } from "../projects/service.js";
 import { BLOB_KEY, checkStoredBlob, mapLimit, volumeKeys } from "./blobs.js";
 import * as gc from "./gc-repo.js";
-import { type CanonicalManifest, canonicalBytes, type Digest, digestOf, parseManifest } from "./manifest.js";
+import { type Digest, digestOf } from "./manifest.js";
+import { ManifestParser, type ParsedManifest } from "./manifest-parser.js";
 import * as repo from "./repo.js";
 import type {
   StartVolumePushJson,
@@ -78,6 +79,8 @@ export class VolumeService {
     private readonly blobs: BlobStore,
     private readonly projects: ProjectService,
     private readonly settings: VolumeSettings,
+    /** Parses and checks uploaded manifests in worker threads, a bounded number at once. */
+    readonly manifestParser = new ManifestParser(),
   ) {}
 
   async create(
@@ -198,7 +201,7 @@ export class VolumeService {
     const push = await this.loadPush(cred, pushId);
     if (push.published_digest) return this.versionOf(push.volume_id, push.published_digest);
     if (push.expires_at < this.clock.now()) throw pushGone();
-    const manifest = await this.readPushManifest(push);
+    const manifest = await this.readPushManifest(cred.orgId, push);
     const verified = await this.verifyAll(cred.orgId, manifest.blobs, true);
     const missing = [...manifest.blobs.keys()].filter((digest) => !verified.has(digest));
     if (missing.length > 0) {
@@ -206,7 +209,7 @@ export class VolumeService {
         details: { missing_digests: missing.slice(0, 100) },
       });
     }
-    const bytes = canonicalBytes(manifest, push.parent_version_digest);
+    const bytes = manifest.canonical;
     const versionDigest = digestOf(bytes);
     const version = await this.db.tx(async (q) => {
       const volume = await repo.getVolume(q, cred.orgId, push.volume_id, true);
@@ -241,7 +244,7 @@ export class VolumeService {
     cred: Credential,
     volume: repo.VolumeRow,
     push: repo.PushRow,
-    manifest: CanonicalManifest,
+    manifest: ParsedManifest,
     versionDigest: Digest,
   ): Promise<repo.VersionRow> {
     const digests = [...manifest.blobs.keys()];
@@ -355,7 +358,7 @@ export class VolumeService {
     return verified;
   }
 
-  private async readPushManifest(push: repo.PushRow): Promise<CanonicalManifest> {
+  private async readPushManifest(orgId: string, push: repo.PushRow): Promise<ParsedManifest> {
     const head = await this.blobs.head(push.manifest_key);
     if (!head) throw new AppError("failed_precondition", "the push's manifest has not been uploaded");
     if (head.size > this.settings.maxManifestBytes) {
@@ -372,7 +375,11 @@ export class VolumeService {
       });
     if (!bytes) throw new AppError("failed_precondition", "the push's manifest has not been uploaded");
     try {
-      return parseManifest(bytes, this.settings.maxFiles);
+      return await this.manifestParser.parse(orgId, {
+        bytes,
+        maxFiles: this.settings.maxFiles,
+        parent: push.parent_version_digest,
+      });
     } catch (error) {
       // A refused manifest is removed so the same URL can carry a corrected one.
       await this.blobs.delete(push.manifest_key);
