@@ -318,6 +318,7 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
     });
   }
   const idempotency = new IdempotencyStore(db, clock, config.idempotencyRetentionHours);
+  await idempotency.start();
   const blobs =
     overrides.blobs ?? (await openBlobStore(config, config.dataDir, keyring.deriveKey(BLOB_SIGNING_KEY_LABEL)));
   const signedBlobs = blobs instanceof FsBlobStore ? new SignedBlobService(blobs, config.blobs.maxPutBytes) : null;
@@ -460,6 +461,7 @@ export async function createApp(c: Container): Promise<App> {
   app.addHook("onClose", () => c.tailHub.close());
   app.addHook("onClose", () => c.telemetryViews.close());
   app.addHook("onClose", () => c.egressLedger.close());
+  app.addHook("onClose", () => c.idempotency.stop());
   // Spans still buffered are sent before the process goes.
   app.addHook("onClose", () => c.tracing?.shutdown());
   // Exec ends written after their answers, before whoever closes the store after the app.

@@ -421,6 +421,38 @@ forEachStore("idempotency", (t) => {
       const replay = await post(t(), "/v1/runs", t().orgA.keys.owner, body, key);
       assertReplayOf(replay, takeover);
     });
+
+    it("takes over at once a pending claim whose holder process is gone (a crash), not before", async () => {
+      const key = newKey();
+      const body = { label: "crashed" };
+      const first = await post(t(), "/v1/runs", t().orgA.keys.owner, body, key);
+      assertFresh(first);
+      // The claim as a process that died before answering left it: pending, held by another instance.
+      const other = "01JDEADPR0CESS0000000000000";
+      await t().c.db.query(
+        `UPDATE idempotency_keys SET state = 'pending', status_code = NULL, response_body = NULL, holder = $3
+          WHERE org_id = $1 AND operation = 'StartRun' AND idempotency_key = $2`,
+        [t().orgA.id, key, other],
+      );
+      if (t().store === "postgres") {
+        // While its holder beats, the claim is in flight.
+        await t().c.db.query("INSERT INTO server_instances (id) VALUES ($1)", [other]);
+        const busy = await post(t(), "/v1/runs", t().orgA.keys.owner, body, key);
+        assertError(busy, 409, "operation_conflict");
+        // Its heartbeat stops: the holder is gone.
+        await t().c.db.query("UPDATE server_instances SET heartbeat_at = now() - interval '1 minute' WHERE id = $1", [
+          other,
+        ]);
+      }
+      const differs = await post(t(), "/v1/runs", t().orgA.keys.owner, { label: "other" }, key);
+      assertError(differs, 409, "idempotency_conflict");
+      const takeover = await post(t(), "/v1/runs", t().orgA.keys.owner, body, key);
+      assertFresh(takeover);
+      assert.notEqual((takeover.body.run as RunJson).id, (first.body.run as RunJson).id);
+      const replay = await post(t(), "/v1/runs", t().orgA.keys.owner, body, key);
+      assertReplayOf(replay, takeover);
+      await t().c.db.query("DELETE FROM server_instances WHERE id = $1", [other]);
+    });
   });
 });
 

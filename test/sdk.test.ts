@@ -130,6 +130,54 @@ for (const store of STORE_KINDS) {
       assert.ok(down instanceof ConnectionError, String(down));
     });
 
+    it("retries 409 operation_conflict while its key is in flight, until the holder is gone", async () => {
+      const key = `inflight-${store}-${Date.now()}`;
+      const first = await warren.runs.start({ label: "in flight" }, { idempotencyKey: key });
+      // The claim as a request still running in another process (on the embedded store, this one) left it.
+      const holder = store === "postgres" ? "01JBUSYPR0CESS0000000000000" : api.t.c.idempotency.instanceId;
+      if (store === "postgres") await api.t.c.db.query("INSERT INTO server_instances (id) VALUES ($1)", [holder]);
+      await api.t.c.db.query(
+        `UPDATE idempotency_keys SET state = 'pending', status_code = NULL, response_body = NULL, holder = $2
+          WHERE idempotency_key = $1`,
+        [key, holder],
+      );
+      const statuses: number[] = [];
+      const client = new Warren({
+        apiKey: api.t.orgA.keys.owner,
+        baseUrl: api.url,
+        fetch: async (input, init) => {
+          const response = await fetch(input, init);
+          statuses.push(response.status);
+          // After the first conflict the holder dies (a crash the server now knows of).
+          if (statuses.length === 1) {
+            await (store === "postgres"
+              ? api.t.c.db.query(
+                  "UPDATE server_instances SET heartbeat_at = now() - interval '1 minute' WHERE id = $1",
+                  [holder],
+                )
+              : api.t.c.db.query("UPDATE idempotency_keys SET holder = 'gone' WHERE idempotency_key = $1", [key]));
+          }
+          return response;
+        },
+      });
+      try {
+        const run = await client.runs.start({ label: "in flight" }, { idempotencyKey: key });
+        assert.deepEqual(statuses, [409, 200]);
+        assert.notEqual(run.id, first.id, "the retry that took the claim over ran the start anew");
+      } finally {
+        await api.t.c.db.query("DELETE FROM server_instances WHERE id = $1", [holder]);
+      }
+      const impatient = new Warren({ apiKey: api.t.orgA.keys.owner, baseUrl: api.url, inFlightRetrySeconds: 0 });
+      await api.t.c.db.query("UPDATE idempotency_keys SET state = 'pending', holder = $2 WHERE idempotency_key = $1", [
+        key,
+        api.t.c.idempotency.instanceId,
+      ]);
+      const error = await impatient.runs
+        .start({ label: "in flight" }, { idempotencyKey: key })
+        .catch((e: unknown) => e);
+      assert.ok(error instanceof WarrenApiError && error.code === "operation_conflict", String(error));
+    });
+
     it("aborts a call with its AbortSignal", async () => {
       const controller = new AbortController();
       proxy.refuseNext(503, 5);

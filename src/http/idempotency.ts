@@ -2,16 +2,28 @@
 // same request replays the stored response; the same key with a different request is 409
 // idempotency_conflict. Keys are scoped per organization and operation and kept for the
 // configured retention. Server faults (5xx) release the key so a retry runs again.
+// Each claim names the process holding it (`holder`): a retry takes over, and runs anew, a
+// pending claim whose holder is gone (a crash). On the embedded store only one process ever
+// uses the data dir, so every other holder is gone; on PostgreSQL a holder is alive while its
+// `server_instances` row has a heartbeat younger than HOLDER_STALE_SECONDS (database clock).
 import type { FastifyReply, FastifyRequest } from "fastify";
 import type { Clock } from "../lib/clock.js";
 import { AppError } from "../lib/errors.js";
 import { canonicalJson, sha256Hex } from "../lib/hash.js";
+import { newUlid } from "../lib/ids.js";
 import type { Db } from "../store/db.js";
 import type { IdempotencyClaim } from "./types.js";
 
 const KEY_PATTERN = /^[\x21-\x7e]{1,255}$/;
-// A claim still pending after this long belongs to a request that died; a retry may take it over.
+// A claim still pending after this long belongs to a request that died or hung, whatever its
+// holder (and claims made before migration 0029 have none); a retry may take it over.
 const ABANDONED_AFTER_MS = 5 * 60 * 1000;
+/** How often a process on PostgreSQL renews its heartbeat. */
+export const HEARTBEAT_INTERVAL_MS = 2_000;
+/** A holder whose heartbeat is older than this is gone (several missed heartbeats). */
+export const HOLDER_STALE_SECONDS = 10;
+// Rows of processes gone for this long are dropped (their claims are abandoned either way).
+const INSTANCE_PURGE_HOURS = 24;
 
 export const IDEMPOTENCY_HEADER = "idempotency-key";
 export const REPLAYED_HEADER = "idempotent-replayed";
@@ -21,7 +33,6 @@ interface StoredRow {
   state: "pending" | "done";
   status_code: number | null;
   response_body: string | null;
-  created_at: Date;
 }
 
 /** The request's Idempotency-Key, undefined when absent; 400 when malformed. */
@@ -36,11 +47,49 @@ export function idempotencyKeyOf(request: FastifyRequest): string | undefined {
 }
 
 export class IdempotencyStore {
+  /** This process's holder id, stored on every claim it makes. */
+  readonly instanceId = newUlid();
+  private heartbeat: NodeJS.Timeout | null = null;
+  private beating: Promise<void> = Promise.resolve();
+
   constructor(
     private readonly db: Db,
     private readonly clock: Clock,
     private readonly retentionHours: number,
   ) {}
+
+  /**
+   * Registers this process as a claim holder. On PostgreSQL: its `server_instances` row and a
+   * heartbeat every HEARTBEAT_INTERVAL_MS until stop(). The embedded store needs neither.
+   */
+  async start(): Promise<void> {
+    if (this.db.kind !== "postgres" || this.heartbeat) return;
+    await this.beat();
+    await this.db.query(`DELETE FROM server_instances WHERE heartbeat_at < now() - make_interval(hours => $1)`, [
+      INSTANCE_PURGE_HOURS,
+    ]);
+    this.heartbeat = setInterval(() => {
+      this.beating = this.beat().catch(() => undefined);
+    }, HEARTBEAT_INTERVAL_MS);
+    this.heartbeat.unref();
+  }
+
+  async stop(): Promise<void> {
+    if (!this.heartbeat) return;
+    clearInterval(this.heartbeat);
+    this.heartbeat = null;
+    await this.beating;
+    // A clean stop leaves no claim behind; the row goes so the next retry need not wait.
+    await this.db.query("DELETE FROM server_instances WHERE id = $1", [this.instanceId]).catch(() => undefined);
+  }
+
+  private async beat(): Promise<void> {
+    await this.db.query(
+      `INSERT INTO server_instances (id) VALUES ($1)
+       ON CONFLICT (id) DO UPDATE SET heartbeat_at = now()`,
+      [this.instanceId],
+    );
+  }
 
   /** Returns true when the handler should run; false when a stored response was replayed. */
   async begin(request: FastifyRequest, reply: FastifyReply, orgId: string, operation: string): Promise<boolean> {
@@ -58,16 +107,16 @@ export class IdempotencyStore {
       [orgId, operation, key, now],
     );
     const inserted = await this.db.query(
-      `INSERT INTO idempotency_keys (org_id, operation, idempotency_key, request_hash, state, created_at, expires_at)
-       VALUES ($1, $2, $3, $4, 'pending', $5, $6) ON CONFLICT DO NOTHING RETURNING 1 AS claimed`,
-      [orgId, operation, key, requestHash, now, expiresAt],
+      `INSERT INTO idempotency_keys (org_id, operation, idempotency_key, request_hash, state, created_at, expires_at, holder)
+       VALUES ($1, $2, $3, $4, 'pending', $5, $6, $7) ON CONFLICT DO NOTHING RETURNING 1 AS claimed`,
+      [orgId, operation, key, requestHash, now, expiresAt, this.instanceId],
     );
     if (inserted.rows.length > 0) {
       request.idempotencyClaim = claim;
       return true;
     }
     const { rows } = await this.db.query<StoredRow>(
-      `SELECT request_hash, state, status_code, response_body, created_at FROM idempotency_keys
+      `SELECT request_hash, state, status_code, response_body FROM idempotency_keys
         WHERE org_id = $1 AND operation = $2 AND idempotency_key = $3`,
       [orgId, operation, key],
     );
@@ -87,17 +136,33 @@ export class IdempotencyStore {
         .send(stored.response_body ?? "");
       return false;
     }
-    if (now.getTime() - stored.created_at.getTime() > ABANDONED_AFTER_MS) {
-      const taken = await this.db.query(
-        `UPDATE idempotency_keys SET created_at = $4, expires_at = $5
-          WHERE org_id = $1 AND operation = $2 AND idempotency_key = $3 AND state = 'pending' AND created_at = $6
-          RETURNING 1 AS claimed`,
-        [orgId, operation, key, now, expiresAt, stored.created_at],
-      );
-      if (taken.rows.length > 0) {
-        request.idempotencyClaim = claim;
-        return true;
-      }
+    // Taken over when its holder is gone, or after ABANDONED_AFTER_MS whoever holds it (a request
+    // that hung, or a claim from before holders were recorded); one statement, so of
+    // two retries racing for it only one wins (the other sees a live holder: itself).
+    const holderGone =
+      this.db.kind === "postgres"
+        ? `NOT EXISTS (SELECT 1 FROM server_instances s
+                        WHERE s.id = k.holder AND s.heartbeat_at > now() - make_interval(secs => ${HOLDER_STALE_SECONDS}))`
+        : "TRUE";
+    const taken = await this.db.query(
+      `UPDATE idempotency_keys k SET created_at = $4, expires_at = $5, holder = $6
+        WHERE org_id = $1 AND operation = $2 AND idempotency_key = $3 AND state = 'pending' AND request_hash = $8
+          AND (k.created_at < $7 OR (k.holder <> $6 AND ${holderGone}))
+        RETURNING 1 AS claimed`,
+      [
+        orgId,
+        operation,
+        key,
+        now,
+        expiresAt,
+        this.instanceId,
+        new Date(now.getTime() - ABANDONED_AFTER_MS),
+        requestHash,
+      ],
+    );
+    if (taken.rows.length > 0) {
+      request.idempotencyClaim = claim;
+      return true;
     }
     throw new AppError("operation_conflict", "a request with this Idempotency-Key is still in progress", {
       retryAfterSeconds: 1,
@@ -107,15 +172,17 @@ export class IdempotencyStore {
   async finish(claim: IdempotencyClaim, statusCode: number, body: string): Promise<void> {
     if (statusCode >= 500) {
       await this.db.query(
-        "DELETE FROM idempotency_keys WHERE org_id = $1 AND operation = $2 AND idempotency_key = $3 AND state = 'pending'",
-        [claim.orgId, claim.operation, claim.key],
+        `DELETE FROM idempotency_keys
+          WHERE org_id = $1 AND operation = $2 AND idempotency_key = $3 AND state = 'pending' AND holder = $4`,
+        [claim.orgId, claim.operation, claim.key, this.instanceId],
       );
       return;
     }
     await this.db.query(
+      // Only while this process still holds the claim: a retry that took it over answers instead.
       `UPDATE idempotency_keys SET state = 'done', status_code = $4, response_body = $5
-        WHERE org_id = $1 AND operation = $2 AND idempotency_key = $3`,
-      [claim.orgId, claim.operation, claim.key, statusCode, body],
+        WHERE org_id = $1 AND operation = $2 AND idempotency_key = $3 AND state = 'pending' AND holder = $6`,
+      [claim.orgId, claim.operation, claim.key, statusCode, body, this.instanceId],
     );
   }
 

@@ -1,7 +1,9 @@
 // The request layer: a thin fetch wrapper. Every logical call gets one Idempotency-Key (a
 // mutating one), reused by its retries, so a retried create or exec never runs twice; 429,
-// 503 and connection failures are retried honouring Retry-After; every call takes an
-// AbortSignal.
+// 503 and connection failures are retried honouring Retry-After; so is a 409
+// operation_conflict with Retry-After on a keyed call (the first request with the key is still
+// in flight, or its holder crashed and the server has yet to notice), for a bounded time;
+// every call takes an AbortSignal.
 import { randomUUID } from "node:crypto";
 import { ConnectionError, errorFromResponse, type WarrenApiError } from "./errors.js";
 
@@ -14,6 +16,11 @@ export interface TransportOptions {
   retryBaseDelayMs?: number;
   /** A Retry-After longer than this (default 10 s) is not slept through: the error is thrown at once. */
   maxRetryAfterSeconds?: number;
+  /**
+   * How long (default 30 s) a keyed call keeps retrying 409 operation_conflict with Retry-After
+   * (its key is held by a request still in flight); 0 answers the conflict at once.
+   */
+  inFlightRetrySeconds?: number;
   fetch?: typeof fetch;
   userAgent?: string;
 }
@@ -55,6 +62,7 @@ export class Transport {
   private readonly maxRetries: number;
   private readonly retryBaseDelayMs: number;
   private readonly maxRetryAfterMs: number;
+  private readonly inFlightRetryMs: number;
   private readonly fetchImpl: typeof fetch;
   private readonly userAgent: string;
 
@@ -64,6 +72,7 @@ export class Transport {
     this.maxRetries = options.maxRetries ?? 3;
     this.retryBaseDelayMs = options.retryBaseDelayMs ?? 250;
     this.maxRetryAfterMs = (options.maxRetryAfterSeconds ?? 10) * 1000;
+    this.inFlightRetryMs = (options.inFlightRetrySeconds ?? 30) * 1000;
     this.fetchImpl = options.fetch ?? fetch;
     this.userAgent = options.userAgent ?? "warren-sdk/0.1";
   }
@@ -95,6 +104,8 @@ export class Transport {
       body = JSON.stringify(init.body);
     }
     const url = this.url(path, init.query);
+    const started = Date.now();
+    let inFlightAttempt = 0;
     for (let attempt = 0; ; attempt++) {
       let response: Response;
       try {
@@ -110,6 +121,14 @@ export class Transport {
           );
         }
         await sleep(this.backoff(attempt), init.signal);
+        continue;
+      }
+      if (response.status === 409 && mutating) {
+        const delay = await this.inFlightDelay(response, inFlightAttempt++, started);
+        if (delay === null) return response;
+        await response.body?.cancel().catch(() => undefined);
+        await sleep(delay, init.signal);
+        attempt--; // its own budget, not maxRetries
         continue;
       }
       if (!RETRYABLE_STATUS.has(response.status) || attempt >= this.maxRetries) return response;
@@ -140,6 +159,20 @@ export class Transport {
 
   error(response: Response, body: unknown): WarrenApiError {
     return errorFromResponse(response.status, body, response.headers.get("retry-after"));
+  }
+
+  /** The wait before retrying a 409, or null when it is not an in-flight key's or the budget is spent. */
+  private async inFlightDelay(response: Response, attempt: number, started: number): Promise<number | null> {
+    const header = response.headers.get("retry-after");
+    if (header === null || !/^\d+$/.test(header)) return null;
+    const body = (await response
+      .clone()
+      .json()
+      .catch(() => null)) as { code?: unknown } | null;
+    if (body?.code !== "operation_conflict") return null;
+    const delay =
+      Math.min(Number(header) * 1000, this.maxRetryAfterMs) + Math.min(2000, this.retryBaseDelayMs * attempt);
+    return Date.now() - started + delay > this.inFlightRetryMs ? null : delay;
   }
 
   private backoff(attempt: number): number {
