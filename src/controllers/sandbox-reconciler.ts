@@ -250,11 +250,12 @@ export class SandboxReconciler {
         return this.transitional(row, () => this.stopProcess(row, action.idle));
       case "exited":
         // The first process ended: the sandbox stops with it and stays stopped.
-        // Why it stopped shows as its state_reason (docs/api-decisions.md).
+        // Why it stopped shows as its state_reason (docs/api-decisions.md), unless a stop was
+        // asked for (the exit is then that stop's).
         await this.transitions.transition(row.id, "stopped", {
           from: [row.state],
           change: { desired_state: "stopped", idle_deadline: null },
-          reason: exitReason(action.exitCode, action.oomKilled),
+          ...(row.desired_state === "running" ? { reason: exitReason(action.exitCode, action.oomKilled) } : {}),
         });
         this.log.info(
           { sandbox_id: row.id, exit_code: action.exitCode, oom_killed: action.oomKilled },
