@@ -52,8 +52,10 @@ describe("warren CLI [pglite, local runtime]", () => {
   let api: ApiServer;
   let home: string;
   let loggedIn = false;
-  const cli = (args: string[], options: { env?: Record<string, string>; stdin?: string } = {}) =>
-    runCli(args, { home, ...options });
+  const cli = (
+    args: string[],
+    options: { env?: Record<string, string>; stdin?: string; onStdout?: (stdout: string) => void } = {},
+  ) => runCli(args, { home, ...options });
   const ok = (res: CliResult) => {
     assert.equal(res.code, 0, `exit ${res.code}\nstdout: ${res.stdout}\nstderr: ${res.stderr}`);
     return res;
@@ -100,6 +102,18 @@ describe("warren CLI [pglite, local runtime]", () => {
     const missing = await cli(["sandbox", "get", "no-such-sandbox", "--json"]);
     assert.equal(missing.code, 3);
     assert.equal(JSON.parse(missing.stderr).error.code, "not_found");
+    // Without a command the CLI keeps the sandbox alive (the image's CMD, sh, would exit at once).
+    const kept = json<{ id: string; state: string }>(
+      await cli(["sandbox", "create", "--json", "--name", "cli-kept", "--network", "none"]),
+    );
+    assert.equal(kept.state, "running");
+    // Every process's argv (NUL-separated); this exec's own does not hold "sleep\0infinity".
+    const argvs = ok(
+      await cli(["sandbox", "exec", "cli-kept", "--", "sh", "-c", "cat /proc/[0-9]*/cmdline 2>/dev/null; true"]),
+    );
+    assert.match(argvs.stdout, /sleep\0infinity/);
+    assert.equal(json<{ state: string }>(await cli(["sandbox", "get", "cli-kept", "--json"])).state, "running");
+    ok(await cli(["sandbox", "delete", "cli-kept"]));
     const usage = await cli(["sandbox", "create", "--memory", "lots"]);
     assert.equal(usage.code, 2);
     const list = ok(await cli(["sandbox", "list"]));
@@ -184,8 +198,17 @@ describe("warren CLI [pglite, local runtime]", () => {
     const run = await warren.runs.start({ project_id: api.t.orgA.defaultProjectId, label: "cli-tailed" });
     await warren.schemas.register({ name: "cli_note", json_schema: JSON.stringify({ type: "object" }) } as never);
     await warren.annotations.annotate({ schema_name: "cli_note", run_id: run.id, payload: { hello: "cli" } });
-    const follow = cli(["run", "tail", "-f", run.id, "--json"]);
-    await new Promise((resolve) => setTimeout(resolve, 500));
+    // The run completes once the tail has shown the annotation: the tail is following by then.
+    let shown: () => void = () => undefined;
+    const annotationShown = new Promise<void>((resolve) => {
+      shown = resolve;
+    });
+    const follow = cli(["run", "tail", "-f", run.id, "--json"], {
+      onStdout: (stdout) => {
+        if (stdout.includes("cli_note")) shown();
+      },
+    });
+    await Promise.race([annotationShown, follow]);
     await warren.runs.complete(run.id, "succeeded");
     const tailed = ok(await follow);
     const items = tailed.stdout

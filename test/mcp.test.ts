@@ -129,6 +129,24 @@ describe("warren mcp [pglite, local runtime]", () => {
     assert.equal(gone.code, "not_found");
   });
 
+  it("a create without a command stays running (the image's CMD would exit at once)", async () => {
+    const created = await value<{ id: string; state: string }>("sandbox_create", { network_access: "none" });
+    assert.equal(created.state, "running");
+    // Every process's argv (NUL-separated); this exec's own does not hold "sleep\0infinity".
+    const argvs = await value<{ kind: string; exit: number; stdout: string }>("sandbox_exec", {
+      sandbox_id: created.id,
+      cmd: ["sh", "-c", "cat /proc/[0-9]*/cmdline 2>/dev/null; true"],
+    });
+    assert.equal(argvs.exit, 0);
+    assert.match(argvs.stdout, /sleep\0infinity/);
+    const again = await value<{ kind: string; exit: number }>("sandbox_exec", {
+      sandbox_id: created.id,
+      cmd: ["true"],
+    });
+    assert.equal(again.exit, 0);
+    await value("sandbox_delete", { sandbox_id: created.id });
+  });
+
   it("another organization's sandbox is not_found", async () => {
     const theirs = await new Warren({ apiKey: api.t.orgB.keys.owner, baseUrl: api.url }).sandboxes.create(
       { command: ["sleep", "3600"], network_access: "none" },

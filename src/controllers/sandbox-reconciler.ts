@@ -250,7 +250,13 @@ export class SandboxReconciler {
         return this.transitional(row, () => this.stopProcess(row, action.idle));
       case "exited":
         // The first process ended: the sandbox stops with it and stays stopped.
-        await this.set(row, "stopped", { desired_state: "stopped", idle_deadline: null });
+        // Why it stopped shows as its state_reason (docs/api-decisions.md), unless a stop was
+        // asked for (the exit is then that stop's).
+        await this.transitions.transition(row.id, "stopped", {
+          from: [row.state],
+          change: { desired_state: "stopped", idle_deadline: null },
+          ...(row.desired_state === "running" ? { reason: exitReason(action.exitCode, action.oomKilled) } : {}),
+        });
         this.log.info(
           { sandbox_id: row.id, exit_code: action.exitCode, oom_killed: action.oomKilled },
           "first process ended",
@@ -512,4 +518,15 @@ export class SandboxReconciler {
         : { idle_deadline: null },
     );
   }
+}
+
+/** The state_reason of a sandbox whose first process ended on its own. */
+export function exitReason(exitCode: number | undefined, oomKilled: boolean | undefined) {
+  const code = exitCode === undefined ? "an unknown code" : `code ${exitCode}`;
+  return {
+    code: "process_exited",
+    message: oomKilled
+      ? `the first process was killed for lack of memory (exit ${code})`
+      : `the first process exited with ${code}`,
+  };
 }

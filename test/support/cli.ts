@@ -13,7 +13,14 @@ export interface CliResult {
 
 export function runCli(
   args: string[],
-  options: { home: string; env?: Record<string, string>; stdin?: string; timeoutMs?: number },
+  options: {
+    home: string;
+    env?: Record<string, string>;
+    stdin?: string;
+    timeoutMs?: number;
+    /** Called with all of stdout so far on every chunk (to wait for a line while it runs). */
+    onStdout?: (stdout: string) => void;
+  },
 ): Promise<CliResult> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [WARREN_BIN, ...args], {
@@ -24,6 +31,7 @@ export function runCli(
     let stderr = "";
     child.stdout.on("data", (chunk) => {
       stdout += chunk;
+      options.onStdout?.(stdout);
     });
     child.stderr.on("data", (chunk) => {
       stderr += chunk;

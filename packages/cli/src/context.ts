@@ -27,6 +27,14 @@ export const EXIT = {
   execIndeterminate: 125,
 } as const;
 
+/**
+ * The first process of a sandbox the CLI or MCP creates (or restores) without a command: the
+ * image's own CMD is often a shell that exits at once, which stops the sandbox. `sleep
+ * infinity` is in GNU coreutils and busybox; an image without `sleep` needs a command
+ * (docs/sdk-cli.md).
+ */
+export const KEEP_ALIVE_COMMAND: readonly string[] = ["sleep", "infinity"];
+
 export interface GlobalOptions {
   json?: boolean;
   url?: string;

@@ -9,6 +9,7 @@ import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
 import { z } from "zod";
 import { type ExecResult, SandboxStateError, type Warren, WarrenApiError, WarrenError } from "../../sdk/src/index.js";
+import { KEEP_ALIVE_COMMAND } from "./context.js";
 
 type JsonSchema = { type?: string; properties?: Record<string, unknown>; required?: string[]; [k: string]: unknown };
 
@@ -92,6 +93,11 @@ function execText(result: ExecResult) {
   };
 }
 
+/** A create's body with the keep-alive command when the agent gave none (docs/sdk-cli.md). */
+function keptAlive(args: Record<string, unknown>): Record<string, unknown> {
+  return args.command === undefined ? { ...args, command: [...KEEP_ALIVE_COMMAND] } : args;
+}
+
 export function createMcpServer(warren: Warren): McpServer {
   const doc = JSON.parse(readFileSync(OPENAPI, "utf8"));
   const server = new McpServer({ name: "warren", version: "0.1.0" });
@@ -109,22 +115,24 @@ export function createMcpServer(warren: Warren): McpServer {
   server.registerTool(
     "sandbox_create",
     {
-      description: "Create a sandbox (an isolated Linux container) and wait until it is running. Returns its id.",
+      description:
+        "Create a sandbox (an isolated Linux container) and wait until it is running. Returns its id. Without command it runs `sleep infinity` and stays running.",
       inputSchema: toolSchema(create, {}, [], ["snapshot_id", "image_override"]),
     },
     handle(async (args: Record<string, unknown>) => {
-      const s = await warren.sandboxes.create(args as never);
+      const s = await warren.sandboxes.create(keptAlive(args) as never);
       return { ...sandboxSummary(s.record), run_id: s.runId };
     }),
   );
   server.registerTool(
     "sandbox_restore",
     {
-      description: "Create a new sandbox from a snapshot (its files, not its processes) and wait until it is running.",
+      description:
+        "Create a new sandbox from a snapshot (its files, not its processes) and wait until it is running. Without command it runs `sleep infinity`.",
       inputSchema: toolSchema(create, {}, ["snapshot_id"], ["image"]),
     },
     handle(async (args: Record<string, unknown>) => {
-      const s = await warren.sandboxes.create(args as never);
+      const s = await warren.sandboxes.create(keptAlive(args) as never);
       return { ...sandboxSummary(s.record), run_id: s.runId };
     }),
   );

@@ -56,6 +56,20 @@ export async function completeRun(q: Queryable, id: string, status: RunStatus, a
   return rows[0] as RunRow;
 }
 
+/** Completes a run still running (null when it was already completed). */
+export async function completeRunIfRunning(
+  q: Queryable,
+  id: string,
+  status: RunStatus,
+  at: Date,
+): Promise<RunRow | null> {
+  const { rows } = await q.query<RunRow>(
+    `UPDATE runs SET status = $2, ended_at = $3 WHERE id = $1 AND status = 'running' RETURNING ${COLUMNS}`,
+    [id, status, at],
+  );
+  return rows[0] ?? null;
+}
+
 export async function listRuns(
   q: Queryable,
   orgId: string,

@@ -604,6 +604,8 @@ export class SandboxService {
             `the network can be switched once the sandbox exists (it is ${row.state})`,
           );
         }
+        // The same refusal as at create: ports need a network.
+        checkPorts(row.ports, input.network_access);
         host = { kind: "network", mode: input.network_access };
       }
       if (host && !(await repo.claimHost(q, row.id, now, new Date(now.getTime() + HOST_CLAIM_SECONDS * 1000)))) {

@@ -6,6 +6,7 @@ import type { Clock } from "../../lib/clock.js";
 import { newUlid } from "../../lib/ids.js";
 import type { Db, Queryable } from "../../store/db.js";
 import * as events from "../events/service.js";
+import * as runs from "../runs/repo.js";
 import { isFinished, type StoredState, stateDeadline } from "./lifecycle.js";
 import * as repo from "./repo.js";
 
@@ -100,6 +101,7 @@ export class SandboxTransitions {
       ...(isFinished(to) ? { finished_at: now } : {}),
       updated_at: now,
     });
+    if (isFinished(to) && !isFinished(fresh.state)) await completeSandboxRun(q, this.clock, fresh, to, now);
     if (fresh.state !== to) {
       await appendSandboxEvent(q, this.clock, fresh, "sandbox.state_changed", {
         from: fresh.state,
@@ -109,6 +111,34 @@ export class SandboxTransitions {
     }
     return { row, applied: true };
   }
+}
+
+/**
+ * Completes the run a sandbox's create started once the sandbox is finished (docs/api-decisions.md):
+ * `succeeded` when it was deleted (terminated), `failed` when it failed. A run already completed
+ * (by CompleteRun) keeps its status.
+ */
+async function completeSandboxRun(
+  q: Queryable,
+  clock: Clock,
+  row: repo.SandboxRow,
+  to: StoredState,
+  at: Date,
+): Promise<void> {
+  const status = to === "failed" ? "failed" : "succeeded";
+  const done = await runs.completeRunIfRunning(q, row.run_id, status, at);
+  if (!done) return;
+  await events.appendEvent(q, {
+    orgId: done.org_id,
+    eventId: newUlid(),
+    projectId: done.project_id,
+    runId: done.id,
+    lineagePath: done.lineage_path,
+    tsWallNs: clock.nowNs(),
+    name: "run.completed",
+    principal: "",
+    payload: { status },
+  });
 }
 
 /** A telemetry event of the sandbox, in its ambient run. */

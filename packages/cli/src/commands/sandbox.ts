@@ -11,6 +11,7 @@ import {
   EXIT,
   type GlobalOptions,
   integer,
+  KEEP_ALIVE_COMMAND,
   output,
   pairs,
   record,
@@ -53,7 +54,8 @@ function createBody(flags: CreateFlags, command: string[]): CreateSandboxBody {
     body.snapshot_id = flags.snapshot;
     if (flags.image) body.image_override = flags.image;
   } else if (flags.image) body.image = flags.image;
-  if (command.length > 0) body.command = command;
+  // Without a command the sandbox is kept alive (KEEP_ALIVE_COMMAND), not left to the image's CMD.
+  body.command = command.length > 0 ? command : [...KEEP_ALIVE_COMMAND];
   if (flags.name) body.name = flags.name;
   if (flags.network) body.network_access = flags.network;
   if (flags.memory !== undefined || flags.cpu !== undefined) {
