@@ -74,6 +74,9 @@ describe("telemetry SQL on PGlite (data directory): queries run off the server's
       const runs = await t.request("GET", "/v1/runs", { key: t.orgB.keys.owner });
       assert.equal(runs.status, 200, runs.raw);
       latenciesMs.push(performance.now() - started);
+      // inject() answers without I/O on PGlite: yield, or the worker's replies (macrotasks)
+      // would never be read and the loop would spin forever.
+      await new Promise((resolve) => setImmediate(resolve));
     }
     await slow;
     assert.deepEqual(outcomes, [504, 504, 504, 504], "each slow query ran to its 5 s timeout");

@@ -724,13 +724,12 @@ describe("checkBackwardCompatible", () => {
     }
   });
 
-  it("gives up on schemas too complex to compare instead of hanging", () => {
-    // 2^30 combinations of old branches to try; the checker must stop and refuse.
+  // 2^30 combinations of old branches to try; the checker must stop (a step budget, not a
+  // clock) and refuse. A hang ends at the test's timeout, however slow the machine.
+  it("gives up on schemas too complex to compare instead of hanging", { timeout: 300_000 }, () => {
     const choices = (last: number) =>
       Array.from({ length: 30 }, (_, i) => ({ anyOf: [{ type: "integer" }, { minimum: i === 29 ? last : i }] }));
-    const started = performance.now();
     const changed = checkBackwardCompatible({ allOf: choices(29) }, { allOf: choices(30) });
-    assert.ok(performance.now() - started < 5_000, "took too long");
     assert.equal(changed.compatible, false);
     const tooComplex = changed.incompatibilities.filter((i) => i.message === "the schemas are too complex to compare");
     assert.ok(tooComplex.length > 0 && tooComplex.every((i) => i.rule === "cannot_prove_compatible"), "no refusal");

@@ -117,20 +117,16 @@ describe("telemetry SQL gateway (layer 1)", () => {
     assert.match(refusal("SELECT * FROM telemetry_sql.runs").message, /schema-qualified/);
   });
 
-  it("compiles a 30-line query in well under 2 ms at the median", () => {
+  // Its speed is measured in bench/telemetry-sql.ts (compile), not here: a unit test's timing
+  // depends on the machine. This checks that repeated compiles of one query agree.
+  it("compiles a 30-line query the same way every time", () => {
     const query = Array.from({ length: 30 }, (_, i) =>
       i === 0
         ? "WITH recent AS (SELECT * FROM events WHERE ts > now() - interval '1 day')"
         : `, c${i} AS (SELECT name, count(*) AS n FROM recent GROUP BY name)`,
     ).join("\n");
     const full = `${query}\nSELECT * FROM c1`;
-    const times: number[] = [];
-    for (let i = 0; i < 50; i++) {
-      const start = performance.now();
-      run(full);
-      times.push(performance.now() - start);
-    }
-    times.sort((a, b) => a - b);
-    assert.ok((times[25] as number) < 20, `median ${times[25]} ms`);
+    const first = JSON.stringify(run(full));
+    for (let i = 0; i < 50; i++) assert.equal(JSON.stringify(run(full)), first);
   });
 });
