@@ -737,14 +737,16 @@ describe("port endpoints", () => {
     assert.equal((after.last_activity as { source: string }).source, "session");
     assert.ok(Date.parse(String(after.idle_deadline)) >= Date.parse(String(before.idle_deadline)));
 
-    const isolated = await create({ command: ["sleep", "3600"], ports: [8080], network_access: "none" });
+    // Ports with network `none` are refused at create (issue 24), not only at use.
+    const refused = await t.request("POST", "/v1/sandboxes", {
+      key: owner(),
+      body: { command: ["sleep", "3600"], ports: [8080], network_access: "none" },
+    });
+    assert.equal(refused.status, 400, refused.raw);
+    assert.equal(refused.body.code, "invalid_argument", refused.raw);
+    const isolated = await create({ command: ["sleep", "3600"], network_access: "none" });
     await sandbox(isolated, "running");
     assert.deepEqual((await sandbox(isolated)).endpoints, []);
-    assertRefused(
-      await viaPlane(hostOf(isolated, 8080), "/", { authorization: `Bearer ${owner()}` }),
-      400,
-      "failed_precondition",
-    );
   });
 });
 

@@ -20,6 +20,34 @@ export interface WorkloadLaunchPolicy {
   authorizeLaunch(q: Queryable, cred: Credential, workloadName: string): Promise<void>;
 }
 
+/**
+ * Completes a run still running, inside the caller's transaction, and records its
+ * `run.completed` event (null when it was already completed). For other modules that finish a
+ * run as a side effect (a sandbox's create started it).
+ */
+export async function completeRunIfRunning(
+  q: Queryable,
+  clock: Clock,
+  id: string,
+  status: TerminalRunStatus,
+  at: Date,
+): Promise<repo.RunRow | null> {
+  const done = await repo.completeRunIfRunning(q, id, status, at);
+  if (!done) return null;
+  await events.appendEvent(q, {
+    orgId: done.org_id,
+    eventId: newUlid(),
+    projectId: done.project_id,
+    runId: done.id,
+    lineagePath: done.lineage_path,
+    tsWallNs: clock.nowNs(),
+    name: "run.completed",
+    principal: "",
+    payload: { status },
+  });
+  return done;
+}
+
 export function runView(row: repo.RunRow): RunJson {
   const view: RunJson = {
     id: row.id,

@@ -6,7 +6,7 @@ import type { Clock } from "../../lib/clock.js";
 import { newUlid } from "../../lib/ids.js";
 import type { Db, Queryable } from "../../store/db.js";
 import * as events from "../events/service.js";
-import * as runs from "../runs/repo.js";
+import * as runs from "../runs/service.js";
 import { isFinished, type StoredState, stateDeadline } from "./lifecycle.js";
 import * as repo from "./repo.js";
 
@@ -126,19 +126,7 @@ async function completeSandboxRun(
   at: Date,
 ): Promise<void> {
   const status = to === "failed" ? "failed" : "succeeded";
-  const done = await runs.completeRunIfRunning(q, row.run_id, status, at);
-  if (!done) return;
-  await events.appendEvent(q, {
-    orgId: done.org_id,
-    eventId: newUlid(),
-    projectId: done.project_id,
-    runId: done.id,
-    lineagePath: done.lineage_path,
-    tsWallNs: clock.nowNs(),
-    name: "run.completed",
-    principal: "",
-    payload: { status },
-  });
+  await runs.completeRunIfRunning(q, clock, row.run_id, status, at);
 }
 
 /** A telemetry event of the sandbox, in its ambient run. */
