@@ -23,7 +23,9 @@ import { type RuntimeFixture, startRuntimeFixture, vethsOf } from "../src/driver
 import type { SandboxJson } from "../src/modules/sandboxes/schemas.js";
 import { STORE_KINDS, startTestApp, type TestApp, type TestResponse } from "./harness.js";
 
-const RETENTION_SECONDS = 3;
+// Long enough that a test reading a failed sandbox after its clean-up (seconds on a loaded
+// machine) still finds it: at 3 s the stuck-deadline test's reads got 404 under load.
+const RETENTION_SECONDS = 15;
 const ENVIRONMENT = "SANDBOX_SECRET_DELIVERY_SANDBOX_ENVIRONMENT";
 
 type Json = Record<string, unknown>;
@@ -677,7 +679,7 @@ describe("sandbox lifecycle", { concurrency: STORE_KINDS.length }, () => {
         await eventually(
           "the retention window to end",
           async () => (await get(id)).status === 404,
-          (RETENTION_SECONDS + 3) * 1000,
+          (RETENTION_SECONDS + 30) * 1000,
         );
         assertFlatError(await get(id), 404, "not_found");
         assertFlatError(await del(id), 404, "not_found");
