@@ -442,6 +442,7 @@ export class SandboxReconciler {
       storageClass: row.storage_class,
       ...(row.workspace_capacity_gib ? { workspaceCapacityGiB: row.workspace_capacity_gib } : {}),
       network: row.network_access,
+      cpuGroup: row.org_id,
     });
     if (!live()) return;
     this.firstStarts.set(row.id, {

@@ -86,6 +86,11 @@ export interface SandboxSpec {
   /** Whole GiB; required for `durable`, ignored for `standard`. */
   workspaceCapacityGiB?: number;
   network: NetworkMode;
+  /**
+   * The sandbox's fairness group, its organization: every group's running sandboxes share
+   * the host's CPU equally between groups (local/cpu-fairness.ts). Absent: the group "".
+   */
+  cpuGroup?: string;
 }
 
 export type SandboxStatus = "absent" | "created" | "running" | "stopped";

@@ -176,3 +176,21 @@ export async function thawCgroup(cgroupPath: string): Promise<void> {
     if (error.code !== "ENOENT") throw error;
   });
 }
+
+/**
+ * CPU time the cgroup's processes have used, in microseconds: cpuacct.usage (ns) on a v1
+ * cpuacct hierarchy, cpu.stat's usage_usec on cgroup2. Null when the cgroup is gone.
+ */
+export async function cpuUsageMicros(cgroupPath: string): Promise<number | null> {
+  const hierarchies = await hostCgroupHierarchies();
+  const v1 = hierarchies.find((h) => h.controllers.includes("cpuacct"));
+  if (v1) {
+    const text = await readFile(path.join(v1.mountPoint, cgroupPath, "cpuacct.usage"), "utf8").catch(() => null);
+    return text === null ? null : Math.floor(Number(text.trim()) / 1000);
+  }
+  const v2 = hierarchies.find((h) => h.controllers.includes("unified"));
+  if (!v2) return null;
+  const text = await readFile(path.join(v2.mountPoint, cgroupPath, "cpu.stat"), "utf8").catch(() => null);
+  const match = text === null ? null : /^usage_usec (\d+)$/m.exec(text);
+  return match ? Number(match[1]) : null;
+}

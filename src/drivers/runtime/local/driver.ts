@@ -11,6 +11,7 @@
 //                  admission.ts (what the host can back), legacy.ts (the pre-pool layout)
 //   snapshots.ts   sealed copy-on-write snapshots of a sandbox's two images
 //   cgroups.ts     finding and removing cgroups, OOM counters, the freezer
+//   cpu-fairness.ts each running sandbox's CPU weight, so organizations weigh alike
 //   network.ts     netns, veth, nftables (network-plan.ts: the pure slots and rule text)
 //   supervisor.ts  the shim that runs `runc run` and records the exit; stopping a run
 //   records.ts     the on-disk records of a sandbox (sandbox.json, network.json)
@@ -47,6 +48,7 @@ import {
   type StorageReport,
 } from "../interface.js";
 import { childCgroups, oomCounterFile, removeCgroup } from "./cgroups.js";
+import { CpuFairness } from "./cpu-fairness.js";
 import { ExecRunner } from "./exec-runner.js";
 import { ExitWatch } from "./exit-watch.js";
 import { ensureHostPackages, runOrFail, TOOLS } from "./host.js";
@@ -82,6 +84,11 @@ export type { LocalRuntimeDriverOptions } from "./options.js";
 
 const DEFAULT_POOL = "10.213.0.0/16";
 
+/** The CPUs this process may use (its affinity), in millis. */
+function hostCpuMillis(): number {
+  return os.availableParallelism() * 1000;
+}
+
 export class LocalRuntimeDriver implements RuntimeDriver {
   readonly kind = "local";
   readonly layout: Layout;
@@ -97,6 +104,8 @@ export class LocalRuntimeDriver implements RuntimeDriver {
   private readonly exits: ExitWatch;
   private readonly execs: ExecRunner;
   readonly storage: SandboxStorage;
+  /** Rebalanced after every start, stop, exit and claim (cpu-fairness.ts). */
+  readonly cpuFairness: CpuFairness;
 
   private constructor(
     options: LocalRuntimeDriverOptions,
@@ -131,6 +140,18 @@ export class LocalRuntimeDriver implements RuntimeDriver {
     this.maxOpenFiles = host.maxOpenFiles;
     this.trustedCaPem = options.trustedCaPem;
     this.userNamespaces = options.userNamespaces !== false;
+    this.cpuFairness = new CpuFairness(
+      layout.cgroupParent,
+      async (id) => {
+        const { record } = await loadRecord(layout, id).catch(() => ({ record: null }));
+        if (!record) return null;
+        // As its quota is (oci-config.ts cgroupResources): never more than the host's CPUs.
+        return { group: record.cpuGroup ?? "", cpuMillis: Math.min(record.resources.cpuMillis, hostCpuMillis()) };
+      },
+      (error) => options.log?.warn({ err: (error as Error).message }, "balancing CPU weights between organizations"),
+    );
+    // A run that ends by itself gives its organization's other sandboxes their share back.
+    this.exits.onExit(() => void this.cpuFairness.rebalance());
   }
 
   /**
@@ -165,6 +186,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
       const state = await readRuncState(layout.runcRoot, id);
       if (state && (await isInitAlive(state))) driver.exits.watch(id);
     }
+    await driver.cpuFairness.rebalance();
     return driver;
   }
 
@@ -279,6 +301,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
           storage: { class: spec.storageClass },
           hostname,
           ...(this.userNamespaces ? { userNamespace: true as const } : {}),
+          ...(spec.cpuGroup !== undefined ? { cpuGroup: spec.cpuGroup } : {}),
         };
         await this.writeBundleConfig(record, paths);
         await writeJson(paths.record, record);
@@ -300,7 +323,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
     validateSpec(spec);
     const image = spec.source.image;
     const args = resolveArgv(image.config, spec.command);
-    return this.withLock(spec.id, async () => {
+    const assigned = await this.withLock(spec.id, async () => {
       if (spec.source.kind !== "image") return null;
       const { record, paths } = await loadRecord(this.layout, spec.id).catch(() => ({ record: null, paths: null }));
       if (!record || !paths) return null;
@@ -315,6 +338,8 @@ export class LocalRuntimeDriver implements RuntimeDriver {
       if (!same) return null;
       const home = record.identity.env.find((entry) => entry.startsWith("HOME="))?.slice(5) ?? "/";
       record.args = args;
+      if (spec.cpuGroup !== undefined) record.cpuGroup = spec.cpuGroup;
+      else delete record.cpuGroup;
       record.identity = {
         ...record.identity,
         env: sandboxEnv({
@@ -329,6 +354,9 @@ export class LocalRuntimeDriver implements RuntimeDriver {
       this.execs.forgetRun(spec.id);
       return { args, env: record.identity.env, cwd: record.identity.cwd, rootfs: paths.rootfs };
     });
+    // The pooled run is already under way: from now on it weighs as its organization's.
+    if (assigned) await this.cpuFairness.rebalance();
+    return assigned;
   }
 
   async start(id: string): Promise<void> {
@@ -366,6 +394,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
       this.exits.watch(id);
       this.execs.prestartAgent(id);
     });
+    await this.cpuFairness.rebalance();
   }
 
   async stop(id: string): Promise<void> {
@@ -373,6 +402,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
       await loadRecord(this.layout, id);
       await this.stopContainer(id);
     });
+    await this.cpuFairness.rebalance();
   }
 
   /** Kills the container (if it runs) and waits for the shim to record the end (supervisor.ts). */
@@ -391,6 +421,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
   async destroy(id: string): Promise<void> {
     assertSandboxId(id);
     await this.withLock(id, () => this.teardown(id));
+    await this.cpuFairness.rebalance();
   }
 
   /** Removes every trace of a sandbox, complete or half-made. Each step tolerates absence. */
@@ -556,7 +587,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
 
   /** The host's memory and the CPUs this process may use (its affinity). */
   hostCompute(): { memoryMiB: number; cpuMillis: number } {
-    return { memoryMiB: Math.floor(os.totalmem() / 1_048_576), cpuMillis: os.availableParallelism() * 1000 };
+    return { memoryMiB: Math.floor(os.totalmem() / 1_048_576), cpuMillis: hostCpuMillis() };
   }
 
   // ---- internals ----

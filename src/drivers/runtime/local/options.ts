@@ -1,4 +1,5 @@
 // What a deployment configures of the local driver (container.ts maps config.ts onto it).
+import type { Logger } from "../../../lib/logger.js";
 import type { LayerCache } from "../image/layer-cache.js";
 import type { RegistryClientOptions } from "../image/registry-client.js";
 
@@ -54,4 +55,6 @@ export interface LocalRuntimeDriverOptions {
    * so the kernel's per-user counts (inotify, fanotify) are theirs, not host root's; default true.
    */
   userNamespaces?: boolean;
+  /** Where the driver's background failures are told (a CPU weight it could not write). */
+  log?: Logger;
 }

@@ -30,6 +30,8 @@ export interface SandboxRecord {
   hostname: string;
   /** The sandbox runs in a user namespace of its own (user-namespace.ts); absent: the host's. */
   userNamespace?: true;
+  /** SandboxSpec.cpuGroup (its organization); absent for a pooled sandbox not yet claimed. */
+  cpuGroup?: string;
 }
 
 /** Mutable network state, in `<sandbox>/network.json` (written before anything is attached). */
