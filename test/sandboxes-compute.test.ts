@@ -7,9 +7,11 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { loadConfig } from "../src/config.js";
 import { SandboxReconciler } from "../src/controllers/sandbox-reconciler.js";
+import { cpuUsageMicros } from "../src/drivers/runtime/local/cgroups.js";
 import { type RuntimeFixture, startRuntimeFixture } from "../src/drivers/runtime/local/test-support.js";
 import { STORE_KINDS, startTestApp, type TestApp } from "./harness.js";
 import { assertError } from "./support/assertions.js";
+import { eventually } from "./support/eventually.js";
 
 for (const store of STORE_KINDS) {
   describe(`hostile sandbox: compute beyond the host [${store}]`, () => {
@@ -106,6 +108,68 @@ for (const store of STORE_KINDS) {
         [b, third.body.id],
       ] as const) {
         await t.request("DELETE", `/v1/sandboxes/${id}`, { key });
+      }
+    });
+
+    it("shares the CPU fairly between organizations, not between sandboxes", async (ctx) => {
+      const [a, b] = [t.orgA.keys.owner, t.orgB.keys.owner];
+      // `loops` busy loops (one CPU each) in one sandbox of `cpuMillis`.
+      const busy = async (key: string, cpuMillis: number, loops: number) => {
+        const res = await t.request("POST", "/v1/sandboxes", {
+          key,
+          body: {
+            command: ["sh", "-c", `i=0; while [ $i -lt ${loops} ]; do (while :; do :; done) & i=$((i+1)); done; wait`],
+            network_access: "none",
+            resources: { cpu_millis: cpuMillis },
+          },
+        });
+        assert.equal(res.status, 200, res.raw);
+        return res.body.id as string;
+      };
+      // On a host of N CPUs (2 here: four sandboxes of A, each one CPU busy, against one of B):
+      // A runs 2N sandboxes of one busy CPU each; B one sandbox that can use half the host. Per
+      // sandbox B's weight is N/2 of 2N + N/2, a fifth; per organization it is half.
+      const hostCpus = host().cpuMillis / 1000;
+      const ofA: string[] = [];
+      for (let i = 0; i < 2 * hostCpus; i++) ofA.push(await busy(a, 1000, 1));
+      const ofB = await busy(b, hostCpus * 500, Math.ceil(hostCpus / 2));
+      try {
+        for (const id of ofA) await waitFor(a, id, "running");
+        await waitFor(b, ofB, "running");
+        const all = [...ofA, ofB];
+        const usage = async () => {
+          const micros = new Map<string, number>();
+          for (const id of all) micros.set(id, (await cpuUsageMicros(fixture.driver.layout.cgroupPath(id))) ?? 0);
+          return micros;
+        };
+        // Every loop has run (weights are set after the start), then a window of CPU time used by
+        // the sandboxes: B's part of what they used, whatever else the machine runs meanwhile.
+        const base = await eventually(
+          "every sandbox to use CPU",
+          async () => {
+            const now = await usage();
+            return [...now.values()].every((micros) => micros > 50_000) ? now : null;
+          },
+          120_000,
+        );
+        const window = hostCpus * 2_000_000;
+        const used = await eventually(
+          "the sandboxes to use a window of CPU time",
+          async () => {
+            const now = await usage();
+            const delta = new Map(all.map((id) => [id, (now.get(id) ?? 0) - (base.get(id) ?? 0)]));
+            return [...delta.values()].reduce((n, d) => n + d, 0) >= window ? delta : null;
+          },
+          300_000,
+        );
+        const total = [...used.values()].reduce((n, d) => n + d, 0);
+        const shareOfB = (used.get(ofB) ?? 0) / total;
+        // Fair: about half of what the sandboxes used; per sandbox it would be a fifth.
+        ctx.diagnostic(`organization B used ${shareOfB.toFixed(3)} of ${total} us of the sandboxes' CPU time`);
+        assert.ok(shareOfB >= 0.35, `organization B's share ${shareOfB.toFixed(3)} of ${total} us`);
+      } finally {
+        for (const id of ofA) await t.request("DELETE", `/v1/sandboxes/${id}`, { key: a });
+        await t.request("DELETE", `/v1/sandboxes/${ofB}`, { key: b });
       }
     });
   });

@@ -9,10 +9,15 @@ import { after, before, describe, it } from "node:test";
 import { eventually } from "../../../../test/support/eventually.js";
 import { hostCgroupHierarchies } from "./cgroups.js";
 import {
+  BUSY_CPU_FRACTION,
   cpuWeights,
+  isBusy,
+  MIN_SAMPLE_MS,
   type RunningSandbox,
+  type UsageSample,
   V1_SHARES,
   V2_WEIGHT,
+  type WeightFile,
   type WeightScale,
   weightFileOf,
 } from "./cpu-fairness.js";
@@ -26,7 +31,12 @@ import {
   testSubnetPool,
 } from "./test-support.js";
 
-const sbx = (id: string, group: string, cpuMillis: number): RunningSandbox => ({ id, group, cpuMillis });
+const sbx = (id: string, group: string, cpuMillis: number, busy = true): RunningSandbox => ({
+  id,
+  group,
+  cpuMillis,
+  busy,
+});
 const sumOf = (weights: Map<string, number>, ids: string[]) => ids.reduce((n, id) => n + (weights.get(id) ?? 0), 0);
 
 describe("cpuWeights", () => {
@@ -85,6 +95,44 @@ describe("cpuWeights", () => {
     );
   });
 
+  it("counts only a group's busy sandboxes; an idle one weighs as if it woke alone beside them", () => {
+    const weights = cpuWeights(
+      [
+        sbx("a-busy", "org-a", 1000),
+        sbx("a-idle1", "org-a", 1000, false),
+        sbx("a-idle3", "org-a", 3000, false),
+        sbx("b", "org-b", 1000),
+      ],
+      scale,
+    );
+    assert.deepEqual(
+      weights,
+      new Map([
+        ["a-busy", 1000],
+        ["a-idle1", 500],
+        ["a-idle3", 750],
+        ["b", 1000],
+      ]),
+    );
+    // Two busy of three: the busy ones share the group's total, the idle one as a third would.
+    const mixed = cpuWeights([sbx("x", "g", 1000), sbx("y", "g", 3000), sbx("z", "g", 4000, false)], scale);
+    assert.deepEqual(
+      mixed,
+      new Map([
+        ["x", 250],
+        ["y", 750],
+        ["z", 500],
+      ]),
+    );
+  });
+
+  it("weighs a group with none busy as if all were", () => {
+    const idle = [sbx("a1", "org-a", 1000, false), sbx("a2", "org-a", 3000, false)];
+    const busy = idle.map((s) => ({ ...s, busy: true }));
+    assert.deepEqual(cpuWeights(idle, scale), cpuWeights(busy, scale));
+    assert.equal(cpuWeights(idle, scale).get("a2"), 750);
+  });
+
   it("holds every weight within the kernel's bounds", () => {
     const crowd = Array.from({ length: 1000 }, (_, i) => sbx(`a${i}`, "org-a", 1000));
     for (const w of cpuWeights(crowd, scale).values()) assert.equal(w, 2, "1000/1000 = 1 is raised to the minimum");
@@ -117,15 +165,53 @@ describe("cpuWeights", () => {
   });
 });
 
+describe("isBusy", () => {
+  const at = (usageMicros: number, atMs: number, busy: boolean): UsageSample => ({ usageMicros, atMs, busy });
+
+  it("counts a sandbox seen for the first time as busy", () => {
+    assert.deepEqual(isBusy(undefined, 0, 1000), at(0, 1000, true));
+    assert.deepEqual(isBusy(undefined, 5_000_000, 1000), at(5_000_000, 1000, true));
+  });
+
+  it("is busy from BUSY_CPU_FRACTION of one CPU since the baseline, idle below", () => {
+    const base = at(1_000_000, 10_000, false);
+    const elapsedMs = 2000;
+    const threshold = BUSY_CPU_FRACTION * elapsedMs * 1000;
+    assert.equal(isBusy(base, 1_000_000 + threshold, 10_000 + elapsedMs).busy, true);
+    assert.equal(isBusy(base, 1_000_000 + threshold - 1, 10_000 + elapsedMs).busy, false);
+    assert.equal(isBusy(base, 1_000_000, 10_000 + elapsedMs).busy, false);
+    assert.equal(isBusy({ ...base, busy: true }, 1_000_000, 10_000 + elapsedMs).busy, false, "busy, then idle");
+    assert.deepEqual(isBusy(base, 3_000_000, 12_000), at(3_000_000, 12_000, true), "the sample becomes the baseline");
+  });
+
+  it("keeps the baseline and the verdict within MIN_SAMPLE_MS (events close together)", () => {
+    const base = at(1_000_000, 10_000, false);
+    assert.equal(isBusy(base, 9_000_000, 10_000 + MIN_SAMPLE_MS - 1), base);
+    assert.equal(isBusy(base, 1_000_000, 10_000), base);
+    assert.equal(isBusy(base, 1_000_000, 10_000 + MIN_SAMPLE_MS).busy, false);
+  });
+
+  it("counts a sandbox whose usage went back (a new run) as busy, from a new baseline", () => {
+    assert.deepEqual(isBusy(at(9_000_000, 10_000, false), 100, 10_100), at(100, 10_100, true));
+  });
+
+  it("keeps the baseline when the clock went back", () => {
+    const base = at(1_000_000, 10_000, false);
+    assert.equal(isBusy(base, 1_000_000, 5_000), base);
+  });
+});
+
 describe("CPU weights of running sandboxes", () => {
   let f: RuntimeFixture;
   const made: string[] = [];
   let perGroup: number;
+  let target: WeightFile;
 
   before(async () => {
     f = await startRuntimeFixture("cpufair");
-    const target = await weightFileOf(await hostCgroupHierarchies());
-    assert.ok(target, "this host has a cpu controller");
+    const found = await weightFileOf(await hostCgroupHierarchies());
+    assert.ok(found, "this host has a cpu controller");
+    target = found;
     perGroup = target.scale.perGroup;
   });
   after(async () => {
@@ -133,84 +219,125 @@ describe("CPU weights of running sandboxes", () => {
     await f?.cleanup();
   });
 
-  const start = (cpuGroup: string | undefined, cpuMillis = TEST_RESOURCES.cpuMillis) =>
+  const BUSY = ["sh", "-c", "while :; do :; done"];
+  const start = (cpuGroup: string | undefined, cpuMillis = 1000, command?: string[]) =>
     startSandbox(f, made, {
       ...(cpuGroup !== undefined ? { cpuGroup } : {}),
+      ...(command ? { command } : {}),
       resources: { ...TEST_RESOURCES, cpuMillis },
     });
-  const weights = () => f.driver.cpuFairness.currentWeights();
+  /**
+   * Waits for the weights in the cgroups to be `expected` (a sandbox just started counts busy
+   * until its first sample says otherwise, so a sleeping one settles within a few seconds).
+   */
+  const expectWeights = async (expected: Array<[string, number]>) => {
+    const want = JSON.stringify([...expected].sort());
+    let seen = "";
+    await eventually(
+      `weights ${want}`,
+      async () => {
+        seen = JSON.stringify([...(await f.driver.cpuFairness.currentWeights())].sort());
+        return seen === want;
+      },
+      60_000,
+    ).catch((error: Error) => {
+      throw new Error(`${error.message}; last seen ${seen}`);
+    });
+  };
 
   it("weighs every organization alike on start, stop, destroy and a run's own end", async () => {
     const a1 = await start("org-a", 1000);
     const a2 = await start("org-a", 500);
     const b1 = await start("org-b", 1000);
-    assert.deepEqual(
-      await weights(),
-      new Map([
-        [a1, Math.round((perGroup * 2) / 3)],
-        [a2, Math.round(perGroup / 3)],
-        [b1, perGroup],
-      ]),
-    );
+    const [third, twoThirds, half] = [perGroup / 3, (perGroup * 2) / 3, perGroup / 2].map(Math.round);
+    await expectWeights([
+      [a1, twoThirds as number],
+      [a2, third as number],
+      [b1, perGroup],
+    ]);
     // A stopped sandbox counts no more: its organization's other one has the whole share.
     await f.driver.stop(a2);
-    assert.deepEqual(
-      await weights(),
-      new Map([
-        [a1, perGroup],
-        [b1, perGroup],
-      ]),
-    );
+    await expectWeights([
+      [a1, perGroup],
+      [b1, perGroup],
+    ]);
     const b2 = await start("org-b", 1000);
-    assert.equal((await weights()).get(b1), Math.round(perGroup / 2));
+    await expectWeights([
+      [a1, perGroup],
+      [b1, half as number],
+      [b2, half as number],
+    ]);
     await f.driver.destroy(b2);
-    assert.equal((await weights()).get(b1), perGroup);
+    await expectWeights([
+      [a1, perGroup],
+      [b1, perGroup],
+    ]);
     // A run that ends by itself (its init killed from the host) is seen through the exit watch.
     await f.driver.start(a2);
-    assert.equal((await weights()).get(a1), Math.round((perGroup * 2) / 3));
+    await expectWeights([
+      [a1, twoThirds as number],
+      [a2, third as number],
+      [b1, perGroup],
+    ]);
     const state = await readRuncState(f.driver.layout.runcRoot, a2);
     assert.ok(state);
     process.kill(state.initPid, "SIGKILL");
-    await eventually("a1 to get org-a's whole share back", async () => (await weights()).get(a1) === perGroup, 60_000);
+    await expectWeights([
+      [a1, perGroup],
+      [b1, perGroup],
+    ]);
     for (const id of [a1, a2, b1]) await f.driver.destroy(id);
   });
 
-  it("gives a pooled sandbox its organization's weight when it is claimed", async () => {
+  it("counts an organization's busy sandboxes only: its idle ones do not thin out its share", async () => {
+    const busy = await start("org-a", 1000, BUSY);
+    const idle = await start("org-a", 1000);
+    const other = await start("org-b", 1000, BUSY);
+    // Per sandbox of org-a's total the busy one would weigh a half; it has org-a's whole share.
+    await expectWeights([
+      [busy, perGroup],
+      [idle, Math.round(perGroup / 2)],
+      [other, perGroup],
+    ]);
+    for (const id of [busy, idle, other]) await f.driver.destroy(id);
+  });
+
+  it("gives a pooled sandbox its organization's weight when it is claimed, and a restarted driver too", async () => {
     const a1 = await start("org-a", 1000);
     // As the pool makes it: no organization yet, so it is a group of its own.
     const spec = f.spec({ resources: { ...TEST_RESOURCES, cpuMillis: 1000 } });
     made.push(spec.id);
     await f.driver.create(spec);
     await f.driver.start(spec.id);
-    assert.deepEqual(
-      await weights(),
-      new Map([
-        [a1, perGroup],
-        [spec.id, perGroup],
-      ]),
-    );
+    await expectWeights([
+      [a1, perGroup],
+      [spec.id, perGroup],
+    ]);
     assert.ok(await f.driver.assign({ ...spec, cpuGroup: "org-a" }));
-    assert.deepEqual(
-      await weights(),
-      new Map([
-        [a1, Math.round(perGroup / 2)],
-        [spec.id, Math.round(perGroup / 2)],
-      ]),
-    );
-    await f.driver.stop(a1);
-    assert.deepEqual(await weights(), new Map([[spec.id, perGroup]]));
+    const half = Math.round(perGroup / 2);
+    await expectWeights([
+      [a1, half],
+      [spec.id, half],
+    ]);
     // A restarted server (a second driver on the root) rebalances what it adopts, from the records.
-    const target = await weightFileOf(await hostCgroupHierarchies());
-    assert.ok(target);
-    await writeFile(path.join(target.mountPoint, f.driver.layout.cgroupPath(spec.id), target.file), "7");
-    assert.equal((await weights()).get(spec.id), 7);
+    f.driver.cpuFairness.stop();
+    const file = (id: string) => path.join(target.mountPoint, f.driver.layout.cgroupPath(id), target.file);
+    await writeFile(file(a1), "7");
+    await writeFile(file(spec.id), "7");
     const second = await LocalRuntimeDriver.open({
       root: f.root,
       installPackages: false,
       subnetPool: testSubnetPool(f.root),
     });
     await second.close();
-    assert.deepEqual(await weights(), new Map([[spec.id, perGroup]]));
+    assert.deepEqual(
+      await f.driver.cpuFairness.currentWeights(),
+      new Map([
+        [a1, half],
+        [spec.id, half],
+      ]),
+    );
+    f.driver.cpuFairness.start();
     for (const id of [a1, spec.id]) await f.driver.destroy(id);
   });
 });

@@ -3,12 +3,16 @@
 // it, before it has an organization, and a cgroup cannot move to another parent, so there is
 // no organization level in the tree. Instead each running sandbox's weight (cpu.shares on a
 // v1 cpu hierarchy, cpu.weight on cgroup2) is recomputed on every start, stop, exit and claim
-// so that each organization's running sandboxes add up to the same total: its share split by
-// cpu_millis. `cpuWeights` is that rule, pure; `CpuFairness` reads and writes the cgroups.
+// (and every few seconds) so that each organization's busy sandboxes add up to the same
+// total: its share split by cpu_millis. Only busy ones count, as a level in the tree would
+// count only runnable children: an organization's idle sandboxes must not thin out the share
+// of its busy one. `cpuWeights` and `isBusy` are the rules, pure; `CpuFairness` samples and
+// writes the cgroups.
 import { readdir, readFile, writeFile } from "node:fs/promises";
 import path from "node:path";
-import { type CgroupHierarchy, hostCgroupHierarchies } from "./cgroups.js";
-import { isSandboxId } from "./layout.js";
+import { type CgroupHierarchy, cpuUsageMicros, hostCgroupHierarchies } from "./cgroups.js";
+import { isSandboxId, type Layout } from "./layout.js";
+import { loadRecord } from "./records.js";
 
 export interface WeightScale {
   /** What every group's running sandboxes add up to. */
@@ -27,24 +31,60 @@ export interface RunningSandbox {
   /** The fairness group: the organization; "" for a sandbox that has none (a pooled one not yet claimed). */
   group: string;
   cpuMillis: number;
+  /** Used CPU in the last sample (isBusy). */
+  busy: boolean;
 }
 
 /**
- * Each sandbox's weight: `perGroup x cpuMillis / (its group's cpuMillis)`, rounded and held
- * within the kernel's bounds. Every group then weighs the same whatever its number of
- * sandboxes, and within a group a sandbox weighs by what it asked for. A cpuMillis that is not
- * a positive finite number counts as 1 (never a division by zero or a NaN written to the kernel).
+ * Each sandbox's weight. In a group with busy sandboxes, a busy one gets `perGroup x
+ * cpuMillis / (the group's busy cpuMillis)`, so the busy ones add up to the group's share
+ * whatever its number of sandboxes; an idle one gets what it would have if it woke now
+ * (`perGroup x cpuMillis / (busy cpuMillis + its own)`), until the next sample counts it. In a
+ * group with none busy, every sandbox weighs as if all were. Rounded, held within the
+ * kernel's bounds. A cpuMillis that is not a positive finite number counts as 1 (never a
+ * division by zero or a NaN written to the kernel).
  */
 export function cpuWeights(sandboxes: readonly RunningSandbox[], scale: WeightScale): Map<string, number> {
   const millisOf = (s: RunningSandbox) => (Number.isFinite(s.cpuMillis) && s.cpuMillis > 0 ? s.cpuMillis : 1);
-  const groupMillis = new Map<string, number>();
-  for (const s of sandboxes) groupMillis.set(s.group, (groupMillis.get(s.group) ?? 0) + millisOf(s));
+  const busyMillis = new Map<string, number>();
+  const allMillis = new Map<string, number>();
+  for (const s of sandboxes) {
+    allMillis.set(s.group, (allMillis.get(s.group) ?? 0) + millisOf(s));
+    if (s.busy) busyMillis.set(s.group, (busyMillis.get(s.group) ?? 0) + millisOf(s));
+  }
   const weights = new Map<string, number>();
   for (const s of sandboxes) {
-    const raw = (scale.perGroup * millisOf(s)) / (groupMillis.get(s.group) as number);
+    const busy = busyMillis.get(s.group) ?? 0;
+    const among = busy === 0 ? (allMillis.get(s.group) as number) : s.busy ? busy : busy + millisOf(s);
+    const raw = (scale.perGroup * millisOf(s)) / among;
     weights.set(s.id, Math.min(scale.max, Math.max(scale.min, Math.round(raw))));
   }
   return weights;
+}
+
+/** A sandbox used at least this part of one CPU since its last sample: busy. */
+export const BUSY_CPU_FRACTION = 0.05;
+/** A sample is compared with one at least this old; events closer together keep the older baseline. */
+export const MIN_SAMPLE_MS = 500;
+
+export interface UsageSample {
+  usageMicros: number;
+  atMs: number;
+  busy: boolean;
+}
+
+/**
+ * The next sample of a sandbox from the last one kept and its usage now. Busy when it used
+ * BUSY_CPU_FRACTION of a CPU since the baseline; a sandbox seen for the first time, or whose
+ * usage went back (a new run, a new cgroup), counts busy: it is starting. Within MIN_SAMPLE_MS
+ * of the baseline the verdict and the baseline stay.
+ */
+export function isBusy(previous: UsageSample | undefined, usageMicros: number, atMs: number): UsageSample {
+  if (!previous || usageMicros < previous.usageMicros) return { usageMicros, atMs, busy: true };
+  const elapsedMs = atMs - previous.atMs;
+  if (elapsedMs < MIN_SAMPLE_MS) return previous;
+  const busy = usageMicros - previous.usageMicros >= BUSY_CPU_FRACTION * elapsedMs * 1000;
+  return { usageMicros, atMs, busy };
 }
 
 /** Where this host keeps CPU weights: the v1 cpu hierarchy, or cgroup2 when it has the cpu controller. */
@@ -68,20 +108,51 @@ export async function weightFileOf(hierarchies: readonly CgroupHierarchy[]): Pro
 /** What a sandbox's weight is computed from, by id (the driver's records). */
 export type SandboxShare = (id: string) => Promise<{ group: string; cpuMillis: number } | null>;
 
+/** SandboxShare from the driver's records; cpuMillis held to the host's, as its quota is (cgroupResources). */
+export function recordShares(layout: Layout, hostCpuMillis: () => number): SandboxShare {
+  return async (id) => {
+    const { record } = await loadRecord(layout, id).catch(() => ({ record: null }));
+    if (!record) return null;
+    return { group: record.cpuGroup ?? "", cpuMillis: Math.min(record.resources.cpuMillis, hostCpuMillis()) };
+  };
+}
+
 /**
  * Applies `cpuWeights` to the running sandboxes under `cgroupParent`: those whose cgroup in
  * the cpu hierarchy holds a process. Runs are coalesced: a rebalance asked for while one is
- * under way runs once more after it, so the last one sees the last change.
+ * under way runs once more after it, so the last one sees the last change. Between events a
+ * timer samples every `intervalMs`, so a sandbox going busy or idle is counted.
  */
 export class CpuFairness {
   private running: Promise<void> | null = null;
   private again = false;
+  private timer: NodeJS.Timeout | null = null;
+  private readonly samples = new Map<string, UsageSample>();
+  private readonly shares = new Map<string, { group: string; cpuMillis: number }>();
 
   constructor(
     private readonly cgroupParent: string,
     private readonly shareOf: SandboxShare,
     private readonly onError: (error: unknown) => void = () => undefined,
+    private readonly intervalMs = 2000,
   ) {}
+
+  /** Starts the periodic sample (unreferenced: it never keeps the process alive). */
+  start(): void {
+    if (this.timer) return;
+    this.timer = setInterval(() => void this.rebalance(), this.intervalMs);
+    this.timer.unref();
+  }
+
+  stop(): void {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+  }
+
+  /** The sandbox's group or resources changed (a claim) or it is gone: read its record again. */
+  forget(id: string): void {
+    this.shares.delete(id);
+  }
 
   /** Resolves once a rebalance that started after this call has finished. */
   rebalance(): Promise<void> {
@@ -120,11 +191,21 @@ export class CpuFairness {
     const target = await weightFileOf(await hostCgroupHierarchies());
     if (!target) return;
     const sandboxes: RunningSandbox[] = [];
+    const seen = new Set<string>();
     for (const id of await this.runningIds(target)) {
-      const share = await this.shareOf(id);
-      if (share) sandboxes.push({ id, ...share });
+      seen.add(id);
+      const share = this.shares.get(id) ?? (await this.shareOf(id));
+      const usage = await cpuUsageMicros(path.posix.join(this.cgroupParent, id));
+      if (!share || usage === null) continue;
+      this.shares.set(id, share);
+      const sample = isBusy(this.samples.get(id), usage, Date.now());
+      this.samples.set(id, sample);
+      sandboxes.push({ id, ...share, busy: sample.busy });
     }
+    for (const id of [...this.samples.keys()]) if (!seen.has(id)) this.samples.delete(id);
+    for (const id of [...this.shares.keys()]) if (!seen.has(id)) this.shares.delete(id);
     for (const [id, weight] of cpuWeights(sandboxes, target.scale)) {
+      // Written every time, unchanged or not: whatever else set the file is corrected within an interval.
       await writeFile(path.join(target.mountPoint, this.cgroupParent, id, target.file), String(weight)).catch(
         (error: NodeJS.ErrnoException) => {
           // The sandbox ended and runc removed its cgroup meanwhile: the next rebalance has it gone.

@@ -48,7 +48,7 @@ import {
   type StorageReport,
 } from "../interface.js";
 import { childCgroups, oomCounterFile, removeCgroup } from "./cgroups.js";
-import { CpuFairness } from "./cpu-fairness.js";
+import { CpuFairness, recordShares } from "./cpu-fairness.js";
 import { ExecRunner } from "./exec-runner.js";
 import { ExitWatch } from "./exit-watch.js";
 import { ensureHostPackages, runOrFail, TOOLS } from "./host.js";
@@ -140,15 +140,8 @@ export class LocalRuntimeDriver implements RuntimeDriver {
     this.maxOpenFiles = host.maxOpenFiles;
     this.trustedCaPem = options.trustedCaPem;
     this.userNamespaces = options.userNamespaces !== false;
-    this.cpuFairness = new CpuFairness(
-      layout.cgroupParent,
-      async (id) => {
-        const { record } = await loadRecord(layout, id).catch(() => ({ record: null }));
-        if (!record) return null;
-        // As its quota is (oci-config.ts cgroupResources): never more than the host's CPUs.
-        return { group: record.cpuGroup ?? "", cpuMillis: Math.min(record.resources.cpuMillis, hostCpuMillis()) };
-      },
-      (error) => options.log?.warn({ err: (error as Error).message }, "balancing CPU weights between organizations"),
+    this.cpuFairness = new CpuFairness(layout.cgroupParent, recordShares(layout, hostCpuMillis), (error) =>
+      options.log?.warn({ err: (error as Error).message }, "balancing CPU weights between organizations"),
     );
     // A run that ends by itself gives its organization's other sandboxes their share back.
     this.exits.onExit(() => void this.cpuFairness.rebalance());
@@ -187,6 +180,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
       if (state && (await isInitAlive(state))) driver.exits.watch(id);
     }
     await driver.cpuFairness.rebalance();
+    driver.cpuFairness.start();
     return driver;
   }
 
@@ -355,7 +349,10 @@ export class LocalRuntimeDriver implements RuntimeDriver {
       return { args, env: record.identity.env, cwd: record.identity.cwd, rootfs: paths.rootfs };
     });
     // The pooled run is already under way: from now on it weighs as its organization's.
-    if (assigned) await this.cpuFairness.rebalance();
+    if (assigned) {
+      this.cpuFairness.forget(spec.id);
+      await this.cpuFairness.rebalance();
+    }
     return assigned;
   }
 
@@ -428,6 +425,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
   private async teardown(id: string): Promise<void> {
     this.execs.forgetAgent(id);
     this.execs.forgetRun(id);
+    this.cpuFairness.forget(id);
     const paths = this.layout.sandbox(id);
     await this.stopContainer(id).catch(() => runcDeleteForce(this.layout.runcRoot, id));
     this.exits.unwatch(id);
@@ -519,6 +517,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
   }
 
   async close(): Promise<void> {
+    this.cpuFairness.stop();
     this.storage.close();
     await this.execs.close();
     this.exits.close();
