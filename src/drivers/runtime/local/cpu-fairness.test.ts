@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { writeFile } from "node:fs/promises";
 import path from "node:path";
-import { after, before, describe, it } from "node:test";
+import { after, before, beforeEach, describe, it } from "node:test";
 import { eventually } from "../../../../test/support/eventually.js";
 import { hostCgroupHierarchies } from "./cgroups.js";
 import {
@@ -14,6 +14,7 @@ import {
   isBusy,
   MIN_SAMPLE_MS,
   type RunningSandbox,
+  statIsRunnable,
   type UsageSample,
   V1_SHARES,
   V2_WEIGHT,
@@ -169,35 +170,57 @@ describe("isBusy", () => {
   const at = (usageMicros: number, atMs: number, busy: boolean): UsageSample => ({ usageMicros, atMs, busy });
 
   it("counts a sandbox seen for the first time as busy", () => {
-    assert.deepEqual(isBusy(undefined, 0, 1000), at(0, 1000, true));
-    assert.deepEqual(isBusy(undefined, 5_000_000, 1000), at(5_000_000, 1000, true));
+    assert.deepEqual(isBusy(undefined, 0, 1000, false), at(0, 1000, true));
+    assert.deepEqual(isBusy(undefined, 5_000_000, 1000, false), at(5_000_000, 1000, true));
   });
 
   it("is busy from BUSY_CPU_FRACTION of one CPU since the baseline, idle below", () => {
     const base = at(1_000_000, 10_000, false);
     const elapsedMs = 2000;
     const threshold = BUSY_CPU_FRACTION * elapsedMs * 1000;
-    assert.equal(isBusy(base, 1_000_000 + threshold, 10_000 + elapsedMs).busy, true);
-    assert.equal(isBusy(base, 1_000_000 + threshold - 1, 10_000 + elapsedMs).busy, false);
-    assert.equal(isBusy(base, 1_000_000, 10_000 + elapsedMs).busy, false);
-    assert.equal(isBusy({ ...base, busy: true }, 1_000_000, 10_000 + elapsedMs).busy, false, "busy, then idle");
-    assert.deepEqual(isBusy(base, 3_000_000, 12_000), at(3_000_000, 12_000, true), "the sample becomes the baseline");
+    assert.equal(isBusy(base, 1_000_000 + threshold, 10_000 + elapsedMs, false).busy, true);
+    assert.equal(isBusy(base, 1_000_000 + threshold - 1, 10_000 + elapsedMs, false).busy, false);
+    assert.equal(isBusy(base, 1_000_000, 10_000 + elapsedMs, false).busy, false);
+    assert.equal(isBusy({ ...base, busy: true }, 1_000_000, 10_000 + elapsedMs, false).busy, false, "busy, then idle");
+    assert.deepEqual(
+      isBusy(base, 3_000_000, 12_000, false),
+      at(3_000_000, 12_000, true),
+      "the sample becomes the baseline",
+    );
   });
 
   it("keeps the baseline and the verdict within MIN_SAMPLE_MS (events close together)", () => {
     const base = at(1_000_000, 10_000, false);
-    assert.equal(isBusy(base, 9_000_000, 10_000 + MIN_SAMPLE_MS - 1), base);
-    assert.equal(isBusy(base, 1_000_000, 10_000), base);
-    assert.equal(isBusy(base, 1_000_000, 10_000 + MIN_SAMPLE_MS).busy, false);
+    assert.equal(isBusy(base, 9_000_000, 10_000 + MIN_SAMPLE_MS - 1, false), base);
+    assert.equal(isBusy(base, 1_000_000, 10_000, false), base);
+    assert.equal(isBusy(base, 1_000_000, 10_000 + MIN_SAMPLE_MS, false).busy, false);
   });
 
   it("counts a sandbox whose usage went back (a new run) as busy, from a new baseline", () => {
-    assert.deepEqual(isBusy(at(9_000_000, 10_000, false), 100, 10_100), at(100, 10_100, true));
+    assert.deepEqual(isBusy(at(9_000_000, 10_000, false), 100, 10_100, false), at(100, 10_100, true));
+  });
+
+  it("counts a sandbox with a runnable task as busy, whatever CPU it got", () => {
+    const base = at(1_000_000, 10_000, false);
+    assert.deepEqual(isBusy(base, 1_000_000, 12_000, true), at(1_000_000, 12_000, true));
+    assert.deepEqual(isBusy(base, 1_000_000, 10_100, true), { ...base, busy: true }, "within MIN_SAMPLE_MS too");
+    assert.equal(isBusy({ ...base, busy: true }, 1_000_000, 12_000, false).busy, false);
   });
 
   it("keeps the baseline when the clock went back", () => {
     const base = at(1_000_000, 10_000, false);
-    assert.equal(isBusy(base, 1_000_000, 5_000), base);
+    assert.equal(isBusy(base, 1_000_000, 5_000, false), base);
+  });
+});
+
+describe("statIsRunnable", () => {
+  it("reads the state after the command name, whatever the name holds", () => {
+    assert.equal(statIsRunnable("42 (sh) R 1 42 42 0 -1"), true);
+    assert.equal(statIsRunnable("42 (sh) S 1 42 42 0 -1"), false);
+    assert.equal(statIsRunnable("42 (a) R (b) S 1 42"), false, "a name with ') R ' in it");
+    assert.equal(statIsRunnable("42 (x) S) R 1"), true, "the last ')' ends the name");
+    assert.equal(statIsRunnable(""), false);
+    assert.equal(statIsRunnable("42 (sh"), false);
   });
 });
 
@@ -213,6 +236,10 @@ describe("CPU weights of running sandboxes", () => {
     assert.ok(found, "this host has a cpu controller");
     target = found;
     perGroup = target.scale.perGroup;
+  });
+  // What a failed test left would weigh in the next one's expectations.
+  beforeEach(async () => {
+    for (const id of made.splice(0)) await f.driver.destroy(id).catch(() => undefined);
   });
   after(async () => {
     for (const id of made) await f?.driver.destroy(id).catch(() => undefined);

@@ -62,10 +62,15 @@ export function cpuWeights(sandboxes: readonly RunningSandbox[], scale: WeightSc
   return weights;
 }
 
-/** A sandbox used at least this part of one CPU since its last sample: busy. */
-export const BUSY_CPU_FRACTION = 0.05;
+/**
+ * A sandbox used at least this part of one CPU since its last sample: busy. Low, since under
+ * contention a busy sandbox gets little; a runnable task counts busy whatever it got.
+ */
+export const BUSY_CPU_FRACTION = 0.01;
 /** A sample is compared with one at least this old; events closer together keep the older baseline. */
 export const MIN_SAMPLE_MS = 500;
+/** Tasks of one sandbox looked at for a runnable one per sample (a sandbox may have thousands). */
+export const MAX_TASKS_CHECKED = 256;
 
 export interface UsageSample {
   usageMicros: number;
@@ -74,34 +79,50 @@ export interface UsageSample {
 }
 
 /**
- * The next sample of a sandbox from the last one kept and its usage now. Busy when it used
- * BUSY_CPU_FRACTION of a CPU since the baseline; a sandbox seen for the first time, or whose
- * usage went back (a new run, a new cgroup), counts busy: it is starting. Within MIN_SAMPLE_MS
- * of the baseline the verdict and the baseline stay.
+ * The next sample of a sandbox from the last one kept, its usage now and whether one of its
+ * tasks is runnable now. Busy when a task is runnable (it wants a CPU, however little it got
+ * under contention) or it used BUSY_CPU_FRACTION of a CPU since the baseline; a sandbox seen
+ * for the first time, or whose usage went back (a new run, a new cgroup), counts busy: it is
+ * starting. Within MIN_SAMPLE_MS of the baseline the baseline stays, and so does the verdict
+ * unless a task is runnable.
  */
-export function isBusy(previous: UsageSample | undefined, usageMicros: number, atMs: number): UsageSample {
+export function isBusy(
+  previous: UsageSample | undefined,
+  usageMicros: number,
+  atMs: number,
+  runnable: boolean,
+): UsageSample {
   if (!previous || usageMicros < previous.usageMicros) return { usageMicros, atMs, busy: true };
   const elapsedMs = atMs - previous.atMs;
-  if (elapsedMs < MIN_SAMPLE_MS) return previous;
-  const busy = usageMicros - previous.usageMicros >= BUSY_CPU_FRACTION * elapsedMs * 1000;
+  if (elapsedMs < MIN_SAMPLE_MS) return runnable && !previous.busy ? { ...previous, busy: true } : previous;
+  const busy = runnable || usageMicros - previous.usageMicros >= BUSY_CPU_FRACTION * elapsedMs * 1000;
   return { usageMicros, atMs, busy };
+}
+
+/** Whether a /proc/<tid>/stat line is of a task running or waiting for a CPU (state R). */
+export function statIsRunnable(stat: string): boolean {
+  // The state follows the command name, which is in parentheses and may hold any byte.
+  const end = stat.lastIndexOf(")");
+  return end !== -1 && stat.slice(end + 2, end + 3) === "R";
 }
 
 /** Where this host keeps CPU weights: the v1 cpu hierarchy, or cgroup2 when it has the cpu controller. */
 export interface WeightFile {
   mountPoint: string;
   file: "cpu.shares" | "cpu.weight";
+  /** The cgroup's threads. */
+  tasks: "tasks" | "cgroup.threads";
   scale: WeightScale;
 }
 
 export async function weightFileOf(hierarchies: readonly CgroupHierarchy[]): Promise<WeightFile | null> {
   const v1 = hierarchies.find((h) => h.controllers.includes("cpu"));
-  if (v1) return { mountPoint: v1.mountPoint, file: "cpu.shares", scale: V1_SHARES };
+  if (v1) return { mountPoint: v1.mountPoint, file: "cpu.shares", tasks: "tasks", scale: V1_SHARES };
   const v2 = hierarchies.find((h) => h.controllers.includes("unified"));
   if (!v2) return null;
   const controllers = await readFile(path.join(v2.mountPoint, "cgroup.controllers"), "utf8").catch(() => "");
   return controllers.split(/\s+/).includes("cpu")
-    ? { mountPoint: v2.mountPoint, file: "cpu.weight", scale: V2_WEIGHT }
+    ? { mountPoint: v2.mountPoint, file: "cpu.weight", tasks: "cgroup.threads", scale: V2_WEIGHT }
     : null;
 }
 
@@ -198,7 +219,7 @@ export class CpuFairness {
       const usage = await cpuUsageMicros(path.posix.join(this.cgroupParent, id));
       if (!share || usage === null) continue;
       this.shares.set(id, share);
-      const sample = isBusy(this.samples.get(id), usage, Date.now());
+      const sample = isBusy(this.samples.get(id), usage, Date.now(), await this.hasRunnableTask(target, id));
       this.samples.set(id, sample);
       sandboxes.push({ id, ...share, busy: sample.busy });
     }
@@ -213,6 +234,17 @@ export class CpuFairness {
         },
       );
     }
+  }
+
+  private async hasRunnableTask(target: WeightFile, id: string): Promise<boolean> {
+    const tasks = await readFile(path.join(target.mountPoint, this.cgroupParent, id, target.tasks), "utf8").catch(
+      () => "",
+    );
+    for (const tid of tasks.split("\n").slice(0, MAX_TASKS_CHECKED)) {
+      if (!/^\d+$/.test(tid)) continue;
+      if (statIsRunnable(await readFile(`/proc/${tid}/stat`, "utf8").catch(() => ""))) return true;
+    }
+    return false;
   }
 
   private async runningIds(target: WeightFile): Promise<string[]> {
