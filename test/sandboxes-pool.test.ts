@@ -10,6 +10,7 @@ import { loadConfig } from "../src/config.js";
 import { SandboxReconciler } from "../src/controllers/sandbox-reconciler.js";
 import { LocalRuntimeDriver } from "../src/drivers/runtime/local/driver.js";
 import { PooledRuntime } from "../src/drivers/runtime/local/pool.js";
+import { loadRecord } from "../src/drivers/runtime/local/records.js";
 import {
   hostTraces,
   type RuntimeFixture,
@@ -120,6 +121,8 @@ describe("sandbox pool", { concurrency: STORE_KINDS.length }, () => {
           assert.match(env, new RegExp(`^WARREN_SANDBOX_ID=${id}$`, "m"));
           assert.match(env, new RegExp(`^WARREN_RUN_ID=${runId}$`, "m"));
           assert.match(env, /^HOSTNAME=sbx-/m);
+          // Claimed, it weighs as its organization's (cpu-fairness.ts), not as the pool's.
+          assert.equal((await loadRecord(fixture.driver.layout, id)).record.cpuGroup, t.orgA.id);
           const token = /^WARREN_SANDBOX_TOKEN=(.+)$/m.exec(env)?.[1];
           assert.ok(token, env);
           const whoami = await t.request("GET", "/v1/whoami", { key: token });
