@@ -348,6 +348,7 @@ describe("CPU weights of running sandboxes", () => {
     ]);
     // A restarted server (a second driver on the root) rebalances what it adopts, from the records.
     f.driver.cpuFairness.stop();
+    await f.driver.cpuFairness.idle();
     const file = (id: string) => path.join(target.mountPoint, f.driver.layout.cgroupPath(id), target.file);
     await writeFile(file(a1), "7");
     await writeFile(file(spec.id), "7");

@@ -70,7 +70,7 @@ export const BUSY_CPU_FRACTION = 0.01;
 /** A sample is compared with one at least this old; events closer together keep the older baseline. */
 export const MIN_SAMPLE_MS = 500;
 /** Tasks of one sandbox looked at for a runnable one per sample (a sandbox may have thousands). */
-export const MAX_TASKS_CHECKED = 256;
+export const MAX_TASKS_CHECKED = 64;
 
 export interface UsageSample {
   usageMicros: number;
@@ -150,6 +150,7 @@ export class CpuFairness {
   private timer: NodeJS.Timeout | null = null;
   private readonly samples = new Map<string, UsageSample>();
   private readonly shares = new Map<string, { group: string; cpuMillis: number }>();
+  private target: WeightFile | null = null;
 
   constructor(
     private readonly cgroupParent: string,
@@ -173,6 +174,11 @@ export class CpuFairness {
   /** The sandbox's group or resources changed (a claim) or it is gone: read its record again. */
   forget(id: string): void {
     this.shares.delete(id);
+  }
+
+  /** Resolves when no rebalance is under way (close). */
+  async idle(): Promise<void> {
+    await this.running;
   }
 
   /** Resolves once a rebalance that started after this call has finished. */
@@ -209,7 +215,8 @@ export class CpuFairness {
   }
 
   private async applyOnce(): Promise<void> {
-    const target = await weightFileOf(await hostCgroupHierarchies());
+    this.target ??= await weightFileOf(await hostCgroupHierarchies());
+    const target = this.target;
     if (!target) return;
     const sandboxes: RunningSandbox[] = [];
     const seen = new Set<string>();
@@ -219,7 +226,11 @@ export class CpuFairness {
       const usage = await cpuUsageMicros(path.posix.join(this.cgroupParent, id));
       if (!share || usage === null) continue;
       this.shares.set(id, share);
-      const sample = isBusy(this.samples.get(id), usage, Date.now(), await this.hasRunnableTask(target, id));
+      const previous = this.samples.get(id);
+      const now = Date.now();
+      let sample = isBusy(previous, usage, now, false);
+      // Its tasks are looked at only when its CPU time does not already say busy.
+      if (!sample.busy && (await this.hasRunnableTask(target, id))) sample = isBusy(previous, usage, now, true);
       this.samples.set(id, sample);
       sandboxes.push({ id, ...share, busy: sample.busy });
     }

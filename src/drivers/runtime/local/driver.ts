@@ -351,7 +351,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
     // The pooled run is already under way: from now on it weighs as its organization's.
     if (assigned) {
       this.cpuFairness.forget(spec.id);
-      await this.cpuFairness.rebalance();
+      void this.cpuFairness.rebalance();
     }
     return assigned;
   }
@@ -391,7 +391,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
       this.exits.watch(id);
       this.execs.prestartAgent(id);
     });
-    await this.cpuFairness.rebalance();
+    void this.cpuFairness.rebalance();
   }
 
   async stop(id: string): Promise<void> {
@@ -399,7 +399,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
       await loadRecord(this.layout, id);
       await this.stopContainer(id);
     });
-    await this.cpuFairness.rebalance();
+    void this.cpuFairness.rebalance();
   }
 
   /** Kills the container (if it runs) and waits for the shim to record the end (supervisor.ts). */
@@ -418,7 +418,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
   async destroy(id: string): Promise<void> {
     assertSandboxId(id);
     await this.withLock(id, () => this.teardown(id));
-    await this.cpuFairness.rebalance();
+    void this.cpuFairness.rebalance();
   }
 
   /** Removes every trace of a sandbox, complete or half-made. Each step tolerates absence. */
@@ -518,6 +518,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
 
   async close(): Promise<void> {
     this.cpuFairness.stop();
+    await this.cpuFairness.idle();
     this.storage.close();
     await this.execs.close();
     this.exits.close();
