@@ -1,0 +1,185 @@
+// Host admission is a reservation (issue 24 A17e and A9's race; docs/api-decisions.md "Host
+// admission is a reservation"), on real runc sandboxes. Many creates at once, from ten
+// organizations (a quota's per-organization lock does not serialize them), on a host that can
+// run only a few: every create is either refused at once with the typed 503 or admitted, and
+// every admitted one reaches running; none is accepted and then fails `storage_exhausted`.
+// The same for memory: the admitted creates' memory_mb never adds up past the host's
+// overcommit, although none of them has reached the host yet (they are all `requested`). A
+// sandbox gives its share back by its state alone: once it is deleted, a create fits again.
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+import { loadConfig } from "../src/config.js";
+import { SandboxReconciler } from "../src/controllers/sandbox-reconciler.js";
+import { type RuntimeFixture, startRuntimeFixture } from "../src/drivers/runtime/local/test-support.js";
+import type { SandboxJson } from "../src/modules/sandboxes/schemas.js";
+import { STORE_KINDS, type StoreKind, startTestApp, type TestApp, type TestResponse } from "./harness.js";
+import { assertError } from "./support/assertions.js";
+import { eventually } from "./support/eventually.js";
+
+const GIB = 1024 ** 3;
+const CREATES = 24;
+
+/** An owner key of each of `extra` new organizations, beside the harness's two. */
+async function ownerKeys(t: TestApp, extra: number): Promise<string[]> {
+  const keys = [t.orgA.keys.owner, t.orgB.keys.owner];
+  for (let i = 0; i < extra; i++) {
+    const org = await t.c.identity.createOrganization({ slug: `admission-${i}`, isOperator: false });
+    const issued = await t.c.identity.issueKey({
+      orgId: org.id,
+      kind: "user",
+      role: "owner",
+      email: `owner@admission-${i}.test`,
+      name: "owner",
+    });
+    keys.push(issued.api_key);
+  }
+  return keys;
+}
+
+/** CREATES creates at once, round-robin over `keys`; each is a 200 or the typed 503. */
+async function createAtOnce(t: TestApp, keys: string[], body: Record<string, unknown>) {
+  const results = await Promise.all(
+    Array.from({ length: CREATES }, async (_, i) => {
+      const key = keys[i % keys.length] as string;
+      return { key, res: await t.request("POST", "/v1/sandboxes", { key, body }) };
+    }),
+  );
+  const admitted: { key: string; id: string }[] = [];
+  for (const { key, res } of results) {
+    if (res.status === 200) admitted.push({ key, id: res.body.id as string });
+    else refusedForNow(res);
+  }
+  return admitted;
+}
+
+function refusedForNow(res: TestResponse): void {
+  assertError(res, 503, "unavailable");
+  assert.equal(res.headers["retry-after"], "30");
+  assert.doesNotMatch(String(res.body.message), /\d/, `no host numbers: ${res.raw}`);
+}
+
+/** Waits (long polls of 25 s, up to 3 minutes on a loaded machine) for running; failing on the way is the test's failure. */
+async function untilRunning(t: TestApp, key: string, id: string): Promise<void> {
+  const deadline = Date.now() + 180_000;
+  for (;;) {
+    const res = await t.request("GET", `/v1/sandboxes/${id}`, {
+      key,
+      query: { wait_state: "running", wait_timeout_seconds: "25" },
+    });
+    const state = (res.body.sandbox as SandboxJson | undefined)?.state;
+    if (state === "running") return;
+    assert.ok(state && !["failed", "terminated", "stopped"].includes(state), res.raw);
+    assert.ok(Date.now() < deadline, `sandbox ${id} still ${state}`);
+  }
+}
+
+async function deleteAll(t: TestApp, made: { key: string; id: string }[]): Promise<void> {
+  for (const { key, id } of made.splice(0)) await t.request("DELETE", `/v1/sandboxes/${id}`, { key });
+}
+
+describe("host admission is a reservation: storage", () => {
+  let fixture: RuntimeFixture;
+
+  before(async () => {
+    // ~9 GiB free, 1.5 reserved, nothing overcommitted: three 2 GiB sandboxes (1 GiB root, 1 GiB workspace).
+    fixture = await startRuntimeFixture(
+      "admission-storage",
+      { rootLayerGiB: 1, standardWorkspaceGiB: 1, storageReserveGiB: 1.5, storageOvercommit: 1 },
+      { tmpfsMiB: 9 * 1024 },
+    );
+  });
+  after(async () => {
+    await fixture?.cleanup();
+  });
+
+  for (const store of STORE_KINDS) {
+    it(`[${store}] concurrent creates are admitted and run, or refused at create; none fails later`, async () => {
+      const t = await startTestApp(store, {
+        overrides: { runtime: fixture.driver },
+        config: { sandbox: { ...loadConfig({}).sandbox, defaultImage: fixture.busyboxRef, memoryMiB: 128 } },
+      });
+      const reconciler = new SandboxReconciler(t.c, fixture.driver, { pids: 128, retentionSeconds: 60 });
+      const made: { key: string; id: string }[] = [];
+      try {
+        await reconciler.start();
+        await fixture.driver.admitStorage({ storageClass: "standard" }); // makes the pool
+        const report = await fixture.driver.storageReport();
+        assert.ok(report, "the pool exists");
+        const fits = Math.floor(report.backableBytes / (2 * GIB));
+        assert.ok(fits >= 2 && fits < 6, `the host backs ${report.backableBytes} bytes`);
+
+        const keys = await ownerKeys(t, 8);
+        const body = { command: ["sleep", "3600"], network_access: "none" };
+        made.push(...(await createAtOnce(t, keys, body)));
+        assert.ok(made.length >= 1 && made.length <= fits, `${made.length} admitted; the host backs ${fits}`);
+        // Every admitted create runs: the host's own check at provisioning never refuses it.
+        for (const { key, id } of made) await untilRunning(t, key, id);
+
+        // A sandbox deleted gives its storage back by its state: a create fits again once it is gone.
+        const gone = made.shift() as { key: string; id: string };
+        await t.request("DELETE", `/v1/sandboxes/${gone.id}`, { key: gone.key });
+        const again = await eventually(
+          "a create admitted once a sandbox is gone",
+          async () => {
+            const res = await t.request("POST", "/v1/sandboxes", { key: gone.key, body });
+            if (res.status !== 200) refusedForNow(res);
+            return res.status === 200 ? (res.body.id as string) : null;
+          },
+          120_000,
+        );
+        made.push({ key: gone.key, id: again });
+        await untilRunning(t, gone.key, again);
+      } finally {
+        await deleteAll(t, made);
+        await reconciler.idle();
+        await reconciler.stop();
+        for (const id of await fixture.driver.list()) await fixture.driver.destroy(id).catch(() => undefined);
+        await t.close();
+      }
+    });
+  }
+});
+
+describe("host admission is a reservation: compute", () => {
+  let fixture: RuntimeFixture;
+
+  before(async () => {
+    fixture = await startRuntimeFixture("admission-compute", { rootLayerGiB: 1, standardWorkspaceGiB: 1 });
+  });
+  after(async () => {
+    await fixture?.cleanup();
+  });
+
+  for (const store of STORE_KINDS as StoreKind[]) {
+    it(`[${store}] the memory of concurrent creates admitted never adds up past the host's`, async () => {
+      const t = await startTestApp(store, {
+        overrides: { runtime: fixture.driver },
+        config: {
+          sandbox: { ...loadConfig({}).sandbox, defaultImage: fixture.busyboxRef, memoryOvercommit: 1 },
+        },
+      });
+      const made: { key: string; id: string }[] = [];
+      try {
+        // No reconciler: every admitted create stays `requested`, and still holds its memory.
+        const host = fixture.driver.hostCompute();
+        const memory = Math.floor(host.memoryMiB / 3) + 1;
+        const keys = await ownerKeys(t, 8);
+        const body = { command: ["sleep", "3600"], network_access: "none", resources: { memory_mb: memory } };
+        made.push(...(await createAtOnce(t, keys, body)));
+        assert.ok(
+          made.length >= 1 && made.length * memory <= host.memoryMiB,
+          `${made.length} admitted of ${memory} MiB each; the host has ${host.memoryMiB}`,
+        );
+        // Deleted, a sandbox's memory is free again at once.
+        const gone = made.shift() as { key: string; id: string };
+        assert.equal((await t.request("DELETE", `/v1/sandboxes/${gone.id}`, { key: gone.key })).status, 202);
+        const again = await t.request("POST", "/v1/sandboxes", { key: gone.key, body });
+        assert.equal(again.status, 200, again.raw);
+        made.push({ key: gone.key, id: again.body.id as string });
+      } finally {
+        await deleteAll(t, made);
+        await t.close();
+      }
+    });
+  }
+});
