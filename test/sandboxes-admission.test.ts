@@ -111,9 +111,9 @@ describe("host admission is a reservation: storage", () => {
         const keys = await ownerKeys(t, 8);
         const body = { command: ["sleep", "3600"], network_access: "none" };
         made.push(...(await createAtOnce(t, keys, body)));
-        assert.ok(made.length >= 1 && made.length <= fits, `${made.length} admitted; the host backs ${fits}`);
         // Every admitted create runs: the host's own check at provisioning never refuses it.
         for (const { key, id } of made) await untilRunning(t, key, id);
+        assert.ok(made.length >= 1 && made.length <= fits, `${made.length} admitted; the host backs ${fits}`);
 
         // A sandbox deleted gives its storage back by its state: a create fits again once it is gone.
         const gone = made.shift() as { key: string; id: string };
