@@ -58,20 +58,22 @@ function refusedForNow(res: TestResponse): void {
   assert.doesNotMatch(String(res.body.message), /\d/, `no host numbers: ${res.raw}`);
 }
 
-/** Waits (long polls of 25 s, up to 3 minutes on a loaded machine) for running; failing on the way is the test's failure. */
-async function untilRunning(t: TestApp, key: string, id: string): Promise<void> {
+/** Waits (long polls of 25 s, up to 3 minutes on a loaded machine) for `state`; a finished state on the way fails. */
+async function untilState(t: TestApp, key: string, id: string, state: "running" | "stopped"): Promise<void> {
   const deadline = Date.now() + 180_000;
   for (;;) {
     const res = await t.request("GET", `/v1/sandboxes/${id}`, {
       key,
-      query: { wait_state: "running", wait_timeout_seconds: "25" },
+      query: { wait_state: state, wait_timeout_seconds: "25" },
     });
-    const state = (res.body.sandbox as SandboxJson | undefined)?.state;
-    if (state === "running") return;
-    assert.ok(state && !["failed", "terminated", "stopped"].includes(state), res.raw);
-    assert.ok(Date.now() < deadline, `sandbox ${id} still ${state}`);
+    const seen = (res.body.sandbox as SandboxJson | undefined)?.state;
+    if (seen === state) return;
+    assert.ok(seen && !["failed", "terminated"].includes(seen), res.raw);
+    assert.ok(Date.now() < deadline, `sandbox ${id} still ${seen}`);
   }
 }
+
+const untilRunning = (t: TestApp, key: string, id: string) => untilState(t, key, id, "running");
 
 async function deleteAll(t: TestApp, made: { key: string; id: string }[]): Promise<void> {
   for (const { key, id } of made.splice(0)) await t.request("DELETE", `/v1/sandboxes/${id}`, { key });
@@ -178,6 +180,47 @@ describe("host admission is a reservation: compute", () => {
         made.push({ key: gone.key, id: again.body.id as string });
       } finally {
         await deleteAll(t, made);
+        await t.close();
+      }
+    });
+
+    it(`[${store}] concurrent wakes are admitted against each other: a wake not yet started holds its memory`, async () => {
+      const t = await startTestApp(store, {
+        overrides: { runtime: fixture.driver },
+        config: {
+          sandbox: { ...loadConfig({}).sandbox, defaultImage: fixture.busyboxRef, memoryOvercommit: 1 },
+        },
+      });
+      const reconciler = new SandboxReconciler(t.c, fixture.driver, { pids: 128, retentionSeconds: 60 });
+      const made: { key: string; id: string }[] = [];
+      try {
+        await reconciler.start();
+        // Three sandboxes of a third of the host and a bit, one organization each, made and stopped one by one.
+        const memory = Math.floor(fixture.driver.hostCompute().memoryMiB / 3) + 1;
+        const body = { command: ["sleep", "3600"], network_access: "none", resources: { memory_mb: memory } };
+        for (const key of await ownerKeys(t, 1)) {
+          const res = await t.request("POST", "/v1/sandboxes", { key, body });
+          assert.equal(res.status, 200, res.raw);
+          const id = res.body.id as string;
+          made.push({ key, id });
+          await untilRunning(t, key, id);
+          const stop = await t.request("PATCH", `/v1/sandboxes/${id}`, { key, body: { state: "stopped" } });
+          assert.equal(stop.status, 200, stop.raw);
+          await untilState(t, key, id, "stopped");
+        }
+        // All three woken at once: two fit the host's memory, the third is refused for now.
+        const wakes = await Promise.all(
+          made.map(({ key, id }) => t.request("PATCH", `/v1/sandboxes/${id}`, { key, body: { state: "running" } })),
+        );
+        const woken = made.filter((_, i) => wakes[i]?.status === 200);
+        for (const res of wakes) if (res.status !== 200) refusedForNow(res);
+        assert.equal(woken.length, 2, wakes.map((res) => res.raw).join("\n"));
+        for (const { key, id } of woken) await untilRunning(t, key, id);
+      } finally {
+        await deleteAll(t, made);
+        await reconciler.idle();
+        await reconciler.stop();
+        for (const id of await fixture.driver.list()) await fixture.driver.destroy(id).catch(() => undefined);
         await t.close();
       }
     });
