@@ -94,24 +94,46 @@ describe("host admission is a reservation: storage", () => {
     await fixture?.cleanup();
   });
 
-  for (const store of STORE_KINDS) {
-    it(`[${store}] concurrent creates are admitted and run, or refused at create; none fails later`, async () => {
-      const t = await startTestApp(store, {
-        overrides: { runtime: fixture.driver },
-        config: { sandbox: { ...loadConfig({}).sandbox, defaultImage: fixture.busyboxRef, memoryMiB: 128 } },
-      });
-      const reconciler = new SandboxReconciler(t.c, fixture.driver, { pids: 128, retentionSeconds: 60 });
-      const made: { key: string; id: string }[] = [];
-      try {
-        await reconciler.start();
-        await fixture.driver.admitStorage({ storageClass: "standard" }); // makes the pool
-        const report = await fixture.driver.storageReport();
-        assert.ok(report, "the pool exists");
-        const fits = Math.floor(report.backableBytes / (2 * GIB));
-        assert.ok(fits >= 2 && fits < 6, `the host backs ${report.backableBytes} bytes`);
+  /** An app over the fixture's driver with a running reconciler; cleans up whatever `work` made. */
+  async function withApp(
+    store: StoreKind,
+    work: (t: TestApp, made: { key: string; id: string }[]) => Promise<void>,
+  ): Promise<void> {
+    const t = await startTestApp(store, {
+      overrides: { runtime: fixture.driver },
+      config: { sandbox: { ...loadConfig({}).sandbox, defaultImage: fixture.busyboxRef, memoryMiB: 128 } },
+    });
+    const reconciler = new SandboxReconciler(t.c, fixture.driver, { pids: 128, retentionSeconds: 60 });
+    const made: { key: string; id: string }[] = [];
+    try {
+      await reconciler.start();
+      await work(t, made);
+    } finally {
+      await deleteAll(t, made);
+      await reconciler.idle();
+      await reconciler.stop();
+      for (const id of await fixture.driver.list()) await fixture.driver.destroy(id).catch(() => undefined);
+      await t.close();
+    }
+  }
 
+  /** What the host backs, in 2 GiB sandboxes (the pool is made first). */
+  async function sandboxesTheHostBacks(): Promise<number> {
+    await fixture.driver.admitStorage({ storageClass: "standard" });
+    const report = await fixture.driver.storageReport();
+    assert.ok(report, "the pool exists");
+    const fits = Math.floor(report.backableBytes / (2 * GIB));
+    assert.ok(fits >= 2 && fits < 6, `the host backs ${report.backableBytes} bytes`);
+    return fits;
+  }
+
+  const body = { command: ["sleep", "3600"], network_access: "none" };
+
+  for (const store of STORE_KINDS) {
+    it(`[${store}] concurrent creates are admitted and run, or refused at create; none fails later`, () =>
+      withApp(store, async (t, made) => {
+        const fits = await sandboxesTheHostBacks();
         const keys = await ownerKeys(t, 8);
-        const body = { command: ["sleep", "3600"], network_access: "none" };
         made.push(...(await createAtOnce(t, keys, body)));
         // Every admitted create runs: the host's own check at provisioning never refuses it.
         for (const { key, id } of made) await untilRunning(t, key, id);
@@ -131,14 +153,45 @@ describe("host admission is a reservation: storage", () => {
         );
         made.push({ key: gone.key, id: again });
         await untilRunning(t, gone.key, again);
-      } finally {
-        await deleteAll(t, made);
-        await reconciler.idle();
-        await reconciler.stop();
-        for (const id of await fixture.driver.list()) await fixture.driver.destroy(id).catch(() => undefined);
-        await t.close();
-      }
-    });
+      }));
+
+    it(`[${store}] a growth and concurrent creates reserve against each other; what is admitted is made`, () =>
+      withApp(store, async (t, made) => {
+        await sandboxesTheHostBacks();
+        const keys = await ownerKeys(t, 4);
+        const owner = keys[0] as string;
+        const durable = await t.request("POST", "/v1/sandboxes", {
+          key: owner,
+          body: { ...body, storage_class: "durable", workspace_capacity_gib: 1 },
+        });
+        assert.equal(durable.status, 200, durable.raw);
+        const id = durable.body.id as string;
+        made.push({ key: owner, id });
+        await untilRunning(t, owner, id);
+        // Its workspace grown by 3 GiB beside four 2 GiB creates: not all of it fits.
+        const [grow, ...creates] = await Promise.all([
+          t.request("PATCH", `/v1/sandboxes/${id}`, { key: owner, body: { workspace_capacity_gib: 4 } }),
+          ...keys.slice(1).map((key) => t.request("POST", "/v1/sandboxes", { key, body })),
+        ]);
+        creates.forEach((res, i) => {
+          if (res.status === 200) made.push({ key: keys[i + 1] as string, id: res.body.id as string });
+          else refusedForNow(res);
+        });
+        for (const sandbox of made) await untilRunning(t, sandbox.key, sandbox.id);
+        assert.ok(grow, "the growth answered");
+        if (grow.status !== 200) refusedForNow(grow);
+        const df = await t.request("POST", `/v1/sandboxes/${id}:exec`, {
+          key: owner,
+          body: { cmd: ["sh", "-c", "df -k /workspace | tail -1"] },
+        });
+        const kib = Number(String(df.body.stdout).trim().split(/\s+/)[1]);
+        // Admitted, the host grew it (to about 4 GiB); refused, it kept its 1 GiB.
+        if (grow.status === 200) assert.ok(kib > 3 * 1024 * 1024, df.raw);
+        else assert.ok(kib <= 1024 * 1024, df.raw);
+        assert.ok(made.length < 5 || grow.status !== 200, "not everything fits");
+        const report = await fixture.driver.storageReport();
+        assert.ok(report && report.mayStillWriteBytes <= report.backableBytes, JSON.stringify(report));
+      }));
   }
 });
 

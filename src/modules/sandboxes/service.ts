@@ -361,14 +361,14 @@ export class SandboxService {
         if (namesake && namesake.state !== "terminated") {
           throw new AppError("name_conflict", `a sandbox named "${input.name}" already exists in this project`);
         }
-        // Last: the host's lock is held until the row is in (host-admission.ts).
+        const run = await this.runs.startIn(q, cred, { project_id: project.id, label: `sandbox ${id}` });
+        // Last: the host's lock is held from here until the row is in and committed (host-admission.ts).
         await this.admitHost(q, {
           compute: { memory_mb: memoryMiB, cpu_millis: cpuMillis },
           ...(measure
             ? { storage: { id, bytes: measure.bytesOf({ storageClass, workspaceCapacityGiB: capacity }), measure } }
             : {}),
         });
-        const run = await this.runs.startIn(q, cred, { project_id: project.id, label: `sandbox ${id}` });
         const row: repo.SandboxRow = {
           id,
           org_id: cred.orgId,
