@@ -309,6 +309,7 @@ export async function lockHostAdmission(q: Queryable, host = "local"): Promise<v
 /**
  * Memory and CPU reserved on the host: every sandbox that is to run (requested and
  * materializing too, and a wake not yet started) or still runs (a stop under way).
+ * lifecycle.holdsCompute in SQL (test/sandboxes-repo.test.ts checks they agree).
  */
 export async function committedCompute(q: Queryable): Promise<{ memoryMiB: number; cpuMillis: number }> {
   const { rows } = await q.query<{ memory: string; cpu: string }>(
@@ -321,7 +322,7 @@ export async function committedCompute(q: Queryable): Promise<{ memoryMiB: numbe
   return { memoryMiB: Number(rows[0]?.memory ?? 0), cpuMillis: Number(rows[0]?.cpu ?? 0) };
 }
 
-/** The storage shape of every sandbox that holds (or is to hold) images on the host: all but the finished. */
+/** The storage shape of every sandbox that holds (or is to hold) images on the host (lifecycle.holdsStorage). */
 export async function storageReservations(
   q: Queryable,
 ): Promise<{ id: string; storage_class: SandboxRow["storage_class"]; workspace_capacity_gib: number | null }[]> {
