@@ -7,7 +7,7 @@
 // the lock is released: the next admission counts it. Nothing is counted apart from the rows,
 // so a sandbox that stops, fails or terminates gives its share back by its state alone.
 // The host is measured (statfs, image sizes) before the transaction: no I/O under the lock.
-import { RuntimeError, type StorageMeasure } from "../../drivers/runtime/interface.js";
+import { RuntimeError, type StorageDecision, type StorageMeasure } from "../../drivers/runtime/interface.js";
 import { AppError } from "../../lib/errors.js";
 import type { Logger } from "../../lib/logger.js";
 import type { Queryable } from "../../store/db.js";
@@ -72,11 +72,22 @@ export async function admitOnHost(
   if (request.storage) {
     const { id, bytes, measure } = request.storage;
     const reserved = storageReserved(await repo.storageReservations(q), measure);
-    const verdict = measure.decide(reserved, { id, bytes });
-    if (!verdict.admitted) {
-      // The host's numbers go to the log; the tenant gets the verdict (storageRefusal).
-      deps.log.warn({ err: verdict.detail }, "sandbox storage refused");
-      throw storageRefusal(new RuntimeError("storage_exhausted", verdict.detail, { permanent: verdict.permanent }));
-    }
+    refuseStorage(measure.decide(reserved, { id, bytes }), deps.log);
   }
+}
+
+/**
+ * Refuses, before any transaction or lock, storage no state of the host could back (422
+ * `unsupported_capability`, ahead of the quotas, as a GPU the deployment lacks is).
+ */
+export function refuseBeyondHost(request: NonNullable<HostAdmissionRequest["storage"]>, log: Logger): void {
+  const verdict = request.measure.decide(new Map(), { id: request.id, bytes: request.bytes });
+  if (!verdict.admitted && verdict.permanent) refuseStorage(verdict, log);
+}
+
+function refuseStorage(verdict: StorageDecision, log: Logger): void {
+  if (verdict.admitted) return;
+  // The host's numbers go to the log; the tenant gets the verdict (storageRefusal).
+  log.warn({ err: verdict.detail }, "sandbox storage refused");
+  throw storageRefusal(new RuntimeError("storage_exhausted", verdict.detail, { permanent: verdict.permanent }));
 }

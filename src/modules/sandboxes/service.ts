@@ -15,7 +15,7 @@ import type { RunService } from "../runs/service.js";
 import type { QuotaService } from "../usage/service.js";
 import { checkMountTargets } from "../volumes/mounts.js";
 import type { ExecResponse } from "./exec-service.js";
-import { admitOnHost, type HostAdmissionRequest } from "./host-admission.js";
+import { admitOnHost, type HostAdmissionRequest, refuseBeyondHost } from "./host-admission.js";
 import { applyHostChange, HOST_CLAIM_SECONDS, type HostChange } from "./host-changes.js";
 import { canStillReach, isFinished, STABLE_STATES, stateDeadline } from "./lifecycle.js";
 import * as repo from "./repo.js";
@@ -345,6 +345,10 @@ export class SandboxService {
     // (measured here, decided in the transaction against the other sandboxes' rows).
     const measure = pooled ? undefined : await this.runtime().measureStorage?.();
     const id = pooled ?? newSandboxId();
+    if (measure && (!fromSnapshot || input.workspace_capacity_gib !== undefined)) {
+      const workspaceCapacityGiB = rootCapacity ?? input.workspace_capacity_gib ?? null;
+      refuseBeyondHost({ id, bytes: measure.bytesOf({ storageClass, workspaceCapacityGiB }), measure }, this.log);
+    }
     const result = await this.db
       .tx(async (q) => {
         const project = await this.projects.resolve(q, cred, input.project_id);
