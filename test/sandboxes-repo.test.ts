@@ -2,7 +2,14 @@
 // exactly the records `isDue` names, and the host claim admits one change at a time.
 import assert from "node:assert/strict";
 import { it } from "node:test";
-import { isDue, type LifecycleRecord, STATES, type StoredState } from "../src/modules/sandboxes/lifecycle.js";
+import {
+  holdsCompute,
+  holdsStorage,
+  isDue,
+  type LifecycleRecord,
+  STATES,
+  type StoredState,
+} from "../src/modules/sandboxes/lifecycle.js";
 import * as repo from "../src/modules/sandboxes/repo.js";
 import { newSandboxId } from "../src/modules/sandboxes/service.js";
 import type { Queryable } from "../src/store/db.js";
@@ -25,7 +32,12 @@ function* records(): Generator<LifecycleRecord> {
               }
 }
 
-async function insert(q: Queryable, t: TestApp, record: LifecycleRecord): Promise<string> {
+async function insert(
+  q: Queryable,
+  t: TestApp,
+  record: LifecycleRecord,
+  resources = { memory_mb: 128, cpu_millis: 500 },
+): Promise<string> {
   const id = newSandboxId();
   await repo.insertSandbox(q, {
     ...record,
@@ -43,7 +55,7 @@ async function insert(q: Queryable, t: TestApp, record: LifecycleRecord): Promis
     metadata: {},
     command: null,
     ports: [],
-    resources: { memory_mb: 128, cpu_millis: 500 },
+    resources,
     workspace_capacity_gib: null,
     idle_timeout_seconds: null,
     state_reason_code: null,
@@ -79,6 +91,37 @@ forEachStore("sandbox repo lifecycle SQL", (t) => {
     assert.ok(expected.size > 100, "the generated records include many due ones");
     assert.deepEqual(new Map(due.map((row) => [row.id, row.overdue])), expected);
     await t().c.db.query("DELETE FROM sandboxes");
+  });
+
+  it("the host's admission counts exactly what holdsCompute and holdsStorage name", async () => {
+    const db = t().c.db;
+    const computeIds: string[] = [];
+    const storageIds = new Set<string>();
+    let expected = { memoryMiB: 0, cpuMillis: 0 };
+    let n = 0;
+    for (const state of Object.keys(STATES) as StoredState[]) {
+      for (const desired_state of ["running", "stopped", "deleted"] as const) {
+        const record = { state, desired_state, quarantined: false, state_deadline: null, expires_at: null };
+        // Sizes of their own, so a sum tells which rows it took.
+        const resources = { memory_mb: 2 ** n, cpu_millis: 1 };
+        n++;
+        const id = await insert(db, t(), { ...record, idle_deadline: null, finished_at: null }, resources);
+        if (holdsCompute(record)) {
+          computeIds.push(id);
+          expected = { memoryMiB: expected.memoryMiB + resources.memory_mb, cpuMillis: expected.cpuMillis + 1 };
+        }
+        if (holdsStorage(state)) storageIds.add(id);
+      }
+    }
+    // The cases admission is about: a wake not yet started and a stop under way hold memory; a stopped sandbox does not.
+    assert.ok(holdsCompute({ state: "stopped", desired_state: "running" }));
+    assert.ok(holdsCompute({ state: "running", desired_state: "stopped" }));
+    assert.ok(holdsCompute({ state: "requested", desired_state: "running" }));
+    assert.ok(!holdsCompute({ state: "stopped", desired_state: "stopped" }));
+    assert.ok(holdsStorage("stopped") && !holdsStorage("failed") && !holdsStorage("terminated"));
+    assert.deepEqual(await repo.committedCompute(db), expected, `rows ${computeIds.length}`);
+    assert.deepEqual(new Set((await repo.storageReservations(db)).map((row) => row.id)), storageIds);
+    await db.query("DELETE FROM sandboxes");
   });
 
   it("a host claim admits one change until released or lapsed", async () => {

@@ -232,6 +232,24 @@ export class RuntimeError extends Error {
   }
 }
 
+/**
+ * The host's storage as measured once (RuntimeDriver.measureStorage): both methods are pure
+ * and synchronous, so the API may call them while it holds its admission lock.
+ */
+export interface StorageMeasure {
+  /** Bytes of images a sandbox of this shape holds on the host (a restore: at least, the host checks its snapshot's). */
+  bytesOf(shape: { storageClass: StorageClass; workspaceCapacityGiB: number | null }): number;
+  /**
+   * Whether sandbox `request.id` may hold `request.bytes` of images beside what the host held
+   * when measured and the live sandboxes' reservations (`reserved`: bytes by sandbox id; a
+   * sandbox counts at the larger of its reservation and its measured images).
+   */
+  decide(reserved: ReadonlyMap<string, number>, request: { id: string; bytes: number }): StorageDecision;
+}
+
+/** A storage verdict; `permanent`: not even a host holding no other sandbox could back it. */
+export type StorageDecision = { admitted: true } | { admitted: false; permanent: boolean; detail: string };
+
 /** The local storage pool as an operator sees it (bytes); see local/storage/admission.ts. */
 export interface StorageReport {
   /** Free space of the host filesystem holding the pool. */
@@ -321,10 +339,12 @@ export interface RuntimeDriver {
   /** Grows a durable workspace to `capacityGiB` (the same value again is a no-op); never shrinks. */
   growWorkspace(id: string, capacityGiB: number): Promise<void>;
   /**
-   * Refuses (`storage_exhausted`) a new sandbox whose storage the host could not back now;
-   * the API asks before accepting a create (the driver checks again when it makes one).
+   * Measures the host's storage now (statfs, the size of every image: I/O), for the API to
+   * admit a create or a growth with under its admission lock against the store's live
+   * sandboxes (docs/api-decisions.md "Host admission is a reservation"). The driver checks
+   * again when it makes the images.
    */
-  admitStorage?(spec: Pick<SandboxSpec, "storageClass" | "workspaceCapacityGiB">): Promise<void>;
+  measureStorage?(): Promise<StorageMeasure>;
   /** The storage pool's numbers (null before there is a pool). */
   storageReport?(): Promise<StorageReport | null>;
   /** The host's memory (MiB) and CPUs (millis), which the API admits memory_mb and cpu_millis against. */

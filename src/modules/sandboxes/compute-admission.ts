@@ -1,6 +1,7 @@
 // Admission of memory and CPU against the host's capacity (issue 24 A9; docs/api-decisions.md
-// "Host compute admission"). Pure: the service reads what running sandboxes hold from the
-// store and the host's size from the runtime, decides here, and throws what this says.
+// "Host compute admission"). Pure: host-admission.ts reads what the live rows reserve from
+// the store (under the host's admission lock) and the host's size from the runtime, decides
+// here, and throws what this says.
 
 /** What the host has: its memory in MiB and its CPUs in millis (1000 per CPU). */
 export interface HostCompute {

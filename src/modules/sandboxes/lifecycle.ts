@@ -43,6 +43,21 @@ export const STABLE_STATES: StoredState[] = ["ready", "running", "stopped"];
 /** States whose sandbox is already on its way out (or waits for its cleanup): expiry adds nothing. */
 const EXPIRY_EXEMPT: StoredState[] = ["terminating", "attention"];
 
+/**
+ * Whether the host's admission counts a sandbox's memory and CPU (host-admission.ts;
+ * repo.committedCompute is this in SQL): it is to run (a create or a wake not yet on the
+ * host included) or it still runs (a stop or a delete under way).
+ */
+export function holdsCompute(record: Pick<LifecycleRecord, "state" | "desired_state">): boolean {
+  if (record.state === "running") return true;
+  return record.desired_state === "running" && !STATES[record.state].finished && record.state !== "terminating";
+}
+
+/** Whether the host's admission counts a sandbox's storage (repo.storageReservations): until it is finished. */
+export function holdsStorage(state: StoredState): boolean {
+  return !STATES[state].finished;
+}
+
 export function isFinished(state: SandboxState): boolean {
   return state !== "quarantined" && STATES[state].finished;
 }

@@ -298,14 +298,40 @@ export async function countRunning(q: Queryable, orgId: string): Promise<number>
 }
 
 /** The memory_mb and cpu_millis of every organization's sandboxes countRunning counts: what the host has promised. */
+/**
+ * Serializes host admissions (compute and storage) until the transaction ends: what one
+ * admits is a live row the next one counts. One key per host (issue 25 names the host).
+ */
+export async function lockHostAdmission(q: Queryable, host = "local"): Promise<void> {
+  await q.query("SELECT pg_advisory_xact_lock(hashtext($1))", [`host-admission:${host}`]);
+}
+
+/**
+ * Memory and CPU reserved on the host: every sandbox that is to run (requested and
+ * materializing too, and a wake not yet started) or still runs (a stop under way).
+ * lifecycle.holdsCompute in SQL (test/sandboxes-repo.test.ts checks they agree).
+ */
 export async function committedCompute(q: Queryable): Promise<{ memoryMiB: number; cpuMillis: number }> {
   const { rows } = await q.query<{ memory: string; cpu: string }>(
     `SELECT COALESCE(sum((resources->>'memory_mb')::bigint), 0)::text AS memory,
             COALESCE(sum((resources->>'cpu_millis')::bigint), 0)::text AS cpu
-       FROM sandboxes WHERE desired_state = 'running'
-       AND state NOT IN ('failed', 'terminated', 'terminating', 'stopped')`,
+       FROM sandboxes
+      WHERE (desired_state = 'running' AND state NOT IN ('failed', 'terminated', 'terminating'))
+         OR state = 'running'`,
   );
   return { memoryMiB: Number(rows[0]?.memory ?? 0), cpuMillis: Number(rows[0]?.cpu ?? 0) };
+}
+
+/** The storage shape of every sandbox that holds (or is to hold) images on the host (lifecycle.holdsStorage). */
+export async function storageReservations(
+  q: Queryable,
+): Promise<{ id: string; storage_class: SandboxRow["storage_class"]; workspace_capacity_gib: number | null }[]> {
+  const { rows } = await q.query<{
+    id: string;
+    storage_class: SandboxRow["storage_class"];
+    workspace_capacity_gib: number | null;
+  }>(`SELECT id, storage_class, workspace_capacity_gib FROM sandboxes WHERE state NOT IN ('failed', 'terminated')`);
+  return rows;
 }
 
 export async function countTotal(q: Queryable, orgId: string): Promise<number> {

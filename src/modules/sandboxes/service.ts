@@ -3,7 +3,7 @@
 // towards it and records what it observes. Exec is exec-service.ts.
 import { randomBytes } from "node:crypto";
 import type { SandboxDefaults } from "../../config.js";
-import { type RuntimeDriver, RuntimeError, type SandboxIdPool } from "../../drivers/runtime/interface.js";
+import type { RuntimeDriver, SandboxIdPool } from "../../drivers/runtime/interface.js";
 import type { Clock } from "../../lib/clock.js";
 import { AppError, notFound } from "../../lib/errors.js";
 import type { Logger } from "../../lib/logger.js";
@@ -14,9 +14,9 @@ import type { ProjectService } from "../projects/service.js";
 import type { RunService } from "../runs/service.js";
 import type { QuotaService } from "../usage/service.js";
 import { checkMountTargets } from "../volumes/mounts.js";
-import { decideCompute } from "./compute-admission.js";
 import type { ExecResponse } from "./exec-service.js";
-import { applyHostChange, HOST_CLAIM_SECONDS, type HostChange, storageRefusal } from "./host-changes.js";
+import { admitOnHost, type HostAdmissionRequest, refuseBeyondHost } from "./host-admission.js";
+import { applyHostChange, HOST_CLAIM_SECONDS, type HostChange } from "./host-changes.js";
 import { canStillReach, isFinished, STABLE_STATES, stateDeadline } from "./lifecycle.js";
 import * as repo from "./repo.js";
 import type { CreateSandboxBody, SandboxJson, SandboxState, UpdateSandboxBody } from "./schemas.js";
@@ -341,16 +341,14 @@ export class SandboxService {
             workspaceCapacityGiB: rootCapacity,
             network,
           }) ?? null);
-    // A pooled sandbox holds its storage already; any other must fit what the host can back.
-    if (!pooled && (!fromSnapshot || input.workspace_capacity_gib !== undefined)) {
-      await this.runtime()
-        .admitStorage?.({ storageClass, workspaceCapacityGiB: rootCapacity ?? input.workspace_capacity_gib })
-        .catch((error: unknown) => {
-          if (error instanceof RuntimeError) this.log.warn({ err: error.message }, "sandbox storage refused");
-          throw storageRefusal(error);
-        });
-    }
+    // A pooled sandbox holds its storage already; any other must fit what the host can back
+    // (measured here, decided in the transaction against the other sandboxes' rows).
+    const measure = pooled ? undefined : await this.runtime().measureStorage?.();
     const id = pooled ?? newSandboxId();
+    if (measure && (!fromSnapshot || input.workspace_capacity_gib !== undefined)) {
+      const workspaceCapacityGiB = rootCapacity ?? input.workspace_capacity_gib ?? null;
+      refuseBeyondHost({ id, bytes: measure.bytesOf({ storageClass, workspaceCapacityGiB }), measure }, this.log);
+    }
     const result = await this.db
       .tx(async (q) => {
         const project = await this.projects.resolve(q, cred, input.project_id);
@@ -362,13 +360,19 @@ export class SandboxService {
         if (source?.volumes.length && added.length) checkMountTargets(volumes.map((v) => v.target_path));
         await this.quotas.admit(q, cred.orgId, "sandboxes.total", 1);
         await this.quotas.admit(q, cred.orgId, "sandboxes.running", 1);
-        await this.admitCompute(q, { memory_mb: memoryMiB, cpu_millis: cpuMillis });
         if (capacity) await this.quotas.admit(q, cred.orgId, "sandboxes.workspace_capacity_gib", capacity);
         const namesake = input.name ? await repo.findByName(q, project.id, input.name) : null;
         if (namesake && namesake.state !== "terminated") {
           throw new AppError("name_conflict", `a sandbox named "${input.name}" already exists in this project`);
         }
         const run = await this.runs.startIn(q, cred, { project_id: project.id, label: `sandbox ${id}` });
+        // Last: the host's lock is held from here until the row is in and committed (host-admission.ts).
+        await this.admitHost(q, {
+          compute: { memory_mb: memoryMiB, cpu_millis: cpuMillis },
+          ...(measure
+            ? { storage: { id, bytes: measure.bytesOf({ storageClass, workspaceCapacityGiB: capacity }), measure } }
+            : {}),
+        });
         const row: repo.SandboxRow = {
           id,
           org_id: cred.orgId,
@@ -422,28 +426,17 @@ export class SandboxService {
     return result;
   }
 
-  /**
-   * Refuses a sandbox of `resources` that the host cannot run beside every organization's
-   * running sandboxes (compute-admission.ts): 422 `unsupported_capability` beyond the whole
-   * host, 503 `unavailable` beyond its overcommit (docs/api-decisions.md). The host's numbers
-   * go to the log only.
-   */
-  private async admitCompute(q: Queryable, resources: repo.ResolvedResources): Promise<void> {
-    const host = this.driver?.hostCompute?.();
-    if (!host) return;
-    const committed = await repo.committedCompute(q);
-    const request = { memoryMiB: resources.memory_mb, cpuMillis: resources.cpu_millis };
-    const verdict = decideCompute(host, committed, request, {
-      memoryOvercommit: this.defaults.memoryOvercommit,
-      cpuOvercommit: this.defaults.cpuOvercommit,
-    });
-    if (verdict.admitted) return;
-    this.log.warn({ host, committed, request, resource: verdict.resource }, "sandbox compute refused");
-    const what = verdict.resource === "memory" ? "memory" : "CPU";
-    if (verdict.permanent) throw unsupported(`this deployment cannot give one sandbox that much ${what}`);
-    throw new AppError("unavailable", `the host's ${what} is fully committed to running sandboxes; try again later`, {
-      retryAfterSeconds: 30,
-    });
+  /** See admitOnHost (host-admission.ts); without a runtime that reports its size, compute is not admitted. */
+  private admitHost(q: Queryable, request: HostAdmissionRequest): Promise<void> {
+    return admitOnHost(
+      q,
+      {
+        host: this.driver?.hostCompute?.() ?? null,
+        policy: { memoryOvercommit: this.defaults.memoryOvercommit, cpuOvercommit: this.defaults.cpuOvercommit },
+        log: this.log,
+      },
+      request,
+    );
   }
 
   async get(
@@ -537,8 +530,11 @@ export class SandboxService {
     const now = this.clock.now();
     // Claim in one short transaction, change the host outside it, then record: a host tool
     // (resize2fs, ip, nft) never runs while the row lock that other requests wait on is held.
+    // A growth is admitted against the host as measured now (host-admission.ts).
+    const measure = input.workspace_capacity_gib !== undefined ? await this.driver?.measureStorage?.() : undefined;
     const { row, host } = await this.db.tx(async (q) => {
       const row = await this.load(q, cred, id, true);
+      const onHost: HostAdmissionRequest = {};
       if (row.quarantined) throw new AppError("quarantined", "the sandbox is quarantined");
       if (row.desired_state === "deleted" || isFinished(row.state) || row.state === "attention") {
         throw new AppError(
@@ -554,7 +550,7 @@ export class SandboxService {
       if (input.state !== undefined && input.state !== row.desired_state) {
         if (input.state === "running") {
           await this.quotas.admit(q, cred.orgId, "sandboxes.running", 1);
-          await this.admitCompute(q, row.resources);
+          onHost.compute = row.resources;
         }
         change.desired_state = input.state;
       }
@@ -592,8 +588,16 @@ export class SandboxService {
             "sandboxes.workspace_capacity_gib",
             input.workspace_capacity_gib - row.workspace_capacity_gib,
           );
-          // Recorded with the claim, so the quota counts it at once; given back if the host refuses.
+          // Recorded with the claim, so the quota and the host's admission count it at once;
+          // given back if the host refuses.
           change.workspace_capacity_gib = input.workspace_capacity_gib;
+          if (measure) {
+            const bytes = measure.bytesOf({
+              storageClass: "durable",
+              workspaceCapacityGiB: input.workspace_capacity_gib,
+            });
+            onHost.storage = { id: row.id, bytes, measure };
+          }
           host = { kind: "grow", from: row.workspace_capacity_gib, to: input.workspace_capacity_gib };
         }
       }
@@ -608,6 +612,7 @@ export class SandboxService {
         checkPorts(row.ports, input.network_access);
         host = { kind: "network", mode: input.network_access };
       }
+      await this.admitHost(q, onHost);
       if (host && !(await repo.claimHost(q, row.id, now, new Date(now.getTime() + HOST_CLAIM_SECONDS * 1000)))) {
         throw new AppError(
           "operation_conflict",

@@ -45,6 +45,7 @@ import {
   type SessionHandlers,
   type SessionRequest,
   type SnapshotImages,
+  type StorageMeasure,
   type StorageReport,
 } from "../interface.js";
 import { childCgroups, oomCounterFile, removeCgroup } from "./cgroups.js";
@@ -577,8 +578,13 @@ export class LocalRuntimeDriver implements RuntimeDriver {
     });
   }
 
+  /** Refuses (`storage_exhausted`) a sandbox of `spec` the host could not back beside its own state now. */
   admitStorage(spec: Pick<SandboxSpec, "storageClass" | "workspaceCapacityGiB">): Promise<void> {
     return this.storage.admit(spec);
+  }
+
+  measureStorage(): Promise<StorageMeasure> {
+    return this.storage.measure();
   }
 
   storageReport(): Promise<StorageReport | null> {

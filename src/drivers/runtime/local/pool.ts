@@ -37,6 +37,7 @@ import type {
   SessionHandlers,
   SessionRequest,
   SnapshotImages,
+  StorageMeasure,
   StorageReport,
 } from "../interface.js";
 import type { LocalRuntimeDriver } from "./driver.js";
@@ -264,8 +265,8 @@ export class PooledRuntime implements RuntimeDriver, SandboxIdPool {
     return this.driver.growWorkspace(id, capacityGiB);
   }
 
-  admitStorage(spec: Pick<SandboxSpec, "storageClass" | "workspaceCapacityGiB">): Promise<void> {
-    return this.driver.admitStorage(spec);
+  measureStorage(): Promise<StorageMeasure> {
+    return this.driver.measureStorage();
   }
 
   hostCompute(): { memoryMiB: number; cpuMillis: number } {

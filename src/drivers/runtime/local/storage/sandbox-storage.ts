@@ -6,13 +6,14 @@ import {
   RuntimeError,
   type SandboxSpec,
   type SnapshotImages,
+  type StorageMeasure,
   type StorageReport,
 } from "../../interface.js";
 import { childCgroups, thawCgroup } from "../cgroups.js";
 import { isSandboxId, type Layout, type SandboxPaths } from "../layout.js";
 import { readMounts, unmountUnder } from "../mounts.js";
 import { assertSnapshotId, SnapshotStore, snapshotOf } from "../snapshots.js";
-import { type AdmissionPolicy, decideStorage, promisedImageBytes } from "./admission.js";
+import { type AdmissionPolicy, decideStorage, promisedImageBytes, type StorageVerdict } from "./admission.js";
 import { assertCapacity, GIB, growMountedImage, imageSizeGiB, thawFilesystem } from "./images.js";
 import { copyLegacy, hasLegacyLayout, prepareLegacy } from "./legacy.js";
 import { type SandboxImageSizes, StoragePool } from "./pool.js";
@@ -36,6 +37,16 @@ export interface SandboxStorageOptions {
 export type SerializedSnapshot = (
   take: (paths: SandboxPaths, running: boolean) => Promise<LocalSnapshot>,
 ) => Promise<LocalSnapshot>;
+
+/** A refusal's words for the operator's log (the host's numbers; the tenant gets the verdict only). */
+function refusalDetail(bytes: number, verdict: StorageVerdict): string {
+  const gib = (value: number) => `${Math.round((value / GIB) * 10) / 10} GiB`;
+  return (
+    `the host cannot back ${gib(bytes)} of storage for this sandbox: sandboxes may still write ` +
+    `${gib(verdict.mayStillWriteBytes)} with it, and the host can back ${gib(verdict.backableBytes)}` +
+    (verdict.couldEverFit ? "" : " (more than this host could back with no other sandbox)")
+  );
+}
 
 export class SandboxStorage {
   private readonly snapshots: SnapshotStore;
@@ -120,14 +131,9 @@ export class SandboxStorage {
       await turn;
       const verdict = decideStorage(await this.pool.usage(), this.pending, { id, bytes }, this.policy);
       if (!verdict.admitted) {
-        const gib = (value: number) => `${Math.round((value / GIB) * 10) / 10} GiB`;
-        throw new RuntimeError(
-          "storage_exhausted",
-          `the host cannot back ${gib(bytes)} of storage for this sandbox: sandboxes may still write ` +
-            `${gib(verdict.mayStillWriteBytes)} with it, and the host can back ${gib(verdict.backableBytes)}` +
-            (verdict.couldEverFit ? "" : " (more than this host could back with no other sandbox)"),
-          { permanent: !verdict.couldEverFit },
-        );
+        throw new RuntimeError("storage_exhausted", refusalDetail(bytes, verdict), {
+          permanent: !verdict.couldEverFit,
+        });
       }
       previous = this.pending.get(id);
       this.pending.set(id, Math.max(bytes, previous ?? 0));
@@ -142,11 +148,41 @@ export class SandboxStorage {
     }
   }
 
-  /** Whether a new sandbox of `spec` would be admitted now (the API asks before accepting a create). */
+  /**
+   * The pool measured now, with the admissions under way here (see StorageMeasure): the API
+   * decides with it under its lock, counting the store's live sandboxes as reservations.
+   */
+  async measure(): Promise<StorageMeasure> {
+    // Before and after: an admission that ends while the pool is measured is in one of them or on disk.
+    const pending = new Map(this.pending);
+    const usage = await this.pool.usage();
+    for (const [id, bytes] of this.pending) pending.set(id, Math.max(bytes, pending.get(id) ?? 0));
+    return {
+      bytesOf: (shape) => {
+        // A durable shape without a capacity (a restore that inherits it) counts at its least.
+        const sizes = this.sizesOf({ ...shape, workspaceCapacityGiB: shape.workspaceCapacityGiB ?? 1 });
+        return (sizes.rootGiB + sizes.workspaceGiB) * GIB;
+      },
+      decide: (reserved, request) => {
+        const all = new Map(pending);
+        for (const [id, bytes] of reserved) all.set(id, Math.max(bytes, all.get(id) ?? 0));
+        const verdict = decideStorage(usage, all, request, this.policy);
+        if (verdict.admitted) return { admitted: true };
+        return { admitted: false, permanent: !verdict.couldEverFit, detail: refusalDetail(request.bytes, verdict) };
+      },
+    };
+  }
+
+  /** Whether a new sandbox of `spec` would be admitted now, beside nothing but the host's own state. */
   async admit(spec: Pick<SandboxSpec, "storageClass" | "workspaceCapacityGiB">): Promise<void> {
-    // A durable spec without a capacity (a restore that inherits it) is checked at its least.
-    const sizes = this.sizesOf({ ...spec, workspaceCapacityGiB: spec.workspaceCapacityGiB ?? 1 });
-    await this.admitted(`admission-${++this.admissionProbes}`, sizes, async () => undefined);
+    const measure = await this.measure();
+    const verdict = measure.decide(new Map(), {
+      id: `admission-${++this.admissionProbes}`,
+      bytes: measure.bytesOf({ ...spec, workspaceCapacityGiB: spec.workspaceCapacityGiB ?? null }),
+    });
+    if (!verdict.admitted) {
+      throw new RuntimeError("storage_exhausted", verdict.detail, { permanent: verdict.permanent });
+    }
   }
 
   /** The pool's numbers for operators (null when there is no pool yet). */
