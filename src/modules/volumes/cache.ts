@@ -170,8 +170,13 @@ export class VolumeCache {
    */
   private async admit(orgId: string, version: string, dir: string, need: CacheCost): Promise<Reservation> {
     const wants = `volume version ${version} needs ${formatBytes(need.bytes)} and ${need.inodes} files and directories in this host's volume cache`;
-    const budget = `the organization's budget there is ${formatBytes(this.budget.bytes)} and ${this.budget.inodes} files and directories`;
-    if (!fits(need, this.budget)) throw new VolumeCacheError(`${wants}, more than ${budget}`, "volume_cache_exhausted");
+    const budget = `${formatBytes(this.budget.bytes)} and ${this.budget.inodes} files and directories`;
+    if (!fits(need, this.budget)) {
+      throw new VolumeCacheError(
+        `${wants}, more than the organization's budget there (${budget})`,
+        "volume_cache_exhausted",
+      );
+    }
     const since = this.uses;
     const keep = await this.pinned();
     // From here to the reservation nothing is awaited: no other materialization can count the same room.
@@ -186,7 +191,7 @@ export class VolumeCache {
     const evict = planEviction(used, need, this.budget, candidates);
     if (!evict) {
       throw new VolumeCacheError(
-        `${wants}; ${budget}, and versions mounted by its sandboxes that have not ended (or being mounted) hold ${formatBytes(used.bytes)} and ${used.inodes} of it: end some of those sandboxes or try again later`,
+        `${wants}; the organization's budget there is ${budget}, and versions mounted by its sandboxes that have not ended (or being mounted) hold ${formatBytes(used.bytes)} and ${used.inodes} of it: end some of those sandboxes or try again later`,
         "volume_cache_exhausted",
       );
     }
