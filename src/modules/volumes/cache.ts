@@ -177,6 +177,13 @@ export class VolumeCache {
         "volume_cache_exhausted",
       );
     }
+    const reserve = () => {
+      const reservation: Reservation = { org: orgId, cost: { ...need } };
+      this.reservations.add(reservation);
+      return reservation;
+    };
+    // Room without evicting anything: no pins to read.
+    if (fits(addCost(this.usage(orgId), need), this.budget)) return reserve();
     const since = this.uses;
     const keep = await this.pinned();
     // From here to the reservation nothing is awaited: no other materialization can count the same room.
@@ -195,8 +202,7 @@ export class VolumeCache {
         "volume_cache_exhausted",
       );
     }
-    const reservation: Reservation = { org: orgId, cost: { ...need } };
-    this.reservations.add(reservation);
+    const reservation = reserve();
     try {
       await Promise.all(
         evict.map((key) => {
