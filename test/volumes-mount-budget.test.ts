@@ -2,17 +2,19 @@
 // sandboxes: a sandbox whose volume (one repeated 1 MiB chunk, 12 MiB once materialized)
 // would take its organization past the budget fails with `volume_cache_exhausted` and a
 // message naming no host path; nothing of it is written and the cache stays within the
-// budget; another organization's sandbox mounts its own volume meanwhile.
+// budget; another organization's sandbox mounts its own volume meanwhile. A wake whose volume
+// cannot be materialized again keeps the sandbox stopped, as every failed wake does.
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { readdir } from "node:fs/promises";
+import { readdir, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import { SandboxReconciler } from "../src/controllers/sandbox-reconciler.js";
 import { type RuntimeFixture, startRuntimeFixture } from "../src/drivers/runtime/local/test-support.js";
+import { volumeKeys } from "../src/modules/volumes/blobs.js";
 import { startTestApp, type TestApp } from "./harness.js";
 import { eventually } from "./support/eventually.js";
-import { createVolume, pushTree, treeOf } from "./support/volumes.js";
+import { createVolume, digest, pushTree, treeOf } from "./support/volumes.js";
 
 const MiB = 1_048_576;
 const BUDGET = { bytes: 8 * MiB, inodes: 1000 };
@@ -111,5 +113,39 @@ describe("volume cache budget on real sandboxes [pglite]", () => {
     assert.equal(out.body.stdout, `hello from org b\n${3 * MiB}\n`);
     const du = spawnSync("du", ["-s", "-B1", cacheDir], { encoding: "utf8" });
     assert.ok(Number(du.stdout.split(/\s/)[0]) <= BUDGET.bytes + 64 * 1024, du.stdout);
+  });
+
+  it("keeps a sandbox stopped when a wake's volume cannot be materialized again", async () => {
+    const b = t.orgB.keys.owner;
+    const chunk = Buffer.alloc(MiB, 9);
+    const volumeId = await publish(b, "wake", { "two.bin": Buffer.concat([chunk, chunk]) });
+    const id = await create(b, volumeId);
+    const running = (await settled(b, id)) as { state: string; volumes?: { version: string }[] };
+    assert.equal(running.state, "running", JSON.stringify(running));
+    const patch = (state: string) => t.request("PATCH", `/v1/sandboxes/${id}`, { key: b, body: { state } });
+    assert.equal((await patch("stopped")).status, 200);
+    const get = async () =>
+      (await t.request("GET", `/v1/sandboxes/${id}`, { key: b })).body.sandbox as {
+        state: string;
+        state_reason?: { code: string; message: string };
+      };
+    await eventually("the sandbox to stop", async () => (await get()).state === "stopped", 120_000);
+    // As after a reboot (the entry's boot is not this one, so it is written again at the
+    // wake), with its blob gone from the store: the wake cannot mount it.
+    const entry = path.join(cacheDir, t.orgB.id, (running.volumes?.[0]?.version ?? "").slice("blake3:".length));
+    await writeFile(`${entry}.boot`, "an-earlier-boot\n");
+    await t.c.blobs.delete(volumeKeys.blob(t.orgB.id, digest(chunk)));
+    assert.equal((await patch("running")).status, 200);
+    const refused = await eventually(
+      "the wake to be refused",
+      async () => {
+        const sandbox = await get();
+        return sandbox.state_reason || sandbox.state === "failed" ? sandbox : null;
+      },
+      120_000,
+    );
+    assert.equal(refused.state, "stopped", JSON.stringify(refused));
+    assert.equal(refused.state_reason?.code, "runtime_error", JSON.stringify(refused));
+    assert.ok((await fixture.driver.list()).includes(id), "its host state is kept");
   });
 });
