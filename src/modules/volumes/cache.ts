@@ -232,7 +232,11 @@ export class VolumeCache {
           const marker = parseMarker(await readFile(bootMarker(dir), "utf8").catch(() => ""));
           this.entries.set(dir, { org: orgId, cost: marker.cost ?? (await measure(dir)) });
         }
-      })();
+      })().catch((error: unknown) => {
+        // Counted again by the next ensure(), not refused forever.
+        this.loaded.delete(orgId);
+        throw error;
+      });
       this.loaded.set(orgId, loading);
     }
     return loading;
