@@ -108,6 +108,12 @@ export interface VolumeSettings {
   gcGraceSeconds: number;
   /** Files (and so host inodes, directories aside) a version may hold: what mounting it costs the host. */
   maxFiles: number;
+  /**
+   * What one organization's versions may cost in the host's volume cache: bytes copied there
+   * and files plus directories (docs/volumes.md "Mounts"); a mount past it evicts the
+   * organization's unused versions, else fails with `volume_cache_exhausted`.
+   */
+  cacheBudget: { bytes: number; inodes: number };
 }
 
 /** The run tail (src/modules/tail/). */
@@ -482,6 +488,10 @@ export function loadConfig(env: Env = process.env): Config {
       gcIntervalSeconds: intSetting(env, "WARREN_VOLUME_GC_INTERVAL_SECONDS", 600, 1, 86_400),
       gcGraceSeconds: intSetting(env, "WARREN_VOLUME_GC_GRACE_SECONDS", 2 * 3600, 0, 30 * 86_400),
       maxFiles: intSetting(env, "WARREN_VOLUME_MAX_FILES", 100_000, 1, 1_000_000),
+      cacheBudget: {
+        bytes: intSetting(env, "WARREN_VOLUME_CACHE_ORG_BYTES", 16 * 1024 ** 3, 1_048_576, 2 ** 50),
+        inodes: intSetting(env, "WARREN_VOLUME_CACHE_ORG_INODES", 1_000_000, 1000, 100_000_000),
+      },
     },
     tail: {
       heartbeatMs: intSetting(env, "WARREN_TAIL_HEARTBEAT_MS", 15_000, 10, 300_000),

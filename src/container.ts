@@ -67,6 +67,7 @@ import { type TelemetryViewOptions, TelemetryViewService } from "./modules/telem
 import { registerUsageRoutes } from "./modules/usage/routes.js";
 import { QuotaService } from "./modules/usage/service.js";
 import { VolumeCache } from "./modules/volumes/cache.js";
+import { pinnedVersions } from "./modules/volumes/gc-repo.js";
 import { registerVolumeRoutes } from "./modules/volumes/routes.js";
 import { VolumeService } from "./modules/volumes/service.js";
 import { registerWorkloadRoutes } from "./modules/workloads/routes.js";
@@ -341,7 +342,10 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
   signedBlobs?.observeUploads(volumes.uploadObserver());
   sandboxes.useVolumes(volumes);
   projects.useVolumes(volumes);
-  const volumeCache = new VolumeCache(blobs, config.volumes.cacheDir);
+  const volumeCache = new VolumeCache(blobs, config.volumes.cacheDir, {
+    budget: config.volumes.cacheBudget,
+    pinned: () => pinnedVersions(db),
+  });
   const egressLedger = new EventLedger(db, clock, log);
   const secretEgress = new SecretEgress({
     secrets,

@@ -28,6 +28,7 @@ const config = () => ({
     gcIntervalSeconds: 600,
     gcGraceSeconds: 3600,
     maxFiles: 100_000,
+    cacheBudget: { bytes: 2 ** 40, inodes: 10_000_000 },
   },
 });
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));

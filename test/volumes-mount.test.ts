@@ -53,6 +53,7 @@ describe("volume mounts [pglite]", () => {
           gcIntervalSeconds: 600,
           gcGraceSeconds: 3600,
           maxFiles: 100_000,
+          cacheBudget: { bytes: 2 ** 40, inodes: 10_000_000 },
         },
         sandbox: { ...base.sandbox, defaultImage: fixture.busyboxRef, memoryMiB: 128, pids: 128 },
       },

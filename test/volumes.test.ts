@@ -23,6 +23,7 @@ const config = () => {
       gcIntervalSeconds: 600,
       gcGraceSeconds: 3600,
       maxFiles: 3,
+      cacheBudget: { bytes: 2 ** 40, inodes: 10_000_000 },
     },
   };
 };

@@ -26,7 +26,7 @@ import * as repo from "../modules/sandboxes/repo.js";
 import type { SandboxService } from "../modules/sandboxes/service.js";
 import { appendSandboxEvent, type SandboxTransitions } from "../modules/sandboxes/transitions.js";
 import type { SnapshotService } from "../modules/snapshots/service.js";
-import type { VolumeCache } from "../modules/volumes/cache.js";
+import { type VolumeCache, VolumeCacheError } from "../modules/volumes/cache.js";
 import type { Db } from "../store/db.js";
 import type { ReconcileQueue } from "./reconcile-queue.js";
 
@@ -282,7 +282,7 @@ export class SandboxReconciler {
         return true;
       } catch (error) {
         if (!live()) return false;
-        const code = error instanceof RuntimeError ? error.code : "runtime_error";
+        const code = failureCode(error);
         this.log.warn({ sandbox_id: row.id, code, err: (error as Error).message }, "sandbox step failed");
         await this.fail(row, code, tenantFailureMessage(error));
         return false;
@@ -463,12 +463,13 @@ export class SandboxReconciler {
 
   private async startProcess(row: repo.SandboxRow, live: () => boolean): Promise<void> {
     if (!live()) return;
-    // The pinned versions are bound at every start: make sure each is whole in the cache (an
-    // entry from before a reboot is written again now, never under a running sandbox).
-    for (const volume of row.volumes) await this.volumeCache.ensure(row.org_id, volume.version);
-    if (!live()) return;
     const pool = this.driver.servedFromPool?.(row.id) ? "hit" : "miss";
     try {
+      // The pinned versions are bound at every start: make sure each is whole in the cache (an
+      // entry from before a reboot is written again now, never under a running sandbox). A
+      // wake the cache cannot serve (its budget, a blob gone) keeps the sandbox stopped too.
+      for (const volume of row.volumes) await this.volumeCache.ensure(row.org_id, volume.version);
+      if (!live()) return;
       await this.driver.start(row.id);
     } catch (error) {
       if (row.state !== "stopped" || !live()) throw error;
@@ -477,7 +478,7 @@ export class SandboxReconciler {
       // destroy them. Among the causes: a sandbox of the old layout the host cannot back yet
       // (legacy.ts keeps its state aside), a transient host failure. It shows the reason, and
       // a later wake tries again.
-      const code = error instanceof RuntimeError ? error.code : "runtime_error";
+      const code = failureCode(error);
       this.log.warn(
         { sandbox_id: row.id, code, err: (error as Error).message },
         "wake failed: the sandbox stays stopped",
@@ -519,6 +520,12 @@ export class SandboxReconciler {
         : { idle_deadline: null },
     );
   }
+}
+
+/** A failed step's state_reason code: the driver's, or the volume cache's (`volume_cache_exhausted`). */
+function failureCode(error: unknown): string {
+  if (error instanceof RuntimeError || error instanceof VolumeCacheError) return error.code;
+  return "runtime_error";
 }
 
 /** The state_reason of a sandbox whose first process ended on its own. */

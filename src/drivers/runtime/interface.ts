@@ -68,6 +68,11 @@ export interface SandboxMount {
    * nothing under `/proc`, `/sys`, `/dev` or `/etc/hosts`/`/etc/hostname`; no two alike.
    */
   target: string;
+  /**
+   * A read-only mount is shown through an overlay view of `source` (local/mounts.ts), so the
+   * sandbox sees no host path: its source must not change while mounted (volume cache
+   * entries never do).
+   */
   readOnly: boolean;
 }
 

@@ -57,7 +57,7 @@ import { ImageSource } from "./image-source.js";
 import { raiseMemcgAccountedLimits } from "./kernel-limits.js";
 import { assertSandboxId, isSandboxId, Layout, type SandboxPaths } from "./layout.js";
 import { listeningPortsOfSandbox } from "./listening.js";
-import { mountOverlay, unmountUnder } from "./mounts.js";
+import { mountOverlay, mountViews, unmountUnder } from "./mounts.js";
 import { SandboxNetwork } from "./network.js";
 import { buildBundleConfig, hostsFile, type ProcessIdentity, resolveArgv, sandboxEnv } from "./oci-config.js";
 import type { LocalRuntimeDriverOptions } from "./options.js";
@@ -632,10 +632,13 @@ export class LocalRuntimeDriver implements RuntimeDriver {
 
   private async writeBundleConfig(record: SandboxRecord, paths: SandboxPaths): Promise<void> {
     const execAgentPath = await this.execs.agentBinary();
-    // A pooled sandbox's first run waits in its launcher (pool.ts) while the FIFO is there.
-    const launch = (await exists(launchPaths(paths).spec))
-      ? { dir: launchPaths(paths).dir, busybox: POOL_BUSYBOX }
-      : undefined;
+    // A pooled sandbox's first run waits in its launcher (pool.ts) while it is marked waiting
+    // (and its FIFO, on the root image, is there).
+    const launchAt = launchPaths(paths);
+    const launch =
+      (await exists(launchAt.waiting)) && (await exists(launchAt.spec))
+        ? { dir: launchAt.bound, busybox: POOL_BUSYBOX }
+        : undefined;
     const config = buildBundleConfig({
       ...(launch ? { launch } : {}),
       hostname: record.hostname,
@@ -647,7 +650,9 @@ export class LocalRuntimeDriver implements RuntimeDriver {
       ...(record.userNamespace ? { userNamespacePath: userNamespacePin(paths) } : {}),
       cgroupsPath: this.layout.cgroupPath(record.id),
       workspaceSource: paths.workspace,
-      ...(record.mounts || record.trust ? { mounts: [...(record.trust ?? []), ...(record.mounts ?? [])] } : {}),
+      ...(record.mounts || record.trust
+        ? { mounts: [...(record.trust ?? []), ...(await mountViews(record.mounts ?? [], paths.views))] }
+        : {}),
       hostsFile: paths.hosts,
       hostnameFile: paths.hostname,
       tiniPath: TOOLS.tini,

@@ -1,9 +1,10 @@
 // What a hostile sandbox must not do to the host or learn of it (issue 24, A1, A9 and A10):
 // its console and /etc files are its own storage, bounded; it weighs no more CPU than the
-// host has; no other sandbox's id and no host path shows inside; AF_VSOCK is refused.
+// host has; no other sandbox's id and no host path shows inside (nor in a volume mount, nor
+// in a pooled sandbox's first run); AF_VSOCK is refused.
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { mkdtemp, readFile, rm, stat } from "node:fs/promises";
+import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
@@ -11,9 +12,10 @@ import { projectFile } from "../../../lib/paths.js";
 import type { ExecOutcome } from "../interface.js";
 import { cgroupDirs } from "./cgroups.js";
 import { Layout } from "./layout.js";
+import { PooledRuntime } from "./pool.js";
 import { buildStaticBinary } from "./static-binary.js";
 import { CONSOLE_LOG_CAP_BYTES } from "./supervisor.js";
-import { type RuntimeFixture, startRuntimeFixture, startSandbox } from "./test-support.js";
+import { type RuntimeFixture, startRuntimeFixture, startSandbox, TEST_RESOURCES, testId } from "./test-support.js";
 
 function completed(outcome: ExecOutcome): Extract<ExecOutcome, { kind: "completed" }> {
   assert.equal(outcome.kind, "completed", `expected completed, got ${JSON.stringify(outcome).slice(0, 500)}`);
@@ -101,6 +103,66 @@ describe("hostile sandbox: host storage and host information", () => {
     assert.ok(out.stdout.includes("/workspace") && out.stdout.includes("/etc/warren/ca.pem"), out.stdout);
     assert.ok(!out.stdout.includes(b), `another sandbox's id shows:\n${out.stdout}`);
     assert.ok(!out.stdout.includes(f.root), `the host's data dir shows:\n${out.stdout}`);
+  });
+
+  /** Everything a sandbox can read of its mounts (and of block devices' backing files). */
+  const mountView = async (id: string) =>
+    completed(
+      await exec(
+        id,
+        [
+          "for d in /sys/block /sys/class/block /sys/dev/block /sys/devices/virtual/block; do",
+          "  for x in $d/*; do cat $x/loop/backing_file 2>/dev/null; done",
+          "done",
+          "cat /proc/self/mountinfo /proc/self/mounts /proc/1/mountinfo /proc/self/mountstats",
+        ].join("\n"),
+      ),
+    ).stdout;
+
+  it("shows no host path for a volume mount (a version in the host's volume cache)", async () => {
+    // Where the server's volume cache keeps a version: under the data dir, named by org and digest.
+    const entry = path.join(f.root, "volume-cache", "org_hostiso", "ab".repeat(32));
+    await mkdir(entry, { recursive: true });
+    await writeFile(path.join(entry, "hello.txt"), "from the cache\n", { mode: 0o444 });
+    const id = await startSandbox(f, made, { mounts: [{ source: entry, target: "/data", readOnly: true }] });
+    assert.equal(completed(await exec(id, "cat /data/hello.txt")).stdout, "from the cache\n");
+    const write = completed(await exec(id, "echo x > /data/new 2>/dev/null; echo $?"));
+    assert.notEqual(write.stdout.trim(), "0", "the volume is read-only");
+    const view = await mountView(id);
+    assert.match(view, / \/data /);
+    assert.ok(!view.includes(f.root), `the host's data dir shows:\n${view}`);
+    assert.ok(!view.includes("volume-cache") && !view.includes("ab".repeat(32)), `the cache entry shows:\n${view}`);
+    // A restart binds it again, as hidden.
+    await f.driver.stop(id);
+    await f.driver.start(id);
+    assert.equal(completed(await exec(id, "cat /data/hello.txt")).stdout, "from the cache\n");
+    assert.ok(!(await mountView(id)).includes(f.root));
+  });
+
+  it("shows no host path during a pooled sandbox's first run (its launcher)", async () => {
+    const other = await startSandbox(f, made);
+    const pool = await PooledRuntime.open(f.driver, {
+      size: 1,
+      image: f.busyboxRef,
+      memoryMiB: TEST_RESOURCES.memoryMiB,
+      cpuMillis: TEST_RESOURCES.cpuMillis,
+      pids: TEST_RESOURCES.pids,
+      newId: () => {
+        const id = testId("pooled");
+        made.push(id);
+        return id;
+      },
+    });
+    pool.startFilling();
+    await pool.settled();
+    const [pooled] = pool.pooledIds();
+    assert.ok(pooled, "the pool filled");
+    // Its first run is the launcher, waiting for a claim: what the claiming sandbox's command
+    // runs beside, with the same mounts.
+    const view = await mountView(pooled);
+    assert.match(view, /\.warren-launch/, "the launcher is mounted");
+    assert.ok(!view.includes(f.root), `the host's data dir shows:\n${view}`);
+    assert.ok(!view.includes(other), `another sandbox's id shows:\n${view}`);
   });
 
   it("counts no more CPU than the host has, in its quota and its weight", async () => {

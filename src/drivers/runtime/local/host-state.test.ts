@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { cgroupHierarchies, parseOomKills, superOptionsByMountPoint } from "./cgroups.js";
 import { assertSandboxId, isSandboxId } from "./layout.js";
-import { mountsUnder, overlayOptions, parseMountInfo } from "./mounts.js";
+import { mountsUnder, overlayOptions, parseMountInfo, readOnlyViewOptions } from "./mounts.js";
 import { parseProcStat } from "./runc.js";
 import { firstRuncError } from "./supervisor.js";
 
@@ -57,6 +57,12 @@ describe("mountinfo", () => {
     assert.throws(() => overlayOptions({ ...base, lowerDirs: ["relative/rootfs"] }));
     assert.throws(() => overlayOptions({ ...base, lowerDirs: dirs, upper: "/elsewhere/upper" }));
     assert.throws(() => overlayOptions({ ...base, lowerDirs: dirs, work: "/r/s/a/layer/wo:rk" }));
+  });
+
+  it("gives a read-only view only its short relative links (a mount's source stays unnamed)", () => {
+    assert.equal(readOnlyViewOptions("l0"), "ro,lowerdir=l0/0:l0/1");
+    assert.throws(() => readOnlyViewOptions("../l0"));
+    assert.throws(() => readOnlyViewOptions("l0,upperdir=x"));
   });
 });
 

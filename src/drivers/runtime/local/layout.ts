@@ -10,8 +10,10 @@
 //                                   layer dirs), layer/ (root.img mounted:
 //                                   upper/ work/ of the overlay; hosts, hostname and
 //                                   console.log(.1), which the sandbox writes, so they count
-//                                   against its own image), workspace/ (workspace.img
-//                                   mounted), run/ (shim.pid, pid, started,
+//                                   against its own image; launch/, a pooled sandbox's
+//                                   launcher), workspace/ (workspace.img mounted),
+//                                   views/ (<n>: read-only overlay of mount n, through the
+//                                   links l<n>/; empty/), launch/ (pool markers), run/ (shim.pid, pid, started,
 //                                   stop-requested, exit.json, runc.log),
 //                                   exec/ (per-exec process.json, log, pid)
 //   <root>/storage/pool.img         the sparse file holding the XFS storage pool, mounted at
@@ -47,6 +49,8 @@ export interface SandboxPaths {
   work: string;
   /** Where workspace.img is mounted (bound into the sandbox at /workspace). */
   workspace: string;
+  /** Read-only overlay views of the sandbox's read-only mounts (volumes), bound in instead of their sources. */
+  views: string;
   /** /etc/hosts and /etc/hostname, bound read-write: on the root image, within its size. */
   hosts: string;
   hostname: string;
@@ -107,6 +111,7 @@ export class Layout {
       upper: path.join(dir, "layer", "upper"),
       work: path.join(dir, "layer", "work"),
       workspace: path.join(dir, "workspace"),
+      views: path.join(dir, "views"),
       hosts: path.join(dir, "layer", "hosts"),
       hostname: path.join(dir, "layer", "hostname"),
       runDir,

@@ -1,11 +1,11 @@
 // Host mounts of a sandbox: the overlay rootfs (image layers read-only under a per-sandbox
-// upper dir), unmounting, and the loop devices behind image mounts (storage/). Whether
+// upper dir), read-only overlay views of the directories it mounts (volumes), unmounting, and the loop devices behind image mounts (storage/). Whether
 // something is mounted is read from /proc/self/mountinfo, so every operation here can be
 // repeated safely.
 import { mkdir, readdir, readFile, rm, symlink } from "node:fs/promises";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { RuntimeError } from "../interface.js";
+import { RuntimeError, type SandboxMount } from "../interface.js";
 import { run, runOrFail, TOOLS } from "./host.js";
 
 export interface MountInfo {
@@ -107,6 +107,65 @@ export async function mountOverlay(input: {
       cwd,
     },
   );
+}
+
+/**
+ * The options of a read-only overlay of `<linkDirName>/0` (the source) over `<linkDirName>/1`
+ * (an empty dir: without an upper dir overlayfs needs two lower dirs). Relative to the
+ * parent of the link dir, so the sandbox's mountinfo names no host path.
+ */
+export function readOnlyViewOptions(linkDirName: string): string {
+  if (!/^[A-Za-z0-9._-]+$/.test(linkDirName)) throw new RuntimeError("host_failure", "bad view link dir name");
+  return `ro,lowerdir=${linkDirName}/0:${linkDirName}/1`;
+}
+
+/**
+ * Shows the host directory `source` read-only at `target` through overlayfs. A bind mount
+ * shows the sandbox its source's path on the host filesystem (mountinfo's root field: the data
+ * dir, the volume cache entry); a bind of this overlay's root shows `/`, and its options only
+ * the short relative links, as the rootfs's do (overlayOptions).
+ */
+export async function mountReadOnlyView(input: {
+  source: string;
+  target: string;
+  linkDir: string;
+  empty: string;
+}): Promise<void> {
+  if (await isMounted(input.target)) return;
+  const options = readOnlyViewOptions(path.basename(input.linkDir));
+  await mkdir(input.empty, { recursive: true, mode: 0o755 });
+  await mkdir(input.target, { recursive: true, mode: 0o700 });
+  await rm(input.linkDir, { recursive: true, force: true });
+  await mkdir(input.linkDir, { mode: 0o700 });
+  await symlink(input.source, path.join(input.linkDir, "0"));
+  await symlink(input.empty, path.join(input.linkDir, "1"));
+  await runOrFail("mounting a read-only view", TOOLS.mount, ["-t", "overlay", "overlay", "-o", options, input.target], {
+    cwd: path.dirname(input.linkDir),
+  });
+}
+
+/**
+ * A sandbox's mounts as it binds them: each read-only one through its overlay view under
+ * `viewsDir` (mounted here if it is not), so the sandbox's mountinfo names no host path (the
+ * volume cache's). A read-write mount stays a plain bind (only tests make one).
+ */
+export async function mountViews(mounts: readonly SandboxMount[], viewsDir: string): Promise<SandboxMount[]> {
+  const views: SandboxMount[] = [];
+  for (const [index, mount] of mounts.entries()) {
+    if (!mount.readOnly) {
+      views.push(mount);
+      continue;
+    }
+    const target = path.join(viewsDir, String(index));
+    await mountReadOnlyView({
+      source: mount.source,
+      target,
+      linkDir: path.join(viewsDir, `l${index}`),
+      empty: path.join(viewsDir, "empty"),
+    });
+    views.push({ ...mount, source: target });
+  }
+  return views;
 }
 
 /** Unmounts everything at or below `dir`, deepest first; a busy mount is detached lazily. */

@@ -98,12 +98,12 @@ export interface BundleInput {
   /** The exec agent binary (exec-agent.ts), bind-mounted read-only at EXEC_AGENT_PATH; none when absent. */
   execAgentPath?: string;
   /**
-   * For a pooled sandbox's first run: `dir` (holding the FIFO `spec` and an empty `busybox`)
-   * mounted read-only at LAUNCH_DIR with `busybox` bound over the empty file; the first
+   * For a pooled sandbox's first run: `dir` (on the sandbox's root image, so no host path
+   * shows: the FIFO `spec` and an empty `busybox`) mounted read-only at LAUNCH_DIR with `busybox` bound over the empty file; the first
    * process then waits there for its real command instead of running `args`.
    */
   launch?: { dir: string; busybox: string };
-  /** Host directories bound in after Warren's own mounts (validateMounts checked them). */
+  /** Host directories bound in after Warren's own mounts (validateMounts checked them; read-only ones are overlay views, mounts.ts). */
   mounts?: { source: string; target: string; readOnly: boolean }[];
   /** Whether the host's memory cgroup accounts swap (memory.memsw.*): then swap is pinned to the limit. */
   swapAccounting: boolean;

@@ -12,16 +12,30 @@ import { LAUNCH_DIR } from "./oci-config.js";
 export const POOL_BUSYBOX = "/usr/bin/busybox";
 
 /**
- * `spec`: the FIFO (its presence: the next or current run waits in the launcher);
- * `unclaimed`: the record is still the pool's placeholder (no sandbox's command yet).
+ * `waiting`: the next or current run waits in the launcher; `unclaimed`: the record is still
+ * the pool's placeholder (no sandbox's command yet). Both are markers in the sandbox's host
+ * dir, seen whether or not its root image is mounted (after a reboot). `bound` is what the
+ * sandbox sees at LAUNCH_DIR: a directory on its root image (beside the overlay's upper dir),
+ * so the sandbox's mountinfo names no host path for it, holding the FIFO `spec` and the empty
+ * `busybox` the host's busybox is bound over.
  */
-export function launchPaths(paths: { dir: string }): { dir: string; spec: string; busybox: string; unclaimed: string } {
+export function launchPaths(paths: { dir: string; layer: string }): {
+  dir: string;
+  waiting: string;
+  unclaimed: string;
+  bound: string;
+  spec: string;
+  busybox: string;
+} {
   const dir = path.join(paths.dir, "launch");
+  const bound = path.join(paths.layer, "launch");
   return {
     dir,
-    spec: path.join(dir, "spec"),
-    busybox: path.join(dir, "busybox"),
+    waiting: path.join(dir, "waiting"),
     unclaimed: path.join(dir, "unclaimed"),
+    bound,
+    spec: path.join(bound, "spec"),
+    busybox: path.join(bound, "busybox"),
   };
 }
 

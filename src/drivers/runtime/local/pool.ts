@@ -111,9 +111,9 @@ export class PooledRuntime implements RuntimeDriver, SandboxIdPool {
       const launch = launchPaths(driver.layout.sandbox(id));
       // Never claimed: an orphan, or taken by a create whose sandbox the reconciler makes anew.
       if (await exists(launch.unclaimed)) await driver.destroy(id);
-      else if (await exists(launch.spec)) {
+      else if (await exists(launch.waiting)) {
         await driver.stop(id).catch(() => undefined);
-        await rm(launch.spec, { force: true });
+        await endLaunch(launch);
       }
     }
     return new PooledRuntime(driver, options);
@@ -207,9 +207,9 @@ export class PooledRuntime implements RuntimeDriver, SandboxIdPool {
     const script = this.launches.get(id);
     if (script === undefined) return this.driver.start(id);
     this.launches.delete(id);
-    const fifo = launchPaths(this.driver.layout.sandbox(id)).spec;
-    const sent = await sendLaunch(fifo, script).catch(() => false);
-    await rm(fifo, { force: true });
+    const launch = launchPaths(this.driver.layout.sandbox(id));
+    const sent = await sendLaunch(launch.spec, script).catch(() => false);
+    await endLaunch(launch);
     if (sent) return;
     await this.driver.stop(id);
     return this.driver.start(id);
@@ -322,7 +322,7 @@ export class PooledRuntime implements RuntimeDriver, SandboxIdPool {
   /** Ends the launcher's run (its first run never started the command); a later start() is runc's. */
   private async endLauncher(id: string): Promise<void> {
     await this.driver.stop(id);
-    await rm(launchPaths(this.driver.layout.sandbox(id)).spec, { force: true });
+    await endLaunch(launchPaths(this.driver.layout.sandbox(id)));
   }
 
   private dropDigest(digest: string): void {
@@ -379,10 +379,12 @@ export class PooledRuntime implements RuntimeDriver, SandboxIdPool {
         network: mode,
       });
       const launch = launchPaths(this.driver.layout.sandbox(id));
-      await mkdir(launch.dir, { mode: 0o755 });
+      await mkdir(launch.dir, { mode: 0o700 });
+      await mkdir(launch.bound, { mode: 0o755 });
       await run("/usr/bin/mkfifo", ["-m", "0644", launch.spec]);
       await writeFile(launch.busybox, "", { mode: 0o755 });
       await writeFile(launch.unclaimed, "");
+      await writeFile(launch.waiting, "");
       await this.driver.start(id);
       if (this.closed) throw new Error("the pool closed");
       this.available.set(id, { mode, digest: image.digest });
@@ -397,4 +399,10 @@ export class PooledRuntime implements RuntimeDriver, SandboxIdPool {
   private warn(id: string | null, error: unknown, what: string): void {
     this.options.log?.warn({ ...(id ? { sandbox_id: id } : {}), err: (error as Error).message }, what);
   }
+}
+
+/** The first run is over (launched or not): later starts are runc's own. */
+async function endLaunch(launch: ReturnType<typeof launchPaths>): Promise<void> {
+  await rm(launch.waiting, { force: true });
+  await rm(launch.spec, { force: true });
 }
