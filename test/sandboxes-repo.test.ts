@@ -60,6 +60,8 @@ async function insert(q: Queryable, t: TestApp, record: LifecycleRecord): Promis
     snapshot_id: null,
     volumes: [],
     secret_bindings: [],
+    host_id: null,
+    host_epoch: null,
   });
   return id;
 }

@@ -52,6 +52,9 @@ export interface SandboxRow {
   volumes: PinnedVolumeRow[];
   /** Secrets bound at admission (SECRET_EGRESS and MODEL_GATEWAY delivery), injected by the egress gateway. */
   secret_bindings: SecretBindingRow[];
+  /** The host that owns it (runs it, reconciles it) and that host's epoch: host-scoped writes name both. */
+  host_id: string | null;
+  host_epoch: number | null;
 }
 
 /** A secret bound at admission (SecretBinding of the secrets module). */
@@ -68,13 +71,13 @@ const C = `id, org_id, project_id, name, image, workload_image, image_digest, st
   network_access, lineage_path, metadata, command, ports, resources, workspace_capacity_gib, idle_timeout_seconds,
   expires_at, desired_state, state, state_reason_code, state_reason_message, state_deadline, quarantined, run_id,
   credential_key_id, created_by, created_by_kind, created_by_key_id, created_at, updated_at, last_activity_at,
-  last_activity_source, idle_deadline, finished_at, snapshot_id, volumes, secret_bindings`;
+  last_activity_source, idle_deadline, finished_at, snapshot_id, volumes, secret_bindings, host_id, host_epoch`;
 
 export async function insertSandbox(q: Queryable, s: SandboxRow): Promise<boolean> {
   const { rows } = await q.query(
     `INSERT INTO sandboxes (${C}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::jsonb, $13::jsonb,
        $14::jsonb, $15::jsonb, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32,
-       $33, $34, $35, $36, $37::jsonb, $38::jsonb)
+       $33, $34, $35, $36, $37::jsonb, $38::jsonb, $39, $40)
      ON CONFLICT DO NOTHING RETURNING id`,
     [
       s.id,
@@ -115,6 +118,8 @@ export async function insertSandbox(q: Queryable, s: SandboxRow): Promise<boolea
       s.snapshot_id,
       JSON.stringify(s.volumes),
       JSON.stringify(s.secret_bindings),
+      s.host_id,
+      s.host_epoch,
     ],
   );
   return rows.length > 0;

@@ -9,6 +9,7 @@ import { AppError, notFound } from "../../lib/errors.js";
 import type { Logger } from "../../lib/logger.js";
 import { decodeCursor, encodeCursor } from "../../lib/page-token.js";
 import type { Db, Queryable } from "../../store/db.js";
+import type { HostGate } from "../hosts/membership.js";
 import { type Credential, requireOrgScoped } from "../identity/credential.js";
 import type { ProjectService } from "../projects/service.js";
 import type { RunService } from "../runs/service.js";
@@ -33,8 +34,13 @@ import {
 
 const SANDBOX_ID = /^sbx-[0-9a-f]{40}$/;
 const EXEC_TARGET_CACHE_ENTRIES = 10_000;
+const HOST_RETRY_AFTER_SECONDS = 2;
 
 const unsupported = (message: string) => new AppError("unsupported_capability", message);
+
+/** 503 `host_unavailable`: the sandbox's host cannot act now (docs/api-decisions.md); a retry may succeed. */
+export const hostUnavailable = (message = "the sandbox's host is not available now; retry shortly") =>
+  new AppError("host_unavailable", message, { retryAfterSeconds: HOST_RETRY_AFTER_SECONDS });
 
 export function newSandboxId(): string {
   return `sbx-${randomBytes(20).toString("hex")}`;
@@ -127,6 +133,8 @@ export class SandboxService {
     private readonly transitions: SandboxTransitions,
     private readonly trigger: ReconcileTrigger,
     private readonly pool: SandboxIdPool | null = null,
+    /** This server as a host (the owner of what is created through it until placement chooses one). */
+    private readonly host: HostGate | null = null,
   ) {
     transitions.onAnyChange((id) => this.execTargets.delete(id));
     quotas.registerMeter("sandboxes.running", (q, orgId) => repo.countRunning(q, orgId));
@@ -408,6 +416,7 @@ export class SandboxService {
           snapshot_id: source?.id ?? null,
           volumes,
           secret_bindings: secretBindings,
+          ...this.ownerOfNew(),
         };
         if (!(await repo.insertSandbox(q, row))) {
           throw new AppError("name_conflict", `a sandbox named "${input.name}" already exists in this project`);
@@ -420,6 +429,14 @@ export class SandboxService {
       });
     this.trigger.kick(id);
     return result;
+  }
+
+  /** The owner a new sandbox is written with: this host at its current epoch (docs/hosts.md). */
+  private ownerOfNew(): Pick<repo.SandboxRow, "host_id" | "host_epoch"> {
+    if (!this.host) return { host_id: null, host_epoch: null };
+    if (!this.host.canAct()) throw hostUnavailable();
+    const owner = this.host.owner();
+    return { host_id: owner.hostId, host_epoch: owner.epoch };
   }
 
   /**
