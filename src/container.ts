@@ -313,7 +313,7 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
     runtime instanceof PooledRuntime ? runtime : null,
     host,
   );
-  const execs = new ExecService(db, clock, log, config.sandbox, sandboxes, secrets);
+  const execs = new ExecService(db, clock, log, config.sandbox, sandboxes, secrets, host);
   const annotationSchemas = new AnnotationSchemaService(db, clock);
   const annotations = new AnnotationService(db, clock, projects, runs);
   const relay =

@@ -7,6 +7,7 @@
 import { randomBytes } from "node:crypto";
 import { mkdir, readFile, rename, writeFile } from "node:fs/promises";
 import path from "node:path";
+import { AppError } from "../../lib/errors.js";
 import type { Logger } from "../../lib/logger.js";
 import type { Db } from "../../store/db.js";
 import * as repo from "./repo.js";
@@ -15,7 +16,16 @@ export const HEARTBEAT_INTERVAL_MS = 2_000;
 /** A host that has not renewed its heartbeat for this long stops acting on its own. */
 export const SELF_FENCE_LEASE_MS = 10_000;
 const HOST_ID_FILE = "host-id";
+const HOST_RETRY_AFTER_SECONDS = 2;
 const HOST_ID = /^h_[0-9a-f]{24}$/;
+
+/**
+ * 503 `host_unavailable` (docs/api-decisions.md): the sandbox's host cannot act on it here
+ * now; nothing was done, and a retry (through its owner) may succeed.
+ */
+export function hostUnavailable(message = "the sandbox's host is not available here now; retry shortly"): AppError {
+  return new AppError("host_unavailable", message, { retryAfterSeconds: HOST_RETRY_AFTER_SECONDS });
+}
 
 /** The (host, epoch) a host-scoped write is conditional on. */
 export interface HostOwner {

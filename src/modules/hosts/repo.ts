@@ -51,7 +51,7 @@ const JOIN_LOCK_KEY = 7_310_420_025;
 /**
  * Registers the host, or re-registers it with its epoch bumped: a new epoch fences whatever
  * process held the old one (a previous run of this host, or this host before it was declared
- * dead). Every row the host owns moves to the new epoch in the same transaction, so its own
+ * dead). Every sandbox the host owns moves to the new epoch in the same transaction, so its own
  * conditional writes go on and the old epoch's do not. The first host of a store that no
  * other host ever joined adopts the rows from before the registry.
  */
@@ -76,12 +76,12 @@ export async function joinHost(db: Db, input: JoinInput): Promise<JoinResult> {
       adopted.execs = await adopt(q, "sandbox_execs", input.id);
       adopted.snapshots = await adopt(q, "sandbox_snapshots", input.id);
     }
-    for (const table of ["sandboxes", "sandbox_execs", "sandbox_snapshots"]) {
-      await q.query(`UPDATE ${table} SET host_epoch = $2 WHERE host_id = $1 AND host_epoch IS DISTINCT FROM $2`, [
-        input.id,
-        host.epoch,
-      ]);
-    }
+    // The sandboxes go on under the new epoch. Execs and snapshots keep the epoch of the process
+    // that ran or took them: the start-up pass resolves those of earlier epochs.
+    await q.query("UPDATE sandboxes SET host_epoch = $2 WHERE host_id = $1 AND host_epoch IS DISTINCT FROM $2", [
+      input.id,
+      host.epoch,
+    ]);
     return { host, adopted };
   });
 }
