@@ -1,11 +1,13 @@
 // Background controllers: the sandbox reconciler (with its idle, expiry and retention
-// sweep), the snapshot replicator (replication, chunk GC), the volume collector (unreferenced
-// blobs, unpinned cache entries), the retention GC of idempotency records and the embedded store's VACUUM.
+// sweep), the snapshot replicator (replication, chunk GC), the host sweeper (other hosts'
+// heartbeats), the volume collector (unreferenced blobs, unpinned cache entries), the
+// retention GC of idempotency records and the embedded store's VACUUM.
 import type { Container } from "../container.js";
 import { PooledRuntime } from "../drivers/runtime/local/pool.js";
 import type { HostMembership } from "../modules/hosts/membership.js";
 import { getHost } from "../modules/hosts/repo.js";
 import { VolumeCollector } from "../modules/volumes/collector.js";
+import { HostSweeper } from "./host-sweeper.js";
 import { SandboxReconciler } from "./sandbox-reconciler.js";
 import { SnapshotReplicator } from "./snapshot-replicator.js";
 import { StoreMaintenance } from "./store-maintenance.js";
@@ -29,6 +31,9 @@ export async function startControllers(c: Container): Promise<{ stop(): Promise<
     : null;
   await replicator?.start();
   if (c.host && reconciler && replicator) followHostMembership(c, c.host, reconciler, replicator);
+  // Every host judges the others' heartbeats (conditional writes: judges at once agree).
+  const hostSweeper = c.host ? new HostSweeper(c, { retentionSeconds: c.config.sandbox.retentionSeconds }) : null;
+  hostSweeper?.start();
   // After the start-up cleanup, which removes whatever the store does not know.
   if (c.runtime instanceof PooledRuntime) c.runtime.startFilling();
   const gc = setInterval(() => {
@@ -65,6 +70,7 @@ export async function startControllers(c: Container): Promise<{ stop(): Promise<
       clearInterval(volumeGc);
       await volumePass;
       await maintenance.stop();
+      await hostSweeper?.stop();
       await replicator?.stop();
       await reconciler?.stop();
     },

@@ -189,7 +189,6 @@ export async function fail(q: Queryable, id: string, code: string, message: stri
   return rows[0] ?? null;
 }
 
-/** Every pending snapshot (at start: they belong to a previous server process). */
 /** Snapshots the host's earlier processes (epochs) left pending: no process of this host is taking them any more. */
 export async function pendingOfEarlierEpochs(
   q: Queryable,
