@@ -3,7 +3,8 @@
 // pass must leave A's sandbox and A's in-flight keyed exec alone; an exec through B never
 // spawns there nor stores an outcome (503 host_unavailable, and the same key through A runs);
 // stop, wake and delete through B are carried out by A's reconciler; a quarantine written
-// through B is seen by A's next exec; a snapshot or a host change through B is refused the same way.
+// through B is seen by A's next exec; a snapshot or a host change through B is refused the same way;
+// A declared dead by B is fenced, re-joins and removes the container of its host_lost sandbox.
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
@@ -13,6 +14,7 @@ import { Writable } from "node:stream";
 import { after, before, describe, it } from "node:test";
 import { loadConfig } from "../src/config.js";
 import { type Container, createApp, createContainer } from "../src/container.js";
+import { HostSweeper } from "../src/controllers/host-sweeper.js";
 import { startControllers } from "../src/controllers/index.js";
 import { SandboxReconciler } from "../src/controllers/sandbox-reconciler.js";
 import { FsBlobStore } from "../src/drivers/blobs/fs.js";
@@ -199,6 +201,36 @@ for (const store of STORE_KINDS) {
       assert.equal(removed.status, 202, removed.raw);
       await waitFor("terminated");
       assert.deepEqual(await fixtureA.driver.list(), []);
+    });
+
+    it("A declared dead by B: its sandbox is host_lost; A, fenced, re-joins and removes the container", async () => {
+      const res = await through("a", "POST", "/v1/sandboxes", { command: ["sleep", "3600"], network_access: "none" });
+      assert.equal(res.status, 200, res.raw);
+      id = res.body.id as string;
+      await waitFor("running");
+      assert.deepEqual(await fixtureA.driver.list(), [id]);
+      // A goes silent past the dead grace (its heartbeats stopped, the last one moved back, not waited for).
+      const hostA = a.c.host;
+      assert.ok(hostA);
+      await hostA.stop();
+      await a.c.db.query("UPDATE hosts SET heartbeat_at = now() - interval '5 minutes' WHERE id = $1", [HOST_A]);
+      // B's own sweeper may judge first: either way A ends dead once.
+      await new HostSweeper(b, { retentionSeconds: 3600 }).pass();
+      const row = await a.c.db.query<{ state: string }>("SELECT state FROM hosts WHERE id = $1", [HOST_A]);
+      assert.equal(row.rows[0]?.state, "dead");
+      const lost = await through("b", "GET", `/v1/sandboxes/${id}`);
+      const sandbox = lost.body.sandbox as { state: string; state_reason?: { code: string } };
+      assert.equal(sandbox.state, "failed", lost.raw);
+      assert.equal(sandbox.state_reason?.code, "host_lost");
+      // Its container still runs on A, which has not noticed; A's next heartbeat fences it.
+      assert.equal(await hostA.beat(), false);
+      assert.equal(hostA.canAct(), false);
+      assert.deepEqual(await fixtureA.driver.list(), [id]);
+      await hostA.join();
+      await reconcilerA.rejoined();
+      assert.deepEqual(await fixtureA.driver.list(), []);
+      const after = await through("a", "GET", `/v1/sandboxes/${id}`);
+      assert.equal((after.body.sandbox as { state: string }).state, "failed", after.raw);
     });
   });
 }

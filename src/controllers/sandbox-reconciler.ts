@@ -248,7 +248,7 @@ export class SandboxReconciler {
       this.deferred.add(id);
       return;
     }
-    const row = await repo.getSandbox(this.db, id);
+    let row = await repo.getSandbox(this.db, id);
     const now = this.clock.now();
     if (!row) {
       this.firstStarts.delete(id);
@@ -264,6 +264,10 @@ export class SandboxReconciler {
       observed.runtime = await this.driver.observe(id);
       if (action.execs) {
         observed.execInFlight = this.sandboxes.hasExecInFlight(id);
+        // An exec that ended after the row was read left the registry only once its end (the
+        // activity that moves the idle deadline) was written: read the row again, or an idle
+        // stop would act on the deadline from before that exec.
+        if (!observed.execInFlight) row = (await repo.getSandbox(this.db, id)) ?? row;
       }
       action = decide(row, observed, now, decideOptions);
     }
