@@ -1,0 +1,52 @@
+// Two Warren servers as two hosts of one deployment (test/support/multi-host.ts): each in its
+// own network namespace with its own address, data dir and runtime root, over one PostgreSQL
+// database and one S3 bucket. What must hold beside each other today: each host creates and
+// runs sandboxes through its own API, with host-global names (cgroups, namespaces, user
+// namespace owners) that never collide. What a non-owner does to another host's sandboxes is
+// test/multi-host-ownership.test.ts.
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+import { type Host, type MultiHost, startMultiHost } from "./support/multi-host.js";
+
+describe("two hosts on one store [postgres, s3]", () => {
+  let cluster: MultiHost | undefined;
+
+  before(async () => {
+    cluster = await startMultiHost("smoke", { hosts: 2 });
+  });
+
+  after(async () => {
+    await cluster?.cleanup();
+  });
+
+  it("each host creates and execs in its own sandbox through its own API", async () => {
+    const [a, b] = (cluster as MultiHost).hosts as [Host, Host];
+    const ids = await Promise.all([a.createSandbox(), b.createSandbox()]);
+    const [onA, onB] = ids as [string, string];
+    await Promise.all([a.waitFor(onA, "running"), b.waitFor(onB, "running")]);
+    for (const [host, id] of [
+      [a, onA],
+      [b, onB],
+    ] as const) {
+      const res = await host.exec(id, ["sh", "-c", "echo hello from $(hostname)"]);
+      assert.equal(res.status, 200, res.raw);
+      assert.equal(res.body.exit, 0, res.raw);
+      assert.equal(res.body.stdout, `hello from ${id}\n`);
+      // The container is the host's own: in its runtime root, not the other's.
+      assert.ok(
+        (await host.containers()).some((c) => c.id === id && c.status === "running"),
+        `${id} on ${host.name}`,
+      );
+    }
+    assert.ok(!(await a.containers()).some((c) => c.id === onB), "B's sandbox is not in A's runtime");
+    assert.ok(!(await b.containers()).some((c) => c.id === onA), "A's sandbox is not in B's runtime");
+    // Delete both through their own hosts: gone from the store and from each runtime.
+    for (const [host, id] of [
+      [a, onA],
+      [b, onB],
+    ] as const) {
+      const res = await host.api("DELETE", `/v1/sandboxes/${id}`);
+      assert.ok(res.status === 200 || res.status === 202, res.raw);
+    }
+  });
+});
