@@ -6,6 +6,7 @@
 // test/multi-host-ownership.test.ts.
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
+import { eventually } from "./support/eventually.js";
 import { type Host, type MultiHost, startMultiHost } from "./support/multi-host.js";
 
 describe("two hosts on one store [postgres, s3]", () => {
@@ -21,7 +22,11 @@ describe("two hosts on one store [postgres, s3]", () => {
 
   it("each host creates and execs in its own sandbox through its own API", async () => {
     const [a, b] = (cluster as MultiHost).hosts as [Host, Host];
-    const ids = await Promise.all([a.createSandbox(), b.createSandbox()]);
+    // Public networks: each host's veths, routes and nftables table are in its own namespace.
+    const ids = await Promise.all([
+      a.createSandbox({ network_access: "public" }),
+      b.createSandbox({ network_access: "public" }),
+    ]);
     const [onA, onB] = ids as [string, string];
     await Promise.all([a.waitFor(onA, "running"), b.waitFor(onB, "running")]);
     for (const [host, id] of [
@@ -47,6 +52,19 @@ describe("two hosts on one store [postgres, s3]", () => {
     ] as const) {
       const res = await host.api("DELETE", `/v1/sandboxes/${id}`);
       assert.ok(res.status === 200 || res.status === 202, res.raw);
+    }
+    for (const [host, id] of [
+      [a, onA],
+      [b, onB],
+    ] as const) {
+      await eventually(`${id} gone from ${host.name}`, async () => {
+        const res = await host.api("GET", `/v1/sandboxes/${id}`);
+        return (res.status === 404 || (res.body.sandbox as { state?: string })?.state === "terminated") && res;
+      });
+      await eventually(`${id}'s container and veth gone from ${host.name}`, async () => {
+        const links = await host.links();
+        return !(await host.containers()).some((c) => c.id === id) && !links.some((l) => l.startsWith("wr")) && true;
+      });
     }
   });
 });

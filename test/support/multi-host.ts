@@ -231,6 +231,15 @@ export class Host {
     return list.map(({ id, status }) => ({ id, status }));
   }
 
+  /** The links of this host's network namespace (its eth0, lo, its sandboxes' veths). */
+  async links(): Promise<string[]> {
+    const out = await sh(TOOLS.ip, ["-n", this.netns, "-o", "link", "show"]);
+    return out
+      .split("\n")
+      .map((line) => /^\d+:\s+([^:@\s]+)/.exec(line)?.[1])
+      .filter((name): name is string => name !== undefined);
+  }
+
   /** One request to this host's API (the bootstrap key unless headers name another). */
   async api(
     method: string,
