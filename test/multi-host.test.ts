@@ -67,4 +67,21 @@ describe("two hosts on one store [postgres, s3]", () => {
       });
     }
   });
+
+  it("a network switch on a host acts on the links of the host's own namespace", async () => {
+    const [a] = (cluster as MultiHost).hosts as [Host];
+    const id = await a.createSandbox({ network_access: "public" });
+    await a.waitFor(id, "running");
+    const veths = async () => (await a.links()).filter((link) => link.startsWith("wr"));
+    assert.equal((await veths()).length, 1, "the public sandbox's veth is in A's namespace");
+    const none = await a.api("PATCH", `/v1/sandboxes/${id}`, { network_access: "none" });
+    assert.equal(none.status, 200, none.raw);
+    await eventually("the veth to go with the switch to none", async () => (await veths()).length === 0, 60_000);
+    const back = await a.api("PATCH", `/v1/sandboxes/${id}`, { network_access: "gateway_only" });
+    assert.equal(back.status, 200, back.raw);
+    await eventually("a veth again for gateway_only", async () => (await veths()).length === 1, 60_000);
+    const res = await a.api("DELETE", `/v1/sandboxes/${id}`);
+    assert.ok([200, 202].includes(res.status), res.raw);
+    await eventually("no veth once deleted", async () => (await veths()).length === 0, 60_000);
+  });
 });
