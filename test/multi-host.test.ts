@@ -84,4 +84,21 @@ describe("two hosts on one store [postgres, s3]", () => {
     assert.ok([200, 202].includes(res.status), res.raw);
     await eventually("no veth once deleted", async () => (await veths()).length === 0, 60_000);
   });
+
+  it("partition() cuts a host off the bridge and heal() brings it back", async () => {
+    const [, b] = (cluster as MultiHost).hosts as [Host, Host];
+    await b.partition();
+    try {
+      const cut = await fetch(`${b.url}/readyz`, { signal: AbortSignal.timeout(2000) }).then(
+        (res) => `answered ${res.status}`,
+        () => "unreachable",
+      );
+      assert.equal(cut, "unreachable");
+    } finally {
+      await b.heal();
+    }
+    await eventually("B to answer again", async () => (await fetch(`${b.url}/readyz`)).status === 200, 60_000);
+    const res = await b.api("GET", "/v1/sandboxes");
+    assert.equal(res.status, 200, res.raw);
+  });
 });
