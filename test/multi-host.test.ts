@@ -5,9 +5,16 @@
 // namespace owners) that never collide. What a non-owner does to another host's sandboxes is
 // test/multi-host-ownership.test.ts.
 import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { readdir } from "node:fs/promises";
+import path from "node:path";
+import { createInterface } from "node:readline";
 import { after, before, describe, it } from "node:test";
+import { PROJECT_DIR } from "../scripts/server-bundle.js";
+import { linkNames } from "../src/drivers/runtime/local/network.js";
+import { exists } from "../src/lib/fs.js";
 import { eventually } from "./support/eventually.js";
-import { type Host, type MultiHost, startMultiHost } from "./support/multi-host.js";
+import { type Host, type MultiHost, startMultiHost, sweepMultiHostLeftovers } from "./support/multi-host.js";
 
 describe("two hosts on one store [postgres, s3]", () => {
   let cluster: MultiHost | undefined;
@@ -100,5 +107,52 @@ describe("two hosts on one store [postgres, s3]", () => {
     await eventually("B to answer again", async () => (await fetch(`${b.url}/readyz`)).status === 200, 60_000);
     const res = await b.api("GET", "/v1/sandboxes");
     assert.equal(res.status, 200, res.raw);
+  });
+
+  it("a start sweeps what a run killed without its after hooks left: its servers, namespaces, links and dirs", async () => {
+    const child = spawn(
+      process.execPath,
+      ["--import", "tsx", path.join("test", "support", "multi-host-crash-child.ts")],
+      {
+        cwd: PROJECT_DIR,
+        detached: true,
+        stdio: ["ignore", "pipe", "inherit"],
+      },
+    );
+    const group = child.pid as number;
+    try {
+      const line = await new Promise<string>((resolve, reject) => {
+        createInterface({ input: child.stdout as NodeJS.ReadableStream }).once("line", resolve);
+        child.once("exit", (code) => reject(new Error(`the crash child exited (${code}) before starting`)));
+      });
+      const made = JSON.parse(line) as {
+        pid: number;
+        serverPid: number;
+        netns: string;
+        veth: string;
+        runtimeRoot: string;
+      };
+      process.kill(made.pid, "SIGKILL");
+      await eventually("the child to die", async () => !(await exists(`/proc/${made.pid}/cmdline`)) || null);
+      assert.ok(await exists(`/proc/${made.serverPid}`), "its server outlives it");
+      await sweepMultiHostLeftovers();
+      await eventually(
+        "its server to be killed",
+        async () => !(await exists(`/proc/${made.serverPid}/cmdline`)),
+        30_000,
+      );
+      assert.ok(!(await exists(path.join("/run/netns", made.netns))), "its namespace is gone");
+      assert.ok(!(await linkNames()).includes(made.veth), "its veth is gone");
+      assert.ok(!(await exists(made.runtimeRoot)), "its runtime root is gone");
+      const bundles = (await readdir(path.join(PROJECT_DIR, "build"))).filter((name) => name.includes(`-${made.pid}.`));
+      assert.deepEqual(bundles, [], "its server bundle is gone");
+    } finally {
+      // Its registry and s3rver (not the harness's to sweep) go with its process group.
+      try {
+        process.kill(-group, "SIGKILL");
+      } catch {
+        // already gone
+      }
+    }
   });
 });

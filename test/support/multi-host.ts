@@ -15,7 +15,7 @@
 import assert from "node:assert/strict";
 import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
@@ -81,9 +81,30 @@ async function sweepHostRoot(root: string, netns: string | null): Promise<string
   }
 }
 
-/** The harness's leftovers of runs whose process is gone: runtime roots, namespaces, links, dirs. */
+/** SIGKILLs every process in network namespace `netns` (a dead run's servers outlive it). */
+async function killProcessesIn(netns: string): Promise<void> {
+  const pin = await stat(path.join(NETNS_DIR, netns)).catch(() => null);
+  if (!pin) return;
+  for (const pid of await readdir("/proc")) {
+    if (!/^\d+$/.test(pid) || Number(pid) === process.pid) continue;
+    const ns = await stat(`/proc/${pid}/ns/net`).catch(() => null);
+    if (ns && ns.ino === pin.ino && ns.dev === pin.dev) {
+      try {
+        process.kill(Number(pid), "SIGKILL");
+      } catch {
+        // gone meanwhile
+      }
+    }
+  }
+}
+
+/** The harness's leftovers of runs whose process is gone: servers, runtime roots, namespaces, links, dirs. */
 export async function sweepMultiHostLeftovers(): Promise<void> {
   const namespaces = await readdir(NETNS_DIR).catch(() => [] as string[]);
+  for (const name of namespaces) {
+    const pid = pidOfNetns(name);
+    if (pid !== null && !alive(pid)) await killProcessesIn(name);
+  }
   for (const name of await readdir(os.tmpdir()).catch(() => [] as string[])) {
     const pid = pidOfRunDir(name);
     if (pid === null || alive(pid)) continue;
@@ -103,6 +124,12 @@ export async function sweepMultiHostLeftovers(): Promise<void> {
   for (const link of await linkNames()) {
     const pid = pidOfLink(link);
     if (pid !== null && !alive(pid)) await deleteLink(link).catch(() => undefined);
+  }
+  // Server bundles: build/warren-mh-<name>-<pid>.mjs and the files beside it.
+  const build = path.join(PROJECT_DIR, "build");
+  for (const name of await readdir(build).catch(() => [] as string[])) {
+    const pid = /^warren-mh-.*-(\d+)(?:\.[a-z-]+)?\.mjs(?:\.map)?$/.exec(name)?.[1];
+    if (pid !== undefined && !alive(Number(pid))) await rm(path.join(build, name), { force: true });
   }
 }
 

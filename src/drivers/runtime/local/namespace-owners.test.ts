@@ -52,9 +52,11 @@ describe("user-namespace owner uids", () => {
     });
 
     after(async () => {
-      await second?.close();
-      if (secondRoot) await sweepRoot(secondRoot);
+      // Each step runs whatever the one before did: the fixture's registry must stop.
+      await second?.close().catch(() => undefined);
+      const swept = secondRoot ? await sweepRoot(secondRoot).catch((error: Error) => error) : null;
       await f?.cleanup();
+      if (swept instanceof Error) throw swept;
     });
 
     it("never hand one uid to two sandboxes, whatever their ids hash to", async () => {
