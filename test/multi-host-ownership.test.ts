@@ -238,6 +238,7 @@ describe("a second host beside the first [postgres, s3]", () => {
     ).catch(async (error: Error) => new Error(`${error.message}; last: ${(await b.exec(id, ["true"])).raw}`));
     assert.ok(!(unreachable instanceof Error), String(unreachable));
     assert.equal(unreachable.body.code, "host_unavailable", unreachable.raw);
+    assert.ok(Number(unreachable.headers.get("retry-after")) > 0, "with Retry-After");
     const dead = await settle(b, id, ["failed"], 180_000);
     assert.ok(!dead.gone, "the sandbox stays readable");
     assert.equal(await describeState(b, id), "failed/host_lost");

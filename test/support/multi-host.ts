@@ -133,6 +133,11 @@ export async function sweepMultiHostLeftovers(): Promise<void> {
   }
 }
 
+/** An answer of a host's API, with its headers (Retry-After, Location). */
+export interface HostReply extends Reply {
+  headers: Headers;
+}
+
 export interface HostOptions {
   /** `all` (default) or another role of WARREN_ROLE (see addApiReplica). */
   role?: string;
@@ -274,7 +279,7 @@ export class Host {
     body?: unknown,
     headers: Record<string, string> = {},
     timeoutMs = 90_000,
-  ): Promise<Reply> {
+  ): Promise<HostReply> {
     const res = await fetch(`${this.url}${url}`, {
       method,
       signal: AbortSignal.timeout(timeoutMs),
@@ -292,7 +297,7 @@ export class Host {
     } catch {
       parsed = {};
     }
-    return { status: res.status, body: parsed, raw };
+    return { status: res.status, body: parsed, raw, headers: res.headers };
   }
 
   async sandbox(id: string, query = ""): Promise<ShownSandbox> {
@@ -324,7 +329,7 @@ export class Host {
     return res.body.id as string;
   }
 
-  async exec(id: string, cmd: string[], headers: Record<string, string> = {}, extra: Json = {}): Promise<Reply> {
+  async exec(id: string, cmd: string[], headers: Record<string, string> = {}, extra: Json = {}): Promise<HostReply> {
     return this.api("POST", `/v1/sandboxes/${id}:exec`, { cmd, ...extra }, headers);
   }
 }
