@@ -209,6 +209,7 @@ async function openRuntime(
       storageOvercommit: config.sandbox.storageOvercommit,
       storageTemplateIdleMs: config.sandbox.storageTemplateIdleSeconds * 1000,
       userNamespaces: config.sandbox.userNamespaces,
+      namespaceOwnerUids: config.sandbox.userNamespaceUids,
     });
     if (config.sandbox.poolSize === 0) return driver;
     if (!(await poolSupported())) {

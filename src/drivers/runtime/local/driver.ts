@@ -55,6 +55,7 @@ import { raiseMemcgAccountedLimits } from "./kernel-limits.js";
 import { assertSandboxId, isSandboxId, Layout, type SandboxPaths } from "./layout.js";
 import { listeningPortsOfSandbox } from "./listening.js";
 import { mountOverlay, unmountUnder } from "./mounts.js";
+import { NamespaceOwners } from "./namespace-owners.js";
 import { SandboxNetwork } from "./network.js";
 import { buildBundleConfig, hostsFile, type ProcessIdentity, resolveArgv, sandboxEnv } from "./oci-config.js";
 import type { LocalRuntimeDriverOptions } from "./options.js";
@@ -92,6 +93,8 @@ export class LocalRuntimeDriver implements RuntimeDriver {
   private readonly swapAccounting: boolean;
   private readonly maxOpenFiles: number;
   private readonly userNamespaces: boolean;
+  /** Who owns each sandbox's user namespace: a host uid claimed machine-wide (namespace-owners.ts). */
+  readonly namespaceOwners: NamespaceOwners;
   private trustedCaPem: string | undefined;
   private readonly locks = new Map<string, Promise<unknown>>();
   private readonly exits: ExitWatch;
@@ -131,6 +134,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
     this.maxOpenFiles = host.maxOpenFiles;
     this.trustedCaPem = options.trustedCaPem;
     this.userNamespaces = options.userNamespaces !== false;
+    this.namespaceOwners = new NamespaceOwners(layout, options.namespaceOwnerUids, options.namespaceOwnerClaimsDir);
   }
 
   /**
@@ -160,6 +164,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
       ...(options.storageTemplateIdleMs !== undefined ? { templateIdleMs: options.storageTemplateIdleMs } : {}),
     });
     const driver = new LocalRuntimeDriver(options, host, layout, storage);
+    await driver.namespaceOwners.reconcile((id) => pinsNamespace(userNamespacePin(layout.sandbox(id))));
     await driver.execs.agentBinary();
     for (const id of await recordIds(layout)) {
       const state = await readRuncState(layout.runcRoot, id);
@@ -211,7 +216,8 @@ export class LocalRuntimeDriver implements RuntimeDriver {
         const networkReady = this.userNamespaces
           ? (async () => {
               // The network namespace is made with the user namespace that owns it.
-              await makeSandboxNamespaces(spec.id, userNamespacePin(paths), this.network.netnsPath(spec.id));
+              const owner = await this.namespaceOwners.claim(spec.id, paths);
+              await makeSandboxNamespaces(owner, userNamespacePin(paths), this.network.netnsPath(spec.id));
               await this.network.createNamespace(spec.id);
               if (spec.network !== "none") await this.network.apply(spec.id, paths, spec.network, null);
             })()
@@ -409,6 +415,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
     await this.network.deleteNamespace(id);
     const left = await removeCgroup(this.layout.cgroupPath(id));
     if (left.length > 0) throw new RuntimeError("host_failure", `cgroups still in use: ${left.join(", ")}`);
+    await this.namespaceOwners.release(id, paths);
     await rm(paths.dir, { recursive: true, force: true });
   }
 
@@ -584,7 +591,8 @@ export class LocalRuntimeDriver implements RuntimeDriver {
       await this.network.deleteNamespace(id);
       if (pinned) await runOrFail("unpinning the user namespace", TOOLS.umount, [userPin]);
       await rm(userPin, { force: true });
-      await makeSandboxNamespaces(id, userPin, this.network.netnsPath(id));
+      const owner = (await this.namespaceOwners.recorded(paths)) ?? (await this.namespaceOwners.claim(id, paths));
+      await makeSandboxNamespaces(owner, userPin, this.network.netnsPath(id));
     }
     if (remade || !(await this.network.namespaceExists(id))) {
       await this.network.createNamespace(id);

@@ -1,6 +1,7 @@
 // What a deployment configures of the local driver (container.ts maps config.ts onto it).
 import type { LayerCache } from "../image/layer-cache.js";
 import type { RegistryClientOptions } from "../image/registry-client.js";
+import type { UidRange } from "./namespace-owners.js";
 
 export interface LocalRuntimeDriverOptions {
   /** Everything of this driver lives below it (see layout.ts). */
@@ -54,4 +55,8 @@ export interface LocalRuntimeDriverOptions {
    * so the kernel's per-user counts (inotify, fanotify) are theirs, not host root's; default true.
    */
   userNamespaces?: boolean;
+  /** The host uids this driver's sandboxes' user namespaces are owned by; default [2^30, 2^31) (namespace-owners.ts). */
+  namespaceOwnerUids?: UidRange;
+  /** The machine-wide directory of owner claims; default /run/warren/userns-owners (tests only). */
+  namespaceOwnerClaimsDir?: string;
 }
