@@ -75,23 +75,8 @@ export class SandboxTransitions {
 
   /** Tells long polls the sandbox changed (a write that was not a transition). */
   notify(id: string): void {
-    this.generation++;
-    for (const listener of this.changeListeners) listener(id);
     this.changes.emit(id);
   }
-
-  private readonly changeListeners: ((id: string) => void)[] = [];
-
-  /** Calls `listener` with the id of every sandbox this process changes (before waiters wake). */
-  onAnyChange(listener: (id: string) => void): void {
-    this.changeListeners.push(listener);
-  }
-
-  /**
-   * Counts this process's sandbox changes: a read that began at one generation and ended at
-   * the same one saw no change of this process in between (the exec target cache's check).
-   */
-  generation = 0;
 
   private async write(
     q: Queryable,
