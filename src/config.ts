@@ -61,6 +61,12 @@ export interface SandboxDefaults {
   cpuOvercommit: number;
   /** Sandboxes run in a user namespace of their own (the kernel's per-user counts are theirs). */
   userNamespaces: boolean;
+  /**
+   * The host uids owning the sandboxes' user namespaces (WARREN_SANDBOX_UID_RANGE, `first-last`;
+   * default 1073741824-2147483647). Servers on one machine claim uids machine-wide under
+   * /run/warren, so they may share a range; servers that do not share /run need disjoint ones.
+   */
+  userNamespaceUids: { first: number; count: number };
 }
 
 export interface SnapshotSettings {
@@ -388,6 +394,20 @@ function egressSettings(env: Env): EgressSettings {
   };
 }
 
+function uidRangeSetting(env: Env): { first: number; count: number } {
+  const raw = env.WARREN_SANDBOX_UID_RANGE || "";
+  if (raw === "") return { first: 2 ** 30, count: 2 ** 30 };
+  const match = /^(\d{1,10})-(\d{1,10})$/.exec(raw);
+  const first = Number(match?.[1]);
+  const last = Number(match?.[2]);
+  if (!match || first < 1 || last < first || last >= 2 ** 32 - 1) {
+    throw new ConfigError(
+      `WARREN_SANDBOX_UID_RANGE must be first-last, two host uids from 1 to 4294967294, got "${raw}"`,
+    );
+  }
+  return { first, count: last - first + 1 };
+}
+
 function parseListen(raw: string, name = "WARREN_LISTEN"): { host: string; port: number } {
   const match = /^(.*):(\d{1,5})$/.exec(raw);
   if (!match) throw new ConfigError(`${name} must be host:port, got "${raw}"`);
@@ -474,6 +494,7 @@ export function loadConfig(env: Env = process.env): Config {
       memoryOvercommit: intSetting(env, "WARREN_MEMORY_OVERCOMMIT", 2, 1, 1000),
       cpuOvercommit: intSetting(env, "WARREN_CPU_OVERCOMMIT", 8, 1, 1000),
       userNamespaces: boolSetting(env, "WARREN_SANDBOX_USER_NAMESPACES", true),
+      userNamespaceUids: uidRangeSetting(env),
     },
     snapshots: {
       keepLocalCopies: choiceSetting(env, "WARREN_SNAPSHOT_LOCAL_COPIES", ["keep", "drop"], "keep") === "keep",

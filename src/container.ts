@@ -32,6 +32,7 @@ import { SecretEgress } from "./modules/egress/secret-egress.js";
 import { EgressAllowlistService } from "./modules/egress/service.js";
 import { registerFeedbackRoutes } from "./modules/feedback/routes.js";
 import { type FeedbackRelay, FeedbackService, webhookRelay } from "./modules/feedback/service.js";
+import { HostMembership, hostIdOf } from "./modules/hosts/membership.js";
 import { registerIdentityRoutes } from "./modules/identity/routes.js";
 import { IdentityService } from "./modules/identity/service.js";
 import { registerMetaRoutes } from "./modules/meta/routes.js";
@@ -95,6 +96,8 @@ export interface Container {
   reconcileQueue: ReconcileQueue;
   execs: ExecService;
   runtime: RuntimeDriver | null;
+  /** This server as a host of the registry (docs/hosts.md); null without a runtime (it runs no sandboxes). */
+  host: HostMembership | null;
   feedback: FeedbackService;
   telemetryViews: TelemetryViewService;
   quotas: QuotaService;
@@ -156,6 +159,8 @@ export interface ContainerOverrides {
   egressGateway?: EgressGateway | null;
   /** Telemetry SQL's caps and timeouts (tests whose queries must not meet a deadline on a loaded machine). */
   telemetryLimits?: TelemetryViewOptions["limits"];
+  /** The host id instead of the data dir's (tests that run several hosts on one store in one process). */
+  hostId?: string;
 }
 
 /** The telemetry replica of an embedded store, in memory for a memory store (tests), else beside its data directory (`pglite-telemetry`). */
@@ -206,6 +211,7 @@ async function openRuntime(
       storageTemplateIdleMs: config.sandbox.storageTemplateIdleSeconds * 1000,
       userNamespaces: config.sandbox.userNamespaces,
       log,
+      namespaceOwnerUids: config.sandbox.userNamespaceUids,
     });
     if (config.sandbox.poolSize === 0) return driver;
     if (!(await poolSupported())) {
@@ -277,6 +283,22 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
       egress = null;
     }
   }
+  // A server with a runtime is a host: it joins the registry (a new epoch) before anything
+  // acts on a sandbox, and owns the sandboxes created through it.
+  const host = runtime
+    ? new HostMembership(db, log, {
+        id: overrides.hostId ?? (await hostIdOf(config.dataDir)),
+        role: "all",
+        address: config.publicApiUrl,
+        planeAddress: config.sessionPlaneUrl || null,
+        sshAddress: config.sshListen ? `${config.sshHost}:${config.sshListen.port}` : null,
+        capacity: () => {
+          const compute = runtime?.hostCompute?.();
+          return compute ? { cpu_millis: compute.cpuMillis, memory_mib: compute.memoryMiB } : {};
+        },
+      })
+    : null;
+  await host?.join();
   // The reconciler (started with the controllers) becomes the queue's worker; the service only kicks it.
   const reconcileQueue = new ReconcileQueue();
   const sandboxTransitions = new SandboxTransitions(db, clock);
@@ -292,8 +314,9 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
     sandboxTransitions,
     reconcileQueue,
     runtime instanceof PooledRuntime ? runtime : null,
+    host,
   );
-  const execs = new ExecService(db, clock, log, config.sandbox, sandboxes, secrets);
+  const execs = new ExecService(db, clock, log, config.sandbox, sandboxes, secrets, host);
   const annotationSchemas = new AnnotationSchemaService(db, clock);
   const annotations = new AnnotationService(db, clock, projects, runs);
   const relay =
@@ -405,6 +428,7 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
     reconcileQueue,
     execs,
     runtime,
+    host,
     feedback,
     telemetryViews,
     quotas,
@@ -467,6 +491,7 @@ export async function createApp(c: Container): Promise<App> {
   app.addHook("onClose", () => c.telemetryViews.close());
   app.addHook("onClose", () => c.egressLedger.close());
   app.addHook("onClose", () => c.idempotency.stop());
+  app.addHook("onClose", () => c.host?.stop());
   // Spans still buffered are sent before the process goes.
   app.addHook("onClose", () => c.tracing?.shutdown());
   // Exec ends written after their answers, before whoever closes the store after the app.

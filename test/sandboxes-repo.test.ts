@@ -17,6 +17,7 @@ import { forEachStore, type TestApp } from "./harness.js";
 
 const NOW = new Date("2026-11-23T12:00:00.000Z");
 const RETENTION_SECONDS = 3600;
+const HOST = "h_repo00000000000000000001";
 const at = (offsetSeconds: number) => new Date(NOW.getTime() + offsetSeconds * 1000);
 const WHENS = [null, at(-1), at(1)];
 
@@ -72,6 +73,8 @@ async function insert(
     snapshot_id: null,
     volumes: [],
     secret_bindings: [],
+    host_id: HOST,
+    host_epoch: 1,
   });
   return id;
 }
@@ -87,7 +90,18 @@ forEachStore("sandbox repo lifecycle SQL", (t) => {
         }
       }
     });
-    const due = await repo.dueIds(t().c.db, NOW, RETENTION_SECONDS);
+    // A due sandbox of another host is that host's to sweep.
+    const other = await insert(t().c.db, t(), {
+      state: "running",
+      desired_state: "running",
+      quarantined: false,
+      state_deadline: null,
+      expires_at: at(-1),
+      idle_deadline: null,
+      finished_at: null,
+    });
+    await t().c.db.query("UPDATE sandboxes SET host_id = 'h_other' WHERE id = $1", [other]);
+    const due = await repo.dueIds(t().c.db, NOW, RETENTION_SECONDS, HOST);
     assert.ok(expected.size > 100, "the generated records include many due ones");
     assert.deepEqual(new Map(due.map((row) => [row.id, row.overdue])), expected);
     await t().c.db.query("DELETE FROM sandboxes");

@@ -1,9 +1,13 @@
 // Background controllers: the sandbox reconciler (with its idle, expiry and retention
-// sweep), the snapshot replicator (replication, chunk GC), the volume collector (unreferenced
-// blobs, unpinned cache entries), the retention GC of idempotency records and the embedded store's VACUUM.
+// sweep), the snapshot replicator (replication, chunk GC), the host sweeper (other hosts'
+// heartbeats), the volume collector (unreferenced blobs, unpinned cache entries), the
+// retention GC of idempotency records and the embedded store's VACUUM.
 import type { Container } from "../container.js";
 import { PooledRuntime } from "../drivers/runtime/local/pool.js";
+import type { HostMembership } from "../modules/hosts/membership.js";
+import { getHost } from "../modules/hosts/repo.js";
 import { VolumeCollector } from "../modules/volumes/collector.js";
+import { HostSweeper } from "./host-sweeper.js";
 import { SandboxReconciler } from "./sandbox-reconciler.js";
 import { SnapshotReplicator } from "./snapshot-replicator.js";
 import { StoreMaintenance } from "./store-maintenance.js";
@@ -26,6 +30,10 @@ export async function startControllers(c: Container): Promise<{ stop(): Promise<
       })
     : null;
   await replicator?.start();
+  if (c.host && reconciler && replicator) followHostMembership(c, c.host, reconciler, replicator);
+  // Every host judges the others' heartbeats (conditional writes: judges at once agree).
+  const hostSweeper = c.host ? new HostSweeper(c, { retentionSeconds: c.config.sandbox.retentionSeconds }) : null;
+  hostSweeper?.start();
   // After the start-up cleanup, which removes whatever the store does not know.
   if (c.runtime instanceof PooledRuntime) c.runtime.startFilling();
   const gc = setInterval(() => {
@@ -44,7 +52,7 @@ export async function startControllers(c: Container): Promise<{ stop(): Promise<
     volumePass = (async () => {
       await volumeCollector.collectBlobs();
       // Only a host that runs sandboxes has a cache of mounted versions.
-      if (c.runtime) await volumeCollector.sweepCache(c.volumeCache);
+      if (c.runtime) await volumeCollector.sweepCache(c.volumeCache, c.host?.id ?? null);
     })()
       .catch((error: unknown) => c.log.warn({ err: (error as Error).message }, "volume collection failed"))
       .finally(() => {
@@ -62,8 +70,45 @@ export async function startControllers(c: Container): Promise<{ stop(): Promise<
       clearInterval(volumeGc);
       await volumePass;
       await maintenance.stop();
+      await hostSweeper?.stop();
       await replicator?.stop();
       await reconciler?.stop();
     },
   };
+}
+
+/**
+ * What the host's controllers do as its membership changes: work put off while the lease
+ * had lapsed goes on once it is renewed; a host fenced because it was declared dead re-joins
+ * with a new epoch and runs its start-up passes again (removing what it no longer owns). A
+ * host fenced because another process joined under its id (two servers on one data dir)
+ * stays fenced: that process is the host now.
+ */
+function followHostMembership(
+  c: Container,
+  host: HostMembership,
+  reconciler: SandboxReconciler,
+  replicator: SnapshotReplicator,
+): void {
+  host.onRenewedAfterLapse(() => {
+    reconciler.resumeDeferred();
+    replicator.kick();
+  });
+  host.onFenced(() => {
+    void (async () => {
+      const row = await getHost(c.db, host.id);
+      if (row?.state !== "dead") {
+        c.log.error(
+          { host_id: host.id },
+          "another server joined under this host's id (two servers on one data dir?); this one stays fenced",
+        );
+        return;
+      }
+      await host.join();
+      await reconciler.rejoined();
+      await replicator.rejoined();
+    })().catch((error: unknown) =>
+      c.log.error({ host_id: host.id, err: (error as Error).message }, "re-joining after a fence failed"),
+    );
+  });
 }

@@ -4,13 +4,17 @@
 // by the ReconcileQueue, kicked by API mutations and driver exit events; a sweep every
 // second kicks what time made due (deadlines, idle stops, expiry, retention). At start it
 // adopts what the runtime still runs, removes what the store does not know, and marks execs
-// of the previous process indeterminate.
+// of the previous process indeterminate. It acts only on its own host's sandboxes
+// (docs/hosts.md): every query names the host, every write is conditional on (host_id,
+// epoch), and nothing is done while the host cannot act (fenced, or its lease lapsed).
 import type { RuntimeDriver } from "../drivers/runtime/interface.js";
 import { RuntimeError } from "../drivers/runtime/interface.js";
 import type { Clock } from "../lib/clock.js";
 import type { Logger } from "../lib/logger.js";
 import { SpanStatusCode, type Tracing } from "../lib/tracing.js";
 import { DEFAULT_GATEWAY_ADDRESS, gatewayEnv } from "../modules/egress/env.js";
+import { HOST_KICKS_CHANNEL, parseHostKick } from "../modules/hosts/kicks.js";
+import type { HostMembership, HostOwner } from "../modules/hosts/membership.js";
 import type { IdentityService } from "../modules/identity/service.js";
 import type { WarrenMetrics } from "../modules/metrics/registry.js";
 import { tenantFailureMessage, withoutHostPaths } from "../modules/sandboxes/host-changes.js";
@@ -24,7 +28,12 @@ import {
 } from "../modules/sandboxes/lifecycle.js";
 import * as repo from "../modules/sandboxes/repo.js";
 import type { SandboxService } from "../modules/sandboxes/service.js";
-import { appendSandboxEvent, type SandboxTransitions } from "../modules/sandboxes/transitions.js";
+import {
+  appendSandboxEvent,
+  ownedBy,
+  type SandboxTransitions,
+  type TransitionOptions,
+} from "../modules/sandboxes/transitions.js";
 import type { SnapshotService } from "../modules/snapshots/service.js";
 import { type VolumeCache, VolumeCacheError } from "../modules/volumes/cache.js";
 import type { Db } from "../store/db.js";
@@ -45,6 +54,8 @@ export interface ReconcilerDeps {
   sandboxTransitions: SandboxTransitions;
   snapshots: SnapshotService;
   volumeCache: VolumeCache;
+  /** This server as a host: the reconciler acts on its sandboxes only. */
+  host: HostMembership | null;
   /** Step durations, queue lag and create -> running (GET /metrics). */
   metrics?: WarrenMetrics | null;
   /** A span per reconcile step that did something, when tracing is on. */
@@ -87,6 +98,10 @@ export class SandboxReconciler {
   private readonly tracing: Tracing | null;
   /** Sandboxes materialized by this process and not yet running (create -> running histogram). */
   private readonly firstStarts = new Map<string, FirstStart>();
+  private readonly host: HostMembership;
+  /** Sandboxes kicked while the host could not act: kicked again once it can. */
+  private readonly deferred = new Set<string>();
+  private stopListening: (() => Promise<void>) | null = null;
 
   constructor(
     deps: ReconcilerDeps,
@@ -104,6 +119,8 @@ export class SandboxReconciler {
     this.volumeCache = deps.volumeCache;
     this.metrics = deps.metrics ?? null;
     this.tracing = deps.tracing ?? null;
+    if (!deps.host) throw new Error("the sandbox reconciler runs on a host (a server with a runtime)");
+    this.host = deps.host;
     if (this.metrics) {
       const metrics = this.metrics;
       this.queue.observeLag((seconds) => metrics.reconcileWaited(seconds));
@@ -111,13 +128,41 @@ export class SandboxReconciler {
   }
 
   async start(): Promise<void> {
+    await this.startUpPass();
+    this.unsubscribe = this.driver.onExit((id) => this.kick(id));
+    this.queue.setWorker((id) =>
+      this.reconcile(id).catch((error: unknown) =>
+        this.log.error({ err: (error as Error).message, sandbox_id: id }, "reconcile failed"),
+      ),
+    );
+    await this.listenForKicks();
+    await this.kickLive();
+    this.sweepTimer = setInterval(() => void this.sweep(), SWEEP_INTERVAL_MS);
+    this.sweepTimer.unref();
+  }
+
+  /**
+   * After the host re-joined with a new epoch (it was fenced: declared dead while cut off):
+   * the start-up pass again, so what it no longer owns is removed from it, then every
+   * sandbox it still owns is looked at.
+   */
+  async rejoined(): Promise<void> {
+    await this.startUpPass();
+    this.deferred.clear();
+    await this.kickLive();
+  }
+
+  /** Execs of earlier epochs are indeterminate; what runs here that no live row of this host names goes. */
+  private async startUpPass(): Promise<void> {
     const marked = await repo.markRunningExecsIndeterminate(
       this.db,
       this.clock.now(),
+      this.owner(),
       this.sandboxes.execsInFlightIds(),
     );
     if (marked > 0) this.log.warn({ execs: marked }, "execs of a previous server process are indeterminate");
-    const known = await repo.knownIds(this.db);
+    // Whatever runs here that no row of this host names is removed: nothing runs unowned.
+    const known = await repo.knownIds(this.db, this.host.id);
     for (const id of await this.driver.list()) {
       if (!known.has(id)) {
         this.log.warn({ sandbox_id: id }, "removing a sandbox the store does not know");
@@ -128,21 +173,48 @@ export class SandboxReconciler {
           );
       }
     }
-    this.unsubscribe = this.driver.onExit((id) => this.kick(id));
-    this.queue.setWorker((id) =>
-      this.reconcile(id).catch((error: unknown) =>
-        this.log.error({ err: (error as Error).message, sandbox_id: id }, "reconcile failed"),
-      ),
-    );
-    for (const id of await repo.liveIds(this.db)) this.kick(id);
-    this.sweepTimer = setInterval(() => void this.sweep(), SWEEP_INTERVAL_MS);
-    this.sweepTimer.unref();
   }
 
   async stop(): Promise<void> {
     if (this.sweepTimer) clearInterval(this.sweepTimer);
     this.unsubscribe?.();
+    await this.stopListening?.();
+    this.stopListening = null;
     await this.queue.stop();
+  }
+
+  /** The (host, epoch) every write of this reconciler is conditional on. */
+  private owner(): HostOwner {
+    return this.host.owner();
+  }
+
+  private async kickLive(): Promise<void> {
+    for (const id of await repo.liveIds(this.db, this.host.id)) this.kick(id);
+  }
+
+  /**
+   * Kicks from other servers (a stop, wake or delete requested through them) arrive as
+   * notifications naming this host; when they may have been missed, every live sandbox of
+   * the host is looked at again.
+   */
+  private async listenForKicks(): Promise<void> {
+    if (!this.db.listen) return;
+    this.stopListening = await this.db.listen(HOST_KICKS_CHANNEL, {
+      onPayload: (payload) => {
+        const kicked = parseHostKick(payload);
+        if (kicked?.hostId === this.host.id) this.kick(kicked.sandboxId);
+      },
+      onGap: (down) => {
+        if (!down) void this.kickLive().catch(() => undefined);
+      },
+    });
+  }
+
+  /** Once the host can act again (lease renewed), what was put off is looked at. */
+  resumeDeferred(): void {
+    const ids = [...this.deferred];
+    this.deferred.clear();
+    for (const id of ids) this.kick(id);
   }
 
   kick(id: string): void {
@@ -157,7 +229,8 @@ export class SandboxReconciler {
   private async sweep(): Promise<void> {
     try {
       const now = this.clock.now();
-      for (const due of await repo.dueIds(this.db, now, this.options.retentionSeconds)) {
+      if (!this.host.canAct()) return;
+      for (const due of await repo.dueIds(this.db, now, this.options.retentionSeconds, this.host.id)) {
         const step = this.stepExpiries.get(due.id);
         if (due.overdue && step?.state === due.state) step.expire();
         this.kick(due.id);
@@ -171,13 +244,19 @@ export class SandboxReconciler {
   private async reconcile(id: string): Promise<void> {
     const began = performance.now();
     const beganAt = Date.now();
-    const row = await repo.getSandbox(this.db, id);
+    if (!this.host.canAct()) {
+      this.deferred.add(id);
+      return;
+    }
+    let row = await repo.getSandbox(this.db, id);
     const now = this.clock.now();
     if (!row) {
       this.firstStarts.delete(id);
       await this.driver.destroy(id);
       return;
     }
+    // Another host's sandbox, or this host's under an epoch this process does not hold: not ours to act on.
+    if (!ownedBy(row, this.owner())) return;
     const decideOptions = { retentionSeconds: this.options.retentionSeconds };
     const observed: Observed = {};
     let action = decide(row, observed, now, decideOptions);
@@ -185,6 +264,10 @@ export class SandboxReconciler {
       observed.runtime = await this.driver.observe(id);
       if (action.execs) {
         observed.execInFlight = this.sandboxes.hasExecInFlight(id);
+        // An exec that ended after the row was read left the registry only once its end (the
+        // activity that moves the idle deadline) was written: read the row again, or an idle
+        // stop would act on the deadline from before that exec.
+        if (!observed.execInFlight) row = (await repo.getSandbox(this.db, id)) ?? row;
       }
       action = decide(row, observed, now, decideOptions);
     }
@@ -221,7 +304,7 @@ export class SandboxReconciler {
       case "destroy_host":
         return false;
       case "purge":
-        await repo.purgeFinishedSandbox(this.db, row.id, this.retainedAfter());
+        await repo.purgeFinishedSandbox(this.db, row.id, this.retainedAfter(), this.owner());
         return false;
       case "retry_cleanup":
         await this.retryCleanup(row);
@@ -234,13 +317,13 @@ export class SandboxReconciler {
         return false;
       case "expire":
         // Expiry deletes the sandbox (docs/api-decisions.md): its time is up.
-        await this.transitions.transition(row.id, "terminating", {
+        await this.transition(row.id, "terminating", {
           from: [row.state],
           change: { desired_state: "deleted" },
         });
         return true;
       case "advance":
-        return (await this.transitions.chain(row.id, row.state, action.to)).applied;
+        return (await this.transitions.chain(row.id, row.state, action.to, this.owner())).applied;
       case "materialize":
       case "start":
         return this.transitional(row, (live) =>
@@ -252,7 +335,7 @@ export class SandboxReconciler {
         // The first process ended: the sandbox stops with it and stays stopped.
         // Why it stopped shows as its state_reason (docs/api-decisions.md), unless a stop was
         // asked for (the exit is then that stop's).
-        await this.transitions.transition(row.id, "stopped", {
+        await this.transition(row.id, "stopped", {
           from: [row.state],
           change: { desired_state: "stopped", idle_deadline: null },
           ...(row.desired_state === "running" ? { reason: exitReason(action.exitCode, action.oomKilled) } : {}),
@@ -304,7 +387,12 @@ export class SandboxReconciler {
 
   /** Writes the next observed state unless the sandbox left `row.state` meanwhile: that write wins. */
   private async set(row: repo.SandboxRow, state: StoredState, change: Partial<repo.SandboxRow> = {}) {
-    return this.transitions.transition(row.id, state, { from: [row.state], change });
+    return this.transition(row.id, state, { from: [row.state], change });
+  }
+
+  /** Every state write of the reconciler: conditional on this host still owning the sandbox at its epoch. */
+  private transition(id: string, state: StoredState, options: TransitionOptions) {
+    return this.transitions.transition(id, state, { ...options, owner: this.owner() });
   }
 
   private async terminate(row: repo.SandboxRow): Promise<void> {
@@ -341,7 +429,7 @@ export class SandboxReconciler {
     await this.identity.revokeSandboxKeys(row.id);
     const desired = row.desired_state === "deleted" ? "deleted" : "stopped";
     const retrySeconds = STATES.attention.deadlineSeconds;
-    await this.transitions.transition(row.id, cleanup ? "attention" : "failed", {
+    await this.transition(row.id, cleanup ? "attention" : "failed", {
       from: NOT_TERMINATED,
       // Read under the row lock: a delete that came meanwhile is kept.
       change: { desired_state: desired },
@@ -483,7 +571,7 @@ export class SandboxReconciler {
         { sandbox_id: row.id, code, err: (error as Error).message },
         "wake failed: the sandbox stays stopped",
       );
-      await this.transitions.transition(row.id, "stopped", {
+      await this.transition(row.id, "stopped", {
         from: ["stopped"],
         change: { desired_state: "stopped" },
         reason: { code, message: tenantFailureMessage(error) },

@@ -10,6 +10,7 @@ import type { RuntimeDriver, SnapshotImages } from "../drivers/runtime/interface
 import type { Clock } from "../lib/clock.js";
 import { sha256Hex } from "../lib/hash.js";
 import type { Logger } from "../lib/logger.js";
+import type { HostMembership } from "../modules/hosts/membership.js";
 import type { WarrenMetrics } from "../modules/metrics/registry.js";
 import { appendSandboxEvent } from "../modules/sandboxes/transitions.js";
 import {
@@ -56,6 +57,8 @@ export interface ReplicatorDeps {
   blobs: BlobStore;
   snapshots: SnapshotService;
   snapshotReplication: ReplicationRelay;
+  /** This server as a host: it replicates, and resolves at start, only the snapshots it holds. */
+  host: HostMembership | null;
   /** Replication durations and uploaded bytes (GET /metrics). */
   metrics?: WarrenMetrics | null;
 }
@@ -74,6 +77,7 @@ export class SnapshotReplicator {
   private readonly relay: ReplicationRelay;
   private readonly metrics: WarrenMetrics | null;
   private readonly worker = new ReplicationWorker();
+  private readonly host: HostMembership;
 
   constructor(
     deps: ReplicatorDeps,
@@ -87,6 +91,8 @@ export class SnapshotReplicator {
     this.snapshots = deps.snapshots;
     this.relay = deps.snapshotReplication;
     this.metrics = deps.metrics ?? null;
+    if (!deps.host) throw new Error("the snapshot replicator runs on a host (a server with a runtime)");
+    this.host = deps.host;
   }
 
   async start(): Promise<void> {
@@ -101,6 +107,13 @@ export class SnapshotReplicator {
       this.options.gcIntervalSeconds * 1000,
     );
     this.gcTimer.unref();
+    this.kick();
+  }
+
+  /** After the host re-joined with a new epoch: what its earlier epoch left pending is resolved. */
+  async rejoined(): Promise<void> {
+    await this.resolveInterrupted();
+    await this.releaseInterruptedReplications();
     this.kick();
   }
 
@@ -137,9 +150,14 @@ export class SnapshotReplicator {
   private async drain(): Promise<void> {
     try {
       for (;;) {
-        if (this.stopped) return;
+        if (this.stopped || !this.host.canAct()) return;
         const now = this.clock.now();
-        const row = await repo.claimReplication(this.db, now, new Date(now.getTime() + LEASE_SECONDS * 1000));
+        const row = await repo.claimReplication(
+          this.db,
+          now,
+          new Date(now.getTime() + LEASE_SECONDS * 1000),
+          this.host.id,
+        );
         if (!row) return;
         await this.replicateOne(row);
       }
@@ -265,7 +283,7 @@ export class SnapshotReplicator {
 
   /** Snapshots a previous process was taking: sealed if the host sealed them, else failed. */
   private async resolveInterrupted(): Promise<void> {
-    for (const row of await repo.allPending(this.db)) {
+    for (const row of await repo.pendingOfEarlierEpochs(this.db, this.host.owner())) {
       const images = await this.driver.localSnapshot(row.id).catch(() => null);
       const sealed = images ? await sealedFacts(images).catch(() => null) : null;
       await this.db.tx(async (q) => {
@@ -296,7 +314,7 @@ export class SnapshotReplicator {
    * this one the lease holder was a previous process (one live driver per root).
    */
   private async releaseInterruptedReplications(): Promise<void> {
-    for (const row of await repo.leasedReplications(this.db, this.clock.now())) {
+    for (const row of await repo.leasedReplications(this.db, this.clock.now(), this.host.id)) {
       if (!(await this.driver.localSnapshot(row.id).catch(() => null))) continue;
       await repo.releaseReplicationLease(this.db, row.id);
       this.log.warn({ snapshot_id: row.id }, "resuming a replication interrupted by a restart");

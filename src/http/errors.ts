@@ -34,6 +34,7 @@ export const ERROR_STATUS: Record<ErrorCode, number> = {
   headers_too_large: 431,
   internal: 500,
   unavailable: 503,
+  host_unavailable: 503,
 };
 
 export function statusOf(error: AppError): number {

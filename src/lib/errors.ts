@@ -33,6 +33,7 @@ export const ERROR_CODES = [
   "headers_too_large",
   "internal",
   "unavailable",
+  "host_unavailable",
 ] as const;
 
 export type ErrorCode = (typeof ERROR_CODES)[number];

@@ -11,6 +11,7 @@ import { newId } from "../../lib/ids.js";
 import type { Logger } from "../../lib/logger.js";
 import type { Queryable } from "../../store/db.js";
 import type { DeferringDb } from "../../store/deferred-writes.js";
+import { type HostGate, hostUnavailable } from "../hosts/membership.js";
 import type { Credential } from "../identity/credential.js";
 import type { WarrenMetrics } from "../metrics/registry.js";
 import type { SecretService } from "../secrets/service.js";
@@ -51,6 +52,8 @@ export class ExecService {
     private readonly defaults: SandboxDefaults,
     private readonly sandboxes: SandboxService,
     private readonly secrets: SecretService,
+    /** This server as a host: an exec runs only on the sandbox's own host, at its current epoch. */
+    private readonly host: HostGate | null = null,
   ) {}
 
   /** Exec durations and outcomes go to these metrics (GET /metrics). */
@@ -81,6 +84,11 @@ export class ExecService {
         `the sandbox is ${row.state}; exec needs it running (it never wakes implicitly)`,
       );
     }
+    // Never spawned by a server that does not own the sandbox, and never recorded there: the
+    // same key retried through the owner runs (docs/api-decisions.md, host_unavailable).
+    this.sandboxes.runtime();
+    if (!this.host || !this.sandboxes.actsHereOn(row)) throw hostUnavailable();
+    const owner = this.host.owner();
     const execId = newId("exe");
     const startedAt = this.clock.now();
     // Only an exec under a key is recorded before it runs: its record is what a retry replays
@@ -95,6 +103,8 @@ export class ExecService {
         idempotency_key: idempotencyKey,
         request_hash: requestHash,
         started_at: startedAt,
+        host_id: owner.hostId,
+        host_epoch: owner.epoch,
       }))
     ) {
       const replay = await this.replayExec(cred.orgId, row.id, idempotencyKey, requestHash);
@@ -128,9 +138,20 @@ export class ExecService {
     if (record.outcome === "running") {
       const inFlight = this.sandboxes.execInFlight(record.id);
       if (inFlight) return inFlight;
+      // Running on another host (or a process of this host this one may not speak for): its
+      // outcome is that host's to record; the retry goes on once it has.
+      if (!this.runsInThisProcess(record))
+        throw hostUnavailable("the exec under this Idempotency-Key runs on another host; retry shortly");
       return { indeterminate: {}, stdout: "", stderr: "", truncated: false };
     }
     return execRecordResponse(record, await this.openOutput(record));
+  }
+
+  /** Whether a running record was claimed by this process's host epoch (so its end is this process's to write). */
+  private runsInThisProcess(record: repo.ExecRow): boolean {
+    if (!this.host) return false;
+    const owner = this.host.owner();
+    return record.host_id === owner.hostId && record.host_epoch === owner.epoch;
   }
 
   private async runExec(

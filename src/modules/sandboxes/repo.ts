@@ -52,6 +52,9 @@ export interface SandboxRow {
   volumes: PinnedVolumeRow[];
   /** Secrets bound at admission (SECRET_EGRESS and MODEL_GATEWAY delivery), injected by the egress gateway. */
   secret_bindings: SecretBindingRow[];
+  /** The host that owns it (runs it, reconciles it) and that host's epoch: host-scoped writes name both. */
+  host_id: string | null;
+  host_epoch: number | null;
 }
 
 /** A secret bound at admission (SecretBinding of the secrets module). */
@@ -68,13 +71,13 @@ const C = `id, org_id, project_id, name, image, workload_image, image_digest, st
   network_access, lineage_path, metadata, command, ports, resources, workspace_capacity_gib, idle_timeout_seconds,
   expires_at, desired_state, state, state_reason_code, state_reason_message, state_deadline, quarantined, run_id,
   credential_key_id, created_by, created_by_kind, created_by_key_id, created_at, updated_at, last_activity_at,
-  last_activity_source, idle_deadline, finished_at, snapshot_id, volumes, secret_bindings`;
+  last_activity_source, idle_deadline, finished_at, snapshot_id, volumes, secret_bindings, host_id, host_epoch`;
 
 export async function insertSandbox(q: Queryable, s: SandboxRow): Promise<boolean> {
   const { rows } = await q.query(
     `INSERT INTO sandboxes (${C}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::jsonb, $13::jsonb,
        $14::jsonb, $15::jsonb, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32,
-       $33, $34, $35, $36, $37::jsonb, $38::jsonb)
+       $33, $34, $35, $36, $37::jsonb, $38::jsonb, $39, $40)
      ON CONFLICT DO NOTHING RETURNING id`,
     [
       s.id,
@@ -115,6 +118,8 @@ export async function insertSandbox(q: Queryable, s: SandboxRow): Promise<boolea
       s.snapshot_id,
       JSON.stringify(s.volumes),
       JSON.stringify(s.secret_bindings),
+      s.host_id,
+      s.host_epoch,
     ],
   );
   return rows.length > 0;
@@ -143,13 +148,15 @@ export type ExecTarget = Pick<
   | "created_by"
   | "created_by_kind"
   | "created_by_key_id"
+  | "host_id"
+  | "host_epoch"
 >;
 
 /** getSandbox narrowed to ExecTarget: every exec reads it, and a third of the columns cost a third as much. */
 export async function getExecTarget(q: Queryable, id: string): Promise<ExecTarget | null> {
   const { rows } = await q.query<ExecTarget>(
     `SELECT id, org_id, project_id, run_id, lineage_path, state, desired_state, quarantined, finished_at, created_by,
-            created_by_kind, created_by_key_id FROM sandboxes WHERE id = $1`,
+            created_by_kind, created_by_key_id, host_id, host_epoch FROM sandboxes WHERE id = $1`,
     [id],
   );
   return rows[0] ?? null;
@@ -243,47 +250,64 @@ export async function touchSandbox(q: Queryable, id: string, at: Date, source: s
   );
 }
 
-/** Sandboxes the reconciler still has work or watch duty for. */
-export async function liveIds(q: Queryable): Promise<string[]> {
+/** The host's sandboxes its reconciler still has work or watch duty for (no other host's). */
+export async function liveIds(q: Queryable, hostId: string): Promise<string[]> {
   const { rows } = await q.query<{ id: string }>(
-    "SELECT id FROM sandboxes WHERE state NOT IN ('terminated', 'failed')",
+    "SELECT id FROM sandboxes WHERE host_id = $1 AND state NOT IN ('terminated', 'failed')",
+    [hostId],
   );
   return rows.map((row) => row.id);
 }
 
-export async function knownIds(q: Queryable): Promise<Set<string>> {
-  const { rows } = await q.query<{ id: string }>("SELECT id FROM sandboxes WHERE state <> 'terminated'");
+/**
+ * The host's sandboxes that may hold state on it: a container of its runtime that none names
+ * is removed. A failed sandbox holds none (its failure removed it, or it is `attention`),
+ * unless it failed while its host was cut off (`host_lost`): then it is removed too.
+ */
+export async function knownIds(q: Queryable, hostId: string): Promise<Set<string>> {
+  const { rows } = await q.query<{ id: string }>(
+    "SELECT id FROM sandboxes WHERE host_id = $1 AND state NOT IN ('terminated', 'failed')",
+    [hostId],
+  );
   return new Set(rows.map((row) => row.id));
 }
 
 /**
  * Sandboxes time has made due at `now` (`isDue` of lifecycle.ts, in SQL): a deadline passed,
  * the expiry, the idle deadline of a running one, the end of a finished one's retention.
- * `overdue`: its state's deadline passed (a step running against it is given up).
+ * `overdue`: its state's deadline passed (a step running against it is given up). Only the
+ * sandboxes of `hostId`: every host sweeps its own.
  */
 export async function dueIds(
   q: Queryable,
   now: Date,
   retentionSeconds: number,
+  hostId: string,
 ): Promise<{ id: string; state: string; overdue: boolean }[]> {
   const { rows } = await q.query<{ id: string; state: string; overdue: boolean }>(
     `SELECT id, state, (state_deadline IS NOT NULL AND state_deadline < $1) AS overdue FROM sandboxes
-      WHERE (state IN ('terminated', 'failed') AND finished_at < $2)
+      WHERE host_id = $3 AND ((state IN ('terminated', 'failed') AND finished_at < $2)
          OR (state NOT IN ('terminated', 'failed') AND NOT quarantined AND (
               (state_deadline IS NOT NULL AND state_deadline < $1)
               OR (expires_at IS NOT NULL AND expires_at < $1 AND desired_state <> 'deleted'
                   AND state NOT IN ('terminating', 'attention'))
-              OR (state = 'running' AND idle_deadline IS NOT NULL AND idle_deadline < $1)))`,
-    [now, new Date(now.getTime() - retentionSeconds * 1000)],
+              OR (state = 'running' AND idle_deadline IS NOT NULL AND idle_deadline < $1))))`,
+    [now, new Date(now.getTime() - retentionSeconds * 1000), hostId],
   );
   return rows;
 }
 
-/** Removes one finished sandbox past its retention (checked again here: it may have changed). */
-export async function purgeFinishedSandbox(q: Queryable, id: string, finishedBefore: Date): Promise<boolean> {
+/** Removes one finished sandbox of the owner past its retention (checked again here: it may have changed). */
+export async function purgeFinishedSandbox(
+  q: Queryable,
+  id: string,
+  finishedBefore: Date,
+  owner: { hostId: string; epoch: number },
+): Promise<boolean> {
   const { rows } = await q.query(
-    "DELETE FROM sandboxes WHERE id = $1 AND state IN ('terminated', 'failed') AND finished_at < $2 RETURNING id",
-    [id, finishedBefore],
+    `DELETE FROM sandboxes WHERE id = $1 AND state IN ('terminated', 'failed') AND finished_at < $2
+       AND host_id = $3 AND host_epoch = $4 RETURNING id`,
+    [id, finishedBefore, owner.hostId, owner.epoch],
   );
   return rows.length > 0;
 }
@@ -366,19 +390,26 @@ export interface ExecRow {
   truncated: boolean;
   started_at: Date;
   finished_at: Date | null;
+  /** The host running it and that host's epoch (a process of another epoch cannot be running it). */
+  host_id: string | null;
+  host_epoch: number | null;
 }
 
 const E =
-  "id, org_id, sandbox_id, idempotency_key, request_hash, outcome, message, exit_code, stdout, stderr, truncated, started_at, finished_at";
+  "id, org_id, sandbox_id, idempotency_key, request_hash, outcome, message, exit_code, stdout, stderr, truncated, started_at, finished_at, host_id, host_epoch";
 
 export async function claimExec(
   q: Queryable,
-  e: Pick<ExecRow, "id" | "org_id" | "sandbox_id" | "idempotency_key" | "request_hash" | "started_at">,
+  e: Pick<
+    ExecRow,
+    "id" | "org_id" | "sandbox_id" | "idempotency_key" | "request_hash" | "started_at" | "host_id" | "host_epoch"
+  >,
 ): Promise<boolean> {
   const { rows } = await q.query(
-    `INSERT INTO sandbox_execs (id, org_id, sandbox_id, idempotency_key, request_hash, outcome, started_at)
-     VALUES ($1, $2, $3, $4, $5, 'running', $6) ON CONFLICT DO NOTHING RETURNING id`,
-    [e.id, e.org_id, e.sandbox_id, e.idempotency_key, e.request_hash, e.started_at],
+    `INSERT INTO sandbox_execs (id, org_id, sandbox_id, idempotency_key, request_hash, outcome, started_at, host_id,
+       host_epoch)
+     VALUES ($1, $2, $3, $4, $5, 'running', $6, $7, $8) ON CONFLICT DO NOTHING RETURNING id`,
+    [e.id, e.org_id, e.sandbox_id, e.idempotency_key, e.request_hash, e.started_at, e.host_id, e.host_epoch],
   );
   return rows.length > 0;
 }
@@ -422,7 +453,7 @@ export async function recordExecEnd(
   if (end.record) {
     const { finish } = end.record;
     sql += `, finished AS (UPDATE sandbox_execs SET outcome = $4, message = $5, exit_code = $6, stdout = $7, stderr = $8,
-            truncated = $9, finished_at = $2 WHERE id = $3 RETURNING 1)`;
+            truncated = $9, finished_at = $2 WHERE id = $3 AND outcome = 'running' RETURNING 1)`;
     params.push(
       end.record.id,
       finish.outcome,
@@ -441,12 +472,21 @@ export async function deleteExec(q: Queryable, id: string): Promise<void> {
   await q.query("DELETE FROM sandbox_execs WHERE id = $1", [id]);
 }
 
-/** After a restart no exec of the previous process can still be read: their outcomes are indeterminate. */
-export async function markRunningExecsIndeterminate(q: Queryable, at: Date, except: string[]): Promise<number> {
+/**
+ * After a restart no exec of the host's previous processes (its earlier epochs) can still be
+ * read: their outcomes are indeterminate. Another host's execs are that host's.
+ */
+export async function markRunningExecsIndeterminate(
+  q: Queryable,
+  at: Date,
+  owner: { hostId: string; epoch: number },
+  except: string[],
+): Promise<number> {
   const { rows } = await q.query<{ n: string }>(
     `WITH changed AS (UPDATE sandbox_execs SET outcome = 'indeterminate', finished_at = $1
-       WHERE outcome = 'running' AND NOT (id = ANY($2::text[])) RETURNING 1) SELECT count(*)::text AS n FROM changed`,
-    [at, except],
+       WHERE outcome = 'running' AND host_id = $2 AND host_epoch IS DISTINCT FROM $3 AND NOT (id = ANY($4::text[]))
+       RETURNING 1) SELECT count(*)::text AS n FROM changed`,
+    [at, owner.hostId, owner.epoch, except],
   );
   return Number(rows[0]?.n ?? 0);
 }

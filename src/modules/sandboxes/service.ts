@@ -9,6 +9,8 @@ import { AppError, notFound } from "../../lib/errors.js";
 import type { Logger } from "../../lib/logger.js";
 import { decodeCursor, encodeCursor } from "../../lib/page-token.js";
 import type { Db, Queryable } from "../../store/db.js";
+import { notifyOwner } from "../hosts/kicks.js";
+import { type HostGate, hostUnavailable } from "../hosts/membership.js";
 import { type Credential, requireOrgScoped } from "../identity/credential.js";
 import type { ProjectService } from "../projects/service.js";
 import type { RunService } from "../runs/service.js";
@@ -32,7 +34,6 @@ import {
 } from "./view.js";
 
 const SANDBOX_ID = /^sbx-[0-9a-f]{40}$/;
-const EXEC_TARGET_CACHE_ENTRIES = 10_000;
 
 const unsupported = (message: string) => new AppError("unsupported_capability", message);
 
@@ -104,12 +105,6 @@ export class SandboxService {
   private secretBinder: SecretBinder | null = null;
   private endpoints: EndpointSource | null = null;
   /**
-   * Exec targets of running sandboxes, read once and dropped on any change this process
-   * makes to the sandbox (every write of the fields an exec checks goes through
-   * SandboxTransitions and notifies). Like the exec counts above, it assumes one server per store.
-   */
-  private readonly execTargets = new Map<string, repo.ExecTarget>();
-  /**
    * How far the image pull of each sandbox this process is materializing has come, set by
    * the reconciler; kept in memory only (no store write per chunk), read with the sandbox.
    */
@@ -127,8 +122,9 @@ export class SandboxService {
     private readonly transitions: SandboxTransitions,
     private readonly trigger: ReconcileTrigger,
     private readonly pool: SandboxIdPool | null = null,
+    /** This server as a host (the owner of what is created through it until placement chooses one). */
+    private readonly host: HostGate | null = null,
   ) {
-    transitions.onAnyChange((id) => this.execTargets.delete(id));
     quotas.registerMeter("sandboxes.running", (q, orgId) => repo.countRunning(q, orgId));
     quotas.registerMeter("sandboxes.total", (q, orgId) => repo.countTotal(q, orgId));
     quotas.registerMeter("sandboxes.workspace_capacity_gib", (q, orgId) => repo.sumWorkspaceGiB(q, orgId));
@@ -257,21 +253,14 @@ export class SandboxService {
     return row;
   }
 
-  /** load() for an exec: the same checks, on the columns an exec needs. */
+  /**
+   * load() for an exec: the same checks, on the columns an exec needs. Read from the store
+   * every time (no cache): a quarantine or stop written through any server is seen at once.
+   */
   async loadExecTarget(cred: Credential, id: string): Promise<repo.ExecTarget> {
-    const row = SANDBOX_ID.test(id) ? (this.execTargets.get(id) ?? (await this.readExecTarget(id))) : null;
+    const row = SANDBOX_ID.test(id) ? await repo.getExecTarget(this.db, id) : null;
     if (!row || row.org_id !== cred.orgId || !this.visible(row)) throw notFound("sandbox");
     if (cred.sandbox && cred.sandbox.sandboxId !== row.id) throw notFound("sandbox");
-    return row;
-  }
-
-  private async readExecTarget(id: string): Promise<repo.ExecTarget | null> {
-    const generation = this.transitions.generation;
-    const row = await repo.getExecTarget(this.db, id);
-    if (row?.state === "running" && row.desired_state === "running" && generation === this.transitions.generation) {
-      if (this.execTargets.size >= EXEC_TARGET_CACHE_ENTRIES) this.execTargets.clear();
-      this.execTargets.set(id, row);
-    }
     return row;
   }
 
@@ -412,6 +401,7 @@ export class SandboxService {
           snapshot_id: source?.id ?? null,
           volumes,
           secret_bindings: secretBindings,
+          ...this.ownerOfNew(),
         };
         if (!(await repo.insertSandbox(q, row))) {
           throw new AppError("name_conflict", `a sandbox named "${input.name}" already exists in this project`);
@@ -437,6 +427,14 @@ export class SandboxService {
       },
       request,
     );
+  }
+
+  /** The owner a new sandbox is written with: this host at its current epoch (docs/hosts.md). */
+  private ownerOfNew(): Pick<repo.SandboxRow, "host_id" | "host_epoch"> {
+    if (!this.host) return { host_id: null, host_epoch: null };
+    if (!this.host.canAct()) throw hostUnavailable();
+    const owner = this.host.owner();
+    return { host_id: owner.hostId, host_epoch: owner.epoch };
   }
 
   async get(
@@ -612,6 +610,8 @@ export class SandboxService {
         checkPorts(row.ports, input.network_access);
         host = { kind: "network", mode: input.network_access };
       }
+      // The host change runs on the sandbox's own host (its router comes with many-hosts routing).
+      if (host && !this.actsHereOn(row)) throw hostUnavailable();
       await this.admitHost(q, onHost);
       if (host && !(await repo.claimHost(q, row.id, now, new Date(now.getTime() + HOST_CLAIM_SECONDS * 1000)))) {
         throw new AppError(
@@ -626,7 +626,7 @@ export class SandboxService {
     const receipt = host
       ? await applyHostChange({ db: this.db, runtime: this.runtime(), log: this.log }, row, host)
       : null;
-    this.trigger.kick(id);
+    this.kickOwner(row);
     const response: Record<string, unknown> = { id, request_state: "requested" };
     if (receipt) response.network_access_receipt = receiptView(receipt);
     return response;
@@ -634,15 +634,16 @@ export class SandboxService {
 
   async delete(cred: Credential, id: string) {
     requireOrgScoped(cred, "delete sandboxes");
-    await this.db.tx(async (q) => {
+    const row = await this.db.tx(async (q) => {
       const row = await this.load(q, cred, id, true);
       if (row.quarantined) throw new AppError("quarantined", "the sandbox is quarantined");
       if (row.desired_state === "deleted" || row.state === "terminated") throw notFound("sandbox");
       await this.transitions.transition(row.id, "terminating", { q, change: { desired_state: "deleted" } });
+      return row;
     });
     // Again once committed: the notice inside the transaction came before other readers could see it.
     this.transitions.notify(id);
-    this.trigger.kick(id);
+    this.kickOwner(row);
     return { id, request_state: "requested" as const };
   }
 
@@ -663,10 +664,10 @@ export class SandboxService {
 
   /** Operator action (admin CLI): quarantine or release a sandbox. */
   async setQuarantine(id: string, quarantined: boolean, reason: string) {
-    await this.db.tx(async (q) => {
+    const row = await this.db.tx(async (q) => {
       const row = await repo.getSandbox(q, id, true);
       if (!row) throw notFound("sandbox");
-      await repo.updateSandbox(q, id, {
+      return repo.updateSandbox(q, id, {
         quarantined,
         updated_at: this.clock.now(),
         ...(quarantined
@@ -675,6 +676,34 @@ export class SandboxService {
       });
     });
     this.transitions.notify(id);
-    if (!quarantined) this.trigger.kick(id);
+    if (!quarantined) this.kickOwner(row);
+  }
+
+  /** Whether this server is the sandbox's host and may act on it now. */
+  actsHereOn(row: Pick<repo.SandboxRow, "host_id">): boolean {
+    return this.host !== null && row.host_id === this.host.id && this.host.canAct();
+  }
+
+  /** This server's host id; null when it runs no sandboxes. */
+  localHostId(): string | null {
+    return this.host?.id ?? null;
+  }
+
+  /**
+   * Wakes the reconciler of the sandbox's owner: this process's queue when it is this host,
+   * else a notification the owner listens for (kicks.ts). The owner's sweep and its re-read
+   * after a gap catch what a lost notification missed.
+   */
+  private kickOwner(row: Pick<repo.SandboxRow, "id" | "host_id">): void {
+    if (!row.host_id || row.host_id === this.host?.id) {
+      this.trigger.kick(row.id);
+      return;
+    }
+    notifyOwner(this.db, row.host_id, row.id).catch((error: unknown) =>
+      this.log.warn(
+        { sandbox_id: row.id, host_id: row.host_id, err: (error as Error).message },
+        "could not kick the sandbox's host",
+      ),
+    );
   }
 }

@@ -6,6 +6,7 @@ import type { Clock } from "../../lib/clock.js";
 import { newUlid } from "../../lib/ids.js";
 import type { Db, Queryable } from "../../store/db.js";
 import * as events from "../events/service.js";
+import type { HostOwner } from "../hosts/membership.js";
 import * as runs from "../runs/service.js";
 import { isFinished, type StoredState, stateDeadline } from "./lifecycle.js";
 import * as repo from "./repo.js";
@@ -18,6 +19,11 @@ export interface TransitionOptions {
   reason?: { code: string; message: string };
   /** Inside the caller's transaction (which must hold the row); default: one of its own. */
   q?: Queryable;
+  /**
+   * A host-scoped write (the owner's reconciler): applied only while the sandbox is still
+   * this host's at this epoch, so a fenced process or a former owner changes nothing.
+   */
+  owner?: HostOwner;
 }
 
 export interface TransitionResult {
@@ -47,12 +53,17 @@ export class SandboxTransitions {
   }
 
   /** Several transitions in one transaction (states with nothing to do in between). */
-  async chain(id: string, from: StoredState, path: readonly StoredState[]): Promise<TransitionResult> {
+  async chain(
+    id: string,
+    from: StoredState,
+    path: readonly StoredState[],
+    owner?: HostOwner,
+  ): Promise<TransitionResult> {
     const result = await this.db.tx(async (q) => {
       let last: TransitionResult = { row: null, applied: false };
       let expected = from;
       for (const to of path) {
-        last = await this.write(q, id, to, { from: [expected] });
+        last = await this.write(q, id, to, { from: [expected], ...(owner ? { owner } : {}) });
         if (!last.applied) return last;
         expected = to;
       }
@@ -64,23 +75,8 @@ export class SandboxTransitions {
 
   /** Tells long polls the sandbox changed (a write that was not a transition). */
   notify(id: string): void {
-    this.generation++;
-    for (const listener of this.changeListeners) listener(id);
     this.changes.emit(id);
   }
-
-  private readonly changeListeners: ((id: string) => void)[] = [];
-
-  /** Calls `listener` with the id of every sandbox this process changes (before waiters wake). */
-  onAnyChange(listener: (id: string) => void): void {
-    this.changeListeners.push(listener);
-  }
-
-  /**
-   * Counts this process's sandbox changes: a read that began at one generation and ended at
-   * the same one saw no change of this process in between (the exec target cache's check).
-   */
-  generation = 0;
 
   private async write(
     q: Queryable,
@@ -91,6 +87,7 @@ export class SandboxTransitions {
     const fresh = await repo.getSandbox(q, id, true);
     if (!fresh) return { row: null, applied: false };
     if (options.from && !options.from.includes(fresh.state)) return { row: fresh, applied: false };
+    if (options.owner && !ownedBy(fresh, options.owner)) return { row: fresh, applied: false };
     const now = this.clock.now();
     const reason = options.reason;
     const row = await repo.updateSandbox(q, id, {
@@ -111,6 +108,11 @@ export class SandboxTransitions {
     }
     return { row, applied: true };
   }
+}
+
+/** Whether the sandbox is the host's at its epoch (the condition of every host-scoped write). */
+export function ownedBy(row: Pick<repo.SandboxRow, "host_id" | "host_epoch">, owner: HostOwner): boolean {
+  return row.host_id === owner.hostId && row.host_epoch === owner.epoch;
 }
 
 /**

@@ -42,13 +42,17 @@ export interface SnapshotRow {
   uploaded_bytes: string | null;
   /** The source's pinned volumes when the snapshot was taken; a restore pins them again. */
   volumes: { volume_id: string; version: string; target_path: string; name: string }[];
+  /** The host holding its local copy (the sandbox's owner when taken) and that host's epoch then. */
+  host_id: string | null;
+  host_epoch: number | null;
 }
 
 const C = `id, org_id, project_id, source_sandbox_id, parent_snapshot_id, run_id, name, image, image_digest, lineage_path,
   storage_class, workspace_capacity_gib, state, durability, failure_code, failure_message, idempotency_key,
   request_hash, created_by, created_at, sealed_at, size_bytes::text AS size_bytes, frozen_ms, replication,
   replication_lease_until, replication_attempts, replication_error, replicate_after, replicated_at, manifest_key,
-  chunk_count, new_chunk_count, plain_bytes::text AS plain_bytes, uploaded_bytes::text AS uploaded_bytes, volumes`;
+  chunk_count, new_chunk_count, plain_bytes::text AS plain_bytes, uploaded_bytes::text AS uploaded_bytes, volumes, host_id,
+  host_epoch`;
 
 export type NewSnapshot = Pick<
   SnapshotRow,
@@ -68,14 +72,17 @@ export type NewSnapshot = Pick<
   | "created_by"
   | "created_at"
   | "volumes"
+  | "host_id"
+  | "host_epoch"
 >;
 
 /** Inserts a pending snapshot; false when the sandbox already has one pending (the unique index). */
 export async function insertPending(q: Queryable, s: NewSnapshot): Promise<boolean> {
   const { rows } = await q.query(
     `INSERT INTO sandbox_snapshots (id, org_id, project_id, source_sandbox_id, parent_snapshot_id, run_id, name, image,
-       image_digest, lineage_path, storage_class, state, idempotency_key, request_hash, created_by, created_at, volumes)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'pending', $12, $13, $14, $15, $16::jsonb)
+       image_digest, lineage_path, storage_class, state, idempotency_key, request_hash, created_by, created_at, volumes,
+       host_id, host_epoch)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'pending', $12, $13, $14, $15, $16::jsonb, $17, $18)
      ON CONFLICT DO NOTHING RETURNING id`,
     [
       s.id,
@@ -94,6 +101,8 @@ export async function insertPending(q: Queryable, s: NewSnapshot): Promise<boole
       s.created_by,
       s.created_at,
       JSON.stringify(s.volumes),
+      s.host_id,
+      s.host_epoch,
     ],
   );
   return rows.length > 0;
@@ -180,9 +189,15 @@ export async function fail(q: Queryable, id: string, code: string, message: stri
   return rows[0] ?? null;
 }
 
-/** Every pending snapshot (at start: they belong to a previous server process). */
-export async function allPending(q: Queryable): Promise<SnapshotRow[]> {
-  const { rows } = await q.query<SnapshotRow>(`SELECT ${C} FROM sandbox_snapshots WHERE state = 'pending'`);
+/** Snapshots the host's earlier processes (epochs) left pending: no process of this host is taking them any more. */
+export async function pendingOfEarlierEpochs(
+  q: Queryable,
+  owner: { hostId: string; epoch: number },
+): Promise<SnapshotRow[]> {
+  const { rows } = await q.query<SnapshotRow>(
+    `SELECT ${C} FROM sandbox_snapshots WHERE state = 'pending' AND host_id = $1 AND host_epoch IS DISTINCT FROM $2`,
+    [owner.hostId, owner.epoch],
+  );
   return rows;
 }
 
@@ -241,16 +256,22 @@ export async function deleteSnapshot(q: Queryable, id: string): Promise<void> {
 }
 
 /** Takes the next snapshot due for replication under a lease; null when none is due. */
-export async function claimReplication(q: Queryable, now: Date, leaseUntil: Date): Promise<SnapshotRow | null> {
+/** The next replication due among the host's snapshots (only the host holding the sealed copy can replicate it). */
+export async function claimReplication(
+  q: Queryable,
+  now: Date,
+  leaseUntil: Date,
+  hostId: string,
+): Promise<SnapshotRow | null> {
   const { rows } = await q.query<SnapshotRow>(
     `UPDATE sandbox_snapshots SET replication_lease_until = $2, replication_attempts = replication_attempts + 1
       WHERE id = (
         SELECT id FROM sandbox_snapshots
-         WHERE replication = 'pending' AND state = 'sealed' AND replicate_after <= $1
+         WHERE host_id = $3 AND replication = 'pending' AND state = 'sealed' AND replicate_after <= $1
            AND (replication_lease_until IS NULL OR replication_lease_until < $1)
          ORDER BY replicate_after LIMIT 1 FOR UPDATE SKIP LOCKED)
       RETURNING ${C}`,
-    [now, leaseUntil],
+    [now, leaseUntil, hostId],
   );
   return rows[0] ?? null;
 }
@@ -267,11 +288,11 @@ export async function earliestLeaseEnd(q: Queryable, now: Date): Promise<Date | 
 }
 
 /** Snapshots whose replication is leased now (at start: leases of a previous process, maybe). */
-export async function leasedReplications(q: Queryable, now: Date): Promise<SnapshotRow[]> {
+export async function leasedReplications(q: Queryable, now: Date, hostId: string): Promise<SnapshotRow[]> {
   const { rows } = await q.query<SnapshotRow>(
     `SELECT ${C} FROM sandbox_snapshots
-      WHERE replication = 'pending' AND state = 'sealed' AND replication_lease_until >= $1`,
-    [now],
+      WHERE host_id = $2 AND replication = 'pending' AND state = 'sealed' AND replication_lease_until >= $1`,
+    [now, hostId],
   );
   return rows;
 }

@@ -13,6 +13,7 @@ import { canonicalJson, sha256Hex } from "../../lib/hash.js";
 import type { Logger } from "../../lib/logger.js";
 import { decodeCursor, pageOf } from "../../lib/page-token.js";
 import type { Db, Queryable } from "../../store/db.js";
+import { hostUnavailable } from "../hosts/membership.js";
 import { type Credential, requireOrgScoped } from "../identity/credential.js";
 import type { WarrenMetrics } from "../metrics/registry.js";
 import type { ProjectService } from "../projects/service.js";
@@ -124,6 +125,8 @@ export class SnapshotService {
     const pending = await this.db.tx(async (q) => {
       const sandbox = await this.sandboxes.load(q, cred, sandboxId, true);
       if (sandbox.quarantined) throw new AppError("quarantined", "the sandbox is quarantined");
+      // Taken by the sandbox's own host, which then holds (and replicates) the local copy.
+      if (!this.sandboxes.actsHereOn(sandbox)) throw hostUnavailable();
       if (!SNAPSHOT_STATES.includes(sandbox.state) || sandbox.desired_state === "deleted") {
         throw new AppError(
           "sandbox_not_ready",
@@ -149,6 +152,8 @@ export class SnapshotService {
         created_by: cred.principalId,
         created_at: this.clock.now(),
         volumes: sandbox.volumes,
+        host_id: sandbox.host_id,
+        host_epoch: sandbox.host_epoch,
       };
       if (await repo.insertPending(q, row)) return { row, sandbox };
       const sameKey = idempotencyKey ? await repo.findByKey(q, cred.orgId, sandbox.id, idempotencyKey) : null;

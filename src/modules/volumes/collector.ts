@@ -80,9 +80,9 @@ export class VolumeCollector {
     return { releasedVolumes, manifests, blobs };
   }
 
-  /** Removes the host cache's entries that no sandbox which has not ended pins. */
-  async sweepCache(cache: VolumeCache): Promise<number> {
-    const removed = await cache.sweep(() => gc.pinnedVersions(this.db));
+  /** Removes the entries of `cache` (this host's) that no live sandbox of `hostId` pins; null: any host's. */
+  async sweepCache(cache: VolumeCache, hostId: string | null = null): Promise<number> {
+    const removed = await cache.sweep(() => gc.pinnedVersions(this.db, hostId));
     if (removed > 0) this.log.info({ entries: removed }, "removed unpinned volume cache entries");
     return removed;
   }

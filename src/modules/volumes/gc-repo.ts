@@ -109,11 +109,13 @@ export async function takeGarbageBlobs(
 }
 
 /** The versions (`<org>/<version>`) that sandboxes not yet ended pin: what a host's cache must keep. */
-export async function pinnedVersions(q: Queryable): Promise<Set<string>> {
+export async function pinnedVersions(q: Queryable, hostId: string | null = null): Promise<Set<string>> {
   const { rows } = await q.query<{ org_id: string; version: string }>(
     `SELECT DISTINCT s.org_id, v.value->>'version' AS version
        FROM sandboxes s, jsonb_array_elements(s.volumes) AS v
-      WHERE s.state NOT IN ${ENDED} AND jsonb_array_length(s.volumes) > 0`,
+      WHERE s.state NOT IN ${ENDED} AND jsonb_array_length(s.volumes) > 0
+        AND ($1::text IS NULL OR s.host_id = $1::text)`,
+    [hostId],
   );
   return new Set(rows.map((row) => `${row.org_id}/${row.version}`));
 }

@@ -58,6 +58,7 @@ import { raiseMemcgAccountedLimits } from "./kernel-limits.js";
 import { assertSandboxId, isSandboxId, Layout, type SandboxPaths } from "./layout.js";
 import { listeningPortsOfSandbox } from "./listening.js";
 import { mountOverlay, mountViews, unmountUnder } from "./mounts.js";
+import { NamespaceOwners } from "./namespace-owners.js";
 import { SandboxNetwork } from "./network.js";
 import { buildBundleConfig, hostsFile, type ProcessIdentity, resolveArgv, sandboxEnv } from "./oci-config.js";
 import type { LocalRuntimeDriverOptions } from "./options.js";
@@ -100,6 +101,8 @@ export class LocalRuntimeDriver implements RuntimeDriver {
   private readonly swapAccounting: boolean;
   private readonly maxOpenFiles: number;
   private readonly userNamespaces: boolean;
+  /** Who owns each sandbox's user namespace: a host uid claimed machine-wide (namespace-owners.ts). */
+  readonly namespaceOwners: NamespaceOwners;
   private trustedCaPem: string | undefined;
   private readonly locks = new Map<string, Promise<unknown>>();
   private readonly exits: ExitWatch;
@@ -146,6 +149,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
     );
     // A run that ends by itself gives its organization's other sandboxes their share back.
     this.exits.onExit(() => void this.cpuFairness.rebalance());
+    this.namespaceOwners = new NamespaceOwners(layout, options.namespaceOwnerUids, options.namespaceOwnerClaimsDir);
   }
 
   /**
@@ -175,6 +179,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
       ...(options.storageTemplateIdleMs !== undefined ? { templateIdleMs: options.storageTemplateIdleMs } : {}),
     });
     const driver = new LocalRuntimeDriver(options, host, layout, storage);
+    await driver.namespaceOwners.reconcile((id) => pinsNamespace(userNamespacePin(layout.sandbox(id))));
     await driver.execs.agentBinary();
     for (const id of await recordIds(layout)) {
       const state = await readRuncState(layout.runcRoot, id);
@@ -228,7 +233,8 @@ export class LocalRuntimeDriver implements RuntimeDriver {
         const networkReady = this.userNamespaces
           ? (async () => {
               // The network namespace is made with the user namespace that owns it.
-              await makeSandboxNamespaces(spec.id, userNamespacePin(paths), this.network.netnsPath(spec.id));
+              const owner = await this.namespaceOwners.claim(spec.id, paths);
+              await makeSandboxNamespaces(owner, userNamespacePin(paths), this.network.netnsPath(spec.id));
               await this.network.createNamespace(spec.id);
               if (spec.network !== "none") await this.network.apply(spec.id, paths, spec.network, null);
             })()
@@ -439,6 +445,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
     await this.network.deleteNamespace(id);
     const left = await removeCgroup(this.layout.cgroupPath(id));
     if (left.length > 0) throw new RuntimeError("host_failure", `cgroups still in use: ${left.join(", ")}`);
+    await this.namespaceOwners.release(id, paths);
     await rm(paths.dir, { recursive: true, force: true });
   }
 
@@ -621,7 +628,8 @@ export class LocalRuntimeDriver implements RuntimeDriver {
       await this.network.deleteNamespace(id);
       if (pinned) await runOrFail("unpinning the user namespace", TOOLS.umount, [userPin]);
       await rm(userPin, { force: true });
-      await makeSandboxNamespaces(id, userPin, this.network.netnsPath(id));
+      const owner = (await this.namespaceOwners.recorded(paths)) ?? (await this.namespaceOwners.claim(id, paths));
+      await makeSandboxNamespaces(owner, userPin, this.network.netnsPath(id));
     }
     if (remade || !(await this.network.namespaceExists(id))) {
       await this.network.createNamespace(id);

@@ -103,6 +103,16 @@ export function slotsInRoutes(procNetRoute: string, pool: SubnetPool): Set<numbe
   return used;
 }
 
+/** The interface names of /proc/net/dev (two header lines, then `  <name>: <counters>`). */
+export function parseNetDev(procNetDev: string): string[] {
+  const names: string[] = [];
+  for (const line of procNetDev.split("\n").slice(2)) {
+    const colon = line.indexOf(":");
+    if (colon > 0) names.push(line.slice(0, colon).trim());
+  }
+  return names;
+}
+
 function littleEndianHex(hex: string): number | null {
   if (!/^[0-9A-Fa-f]{8}$/.test(hex)) return null;
   const bytes = hex.match(/../g) as string[];

@@ -9,6 +9,7 @@ import {
   intToIp,
   ipToInt,
   parseEchoHandles,
+  parseNetDev,
   parsePool,
   parseTableRules,
   pickSlot,
@@ -68,6 +69,21 @@ describe("addresses", () => {
     assert.equal(pickSlot(pool, used, new Set([0])), 2);
     const tiny = parsePool("10.0.0.0/30");
     assert.throws(() => pickSlot(tiny, new Set([0])), RuntimeError);
+  });
+});
+
+describe("links", () => {
+  it("reads the interface names of /proc/net/dev", () => {
+    const dev = [
+      "Inter-|   Receive                            |  Transmit",
+      " face |bytes    packets errs drop fifo frame|bytes    packets",
+      "    lo: 604770712   17087    0    0    0     0 604770712   17087",
+      "wr1a2b3c0004:       0       0    0    0    0     0        0       0",
+      "  eth0:12 3 0 0 0 0 4 5",
+      "",
+    ].join("\n");
+    assert.deepEqual(parseNetDev(dev), ["lo", "wr1a2b3c0004", "eth0"]);
+    assert.deepEqual(parseNetDev(""), []);
   });
 });
 

@@ -55,6 +55,7 @@ import {
   type ListedRule,
   type PublicRule,
   parseEchoHandles,
+  parseNetDev,
   parsePool,
   parseTableRules,
   pickSlot,
@@ -262,7 +263,7 @@ export class SandboxNetwork {
   ): Promise<{ whole: Attachment | null; listed: ListedRule[]; link: boolean }> {
     const veth = this.layout.vethName(slot);
     const listed = (await this.listRules(id)).sort((a, b) => a.handle - b.handle);
-    if (!(await exists(`/sys/class/net/${veth}`))) return { whole: null, listed, link: false };
+    if (!(await linkExists(veth))) return { whole: null, listed, link: false };
     const addresses = slotAddresses(this.pool, slot);
     const wanted = this.wantedRules(mode, id, veth, addresses.sandbox);
     const matches = listed.length === wanted.length && listed.every((rule, i) => rule.chain === wanted[i]?.chain);
@@ -472,9 +473,7 @@ export class SandboxNetwork {
 
   /** Host-side veths of this root (for the sweep). */
   async listVeths(): Promise<string[]> {
-    return (await readdir("/sys/class/net").catch(() => [] as string[])).filter((name) =>
-      name.startsWith(this.layout.vethPrefix),
-    );
+    return (await linkNames()).filter((name) => name.startsWith(this.layout.vethPrefix));
   }
 
   async listNamespaceIds(): Promise<string[]> {
@@ -488,10 +487,24 @@ export class SandboxNetwork {
   }
 }
 
+/**
+ * The interfaces of this process's network namespace. Read from /proc/net/dev, never from
+ * /sys/class/net: sysfs shows the namespace of whoever mounted it, so a server started in a
+ * network namespace of its own with the host's mounts (`nsenter --net`, one host of several on
+ * a machine) would see the machine's links there, not its own.
+ */
+export async function linkNames(): Promise<string[]> {
+  return parseNetDev(await readFile("/proc/net/dev", "utf8").catch(() => ""));
+}
+
+export async function linkExists(name: string): Promise<boolean> {
+  return (await linkNames()).includes(name);
+}
+
 export async function deleteLink(name: string): Promise<void> {
-  if (await exists(`/sys/class/net/${name}`)) {
+  if (await linkExists(name)) {
     await run(TOOLS.ip, ["link", "delete", name]).catch(async (error) => {
-      if (await exists(`/sys/class/net/${name}`)) throw error;
+      if (await linkExists(name)) throw error;
     });
   }
 }

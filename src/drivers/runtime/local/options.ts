@@ -2,6 +2,7 @@
 import type { Logger } from "../../../lib/logger.js";
 import type { LayerCache } from "../image/layer-cache.js";
 import type { RegistryClientOptions } from "../image/registry-client.js";
+import type { UidRange } from "./namespace-owners.js";
 
 export interface LocalRuntimeDriverOptions {
   /** Everything of this driver lives below it (see layout.ts). */
@@ -57,4 +58,8 @@ export interface LocalRuntimeDriverOptions {
   userNamespaces?: boolean;
   /** Where the driver's background failures are told (a CPU weight it could not write). */
   log?: Logger;
+  /** The host uids this driver's sandboxes' user namespaces are owned by; default [2^30, 2^31) (namespace-owners.ts). */
+  namespaceOwnerUids?: UidRange;
+  /** The machine-wide directory of owner claims; default /run/warren/userns-owners (tests only). */
+  namespaceOwnerClaimsDir?: string;
 }

@@ -1,34 +1,19 @@
 // Each sandbox's user namespace (userns-helper.c). Without one, root in a sandbox is host
 // root for the kernel's per-user counts, and one sandbox could take every inotify watch of
 // host root (the server's, every other sandbox's). The namespace is owned by an unprivileged
-// host uid of the sandbox's own, so those counts (the ucounts: inotify instances and watches,
+// host uid of the sandbox's own (namespace-owners.ts hands them out), so those counts (the ucounts: inotify instances and watches,
 // fanotify, namespaces) are charged to that uid in the initial namespace; ids map one to one,
 // so files keep their host owners (the shared image layers, snapshots and volumes need no
 // change). Its network namespace is made inside it (runc joins the user namespace first and
 // may then join only namespaces it owns).
-import { createHash } from "node:crypto";
 import { mkdir, statfs } from "node:fs/promises";
 import path from "node:path";
 import { projectFile } from "../../../lib/paths.js";
-import { runOrFail } from "./host.js";
+import { run, runOrFail } from "./host.js";
 import type { SandboxPaths } from "./layout.js";
 import { buildStaticBinary } from "./static-binary.js";
 
 const HELPER_SOURCE = projectFile("src/drivers/runtime/local/userns-helper.c");
-
-/** Owners are drawn from [2^30, 2^31): far above any login or container-mapped uid range. */
-export const NAMESPACE_OWNER_BASE = 0x4000_0000;
-const NAMESPACE_OWNER_SPAN = 0x4000_0000;
-
-/**
- * The host uid owning sandbox `id`'s user namespace, from its id: two sandboxes share one only
- * on a hash collision (about n^2 / 2^31 for n sandboxes), and then share the per-user counts
- * with each other, never with host root.
- */
-export function namespaceOwnerUid(id: string): number {
-  const digest = createHash("sha256").update(id).digest();
-  return NAMESPACE_OWNER_BASE + (digest.readUInt32BE(0) % NAMESPACE_OWNER_SPAN);
-}
 
 /** The file pinning the sandbox's user namespace (a bind mount of its nsfs file). */
 export function userNamespacePin(paths: SandboxPaths): string {
@@ -36,18 +21,24 @@ export function userNamespacePin(paths: SandboxPaths): string {
 }
 
 /**
- * Makes sandbox `id`'s user namespace and, owned by it, its network namespace, pinned at
- * `userPin` and `netnsPath`. Neither pin may exist.
+ * Makes a sandbox's user namespace, owned by host uid `ownerUid`, and, owned by it, its network
+ * namespace, pinned at `userPin` and `netnsPath`. Neither pin may exist.
  */
-export async function makeSandboxNamespaces(id: string, userPin: string, netnsPath: string): Promise<void> {
+export async function makeSandboxNamespaces(ownerUid: number, userPin: string, netnsPath: string): Promise<void> {
   await mkdir(path.dirname(netnsPath), { recursive: true, mode: 0o755 });
   const helper = await buildStaticBinary(HELPER_SOURCE, "warren-userns");
   await runOrFail("making the sandbox's user and network namespaces", helper, [
     "make",
-    String(namespaceOwnerUid(id)),
+    String(ownerUid),
     userPin,
     netnsPath,
   ]);
+}
+
+/** The host uid owning the user namespace pinned at `userPin` (the kernel's answer, not a record). */
+export async function namespaceOwnerOf(userPin: string): Promise<number> {
+  const helper = await buildStaticBinary(HELPER_SOURCE, "warren-userns");
+  return Number((await run(helper, ["owner", userPin])).trim());
 }
 
 const NSFS_MAGIC = 0x6e736673;

@@ -10,6 +10,9 @@
 // a network namespace owned by the new user namespace is made and pinned there too: runc
 // joins the user namespace first, and from inside it may join only namespaces it owns. A
 // pin file is created (it must not exist); `umount` of it drops the pin.
+//
+// `userns-helper owner USERNS_FILE` prints the host uid owning a pinned user namespace
+// (NS_GET_OWNER_UID), for diagnostics and tests.
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -19,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -48,9 +52,24 @@ static void pin(const char *ns, const char *file) {
   }
 }
 
+#ifndef NS_GET_OWNER_UID
+#define NS_GET_OWNER_UID _IO(0xb7, 0x4)
+#endif
+
+static int print_owner(const char *file) {
+  int fd = open(file, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail(file);
+  uid_t uid;
+  if (ioctl(fd, NS_GET_OWNER_UID, &uid) != 0) fail("NS_GET_OWNER_UID");
+  close(fd);
+  printf("%u\n", (unsigned)uid);
+  return 0;
+}
+
 int main(int argc, char **argv) {
+  if (argc == 3 && strcmp(argv[1], "owner") == 0) return print_owner(argv[2]);
   if ((argc != 4 && argc != 5) || strcmp(argv[1], "make") != 0) {
-    fprintf(stderr, "usage: userns-helper make OWNER_UID USERNS_FILE [NETNS_FILE]\n");
+    fprintf(stderr, "usage: userns-helper make OWNER_UID USERNS_FILE [NETNS_FILE] | owner USERNS_FILE\n");
     return 2;
   }
   char *end = NULL;

@@ -1,0 +1,127 @@
+// The hosts registry's SQL (migration 0030, docs/hosts.md). Every time in it is the
+// database's now(): hosts' clocks never decide whether a heartbeat is fresh.
+import type { Db, Queryable } from "../../store/db.js";
+
+export const HOST_STATES = ["joining", "ready", "draining", "cordoned", "unreachable", "dead"] as const;
+export type HostState = (typeof HOST_STATES)[number];
+
+/** What a host offers, reported with its heartbeat (placement reads it). */
+export interface HostCapacity {
+  cpu_millis?: number;
+  memory_mib?: number;
+  storage_bytes?: number;
+}
+
+export interface HostRow {
+  id: string;
+  role: string;
+  state: HostState;
+  /** An integer column: 2^31 re-joins are out of reach. */
+  epoch: number;
+  address: string | null;
+  plane_address: string | null;
+  ssh_address: string | null;
+  capacity: HostCapacity;
+  joined_at: Date;
+  heartbeat_at: Date;
+  state_changed_at: Date;
+}
+
+export interface JoinInput {
+  id: string;
+  role: string;
+  address: string | null;
+  planeAddress: string | null;
+  sshAddress: string | null;
+  capacity: HostCapacity;
+}
+
+export interface JoinResult {
+  host: HostRow;
+  /** Rows from before the registry (host_id NULL) this join took: sandboxes, execs, snapshots. */
+  adopted: { sandboxes: number; execs: number; snapshots: number };
+}
+
+const C = `id, role, state, epoch, address, plane_address, ssh_address, capacity, joined_at, heartbeat_at,
+  state_changed_at`;
+
+// Joins are serialized (two hosts joining an upgraded store at once must not both adopt).
+const JOIN_LOCK_KEY = 7_310_420_025;
+
+/**
+ * Registers the host, or re-registers it with its epoch bumped: a new epoch fences whatever
+ * process held the old one (a previous run of this host, or this host before it was declared
+ * dead). Every sandbox the host owns moves to the new epoch in the same transaction, so its own
+ * conditional writes go on and the old epoch's do not. The first host of a store that no
+ * other host ever joined adopts the rows from before the registry.
+ */
+export async function joinHost(db: Db, input: JoinInput): Promise<JoinResult> {
+  return db.tx(async (q) => {
+    await q.query("SELECT pg_advisory_xact_lock($1)", [JOIN_LOCK_KEY]);
+    const { rows } = await q.query<HostRow>(
+      `INSERT INTO hosts (id, role, state, epoch, address, plane_address, ssh_address, capacity)
+       VALUES ($1, $2, 'ready', 1, $3, $4, $5, $6::jsonb)
+       ON CONFLICT (id) DO UPDATE SET epoch = hosts.epoch + 1, role = $2,
+         state = CASE WHEN hosts.state IN ('draining', 'cordoned') THEN hosts.state ELSE 'ready' END,
+         state_changed_at = CASE WHEN hosts.state IN ('draining', 'cordoned') THEN hosts.state_changed_at ELSE now() END,
+         address = $3, plane_address = $4, ssh_address = $5, capacity = $6::jsonb, joined_at = now(), heartbeat_at = now()
+       RETURNING ${C}`,
+      [input.id, input.role, input.address, input.planeAddress, input.sshAddress, JSON.stringify(input.capacity)],
+    );
+    const host = rows[0] as HostRow;
+    const others = await q.query<{ n: string }>("SELECT count(*)::text AS n FROM hosts WHERE id <> $1", [input.id]);
+    const adopted = { sandboxes: 0, execs: 0, snapshots: 0 };
+    if (Number(others.rows[0]?.n ?? 0) === 0) {
+      adopted.sandboxes = await adopt(q, "sandboxes", input.id);
+      adopted.execs = await adopt(q, "sandbox_execs", input.id);
+      adopted.snapshots = await adopt(q, "sandbox_snapshots", input.id);
+    }
+    // The sandboxes go on under the new epoch. Execs and snapshots keep the epoch of the process
+    // that ran or took them: the start-up pass resolves those of earlier epochs.
+    await q.query("UPDATE sandboxes SET host_epoch = $2 WHERE host_id = $1 AND host_epoch IS DISTINCT FROM $2", [
+      input.id,
+      host.epoch,
+    ]);
+    return { host, adopted };
+  });
+}
+
+async function adopt(q: Queryable, table: string, hostId: string): Promise<number> {
+  const { rows } = await q.query<{ n: string }>(
+    `WITH adopted AS (UPDATE ${table} SET host_id = $1 WHERE host_id IS NULL RETURNING 1)
+     SELECT count(*)::text AS n FROM adopted`,
+    [hostId],
+  );
+  return Number(rows[0]?.n ?? 0);
+}
+
+/**
+ * Renews the host's heartbeat (and its reported capacity) while its epoch is current; an
+ * `unreachable` host that renews is `ready` again. Null: no row has this (id, epoch), the
+ * host is fenced.
+ */
+export async function renewHeartbeat(
+  q: Queryable,
+  id: string,
+  epoch: number,
+  capacity: HostCapacity,
+): Promise<HostState | null> {
+  const { rows } = await q.query<{ state: HostState }>(
+    `UPDATE hosts SET heartbeat_at = now(), capacity = $3::jsonb,
+            state = CASE WHEN state = 'unreachable' THEN 'ready' ELSE state END,
+            state_changed_at = CASE WHEN state = 'unreachable' THEN now() ELSE state_changed_at END
+      WHERE id = $1 AND epoch = $2 RETURNING state`,
+    [id, epoch, JSON.stringify(capacity)],
+  );
+  return rows[0]?.state ?? null;
+}
+
+export async function getHost(q: Queryable, id: string): Promise<HostRow | null> {
+  const { rows } = await q.query<HostRow>(`SELECT ${C} FROM hosts WHERE id = $1`, [id]);
+  return rows[0] ?? null;
+}
+
+export async function listHosts(q: Queryable): Promise<HostRow[]> {
+  const { rows } = await q.query<HostRow>(`SELECT ${C} FROM hosts ORDER BY id`);
+  return rows;
+}
