@@ -48,17 +48,24 @@ describe("a second host beside the first [postgres, s3]", () => {
 
   const containerOf = async (host: Host, id: string) => (await host.containers()).find((c) => c.id === id);
 
-  /** Passes the reconciler of `host` started so far (warren_reconcile_lag_seconds counts each one). */
+  /**
+   * Reconcile passes of `host` that did something and finished (warren_reconcile_step_duration_seconds
+   * counts each when it ends, whatever its action), so far.
+   */
   const reconcilePasses = async (host: Host) => {
     const res = await host.api("GET", "/metrics");
     assert.equal(res.status, 200, res.raw.slice(0, 500));
-    return Number(/^warren_reconcile_lag_seconds_count (\d+)/m.exec(res.raw)?.[1] ?? 0);
+    let passes = 0;
+    for (const match of res.raw.matchAll(/^warren_reconcile_step_duration_seconds_count(?:\{[^}]*\})? (\d+)$/gm)) {
+      passes += Number(match[1]);
+    }
+    return passes;
   };
 
   /**
-   * Waits (at most 20 s) for `host` to make another reconcile pass after `before` passes: the
-   * evidence that it had its chance to act. A host that rightly leaves the sandbox alone may
-   * make none, so this resolves either way.
+   * Waits (at most 20 s) for `host` to finish another reconcile pass that acted, after `before`
+   * of them: the evidence that it had its chance to act. A host that rightly leaves the sandbox
+   * alone makes none, so this resolves either way.
    */
   const passesAfter = async (host: Host, before: number) => {
     await eventually("another reconcile pass", async () => (await reconcilePasses(host)) > before, 20_000).catch(
@@ -104,8 +111,8 @@ describe("a second host beside the first [postgres, s3]", () => {
     assert.equal(replay.status, 200, replay.raw);
     assert.equal(replay.body.indeterminate, undefined, `the keyed exec's replay: ${replay.raw}`);
     assert.equal(replay.body.stdout, "finished\n", replay.raw);
-    // The evidence that B had its chance: a pass of B's reconciler (B rightly has none to make
-    // when it kicks only its own sandboxes, and then this waits 20 s).
+    // The evidence that B had its chance: a finished pass of B's reconciler that acted (B
+    // rightly makes none when it kicks only its own sandboxes, and then this waits 20 s).
     await passesAfter(b, 0);
     assert.equal(await describeState(a, id), "running");
     assert.equal((await containerOf(a, id))?.status, "running", "A's container still runs");
