@@ -4,8 +4,8 @@
 // nesting, bytes that are not UTF-8; `%00`, 10,000 characters and hex, octal, exponent and
 // padded numbers in path and query parameters). Every answer must be a 4xx in the route's
 // envelope, never a 5xx, and no table may change. A second pass sends values that may be valid
-// (huge and negative numbers, exponents, unicode edge cases): any answer but a 5xx, and a
-// refusal always in the envelope.
+// (huge and negative numbers, exponents, unicode edge cases, names and map keys such as
+// `constructor` and `__proto__`): any answer but a 5xx, and a refusal always in the envelope.
 import assert from "node:assert/strict";
 import type { AddressInfo } from "node:net";
 import net from "node:net";
@@ -135,6 +135,10 @@ function edgeValuesOf(schema: Json, path: (string | number)[] = []): Mutation[] 
         at("\ud83d\ude00".repeat(Math.max(1, Math.floor(max / 2))), "emoji up to the length limit"),
         at(fit("../../etc/passwd"), "a path traversal"),
         at(fit("' OR 1=1 --"), "SQL text"),
+        // Names of Object.prototype's members, as names a caller chooses (a key of a map in the server).
+        at(fit("constructor"), "the name constructor"),
+        at(fit("__proto__"), "the name __proto__"),
+        at(fit("toString"), "the name toString"),
         at("", "empty"),
       ];
     }
@@ -157,10 +161,20 @@ function edgeValuesOf(schema: Json, path: (string | number)[] = []): Mutation[] 
       return [at(0, "zero"), at("false", "the string false"), at(null, "null")];
     case "array":
       return [...edgeValuesOf((schema.items as Json) ?? {}, [...path, 0]), at([], "empty"), at(null, "null")];
-    case "object":
-      return Object.entries((schema.properties as Record<string, Json>) ?? {}).flatMap(([key, child]) =>
+    case "object": {
+      const fields = Object.entries((schema.properties as Record<string, Json>) ?? {}).flatMap(([key, child]) =>
         edgeValuesOf(child, [...path, key]),
       );
+      // A map (keys the caller names): keys that are Object.prototype's member names.
+      const map = typeof schema.additionalProperties === "object" || schema.patternProperties !== undefined;
+      return map
+        ? [
+            ...fields,
+            at(JSON.parse('{"constructor":"x","toString":"z"}'), "keys constructor and toString"),
+            at(JSON.parse('{"__proto__":"y"}'), "the key __proto__"),
+          ]
+        : fields;
+    }
     default:
       return [at(null, "null")];
   }

@@ -37,7 +37,8 @@ class GatedHost {
   }
 
   async waitForCall(count: number): Promise<void> {
-    for (let i = 0; i < 200 && this.calls.length < count; i++) await new Promise((r) => setTimeout(r, 10));
+    for (const deadline = Date.now() + 30_000; this.calls.length < count && Date.now() < deadline; )
+      await new Promise((r) => setTimeout(r, 10));
     assert.equal(this.calls.length, count);
   }
 }

@@ -170,10 +170,11 @@ for (const store of STORE_KINDS) {
     it("records a keyed exec before it runs; a retry while it runs answers its outcome", async () => {
       const id = (await create({ command: ["sleep", "3600"], network_access: "none" })).body.id as string;
       await waitFor(id, "running");
-      const cmd = ["sh", "-c", "echo x >> /tmp/once; sleep 1; echo done"];
+      // It runs until the test lets it end (a file), so "while it runs" holds however slow the host.
+      const cmd = ["sh", "-c", "echo x >> /tmp/once; while [ ! -e /tmp/go ]; do sleep 0.05; done; echo done"];
       const first = exec(id, cmd, {}, { "idempotency-key": "slow-1" });
       let recorded = false;
-      for (let tries = 0; tries < 100 && !recorded; tries++) {
+      for (const deadline = Date.now() + 60_000; !recorded && Date.now() < deadline; ) {
         const { rows } = await t.c.db.query(
           "SELECT 1 FROM sandbox_execs WHERE sandbox_id = $1 AND idempotency_key = 'slow-1' AND outcome = 'running'",
           [id],
@@ -183,7 +184,11 @@ for (const store of STORE_KINDS) {
       }
       assert.ok(recorded, "the keyed exec is recorded as running while it runs");
       assert.ok(t.c.sandboxes.hasExecInFlight(id), "and is in flight");
-      const second = await exec(id, cmd, {}, { "idempotency-key": "slow-1" });
+      const retry = exec(id, cmd, {}, { "idempotency-key": "slow-1" });
+      // Give the retry a moment to arrive while the first runs (arriving later, it replays the same).
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      assert.equal((await exec(id, ["touch", "/tmp/go"])).status, 200);
+      const second = await retry;
       const firstDone = await first;
       assert.deepEqual(firstDone.body, { exit: 0, stdout: "done\n", stderr: "", truncated: false });
       assert.deepEqual(second.body, firstDone.body);
@@ -226,7 +231,7 @@ for (const store of STORE_KINDS) {
       assert.deepEqual(res.body, { indeterminate: {}, stdout: "", stderr: "", truncated: false });
       // The command ran on (its agent gone) and finished: both files are there.
       let both = false;
-      for (let tries = 0; tries < 50 && !both; tries++) {
+      for (const deadline = Date.now() + 60_000; !both && Date.now() < deadline; ) {
         const check = await exec(id, ["ls", "/tmp/before", "/tmp/after"]);
         both = check.status === 200 && (check.body as { exit?: number }).exit === 0;
         if (!both) await new Promise((resolve) => setTimeout(resolve, 100));
@@ -249,6 +254,7 @@ for (const store of STORE_KINDS) {
       assert.equal(records[0]?.outcome, "indeterminate");
       const retried = await exec(id, keyedCmd, {}, { "idempotency-key": "agent-died" });
       assert.deepEqual(retried.body, keyed.body);
+      // A window of absence: a second run would have written its line at once.
       await new Promise((resolve) => setTimeout(resolve, 1200));
       const runs = await exec(id, ["sh", "-c", "wc -l < /tmp/keyed"]);
       assert.equal((runs.body as { stdout: string }).stdout.trim(), "1", "the keyed command ran once");

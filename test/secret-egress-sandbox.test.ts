@@ -157,7 +157,7 @@ describe("secret egress from inside a sandbox", () => {
     // The run tail carries the same events.
     const tail = await t.c.tails.open(await t.c.identity.authenticate(t.orgA.keys.member), { runId: caller.runId });
     const abort = new AbortController();
-    const timer = setTimeout(() => abort.abort(), 10_000);
+    const timer = setTimeout(() => abort.abort(), 60_000);
     const tailed: string[] = [];
     for await (const frame of tail.frames(abort.signal)) {
       if (!("item" in frame)) continue;

@@ -17,6 +17,7 @@ import {
   type TestGateway,
   type TestUpstream,
 } from "./support/egress.js";
+import { eventually } from "./support/eventually.js";
 import { API_ONLY_RUNTIME } from "./support/fixtures.js";
 
 const BOUND = "api.upstream-one.com";
@@ -335,8 +336,12 @@ forEachStore(
       const tunnel = await openTunnel(guardGateway.port, IDLE, t().c.egressCa.certificatePem);
       try {
         const get = (p: string) => tunnel.send(`GET ${p} HTTP/1.1\r\nHost: ${IDLE}\r\n\r\n`);
+        const closedBefore = brief.closedConnections();
         assert.equal((await get("/one")).status, 200);
-        await new Promise((resolve) => setTimeout(resolve, 600));
+        await eventually(
+          "the upstream closing its idle connection",
+          async () => brief.closedConnections() > closedBefore,
+        );
         assert.equal((await get("/two")).status, 200, "the sandbox's connection outlives the upstream's");
       } finally {
         tunnel.close();

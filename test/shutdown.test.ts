@@ -1,6 +1,7 @@
 // Shutdown and the log of the real server (the bundle `make run` runs, as a child process):
 // SIGTERM ends open run tails within a bounded time, and a log reader that stops reading
-// (stdout on a socket nobody drains) never blocks the API, the shutdown or a fatal exit.
+// (stdout on a socket nobody drains) never blocks the API, the shutdown or a fatal exit (the
+// shutdown deadline giving up on a step that hangs).
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
@@ -9,7 +10,7 @@ import os from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import { sweepRoot } from "../src/drivers/runtime/local/sweep.js";
-import { ServerProcess } from "./support/server-process.js";
+import { eventually, ServerProcess } from "./support/server-process.js";
 import { openSse } from "./support/sse.js";
 
 const TEXT_SCHEMA = JSON.stringify({ type: "object", properties: { text: { type: "string" } } });
@@ -119,6 +120,47 @@ describe("server shutdown and its log", () => {
       `the dropped-lines counter is served (${Date.now() - started} ms in all, ${Date.now() - stopping} ms to stop)`,
     );
     assert.ok(Number(dropped[1]) > 0, "lines were dropped");
+  });
+
+  it("gives up at its shutdown deadline and exits 1 promptly, its stdout full and unread", async () => {
+    const s = server as ServerProcess;
+    await s.stop("SIGKILL");
+    // A registry that accepts and never answers: the sandbox's pull hangs, and with it the
+    // reconciler's stop at shutdown (it waits for the step in flight).
+    const sockets = new Set<net.Socket>();
+    const hung = net.createServer((socket) => {
+      sockets.add(socket);
+      socket.on("error", () => undefined);
+    });
+    await new Promise<void>((resolve) => hung.listen(0, "127.0.0.1", resolve));
+    const port = (hung.address() as net.AddressInfo).port;
+    try {
+      const shutdownTimeoutMs = 3_000;
+      await s.start({ WARREN_SHUTDOWN_TIMEOUT_MS: String(shutdownTimeoutMs) });
+      const created = await s.api("POST", "/v1/sandboxes", {
+        image: `127.0.0.1:${port}/stuck/image:latest`,
+        command: ["true"],
+        network_access: "none",
+      });
+      assert.equal(created.status, 200, created.raw);
+      await eventually("the pull to reach the registry", async () => sockets.size > 0, 120_000);
+      s.stallStdout();
+      // Far more info lines than the socket's buffers hold: stdout is full when the deadline's
+      // error line and the exit's flush come.
+      for (let batch = 0; batch < 60; batch++) {
+        const answers = await Promise.all(
+          Array.from({ length: 50 }, () => s.api("GET", "/v1/whoami", undefined, {}, 30_000)),
+        );
+        for (const answer of answers) assert.equal(answer.status, 200, answer.raw);
+      }
+      s.signal("SIGTERM");
+      // Exit 1 is the give-up at the deadline (a clean shutdown exits 0); a hang is "running".
+      const code = await s.exitWithin(shutdownTimeoutMs + 30_000);
+      assert.equal(code, 1, "the server gave up at its shutdown deadline and ended");
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      await new Promise((resolve) => hung.close(resolve));
+    }
   });
 
   it("ends at once on a second SIGTERM, whatever its stdout is", async () => {

@@ -9,6 +9,7 @@ import { appendEvent } from "../src/modules/events/service.js";
 import { formatCursor, parseCursor, START } from "../src/modules/tail/cursor.js";
 import { readTail, type TailRow } from "../src/modules/tail/repo.js";
 import { forEachStore, type TestApp } from "./harness.js";
+import { eventually } from "./support/eventually.js";
 import { API_ONLY_RUNTIME, freshOrg } from "./support/fixtures.js";
 import { openSse, type SseItem, type SseStream } from "./support/sse.js";
 
@@ -349,12 +350,14 @@ forEachStore(
       streams.push(elsewhere);
       const open = t().c.tails.openStreams;
       streams.shift()?.close();
-      for (let i = 0; i < 100 && t().c.tails.openStreams >= open; i++) await sleep(20);
+      await eventually("the closed stream's slot freed", async () => t().c.tails.openStreams < open).catch(
+        () => undefined,
+      );
       const again = await tail(t(), key, runId);
       assert.equal(again.status, 200, again.body);
       streams.push(again);
       for (const stream of streams) stream.close();
-      for (let i = 0; i < 100 && t().c.tails.openStreams > 0; i++) await sleep(20);
+      await eventually("every stream closed", async () => t().c.tails.openStreams === 0).catch(() => undefined);
       assert.equal(t().c.tails.openStreams, 0, "every slot is freed");
       assert.equal(t().c.tailHub.subscriptions, 0, "every listener is gone");
     });
@@ -415,7 +418,7 @@ forEachStore(
       } finally {
         for (const socket of silent) socket.destroy();
       }
-      for (let i = 0; i < 500 && t().c.tails.bufferedBytes(org.id) > 0; i++) await sleep(20);
+      await eventually("every page let go", async () => t().c.tails.bufferedBytes(org.id) === 0).catch(() => undefined);
       assert.equal(t().c.tails.bufferedBytes(org.id), 0, "every page is let go when its clients go");
     });
 

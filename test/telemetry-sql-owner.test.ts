@@ -191,7 +191,8 @@ describe("telemetry SQL layer 2 with a non-superuser database owner (PostgreSQL)
       const sleeper = repo.runAsReader(logins, ORG_B, "SELECT pg_sleep(1.5), 'zz_sleeper_text'", [], LAYER2);
       // The sleeper is running: a superuser sees its text.
       let seen = false;
-      for (let i = 0; i < 100 && !seen; i++) {
+      // (An idle backend still shows its last query, so "seen" holds once it has started.)
+      for (const deadline = Date.now() + 30_000; !seen && Date.now() < deadline; ) {
         const { rows } = await admin.query("SELECT 1 FROM pg_stat_activity WHERE query LIKE '%zz_sleeper' || '_text%'");
         seen = rows.length > 0;
         if (!seen) await new Promise((resolve) => setTimeout(resolve, 10));

@@ -181,7 +181,7 @@ function collectorTests(t: () => TestApp) {
       .finally(() => {
         finished = true;
       });
-    await sleep(200);
+    await sleep(200); // a window of absence: a collector that did not wait would finish in it
     assert.equal(finished, false, "the collector waits for the publish's row lock");
     release();
     await publish;
@@ -208,7 +208,7 @@ function collectorTests(t: () => TestApp) {
     const pass = collector(gated.store).collectBlobs(3600);
     await gated.reached;
     const publish = t().request("POST", `/v1/volume-pushes/${start.push_id}/publish`, { key: owner(), body: {} });
-    await sleep(200);
+    await sleep(200); // lets the publish reach the row the collector holds (if later, it is refused all the same)
     gated.open();
     await pass;
     const refused = await publish;

@@ -13,7 +13,9 @@ export function canonicalJson(value: unknown): string {
 function sortKeys(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(sortKeys);
   if (value !== null && typeof value === "object") {
-    const out: Record<string, unknown> = {};
+    // No prototype: a `__proto__` key (JSON.parse makes it an own key) is kept like any other,
+    // not taken for the object's prototype and dropped from the canonical form.
+    const out: Record<string, unknown> = Object.create(null);
     for (const key of Object.keys(value).sort()) {
       out[key] = sortKeys((value as Record<string, unknown>)[key]);
     }

@@ -5,6 +5,7 @@ import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import net from "node:net";
 import { describe, it } from "node:test";
+import { eventually } from "../../test/support/eventually.js";
 import { projectFile } from "./paths.js";
 
 const CHILD = `
@@ -62,12 +63,18 @@ describe("installProcessGuard", () => {
     try {
       await send(ports.socket, "throw");
       await send(ports.socket, "reject");
-      const res = await fetch(`http://127.0.0.1:${ports.http}/`);
-      assert.equal(res.status, 200);
-      assert.equal(await res.text(), "alive");
+      // The child logs each when its loop gets to the data: wait for the lines, not a fixed time.
+      await eventually("both failures logged", async () =>
+        [/boom in a data listener/, /boom in a promise/, /uncaught error contained/].every((line) =>
+          line.test(stderr()),
+        ),
+      ).catch(() => undefined); // the assertions below say which line is missing
       assert.match(stderr(), /boom in a data listener/);
       assert.match(stderr(), /boom in a promise/);
       assert.match(stderr(), /uncaught error contained/);
+      const res = await fetch(`http://127.0.0.1:${ports.http}/`);
+      assert.equal(res.status, 200);
+      assert.equal(await res.text(), "alive");
       assert.equal(child.exitCode, null);
     } finally {
       child.kill();

@@ -4,6 +4,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { openTestStore, STORE_KINDS, type TestStore } from "../../test/harness.js";
+import { eventually } from "../../test/support/eventually.js";
 import type { Db } from "./db.js";
 import { DeferringDb } from "./deferred-writes.js";
 
@@ -40,22 +41,25 @@ for (const kind of STORE_KINDS) {
 
     it("does not hold a call behind writes deferred after it", async () => {
       // A steady stream of deferred writes must not starve a read made in the middle of it.
-      let streamEnded = false;
+      // The stream goes on until the read is answered (or a bound far past any machine's speed),
+      // so the assertion does not depend on how fast either runs.
+      let readAnswered = false;
+      let deferred = 0;
       const stream = (async () => {
         // Deferred faster than they are written, so some are always pending.
-        for (let i = 0; i < 300; i++) {
+        for (; !readAnswered && deferred < 20_000; deferred++) {
           void db.defer(async (q) => {
             await new Promise((resolve) => setTimeout(resolve, 5));
             await q.query("SELECT 1");
           });
           await new Promise((resolve) => setTimeout(resolve, 1));
         }
-        streamEnded = true;
+        return readAnswered;
       })();
-      await new Promise((resolve) => setTimeout(resolve, 20));
+      await eventually("the stream's first deferred writes", async () => deferred > 10);
       await ids();
-      assert.equal(streamEnded, false, "the read was answered while writes were still being deferred");
-      await stream;
+      readAnswered = true;
+      assert.equal(await stream, true, `the read was answered while writes were still being deferred (${deferred})`);
       await db.settled();
     });
 

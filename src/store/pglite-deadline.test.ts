@@ -10,6 +10,7 @@ import { after, before, describe, it } from "node:test";
 import v8 from "node:v8";
 import vm from "node:vm";
 import { pgliteTemplate } from "../../test/harness.js";
+import { eventually } from "../../test/support/eventually.js";
 import { openPglite, type PgliteDb } from "./pglite.js";
 
 /** The planner thinks little of it; it would run for minutes. */
@@ -194,13 +195,37 @@ describe("statement deadlines on the embedded store (data directory)", () => {
     const descriptors: number[] = [];
     const timers: number[] = [];
     const rssMiB: number[] = [];
+    const counts = () => {
+      gc();
+      return { fds: openDescriptors(dir), timers: pendingTimers() };
+    };
+    const same = (a: { fds: number; timers: number }, b: { fds: number; timers: number }) =>
+      a.fds === b.fds && a.timers === b.timers;
+    let first: { fds: number; timers: number } | undefined;
     for (let i = 0; i < 6; i++) {
       assert.equal((await stop()).code, "57014");
       await db.query("INSERT INTO deadline_t (id, note) VALUES ($1, 'repeat')", [100 + i]);
-      await new Promise((resolve) => setTimeout(resolve, 300));
-      gc();
-      descriptors.push(openDescriptors(dir));
-      timers.push(pendingTimers());
+      // A stopped instance lets go of its files and timers when the loop gets to it: the first
+      // round's counts are taken once steady, each later round's once back there (a leak never
+      // is), not after a fixed time.
+      let now = counts();
+      if (!first) {
+        for (let steady = 0, deadline = Date.now() + 30_000; steady < 3 && Date.now() < deadline; ) {
+          await new Promise((resolve) => setTimeout(resolve, 200));
+          const next = counts();
+          steady = same(next, now) ? steady + 1 : 0;
+          now = next;
+        }
+        first = now;
+      } else {
+        const target = first;
+        now = await eventually("the stopped instance's files and timers let go", async () => {
+          const next = counts();
+          return same(next, target) && next;
+        }).catch(() => counts());
+      }
+      descriptors.push(now.fds);
+      timers.push(now.timers);
       rssMiB.push(process.memoryUsage().rss / 2 ** 20);
     }
     assert.deepEqual(descriptors.slice(1), Array(5).fill(descriptors[0]), `host descriptors: ${descriptors}`);

@@ -133,6 +133,8 @@ export interface Received {
 export interface TestUpstream {
   port: number;
   received: Received[];
+  /** Connections that have closed (for instance at the keep-alive timeout). */
+  closedConnections(): number;
   close(): Promise<void>;
 }
 
@@ -193,13 +195,18 @@ export async function startUpstream(
     });
   });
   let accepted = 0;
-  server.on("secureConnection", (socket) => connections.set(socket, ++accepted));
+  let closed = 0;
+  server.on("secureConnection", (socket) => {
+    connections.set(socket, ++accepted);
+    socket.once("close", () => closed++);
+  });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const address = server.address();
   if (!address || typeof address === "string") throw new Error("no upstream address");
   return {
     port: address.port,
     received,
+    closedConnections: () => closed,
     close: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections();

@@ -48,6 +48,8 @@ export interface ServerProcessOptions {
   env?: Record<string, string>;
   /** How long start() waits for /readyz (default 120 s). */
   readyTimeoutMs?: number;
+  /** A command the server is started under, which execs it (e.g. `prlimit --nofile=1024:1024 --`). */
+  launcher?: string[];
 }
 
 /** The server under test. build() once, then start() and stop() it as often as the test needs. */
@@ -85,7 +87,13 @@ export class ServerProcess {
       ...extraEnv,
     };
     delete env.NODE_TEST_CONTEXT;
-    const child = spawn(process.execPath, ["--enable-source-maps", this.bundle], {
+    const [command, ...args] = [
+      ...(this.options.launcher ?? []),
+      process.execPath,
+      "--enable-source-maps",
+      this.bundle,
+    ];
+    const child = spawn(command as string, args, {
       cwd: PROJECT_DIR,
       env,
       stdio: ["ignore", "pipe", "pipe"],
@@ -221,13 +229,20 @@ export async function startCrashRig(
   name: string,
   apiKey: string,
   env: (busyboxRef: string) => Record<string, string>,
+  serverOptions: Pick<ServerProcessOptions, "launcher"> = {},
 ): Promise<CrashRig> {
   const fixture = await startRuntimeFixture(`${name}-registry`);
   const root = await mkdtemp(path.join(os.tmpdir(), `warren-runtime-${name}-`));
   // sweepStaleTestState() removes the root if this process dies without its after hook.
   await writeFile(path.join(root, "owner.pid"), String(process.pid));
   const dataDir = await mkdtemp(path.join(os.tmpdir(), `warren-${name}-data-`));
-  const server = new ServerProcess({ dataDir, runtimeRoot: root, apiKey, env: env(fixture.busyboxRef) });
+  const server = new ServerProcess({
+    dataDir,
+    runtimeRoot: root,
+    apiKey,
+    env: env(fixture.busyboxRef),
+    ...serverOptions,
+  });
   const cleanup = async () => {
     await server.dispose();
     // A driver opened on the server's root destroys whatever a failure left behind.

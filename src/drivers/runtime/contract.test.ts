@@ -92,7 +92,7 @@ function completed(outcome: ExecOutcome): Extract<ExecOutcome, { kind: "complete
 }
 
 /** The next exit of `id` the driver reports, or its observation when it has already stopped. */
-async function exitOf(driver: RuntimeDriver, id: string, timeoutMs = 15_000): Promise<SandboxObservation> {
+async function exitOf(driver: RuntimeDriver, id: string, timeoutMs = 60_000): Promise<SandboxObservation> {
   let unsubscribe: () => void = () => undefined;
   const reported = new Promise<SandboxObservation>((resolve) => {
     unsubscribe = driver.onExit((exitedId, observation) => {
@@ -501,7 +501,7 @@ for (const target of targets) {
       );
       assert.equal(listen.exit, 0);
       let ports: number[] = [];
-      for (let i = 0; i < 50 && !ports.includes(8080); i++) {
+      for (const deadline = Date.now() + 30_000; !ports.includes(8080) && Date.now() < deadline; ) {
         await new Promise((resolve) => setTimeout(resolve, 50));
         ports = await h.driver.listeningPorts(id);
       }

@@ -54,6 +54,11 @@ interface Target {
 }
 
 /** A promoted value as stored and as filtered: strings as they are, anything else as JSON. */
+/** A payload's own value of `field` (never Object.prototype's `constructor` or `__proto__`). */
+function ownValue(object: Record<string, unknown>, field: string): unknown {
+  return Object.hasOwn(object, field) ? object[field] : undefined;
+}
+
 export function promotedText(value: unknown): string | null {
   if (value === undefined) return null;
   return typeof value === "string" ? value : JSON.stringify(value);
@@ -327,7 +332,9 @@ export class AnnotationService {
     );
     const eventId = input.event_id ?? newUlid();
 
-    const identity = schema.promoted_fields.filter((p) => p.identity).map((p) => [p.field, object[p.field] ?? null]);
+    const identity = schema.promoted_fields
+      .filter((p) => p.identity)
+      .map((p) => [p.field, ownValue(object, p.field) ?? null]);
     const supersessionKey = sha256Hex(
       canonicalJson([
         input.schema_name,
@@ -340,7 +347,7 @@ export class AnnotationService {
     );
     const slots: repo.AnnotationInsert["slots"] = {};
     for (const promoted of schema.promoted_fields) {
-      slots[promoted.slot as repo.SlotColumn] = promotedText(object[promoted.field]);
+      slots[promoted.slot as repo.SlotColumn] = promotedText(ownValue(object, promoted.field));
     }
     const row: repo.AnnotationInsert = {
       orgId: cred.orgId,

@@ -915,7 +915,8 @@ function checkRequired(step: Step): Incompatibility[] {
     });
     const failures = finiteFailures(step.view, ["object"], (v) => hasOwn(v as JsonObject, name));
     // Confluent's rule: a default stands in for the missing value (consumers fill it in).
-    if (alreadyRequired || failures?.length === 0 || hasDefault(properties[name])) return [];
+    if (alreadyRequired || failures?.length === 0 || (hasOwn(properties, name) && hasDefault(properties[name])))
+      return [];
     const pointer = at(step.target, `required/${i}`);
     return [issue(pointer, "required_added_without_default", `${render(name)} is newly required and has no default`)];
   });

@@ -12,7 +12,15 @@ const addFormats = formatsModule.default;
 const DRAFT_2020_12 = "https://json-schema.org/draft/2020-12/schema";
 
 function newAjv() {
-  const ajv = new Ajv2020({ allErrors: true, strict: false, validateSchema: true, useDefaults: false });
+  // ownProperties: a payload's keys are its own; otherwise a declared property named like one of
+  // Object.prototype's (`constructor`, `toString`) is "present" in every payload that omits it.
+  const ajv = new Ajv2020({
+    allErrors: true,
+    strict: false,
+    validateSchema: true,
+    useDefaults: false,
+    ownProperties: true,
+  });
   addFormats(ajv);
   return ajv;
 }

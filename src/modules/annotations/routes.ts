@@ -142,7 +142,8 @@ export function registerAnnotationRoutes(
     },
     async (request) => {
       const query = request.query as Record<string, unknown> & typeof request.query;
-      const promoted: Record<string, string> = {};
+      // No prototype: a filter `promoted.__proto__` is a key like any other, not a lost assignment.
+      const promoted: Record<string, string> = Object.create(null);
       for (const [key, value] of Object.entries(query)) {
         if (key.startsWith(PROMOTED_PREFIX)) promoted[key.slice(PROMOTED_PREFIX.length)] = String(value);
       }

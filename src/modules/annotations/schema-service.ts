@@ -33,7 +33,8 @@ export function schemaView(row: repo.SchemaRow): AnnotationSchemaJson {
 function propertyType(doc: unknown, field: string): string | null {
   if (typeof doc !== "object" || doc === null) return null;
   const props = (doc as { properties?: Record<string, unknown> }).properties;
-  if (!props || !(field in props)) return null;
+  // Own keys only: `toString` is "in" every object, declared or not.
+  if (!props || typeof props !== "object" || !Object.hasOwn(props, field)) return null;
   const prop = props[field];
   if (typeof prop !== "object" || prop === null) return "";
   const type = (prop as { type?: unknown }).type;

@@ -6,6 +6,7 @@ import { connect, createServer, type Socket } from "node:net";
 import { networkInterfaces } from "node:os";
 import { Writable } from "node:stream";
 import { after, before, describe, it } from "node:test";
+import { eventually } from "../../../test/support/eventually.js";
 import { createLogger } from "../../lib/logger.js";
 import { EgressGateway, endToEndHeaders, parseAuthority } from "./gateway.js";
 import type { EgressCaller } from "./types.js";
@@ -187,14 +188,17 @@ describe("egress gateway bounds", () => {
         await new Promise((resolve) => socket.once("connect", resolve));
         held.push(socket);
       }
-      await new Promise((resolve) => setTimeout(resolve, 100));
+      // Connections are accepted in the listen backlog's order and counted at once, so the
+      // three are counted before the fourth.
       const fourth = await raw(gateway.port, `GET http://up.test:${upstreamPort}/ HTTP/1.0\r\n\r\n`, 1000);
       assert.equal(fourth, "", "closed without an answer");
     } finally {
       for (const socket of held) socket.destroy();
     }
-    await new Promise((resolve) => setTimeout(resolve, 100));
-    assert.match(await raw(gateway.port, `GET http://up.test:${upstreamPort}/freed HTTP/1.0\r\n\r\n`), /up \/freed/);
+    // The gateway hears of the closes when its loop gets to them.
+    await eventually("a place freed by the closed connections", async () =>
+      /up \/freed/.test(await raw(gateway.port, `GET http://up.test:${upstreamPort}/freed HTTP/1.0\r\n\r\n`)),
+    );
   });
 
   it("destroys connections whose head misses its deadline, however they trickle bytes", async () => {
@@ -297,9 +301,11 @@ describe("egress gateway bounds", () => {
     });
     const closed = new Promise<void>((resolve) => socket.once("close", () => resolve()));
     socket.on("error", () => undefined);
-    /** What arrived once it includes `marker` (or after ~1 s). */
+    /** What arrived once it includes `marker` (or after 30 s). */
     const received = async (marker: string) => {
-      for (let i = 0; i < 50 && !text.includes(marker); i++) await new Promise((r) => setTimeout(r, 20));
+      await eventually(`${JSON.stringify(marker)} through the tunnel`, async () => text.includes(marker)).catch(
+        () => undefined, // the caller's assertion on the text says what is missing
+      );
       return text;
     };
     socket.write(`CONNECT ${host}:${upstreamPort} HTTP/1.1\r\n\r\n`);
@@ -367,7 +373,8 @@ describe("egress gateway bounds", () => {
         `GET /v1/whoami HTTP/1.1\r\nHost: api\r\nAuthorization: Bearer own-token\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n${body}`,
       );
       assert.match(relayed, /^HTTP\/1\.1 200 /);
-      await new Promise((resolve) => setTimeout(resolve, 100));
+      // The recorder answers at the head: wait for the whole body before looking for what it carried.
+      await eventually("the relayed body's last chunk", async () => received.endsWith("0\r\n\r\n"));
       assert.match(received, /^GET \/v1\/whoami HTTP\/1\.1\r\n/);
       assert.match(received.split("\r\n\r\n")[0] as string, /\r\ntransfer-encoding: chunked/i, received);
       assert.ok(!received.includes("\r\n\r\nGET /smuggled"), received);
@@ -377,7 +384,7 @@ describe("egress gateway bounds", () => {
         gateway.port,
         `GET http://up.test:${recorderPort}/first HTTP/1.1\r\nHost: up.test\r\nTransfer-Encoding: chunked\r\n\r\n${body}`,
       );
-      await new Promise((resolve) => setTimeout(resolve, 100));
+      await eventually("the forwarded body's last chunk", async () => received.endsWith("0\r\n\r\n"));
       assert.match(received.split("\r\n\r\n")[0] as string, /\r\ntransfer-encoding: chunked/i, received);
       assert.ok(!received.includes("\r\n\r\nGET /smuggled"), received);
     } finally {

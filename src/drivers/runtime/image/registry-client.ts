@@ -310,29 +310,14 @@ export class RegistryClient {
   async downloadBlob(repo: RepositoryRef, digest: string, destination: string, expectedSize?: number): Promise<void> {
     assertSha256(digest);
     const partial = `${destination}.partial-${process.pid}-${Math.random().toString(36).slice(2)}`;
-    const { response, done } = await this.request(repo, `blobs/${digest}`, "*/*");
-    const hash = createHash("sha256");
-    let size = 0;
     let handle: FileHandle | undefined;
     try {
       handle = await open(partial, "wx", 0o644);
-      if (!response.body) throw new ImageError("registry_error", `blob ${digest}: empty response`);
-      for await (const chunk of response.body as AsyncIterable<Uint8Array>) {
-        done.touch();
-        size += chunk.length;
-        this.receivedBytes += chunk.length;
-        if (expectedSize !== undefined && size > expectedSize) {
-          throw new ImageError(
-            "digest_mismatch",
-            `blob ${digest} is larger than its descriptor's ${expectedSize} bytes`,
-          );
-        }
-        hash.update(chunk);
+      // streamBlob checks the size as it goes and the digest before its iteration ends.
+      for await (const chunk of this.streamBlob(repo, digest, expectedSize)) {
         let written = 0;
         while (written < chunk.length) written += (await handle.write(chunk, written)).bytesWritten;
       }
-      const actual = `sha256:${hash.digest("hex")}`;
-      if (actual !== digest) throw new ImageError("digest_mismatch", `blob ${digest} has digest ${actual}`);
       await handle.sync();
       await handle.close();
       handle = undefined;
@@ -341,8 +326,6 @@ export class RegistryClient {
       await handle?.close().catch(() => {});
       await rm(partial, { force: true });
       throw error;
-    } finally {
-      done();
     }
   }
 

@@ -38,7 +38,7 @@ async function processAlive(pid: number): Promise<boolean> {
   return stat !== "" && !/\) [ZX] /.test(stat);
 }
 
-async function waitFor(check: () => Promise<boolean>, timeoutMs = 5000): Promise<boolean> {
+async function waitFor(check: () => Promise<boolean>, timeoutMs = 30_000): Promise<boolean> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     if (await check()) return true;
@@ -290,6 +290,15 @@ describe("exec agent in sandboxes", () => {
     drivers.push(driver);
     return driver;
   };
+  /** Until a running `sh` has touched /tmp/begun (its earlier output is then written). */
+  const begun = async (id: string) =>
+    assert.ok(
+      await waitFor(async () => {
+        const probe = await exec(id, ["test", "-e", "/tmp/begun"]);
+        return probe.kind === "completed" && probe.exit === 0;
+      }, 60_000),
+      "the command began",
+    );
 
   before(async () => {
     f = await startRuntimeFixture("agent");
@@ -404,8 +413,8 @@ describe("exec agent in sandboxes", () => {
     completed(await exec(id, ["true"]));
     const pid = await f.driver.execAgentPid(id);
     assert.ok(pid);
-    const running = sh(id, "echo before; sleep 30");
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    const running = sh(id, "echo before; touch /tmp/begun; sleep 30");
+    await begun(id);
     process.kill(pid, "SIGKILL");
     const outcome = await running;
     assert.equal(outcome.kind, "indeterminate", JSON.stringify(outcome));
@@ -492,8 +501,8 @@ describe("exec agent in sandboxes", () => {
   it("reports a command killed by a stop of its sandbox as exit 137, as runc exec does", async () => {
     const id = await sandbox();
     completed(await exec(id, ["true"]));
-    const running = sh(id, "echo before; sleep 30");
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    const running = sh(id, "echo before; touch /tmp/begun; sleep 30");
+    await begun(id);
     await f.driver.stop(id);
     const outcome = completed(await running);
     assert.equal(outcome.exit, 137);

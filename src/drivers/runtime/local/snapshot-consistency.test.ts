@@ -219,7 +219,7 @@ describe("snapshot consistency under metadata-heavy load", () => {
       await eventually("the xattr writer's 50 files", async () => (await readdir(dir)).length >= 50, 120_000);
       // Three snapshots in a row of the same storm.
       await f.driver.snapshot(id, first);
-      await sleep(300);
+      await sleep(300); // the storm moves on between snapshots (how far does not matter to the checks)
       await f.driver.snapshot(id, second);
       await f.driver.snapshot(id, third);
     } finally {
@@ -290,7 +290,7 @@ describe("snapshot consistency under metadata-heavy load", () => {
     const snapshots = [testId("snp"), testId("snp")];
     for (const snapshotId of snapshots) {
       await f.driver.snapshot(id, snapshotId);
-      await sleep(300);
+      await sleep(300); // the storm moves on between snapshots (how far does not matter to the checks)
     }
     // The storm's CPU is not the replication's.
     await f.driver.stop(id);

@@ -6,6 +6,7 @@ import assert from "node:assert/strict";
 import { constants, copyFile, readdir, readFile } from "node:fs/promises";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
+import { eventually } from "../../../../test/support/eventually.js";
 import type { ExecOutcome, PreparedImage, RuntimeError, SandboxSpec, StorageClass } from "../interface.js";
 import { freezeCgroup } from "./cgroups.js";
 import { LocalRuntimeDriver } from "./driver.js";
@@ -144,13 +145,12 @@ describe("local driver storage", () => {
       command: ["sh", "-c", "i=0; while true; do echo $i >> /workspace/log; i=$((i+1)); done"],
     });
     const lines = async () => Number((await sh(id, "wc -l < /workspace/log")).stdout.trim());
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    await eventually("the writer's first lines", async () => (await lines()) >= 3, 60_000);
     const snapshotId = testId("snp");
     const snapshot = await f.driver.snapshot(id, snapshotId);
     assert.equal((await f.driver.observe(id)).status, "running");
     const before = await lines();
-    await new Promise((resolve) => setTimeout(resolve, 200));
-    assert.ok((await lines()) > before, "the writer goes on after the snapshot");
+    await eventually("the writer going on after the snapshot", async () => (await lines()) > before, 60_000);
     const freezer = await readFile(`/sys/fs/cgroup/freezer${f.driver.layout.cgroupPath(id)}/freezer.state`, "utf8");
     assert.equal(freezer.trim(), "THAWED");
     const restored = await restore(snapshotId);
@@ -162,10 +162,12 @@ describe("local driver storage", () => {
     const id = await sandbox({
       command: ["sh", "-c", "i=0; while true; do echo $i >> /workspace/log; i=$((i+1)); done"],
     });
-    await new Promise((resolve) => setTimeout(resolve, 200));
     // Lines on disk before the call (the filesystem flushed while the writer goes on).
-    const synced = Number((await sh(id, "sync; wc -l < /workspace/log")).stdout.trim());
-    assert.ok(synced > 0);
+    const synced = await eventually(
+      "synced lines of the writer",
+      async () => Number((await sh(id, "sync; wc -l < /workspace/log")).stdout.trim()),
+      60_000,
+    );
     const snapshotId = testId("snp");
     await f.driver.snapshot(id, snapshotId);
     const restored = await restore(snapshotId);

@@ -139,7 +139,9 @@ const SLOT = /^p[1-8]$/;
 /** The typed column of a promoted field: its JSON Schema type decides the SQL type. */
 function promotedColumn(field: string, slot: string, properties: Record<string, unknown>): PublishedColumn | null {
   if (!SLOT.test(slot)) return null;
-  const declared = (properties[field] as { type?: unknown } | undefined)?.type;
+  const declared = Object.hasOwn(properties, field)
+    ? (properties[field] as { type?: unknown } | undefined)?.type
+    : undefined;
   const types = (Array.isArray(declared) ? declared : [declared]).filter((t) => t !== "null");
   const type = types.length === 1 ? types[0] : "string";
   switch (type) {
