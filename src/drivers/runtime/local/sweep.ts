@@ -18,30 +18,38 @@ export interface SweepReport {
 export async function sweepRoot(root: string, options: { keepRoot?: boolean } = {}): Promise<SweepReport> {
   const report: SweepReport = { destroyed: [], errors: [] };
   const driver = await LocalRuntimeDriver.open({ root, installPackages: false });
+  await releaseAll(driver, report.errors, async (id) => {
+    await driver.destroy(id);
+    report.destroyed.push(id);
+  });
+  if (!options.keepRoot) await rm(driver.layout.root, { recursive: true, force: true });
+  return report;
+}
+
+/**
+ * `each` on every sandbox of the driver's root (an error noted per sandbox), then the root's
+ * shared host state: veths left over, its nftables table, its cgroup parent (and the shared
+ * `/warren` parent once no other root uses it), and after the driver is closed the storage
+ * pool's loop mount and whatever is still mounted under the root.
+ */
+async function releaseAll(driver: LocalRuntimeDriver, errors: string[], each: (id: string) => Promise<void>) {
   try {
     for (const id of await driver.list()) {
-      try {
-        await driver.destroy(id);
-        report.destroyed.push(id);
-      } catch (error) {
-        report.errors.push(`${id}: ${(error as Error).message}`);
-      }
+      await each(id).catch((error: Error) => errors.push(`${id}: ${error.message}`));
     }
     for (const veth of await driver.network.listVeths()) {
-      await deleteLink(veth).catch((error) => report.errors.push(`${veth}: ${(error as Error).message}`));
+      await deleteLink(veth).catch((error) => errors.push(`${veth}: ${(error as Error).message}`));
     }
     await driver.network.deleteTable();
     const left = await removeCgroup(driver.layout.cgroupParent);
-    if (left.length > 0) report.errors.push(`cgroups left: ${left.join(", ")}`);
-    // The shared parent goes only when no other root uses it (rmdir fails on a non-empty cgroup).
+    if (left.length > 0) errors.push(`cgroups left: ${left.join(", ")}`);
+    // rmdir fails on a non-empty cgroup: another root's sandboxes keep the shared parent.
     for (const dir of await cgroupDirs("/warren")) await rmdir(dir).catch(() => undefined);
   } finally {
     await driver.close();
   }
-  await StoragePool.detach(driver.layout).catch((error) => report.errors.push((error as Error).message));
-  await unmountUnder(driver.layout.root).catch((error) => report.errors.push((error as Error).message));
-  if (!options.keepRoot) await rm(driver.layout.root, { recursive: true, force: true });
-  return report;
+  await StoragePool.detach(driver.layout).catch((error) => errors.push((error as Error).message));
+  await unmountUnder(driver.layout.root).catch((error) => errors.push((error as Error).message));
 }
 
 export interface ReleaseReport {
@@ -61,33 +69,16 @@ export interface ReleaseReport {
 export async function releaseRoot(root: string): Promise<ReleaseReport> {
   const report: ReleaseReport = { released: [], errors: [] };
   const driver = await LocalRuntimeDriver.open({ root, installPackages: false });
-  try {
-    for (const id of await driver.list()) {
-      try {
-        await driver.stop(id);
-        const paths = driver.layout.sandbox(id);
-        await unmountUnder(paths.dir);
-        const network = await readNetworkRecord(paths).catch(() => null);
-        await driver.network.detach(id, network?.slot ?? null);
-        await driver.network.deleteNamespace(id);
-        const left = await removeCgroup(driver.layout.cgroupPath(id));
-        if (left.length > 0) throw new Error(`cgroups still in use: ${left.join(", ")}`);
-        report.released.push(id);
-      } catch (error) {
-        report.errors.push(`${id}: ${(error as Error).message}`);
-      }
-    }
-    for (const veth of await driver.network.listVeths()) {
-      await deleteLink(veth).catch((error) => report.errors.push(`${veth}: ${(error as Error).message}`));
-    }
-    await driver.network.deleteTable();
-    const left = await removeCgroup(driver.layout.cgroupParent);
-    if (left.length > 0) report.errors.push(`cgroups left: ${left.join(", ")}`);
-    for (const dir of await cgroupDirs("/warren")) await rmdir(dir).catch(() => undefined);
-  } finally {
-    await driver.close();
-  }
-  await StoragePool.detach(driver.layout).catch((error) => report.errors.push((error as Error).message));
-  await unmountUnder(driver.layout.root).catch((error) => report.errors.push((error as Error).message));
+  await releaseAll(driver, report.errors, async (id) => {
+    await driver.stop(id);
+    const paths = driver.layout.sandbox(id);
+    await unmountUnder(paths.dir);
+    const network = await readNetworkRecord(paths).catch(() => null);
+    await driver.network.detach(id, network?.slot ?? null);
+    await driver.network.deleteNamespace(id);
+    const left = await removeCgroup(driver.layout.cgroupPath(id));
+    if (left.length > 0) throw new Error(`cgroups still in use: ${left.join(", ")}`);
+    report.released.push(id);
+  });
   return report;
 }
