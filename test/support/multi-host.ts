@@ -40,7 +40,7 @@ import {
 } from "./multi-host-net.js";
 import { pushTestImages, startTestRegistry, type TestRegistry } from "./registry.js";
 import { type S3rverHandle, startS3rver } from "./s3rver.js";
-import type { Json, Reply, ShownSandbox } from "./server-process.js";
+import { apiRequest, type Json, type Reply, type ShownSandbox } from "./server-process.js";
 import { TcpForward } from "./tcp-forward.js";
 
 const execFileAsync = promisify(execFile);
@@ -280,24 +280,7 @@ export class Host {
     headers: Record<string, string> = {},
     timeoutMs = 90_000,
   ): Promise<HostReply> {
-    const res = await fetch(`${this.url}${url}`, {
-      method,
-      signal: AbortSignal.timeout(timeoutMs),
-      headers: {
-        authorization: `Bearer ${this.apiKey}`,
-        ...(body !== undefined ? { "content-type": "application/json" } : {}),
-        ...headers,
-      },
-      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-    });
-    const raw = await res.text();
-    let parsed: Json = {};
-    try {
-      parsed = raw ? (JSON.parse(raw) as Json) : {};
-    } catch {
-      parsed = {};
-    }
-    return { status: res.status, body: parsed, raw, headers: res.headers };
+    return apiRequest(this.url, this.apiKey, { method, url, body, headers, timeoutMs });
   }
 
   async sandbox(id: string, query = ""): Promise<ShownSandbox> {

@@ -193,24 +193,14 @@ export class ServerProcess {
     headers: Record<string, string> = {},
     timeoutMs = 90_000,
   ): Promise<Reply> {
-    const res = await fetch(`http://127.0.0.1:${this.port}${url}`, {
+    const { headers: _, ...reply } = await apiRequest(`http://127.0.0.1:${this.port}`, this.options.apiKey, {
       method,
-      signal: AbortSignal.timeout(timeoutMs),
-      headers: {
-        authorization: `Bearer ${this.options.apiKey}`,
-        ...(body !== undefined ? { "content-type": "application/json" } : {}),
-        ...headers,
-      },
-      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+      url,
+      body,
+      headers,
+      timeoutMs,
     });
-    const raw = await res.text();
-    let parsed: Json = {};
-    try {
-      parsed = raw ? (JSON.parse(raw) as Json) : {};
-    } catch {
-      parsed = {};
-    }
-    return { status: res.status, body: parsed, raw };
+    return reply;
   }
 }
 
@@ -258,4 +248,31 @@ export async function startCrashRig(
     throw error;
   }
   return { fixture, root, dataDir, server, cleanup };
+}
+
+/** One JSON request to a Warren API at `base` with `apiKey` (headers may name another credential). */
+export async function apiRequest(
+  base: string,
+  apiKey: string,
+  request: { method: string; url: string; body?: unknown; headers: Record<string, string>; timeoutMs: number },
+): Promise<Reply & { headers: Headers }> {
+  const { method, url, body, headers, timeoutMs } = request;
+  const res = await fetch(`${base}${url}`, {
+    method,
+    signal: AbortSignal.timeout(timeoutMs),
+    headers: {
+      authorization: `Bearer ${apiKey}`,
+      ...(body !== undefined ? { "content-type": "application/json" } : {}),
+      ...headers,
+    },
+    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+  });
+  const raw = await res.text();
+  let parsed: Json = {};
+  try {
+    parsed = raw ? (JSON.parse(raw) as Json) : {};
+  } catch {
+    parsed = {};
+  }
+  return { status: res.status, body: parsed, raw, headers: res.headers };
 }
