@@ -133,8 +133,28 @@ forEachStore("sandbox repo lifecycle SQL", (t) => {
     assert.ok(holdsCompute({ state: "requested", desired_state: "running" }));
     assert.ok(!holdsCompute({ state: "stopped", desired_state: "stopped" }));
     assert.ok(holdsStorage("stopped") && !holdsStorage("failed") && !holdsStorage("terminated"));
-    assert.deepEqual(await repo.committedCompute(db), expected, `rows ${computeIds.length}`);
-    assert.deepEqual(new Set((await repo.storageReservations(db)).map((row) => row.id)), storageIds);
+    // Rows of another host are that host's to admit against: they change nothing here.
+    const elsewhere = await insert(
+      db,
+      t(),
+      {
+        state: "running",
+        desired_state: "running",
+        quarantined: false,
+        state_deadline: null,
+        expires_at: null,
+        idle_deadline: null,
+        finished_at: null,
+      },
+      { memory_mb: 2 ** n, cpu_millis: 1 },
+    );
+    await db.query("UPDATE sandboxes SET host_id = 'h_other' WHERE id = $1", [elsewhere]);
+    assert.deepEqual(await repo.committedCompute(db, HOST), expected, `rows ${computeIds.length}`);
+    assert.deepEqual(new Set((await repo.storageReservations(db, HOST)).map((row) => row.id)), storageIds);
+    // Without a hosts registry every row is this host's.
+    const all = await repo.committedCompute(db, null);
+    assert.deepEqual(all, { memoryMiB: expected.memoryMiB + 2 ** n, cpuMillis: expected.cpuMillis + 1 });
+    assert.ok((await repo.storageReservations(db, null)).some((row) => row.id === elsewhere));
     await db.query("DELETE FROM sandboxes");
   });
 

@@ -20,6 +20,11 @@ export interface HostAdmissionRequest {
   compute?: repo.ResolvedResources;
   /** The images sandbox `id` is to hold in all (a create, a growth), against `measure`. */
   storage?: { id: string; bytes: number; measure: StorageMeasure };
+  /**
+   * The host the sandbox runs on (a create: this host; a growth: the row's owner). Only that
+   * host's rows are counted, under that host's lock; null without a hosts registry (every row).
+   */
+  hostId: string | null;
 }
 
 /** The storage each live row reserves, by sandbox id (pure). */
@@ -50,9 +55,9 @@ export async function admitOnHost(
 ): Promise<void> {
   const compute = request.compute && deps.host ? request.compute : null;
   if (!compute && !request.storage) return;
-  await repo.lockHostAdmission(q);
+  await repo.lockHostAdmission(q, request.hostId);
   if (compute && deps.host) {
-    const committed = await repo.committedCompute(q);
+    const committed = await repo.committedCompute(q, request.hostId);
     const asked = { memoryMiB: compute.memory_mb, cpuMillis: compute.cpu_millis };
     const verdict = decideCompute(deps.host, committed, asked, deps.policy);
     if (!verdict.admitted) {
@@ -71,7 +76,7 @@ export async function admitOnHost(
   }
   if (request.storage) {
     const { id, bytes, measure } = request.storage;
-    const reserved = storageReserved(await repo.storageReservations(q), measure);
+    const reserved = storageReserved(await repo.storageReservations(q, request.hostId), measure);
     refuseStorage(measure.decide(reserved, { id, bytes }), deps.log);
   }
 }

@@ -326,8 +326,16 @@ export async function countRunning(q: Queryable, orgId: string): Promise<number>
  * Serializes host admissions (compute and storage) until the transaction ends: what one
  * admits is a live row the next one counts. One key per host (issue 25 names the host).
  */
-export async function lockHostAdmission(q: Queryable, host = "local"): Promise<void> {
-  await q.query("SELECT pg_advisory_xact_lock(hashtext($1))", [`host-admission:${host}`]);
+export async function lockHostAdmission(q: Queryable, hostId: string | null): Promise<void> {
+  await q.query("SELECT pg_advisory_xact_lock(hashtext($1))", [`host-admission:${hostId ?? "local"}`]);
+}
+
+/**
+ * The rows a host's admission counts: its own (`host_id`), or, without a hosts registry
+ * (a runtime-less server, unit tests), every row, as one host owns them all.
+ */
+function onHost(hostId: string | null, param: string): string {
+  return hostId === null ? "TRUE" : `host_id = ${param}`;
 }
 
 /**
@@ -335,13 +343,18 @@ export async function lockHostAdmission(q: Queryable, host = "local"): Promise<v
  * materializing too, and a wake not yet started) or still runs (a stop under way).
  * lifecycle.holdsCompute in SQL (test/sandboxes-repo.test.ts checks they agree).
  */
-export async function committedCompute(q: Queryable): Promise<{ memoryMiB: number; cpuMillis: number }> {
+export async function committedCompute(
+  q: Queryable,
+  hostId: string | null,
+): Promise<{ memoryMiB: number; cpuMillis: number }> {
   const { rows } = await q.query<{ memory: string; cpu: string }>(
     `SELECT COALESCE(sum((resources->>'memory_mb')::bigint), 0)::text AS memory,
             COALESCE(sum((resources->>'cpu_millis')::bigint), 0)::text AS cpu
        FROM sandboxes
-      WHERE (desired_state = 'running' AND state NOT IN ('failed', 'terminated', 'terminating'))
-         OR state = 'running'`,
+      WHERE ${onHost(hostId, "$1")}
+        AND ((desired_state = 'running' AND state NOT IN ('failed', 'terminated', 'terminating'))
+             OR state = 'running')`,
+    hostId === null ? [] : [hostId],
   );
   return { memoryMiB: Number(rows[0]?.memory ?? 0), cpuMillis: Number(rows[0]?.cpu ?? 0) };
 }
@@ -349,12 +362,17 @@ export async function committedCompute(q: Queryable): Promise<{ memoryMiB: numbe
 /** The storage shape of every sandbox that holds (or is to hold) images on the host (lifecycle.holdsStorage). */
 export async function storageReservations(
   q: Queryable,
+  hostId: string | null,
 ): Promise<{ id: string; storage_class: SandboxRow["storage_class"]; workspace_capacity_gib: number | null }[]> {
   const { rows } = await q.query<{
     id: string;
     storage_class: SandboxRow["storage_class"];
     workspace_capacity_gib: number | null;
-  }>(`SELECT id, storage_class, workspace_capacity_gib FROM sandboxes WHERE state NOT IN ('failed', 'terminated')`);
+  }>(
+    `SELECT id, storage_class, workspace_capacity_gib FROM sandboxes
+      WHERE ${onHost(hostId, "$1")} AND state NOT IN ('failed', 'terminated')`,
+    hostId === null ? [] : [hostId],
+  );
   return rows;
 }
 

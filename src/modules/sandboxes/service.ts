@@ -356,7 +356,9 @@ export class SandboxService {
         }
         const run = await this.runs.startIn(q, cred, { project_id: project.id, label: `sandbox ${id}` });
         // Last: the host's lock is held from here until the row is in and committed (host-admission.ts).
+        const owner = this.ownerOfNew();
         await this.admitHost(q, {
+          hostId: owner.host_id,
           compute: { memory_mb: memoryMiB, cpu_millis: cpuMillis },
           ...(measure
             ? { storage: { id, bytes: measure.bytesOf({ storageClass, workspaceCapacityGiB: capacity }), measure } }
@@ -401,7 +403,7 @@ export class SandboxService {
           snapshot_id: source?.id ?? null,
           volumes,
           secret_bindings: secretBindings,
-          ...this.ownerOfNew(),
+          ...owner,
         };
         if (!(await repo.insertSandbox(q, row))) {
           throw new AppError("name_conflict", `a sandbox named "${input.name}" already exists in this project`);
@@ -532,7 +534,7 @@ export class SandboxService {
     const measure = input.workspace_capacity_gib !== undefined ? await this.driver?.measureStorage?.() : undefined;
     const { row, host } = await this.db.tx(async (q) => {
       const row = await this.load(q, cred, id, true);
-      const onHost: HostAdmissionRequest = {};
+      const onHost: HostAdmissionRequest = { hostId: row.host_id };
       if (row.quarantined) throw new AppError("quarantined", "the sandbox is quarantined");
       if (row.desired_state === "deleted" || isFinished(row.state) || row.state === "attention") {
         throw new AppError(
