@@ -8,12 +8,13 @@ import { randomBytes } from "node:crypto";
 import http from "node:http";
 import net from "node:net";
 import { after, before, describe, it } from "node:test";
-import { SandboxReconciler } from "../src/controllers/sandbox-reconciler.js";
+import type { SandboxReconciler } from "../src/controllers/sandbox-reconciler.js";
 import { type RuntimeFixture, startRuntimeFixture } from "../src/drivers/runtime/local/test-support.js";
 import { type SessionPlane, startSessionPlane } from "../src/http/session-plane.js";
-import { startTestApp, type TestApp } from "./harness.js";
+import type { TestApp } from "./harness.js";
 import { eventually } from "./support/eventually.js";
 import { pushHttpEchoImage } from "./support/http-echo.js";
+import { startRuntimeApp } from "./support/runtime-app.js";
 
 interface PlaneResponse {
   status: number;
@@ -33,23 +34,7 @@ describe("port endpoints", () => {
   before(async () => {
     fixture = await startRuntimeFixture("endpoints");
     echoImage = await pushHttpEchoImage(fixture.registry);
-    t = await startTestApp("pglite", {
-      overrides: { runtime: fixture.driver },
-      config: {
-        sandbox: {
-          ...(await import("../src/config.js")).loadConfig({}).sandbox,
-          defaultImage: fixture.busyboxRef,
-          memoryMiB: 128,
-          pids: 128,
-        },
-      },
-    });
-    reconciler = new SandboxReconciler(t.c, fixture.driver, {
-      pids: 128,
-      retentionSeconds: 3600,
-      publicApiUrl: "http://127.0.0.1:1",
-    });
-    await reconciler.start();
+    ({ t, reconciler } = await startRuntimeApp("pglite", fixture));
     plane = await startSessionPlane(t.c.sessions, { host: "127.0.0.1", port: 0, log: t.c.log });
   });
 

@@ -9,13 +9,13 @@ import assert from "node:assert/strict";
 import { readFile, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
-import { loadConfig } from "../src/config.js";
-import { SandboxReconciler } from "../src/controllers/sandbox-reconciler.js";
+import type { SandboxReconciler } from "../src/controllers/sandbox-reconciler.js";
 import { cpuUsageMicros, hostCgroupHierarchies } from "../src/drivers/runtime/local/cgroups.js";
 import { type RuntimeFixture, startRuntimeFixture } from "../src/drivers/runtime/local/test-support.js";
-import { STORE_KINDS, startTestApp, type TestApp } from "./harness.js";
+import { STORE_KINDS, type TestApp } from "./harness.js";
 import { assertError } from "./support/assertions.js";
 import { eventually } from "./support/eventually.js";
+import { startRuntimeApp } from "./support/runtime-app.js";
 
 /**
  * Moves every cgroup to the first CPU of its parent's cpuset (v1 cpuset hierarchy); false
@@ -40,21 +40,10 @@ for (const store of STORE_KINDS) {
 
     before(async () => {
       fixture = await startRuntimeFixture(`compute-${store}`);
-      t = await startTestApp(store, {
-        overrides: { runtime: fixture.driver },
-        config: {
-          sandbox: {
-            ...loadConfig({}).sandbox,
-            defaultImage: fixture.busyboxRef,
-            memoryMiB: 128,
-            pids: 128,
-            memoryOvercommit: 1,
-            cpuOvercommit: 8,
-          },
-        },
-      });
-      reconciler = new SandboxReconciler(t.c, fixture.driver, { pids: 128, retentionSeconds: 3600 });
-      await reconciler.start();
+      ({ t, reconciler } = await startRuntimeApp(store, fixture, {
+        sandbox: { memoryOvercommit: 1, cpuOvercommit: 8 },
+        reconciler: { publicApiUrl: undefined },
+      }));
     });
     after(async () => {
       await reconciler?.stop();

@@ -4,11 +4,11 @@
 // create does.
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
-import { loadConfig } from "../src/config.js";
-import { SandboxReconciler } from "../src/controllers/sandbox-reconciler.js";
+import type { SandboxReconciler } from "../src/controllers/sandbox-reconciler.js";
 import { type RuntimeFixture, startRuntimeFixture } from "../src/drivers/runtime/local/test-support.js";
 import type { SandboxJson } from "../src/modules/sandboxes/schemas.js";
-import { STORE_KINDS, startTestApp, type TestApp } from "./harness.js";
+import { STORE_KINDS, type TestApp } from "./harness.js";
+import { startRuntimeApp } from "./support/runtime-app.js";
 
 type Json = Record<string, unknown>;
 
@@ -35,18 +35,7 @@ describe("sandbox ends", { concurrency: STORE_KINDS.length }, () => {
 
       before(async () => {
         fixture = await startRuntimeFixture(`exit-${store}`);
-        t = await startTestApp(store, {
-          overrides: { runtime: fixture.driver },
-          config: {
-            sandbox: { ...loadConfig({}).sandbox, defaultImage: fixture.busyboxRef, memoryMiB: 128, pids: 128 },
-          },
-        });
-        reconciler = new SandboxReconciler(t.c, fixture.driver, {
-          pids: 128,
-          retentionSeconds: 3600,
-          publicApiUrl: "http://127.0.0.1:1",
-        });
-        await reconciler.start();
+        ({ t, reconciler } = await startRuntimeApp(store, fixture));
       });
 
       after(async () => {

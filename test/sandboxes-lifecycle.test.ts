@@ -15,14 +15,14 @@ import { mkdir, writeFile } from "node:fs/promises";
 import net from "node:net";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
-import { loadConfig } from "../src/config.js";
-import { SandboxReconciler } from "../src/controllers/sandbox-reconciler.js";
+import type { SandboxReconciler } from "../src/controllers/sandbox-reconciler.js";
 import { cgroupDirs } from "../src/drivers/runtime/local/cgroups.js";
 import { run, TOOLS } from "../src/drivers/runtime/local/host.js";
 import { type RuntimeFixture, startRuntimeFixture, vethsOf } from "../src/drivers/runtime/local/test-support.js";
 import type { SandboxJson } from "../src/modules/sandboxes/schemas.js";
-import { STORE_KINDS, startTestApp, type TestApp, type TestResponse } from "./harness.js";
+import { STORE_KINDS, type TestApp, type TestResponse } from "./harness.js";
 import { eventually, sleep } from "./support/eventually.js";
+import { startRuntimeApp } from "./support/runtime-app.js";
 
 // Long enough that a test reading a failed sandbox after its clean-up (seconds on a loaded
 // machine) still finds it: at 3 s the stuck-deadline test's reads got 404 under load.
@@ -60,24 +60,10 @@ describe("sandbox lifecycle", { concurrency: STORE_KINDS.length }, () => {
 
       before(async () => {
         fixture = await startRuntimeFixture(`life-${store}`);
-        t = await startTestApp(store, {
-          overrides: { runtime: fixture.driver },
-          config: {
-            sandbox: {
-              ...loadConfig({}).sandbox,
-              defaultImage: fixture.busyboxRef,
-              memoryMiB: 128,
-              pids: 128,
-              retentionSeconds: RETENTION_SECONDS,
-            },
-          },
-        });
-        reconciler = new SandboxReconciler(t.c, fixture.driver, {
-          pids: 128,
-          retentionSeconds: RETENTION_SECONDS,
-          publicApiUrl: "http://127.0.0.1:1",
-        });
-        await reconciler.start();
+        ({ t, reconciler } = await startRuntimeApp(store, fixture, {
+          sandbox: { retentionSeconds: RETENTION_SECONDS },
+          reconciler: { retentionSeconds: RETENTION_SECONDS },
+        }));
       });
 
       after(async () => {

@@ -2,9 +2,10 @@
 // driver, against a throwaway docker-registry holding a busybox test image.
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
-import { SandboxReconciler } from "../src/controllers/sandbox-reconciler.js";
+import type { SandboxReconciler } from "../src/controllers/sandbox-reconciler.js";
 import { type RuntimeFixture, startRuntimeFixture } from "../src/drivers/runtime/local/test-support.js";
-import { STORE_KINDS, startTestApp, type TestApp } from "./harness.js";
+import { STORE_KINDS, type TestApp } from "./harness.js";
+import { startRuntimeApp } from "./support/runtime-app.js";
 
 for (const store of STORE_KINDS) {
   describe(`sandboxes [${store}]`, () => {
@@ -15,23 +16,7 @@ for (const store of STORE_KINDS) {
 
     before(async () => {
       fixture = await startRuntimeFixture(`api-${store}`);
-      t = await startTestApp(store, {
-        overrides: { runtime: fixture.driver },
-        config: {
-          sandbox: {
-            ...(await import("../src/config.js")).loadConfig({}).sandbox,
-            defaultImage: fixture.busyboxRef,
-            memoryMiB: 128,
-            pids: 128,
-          },
-        },
-      });
-      reconciler = new SandboxReconciler(t.c, fixture.driver, {
-        pids: 128,
-        retentionSeconds: 3600,
-        publicApiUrl: "http://127.0.0.1:1",
-      });
-      await reconciler.start();
+      ({ t, reconciler } = await startRuntimeApp(store, fixture));
     });
 
     after(async () => {

@@ -9,11 +9,12 @@ import { spawnSync } from "node:child_process";
 import { readdir, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
-import { SandboxReconciler } from "../src/controllers/sandbox-reconciler.js";
+import type { SandboxReconciler } from "../src/controllers/sandbox-reconciler.js";
 import { type RuntimeFixture, startRuntimeFixture } from "../src/drivers/runtime/local/test-support.js";
 import { volumeKeys } from "../src/modules/volumes/blobs.js";
-import { startTestApp, type TestApp } from "./harness.js";
+import type { TestApp } from "./harness.js";
 import { eventually } from "./support/eventually.js";
+import { startRuntimeApp } from "./support/runtime-app.js";
 import { createVolume, digest, pushTree, treeOf } from "./support/volumes.js";
 
 const MiB = 1_048_576;
@@ -29,19 +30,9 @@ describe("volume cache budget on real sandboxes [pglite]", () => {
     fixture = await startRuntimeFixture("volbudget");
     const base = (await import("../src/config.js")).loadConfig({});
     cacheDir = path.join(fixture.root, "volume-cache");
-    t = await startTestApp("pglite", {
-      overrides: { runtime: fixture.driver },
-      config: {
-        volumes: { ...base.volumes, cacheDir, cacheBudget: BUDGET },
-        sandbox: { ...base.sandbox, defaultImage: fixture.busyboxRef, memoryMiB: 128, pids: 128 },
-      },
-    });
-    reconciler = new SandboxReconciler(t.c, fixture.driver, {
-      pids: 128,
-      retentionSeconds: 3600,
-      publicApiUrl: "http://127.0.0.1:1",
-    });
-    await reconciler.start();
+    ({ t, reconciler } = await startRuntimeApp("pglite", fixture, {
+      config: { volumes: { ...base.volumes, cacheDir, cacheBudget: BUDGET } },
+    }));
   });
 
   after(async () => {
