@@ -6,6 +6,9 @@ import path from "node:path";
 import { startPgCluster } from "./support/pg-cluster.js";
 
 const files = process.argv.slice(2);
+// A test that hangs fails by name after this long instead of holding the run until CI's limit
+// (the longest test takes a few minutes on a loaded 2-core machine).
+const TEST_TIMEOUT_MS = 900_000;
 
 function testFiles(dir: string): string[] {
   return readdirSync(dir, { recursive: true, encoding: "utf8" })
@@ -36,7 +39,15 @@ try {
   exitCode = await new Promise<number>((resolve) => {
     const child = spawn(
       process.execPath,
-      ["--import", "tsx", "--test", "--test-concurrency=2", "--test-reporter=spec", ...patterns],
+      [
+        "--import",
+        "tsx",
+        "--test",
+        "--test-concurrency=2",
+        `--test-timeout=${TEST_TIMEOUT_MS}`,
+        "--test-reporter=spec",
+        ...patterns,
+      ],
       { stdio: "inherit", env: { ...process.env, WARREN_TEST_PG_URL: cluster.url } },
     );
     child.on("exit", (code, signal) => resolve(code ?? (signal ? 1 : 0)));
