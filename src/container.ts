@@ -46,6 +46,7 @@ import { ProjectService } from "./modules/projects/service.js";
 import { registerRunRoutes } from "./modules/runs/routes.js";
 import { RunService } from "./modules/runs/service.js";
 import { ExecService } from "./modules/sandboxes/exec-service.js";
+import { admitPoolMember } from "./modules/sandboxes/host-admission.js";
 import { registerSandboxRoutes } from "./modules/sandboxes/routes.js";
 import { newSandboxId, SandboxService } from "./modules/sandboxes/service.js";
 import { SandboxTransitions } from "./modules/sandboxes/transitions.js";
@@ -299,6 +300,12 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
       })
     : null;
   await host?.join();
+  if (runtime instanceof PooledRuntime) {
+    const pooled = runtime;
+    pooled.admitMembersWith((id, shape) =>
+      admitPoolMember(db, { runtime: pooled.driver, hostId: () => host?.id ?? null, log }, id, shape),
+    );
+  }
   // The reconciler (started with the controllers) becomes the queue's worker; the service only kicks it.
   const reconcileQueue = new ReconcileQueue();
   const sandboxTransitions = new SandboxTransitions(db, clock);

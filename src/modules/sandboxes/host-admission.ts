@@ -81,6 +81,47 @@ export async function admitOnHost(
   }
 }
 
+/** What admitPoolMember needs of the host's runtime (the local driver). */
+export interface PoolMemberHost {
+  measureStorage(): Promise<StorageMeasure>;
+  reserveStorage(id: string, bytes: number): () => void;
+}
+
+/**
+ * Admits a warm-pool member on this host as a create is admitted: measured first, then under
+ * the host's lock beside every live row's reservation, its storage reserved in the driver
+ * before the lock is released (so a create deciding next counts it). Compute is not admitted:
+ * an idle member commits none (a claim makes it a row, counted from then on). Returns the
+ * reservation's release; throws storage_exhausted's refusal when the host cannot back it.
+ */
+export async function admitPoolMember(
+  db: { tx<T>(fn: (q: Queryable) => Promise<T>): Promise<T> },
+  deps: { runtime: PoolMemberHost; hostId: () => string | null; log: Logger },
+  id: string,
+  shape: { storageClass: "standard"; workspaceCapacityGiB: null },
+): Promise<() => void> {
+  const measure = await deps.runtime.measureStorage();
+  const bytes = measure.bytesOf(shape);
+  let release: (() => void) | undefined;
+  try {
+    await db.tx(async (q) => {
+      const hostId = deps.hostId();
+      await repo.lockHostAdmission(q, hostId);
+      const reserved = storageReserved(await repo.storageReservations(q, hostId), measure);
+      const verdict = measure.decide(reserved, { id, bytes });
+      if (!verdict.admitted) {
+        throw new RuntimeError("storage_exhausted", verdict.detail, { permanent: verdict.permanent });
+      }
+      // Before the commit releases the lock: the next admission's decision counts it.
+      release = deps.runtime.reserveStorage(id, bytes);
+    });
+  } catch (error) {
+    release?.();
+    throw error;
+  }
+  return release as () => void;
+}
+
 /**
  * Refuses, before any transaction or lock, storage no state of the host could back (422
  * `unsupported_capability`, ahead of the quotas, as a GPU the deployment lacks is).

@@ -594,6 +594,11 @@ export class LocalRuntimeDriver implements RuntimeDriver {
     return this.storage.measure();
   }
 
+  /** Counts `bytes` of images for `id` as pending until released (a pool member's admission). */
+  reserveStorage(id: string, bytes: number): () => void {
+    return this.storage.reserve(id, bytes);
+  }
+
   storageReport(): Promise<StorageReport | null> {
     return this.storage.report();
   }

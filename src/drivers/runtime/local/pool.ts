@@ -65,6 +65,16 @@ export interface SandboxPoolOptions {
   log?: Logger;
 }
 
+/**
+ * Admits a new member against the host as the API admits a create (host-admission.ts's
+ * admitPoolMember: under the host's lock, beside the store's reservations) and reserves its
+ * storage until the returned release; throws when the host cannot back it.
+ */
+export type PoolMemberAdmission = (
+  id: string,
+  shape: { storageClass: "standard"; workspaceCapacityGiB: null },
+) => Promise<() => void>;
+
 interface Entry {
   mode: NetworkMode;
   digest: string;
@@ -95,6 +105,8 @@ export class PooledRuntime implements RuntimeDriver, SandboxIdPool {
   private failures = 0;
   private started = false;
   private closed = false;
+  /** Without one (until the container gives it), the driver's own check is all a refill gets. */
+  private admitMember: PoolMemberAdmission | null = null;
 
   private constructor(
     readonly driver: LocalRuntimeDriver,
@@ -117,6 +129,14 @@ export class PooledRuntime implements RuntimeDriver, SandboxIdPool {
       }
     }
     return new PooledRuntime(driver, options);
+  }
+
+  /**
+   * Admits every later refill through `admission` (the store's reservations are beyond the
+   * driver: a create admitted but not yet made holds storage the driver cannot see).
+   */
+  admitMembersWith(admission: PoolMemberAdmission): void {
+    this.admitMember = admission;
   }
 
   /** Starts filling; call after the reconciler's start-up cleanup, which would remove a fresh pool. */
@@ -366,6 +386,7 @@ export class PooledRuntime implements RuntimeDriver, SandboxIdPool {
     for (const entry of this.available.values()) if (entry.digest !== image.digest) this.dropDigest(entry.digest);
     const id = this.options.newId();
     if (!isSandboxId(id)) throw new Error(`the pool was given an invalid id ${id}`);
+    const release = await this.admitMember?.(id, { storageClass: "standard", workspaceCapacityGiB: null });
     this.making.add(id);
     try {
       await this.driver.create({
@@ -393,6 +414,7 @@ export class PooledRuntime implements RuntimeDriver, SandboxIdPool {
       throw error;
     } finally {
       this.making.delete(id);
+      release?.();
     }
   }
 

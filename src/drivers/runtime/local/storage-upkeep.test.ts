@@ -115,6 +115,21 @@ describe("local storage upkeep", () => {
     await destroyAll();
   });
 
+  it("a decision made after its measure counts what was reserved, and what ended, since", async () => {
+    // The API measures before its transaction and decides under its lock: a pool member's
+    // reservation made in between must count, and so must one that ended in between (its
+    // images may be on disk now, which that measure did not read).
+    const measure = await f.driver.measureStorage();
+    const request = { id: testId("sbx"), bytes: 2 * GIB };
+    assert.equal(measure.decide(new Map(), request).admitted, true);
+    const release = f.driver.reserveStorage(testId("sbx"), 4 * GIB);
+    assert.equal(measure.decide(new Map(), request).admitted, false, "the reservation made after the measure");
+    release();
+    assert.equal(measure.decide(new Map(), request).admitted, false, "ended after the measure: still counted");
+    const later = await f.driver.measureStorage();
+    assert.equal(later.decide(new Map(), request).admitted, true, "a measure after its end: nothing on disk");
+  });
+
   it("removes a template unused for the idle time, never one a create is cloning", async () => {
     await sandbox();
     assert.deepEqual(await templates(), ["xfs-1g.img"]);

@@ -48,12 +48,24 @@ function refusalDetail(bytes: number, verdict: StorageVerdict): string {
   );
 }
 
+/** How long, and how many, ended pending entries a later decision may still count. */
+const SETTLED_KEPT_MS = 120_000;
+const SETTLED_KEPT_MAX = 4096;
+
 export class SandboxStorage {
   private readonly snapshots: SnapshotStore;
   /** Sandboxes with a snapshot being taken (a second one is refused, not queued). */
   private readonly snapshotting = new Set<string>();
-  /** Image bytes admitted for creates and growths not yet on disk, by sandbox id. */
+  /** Image bytes admitted for creates, growths and pool members not yet on disk, by sandbox id. */
   private readonly pending = new Map<string, number>();
+  /**
+   * Pending entries that ended (their images on disk, or given up), newest last: a measure
+   * taken before one ended may have read the pool before those images were there, so its
+   * decision counts them (bounded: SETTLED_KEPT_MS, SETTLED_KEPT_MAX).
+   */
+  private readonly settled: { id: string; bytes: number; seq: number; at: number }[] = [];
+  /** Counts the ends of pending entries (the order a measure compares with). */
+  private seq = 0;
   /** The admission decision under way (they run one at a time). */
   private deciding: Promise<void> = Promise.resolve();
   /** Ids of the API's checks, which reserve nothing past the check itself. */
@@ -143,8 +155,36 @@ export class SandboxStorage {
     try {
       return await work();
     } finally {
-      if (previous === undefined) this.pending.delete(id);
-      else this.pending.set(id, previous);
+      this.restorePending(id, bytes, previous);
+    }
+  }
+
+  /**
+   * Counts `bytes` of images for sandbox `id` as pending until the returned release is called:
+   * the API's admission of a pool member reserves them under its lock (host-admission.ts), so
+   * a create deciding after it counts them, even before the member's images are made.
+   */
+  reserve(id: string, bytes: number): () => void {
+    const previous = this.pending.get(id);
+    this.pending.set(id, Math.max(bytes, previous ?? 0));
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      this.restorePending(id, bytes, previous);
+    };
+  }
+
+  private restorePending(id: string, bytes: number, previous: number | undefined): void {
+    if (previous === undefined) this.pending.delete(id);
+    else this.pending.set(id, previous);
+    const now = Date.now();
+    this.settled.push({ id, bytes, seq: ++this.seq, at: now });
+    while (
+      this.settled.length > SETTLED_KEPT_MAX ||
+      (this.settled.length > 0 && now - (this.settled[0] as { at: number }).at > SETTLED_KEPT_MS)
+    ) {
+      this.settled.shift();
     }
   }
 
@@ -155,6 +195,7 @@ export class SandboxStorage {
   async measure(): Promise<StorageMeasure> {
     // Before and after: an admission that ends while the pool is measured is in one of them or on disk.
     const pending = new Map(this.pending);
+    const since = this.seq;
     const usage = await this.pool.usage();
     for (const [id, bytes] of this.pending) pending.set(id, Math.max(bytes, pending.get(id) ?? 0));
     return {
@@ -164,8 +205,13 @@ export class SandboxStorage {
         return (sizes.rootGiB + sizes.workspaceGiB) * GIB;
       },
       decide: (reserved, request) => {
+        // Decided later than measured (under the API's lock): what was reserved since counts
+        // (a pool member admitted meanwhile), and what ended since, which the usage may miss.
         const all = new Map(pending);
-        for (const [id, bytes] of reserved) all.set(id, Math.max(bytes, all.get(id) ?? 0));
+        const add = (id: string, bytes: number) => all.set(id, Math.max(bytes, all.get(id) ?? 0));
+        for (const [id, bytes] of this.pending) add(id, bytes);
+        for (const entry of this.settled) if (entry.seq > since) add(entry.id, entry.bytes);
+        for (const [id, bytes] of reserved) add(id, bytes);
         const verdict = decideStorage(usage, all, request, this.policy);
         if (verdict.admitted) return { admitted: true };
         return { admitted: false, permanent: !verdict.couldEverFit, detail: refusalDetail(request.bytes, verdict) };
