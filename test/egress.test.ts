@@ -6,14 +6,14 @@
 // mappings given to the gateway.
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
-import { createServer, type Server } from "node:net";
-import os from "node:os";
 import { Writable } from "node:stream";
 import { after, before, describe, it } from "node:test";
 import { loadConfig } from "../src/config.js";
 import { SandboxReconciler } from "../src/controllers/sandbox-reconciler.js";
 import type { ExecOutcome } from "../src/drivers/runtime/interface.js";
 import {
+  countingServer,
+  hostIPv4Addresses,
   type RuntimeFixture,
   startRuntimeFixture,
   startTestPeer,
@@ -29,25 +29,6 @@ const GATEWAY = "169.254.213.1";
 function stdoutOf(outcome: ExecOutcome): string {
   assert.equal(outcome.kind, "completed", JSON.stringify(outcome).slice(0, 400));
   return (outcome as Extract<ExecOutcome, { kind: "completed" }>).stdout;
-}
-
-/** A host TCP server counting the connections it accepts. */
-async function countingServer(host: string): Promise<{ server: Server; port: number; accepted: () => number }> {
-  let accepted = 0;
-  const server = createServer((socket) => {
-    accepted++;
-    socket.end("hello\n");
-  });
-  await new Promise<void>((resolve) => server.listen(0, host, resolve));
-  const address = server.address();
-  return { server, port: typeof address === "object" && address ? address.port : 0, accepted: () => accepted };
-}
-
-function hostIPv4Addresses(): string[] {
-  return Object.values(os.networkInterfaces())
-    .flat()
-    .filter((a) => a && a.family === "IPv4" && !a.internal)
-    .map((a) => (a as os.NetworkInterfaceInfo).address);
 }
 
 describe("egress gateway and gateway_only", () => {

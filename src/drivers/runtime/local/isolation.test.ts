@@ -4,13 +4,14 @@ import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { createServer, type Server } from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import type { ExecOutcome, ExecRequest, SandboxSpec } from "../interface.js";
 import { DOCKER_DEFAULT_CAPABILITIES, MASKED_PATHS } from "./oci-config.js";
 import {
+  countingServer,
+  hostIPv4Addresses,
   type RuntimeFixture,
   startRuntimeFixture,
   startSandbox,
@@ -21,25 +22,6 @@ import {
 function completed(outcome: ExecOutcome): Extract<ExecOutcome, { kind: "completed" }> {
   assert.equal(outcome.kind, "completed", `expected completed, got ${JSON.stringify(outcome).slice(0, 500)}`);
   return outcome as Extract<ExecOutcome, { kind: "completed" }>;
-}
-
-/** A host TCP server counting the connections it accepts. */
-async function countingServer(host: string): Promise<{ server: Server; port: number; accepted: () => number }> {
-  let accepted = 0;
-  const server = createServer((socket) => {
-    accepted++;
-    socket.end("hello\n");
-  });
-  await new Promise<void>((resolve) => server.listen(0, host, resolve));
-  const address = server.address();
-  return { server, port: typeof address === "object" && address ? address.port : 0, accepted: () => accepted };
-}
-
-function hostIPv4Addresses(): string[] {
-  return Object.values(os.networkInterfaces())
-    .flat()
-    .filter((a) => a && a.family === "IPv4" && !a.internal)
-    .map((a) => (a as os.NetworkInterfaceInfo).address);
 }
 
 describe("local driver isolation", () => {

@@ -6,6 +6,7 @@ import assert from "node:assert/strict";
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { constants, copyFile, mkdir, mkdtemp, readdir, readFile, rename, rm, rmdir, writeFile } from "node:fs/promises";
+import { createServer, type Server } from "node:net";
 import os from "node:os";
 import path from "node:path";
 import {
@@ -344,4 +345,23 @@ export async function startTestPeer(): Promise<TestPeer> {
     await stop();
     throw error;
   }
+}
+
+/** A host TCP server counting the connections it accepts. */
+export async function countingServer(host: string): Promise<{ server: Server; port: number; accepted: () => number }> {
+  let accepted = 0;
+  const server = createServer((socket) => {
+    accepted++;
+    socket.end("hello\n");
+  });
+  await new Promise<void>((resolve) => server.listen(0, host, resolve));
+  const address = server.address();
+  return { server, port: typeof address === "object" && address ? address.port : 0, accepted: () => accepted };
+}
+
+export function hostIPv4Addresses(): string[] {
+  return Object.values(os.networkInterfaces())
+    .flat()
+    .filter((a) => a && a.family === "IPv4" && !a.internal)
+    .map((a) => (a as os.NetworkInterfaceInfo).address);
 }
