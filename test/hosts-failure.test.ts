@@ -4,8 +4,9 @@
 // released), its running execs are indeterminate, and its old process is fenced.
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { HOST_LOST_MESSAGE, HostSweeper, judgeHost } from "../src/controllers/host-sweeper.js";
+import { HOST_LOST_MESSAGE, HostSweeper } from "../src/controllers/host-sweeper.js";
 import { createLogger } from "../src/lib/logger.js";
+import { judgeHost } from "../src/modules/hosts/liveness.js";
 import { HostMembership } from "../src/modules/hosts/membership.js";
 import * as hosts from "../src/modules/hosts/repo.js";
 import * as repo from "../src/modules/sandboxes/repo.js";

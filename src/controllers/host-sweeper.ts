@@ -9,35 +9,21 @@
 // row of its epoch: it is fenced, re-joins and removes what it no longer owns.
 import type { Clock } from "../lib/clock.js";
 import type { Logger } from "../lib/logger.js";
+import {
+  DEAD_AFTER_SECONDS,
+  type HostJudgement,
+  judgeHost,
+  UNREACHABLE_AFTER_SECONDS,
+} from "../modules/hosts/liveness.js";
 import { type HostMembership, SELF_FENCE_LEASE_MS } from "../modules/hosts/membership.js";
 import type { IdentityService } from "../modules/identity/service.js";
 import type { SandboxTransitions } from "../modules/sandboxes/transitions.js";
 import * as snapshots from "../modules/snapshots/repo.js";
 import type { Db, Queryable } from "../store/db.js";
 
-export const UNREACHABLE_AFTER_SECONDS = 10;
-export const DEAD_AFTER_SECONDS = 60;
 const SWEEP_INTERVAL_MS = 2_000;
 export const HOST_LOST_MESSAGE =
   "the sandbox's host stopped answering and was declared dead; restore it from a replicated snapshot";
-
-export type HostVerdict = "unreachable" | "dead" | null;
-
-export interface HostJudgement {
-  unreachableAfterSeconds: number;
-  deadAfterSeconds: number;
-}
-
-/** What a host whose last heartbeat is `ageSeconds` old (database clock) becomes; null: nothing changes. */
-export function judgeHost(
-  host: { state: string; heartbeatAgeSeconds: number },
-  options: HostJudgement = { unreachableAfterSeconds: UNREACHABLE_AFTER_SECONDS, deadAfterSeconds: DEAD_AFTER_SECONDS },
-): HostVerdict {
-  if (host.state === "dead") return null;
-  if (host.heartbeatAgeSeconds > options.deadAfterSeconds) return "dead";
-  if (host.heartbeatAgeSeconds > options.unreachableAfterSeconds && host.state !== "unreachable") return "unreachable";
-  return null;
-}
 
 export interface HostSweeperDeps {
   db: Db;

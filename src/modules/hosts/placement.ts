@@ -2,8 +2,9 @@
 // Pure: the caller reads the hosts rows (heartbeat age on the database's clock) and what each
 // host has allocated (summed from its live rows, as host admission does), and runs the chosen
 // host's admission under that host's lock. Not wired into the create path yet (docs/hosts.md).
-import { UNREACHABLE_AFTER_SECONDS } from "../../controllers/host-sweeper.js";
+
 import { type ComputePolicy, decideCompute } from "../sandboxes/compute-admission.js";
+import { UNREACHABLE_AFTER_SECONDS } from "./liveness.js";
 import type { HostCapacity, HostState } from "./repo.js";
 
 export interface PlacementHost {
