@@ -184,7 +184,26 @@ export interface EgressSettings {
   extraCaFile: string;
 }
 
+/**
+ * What this process is in a deployment (docs/hosts.md "Roles"): `all` (default) the API and a
+ * host in one process, as `make run`; `api` the API, the session-plane and SSH edges and the
+ * deployment-wide jobs, with no runtime and never a host; `node` a host (runtime, reconciler,
+ * warm pool, its own plane and SSH listeners) that also serves /v1 but runs no deployment-wide
+ * collectors.
+ */
+export const ROLES = ["all", "api", "node"] as const;
+export type Role = (typeof ROLES)[number];
+
 export interface Config {
+  /** WARREN_ROLE: all (default), api or node. */
+  role: Role;
+  /**
+   * The address (IP or name, no port) other servers of the deployment reach this host's
+   * listeners at (WARREN_ADVERTISE_HOST): its plane and SSH addresses in its hosts row are
+   * `<this>:<bound port>` (advertisedAddress). Empty: each listener's own host, or for a
+   * wildcard one WARREN_LISTEN's host, or 127.0.0.1.
+   */
+  advertiseHost: string;
   listenHost: string;
   listenPort: number;
   dataDir: string;
@@ -209,7 +228,13 @@ export interface Config {
    */
   sessionListen: { host: string; port: number } | null;
   sessionPlaneUrl: string;
+  /**
+   * The deployment's SSH host (WARREN_SSH_HOST), the sandbox record's `ssh.host` and
+   * GetServiceConfig's `ssh_host` through every server; and its port (WARREN_SSH_PUBLIC_PORT,
+   * default: the gateway's bound port). Both name the deployment, never a process.
+   */
   sshHost: string;
+  sshPublicPort: number | null;
   /** Where the SSH gateway listens (WARREN_SSH_LISTEN); null: no gateway. */
   sshListen: { host: string; port: number } | null;
   feedbackWebhookUrl: string;
@@ -442,12 +467,48 @@ function sessionPlaneUrlSetting(env: Env): string {
   return url.origin;
 }
 
+/** Where other servers of the deployment reach a listener of this one bound at `host`:`port` (`host:port`). */
+export function advertisedAddress(
+  config: Pick<Config, "advertiseHost" | "listenHost">,
+  host: string,
+  port: number,
+): string {
+  const chosen = config.advertiseHost || publicHostOf(host, config.listenHost);
+  return `${chosen.includes(":") ? `[${chosen}]` : chosen}:${port}`;
+}
+
+/** WARREN_ADVERTISE_HOST: a host name or an IP address, no scheme, port or path. */
+function advertiseHostSetting(env: Env): string {
+  const raw = env.WARREN_ADVERTISE_HOST || "";
+  if (raw === "") return "";
+  if (!/^[A-Za-z0-9.-]{1,253}$/.test(raw) && !/^[0-9a-fA-F:]{2,39}$/.test(raw)) {
+    throw new ConfigError(`WARREN_ADVERTISE_HOST must be a host name or an IP address (no port), got "${raw}"`);
+  }
+  return raw;
+}
+
 export function loadConfig(env: Env = process.env): Config {
+  const role = choiceSetting(env, "WARREN_ROLE", ROLES, "all");
   const listen = parseListen(env.WARREN_LISTEN || "127.0.0.1:8080");
   const hostForUrl = listen.host.includes(":") ? `[${listen.host}]` : listen.host;
   const dataDir = path.resolve(env.WARREN_DATA_DIR || "./data");
   const sshListen = env.WARREN_SSH_LISTEN ? parseListen(env.WARREN_SSH_LISTEN, "WARREN_SSH_LISTEN") : null;
+  const sessionListen = env.WARREN_SESSION_LISTEN
+    ? parseListen(env.WARREN_SESSION_LISTEN, "WARREN_SESSION_LISTEN")
+    : null;
+  // Several servers answer for one deployment: the names clients get must not depend on
+  // which one answered, so a role of a many-server deployment takes them from settings.
+  if (role !== "all" && sessionListen && !env.WARREN_SESSION_PLANE_URL) {
+    throw new ConfigError(
+      `WARREN_ROLE=${role} with WARREN_SESSION_LISTEN needs WARREN_SESSION_PLANE_URL (the deployment's)`,
+    );
+  }
+  if (role !== "all" && sshListen && !env.WARREN_SSH_HOST) {
+    throw new ConfigError(`WARREN_ROLE=${role} with WARREN_SSH_LISTEN needs WARREN_SSH_HOST (the deployment's)`);
+  }
   return {
+    role,
+    advertiseHost: advertiseHostSetting(env),
     listenHost: listen.host,
     listenPort: listen.port,
     dataDir,
@@ -458,9 +519,10 @@ export function loadConfig(env: Env = process.env): Config {
     shutdownTimeoutMs: intSetting(env, "WARREN_SHUTDOWN_TIMEOUT_MS", 10_000, 100, 600_000),
     logQueueBytes: intSetting(env, "WARREN_LOG_QUEUE_BYTES", 4 * 1024 * 1024, 4096, 1024 * 1024 * 1024),
     publicApiUrl: env.WARREN_PUBLIC_API_URL || `http://${hostForUrl}:${listen.port}`,
-    sessionListen: env.WARREN_SESSION_LISTEN ? parseListen(env.WARREN_SESSION_LISTEN, "WARREN_SESSION_LISTEN") : null,
+    sessionListen,
     sessionPlaneUrl: sessionPlaneUrlSetting(env),
     sshHost: env.WARREN_SSH_HOST || (sshListen ? publicHostOf(sshListen.host, listen.host) : ""),
+    sshPublicPort: env.WARREN_SSH_PUBLIC_PORT ? intSetting(env, "WARREN_SSH_PUBLIC_PORT", 22, 1, 65535) : null,
     sshListen,
     feedbackWebhookUrl: env.WARREN_FEEDBACK_WEBHOOK_URL || "",
     feedbackWebhookTimeoutMs: intSetting(env, "WARREN_FEEDBACK_WEBHOOK_TIMEOUT_MS", 5000, 100, 60000),

@@ -54,6 +54,7 @@ import { rewrapDeploymentKeys } from "./modules/secrets/deployment-keys.js";
 import { Keyring } from "./modules/secrets/keyring.js";
 import { registerSecretRoutes } from "./modules/secrets/routes.js";
 import { SecretService } from "./modules/secrets/service.js";
+import { storeOwnerPlanes } from "./modules/sessions/owner-plane.js";
 import { registerSessionRoutes } from "./modules/sessions/routes.js";
 import { SessionService } from "./modules/sessions/service.js";
 import { SESSION_TOKEN_KEY_LABEL, SessionTokenSigner } from "./modules/sessions/tokens.js";
@@ -276,7 +277,10 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
   let egress = overrides.egressGateway ?? null;
   let runtime: RuntimeDriver | null;
   if (overrides.runtime !== undefined) runtime = overrides.runtime;
-  else {
+  else if (config.role === "api") {
+    // An api replica never touches the machine: no runtime, egress gateway or storage pool.
+    runtime = null;
+  } else {
     egress = await startGateway(config, log);
     runtime = await openRuntime(config, log, egress, egressCa.certificatePem);
     if (!runtime && egress) {
@@ -285,14 +289,13 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
     }
   }
   // A server with a runtime is a host: it joins the registry (a new epoch) before anything
-  // acts on a sandbox, and owns the sandboxes created through it.
+  // acts on a sandbox, and owns the sandboxes created through it. Its plane and SSH addresses
+  // are published once those listeners are bound (main.ts, publishEdges).
   const host = runtime
     ? new HostMembership(db, log, {
         id: overrides.hostId ?? (await hostIdOf(config.dataDir)),
-        role: "all",
+        role: config.role,
         address: config.publicApiUrl,
-        planeAddress: config.sessionPlaneUrl || null,
-        sshAddress: config.sshListen ? `${config.sshHost}:${config.sshListen.port}` : null,
         capacity: () => {
           const compute = runtime?.hostCompute?.();
           return compute ? { cpu_millis: compute.cpuMillis, memory_mib: compute.memoryMiB } : {};
@@ -403,6 +406,8 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
     config.sessionPlaneUrl,
   );
   sandboxes.useEndpoints(sessions);
+  // A plane relays a request for another host's sandbox to its owner's plane (hosts rows).
+  sessions.useOwnerPlanes(storeOwnerPlanes(db, () => host?.id ?? null));
   const metrics = new WarrenMetrics({
     stateCacheSeconds: config.metrics.stateCacheSeconds,
     processMetrics: overrides.processMetrics ?? true,

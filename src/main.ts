@@ -1,7 +1,7 @@
 // Entry point: loadConfig() -> createContainer() -> createApp() -> listen, plus first-start
 // bootstrap, the controllers, a guard that keeps one callback's bug from ending the process,
 // and a clean shutdown on SIGINT/SIGTERM.
-import { loadConfig } from "./config.js";
+import { advertisedAddress, loadConfig } from "./config.js";
 import { createApp, createContainer } from "./container.js";
 import { startControllers } from "./controllers/index.js";
 import { startSessionPlane } from "./http/session-plane.js";
@@ -54,11 +54,12 @@ async function main(): Promise<void> {
   const sessionPlane = config.sessionListen
     ? await startSessionPlane(container.sessions, { ...config.sessionListen, log, metrics: container.metrics })
     : null;
-  log.info({ address, store: container.db.kind }, "warren is serving");
+  log.info({ address, store: container.db.kind, role: config.role }, "warren is serving");
   const ssh = config.sshListen
     ? await startSshGateway({
         listen: config.sshListen,
         publicHost: config.sshHost,
+        publicPort: config.sshPublicPort,
         hostKey: await container.sshHostKey(),
         identity: container.identity,
         sandboxes: container.sandboxes,
@@ -68,6 +69,11 @@ async function main(): Promise<void> {
         metrics: container.metrics,
       })
     : null;
+  // The other servers reach this host's plane and SSH gateway at these (its hosts row).
+  await container.host?.publishEdges({
+    planeAddress: sessionPlane ? advertisedAddress(config, sessionPlane.address.host, sessionPlane.address.port) : null,
+    sshAddress: ssh?.port && config.sshListen ? advertisedAddress(config, config.sshListen.host, ssh.port) : null,
+  });
 
   let stopping = false;
   const stop = async (signal: string) => {

@@ -43,13 +43,13 @@ export class HostSweeper {
   private timer: NodeJS.Timeout | null = null;
   private running: Promise<unknown> | null = null;
   private readonly judgement: HostJudgement;
-  private readonly host: HostMembership;
+  /** This server as a host; null on an `api` replica, which judges every host and is none. */
+  private readonly host: HostMembership | null;
 
   constructor(
     private readonly deps: HostSweeperDeps,
     private readonly options: HostSweeperOptions,
   ) {
-    if (!deps.host) throw new Error("the host sweeper runs on a host");
     this.host = deps.host;
     this.judgement = {
       unreachableAfterSeconds: options.unreachableAfterSeconds ?? UNREACHABLE_AFTER_SECONDS,
@@ -81,11 +81,11 @@ export class HostSweeper {
   /** One judgement of every other host; what changed. A host that cannot act itself judges nobody. */
   async pass(): Promise<{ unreachable: string[]; dead: string[] }> {
     const changed = { unreachable: [] as string[], dead: [] as string[] };
-    if (!this.host.canAct()) return changed;
+    if (this.host && !this.host.canAct()) return changed;
     const { rows } = await this.deps.db.query<{ id: string; state: string; epoch: number; age: number }>(
       `SELECT id, state, epoch, extract(epoch FROM now() - heartbeat_at)::float8 AS age FROM hosts
         WHERE id <> $1 AND state <> 'dead'`,
-      [this.host.id],
+      [this.host?.id ?? ""],
     );
     for (const row of rows) {
       const verdict = judgeHost({ state: row.state, heartbeatAgeSeconds: row.age }, this.judgement);

@@ -31,8 +31,12 @@ export async function startControllers(c: Container): Promise<{ stop(): Promise<
     : null;
   await replicator?.start();
   if (c.host && reconciler && replicator) followHostMembership(c, c.host, reconciler, replicator);
-  // Every host judges the others' heartbeats (conditional writes: judges at once agree).
-  const hostSweeper = c.host ? new HostSweeper(c, { retentionSeconds: c.config.sandbox.retentionSeconds }) : null;
+  // Every host, and every api replica, judges the hosts' heartbeats (conditional writes:
+  // judges at once agree).
+  const hostSweeper =
+    c.host || c.config.role === "api"
+      ? new HostSweeper(c, { retentionSeconds: c.config.sandbox.retentionSeconds })
+      : null;
   hostSweeper?.start();
   // After the start-up cleanup, which removes whatever the store does not know.
   if (c.runtime instanceof PooledRuntime) c.runtime.startFilling();

@@ -19,6 +19,7 @@ import {
 import { AppError } from "../lib/errors.js";
 import { newId } from "../lib/ids.js";
 import type { Logger } from "../lib/logger.js";
+import { hostUnavailable } from "../modules/hosts/membership.js";
 import {
   ENDPOINT_COOKIE,
   ENDPOINT_QUERY,
@@ -66,6 +67,15 @@ const CONNECT_TIMEOUT_MS = 5_000;
 /** How long a refused upgrade's socket may linger for the client to read the refusal and close. */
 const REFUSED_UPGRADE_LINGER_MS = 5_000;
 
+/**
+ * Marks a request one plane relayed to the sandbox's owner's plane (docs/hosts.md "Routing"):
+ * the owner never relays it on. A client sending it only keeps its own request from being
+ * relayed; it never reaches a sandbox.
+ */
+export const RELAY_HEADER = "x-warren-plane-relay";
+/** Connections one plane keeps to each other host's plane (upgrades aside, which are one each). */
+const RELAY_SOCKETS_PER_HOST = 128;
+
 const HOP_BY_HOP = new Set([
   "connection",
   "keep-alive",
@@ -77,6 +87,7 @@ const HOP_BY_HOP = new Set([
   "transfer-encoding",
   "upgrade",
   "expect",
+  RELAY_HEADER,
 ]);
 
 export interface SessionPlane {
@@ -132,9 +143,18 @@ export async function startSessionPlane(
   });
   /** Each unauthenticated connection's place among `unauthenticated`, given back at its first authorized request. */
   const startupPlaces = new WeakMap<net.Socket, () => void>();
+  // To other hosts' planes (relayed requests): pooled apart from the sandboxes' upstreams.
+  const relayAgent = new http.Agent({
+    keepAlive: true,
+    maxSockets: RELAY_SOCKETS_PER_HOST,
+    maxFreeSockets: 16,
+    maxTotalSockets: limits.overall,
+    timeout: IDLE_TIMEOUT_MS,
+  });
   const plane: Plane = {
     sessions,
     agent,
+    relayAgent,
     log,
     organizations: new ConnectionSlots({ overall: Number.MAX_SAFE_INTEGER, perAddress: limits.perOrganization }),
     authenticated(socket) {
@@ -204,6 +224,7 @@ export async function startSessionPlane(
         server.closeAllConnections();
       });
       agent.destroy();
+      relayAgent.destroy();
     },
   };
 }
@@ -383,6 +404,58 @@ function forwardedHeaders(
   return out;
 }
 
+/**
+ * Header pairs of a request relayed to the owner's plane: as the client sent them (Host and
+ * the credential included: the owner authorizes it again) but for hop-by-hop ones, plus the
+ * relay mark.
+ */
+function relayedHeaders(req: http.IncomingMessage, upgrade: boolean): [string, string][] {
+  const named = new Set(
+    (req.headers.connection ?? "")
+      .split(",")
+      .map((token) => token.trim().toLowerCase())
+      .filter((token) => token.length > 0),
+  );
+  const out: [string, string][] = [];
+  const raw = req.rawHeaders;
+  for (let i = 0; i + 1 < raw.length; i += 2) {
+    const name = raw[i] as string;
+    const lower = name.toLowerCase();
+    if (HOP_BY_HOP.has(lower) || named.has(lower)) continue;
+    out.push([name, raw[i + 1] as string]);
+  }
+  if (!upgrade && req.headers["transfer-encoding"] !== undefined) out.push(["Transfer-Encoding", "chunked"]);
+  if (upgrade) {
+    out.push(["Connection", "Upgrade"]);
+    out.push(["Upgrade", req.headers.upgrade ?? ""]);
+  }
+  out.push([RELAY_HEADER, "1"]);
+  return out;
+}
+
+/** Where a request goes: the sandbox's port, or (relayed) the owner's plane. */
+function upstreamOf(
+  req: http.IncomingMessage,
+  target: SessionTarget,
+  protocol: string,
+  upgrade: boolean,
+): { host: string; port: number; path: string; headers: [string, string][] } {
+  if (target.relay) {
+    return { ...target.relay, path: req.url ?? "/", headers: relayedHeaders(req, upgrade) };
+  }
+  return {
+    host: target.address,
+    port: target.port,
+    path: pathWithoutToken(req.url ?? "/"),
+    headers: forwardedHeaders(req, target, protocol, upgrade),
+  };
+}
+
+/** The answer when the upstream cannot be reached: the sandbox's port, or its owner's plane. */
+function upstreamDown(target: SessionTarget): AppError {
+  return target.relay ? hostUnavailable("the sandbox's host did not answer; retry shortly") : unreachable(target.port);
+}
+
 // ---- HTTP ----
 
 function sendError(res: http.ServerResponse, error: unknown, log: Logger): void {
@@ -426,6 +499,8 @@ const unreachable = (port: number) =>
 interface Plane {
   sessions: SessionService;
   agent: http.Agent;
+  /** Upstream connections to other hosts' planes. */
+  relayAgent: http.Agent;
   log: Logger;
   /** Proxied exchanges (requests in flight, open upgrades) per organization id. */
   organizations: ConnectionSlots;
@@ -446,7 +521,11 @@ async function proxyRequest(plane: Plane, req: http.IncomingMessage, res: http.S
     // Origin-form only: an absolute-form target (`GET http://elsewhere/`) would make the
     // token redirect below an open redirect, and names a host the Host header does not.
     if (!isOriginPath(req.url)) throw new AppError("invalid_argument", "the request target must be a path");
-    target = await sessions.authorize(req.headers.host, presentedCredentials(req));
+    target = await sessions.authorize(
+      req.headers.host,
+      presentedCredentials(req),
+      req.headers[RELAY_HEADER] !== undefined,
+    );
     refuseForeignOrigin(sessions, req, target);
     plane.authenticated(req.socket);
   } catch (error) {
@@ -475,20 +554,23 @@ async function proxyRequest(plane: Plane, req: http.IncomingMessage, res: http.S
     return sendError(res, organizationFull(), log);
   }
   res.on("close", release);
-  sessions.noteActivity(target.sandboxId);
-  const done = sessions.connectionOpened(target.sandboxId);
-  res.on("close", done);
+  // The owner's plane records activity for a relayed request.
+  if (!target.relay) {
+    sessions.noteActivity(target.sandboxId);
+    res.on("close", sessions.connectionOpened(target.sandboxId));
+  }
+  const to = upstreamOf(req, target, protocol, false);
   const upstream = http.request({
-    host: target.address,
-    port: target.port,
+    host: to.host,
+    port: to.port,
     method: req.method,
-    path,
-    headers: forwardedHeaders(req, target, protocol, false).flat(),
-    agent,
+    path: to.path,
+    headers: to.headers.flat(),
+    agent: target.relay ? plane.relayAgent : agent,
     maxHeaderSize: MAX_HEADER_BYTES,
     timeout: IDLE_TIMEOUT_MS,
   });
-  const connectTimer = setTimeout(() => upstream.destroy(unreachable(target.port)), CONNECT_TIMEOUT_MS);
+  const connectTimer = setTimeout(() => upstream.destroy(upstreamDown(target)), CONNECT_TIMEOUT_MS);
   upstream.on("socket", (socket) => {
     if (!socket.connecting) clearTimeout(connectTimer);
     else socket.once("connect", () => clearTimeout(connectTimer));
@@ -502,7 +584,7 @@ async function proxyRequest(plane: Plane, req: http.IncomingMessage, res: http.S
       res,
       error.code === "HPE_HEADER_OVERFLOW"
         ? new AppError("unavailable", "the sandbox's response head is too large")
-        : unreachable(target.port),
+        : upstreamDown(target),
       log,
     );
   });
@@ -548,7 +630,11 @@ async function proxyUpgrade(plane: Plane, req: http.IncomingMessage, socket: net
   let release: (() => void) | null;
   try {
     if (!isOriginPath(req.url)) throw new AppError("invalid_argument", "the request target must be a path");
-    target = await sessions.authorize(req.headers.host, presentedCredentials(req));
+    target = await sessions.authorize(
+      req.headers.host,
+      presentedCredentials(req),
+      req.headers[RELAY_HEADER] !== undefined,
+    );
     refuseForeignOrigin(sessions, req, target);
     plane.authenticated(socket);
     release = plane.organizations.takeFor(target.orgId);
@@ -570,9 +656,11 @@ async function proxyUpgrade(plane: Plane, req: http.IncomingMessage, socket: net
     return;
   }
   const protocol = sessions.protocol();
-  sessions.noteActivity(target.sandboxId);
-  const done = sessions.connectionOpened(target.sandboxId);
-  const upstream = net.connect({ host: target.address, port: target.port });
+  // The owner's plane records activity for a relayed upgrade.
+  if (!target.relay) sessions.noteActivity(target.sandboxId);
+  const done = target.relay ? () => undefined : sessions.connectionOpened(target.sandboxId);
+  const to = upstreamOf(req, target, protocol, true);
+  const upstream = net.connect({ host: to.host, port: to.port });
   const connectTimer = setTimeout(() => upstream.destroy(new Error("connect timeout")), CONNECT_TIMEOUT_MS);
   let connected = false;
   const end = () => {
@@ -583,7 +671,7 @@ async function proxyUpgrade(plane: Plane, req: http.IncomingMessage, socket: net
     upstream.destroy();
   };
   upstream.on("error", () => {
-    if (!connected && socket.writable) socket.end(rawError(unreachable(target.port)));
+    if (!connected && socket.writable) socket.end(rawError(upstreamDown(target)));
     end();
   });
   socket.on("close", end);
@@ -591,8 +679,8 @@ async function proxyUpgrade(plane: Plane, req: http.IncomingMessage, socket: net
   upstream.on("connect", () => {
     connected = true;
     clearTimeout(connectTimer);
-    const lines = [`${req.method} ${pathWithoutToken(req.url ?? "/")} HTTP/1.1`];
-    for (const [name, value] of forwardedHeaders(req, target, protocol, true)) lines.push(`${name}: ${value}`);
+    const lines = [`${req.method} ${to.path} HTTP/1.1`];
+    for (const [name, value] of to.headers) lines.push(`${name}: ${value}`);
     // latin1: header values are bytes (obs-text included), as Node's parser read them.
     upstream.write(`${lines.join("\r\n")}\r\n\r\n`, "latin1");
     if (head.length > 0) upstream.write(head);

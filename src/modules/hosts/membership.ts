@@ -129,6 +129,17 @@ export class HostMembership implements HostGate {
   }
 
   /**
+   * Publishes where this host's session plane and SSH gateway listen for the other servers
+   * (`host:port`, known once they are bound); kept for every later re-join.
+   */
+  async publishEdges(edges: { planeAddress: string | null; sshAddress: string | null }): Promise<void> {
+    this.options.planeAddress = edges.planeAddress;
+    this.options.sshAddress = edges.sshAddress;
+    if (this.epoch === 0 || this.fenced) return;
+    if (!(await repo.publishEdges(this.db, this.id, this.epoch, edges))) this.fence();
+  }
+
+  /**
    * Whether this host may act on its sandboxes now: joined, not fenced, and (on PostgreSQL,
    * where other hosts may take over) its lease renewed. The embedded store admits one
    * process per data dir, so no other host can ever declare this one dead there.

@@ -125,3 +125,32 @@ export async function listHosts(q: Queryable): Promise<HostRow[]> {
   const { rows } = await q.query<HostRow>(`SELECT ${C} FROM hosts ORDER BY id`);
   return rows;
 }
+
+/**
+ * Writes where the host's session plane and SSH gateway listen for the other servers
+ * (`host:port`, migration 0033) while its epoch is current; false when it is fenced.
+ */
+export async function publishEdges(
+  q: Queryable,
+  id: string,
+  epoch: number,
+  edges: { planeAddress: string | null; sshAddress: string | null },
+): Promise<boolean> {
+  const { rows } = await q.query(
+    "UPDATE hosts SET plane_address = $3, ssh_address = $4 WHERE id = $1 AND epoch = $2 RETURNING id",
+    [id, epoch, edges.planeAddress, edges.sshAddress],
+  );
+  return rows.length > 0;
+}
+
+/** Where a host's session plane listens for the other servers, and its state; null without a row. */
+export async function planeOf(
+  q: Queryable,
+  id: string,
+): Promise<{ state: HostState; plane_address: string | null } | null> {
+  const { rows } = await q.query<{ state: HostState; plane_address: string | null }>(
+    "SELECT state, plane_address FROM hosts WHERE id = $1",
+    [id],
+  );
+  return rows[0] ?? null;
+}

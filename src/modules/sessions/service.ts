@@ -6,11 +6,13 @@ import type { RuntimeDriver } from "../../drivers/runtime/interface.js";
 import type { Clock } from "../../lib/clock.js";
 import { AppError, notFound } from "../../lib/errors.js";
 import type { Logger } from "../../lib/logger.js";
+import { hostUnavailable } from "../hosts/membership.js";
 import type { Credential } from "../identity/credential.js";
 import { requireOrgScoped } from "../identity/credential.js";
 import type { IdentityService } from "../identity/service.js";
 import type { EndpointSource, SandboxRecord, SandboxService } from "../sandboxes/service.js";
 import { type EndpointAddress, endpointUrl, type PlaneBase, parseEndpointHost, planeBase } from "./endpoint-host.js";
+import type { OwnerPlanes, PlaneAddress } from "./owner-plane.js";
 import { DEFAULT_TOKEN_TTL_SECONDS, isSessionToken, type SessionTokenSigner } from "./tokens.js";
 
 /** How long a sandbox's row, address and listening ports are reused by the plane. */
@@ -34,8 +36,13 @@ export interface SessionTarget {
   /** The sandbox's organization (the plane bounds what each organization holds open). */
   orgId: string;
   port: number;
-  /** Where the host connects: the sandbox's address on its veth. */
+  /** Where the host connects: the sandbox's address on its veth ("" when relayed). */
   address: string;
+  /**
+   * The owner's plane when the sandbox is another host's: the request goes there as it came
+   * (credential included, which the owner checks again); null: this host serves it.
+   */
+  relay: PlaneAddress | null;
   /** The credential came as a query parameter (a GET is redirected to drop it and set the cookie). */
   fromQuery: boolean;
   /** The Authorization header carried the credential (it is then not forwarded). */
@@ -46,6 +53,8 @@ export interface SessionTarget {
 
 interface CachedTarget {
   row: SandboxRecord;
+  /** Whether this server's runtime runs the sandbox (its owner is this host, or no host is named). */
+  local: boolean;
   address: string | null;
   expiresAtMs: number;
 }
@@ -60,6 +69,7 @@ export class SessionService implements EndpointSource {
   private readonly lastActivityMs = new Map<string, number>();
   private readonly open = new Map<string, number>();
   private activityTimer: NodeJS.Timeout | null = null;
+  private owners: OwnerPlanes | null = null;
 
   constructor(
     private readonly identity: IdentityService,
@@ -71,6 +81,17 @@ export class SessionService implements EndpointSource {
     configuredUrl: string,
   ) {
     if (configuredUrl) this.base = planeBase(configuredUrl);
+  }
+
+  /** The hosts' planes: a request for another host's sandbox is relayed to its owner's. */
+  useOwnerPlanes(owners: OwnerPlanes): void {
+    this.owners = owners;
+  }
+
+  /** Whether this server's runtime runs the sandbox: no registry, no owner named, or this host owns it. */
+  private runsHere(row: Pick<SandboxRecord, "host_id">): boolean {
+    if (!this.owners || row.host_id === null) return this.runtime !== null;
+    return row.host_id === this.owners.selfId;
   }
 
   /**
@@ -110,8 +131,14 @@ export class SessionService implements EndpointSource {
   /** Each of `ports` the running sandbox listens on (where the host reaches it), as `{port, url}`. */
   async endpointsOf(row: SandboxRecord): Promise<{ port: number; url: string }[]> {
     const base = this.base;
-    if (!base || !this.runtime || row.state !== "running" || row.quarantined || row.ports.length === 0) return [];
+    if (!base || row.state !== "running" || row.quarantined || row.ports.length === 0) return [];
     if (row.network_access === "none") return [];
+    // Another host's sandbox: its ports are listed as declared (which of them listen is known
+    // to its owner only; the router will ask it).
+    if (!this.runsHere(row)) {
+      if (!this.owners) return [];
+      return row.ports.map((port) => ({ port, url: endpointUrl(base, { port, sandboxId: row.id }) }));
+    }
     const listening = await this.listeningPorts(row.id);
     return row.ports
       .filter((port) => listening.includes(port))
@@ -182,7 +209,12 @@ export class SessionService implements EndpointSource {
    * sandbox or port (checked before any lookup, so it tells nothing of the other sandbox)
    * or a sandbox-scoped credential; sandbox_not_running, failed_precondition (`none`).
    */
-  async authorize(hostHeader: string | undefined, presented: PresentedCredentials): Promise<SessionTarget> {
+  async authorize(
+    hostHeader: string | undefined,
+    presented: PresentedCredentials,
+    /** The request came relayed from another server's plane: it is never relayed again. */
+    relayed = false,
+  ): Promise<SessionTarget> {
     const hostname = this.base?.hostname;
     const address = hostname ? parseEndpointHost(hostHeader, hostname) : null;
     if (!address) throw new AppError("not_found", "no endpoint is served at this host name");
@@ -223,14 +255,22 @@ export class SessionService implements EndpointSource {
     if (target.row.state !== "running" || target.row.quarantined) {
       throw new AppError("sandbox_not_running", "the sandbox is not running");
     }
-    if (!target.address) {
+    if (target.row.network_access === "none" || (target.local && !target.address)) {
       throw new AppError("failed_precondition", "a sandbox with network_access none has no endpoints");
+    }
+    let relay: PlaneAddress | null = null;
+    if (!target.local) {
+      // Another host's sandbox: to its owner's plane, once (a relayed request is never relayed on).
+      const owner = relayed || !target.row.host_id ? null : await this.owners?.planeOf(target.row.host_id);
+      if (!owner) throw hostUnavailable("the sandbox's host is not available now; retry shortly");
+      relay = owner;
     }
     return {
       sandboxId: address.sandboxId,
       orgId: target.row.org_id,
       port: address.port,
-      address: target.address,
+      address: target.address ?? "",
+      relay,
       fromQuery: queryToken !== null,
       usedBearer: secret === bearer && queryToken === null && cookieToken === null,
       tokenExpiresAt,
@@ -267,8 +307,9 @@ export class SessionService implements EndpointSource {
       this.targets.delete(id);
       return null;
     }
-    const address = row.network_access === "none" ? null : ((await this.runtime?.portAddress(id)) ?? null);
-    const entry = { row, address, expiresAtMs: nowMs + TARGET_CACHE_MS };
+    const local = this.runsHere(row);
+    const address = row.network_access === "none" || !local ? null : ((await this.runtime?.portAddress(id)) ?? null);
+    const entry = { row, local, address, expiresAtMs: nowMs + TARGET_CACHE_MS };
     if (this.targets.size >= TARGET_CACHE_ENTRIES) this.targets.clear();
     this.targets.set(id, entry);
     return entry;

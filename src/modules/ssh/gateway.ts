@@ -143,6 +143,12 @@ export class SshGateway {
     });
   }
 
+  /** The bound port once listening (port 0 resolved); null before. */
+  get port(): number | null {
+    const address = this.listener.address();
+    return address && typeof address === "object" ? address.port : null;
+  }
+
   /** Whether an SSH session or forward of this process is open in the sandbox (holds off an idle stop). */
   hasOpenSession(sandboxId: string): boolean {
     return this.activity.isOpen(sandboxId);

@@ -12,6 +12,8 @@ export interface SshGatewaySetup {
   listen: { host: string; port: number };
   /** The host clients are told to connect to (ssh_host; the sandbox record's ssh.host). */
   publicHost: string;
+  /** The port they are told (the deployment's, WARREN_SSH_PUBLIC_PORT); null: the bound one. */
+  publicPort?: number | null;
   /** The host key in OpenSSH format (host-key.ts openHostKey: the deployment's, from the store). */
   hostKey: string;
   identity: IdentityService;
@@ -41,7 +43,7 @@ export async function startSshGateway(setup: SshGatewaySetup): Promise<SshGatewa
   });
   const bound = await gateway.listen(setup.listen.host, setup.listen.port);
   setup.sandboxes.useSshGateway({
-    endpoint: { host: setup.publicHost, port: bound.port },
+    endpoint: { host: setup.publicHost, port: setup.publicPort ?? bound.port },
     hasOpenSession: (sandboxId) => gateway.hasOpenSession(sandboxId),
   });
   setup.log.info({ address: `${bound.host}:${bound.port}` }, "ssh gateway is serving");
