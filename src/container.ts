@@ -326,6 +326,7 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
     runtime instanceof PooledRuntime ? runtime : null,
     host,
   );
+  if (config.role === "api") sandboxes.servesAsApiReplica();
   const execs = new ExecService(db, clock, log, config.sandbox, sandboxes, secrets, host);
   const annotationSchemas = new AnnotationSchemaService(db, clock);
   const annotations = new AnnotationService(db, clock, projects, runs);

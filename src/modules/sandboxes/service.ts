@@ -130,6 +130,17 @@ export class SandboxService {
     quotas.registerMeter("sandboxes.workspace_capacity_gib", (q, orgId) => repo.sumWorkspaceGiB(q, orgId));
   }
 
+  /**
+   * This server is an `api` replica (WARREN_ROLE=api): it runs no sandboxes, and what needs a
+   * runtime (a create until placement chooses a host in it; exec until the router reaches the
+   * owner's) answers 503 `host_unavailable` (runtime()).
+   */
+  private apiReplica = false;
+
+  servesAsApiReplica(): void {
+    this.apiReplica = true;
+  }
+
   /** The SSH gateway: running sandboxes then carry `ssh`, and an open session holds off an idle stop. */
   useSshGateway(link: SshGatewayLink): void {
     this.ssh = link;
@@ -235,6 +246,12 @@ export class SandboxService {
   }
 
   runtime(): RuntimeDriver {
+    // An api replica: what needs the owner's runtime waits for the router (and a create for placement).
+    if (!this.driver && this.apiReplica) {
+      throw hostUnavailable(
+        "this api replica runs no sandboxes and cannot reach their hosts' runtimes yet; retry through the sandbox's host",
+      );
+    }
     if (!this.driver)
       throw new AppError("unavailable", "this server has no sandbox runtime", { retryAfterSeconds: 30 });
     return this.driver;

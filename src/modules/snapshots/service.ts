@@ -89,9 +89,8 @@ export class SnapshotService {
   }
 
   private runtime(): RuntimeDriver {
-    if (!this.driver)
-      throw new AppError("unavailable", "this server has no sandbox runtime", { retryAfterSeconds: 30 });
-    return this.driver;
+    // Without one, the sandbox service's refusal (an api replica's is host_unavailable).
+    return this.driver ?? this.sandboxes.runtime();
   }
 
   /** The snapshot a credential may see, or not_found. */
