@@ -67,6 +67,12 @@ export interface SandboxDefaults {
    * /run/warren, so they may share a range; servers that do not share /run need disjoint ones.
    */
   userNamespaceUids: { first: number; count: number };
+  /**
+   * Sandboxes' ids 0..65535 map to a host block of 65536 of their own (WARREN_SANDBOX_ID_MAPPING,
+   * default false; needs userNamespaces): root inside is an unprivileged host uid
+   * (src/drivers/runtime/local/id-mapping.ts).
+   */
+  idMapping: boolean;
 }
 
 export interface SnapshotSettings {
@@ -495,6 +501,7 @@ export function loadConfig(env: Env = process.env): Config {
       cpuOvercommit: intSetting(env, "WARREN_CPU_OVERCOMMIT", 8, 1, 1000),
       userNamespaces: boolSetting(env, "WARREN_SANDBOX_USER_NAMESPACES", true),
       userNamespaceUids: uidRangeSetting(env),
+      idMapping: boolSetting(env, "WARREN_SANDBOX_ID_MAPPING", false),
     },
     snapshots: {
       keepLocalCopies: choiceSetting(env, "WARREN_SNAPSHOT_LOCAL_COPIES", ["keep", "drop"], "keep") === "keep",
