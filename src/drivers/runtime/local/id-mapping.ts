@@ -33,7 +33,12 @@ export const MAPPED_IDS = 65_536;
 /** Blocks of MAPPED_IDS from 2^31 up to 2^32 - 65536 (uid 2^32 - 1 is no uid). */
 export const DEFAULT_MAPPED_BLOCKS: UidRange = { first: 0x8000_0000, count: 0x7fff };
 export const DEFAULT_MAPPED_TREE = "/run/warren-mapped";
-const BLOCK_KIND: ClaimKind = { stride: MAPPED_IDS, prefix: "range-", recordFile: "userns.range" };
+const BLOCK_KIND: ClaimKind = {
+  stride: MAPPED_IDS,
+  prefix: "range-",
+  recordFile: "userns.range",
+  exhausted: "no free block of 65536 host ids for a mapped sandbox",
+};
 
 /** The claims of id blocks, beside the owner claims (same machine-wide directory). */
 export function mappedRanges(layout: Layout, blocks: UidRange | undefined, claimsDir: string | undefined) {

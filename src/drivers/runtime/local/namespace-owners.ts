@@ -56,9 +56,16 @@ export interface ClaimKind {
   prefix: string;
   /** The file in the sandbox's dir recording its claim. */
   recordFile: string;
+  /** The error when every candidate is taken. */
+  exhausted: string;
 }
 
-const OWNER_KIND: ClaimKind = { stride: 1, prefix: "", recordFile: "userns.uid" };
+const OWNER_KIND: ClaimKind = {
+  stride: 1,
+  prefix: "",
+  recordFile: "userns.uid",
+  exhausted: "no free user-namespace owner uid in WARREN_SANDBOX_UID_RANGE",
+};
 
 export class NamespaceOwners {
   private readonly kind: ClaimKind;
@@ -91,7 +98,7 @@ export class NamespaceOwners {
         return uid;
       }
     }
-    throw new RuntimeError("host_failure", "no free user-namespace owner uid in WARREN_SANDBOX_UID_RANGE");
+    throw new RuntimeError("host_failure", this.kind.exhausted);
   }
 
   /** Releases the sandbox's claim (only while it is still this sandbox's). */
