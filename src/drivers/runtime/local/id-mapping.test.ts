@@ -7,9 +7,11 @@ import os from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import type { ExecOutcome } from "../interface.js";
+import { run, TOOLS } from "./host.js";
 import { MAPPED_IDS } from "./id-mapping.js";
 import { readRuncState } from "./runc.js";
 import { type RuntimeFixture, startRuntimeFixture, startSandbox } from "./test-support.js";
+import { userNamespacePin } from "./user-namespace.js";
 
 function completed(outcome: ExecOutcome): Extract<ExecOutcome, { kind: "completed" }> {
   assert.equal(outcome.kind, "completed", `expected completed, got ${JSON.stringify(outcome).slice(0, 500)}`);
@@ -124,5 +126,19 @@ describe("id mapping: sandbox root is an unprivileged host uid", () => {
     assert.equal(stdoutOf(await exec(id, "id -u; cat /etc/hostname >/dev/null && echo ok")), "0\nok\n");
     await f.driver.destroy(id);
     await assert.rejects(stat(tree));
+  });
+
+  it("after its namespaces are gone (a host reboot) starts with new ones, the same block and its files", async () => {
+    const id = await startSandbox(f, made);
+    const first = await f.driver.mappedRoot(id);
+    stdoutOf(await exec(id, "echo kept > /kept && echo ws > /workspace/kept"));
+    await f.driver.stop(id);
+    const pin = userNamespacePin(f.driver.layout.sandbox(id));
+    await run(TOOLS.umount, [pin]);
+    await run(TOOLS.ip, ["netns", "delete", f.driver.layout.netnsName(id)]);
+    await f.driver.start(id);
+    assert.equal(await f.driver.mappedRoot(id), first);
+    assert.match(stdoutOf(await exec(id, "cat /proc/self/uid_map")), new RegExp(`^\\s*0\\s+${first}\\s+65536\\s*$`));
+    assert.equal(stdoutOf(await exec(id, "cat /kept /workspace/kept; stat -c %u /kept")), "kept\nws\n0\n");
   });
 });
