@@ -83,9 +83,13 @@ export async function idmappedBind(userPin: string, source: string, target: stri
   ]);
 }
 
-/** A plain read-only bind (a host tool into the tree). */
+/**
+ * A plain read-only bind (a host tool into the tree), made afresh: the tool may have been
+ * rebuilt at another path since (the exec agent after an upgrade); the tree is prepared only
+ * while the sandbox does not run.
+ */
 async function plainBind(source: string, target: string): Promise<void> {
-  if (await isMounted(target)) return;
+  if (await isMounted(target)) await unmountUnder(target);
   await mountPoint(source, target);
   await runOrFail("binding a tool", TOOLS.mount, ["--bind", source, target]);
   await runOrFail("binding a tool read-only", TOOLS.mount, ["-o", "remount,bind,ro,nosuid,nodev", target]);
