@@ -214,6 +214,7 @@ async function openRuntime(
       log,
       namespaceOwnerUids: config.sandbox.userNamespaceUids,
       idMapping: config.sandbox.idMapping,
+      idMappingBlocks: config.sandbox.idMappingBlocks,
     });
     if (config.sandbox.poolSize === 0) return driver;
     if (!(await poolSupported())) {
