@@ -67,6 +67,17 @@ export interface SandboxDefaults {
    * /run/warren, so they may share a range; servers that do not share /run need disjoint ones.
    */
   userNamespaceUids: { first: number; count: number };
+  /**
+   * Sandboxes' ids 0..65535 map to a host block of 65536 of their own (WARREN_SANDBOX_ID_MAPPING,
+   * default false; needs userNamespaces): root inside is an unprivileged host uid
+   * (src/drivers/runtime/local/id-mapping.ts).
+   */
+  idMapping: boolean;
+  /**
+   * The blocks of 65536 host ids mapped sandboxes draw from (WARREN_SANDBOX_ID_MAPPING_RANGE,
+   * `first-last`; default 2147483648-4294901759), claimed machine-wide like the owner uids.
+   */
+  idMappingBlocks: { first: number; count: number };
 }
 
 export interface SnapshotSettings {
@@ -408,6 +419,22 @@ function uidRangeSetting(env: Env): { first: number; count: number } {
   return { first, count: last - first + 1 };
 }
 
+/** WARREN_SANDBOX_ID_MAPPING_RANGE: host uids `first-last`, as blocks of 65536 from `first`. */
+function idMappingBlocksSetting(env: Env): { first: number; count: number } {
+  const raw = env.WARREN_SANDBOX_ID_MAPPING_RANGE || "";
+  if (raw === "") return { first: 2 ** 31, count: 0x7fff };
+  const match = /^(\d{1,10})-(\d{1,10})$/.exec(raw);
+  const first = Number(match?.[1]);
+  const last = Number(match?.[2]);
+  const count = Math.floor((last - first + 1) / 65_536);
+  if (!match || first < 65_536 || last < first || last >= 2 ** 32 - 1 || count < 1) {
+    throw new ConfigError(
+      `WARREN_SANDBOX_ID_MAPPING_RANGE must be first-last, host uids from 65536 to 4294967294 holding at least one block of 65536, got "${raw}"`,
+    );
+  }
+  return { first, count };
+}
+
 function parseListen(raw: string, name = "WARREN_LISTEN"): { host: string; port: number } {
   const match = /^(.*):(\d{1,5})$/.exec(raw);
   if (!match) throw new ConfigError(`${name} must be host:port, got "${raw}"`);
@@ -495,6 +522,8 @@ export function loadConfig(env: Env = process.env): Config {
       cpuOvercommit: intSetting(env, "WARREN_CPU_OVERCOMMIT", 8, 1, 1000),
       userNamespaces: boolSetting(env, "WARREN_SANDBOX_USER_NAMESPACES", true),
       userNamespaceUids: uidRangeSetting(env),
+      idMapping: boolSetting(env, "WARREN_SANDBOX_ID_MAPPING", false),
+      idMappingBlocks: idMappingBlocksSetting(env),
     },
     snapshots: {
       keepLocalCopies: choiceSetting(env, "WARREN_SNAPSHOT_LOCAL_COPIES", ["keep", "drop"], "keep") === "keep",

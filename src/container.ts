@@ -213,6 +213,8 @@ async function openRuntime(
       userNamespaces: config.sandbox.userNamespaces,
       log,
       namespaceOwnerUids: config.sandbox.userNamespaceUids,
+      idMapping: config.sandbox.idMapping,
+      idMappingBlocks: config.sandbox.idMappingBlocks,
     });
     if (config.sandbox.poolSize === 0) return driver;
     if (!(await poolSupported())) {
