@@ -50,6 +50,7 @@ interface Metadata {
 }
 
 const GZIP_MAGIC = [0x1f, 0x8b];
+const GUNZIP_CHUNK_BYTES = 256 * 1024;
 const ZSTD_MAGIC = [0x28, 0xb5, 0x2f, 0xfd];
 const OVERLAY_XATTR_PREFIX = "trusted.overlay.";
 const XATTR_NAME_RE = /^[\x21-\x3c\x3e-\x7e]+$/;
@@ -92,7 +93,9 @@ async function* decompressed(source: AsyncIterable<Buffer | Uint8Array | string>
     yield* rest();
     return;
   }
-  const gunzip = createGunzip();
+  // 256 KiB output chunks: with zlib's default 16 KiB, gunzip of a 234 MB layer took 2.6 s
+  // instead of 1.5 s (one pass through the thread pool and the stream per chunk).
+  const gunzip = createGunzip({ chunkSize: GUNZIP_CHUNK_BYTES });
   const input = Readable.from(rest());
   input.on("error", (error) => gunzip.destroy(error));
   input.pipe(gunzip);
