@@ -27,7 +27,7 @@ import { Readable } from "node:stream";
 import { createGunzip } from "node:zlib";
 import { ImageError } from "./errors.js";
 import { type EntryType, type NodeKind, planEntry } from "./path-safety.js";
-import { readTar, TarFormatError, type TarHeader } from "./tar.js";
+import { asBuffer, readTar, TarFormatError, type TarHeader } from "./tar.js";
 
 export interface UnpackOptions {
   /** The layer's diff ID (`sha256:` of the uncompressed tar); a mismatch fails the unpack. */
@@ -77,7 +77,7 @@ async function* decompressed(source: AsyncIterable<Buffer | Uint8Array | string>
   while (head.length < 4 && !done) {
     const next = await iterator.next();
     if (next.done) done = true;
-    else head = Buffer.concat([head, Buffer.from(next.value)]);
+    else head = Buffer.concat([head, asBuffer(next.value)]);
   }
   async function* rest(): AsyncGenerator<Buffer> {
     if (head.length > 0) yield head;
@@ -85,7 +85,7 @@ async function* decompressed(source: AsyncIterable<Buffer | Uint8Array | string>
     for (;;) {
       const next = await iterator.next();
       if (next.done) return;
-      yield Buffer.from(next.value);
+      yield asBuffer(next.value);
     }
   }
   if (startsWith(head, ZSTD_MAGIC)) throw new ImageError("unsupported", "zstd-compressed layers are not supported");
