@@ -32,6 +32,7 @@ import { SecretEgress } from "./modules/egress/secret-egress.js";
 import { EgressAllowlistService } from "./modules/egress/service.js";
 import { registerFeedbackRoutes } from "./modules/feedback/routes.js";
 import { type FeedbackRelay, FeedbackService, webhookRelay } from "./modules/feedback/service.js";
+import { HostDirectory } from "./modules/hosts/directory.js";
 import { HostMembership, hostIdOf } from "./modules/hosts/membership.js";
 import { registerIdentityRoutes } from "./modules/identity/routes.js";
 import { IdentityService } from "./modules/identity/service.js";
@@ -236,6 +237,23 @@ async function openRuntime(
   }
 }
 
+/**
+ * A draining host's warm pool empties and stops refilling; any other state (uncordoned,
+ * cordoned) lets it fill again. The host sees the change on its next heartbeat (membership.ts).
+ */
+function followDraining(host: HostMembership, pool: PooledRuntime, log: Logger): void {
+  const follow = (state: string) => {
+    if (state !== "draining") return pool.resume();
+    void pool.drain().then(
+      () => log.info({ host_id: host.id }, "this host drains: its warm pool is empty"),
+      (error: unknown) =>
+        log.error({ host_id: host.id, err: (error as Error).message }, "draining the warm pool failed"),
+    );
+  };
+  host.onStateChanged(follow);
+  if (host.state() === "draining") follow("draining");
+}
+
 async function startGateway(config: Config, log: Logger): Promise<EgressGateway | null> {
   try {
     return await EgressGateway.start({ port: config.egress.gatewayPort, hosts: config.egress.hosts, log });
@@ -299,6 +317,7 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
           const compute = runtime?.hostCompute?.();
           return compute ? { cpu_millis: compute.cpuMillis, memory_mib: compute.memoryMiB } : {};
         },
+        poolMembers: () => (runtime instanceof PooledRuntime ? runtime.memberCount() : 0),
       })
     : null;
   await host?.join();
@@ -307,6 +326,7 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
     pooled.admitMembersWith((id, shape) =>
       admitPoolMember(db, { runtime: pooled.driver, hostId: () => host?.id ?? null, log }, id, shape),
     );
+    if (host) followDraining(host, pooled, log);
   }
   // The reconciler (started with the controllers) becomes the queue's worker; the service only kicks it.
   const reconcileQueue = new ReconcileQueue();
@@ -340,7 +360,7 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
     ...(config.databaseUrl ? { readerLogins: { connectionString: config.databaseUrl } } : {}),
   });
   const egressAllowlist = new EgressAllowlistService(db, clock);
-  const admin = new AdminService(identity, quotas, secrets, sandboxes, egressAllowlist);
+  const admin = new AdminService(identity, quotas, secrets, sandboxes, egressAllowlist, new HostDirectory(db));
   if (egress && runtime) {
     egress.bind({
       identify: callerDirectory(runtime, sandboxes),

@@ -73,6 +73,8 @@ export interface MembershipOptions {
   planeAddress?: string | null;
   sshAddress?: string | null;
   capacity?: () => repo.HostCapacity;
+  /** Its warm pool members now (reported, so the admin list can tell a drained host). */
+  poolMembers?: () => number;
   heartbeatIntervalMs?: number;
   leaseMs?: number;
   /** The monotonic clock the lease is measured on (tests move it). */
@@ -88,6 +90,8 @@ export class HostMembership implements HostGate {
   private beating: Promise<void> | null = null;
   private readonly fenceListeners: (() => void)[] = [];
   private readonly renewListeners: (() => void)[] = [];
+  private readonly stateListeners: ((state: repo.HostState) => void)[] = [];
+  private knownState: repo.HostState | null = null;
   private readonly now: () => number;
   private readonly leaseMs: number;
 
@@ -120,6 +124,7 @@ export class HostMembership implements HostGate {
       this.log.info({ host_id: this.id, ...adopted }, "adopted the rows of the store from before the hosts registry");
     }
     this.log.info({ host_id: this.id, epoch: this.epoch, state: result.host.state }, "joined the hosts registry");
+    this.noteState(result.host.state);
     this.startBeating();
     return result;
   }
@@ -147,6 +152,19 @@ export class HostMembership implements HostGate {
     this.fenceListeners.push(listener);
   }
 
+  /** The host's state as its row said at the last join or heartbeat (null before the join). */
+  state(): repo.HostState | null {
+    return this.knownState;
+  }
+
+  /**
+   * Called with the new state each time the join or a heartbeat finds the row's state changed
+   * (an operator drained, cordoned or uncordoned the host through any server).
+   */
+  onStateChanged(listener: (state: repo.HostState) => void): void {
+    this.stateListeners.push(listener);
+  }
+
   /** Called when a heartbeat renews a lease that had lapsed (work deferred meanwhile can go on). */
   onRenewedAfterLapse(listener: () => void): void {
     this.renewListeners.push(listener);
@@ -158,7 +176,10 @@ export class HostMembership implements HostGate {
     const epoch = this.epoch;
     const sentAt = this.now();
     const lapsed = !this.canAct();
-    const state = await repo.renewHeartbeat(this.db, this.id, epoch, this.options.capacity?.() ?? {});
+    const state = await repo.renewHeartbeat(this.db, this.id, epoch, {
+      capacity: this.options.capacity?.() ?? {},
+      poolMembers: this.options.poolMembers?.() ?? 0,
+    });
     if (epoch !== this.epoch) return true;
     if (state === null) {
       this.fence();
@@ -166,7 +187,22 @@ export class HostMembership implements HostGate {
     }
     this.renewSentAt = sentAt;
     if (lapsed) for (const listener of this.renewListeners) listener();
+    this.noteState(state);
     return true;
+  }
+
+  private noteState(state: repo.HostState): void {
+    if (state === this.knownState) return;
+    const before = this.knownState;
+    this.knownState = state;
+    if (before !== null) this.log.info({ host_id: this.id, from: before, to: state }, "this host's state changed");
+    for (const listener of this.stateListeners) {
+      try {
+        listener(state);
+      } catch (error) {
+        this.log.error({ host_id: this.id, err: (error as Error).message }, "a host state listener failed");
+      }
+    }
   }
 
   private fence(): void {

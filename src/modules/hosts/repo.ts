@@ -25,7 +25,14 @@ export interface HostRow {
   joined_at: Date;
   heartbeat_at: Date;
   state_changed_at: Date;
+  /** What an operator asked (draining, cordoned); null: nothing. Liveness never clears it. */
+  operator_state: OperatorState | null;
+  /** Warm pool members the host reported with its last heartbeat. */
+  pool_members: number;
 }
+
+export const OPERATOR_STATES = ["draining", "cordoned"] as const;
+export type OperatorState = (typeof OPERATOR_STATES)[number];
 
 export interface JoinInput {
   id: string;
@@ -43,7 +50,7 @@ export interface JoinResult {
 }
 
 const C = `id, role, state, epoch, address, plane_address, ssh_address, capacity, joined_at, heartbeat_at,
-  state_changed_at`;
+  state_changed_at, operator_state, pool_members`;
 
 // Joins are serialized (two hosts joining an upgraded store at once must not both adopt).
 const JOIN_LOCK_KEY = 7_310_420_025;
@@ -62,8 +69,9 @@ export async function joinHost(db: Db, input: JoinInput): Promise<JoinResult> {
       `INSERT INTO hosts (id, role, state, epoch, address, plane_address, ssh_address, capacity)
        VALUES ($1, $2, 'ready', 1, $3, $4, $5, $6::jsonb)
        ON CONFLICT (id) DO UPDATE SET epoch = hosts.epoch + 1, role = $2,
-         state = CASE WHEN hosts.state IN ('draining', 'cordoned') THEN hosts.state ELSE 'ready' END,
-         state_changed_at = CASE WHEN hosts.state IN ('draining', 'cordoned') THEN hosts.state_changed_at ELSE now() END,
+         state = COALESCE(hosts.operator_state, 'ready'),
+         state_changed_at = CASE WHEN hosts.state = COALESCE(hosts.operator_state, 'ready') THEN hosts.state_changed_at
+           ELSE now() END,
          address = $3, plane_address = $4, ssh_address = $5, capacity = $6::jsonb, joined_at = now(), heartbeat_at = now()
        RETURNING ${C}`,
       [input.id, input.role, input.address, input.planeAddress, input.sshAddress, JSON.stringify(input.capacity)],
@@ -95,25 +103,73 @@ async function adopt(q: Queryable, table: string, hostId: string): Promise<numbe
   return Number(rows[0]?.n ?? 0);
 }
 
+/** What a host reports with each heartbeat. */
+export interface HeartbeatReport {
+  capacity: HostCapacity;
+  poolMembers: number;
+}
+
 /**
- * Renews the host's heartbeat (and its reported capacity) while its epoch is current; an
- * `unreachable` host that renews is `ready` again. Null: no row has this (id, epoch), the
- * host is fenced.
+ * Renews the host's heartbeat (and what it reports) while its epoch is current; an
+ * `unreachable` host that renews is `ready` again (or what an operator asked of it: draining,
+ * cordoned). Returns the host's state, which an operator may have changed since the last
+ * beat; null: no row has this (id, epoch), the host is fenced.
  */
 export async function renewHeartbeat(
   q: Queryable,
   id: string,
   epoch: number,
-  capacity: HostCapacity,
+  report: HeartbeatReport,
 ): Promise<HostState | null> {
   const { rows } = await q.query<{ state: HostState }>(
-    `UPDATE hosts SET heartbeat_at = now(), capacity = $3::jsonb,
-            state = CASE WHEN state = 'unreachable' THEN 'ready' ELSE state END,
+    `UPDATE hosts SET heartbeat_at = now(), capacity = $3::jsonb, pool_members = $4,
+            state = CASE WHEN state = 'unreachable' THEN COALESCE(operator_state, 'ready') ELSE state END,
             state_changed_at = CASE WHEN state = 'unreachable' THEN now() ELSE state_changed_at END
       WHERE id = $1 AND epoch = $2 RETURNING state`,
-    [id, epoch, JSON.stringify(capacity)],
+    [id, epoch, JSON.stringify(report.capacity), report.poolMembers],
   );
   return rows[0]?.state ?? null;
+}
+
+/**
+ * Records what an operator asks of a host (draining, cordoned; null: nothing, back to ready).
+ * A live host takes the state at once; an unreachable or dead one keeps its liveness state
+ * and takes the asked one when it renews or re-joins. Null: no such host.
+ */
+export async function setOperatorState(q: Queryable, id: string, asked: OperatorState | null): Promise<HostRow | null> {
+  const { rows } = await q.query<HostRow>(
+    `UPDATE hosts SET operator_state = $2,
+            state = CASE WHEN state IN ('ready', 'draining', 'cordoned') THEN COALESCE($2, 'ready') ELSE state END,
+            state_changed_at = CASE WHEN state IN ('ready', 'draining', 'cordoned') AND state <> COALESCE($2, 'ready')
+              THEN now() ELSE state_changed_at END
+      WHERE id = $1 RETURNING ${C}`,
+    [id, asked],
+  );
+  return rows[0] ?? null;
+}
+
+/** A host row with what the admin list shows beside it (counted from the store). */
+export interface HostSummary extends HostRow {
+  heartbeat_age_seconds: number;
+  live_sandboxes: number;
+  pending_replications: number;
+}
+
+/** Every host (or one), with its live sandboxes and pending replications counted. */
+export async function hostSummaries(q: Queryable, id?: string): Promise<HostSummary[]> {
+  const { rows } = await q.query<HostSummary>(
+    `SELECT ${C.split(",")
+      .map((column) => `h.${column.trim()}`)
+      .join(", ")},
+            extract(epoch FROM now() - h.heartbeat_at)::float8 AS heartbeat_age_seconds,
+            (SELECT count(*)::int FROM sandboxes s
+              WHERE s.host_id = h.id AND s.state NOT IN ('terminated', 'failed')) AS live_sandboxes,
+            (SELECT count(*)::int FROM sandbox_snapshots p
+              WHERE p.host_id = h.id AND p.replication = 'pending') AS pending_replications
+       FROM hosts h ${id === undefined ? "" : "WHERE h.id = $1"} ORDER BY h.id`,
+    id === undefined ? [] : [id],
+  );
+  return rows;
 }
 
 export async function getHost(q: Queryable, id: string): Promise<HostRow | null> {
