@@ -66,6 +66,7 @@ async function main(): Promise<void> {
         tokens: container.sessions,
         log,
         metrics: container.metrics,
+        sessionRuntimeOf: async (id) => (await container.router.runtimeOfId(id)).runtime,
       })
     : null;
 

@@ -8,6 +8,7 @@ import { Agent } from "node:http";
 import type { RuntimeDriver } from "../../drivers/runtime/interface.js";
 import type { Logger } from "../../lib/logger.js";
 import type { Queryable } from "../../store/db.js";
+import { getExecTarget } from "../sandboxes/repo.js";
 import type { GrantSigner } from "./grants.js";
 import { type HostGate, hostUnavailable } from "./membership.js";
 import { NodeClient } from "./node-client.js";
@@ -75,6 +76,13 @@ export class HostRouter {
       log: this.log,
     });
     return { runtime: remote, remote };
+  }
+
+  /** runtimeOf for a sandbox named by id only (the SSH gateway's session); unknown: host_unavailable. */
+  async runtimeOfId(sandboxId: string): Promise<Route> {
+    const row = await getExecTarget(this.db, sandboxId);
+    if (!row) throw hostUnavailable();
+    return this.runtimeOf(row);
   }
 
   close(): void {
