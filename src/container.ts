@@ -335,7 +335,7 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
   // Routing to a sandbox's owner (docs/hosts.md "Routing"): this host's own sandboxes in-process,
   // any other host's through its internal API, with a grant signed under the deployment's key.
   const grants = await openGrantSigner(db, keyring, clock);
-  const router = new HostRouter(db, host, runtime, grants, log);
+  const router = new HostRouter(db, host, runtime, grants, log, (id) => sandboxes.rowForHost(id));
   sandboxes.useRouter(router);
   const execs = new ExecService(db, clock, log, config.sandbox, sandboxes, secrets, host, router);
   const annotationSchemas = new AnnotationSchemaService(db, clock);
@@ -437,7 +437,7 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
           host,
           grants,
           ownerOperations({
-            db,
+            sandboxOf: (id) => sandboxes.rowForHost(id),
             host,
             runtime,
             exec: (claims, request) => execs.execForRoute(claims, request),

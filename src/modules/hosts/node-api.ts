@@ -14,8 +14,6 @@ import type {
   SessionRequest,
 } from "../../drivers/runtime/interface.js";
 import { AppError } from "../../lib/errors.js";
-import type { Queryable } from "../../store/db.js";
-import { getExecTarget } from "../sandboxes/repo.js";
 import { type GrantClaims, GrantReplayGuard, type GrantSigner, type RoutedOperation } from "./grants.js";
 import { type HostGate, hostUnavailable } from "./membership.js";
 import { GRANT_SCHEME, type RoutedExecRequest } from "./node-wire.js";
@@ -61,7 +59,8 @@ export class NodeApi {
 }
 
 export interface OwnerDeps {
-  db: Queryable;
+  /** The sandbox row by id (SandboxService.rowForHost). */
+  sandboxOf(id: string): Promise<{ org_id: string; host_id: string | null; quarantined: boolean } | null>;
   host: HostGate;
   runtime: RuntimeDriver;
   exec(claims: GrantClaims, request: RoutedExecRequest): Promise<unknown>;
@@ -74,7 +73,7 @@ export interface OwnerDeps {
 /** The owner's side of each routed operation. */
 export function ownerOperations(deps: OwnerDeps): NodeOperations {
   const owned = async (claims: GrantClaims) => {
-    const row = await getExecTarget(deps.db, claims.sandboxId);
+    const row = await deps.sandboxOf(claims.sandboxId);
     if (!row || row.org_id !== claims.orgId) throw new AppError("not_found", "sandbox not found");
     if (row.host_id !== deps.host.id || !deps.host.canAct()) throw hostUnavailable();
     return row;

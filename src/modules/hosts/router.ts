@@ -8,7 +8,6 @@ import { Agent } from "node:http";
 import type { RuntimeDriver } from "../../drivers/runtime/interface.js";
 import type { Logger } from "../../lib/logger.js";
 import type { Queryable } from "../../store/db.js";
-import { getExecTarget } from "../sandboxes/repo.js";
 import type { GrantSigner } from "./grants.js";
 import { type HostGate, hostUnavailable } from "./membership.js";
 import { NodeClient } from "./node-client.js";
@@ -43,6 +42,8 @@ export class HostRouter {
     private readonly runtime: RuntimeDriver | null,
     private readonly grants: GrantSigner,
     private readonly log: Logger,
+    /** The sandbox row by id (SandboxService.rowForHost), for runtimeOfId. */
+    private readonly sandboxOf: (id: string) => Promise<RoutedSandbox | null> = async () => null,
   ) {}
 
   /** Whether this server owns the sandbox (its operations run in-process). */
@@ -80,7 +81,7 @@ export class HostRouter {
 
   /** runtimeOf for a sandbox named by id only (the SSH gateway's session); unknown: host_unavailable. */
   async runtimeOfId(sandboxId: string): Promise<Route> {
-    const row = await getExecTarget(this.db, sandboxId);
+    const row = await this.sandboxOf(sandboxId);
     if (!row) throw hostUnavailable();
     return this.runtimeOf(row);
   }

@@ -692,6 +692,14 @@ export class SandboxService {
     if (!quarantined) this.kickOwner(row);
   }
 
+  /**
+   * A sandbox by id for a host's own checks (routing, the internal API: no credential, the
+   * grant or the gateway already named the organization); null when there is no such row.
+   */
+  rowForHost(id: string): Promise<repo.SandboxRow | null> {
+    return SANDBOX_ID.test(id) ? repo.getSandbox(this.db, id) : Promise.resolve(null);
+  }
+
   /** Whether this server is the sandbox's host and may act on it now. */
   actsHereOn(row: Pick<repo.SandboxRow, "host_id">): boolean {
     return this.host !== null && row.host_id === this.host.id && this.host.canAct();

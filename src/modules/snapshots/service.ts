@@ -20,7 +20,6 @@ import type { HostRouter } from "../hosts/router.js";
 import { type Credential, requireOrgScoped } from "../identity/credential.js";
 import type { WarrenMetrics } from "../metrics/registry.js";
 import type { ProjectService } from "../projects/service.js";
-import { getSandbox } from "../sandboxes/repo.js";
 import type { SandboxService } from "../sandboxes/service.js";
 import { appendSandboxEvent } from "../sandboxes/transitions.js";
 import type { QuotaService } from "../usage/service.js";
@@ -210,7 +209,7 @@ export class SnapshotService {
     if (!row || row.org_id !== claims.orgId || row.source_sandbox_id !== claims.sandboxId || row.state !== "pending") {
       throw notFound("snapshot");
     }
-    const sandbox = await getSandbox(this.db, claims.sandboxId);
+    const sandbox = await this.sandboxes.rowForHost(claims.sandboxId);
     if (!sandbox || !this.sandboxes.actsHereOn(sandbox) || !this.driver) {
       if (sandbox) await this.recordFailure(null, snapshotId, sandbox, "host_failure");
       throw hostUnavailable();
