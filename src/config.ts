@@ -223,6 +223,15 @@ export interface Config {
   sshHost: string;
   /** Where the SSH gateway listens (WARREN_SSH_LISTEN); null: no gateway. */
   sshListen: { host: string; port: number } | null;
+  /**
+   * The node internal API other servers route a sandbox's exec, session, snapshot and host
+   * changes through (docs/hosts.md "Routing"): its listener (WARREN_INTERNAL_LISTEN,
+   * host:port, port 0 picks a free one) or null when none runs (a single host routes to
+   * itself in-process), and the URL other hosts reach it at (WARREN_INTERNAL_URL; empty:
+   * derived from the bound address).
+   */
+  internalListen: { host: string; port: number } | null;
+  internalUrl: string;
   feedbackWebhookUrl: string;
   feedbackWebhookTimeoutMs: number;
   bodyLimitBytes: number;
@@ -469,6 +478,21 @@ function sessionPlaneUrlSetting(env: Env): string {
   return url.origin;
 }
 
+function internalUrlSetting(env: Env): string {
+  const raw = env.WARREN_INTERNAL_URL || "";
+  if (!raw) return "";
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new ConfigError(`WARREN_INTERNAL_URL must be an http:// URL, got "${raw}"`);
+  }
+  if (url.protocol !== "http:" || (url.pathname !== "/" && url.pathname !== "") || url.search || url.username) {
+    throw new ConfigError("WARREN_INTERNAL_URL must be an http:// base URL without a path");
+  }
+  return url.origin;
+}
+
 export function loadConfig(env: Env = process.env): Config {
   const listen = parseListen(env.WARREN_LISTEN || "127.0.0.1:8080");
   const hostForUrl = listen.host.includes(":") ? `[${listen.host}]` : listen.host;
@@ -489,6 +513,10 @@ export function loadConfig(env: Env = process.env): Config {
     sessionPlaneUrl: sessionPlaneUrlSetting(env),
     sshHost: env.WARREN_SSH_HOST || (sshListen ? publicHostOf(sshListen.host, listen.host) : ""),
     sshListen,
+    internalListen: env.WARREN_INTERNAL_LISTEN
+      ? parseListen(env.WARREN_INTERNAL_LISTEN, "WARREN_INTERNAL_LISTEN")
+      : null,
+    internalUrl: internalUrlSetting(env),
     feedbackWebhookUrl: env.WARREN_FEEDBACK_WEBHOOK_URL || "",
     feedbackWebhookTimeoutMs: intSetting(env, "WARREN_FEEDBACK_WEBHOOK_TIMEOUT_MS", 5000, 100, 60000),
     bodyLimitBytes: intSetting(env, "WARREN_BODY_LIMIT_BYTES", 1_048_576, 1024, 64 * 1_048_576),

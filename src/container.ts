@@ -12,6 +12,7 @@ import { LocalRuntimeDriver } from "./drivers/runtime/local/driver.js";
 import { PooledRuntime, poolSupported } from "./drivers/runtime/local/pool.js";
 import { API_VERSION, buildHttp } from "./http/app.js";
 import { IdempotencyStore } from "./http/idempotency.js";
+import { startInternalApi } from "./http/internal/server.js";
 import type { App } from "./http/types.js";
 import { type Clock, systemClock } from "./lib/clock.js";
 import type { Logger } from "./lib/logger.js";
@@ -33,7 +34,11 @@ import { EgressAllowlistService } from "./modules/egress/service.js";
 import { registerFeedbackRoutes } from "./modules/feedback/routes.js";
 import { type FeedbackRelay, FeedbackService, webhookRelay } from "./modules/feedback/service.js";
 import { HostDirectory } from "./modules/hosts/directory.js";
+import { openGrantSigner } from "./modules/hosts/grants.js";
 import { HostMembership, hostIdOf } from "./modules/hosts/membership.js";
+import { NodeApi, ownerOperations } from "./modules/hosts/node-api.js";
+import { publishInternalUrl } from "./modules/hosts/route-repo.js";
+import { HostRouter } from "./modules/hosts/router.js";
 import { registerIdentityRoutes } from "./modules/identity/routes.js";
 import { IdentityService } from "./modules/identity/service.js";
 import { registerMetaRoutes } from "./modules/meta/routes.js";
@@ -100,6 +105,10 @@ export interface Container {
   runtime: RuntimeDriver | null;
   /** This server as a host of the registry (docs/hosts.md); null without a runtime (it runs no sandboxes). */
   host: HostMembership | null;
+  /** Where a sandbox's exec, session, snapshot and host changes go: this runtime, or the owner's internal API. */
+  router: HostRouter;
+  /** This host's side of the internal API (served when WARREN_INTERNAL_LISTEN is set); null without a host. */
+  nodeApi: NodeApi | null;
   feedback: FeedbackService;
   telemetryViews: TelemetryViewService;
   quotas: QuotaService;
@@ -345,7 +354,12 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
     runtime instanceof PooledRuntime ? runtime : null,
     host,
   );
-  const execs = new ExecService(db, clock, log, config.sandbox, sandboxes, secrets, host);
+  // Routing to a sandbox's owner (docs/hosts.md "Routing"): this host's own sandboxes in-process,
+  // any other host's through its internal API, with a grant signed under the deployment's key.
+  const grants = await openGrantSigner(db, keyring, clock);
+  const router = new HostRouter(db, host, runtime, grants, log, (id) => sandboxes.rowForHost(id));
+  sandboxes.useRouter(router);
+  const execs = new ExecService(db, clock, log, config.sandbox, sandboxes, secrets, host, router);
   const annotationSchemas = new AnnotationSchemaService(db, clock);
   const annotations = new AnnotationService(db, clock, projects, runs);
   const relay =
@@ -388,6 +402,7 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
     config.snapshots,
     snapshotReplication,
     quotas,
+    router,
   );
   sandboxes.useSnapshots(snapshots);
   const volumes = new VolumeService(db, clock, log, blobs, projects, config.volumes);
@@ -438,6 +453,23 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
   annotations.useMetrics(metrics);
   telemetryViews.useMetrics(metrics);
   snapshots.useMetrics(metrics);
+  const nodeApi =
+    host && runtime
+      ? new NodeApi(
+          host,
+          grants,
+          ownerOperations({
+            sandboxOf: (id) => sandboxes.rowForHost(id),
+            host,
+            runtime,
+            exec: (claims, request) => execs.execForRoute(claims, request),
+            snapshot: (claims, snapshotId) => snapshots.takeForRoute(claims, snapshotId),
+            sessionBegan: (sessionId, sandboxId, ended) =>
+              sandboxes.execBegan(sessionId, sandboxId, ended as ReturnType<typeof execs.exec>),
+            sessionEnded: (sessionId) => sandboxes.execEnded(sessionId),
+          }),
+        )
+      : null;
   const metricsAccess = new MetricsService(metrics, identity, admin, config.metrics.token);
   const tracing = Tracing.open(config.tracing, API_VERSION);
   const container: Container = {
@@ -458,6 +490,8 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
     execs,
     runtime,
     host,
+    router,
+    nodeApi,
     feedback,
     telemetryViews,
     quotas,
@@ -512,6 +546,7 @@ export async function createApp(c: Container): Promise<App> {
   registerVolumeRoutes(app, c.volumes);
   registerSessionRoutes(app, c.sessions);
   if (c.signedBlobs) registerBlobRoutes(app, c.signedBlobs);
+  await serveInternalApi(app, c);
   registerMetricsRoutes(app, c.metricsAccess);
   app.addHook("onClose", () => c.blobs.close());
   app.addHook("onClose", () => c.egress?.close());
@@ -521,10 +556,31 @@ export async function createApp(c: Container): Promise<App> {
   app.addHook("onClose", () => c.egressLedger.close());
   app.addHook("onClose", () => c.idempotency.stop());
   app.addHook("onClose", () => c.host?.stop());
+  app.addHook("onClose", () => c.router.close());
   // Spans still buffered are sent before the process goes.
   app.addHook("onClose", () => c.tracing?.shutdown());
   // Exec ends written after their answers, before whoever closes the store after the app.
   app.addHook("onClose", () => (c.db instanceof DeferringDb ? c.db.settled() : undefined));
   await app.ready();
   return app;
+}
+
+/**
+ * The node internal API (WARREN_INTERNAL_LISTEN): listens, publishes its URL in this host's
+ * row (WARREN_INTERNAL_URL, else the bound address) and closes with the app. Without the
+ * setting no other server can route to this host; it still routes to itself in-process.
+ */
+async function serveInternalApi(app: App, c: Container): Promise<void> {
+  const listen = c.config.internalListen;
+  if (!listen || !c.nodeApi || !c.host) return;
+  const server = await startInternalApi({
+    ...listen,
+    api: c.nodeApi,
+    bodyLimitBytes: c.config.bodyLimitBytes,
+    log: c.log,
+  });
+  app.addHook("onClose", () => server.close());
+  const owner = c.host.owner();
+  await publishInternalUrl(c.db, owner.hostId, owner.epoch, c.config.internalUrl || server.boundUrl);
+  c.log.info({ address: server.boundUrl }, "internal API is serving");
 }

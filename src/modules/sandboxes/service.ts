@@ -11,6 +11,7 @@ import { decodeCursor, encodeCursor } from "../../lib/page-token.js";
 import type { Db, Queryable } from "../../store/db.js";
 import { notifyOwner } from "../hosts/kicks.js";
 import { type HostGate, hostUnavailable } from "../hosts/membership.js";
+import type { HostRouter, Route } from "../hosts/router.js";
 import { type Credential, requireOrgScoped } from "../identity/credential.js";
 import type { ProjectService } from "../projects/service.js";
 import type { RunService } from "../runs/service.js";
@@ -101,6 +102,7 @@ export class SandboxService {
   /** The SSH gateway of this process, when one serves (modules/ssh). */
   private ssh: SshGatewayLink | null = null;
   private snapshots: SnapshotSource | null = null;
+  private router: HostRouter | null = null;
   private volumes: VolumeSource | null = null;
   private secretBinder: SecretBinder | null = null;
   private endpoints: EndpointSource | null = null;
@@ -133,6 +135,11 @@ export class SandboxService {
   /** The SSH gateway: running sandboxes then carry `ssh`, and an open session holds off an idle stop. */
   useSshGateway(link: SshGatewayLink): void {
     this.ssh = link;
+  }
+
+  /** Where a host change (growth, network switch) of a sandbox another host owns is sent (docs/hosts.md "Routing"). */
+  useRouter(router: HostRouter): void {
+    this.router = router;
   }
 
   useSnapshots(snapshots: SnapshotSource): void {
@@ -532,6 +539,7 @@ export class SandboxService {
     // (resize2fs, ip, nft) never runs while the row lock that other requests wait on is held.
     // A growth is admitted against the host as measured now (host-admission.ts).
     const measure = input.workspace_capacity_gib !== undefined ? await this.driver?.measureStorage?.() : undefined;
+    let route = null as Route | null;
     const { row, host } = await this.db.tx(async (q) => {
       const row = await this.load(q, cred, id, true);
       const onHost: HostAdmissionRequest = { hostId: row.host_id };
@@ -612,8 +620,11 @@ export class SandboxService {
         checkPorts(row.ports, input.network_access);
         host = { kind: "network", mode: input.network_access };
       }
-      // The host change runs on the sandbox's own host (its router comes with many-hosts routing).
-      if (host && !this.actsHereOn(row)) throw hostUnavailable();
+      // The host change runs on the sandbox's own host: here, or routed to it (docs/hosts.md "Routing").
+      route = host && this.router ? await this.router.runtimeOf(row, q) : null;
+      if (host && !route && !this.actsHereOn(row)) throw hostUnavailable();
+      // The owner's own storage admission decides a routed growth (this host's measure says nothing of it).
+      if (route?.remote) delete onHost.storage;
       await this.admitHost(q, onHost);
       if (host && !(await repo.claimHost(q, row.id, now, new Date(now.getTime() + HOST_CLAIM_SECONDS * 1000)))) {
         throw new AppError(
@@ -626,7 +637,7 @@ export class SandboxService {
     });
     this.transitions.notify(row.id);
     const receipt = host
-      ? await applyHostChange({ db: this.db, runtime: this.runtime(), log: this.log }, row, host)
+      ? await applyHostChange({ db: this.db, runtime: route?.runtime ?? this.runtime(), log: this.log }, row, host)
       : null;
     this.kickOwner(row);
     const response: Record<string, unknown> = { id, request_state: "requested" };
@@ -679,6 +690,14 @@ export class SandboxService {
     });
     this.transitions.notify(id);
     if (!quarantined) this.kickOwner(row);
+  }
+
+  /**
+   * A sandbox by id for a host's own checks (routing, the internal API: no credential, the
+   * grant or the gateway already named the organization); null when there is no such row.
+   */
+  rowForHost(id: string): Promise<repo.SandboxRow | null> {
+    return SANDBOX_ID.test(id) ? repo.getSandbox(this.db, id) : Promise.resolve(null);
   }
 
   /** Whether this server is the sandbox's host and may act on it now. */
