@@ -33,6 +33,7 @@ import { EgressAllowlistService } from "./modules/egress/service.js";
 import { registerFeedbackRoutes } from "./modules/feedback/routes.js";
 import { type FeedbackRelay, FeedbackService, webhookRelay } from "./modules/feedback/service.js";
 import { HostMembership, hostIdOf } from "./modules/hosts/membership.js";
+import { HOST_HINT_LIMIT, type HostCapacity } from "./modules/hosts/repo.js";
 import { registerIdentityRoutes } from "./modules/identity/routes.js";
 import { IdentityService } from "./modules/identity/service.js";
 import { registerMetaRoutes } from "./modules/meta/routes.js";
@@ -284,6 +285,8 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
       egress = null;
     }
   }
+  // Set once the volume cache exists (the heartbeat reads it; the join may come first).
+  let volumeHints: (() => string[]) | null = null;
   // A server with a runtime is a host: it joins the registry (a new epoch) before anything
   // acts on a sandbox, and owns the sandboxes created through it.
   const host = runtime
@@ -293,10 +296,11 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
         address: config.publicApiUrl,
         planeAddress: config.sessionPlaneUrl || null,
         sshAddress: config.sshListen ? `${config.sshHost}:${config.sshListen.port}` : null,
-        capacity: () => {
-          const compute = runtime?.hostCompute?.();
-          return compute ? { cpu_millis: compute.cpuMillis, memory_mib: compute.memoryMiB } : {};
-        },
+        capacity: () => publishedCapacity(runtime),
+        hints: () => ({
+          ...(runtime?.cacheHints?.() ?? { images: [], warmImages: [] }),
+          volumes: volumeHints?.() ?? [],
+        }),
       })
     : null;
   await host?.join();
@@ -376,6 +380,7 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
     budget: config.volumes.cacheBudget,
     pinned: () => pinnedVersions(db),
   });
+  volumeHints = () => volumeCache.cachedVersions(HOST_HINT_LIMIT);
   const egressLedger = new EventLedger(db, clock, log);
   const secretEgress = new SecretEgress({
     secrets,
@@ -505,4 +510,19 @@ export async function createApp(c: Container): Promise<App> {
   app.addHook("onClose", () => (c.db instanceof DeferringDb ? c.db.settled() : undefined));
   await app.ready();
   return app;
+}
+
+/**
+ * What a host publishes of its capacity (docs/hosts.md "Placement"): its memory and CPUs, and
+ * the bytes of sandbox images its pool can promise in all (what its live images promise now
+ * plus what it could still back), which placement compares with the reservations of its rows.
+ */
+async function publishedCapacity(runtime: RuntimeDriver | null): Promise<HostCapacity> {
+  const compute = runtime?.hostCompute?.();
+  const capacity: HostCapacity = compute ? { cpu_millis: compute.cpuMillis, memory_mib: compute.memoryMiB } : {};
+  const report = await runtime?.storageReport?.();
+  if (report) {
+    capacity.storage_bytes = report.promisedBytes + Math.max(0, report.backableBytes - report.mayStillWriteBytes);
+  }
+  return capacity;
 }
