@@ -8,6 +8,7 @@ import assert from "node:assert/strict";
 import { after, before, beforeEach, describe, it } from "node:test";
 import { loadConfig } from "../src/config.js";
 import { type RuntimeFixture, startRuntimeFixture } from "../src/drivers/runtime/local/test-support.js";
+import { getHost, HOST_HINT_LIMIT, renewHeartbeat } from "../src/modules/hosts/repo.js";
 import { STORE_KINDS, startTestApp, type TestApp } from "./harness.js";
 import { assertError } from "./support/assertions.js";
 
@@ -66,6 +67,28 @@ for (const store of STORE_KINDS) {
       await a.c.db.query("UPDATE sandboxes SET state = 'terminated', desired_state = 'deleted', finished_at = now()");
       await a.c.db.query("UPDATE hosts SET state = 'ready' WHERE id = $1", [HOST_A]);
       await a.c.db.query("DELETE FROM hosts WHERE id <> $1", [HOST_A]);
+    });
+
+    it("a host publishes its capacity and cache hints with its heartbeat (bounded lists in its row)", async () => {
+      assert.ok(fixture.driver.cacheHints().images.length > 0, "the fixture pulled its image through the cache");
+      assert.equal(await a.c.host?.beat(), true);
+      const row = await getHost(a.c.db, HOST_A);
+      assert.deepEqual(row?.images, fixture.driver.cacheHints().images);
+      assert.deepEqual(row?.warm_images, []);
+      assert.ok(Array.isArray(row?.volumes));
+      assert.equal(row?.capacity.memory_mib, fixture.driver.hostCompute().memoryMiB);
+      const long = Array.from({ length: 100 }, (_, i) => `img-${i}`);
+      await renewHeartbeat(
+        a.c.db,
+        HOST_A,
+        a.c.host?.owner().epoch as number,
+        {},
+        { images: long, warmImages: [], volumes: long },
+      );
+      const bounded = await getHost(a.c.db, HOST_A);
+      assert.equal(bounded?.images.length, HOST_HINT_LIMIT);
+      assert.equal(bounded?.volumes.length, HOST_HINT_LIMIT);
+      assert.equal(await a.c.host?.beat(), true);
     });
 
     it("local_first: a create goes to the server it came through while that host is a candidate", async () => {
