@@ -59,6 +59,13 @@ export interface SandboxDefaults {
    */
   memoryOvercommit: number;
   cpuOvercommit: number;
+  /**
+   * Which host a create goes to (WARREN_PLACEMENT, docs/hosts.md "Placement"): `local_first`
+   * (default while exec and sessions are not routed to the owner) the server the create came
+   * through while it is a candidate, else another host by placement; `spread` every create by
+   * placement's best-of-K over all candidates.
+   */
+  placement: "local_first" | "spread";
   /** Sandboxes run in a user namespace of their own (the kernel's per-user counts are theirs). */
   userNamespaces: boolean;
   /**
@@ -548,6 +555,7 @@ export function loadConfig(env: Env = process.env): Config {
       storageTemplateIdleSeconds: intSetting(env, "WARREN_STORAGE_TEMPLATE_IDLE_SECONDS", 600, 1, 86_400),
       memoryOvercommit: intSetting(env, "WARREN_MEMORY_OVERCOMMIT", 2, 1, 1000),
       cpuOvercommit: intSetting(env, "WARREN_CPU_OVERCOMMIT", 8, 1, 1000),
+      placement: choiceSetting(env, "WARREN_PLACEMENT", ["local_first", "spread"], "local_first"),
       userNamespaces: boolSetting(env, "WARREN_SANDBOX_USER_NAMESPACES", true),
       userNamespaceUids: uidRangeSetting(env),
       idMapping: boolSetting(env, "WARREN_SANDBOX_ID_MAPPING", false),

@@ -37,6 +37,7 @@ import { HostDirectory } from "./modules/hosts/directory.js";
 import { openGrantSigner } from "./modules/hosts/grants.js";
 import { HostMembership, hostIdOf } from "./modules/hosts/membership.js";
 import { NodeApi, ownerOperations } from "./modules/hosts/node-api.js";
+import { HOST_HINT_LIMIT, type HostCapacity } from "./modules/hosts/repo.js";
 import { publishInternalUrl } from "./modules/hosts/route-repo.js";
 import { HostRouter } from "./modules/hosts/router.js";
 import { registerIdentityRoutes } from "./modules/identity/routes.js";
@@ -313,6 +314,8 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
       egress = null;
     }
   }
+  // Set once the volume cache exists (the heartbeat reads it; the join may come first).
+  let volumeHints: (() => string[]) | null = null;
   // A server with a runtime is a host: it joins the registry (a new epoch) before anything
   // acts on a sandbox, and owns the sandboxes created through it.
   const host = runtime
@@ -322,10 +325,11 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
         address: config.publicApiUrl,
         planeAddress: config.sessionPlaneUrl || null,
         sshAddress: config.sshListen ? `${config.sshHost}:${config.sshListen.port}` : null,
-        capacity: () => {
-          const compute = runtime?.hostCompute?.();
-          return compute ? { cpu_millis: compute.cpuMillis, memory_mib: compute.memoryMiB } : {};
-        },
+        capacity: () => publishedCapacity(runtime),
+        hints: () => ({
+          ...(runtime?.cacheHints?.() ?? { images: [], warmImages: [] }),
+          volumes: volumeHints?.() ?? [],
+        }),
         poolMembers: () => (runtime instanceof PooledRuntime ? runtime.memberCount() : 0),
       })
     : null;
@@ -413,6 +417,7 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
     budget: config.volumes.cacheBudget,
     pinned: () => pinnedVersions(db),
   });
+  volumeHints = () => volumeCache.cachedVersions(HOST_HINT_LIMIT);
   const egressLedger = new EventLedger(db, clock, log);
   const secretEgress = new SecretEgress({
     secrets,
@@ -583,4 +588,19 @@ async function serveInternalApi(app: App, c: Container): Promise<void> {
   const owner = c.host.owner();
   await publishInternalUrl(c.db, owner.hostId, owner.epoch, c.config.internalUrl || server.boundUrl);
   c.log.info({ address: server.boundUrl }, "internal API is serving");
+}
+
+/**
+ * What a host publishes of its capacity (docs/hosts.md "Placement"): its memory and CPUs, and
+ * the bytes of sandbox images its pool can promise in all (what its live images promise now
+ * plus what it could still back), which placement compares with the reservations of its rows.
+ */
+async function publishedCapacity(runtime: RuntimeDriver | null): Promise<HostCapacity> {
+  const compute = runtime?.hostCompute?.();
+  const capacity: HostCapacity = compute ? { cpu_millis: compute.cpuMillis, memory_mib: compute.memoryMiB } : {};
+  const report = await runtime?.storageReport?.();
+  if (report) {
+    capacity.storage_bytes = report.promisedBytes + Math.max(0, report.backableBytes - report.mayStillWriteBytes);
+  }
+  return capacity;
 }

@@ -274,6 +274,28 @@ for (const store of STORE_KINDS) {
       assert.deepEqual(await fixtureA.driver.list(), []);
     });
 
+    it("a create through B while B is cordoned is placed on A, whose reconciler runs it", async () => {
+      await a.c.db.query("UPDATE hosts SET state = 'cordoned' WHERE id = $1", [HOST_B]);
+      try {
+        const res = await through("b", "POST", "/v1/sandboxes", { command: ["sleep", "3600"], network_access: "none" });
+        assert.equal(res.status, 200, res.raw);
+        const placed = res.body.id as string;
+        const { rows } = await a.c.db.query<{ host_id: string; host_epoch: number }>(
+          "SELECT host_id, host_epoch FROM sandboxes WHERE id = $1",
+          [placed],
+        );
+        assert.deepEqual(rows[0], { host_id: HOST_A, host_epoch: a.c.host?.owner().epoch });
+        const running = await through("a", "GET", `/v1/sandboxes/${placed}?wait_state=running&wait_timeout_seconds=25`);
+        assert.equal((running.body.sandbox as { state: string }).state, "running", running.raw);
+        assert.equal((await through("a", "DELETE", `/v1/sandboxes/${placed}`)).status, 202);
+        const gone = await through("a", "GET", `/v1/sandboxes/${placed}?wait_state=terminated&wait_timeout_seconds=25`);
+        assert.equal((gone.body.sandbox as { state: string }).state, "terminated", gone.raw);
+        assert.deepEqual(await fixtureA.driver.list(), []);
+      } finally {
+        await a.c.db.query("UPDATE hosts SET state = 'ready' WHERE id = $1", [HOST_B]);
+      }
+    });
+
     it("A declared dead by B: its sandbox is host_lost; A, fenced, re-joins and removes the container", async () => {
       const res = await through("a", "POST", "/v1/sandboxes", { command: ["sleep", "3600"], network_access: "none" });
       assert.equal(res.status, 200, res.raw);

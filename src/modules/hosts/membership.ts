@@ -72,7 +72,10 @@ export interface MembershipOptions {
   address?: string | null;
   planeAddress?: string | null;
   sshAddress?: string | null;
-  capacity?: () => repo.HostCapacity;
+  /** What the host offers, read at the join and at every heartbeat (a failure publishes nothing new: `{}`). */
+  capacity?: () => repo.HostCapacity | Promise<repo.HostCapacity>;
+  /** Placement's cache hints, read with the capacity (bounded by the repo to HOST_HINT_LIMIT each). */
+  hints?: () => repo.HostCacheHints | Promise<repo.HostCacheHints>;
   /** Its warm pool members now (reported, so the admin list can tell a drained host). */
   poolMembers?: () => number;
   heartbeatIntervalMs?: number;
@@ -107,6 +110,7 @@ export class HostMembership implements HostGate {
 
   /** Joins (or re-joins with a new epoch) and starts heartbeating; after a fence, a re-join. */
   async join(): Promise<repo.JoinResult> {
+    const { capacity, hints } = await this.published();
     const sentAt = this.now();
     const result = await repo.joinHost(this.db, {
       id: this.id,
@@ -114,7 +118,8 @@ export class HostMembership implements HostGate {
       address: this.options.address ?? null,
       planeAddress: this.options.planeAddress ?? null,
       sshAddress: this.options.sshAddress ?? null,
-      capacity: this.options.capacity?.() ?? {},
+      capacity,
+      hints,
     });
     this.epoch = result.host.epoch;
     this.fenced = false;
@@ -173,11 +178,13 @@ export class HostMembership implements HostGate {
   /** One heartbeat now; false when fenced. */
   async beat(): Promise<boolean> {
     if (this.fenced || this.epoch === 0) return false;
+    const { capacity, hints } = await this.published();
     const epoch = this.epoch;
     const sentAt = this.now();
     const lapsed = !this.canAct();
     const state = await repo.renewHeartbeat(this.db, this.id, epoch, {
-      capacity: this.options.capacity?.() ?? {},
+      capacity,
+      hints,
       poolMembers: this.options.poolMembers?.() ?? 0,
     });
     if (epoch !== this.epoch) return true;
@@ -203,6 +210,23 @@ export class HostMembership implements HostGate {
         this.log.error({ host_id: this.id, err: (error as Error).message }, "a host state listener failed");
       }
     }
+  }
+
+  /** What the heartbeat publishes; measured before the lease's clock starts (no I/O counted in it). */
+  private async published(): Promise<{ capacity: repo.HostCapacity; hints: repo.HostCacheHints }> {
+    const read = async <T>(what: string, fn: (() => T | Promise<T>) | undefined, fallback: T): Promise<T> => {
+      if (!fn) return fallback;
+      try {
+        return await fn();
+      } catch (error) {
+        this.log.warn({ host_id: this.id, err: (error as Error).message }, `host ${what} not measured`);
+        return fallback;
+      }
+    };
+    return {
+      capacity: await read("capacity", this.options.capacity, {}),
+      hints: await read("cache hints", this.options.hints, repo.NO_HINTS),
+    };
   }
 
   private fence(): void {

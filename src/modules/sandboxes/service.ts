@@ -20,6 +20,7 @@ import { checkMountTargets } from "../volumes/mounts.js";
 import type { ExecResponse } from "./exec-service.js";
 import { admitOnHost, type HostAdmissionRequest, refuseBeyondHost } from "./host-admission.js";
 import { applyHostChange, HOST_CLAIM_SECONDS, type HostChange } from "./host-changes.js";
+import { placeAndAdmit } from "./host-placement.js";
 import { canStillReach, isFinished, STABLE_STATES, stateDeadline } from "./lifecycle.js";
 import * as repo from "./repo.js";
 import type { CreateSandboxBody, SandboxJson, SandboxState, UpdateSandboxBody } from "./schemas.js";
@@ -54,6 +55,8 @@ export interface SnapshotSource {
     lineagePath: string;
     workspaceCapacityGiB: number | null;
     volumes: repo.PinnedVolumeRow[];
+    /** The host that took it (placement prefers it: its local copy is there). */
+    hostId: string | null;
   }>;
   hasUndurable(q: Queryable, sandboxId: string): Promise<boolean>;
 }
@@ -363,14 +366,39 @@ export class SandboxService {
         }
         const run = await this.runs.startIn(q, cred, { project_id: project.id, label: `sandbox ${id}` });
         // Last: the host's lock is held from here until the row is in and committed (host-admission.ts).
-        const owner = this.ownerOfNew();
-        await this.admitHost(q, {
-          hostId: owner.host_id,
-          compute: { memory_mb: memoryMiB, cpu_millis: cpuMillis },
-          ...(measure
-            ? { storage: { id, bytes: measure.bytesOf({ storageClass, workspaceCapacityGiB: capacity }), measure } }
-            : {}),
-        });
+        // A pooled sandbox is this host's; any other is placed (host-placement.ts).
+        const compute = { memory_mb: memoryMiB, cpu_millis: cpuMillis };
+        let owner: Pick<repo.SandboxRow, "host_id" | "host_epoch">;
+        if (this.host && !pooled) {
+          owner = await placeAndAdmit(
+            q,
+            {
+              self: this.host,
+              localCompute: this.driver?.hostCompute?.() ?? null,
+              policy: this.computePolicy(),
+              mode: this.defaults.placement,
+              log: this.log,
+            },
+            {
+              id,
+              compute,
+              ...(measure ? { storage: { shape: { storageClass, workspaceCapacityGiB: capacity } } } : {}),
+              measure,
+              image: source ? source.image : image,
+              volumes: volumes.map((v) => v.version),
+              snapshotHostId: source?.hostId ?? null,
+            },
+          );
+        } else {
+          owner = this.ownerOfNew();
+          await this.admitHost(q, {
+            hostId: owner.host_id,
+            compute,
+            ...(measure
+              ? { storage: { id, bytes: measure.bytesOf({ storageClass, workspaceCapacityGiB: capacity }), measure } }
+              : {}),
+          });
+        }
         const row: repo.SandboxRow = {
           id,
           org_id: cred.orgId,
@@ -415,14 +443,18 @@ export class SandboxService {
         if (!(await repo.insertSandbox(q, row))) {
           throw new AppError("name_conflict", `a sandbox named "${input.name}" already exists in this project`);
         }
-        return { id, request_state: "requested" as const, run_id: run.id };
+        return { id, request_state: "requested" as const, run_id: run.id, host_id: owner.host_id };
       })
       .catch((error: unknown) => {
         if (pooled) this.pool?.release(pooled);
         throw error;
       });
-    this.trigger.kick(id);
-    return result;
+    this.kickOwner({ id, host_id: result.host_id });
+    return { id: result.id, request_state: result.request_state, run_id: result.run_id };
+  }
+
+  private computePolicy() {
+    return { memoryOvercommit: this.defaults.memoryOvercommit, cpuOvercommit: this.defaults.cpuOvercommit };
   }
 
   /** See admitOnHost (host-admission.ts); without a runtime that reports its size, compute is not admitted. */

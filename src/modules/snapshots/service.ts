@@ -66,6 +66,8 @@ export interface RestoreSource {
   lineagePath: string;
   workspaceCapacityGiB: number | null;
   volumes: repo.SnapshotRow["volumes"];
+  /** The host that took it, which holds its local copy (placement prefers it). */
+  hostId: string | null;
 }
 
 export class SnapshotService {
@@ -414,6 +416,7 @@ export class SnapshotService {
       lineagePath: row.lineage_path,
       workspaceCapacityGiB: row.workspace_capacity_gib,
       volumes: row.volumes ?? [],
+      hostId: row.host_id ?? null,
     };
   }
 

@@ -648,6 +648,10 @@ export class LocalRuntimeDriver implements RuntimeDriver {
     return this.storage.report();
   }
 
+  cacheHints(): { images: string[]; warmImages: string[] } {
+    return { images: this.images.recentImages(), warmImages: [] };
+  }
+
   /** The host's memory and the CPUs this process may use (its affinity). */
   hostCompute(): { memoryMiB: number; cpuMillis: number } {
     return { memoryMiB: Math.floor(os.totalmem() / 1_048_576), cpuMillis: hostCpuMillis() };

@@ -322,6 +322,10 @@ export class PooledRuntime implements RuntimeDriver, SandboxIdPool {
     return this.driver.hostCompute();
   }
 
+  cacheHints(): { images: string[]; warmImages: string[] } {
+    return { images: this.driver.cacheHints().images, warmImages: this.available.size > 0 ? [this.options.image] : [] };
+  }
+
   storageReport(): Promise<StorageReport | null> {
     return this.driver.storageReport();
   }
