@@ -558,7 +558,7 @@ export function loadConfig(env: Env = process.env): Config {
       placement: choiceSetting(env, "WARREN_PLACEMENT", ["local_first", "spread"], "local_first"),
       userNamespaces: boolSetting(env, "WARREN_SANDBOX_USER_NAMESPACES", true),
       userNamespaceUids: uidRangeSetting(env),
-      idMapping: boolSetting(env, "WARREN_SANDBOX_ID_MAPPING", false),
+      idMapping: boolSetting(env, "WARREN_SANDBOX_ID_MAPPING", true),
       idMappingBlocks: idMappingBlocksSetting(env),
     },
     snapshots: {

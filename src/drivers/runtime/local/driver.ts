@@ -163,7 +163,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
     // A run that ends by itself gives its organization's other sandboxes their share back.
     this.exits.onExit(() => void this.cpuFairness.rebalance());
     this.namespaceOwners = new NamespaceOwners(layout, options.namespaceOwnerUids, options.namespaceOwnerClaimsDir);
-    this.idMapping = this.userNamespaces && options.idMapping === true;
+    this.idMapping = this.userNamespaces && options.idMapping !== false;
     this.mappedRanges = mappedRanges(layout, options.idMappingBlocks, options.namespaceOwnerClaimsDir);
     this.mappedTreeDir = options.idMappingTreeDir ?? DEFAULT_MAPPED_TREE;
   }

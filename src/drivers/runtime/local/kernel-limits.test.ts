@@ -89,7 +89,7 @@ describe("kernel limits one sandbox may exhaust", () => {
   };
 
   before(async () => {
-    f = await startRuntimeFixture("limits");
+    f = await startRuntimeFixture("limits", { idMapping: false });
     hog = await buildStaticBinary(projectFile("test", "support", "limit-hog.c"), "limit-hog");
     scratch = await mkdtemp(path.join(os.tmpdir(), "warren-limits-"));
   });

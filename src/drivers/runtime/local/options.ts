@@ -58,7 +58,7 @@ export interface LocalRuntimeDriverOptions {
   userNamespaces?: boolean;
   /**
    * Sandboxes created from now on have their ids 0..65535 mapped to a host block of their own
-   * (id-mapping.ts; needs userNamespaces): root inside is an unprivileged host uid; default false.
+   * (id-mapping.ts; needs userNamespaces): root inside is an unprivileged host uid; default true (false: ids one to one).
    */
   idMapping?: boolean;
   /** The blocks of 65536 host ids mapped sandboxes draw from; default [2^31, 2^32 - 65536) (id-mapping.ts). */
