@@ -8,10 +8,10 @@ import type { StorageMeasure } from "../../drivers/runtime/interface.js";
 import { AppError } from "../../lib/errors.js";
 import type { Logger } from "../../lib/logger.js";
 import type { Queryable } from "../../store/db.js";
+import { type CandidateRow, lockCandidate, readCandidates } from "../hosts/candidates.js";
 import { UNREACHABLE_AFTER_SECONDS } from "../hosts/liveness.js";
 import { type HostGate, hostUnavailable } from "../hosts/membership.js";
 import { type PlacementHost, place } from "../hosts/placement.js";
-import * as hostsRepo from "../hosts/repo.js";
 import type { ComputePolicy, HostCompute } from "./compute-admission.js";
 import { admitLocked } from "./host-admission.js";
 import * as repo from "./repo.js";
@@ -48,11 +48,11 @@ export async function placeAndAdmit(
   deps: PlacementDeps,
   request: PlacedRequest,
 ): Promise<Pick<repo.SandboxRow, "host_id" | "host_epoch">> {
-  const rows = await hostsRepo.placementHosts(q);
+  const rows = await readCandidates(q);
   const selfId = deps.self.id;
   const selfActs = deps.self.canAct();
   // This host knows itself whether it can act (its lease); another is judged by its row.
-  const fresh = (row: hostsRepo.PlacementHostRow) =>
+  const fresh = (row: CandidateRow) =>
     row.id === selfId
       ? selfActs && row.state !== "cordoned" && row.state !== "draining"
       : row.state === "ready" && row.heartbeat_age_seconds <= UNREACHABLE_AFTER_SECONDS;
@@ -111,7 +111,7 @@ export async function placeAndAdmit(
     else if (!(await repo.tryLockHostAdmission(q, host.id))) continue;
     tried++;
     const local = host.id === selfId;
-    const locked = local ? null : await hostsRepo.lockHostForPlacement(q, host.id);
+    const locked = local ? null : await lockCandidate(q, host.id);
     if (!local && locked?.state !== "ready") continue;
     const compute =
       local && deps.localCompute
