@@ -42,6 +42,12 @@ export async function buildServerBundle(outfile = SERVER_BUNDLE): Promise<string
       entryPoints: [path.join(PROJECT_DIR, "src", "modules", "volumes", "manifest-worker.ts")],
       outfile: manifestWorkerBundle(outfile),
     }),
+    // The image layer unpack thread (src/drivers/runtime/image/unpack-thread.ts).
+    build({
+      ...common,
+      entryPoints: [path.join(PROJECT_DIR, "src", "drivers", "runtime", "image", "unpack-worker.ts")],
+      outfile: unpackWorkerBundle(outfile),
+    }),
   ]);
   return outfile;
 }
@@ -61,9 +67,18 @@ export function manifestWorkerBundle(outfile: string): string {
   return outfile.replace(/\.mjs$/, ".manifest-worker.mjs");
 }
 
+/** The image layer unpack thread's bundle beside the server bundle `outfile`. */
+export function unpackWorkerBundle(outfile: string): string {
+  return outfile.replace(/\.mjs$/, ".unpack-worker.mjs");
+}
+
 /** Every file buildServerBundle(outfile) writes. */
 export function bundleFiles(outfile: string): string[] {
-  return [outfile, workerBundle(outfile), telemetryWorkerBundle(outfile), manifestWorkerBundle(outfile)].flatMap(
-    (file) => [file, `${file}.map`],
-  );
+  return [
+    outfile,
+    workerBundle(outfile),
+    telemetryWorkerBundle(outfile),
+    manifestWorkerBundle(outfile),
+    unpackWorkerBundle(outfile),
+  ].flatMap((file) => [file, `${file}.map`]);
 }

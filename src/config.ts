@@ -59,6 +59,13 @@ export interface SandboxDefaults {
    */
   memoryOvercommit: number;
   cpuOvercommit: number;
+  /**
+   * Which host a create goes to (WARREN_PLACEMENT, docs/hosts.md "Placement"): `local_first`
+   * (default while exec and sessions are not routed to the owner) the server the create came
+   * through while it is a candidate, else another host by placement; `spread` every create by
+   * placement's best-of-K over all candidates.
+   */
+  placement: "local_first" | "spread";
   /** Sandboxes run in a user namespace of their own (the kernel's per-user counts are theirs). */
   userNamespaces: boolean;
   /**
@@ -67,6 +74,17 @@ export interface SandboxDefaults {
    * /run/warren, so they may share a range; servers that do not share /run need disjoint ones.
    */
   userNamespaceUids: { first: number; count: number };
+  /**
+   * Sandboxes' ids 0..65535 map to a host block of 65536 of their own (WARREN_SANDBOX_ID_MAPPING,
+   * default false; needs userNamespaces): root inside is an unprivileged host uid
+   * (src/drivers/runtime/local/id-mapping.ts).
+   */
+  idMapping: boolean;
+  /**
+   * The blocks of 65536 host ids mapped sandboxes draw from (WARREN_SANDBOX_ID_MAPPING_RANGE,
+   * `first-last`; default 2147483648-4294901759), claimed machine-wide like the owner uids.
+   */
+  idMappingBlocks: { first: number; count: number };
 }
 
 export interface SnapshotSettings {
@@ -237,6 +255,15 @@ export interface Config {
   sshPublicPort: number | null;
   /** Where the SSH gateway listens (WARREN_SSH_LISTEN); null: no gateway. */
   sshListen: { host: string; port: number } | null;
+  /**
+   * The node internal API other servers route a sandbox's exec, session, snapshot and host
+   * changes through (docs/hosts.md "Routing"): its listener (WARREN_INTERNAL_LISTEN,
+   * host:port, port 0 picks a free one) or null when none runs (a single host routes to
+   * itself in-process), and the URL other hosts reach it at (WARREN_INTERNAL_URL; empty:
+   * derived from the bound address).
+   */
+  internalListen: { host: string; port: number } | null;
+  internalUrl: string;
   feedbackWebhookUrl: string;
   feedbackWebhookTimeoutMs: number;
   bodyLimitBytes: number;
@@ -433,6 +460,22 @@ function uidRangeSetting(env: Env): { first: number; count: number } {
   return { first, count: last - first + 1 };
 }
 
+/** WARREN_SANDBOX_ID_MAPPING_RANGE: host uids `first-last`, as blocks of 65536 from `first`. */
+function idMappingBlocksSetting(env: Env): { first: number; count: number } {
+  const raw = env.WARREN_SANDBOX_ID_MAPPING_RANGE || "";
+  if (raw === "") return { first: 2 ** 31, count: 0x7fff };
+  const match = /^(\d{1,10})-(\d{1,10})$/.exec(raw);
+  const first = Number(match?.[1]);
+  const last = Number(match?.[2]);
+  const count = Math.floor((last - first + 1) / 65_536);
+  if (!match || first < 65_536 || last < first || last >= 2 ** 32 - 1 || count < 1) {
+    throw new ConfigError(
+      `WARREN_SANDBOX_ID_MAPPING_RANGE must be first-last, host uids from 65536 to 4294967294 holding at least one block of 65536, got "${raw}"`,
+    );
+  }
+  return { first, count };
+}
+
 function parseListen(raw: string, name = "WARREN_LISTEN"): { host: string; port: number } {
   const match = /^(.*):(\d{1,5})$/.exec(raw);
   if (!match) throw new ConfigError(`${name} must be host:port, got "${raw}"`);
@@ -487,6 +530,21 @@ function advertiseHostSetting(env: Env): string {
   return raw;
 }
 
+function internalUrlSetting(env: Env): string {
+  const raw = env.WARREN_INTERNAL_URL || "";
+  if (!raw) return "";
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new ConfigError(`WARREN_INTERNAL_URL must be an http:// URL, got "${raw}"`);
+  }
+  if (url.protocol !== "http:" || (url.pathname !== "/" && url.pathname !== "") || url.search || url.username) {
+    throw new ConfigError("WARREN_INTERNAL_URL must be an http:// base URL without a path");
+  }
+  return url.origin;
+}
+
 export function loadConfig(env: Env = process.env): Config {
   const role = choiceSetting(env, "WARREN_ROLE", ROLES, "all");
   const listen = parseListen(env.WARREN_LISTEN || "127.0.0.1:8080");
@@ -524,6 +582,10 @@ export function loadConfig(env: Env = process.env): Config {
     sshHost: env.WARREN_SSH_HOST || (sshListen ? publicHostOf(sshListen.host, listen.host) : ""),
     sshPublicPort: env.WARREN_SSH_PUBLIC_PORT ? intSetting(env, "WARREN_SSH_PUBLIC_PORT", 22, 1, 65535) : null,
     sshListen,
+    internalListen: env.WARREN_INTERNAL_LISTEN
+      ? parseListen(env.WARREN_INTERNAL_LISTEN, "WARREN_INTERNAL_LISTEN")
+      : null,
+    internalUrl: internalUrlSetting(env),
     feedbackWebhookUrl: env.WARREN_FEEDBACK_WEBHOOK_URL || "",
     feedbackWebhookTimeoutMs: intSetting(env, "WARREN_FEEDBACK_WEBHOOK_TIMEOUT_MS", 5000, 100, 60000),
     bodyLimitBytes: intSetting(env, "WARREN_BODY_LIMIT_BYTES", 1_048_576, 1024, 64 * 1_048_576),
@@ -555,8 +617,11 @@ export function loadConfig(env: Env = process.env): Config {
       storageTemplateIdleSeconds: intSetting(env, "WARREN_STORAGE_TEMPLATE_IDLE_SECONDS", 600, 1, 86_400),
       memoryOvercommit: intSetting(env, "WARREN_MEMORY_OVERCOMMIT", 2, 1, 1000),
       cpuOvercommit: intSetting(env, "WARREN_CPU_OVERCOMMIT", 8, 1, 1000),
+      placement: choiceSetting(env, "WARREN_PLACEMENT", ["local_first", "spread"], "local_first"),
       userNamespaces: boolSetting(env, "WARREN_SANDBOX_USER_NAMESPACES", true),
       userNamespaceUids: uidRangeSetting(env),
+      idMapping: boolSetting(env, "WARREN_SANDBOX_ID_MAPPING", true),
+      idMappingBlocks: idMappingBlocksSetting(env),
     },
     snapshots: {
       keepLocalCopies: choiceSetting(env, "WARREN_SNAPSHOT_LOCAL_COPIES", ["keep", "drop"], "keep") === "keep",

@@ -12,6 +12,7 @@ import { LocalRuntimeDriver } from "./drivers/runtime/local/driver.js";
 import { PooledRuntime, poolSupported } from "./drivers/runtime/local/pool.js";
 import { API_VERSION, buildHttp } from "./http/app.js";
 import { IdempotencyStore } from "./http/idempotency.js";
+import { startInternalApi } from "./http/internal/server.js";
 import type { App } from "./http/types.js";
 import { type Clock, systemClock } from "./lib/clock.js";
 import type { Logger } from "./lib/logger.js";
@@ -32,7 +33,13 @@ import { SecretEgress } from "./modules/egress/secret-egress.js";
 import { EgressAllowlistService } from "./modules/egress/service.js";
 import { registerFeedbackRoutes } from "./modules/feedback/routes.js";
 import { type FeedbackRelay, FeedbackService, webhookRelay } from "./modules/feedback/service.js";
+import { HostDirectory } from "./modules/hosts/directory.js";
+import { openGrantSigner } from "./modules/hosts/grants.js";
 import { HostMembership, hostIdOf } from "./modules/hosts/membership.js";
+import { NodeApi, ownerOperations } from "./modules/hosts/node-api.js";
+import { HOST_HINT_LIMIT, type HostCapacity } from "./modules/hosts/repo.js";
+import { publishInternalUrl } from "./modules/hosts/route-repo.js";
+import { HostRouter } from "./modules/hosts/router.js";
 import { registerIdentityRoutes } from "./modules/identity/routes.js";
 import { IdentityService } from "./modules/identity/service.js";
 import { registerMetaRoutes } from "./modules/meta/routes.js";
@@ -100,6 +107,10 @@ export interface Container {
   runtime: RuntimeDriver | null;
   /** This server as a host of the registry (docs/hosts.md); null without a runtime (it runs no sandboxes). */
   host: HostMembership | null;
+  /** Where a sandbox's exec, session, snapshot and host changes go: this runtime, or the owner's internal API. */
+  router: HostRouter;
+  /** This host's side of the internal API (served when WARREN_INTERNAL_LISTEN is set); null without a host. */
+  nodeApi: NodeApi | null;
   feedback: FeedbackService;
   telemetryViews: TelemetryViewService;
   quotas: QuotaService;
@@ -214,6 +225,8 @@ async function openRuntime(
       userNamespaces: config.sandbox.userNamespaces,
       log,
       namespaceOwnerUids: config.sandbox.userNamespaceUids,
+      idMapping: config.sandbox.idMapping,
+      idMappingBlocks: config.sandbox.idMappingBlocks,
     });
     if (config.sandbox.poolSize === 0) return driver;
     if (!(await poolSupported())) {
@@ -233,6 +246,23 @@ async function openRuntime(
     log.warn({ err: (error as Error).message }, "no sandbox runtime on this host; sandbox routes answer 503");
     return null;
   }
+}
+
+/**
+ * A draining host's warm pool empties and stops refilling; any other state (uncordoned,
+ * cordoned) lets it fill again. The host sees the change on its next heartbeat (membership.ts).
+ */
+function followDraining(host: HostMembership, pool: PooledRuntime, log: Logger): void {
+  const follow = (state: string) => {
+    if (state !== "draining") return pool.resume();
+    void pool.drain().then(
+      () => log.info({ host_id: host.id }, "this host drains: its warm pool is empty"),
+      (error: unknown) =>
+        log.error({ host_id: host.id, err: (error as Error).message }, "draining the warm pool failed"),
+    );
+  };
+  host.onStateChanged(follow);
+  if (host.state() === "draining") follow("draining");
 }
 
 async function startGateway(config: Config, log: Logger): Promise<EgressGateway | null> {
@@ -288,6 +318,8 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
       egress = null;
     }
   }
+  // Set once the volume cache exists (the heartbeat reads it; the join may come first).
+  let volumeHints: (() => string[]) | null = null;
   // A server with a runtime is a host: it joins the registry (a new epoch) before anything
   // acts on a sandbox, and owns the sandboxes created through it. Its plane and SSH addresses
   // are published once those listeners are bound (main.ts, publishEdges).
@@ -296,10 +328,12 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
         id: overrides.hostId ?? (await hostIdOf(config.dataDir)),
         role: config.role,
         address: config.publicApiUrl,
-        capacity: () => {
-          const compute = runtime?.hostCompute?.();
-          return compute ? { cpu_millis: compute.cpuMillis, memory_mib: compute.memoryMiB } : {};
-        },
+        capacity: () => publishedCapacity(runtime),
+        hints: () => ({
+          ...(runtime?.cacheHints?.() ?? { images: [], warmImages: [] }),
+          volumes: volumeHints?.() ?? [],
+        }),
+        poolMembers: () => (runtime instanceof PooledRuntime ? runtime.memberCount() : 0),
       })
     : null;
   await host?.join();
@@ -308,6 +342,7 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
     pooled.admitMembersWith((id, shape) =>
       admitPoolMember(db, { runtime: pooled.driver, hostId: () => host?.id ?? null, log }, id, shape),
     );
+    if (host) followDraining(host, pooled, log);
   }
   // The reconciler (started with the controllers) becomes the queue's worker; the service only kicks it.
   const reconcileQueue = new ReconcileQueue();
@@ -326,8 +361,13 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
     runtime instanceof PooledRuntime ? runtime : null,
     host,
   );
+  // Routing to a sandbox's owner (docs/hosts.md "Routing"): this host's own sandboxes in-process,
+  // any other host's through its internal API, with a grant signed under the deployment's key.
+  const grants = await openGrantSigner(db, keyring, clock);
+  const router = new HostRouter(db, host, runtime, grants, log, (id) => sandboxes.rowForHost(id));
+  sandboxes.useRouter(router);
   if (config.role === "api") sandboxes.servesAsApiReplica();
-  const execs = new ExecService(db, clock, log, config.sandbox, sandboxes, secrets, host);
+  const execs = new ExecService(db, clock, log, config.sandbox, sandboxes, secrets, host, router);
   const annotationSchemas = new AnnotationSchemaService(db, clock);
   const annotations = new AnnotationService(db, clock, projects, runs);
   const relay =
@@ -342,7 +382,7 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
     ...(config.databaseUrl ? { readerLogins: { connectionString: config.databaseUrl } } : {}),
   });
   const egressAllowlist = new EgressAllowlistService(db, clock);
-  const admin = new AdminService(identity, quotas, secrets, sandboxes, egressAllowlist);
+  const admin = new AdminService(identity, quotas, secrets, sandboxes, egressAllowlist, new HostDirectory(db));
   if (egress && runtime) {
     egress.bind({
       identify: callerDirectory(runtime, sandboxes),
@@ -370,6 +410,7 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
     config.snapshots,
     snapshotReplication,
     quotas,
+    router,
   );
   sandboxes.useSnapshots(snapshots);
   const volumes = new VolumeService(db, clock, log, blobs, projects, config.volumes);
@@ -380,6 +421,7 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
     budget: config.volumes.cacheBudget,
     pinned: () => pinnedVersions(db),
   });
+  volumeHints = () => volumeCache.cachedVersions(HOST_HINT_LIMIT);
   const egressLedger = new EventLedger(db, clock, log);
   const secretEgress = new SecretEgress({
     secrets,
@@ -422,6 +464,23 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
   annotations.useMetrics(metrics);
   telemetryViews.useMetrics(metrics);
   snapshots.useMetrics(metrics);
+  const nodeApi =
+    host && runtime
+      ? new NodeApi(
+          host,
+          grants,
+          ownerOperations({
+            sandboxOf: (id) => sandboxes.rowForHost(id),
+            host,
+            runtime,
+            exec: (claims, request) => execs.execForRoute(claims, request),
+            snapshot: (claims, snapshotId) => snapshots.takeForRoute(claims, snapshotId),
+            sessionBegan: (sessionId, sandboxId, ended) =>
+              sandboxes.execBegan(sessionId, sandboxId, ended as ReturnType<typeof execs.exec>),
+            sessionEnded: (sessionId) => sandboxes.execEnded(sessionId),
+          }),
+        )
+      : null;
   const metricsAccess = new MetricsService(metrics, identity, admin, config.metrics.token);
   const tracing = Tracing.open(config.tracing, API_VERSION);
   const container: Container = {
@@ -442,6 +501,8 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
     execs,
     runtime,
     host,
+    router,
+    nodeApi,
     feedback,
     telemetryViews,
     quotas,
@@ -496,6 +557,7 @@ export async function createApp(c: Container): Promise<App> {
   registerVolumeRoutes(app, c.volumes);
   registerSessionRoutes(app, c.sessions);
   if (c.signedBlobs) registerBlobRoutes(app, c.signedBlobs);
+  await serveInternalApi(app, c);
   registerMetricsRoutes(app, c.metricsAccess);
   app.addHook("onClose", () => c.blobs.close());
   app.addHook("onClose", () => c.egress?.close());
@@ -505,10 +567,46 @@ export async function createApp(c: Container): Promise<App> {
   app.addHook("onClose", () => c.egressLedger.close());
   app.addHook("onClose", () => c.idempotency.stop());
   app.addHook("onClose", () => c.host?.stop());
+  app.addHook("onClose", () => c.router.close());
   // Spans still buffered are sent before the process goes.
   app.addHook("onClose", () => c.tracing?.shutdown());
   // Exec ends written after their answers, before whoever closes the store after the app.
   app.addHook("onClose", () => (c.db instanceof DeferringDb ? c.db.settled() : undefined));
   await app.ready();
   return app;
+}
+
+/**
+ * The node internal API (WARREN_INTERNAL_LISTEN): listens, publishes its URL in this host's
+ * row (WARREN_INTERNAL_URL, else the bound address) and closes with the app. Without the
+ * setting no other server can route to this host; it still routes to itself in-process.
+ */
+async function serveInternalApi(app: App, c: Container): Promise<void> {
+  const listen = c.config.internalListen;
+  if (!listen || !c.nodeApi || !c.host) return;
+  const server = await startInternalApi({
+    ...listen,
+    api: c.nodeApi,
+    bodyLimitBytes: c.config.bodyLimitBytes,
+    log: c.log,
+  });
+  app.addHook("onClose", () => server.close());
+  const owner = c.host.owner();
+  await publishInternalUrl(c.db, owner.hostId, owner.epoch, c.config.internalUrl || server.boundUrl);
+  c.log.info({ address: server.boundUrl }, "internal API is serving");
+}
+
+/**
+ * What a host publishes of its capacity (docs/hosts.md "Placement"): its memory and CPUs, and
+ * the bytes of sandbox images its pool can promise in all (what its live images promise now
+ * plus what it could still back), which placement compares with the reservations of its rows.
+ */
+async function publishedCapacity(runtime: RuntimeDriver | null): Promise<HostCapacity> {
+  const compute = runtime?.hostCompute?.();
+  const capacity: HostCapacity = compute ? { cpu_millis: compute.cpuMillis, memory_mib: compute.memoryMiB } : {};
+  const report = await runtime?.storageReport?.();
+  if (report) {
+    capacity.storage_bytes = report.promisedBytes + Math.max(0, report.backableBytes - report.mayStillWriteBytes);
+  }
+  return capacity;
 }

@@ -22,6 +22,7 @@ async function main(): Promise<void> {
     { setting: "WARREN_LISTEN", host: config.listenHost, port: config.listenPort },
     ...(config.sessionListen ? [{ setting: "WARREN_SESSION_LISTEN", ...config.sessionListen }] : []),
     ...(config.sshListen ? [{ setting: "WARREN_SSH_LISTEN", ...config.sshListen }] : []),
+    ...(config.internalListen ? [{ setting: "WARREN_INTERNAL_LISTEN", ...config.internalListen }] : []),
   ]);
   if (busy) throw new Error(busy);
   // Claimed before the store opens, so the admin CLI never opens PGlite beside the server.
@@ -67,6 +68,7 @@ async function main(): Promise<void> {
         tokens: container.sessions,
         log,
         metrics: container.metrics,
+        sessionRuntimeOf: async (id) => (await container.router.runtimeOfId(id)).runtime,
       })
     : null;
   // The other servers reach this host's plane and SSH gateway at these (its hosts row).

@@ -39,6 +39,12 @@ function adminCalls(t: TestApp): { name: string; method: string; url: string; bo
     { name: "list API keys", method: "GET", url: "/v1/admin/organizations/org-a/api-keys" },
     { name: "revoke API key", method: "POST", url: `/v1/admin/api-keys/${t.orgA.keyIds.member}:revoke` },
     { name: "rotate master key", method: "POST", url: "/v1/admin/master-key:rotate" },
+    { name: "list hosts", method: "GET", url: "/v1/admin/hosts" },
+    ...["drain", "cordon", "uncordon"].map((verb) => ({
+      name: `${verb} a host`,
+      method: "POST",
+      url: `/v1/admin/hosts/h_${"0".repeat(24)}:${verb}`,
+    })),
     {
       name: "set quota",
       method: "PUT",

@@ -1,9 +1,9 @@
 // Two servers as two hosts on one store (issue 25's "Why", in one process): host A runs a
 // real runc sandbox; host B, with a runtime root of its own, starts beside it. B's start-up
-// pass must leave A's sandbox and A's in-flight keyed exec alone; an exec through B never
-// spawns there nor stores an outcome (503 host_unavailable, and the same key through A runs);
+// pass must leave A's sandbox and A's in-flight keyed exec alone; an exec through B is routed
+// to A (A's internal API), runs there and is recorded by A (a keyed retry through either replays);
 // stop, wake and delete through B are carried out by A's reconciler; a quarantine written
-// through B is seen by A's next exec; a snapshot or a host change through B is refused the same way;
+// through B is seen by A's next exec; a snapshot, a network switch and a growth through B are A's;
 // A declared dead by B is fenced, re-joins and removes the container of its host_lost sandbox.
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
@@ -49,14 +49,20 @@ for (const store of STORE_KINDS) {
       const sandbox = { ...defaults.sandbox, defaultImage: fixtureA.busyboxRef, memoryMiB: 128, pids: 128 };
       a = await startTestApp(store, {
         overrides: { runtime: fixtureA.driver, keyring, hostId: HOST_A },
-        config: { sandbox },
+        config: { sandbox, internalListen: { host: "127.0.0.1", port: 0 } },
       });
       reconcilerA = new SandboxReconciler(a.c, fixtureA.driver, { pids: 128, retentionSeconds: 3600 });
       await reconcilerA.start();
       blobDir = await mkdtemp(path.join(os.tmpdir(), "warren-hosts-blobs-"));
       const silent = new Writable({ write: (_chunk, _encoding, callback) => callback() });
       b = await createContainer(
-        { ...defaults, authCacheTtlMs: 0, egress: { ...defaults.egress, gatewayPort: 0 }, sandbox },
+        {
+          ...defaults,
+          authCacheTtlMs: 0,
+          egress: { ...defaults.egress, gatewayPort: 0 },
+          sandbox,
+          internalListen: { host: "127.0.0.1", port: 0 },
+        },
         createLogger("info", silent),
         {
           db: a.c.db,
@@ -152,29 +158,94 @@ for (const store of STORE_KINDS) {
       assert.deepEqual(await fixtureB.driver.list(), []);
     });
 
-    it("an exec through B answers 503 host_unavailable and stores nothing; the same key through A runs", async () => {
-      const body = { cmd: ["echo", "ran on A"] };
-      const refused = await through("b", "POST", `/v1/sandboxes/${id}:exec`, body, { "idempotency-key": "k-moved" });
-      assert.equal(refused.status, 503, refused.raw);
-      assert.equal(refused.body.code, "host_unavailable");
-      assert.equal(refused.headers["retry-after"], "2");
-      assert.deepEqual(await execRecords("k-moved"), []);
-      const ran = await through("a", "POST", `/v1/sandboxes/${id}:exec`, body, { "idempotency-key": "k-moved" });
+    it("an exec through B runs in A's sandbox on A; a keyed one is A's record and replays through A and B", async () => {
+      const marker = await through("a", "POST", `/v1/sandboxes/${id}:exec`, {
+        cmd: ["sh", "-c", "echo only-in-this-sandbox > /tmp/marker"],
+      });
+      assert.equal(marker.status, 200, marker.raw);
+      const plain = await through("b", "POST", `/v1/sandboxes/${id}:exec`, { cmd: ["cat", "/tmp/marker"] });
+      assert.equal(plain.status, 200, plain.raw);
+      assert.equal(plain.body.stdout, "only-in-this-sandbox\n");
+      assert.deepEqual(plain.body.exit, 0);
+      const body = { cmd: ["sh", "-c", "echo ran >> /tmp/routed-runs; echo ran on A"] };
+      const ran = await through("b", "POST", `/v1/sandboxes/${id}:exec`, body, { "idempotency-key": "k-moved" });
       assert.equal(ran.status, 200, ran.raw);
       assert.equal(ran.body.stdout, "ran on A\n");
-      // A replay needs no host: B answers it from the store.
-      const replayed = await through("b", "POST", `/v1/sandboxes/${id}:exec`, body, { "idempotency-key": "k-moved" });
-      assert.equal(replayed.status, 200, replayed.raw);
-      assert.equal(replayed.body.stdout, "ran on A\n");
+      // Claimed and recorded by the owner, never by the server it came through.
+      assert.deepEqual(await execRecords("k-moved"), [{ outcome: "completed", host_id: HOST_A }]);
+      for (const server of ["a", "b"] as const) {
+        const replayed = await through(server, "POST", `/v1/sandboxes/${id}:exec`, body, {
+          "idempotency-key": "k-moved",
+        });
+        assert.equal(replayed.status, 200, replayed.raw);
+        assert.equal(replayed.body.stdout, "ran on A\n");
+      }
+      const runs = await through("a", "POST", `/v1/sandboxes/${id}:exec`, { cmd: ["cat", "/tmp/routed-runs"] });
+      assert.equal(runs.body.stdout, "ran\n", "the keyed command ran exactly once");
+      // B's runtime never ran anything.
+      assert.deepEqual(await fixtureB.driver.list(), []);
     });
 
-    it("a snapshot and a network switch through B are refused with host_unavailable", async () => {
+    it("a keyed exec through B still running on A: a retry through B waits for A's outcome", async () => {
+      const body = { cmd: ["sh", "-c", "sleep 1; echo slow >> /tmp/slow-runs; echo done"] };
+      const key = { "idempotency-key": "k-slow" };
+      const first = through("b", "POST", `/v1/sandboxes/${id}:exec`, body, key);
+      await eventually("the keyed exec claimed on A", async () => (await execRecords("k-slow")).length === 1, 10_000);
+      const retried = await through("b", "POST", `/v1/sandboxes/${id}:exec`, body, key);
+      assert.equal(retried.status, 200, retried.raw);
+      assert.equal(retried.body.stdout, "done\n");
+      assert.equal((await first).body.stdout, "done\n");
+      const runs = await through("a", "POST", `/v1/sandboxes/${id}:exec`, { cmd: ["cat", "/tmp/slow-runs"] });
+      assert.equal(runs.body.stdout, "slow\n", "the keyed command ran exactly once");
+    });
+
+    it("a snapshot and a network switch through B are carried out by A", async () => {
       const snapshot = await through("b", "POST", `/v1/sandboxes/${id}:snapshot`, {});
-      assert.equal(snapshot.status, 503, snapshot.raw);
-      assert.equal(snapshot.body.code, "host_unavailable");
+      assert.equal(snapshot.status, 200, snapshot.raw);
+      const snapshotId = snapshot.body.snapshot_id as string;
+      const rows = await a.c.db.query<{ state: string; host_id: string }>(
+        "SELECT state, host_id FROM sandbox_snapshots WHERE id = $1",
+        [snapshotId],
+      );
+      assert.deepEqual(rows.rows, [{ state: "sealed", host_id: HOST_A }]);
+      assert.ok(await fixtureA.driver.localSnapshot(snapshotId), "A holds the local copy");
+      assert.equal(await fixtureB.driver.localSnapshot(snapshotId), null);
       const network = await through("b", "PATCH", `/v1/sandboxes/${id}`, { network_access: "public" });
-      assert.equal(network.status, 503, network.raw);
-      assert.equal(network.body.code, "host_unavailable");
+      assert.equal(network.status, 200, network.raw);
+      const receipt = network.body.network_access_receipt as { network_access: string };
+      assert.equal(receipt.network_access, "public", network.raw);
+      const after = await through("b", "GET", `/v1/sandboxes/${id}`);
+      assert.equal((after.body.sandbox as { network_access: string }).network_access, "public", after.raw);
+      const back = await through("b", "PATCH", `/v1/sandboxes/${id}`, { network_access: "none" });
+      assert.equal(back.status, 200, back.raw);
+    });
+
+    it("a workspace growth through B is applied by A", async () => {
+      const res = await through("a", "POST", "/v1/sandboxes", {
+        command: ["sleep", "3600"],
+        network_access: "none",
+        storage_class: "durable",
+        workspace_capacity_gib: 1,
+      });
+      assert.equal(res.status, 200, res.raw);
+      const durable = res.body.id as string;
+      const running = await through("a", "GET", `/v1/sandboxes/${durable}?wait_state=running&wait_timeout_seconds=25`);
+      assert.equal((running.body.sandbox as { state: string }).state, "running", running.raw);
+      const grown = await through("b", "PATCH", `/v1/sandboxes/${durable}`, { workspace_capacity_gib: 2 });
+      if (grown.status !== 200) {
+        // A host that cannot grow a mounted filesystem refuses a running sandbox's growth the same way on one host.
+        assert.equal(grown.body.code, "operation_conflict", grown.raw);
+      } else {
+        const row = await a.c.db.query<{ workspace_capacity_gib: number }>(
+          "SELECT workspace_capacity_gib FROM sandboxes WHERE id = $1",
+          [durable],
+        );
+        assert.equal(row.rows[0]?.workspace_capacity_gib, 2);
+      }
+      const removed = await through("a", "DELETE", `/v1/sandboxes/${durable}`);
+      assert.equal(removed.status, 202, removed.raw);
+      const gone = await through("a", "GET", `/v1/sandboxes/${durable}?wait_state=terminated&wait_timeout_seconds=25`);
+      assert.equal((gone.body.sandbox as { state: string }).state, "terminated", gone.raw);
     });
 
     it("a quarantine written through B is seen by A's next exec", async () => {
@@ -201,6 +272,28 @@ for (const store of STORE_KINDS) {
       assert.equal(removed.status, 202, removed.raw);
       await waitFor("terminated");
       assert.deepEqual(await fixtureA.driver.list(), []);
+    });
+
+    it("a create through B while B is cordoned is placed on A, whose reconciler runs it", async () => {
+      await a.c.db.query("UPDATE hosts SET state = 'cordoned' WHERE id = $1", [HOST_B]);
+      try {
+        const res = await through("b", "POST", "/v1/sandboxes", { command: ["sleep", "3600"], network_access: "none" });
+        assert.equal(res.status, 200, res.raw);
+        const placed = res.body.id as string;
+        const { rows } = await a.c.db.query<{ host_id: string; host_epoch: number }>(
+          "SELECT host_id, host_epoch FROM sandboxes WHERE id = $1",
+          [placed],
+        );
+        assert.deepEqual(rows[0], { host_id: HOST_A, host_epoch: a.c.host?.owner().epoch });
+        const running = await through("a", "GET", `/v1/sandboxes/${placed}?wait_state=running&wait_timeout_seconds=25`);
+        assert.equal((running.body.sandbox as { state: string }).state, "running", running.raw);
+        assert.equal((await through("a", "DELETE", `/v1/sandboxes/${placed}`)).status, 202);
+        const gone = await through("a", "GET", `/v1/sandboxes/${placed}?wait_state=terminated&wait_timeout_seconds=25`);
+        assert.equal((gone.body.sandbox as { state: string }).state, "terminated", gone.raw);
+        assert.deepEqual(await fixtureA.driver.list(), []);
+      } finally {
+        await a.c.db.query("UPDATE hosts SET state = 'ready' WHERE id = $1", [HOST_B]);
+      }
     });
 
     it("A declared dead by B: its sandbox is host_lost; A, fenced, re-joins and removes the container", async () => {

@@ -262,7 +262,7 @@ describe("the edges of a deployment: the plane relayed to the owner, the deploym
     assert.ok([200, 202].includes((await a.api("DELETE", `/v1/sandboxes/${id}`)).status));
   });
 
-  it("the api replica reads, stops, wakes and deletes a host's sandboxes, and refuses a create with 503 host_unavailable until placement", async () => {
+  it("the api replica reads, stops, wakes, execs in and deletes a host's sandboxes, and places its creates on a host", async () => {
     const id = await a.createSandbox();
     await a.waitFor(id, "running");
     const listed = await api.api("GET", "/v1/sandboxes");
@@ -287,17 +287,25 @@ describe("the edges of a deployment: the plane relayed to the owner, the deploym
       (await a.containers()).some((c) => c.id === id && c.status === "running"),
       "running on A again",
     );
-    // An exec needs the owner's runtime: 503 host_unavailable through the replica until the router routes it.
-    const exec = await api.exec(id, ["true"]);
-    assert.equal(exec.status, 503, exec.raw);
-    assert.equal(exec.body.code, "host_unavailable");
+    // An exec through the replica is routed to the owner's internal API and runs there.
+    const exec = await api.exec(id, ["cat", "/etc/hostname"]);
+    assert.equal(exec.status, 200, exec.raw);
+    assert.equal(exec.body.exit, 0, exec.raw);
     const del = await api.api("DELETE", `/v1/sandboxes/${id}`);
     assert.ok([200, 202].includes(del.status), del.raw);
     await eventually("A's container to go", async () => !(await a.containers()).some((c) => c.id === id));
-    const create = await api.api("POST", "/v1/sandboxes", { command: ["sleep", "60"], network_access: "none" });
-    assert.equal(create.status, 503, create.raw);
-    assert.ok(create.headers.get("retry-after"), "Retry-After");
-    assert.match(create.raw, /host_unavailable/);
+    // A create through the replica is placed on one of the hosts, which runs it.
+    const placed = await api.createSandbox({ command: ["sleep", "60"] });
+    await api.waitFor(placed, "running");
+    const runners = [];
+    for (const host of [a, b]) {
+      if ((await host.containers()).some((c) => c.id === placed && c.status === "running")) runners.push(host.name);
+    }
+    assert.equal(runners.length, 1, `exactly one host runs the placed sandbox: ${runners.join(", ")}`);
+    const placedExec = await api.exec(placed, ["echo", "placed"]);
+    assert.equal(placedExec.status, 200, placedExec.raw);
+    assert.equal(placedExec.body.stdout, "placed\n", placedExec.raw);
+    assert.ok([200, 202].includes((await api.api("DELETE", `/v1/sandboxes/${placed}`)).status));
     const hosts = await (cluster as MultiHost).query<{ n: string }>("SELECT count(*)::text AS n FROM hosts");
     assert.equal(hosts[0]?.n, "2", "the replica never registered as a host");
   });

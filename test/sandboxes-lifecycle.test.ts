@@ -24,9 +24,10 @@ import { STORE_KINDS, type TestApp, type TestResponse } from "./harness.js";
 import { eventually, sleep } from "./support/eventually.js";
 import { startRuntimeApp } from "./support/runtime-app.js";
 
-// Long enough that a test reading a failed sandbox after its clean-up (seconds on a loaded
-// machine) still finds it: at 3 s the stuck-deadline test's reads got 404 under load.
-const RETENTION_SECONDS = 15;
+// Long enough that a test reading a finished sandbox after its clean-up (seconds on a loaded
+// machine) still finds it: at 3 s the stuck-deadline test's reads got 404 under load, and at
+// 15 s (load 8) the retention test's row was purged before its long poll saw `terminated`.
+const RETENTION_SECONDS = 40;
 const ENVIRONMENT = "SANDBOX_SECRET_DELIVERY_SANDBOX_ENVIRONMENT";
 
 type Json = Record<string, unknown>;

@@ -118,6 +118,10 @@ const MATRIX: Record<string, Entry> = {
   GetMetrics: operator,
   AdminGetEgressAllowlist: operator,
   AdminSetEgressAllowlist: operator,
+  AdminListHosts: operator,
+  AdminDrainHost: operator,
+  AdminCordonHost: operator,
+  AdminUncordonHost: operator,
 };
 
 /** Bodies the schema sample gets wrong (a service rule beyond the schema), so authorization decides. */

@@ -7,6 +7,7 @@ import { createContainer, openStore } from "../container.js";
 import { createLogger } from "../lib/logger.js";
 import { readServerLock } from "../lib/server-lock.js";
 import type { AdminCreateApiKeyBody } from "../modules/admin/schemas.js";
+import type { HostAction } from "../modules/hosts/directory.js";
 import { bootstrapNotice } from "../modules/identity/service.js";
 
 export interface AdminClient {
@@ -20,6 +21,8 @@ export interface AdminClient {
   quarantine(sandboxId: string, quarantined: boolean, reason: string): Promise<unknown>;
   egressAllowlist(organization: string): Promise<unknown>;
   setEgressAllowlist(organization: string, hosts: string[]): Promise<unknown>;
+  listHosts(): Promise<unknown>;
+  hostAction(hostId: string, action: HostAction): Promise<unknown>;
   close(): Promise<void>;
 }
 
@@ -57,6 +60,8 @@ function httpClient(baseUrl: string, apiKey: string): AdminClient {
     egressAllowlist: (organization) => call("GET", `/v1/admin/organizations/${org(organization)}/egress-allowlist`),
     setEgressAllowlist: (organization, hosts) =>
       call("PUT", `/v1/admin/organizations/${org(organization)}/egress-allowlist`, { hosts }),
+    listHosts: () => call("GET", "/v1/admin/hosts"),
+    hostAction: (hostId, action) => call("POST", `/v1/admin/hosts/${encodeURIComponent(hostId)}:${action}`),
     close: async () => undefined,
   };
 }
@@ -86,6 +91,8 @@ async function directClient(config: Config): Promise<AdminClient> {
     },
     egressAllowlist: (organization) => c.admin.egressAllowlist(organization),
     setEgressAllowlist: (organization, hosts) => c.admin.setEgressAllowlist(organization, hosts),
+    listHosts: async () => ({ hosts: await c.admin.listHosts() }),
+    hostAction: async (hostId, action) => ({ host: await c.admin.hostAction(hostId, action) }),
     close: () => db.close(),
   };
 }

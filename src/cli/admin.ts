@@ -1,5 +1,6 @@
 // The admin commands: create organizations and API keys of every kind and role, revoke keys,
-// set quota limits and egress allowlists, rotate the master key, quarantine sandboxes, sweep the
+// set quota limits and egress allowlists, rotate the master key, quarantine sandboxes, drain,
+// cordon and uncordon hosts, sweep the
 // runtime's host state (`runtime sweep`, on this host, never through a server). `warren admin ...` (the
 // warren CLI, packages/cli) and `npm run admin -- ...` run the same commands. While a server
 // runs on the data dir (PGlite admits one process) or when WARREN_ADMIN_URL is set, they go
@@ -125,6 +126,23 @@ export function adminCommand(name = "admin"): Command {
     .action((hosts: string[], options: { org: string }) =>
       withClient((client) => client.setEgressAllowlist(options.org, hosts)),
     );
+  const hosts = program.command("host").description("the hosts of the deployment (docs/hosts.md)");
+  hosts
+    .command("list")
+    .description("every host: state, heartbeat age, live sandboxes, warm pool, pending replications, drained")
+    .action(() => withClient((client) => client.listHosts()));
+  const hostActions = {
+    drain:
+      "placement skips the host, its warm pool empties and its pending replications finish (`drained` in the list)",
+    cordon: "placement skips the host; nothing else changes",
+    uncordon: "return a draining or cordoned host to ready",
+  } as const;
+  for (const [action, description] of Object.entries(hostActions) as [keyof typeof hostActions, string][]) {
+    hosts
+      .command(`${action} <hostId>`)
+      .description(description)
+      .action((hostId: string) => withClient((client) => client.hostAction(hostId, action)));
+  }
   const runtime = program.command("runtime").description("the host state of the local sandbox runtime");
   runtime
     .command("sweep")

@@ -1,9 +1,12 @@
 // Background controllers: the sandbox reconciler (with its idle, expiry and retention
 // sweep), the snapshot replicator (replication, chunk GC), the host sweeper (other hosts'
 // heartbeats), the volume collector (unreferenced blobs, unpinned cache entries), the
-// retention GC of idempotency records and the embedded store's VACUUM.
+// retention GC of idempotency records and the embedded store's VACUUM. Blob and volume
+// collection and store maintenance run on one server of the deployment at a time: the holder
+// of the collection lease (modules/hosts/leader.ts).
 import type { Container } from "../container.js";
 import { PooledRuntime } from "../drivers/runtime/local/pool.js";
+import { holderName, LeaderLease } from "../modules/hosts/leader.js";
 import type { HostMembership } from "../modules/hosts/membership.js";
 import { getHost } from "../modules/hosts/repo.js";
 import { VolumeCollector } from "../modules/volumes/collector.js";
@@ -14,7 +17,16 @@ import { StoreMaintenance } from "./store-maintenance.js";
 
 const GC_INTERVAL_MS = 10 * 60 * 1000;
 
-export async function startControllers(c: Container): Promise<{ stop(): Promise<void> }> {
+export interface Controllers {
+  /** The collection lease of this server (whether it leads now). */
+  leader: LeaderLease;
+  stop(): Promise<void>;
+}
+
+export async function startControllers(c: Container): Promise<Controllers> {
+  const leader = new LeaderLease(c.db, c.log, { holder: holderName(c.host?.id ?? null) });
+  await leader.start();
+  const leads = () => leader.isLeader();
   const reconciler = c.runtime
     ? new SandboxReconciler(c, c.runtime, {
         pids: c.config.sandbox.pids,
@@ -27,6 +39,7 @@ export async function startControllers(c: Container): Promise<{ stop(): Promise<
     ? new SnapshotReplicator(c, c.runtime, {
         gcIntervalSeconds: c.config.snapshots.gcIntervalSeconds,
         gcGraceSeconds: c.config.snapshots.gcGraceSeconds,
+        collects: leads,
       })
     : null;
   await replicator?.start();
@@ -54,7 +67,7 @@ export async function startControllers(c: Container): Promise<{ stop(): Promise<
   const volumeGc = setInterval(() => {
     if (volumePass) return;
     volumePass = (async () => {
-      await volumeCollector.collectBlobs();
+      if (leads()) await volumeCollector.collectBlobs();
       // Only a host that runs sandboxes has a cache of mounted versions.
       if (c.runtime) await volumeCollector.sweepCache(c.volumeCache, c.host?.id ?? null);
     })()
@@ -66,9 +79,11 @@ export async function startControllers(c: Container): Promise<{ stop(): Promise<
   volumeGc.unref();
   const maintenance = new StoreMaintenance(c.db, c.log, {
     intervalMs: c.config.pgliteVacuumIntervalSeconds * 1000,
+    runs: leads,
   });
   maintenance.start();
   return {
+    leader,
     stop: async () => {
       clearInterval(gc);
       clearInterval(volumeGc);
@@ -77,6 +92,7 @@ export async function startControllers(c: Container): Promise<{ stop(): Promise<
       await hostSweeper?.stop();
       await replicator?.stop();
       await reconciler?.stop();
+      await leader.stop();
     },
   };
 }

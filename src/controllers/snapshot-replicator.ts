@@ -48,6 +48,8 @@ export interface ReplicatorOptions {
   gcIntervalSeconds: number;
   /** A chunk touched by a replication within this long is never collected. */
   gcGraceSeconds: number;
+  /** Whether this server collects now (the collection lease's holder); always, without one. */
+  collects?: () => boolean;
 }
 
 export interface ReplicatorDeps {
@@ -102,10 +104,12 @@ export class SnapshotReplicator {
     await this.dropOrphanCopies();
     this.timer = setInterval(() => this.kick(), POLL_MS);
     this.timer.unref();
-    this.gcTimer = setInterval(
-      () => void this.collectGarbage().catch(() => undefined),
-      this.options.gcIntervalSeconds * 1000,
-    );
+    this.gcTimer = setInterval(() => {
+      if (this.options.collects?.() === false) return;
+      void this.collectGarbage().catch((error: unknown) =>
+        this.log.warn({ err: (error as Error).message }, "snapshot garbage collection failed"),
+      );
+    }, this.options.gcIntervalSeconds * 1000);
     this.gcTimer.unref();
     this.kick();
   }

@@ -25,6 +25,8 @@ const MAX_BUSY_WAITS = 30;
 export interface StoreMaintenanceOptions {
   intervalMs: number;
   busyBackoffMs?: number;
+  /** Whether this server runs the passes now (the collection lease's holder); always, without one. */
+  runs?: () => boolean;
 }
 
 export class StoreMaintenance {
@@ -54,7 +56,7 @@ export class StoreMaintenance {
   private schedule(): void {
     if (this.stopped) return;
     this.timer = setTimeout(() => {
-      this.running = this.pass()
+      this.running = (this.options.runs?.() === false ? Promise.resolve([]) : this.pass())
         .then(() => undefined)
         .catch((error: unknown) => this.log.warn({ err: (error as Error).message }, "store maintenance failed"))
         .finally(() => {

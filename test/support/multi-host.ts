@@ -48,6 +48,9 @@ const SWEEP_SCRIPT = path.join(PROJECT_DIR, "test", "support", "multi-host-sweep
 const NSENTER = "/usr/bin/nsenter";
 /** Every host's API port, inside its own namespace. */
 export const HOST_API_PORT = 8080;
+/** Every host's internal API (routing to a sandbox's owner) and SSH gateway ports, inside its own namespace. */
+export const HOST_INTERNAL_PORT = 8090;
+export const HOST_SSH_PORT = 2222;
 /** Kept of each host process's output (the tail is what a failure needs). */
 const LOG_KEEP_BYTES = 512 * 1024;
 
@@ -466,6 +469,8 @@ export async function startMultiHost(name: string, options: MultiHostOptions = {
         WARREN_DATA_DIR: dataDir,
         WARREN_RUNTIME_ROOT: runtimeRoot,
         WARREN_LISTEN: `${address}:${HOST_API_PORT}`,
+        WARREN_INTERNAL_LISTEN: `${address}:${HOST_INTERNAL_PORT}`,
+        WARREN_SSH_LISTEN: `${address}:${HOST_SSH_PORT}`,
         WARREN_SANDBOX_UID_RANGE: uidRangeOf(index),
         ...(role !== "all" ? { WARREN_ROLE: role } : {}),
         ...hostOptions.env,

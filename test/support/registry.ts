@@ -65,7 +65,11 @@ export async function startTestRegistry(): Promise<TestRegistry> {
       "",
     ].join("\n"),
   );
-  const child = spawn("/usr/bin/docker-registry", ["serve", configPath], { stdio: ["ignore", "pipe", "pipe"] });
+  // setpriv --pdeathsig: the registry dies with this process even when it is SIGKILLed (the
+  // "exit" listener below covers only an orderly exit).
+  const child = spawn("/usr/bin/setpriv", ["--pdeathsig", "KILL", "/usr/bin/docker-registry", "serve", configPath], {
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   let log = "";
   child.stdout?.on("data", (chunk) => {
     log += String(chunk);

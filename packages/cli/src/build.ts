@@ -21,6 +21,10 @@ const ADMIN_EXAMPLES: Record<string, string> = {
   "egress-allowlist get": "warren admin egress-allowlist get --org acme",
   "egress-allowlist set": "warren admin egress-allowlist set --org acme api.example.com '*.example.org'",
   "runtime sweep": "warren admin runtime sweep",
+  "host list": "warren admin host list",
+  "host drain": "warren admin host drain h_0123456789abcdef01234567",
+  "host cordon": "warren admin host cordon h_0123456789abcdef01234567",
+  "host uncordon": "warren admin host uncordon h_0123456789abcdef01234567",
 };
 
 function adminExamples(command: Command, path: string[] = []): void {

@@ -354,6 +354,8 @@ export interface RuntimeDriver {
   storageReport?(): Promise<StorageReport | null>;
   /** The host's memory (MiB) and CPUs (millis), which the API admits memory_mb and cpu_millis against. */
   hostCompute?(): { memoryMiB: number; cpuMillis: number };
+  /** Placement's hints (docs/hosts.md): images in the layer cache, images with a warm pool member. */
+  cacheHints?(): { images: string[]; warmImages: string[] };
   /**
    * Seals a copy-on-write snapshot of the sandbox's root layer and workspace under
    * `snapshotId`. A running sandbox is frozen (cgroup freezer, filesystems flushed) only

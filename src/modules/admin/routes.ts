@@ -7,6 +7,8 @@ import { QUOTA_METRICS } from "../usage/service.js";
 import {
   AdminCreateApiKeyRequest,
   EgressAllowlist,
+  Host,
+  HostId,
   Organization,
   OrgRef,
   SetEgressAllowlistRequest,
@@ -147,6 +149,49 @@ export function registerAdminRoutes(app: App, admin: AdminService): void {
         await admin.quarantine(request.params.id, verb === "quarantine", request.body.reason ?? "");
         return {};
       },
+    );
+  }
+
+  app.get(
+    "/v1/admin/hosts",
+    {
+      preValidation: operatorOnly,
+      schema: {
+        operationId: "AdminListHosts",
+        tags: TAGS,
+        summary:
+          "List the hosts of the deployment: state, heartbeat, live sandboxes, and whether a draining one is drained",
+        response: standardResponses({ 200: Type.Object({ hosts: Type.Array(Host) }, { additionalProperties: false }) }),
+      },
+    },
+    async () => ({ hosts: await admin.listHosts() }),
+  );
+
+  const hostActions = {
+    drain: [
+      "AdminDrainHost",
+      "Drain a host: placement skips it, its warm pool empties, its pending replications finish",
+    ],
+    cordon: ["AdminCordonHost", "Cordon a host: placement skips it, nothing else changes"],
+    uncordon: ["AdminUncordonHost", "Return a draining or cordoned host to ready"],
+  } as const;
+  for (const [action, [operationId, summary]] of Object.entries(hostActions) as [
+    keyof typeof hostActions,
+    (typeof hostActions)[keyof typeof hostActions],
+  ][]) {
+    app.post(
+      `/v1/admin/hosts/:host_id([^:/]+)::${action}`,
+      {
+        preValidation: operatorOnly,
+        schema: {
+          operationId,
+          tags: TAGS,
+          summary,
+          params: Type.Object({ host_id: HostId }),
+          response: standardResponses({ 200: Type.Object({ host: Host }, { additionalProperties: false }) }),
+        },
+      },
+      async (request) => ({ host: await admin.hostAction(request.params.host_id, action) }),
     );
   }
 

@@ -53,3 +53,48 @@ export const SetEgressAllowlistRequest = Type.Object(
   },
   { additionalProperties: false },
 );
+
+export const HostId = Type.String({ pattern: "^h_[0-9a-f]{24}$", description: "A host id (h_ and 24 hex digits)" });
+
+/** A host of the deployment as the operator sees it (GET /v1/admin/hosts). */
+export const Host = Type.Object(
+  {
+    id: Type.String(),
+    role: Type.String(),
+    state: Type.Union(
+      ["joining", "ready", "draining", "cordoned", "unreachable", "dead"].map((state) => Type.Literal(state)),
+    ),
+    operator_state: Type.Union([Type.Literal("draining"), Type.Literal("cordoned"), Type.Null()], {
+      description:
+        "What an operator asked (null: nothing); kept while the host is unreachable or dead, and taken again when it returns",
+    }),
+    epoch: Type.Integer(),
+    address: Type.Union([Type.String(), Type.Null()]),
+    plane_address: Type.Union([Type.String(), Type.Null()]),
+    ssh_address: Type.Union([Type.String(), Type.Null()]),
+    capacity: Type.Object(
+      {
+        cpu_millis: Type.Optional(Type.Integer()),
+        memory_mib: Type.Optional(Type.Integer()),
+        storage_bytes: Type.Optional(Type.Integer()),
+      },
+      { additionalProperties: false },
+    ),
+    joined_at: Timestamp,
+    heartbeat_at: Timestamp,
+    heartbeat_age_seconds: Type.Number({ description: "By the database's clock" }),
+    state_changed_at: Timestamp,
+    live_sandboxes: Type.Integer({ description: "Its sandboxes not terminated or failed" }),
+    pool_members: Type.Integer({ description: "Warm pool members, as of its last heartbeat" }),
+    pending_replications: Type.Integer({ description: "Its snapshots whose replication to the blob store is pending" }),
+    drained: Type.Boolean({
+      description: "Draining, with no warm pool member and no pending replication left (its sandboxes stay)",
+    }),
+    collection_leader: Type.Boolean({
+      description: "Whether this host's server holds the lease of blob and volume collection now",
+    }),
+  },
+  { additionalProperties: false },
+);
+
+export type HostJson = Static<typeof Host>;

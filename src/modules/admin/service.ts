@@ -1,7 +1,8 @@
-// Operator administration: organizations, API keys of every kind and role, quota limits.
+// Operator administration: organizations, API keys of every kind and role, quota limits, hosts.
 // The same functions back the /v1/admin routes and the admin CLI's direct mode.
 import { AppError, denied } from "../../lib/errors.js";
 import type { EgressAllowlistService } from "../egress/service.js";
+import type { HostAction, HostDirectory } from "../hosts/directory.js";
 import type { Credential } from "../identity/credential.js";
 import type { IdentityService } from "../identity/service.js";
 import type { SandboxService } from "../sandboxes/service.js";
@@ -16,7 +17,18 @@ export class AdminService {
     private readonly secrets: SecretService,
     private readonly sandboxes: SandboxService,
     private readonly egress: EgressAllowlistService,
+    private readonly hosts: HostDirectory,
   ) {}
+
+  /** Every host of the deployment, with what tells a drained one. */
+  listHosts() {
+    return this.hosts.list();
+  }
+
+  /** Drain, cordon or uncordon a host (docs/hosts.md "Draining"). */
+  hostAction(hostId: string, action: HostAction) {
+    return this.hosts.act(hostId, action);
+  }
 
   /** The organization's egress allowlist (what gateway_only sandboxes reach besides their secrets' hosts). */
   async egressAllowlist(organization: string) {

@@ -72,7 +72,12 @@ export interface MembershipOptions {
   address?: string | null;
   planeAddress?: string | null;
   sshAddress?: string | null;
-  capacity?: () => repo.HostCapacity;
+  /** What the host offers, read at the join and at every heartbeat (a failure publishes nothing new: `{}`). */
+  capacity?: () => repo.HostCapacity | Promise<repo.HostCapacity>;
+  /** Placement's cache hints, read with the capacity (bounded by the repo to HOST_HINT_LIMIT each). */
+  hints?: () => repo.HostCacheHints | Promise<repo.HostCacheHints>;
+  /** Its warm pool members now (reported, so the admin list can tell a drained host). */
+  poolMembers?: () => number;
   heartbeatIntervalMs?: number;
   leaseMs?: number;
   /** The monotonic clock the lease is measured on (tests move it). */
@@ -88,6 +93,8 @@ export class HostMembership implements HostGate {
   private beating: Promise<void> | null = null;
   private readonly fenceListeners: (() => void)[] = [];
   private readonly renewListeners: (() => void)[] = [];
+  private readonly stateListeners: ((state: repo.HostState) => void)[] = [];
+  private knownState: repo.HostState | null = null;
   private readonly now: () => number;
   private readonly leaseMs: number;
 
@@ -103,6 +110,7 @@ export class HostMembership implements HostGate {
 
   /** Joins (or re-joins with a new epoch) and starts heartbeating; after a fence, a re-join. */
   async join(): Promise<repo.JoinResult> {
+    const { capacity, hints } = await this.published();
     const sentAt = this.now();
     const result = await repo.joinHost(this.db, {
       id: this.id,
@@ -110,7 +118,8 @@ export class HostMembership implements HostGate {
       address: this.options.address ?? null,
       planeAddress: this.options.planeAddress ?? null,
       sshAddress: this.options.sshAddress ?? null,
-      capacity: this.options.capacity?.() ?? {},
+      capacity,
+      hints,
     });
     this.epoch = result.host.epoch;
     this.fenced = false;
@@ -120,6 +129,7 @@ export class HostMembership implements HostGate {
       this.log.info({ host_id: this.id, ...adopted }, "adopted the rows of the store from before the hosts registry");
     }
     this.log.info({ host_id: this.id, epoch: this.epoch, state: result.host.state }, "joined the hosts registry");
+    this.noteState(result.host.state);
     this.startBeating();
     return result;
   }
@@ -158,6 +168,19 @@ export class HostMembership implements HostGate {
     this.fenceListeners.push(listener);
   }
 
+  /** The host's state as its row said at the last join or heartbeat (null before the join). */
+  state(): repo.HostState | null {
+    return this.knownState;
+  }
+
+  /**
+   * Called with the new state each time the join or a heartbeat finds the row's state changed
+   * (an operator drained, cordoned or uncordoned the host through any server).
+   */
+  onStateChanged(listener: (state: repo.HostState) => void): void {
+    this.stateListeners.push(listener);
+  }
+
   /** Called when a heartbeat renews a lease that had lapsed (work deferred meanwhile can go on). */
   onRenewedAfterLapse(listener: () => void): void {
     this.renewListeners.push(listener);
@@ -166,10 +189,15 @@ export class HostMembership implements HostGate {
   /** One heartbeat now; false when fenced. */
   async beat(): Promise<boolean> {
     if (this.fenced || this.epoch === 0) return false;
+    const { capacity, hints } = await this.published();
     const epoch = this.epoch;
     const sentAt = this.now();
     const lapsed = !this.canAct();
-    const state = await repo.renewHeartbeat(this.db, this.id, epoch, this.options.capacity?.() ?? {});
+    const state = await repo.renewHeartbeat(this.db, this.id, epoch, {
+      capacity,
+      hints,
+      poolMembers: this.options.poolMembers?.() ?? 0,
+    });
     if (epoch !== this.epoch) return true;
     if (state === null) {
       this.fence();
@@ -177,7 +205,39 @@ export class HostMembership implements HostGate {
     }
     this.renewSentAt = sentAt;
     if (lapsed) for (const listener of this.renewListeners) listener();
+    this.noteState(state);
     return true;
+  }
+
+  private noteState(state: repo.HostState): void {
+    if (state === this.knownState) return;
+    const before = this.knownState;
+    this.knownState = state;
+    if (before !== null) this.log.info({ host_id: this.id, from: before, to: state }, "this host's state changed");
+    for (const listener of this.stateListeners) {
+      try {
+        listener(state);
+      } catch (error) {
+        this.log.error({ host_id: this.id, err: (error as Error).message }, "a host state listener failed");
+      }
+    }
+  }
+
+  /** What the heartbeat publishes; measured before the lease's clock starts (no I/O counted in it). */
+  private async published(): Promise<{ capacity: repo.HostCapacity; hints: repo.HostCacheHints }> {
+    const read = async <T>(what: string, fn: (() => T | Promise<T>) | undefined, fallback: T): Promise<T> => {
+      if (!fn) return fallback;
+      try {
+        return await fn();
+      } catch (error) {
+        this.log.warn({ host_id: this.id, err: (error as Error).message }, `host ${what} not measured`);
+        return fallback;
+      }
+    };
+    return {
+      capacity: await read("capacity", this.options.capacity, {}),
+      hints: await read("cache hints", this.options.hints, repo.NO_HINTS),
+    };
   }
 
   private fence(): void {

@@ -110,4 +110,23 @@ describe("place", () => {
     // P(best not among 3 of 10) = 9/10 * 8/9 * 7/8 = 0.7
     assert.ok(outside > 300 && outside < 400, `${outside}`);
   });
+
+  it("local_first: the preferred host comes first when a candidate, unless a restore's snapshot is on another", () => {
+    const hosts = [
+      host("self"),
+      host("warm", { warmImages: ["img"] }),
+      host("snap"),
+      host("full", { state: "cordoned" }),
+    ];
+    for (let seed = 0; seed < 20; seed++) {
+      const order = place(hosts, request, seeded(seed), { policy, preferHostId: "self" }).map((h) => h.id);
+      assert.deepEqual(order, ["self", "warm", "snap"]);
+      assert.equal(
+        place(hosts, { ...request, snapshotHostId: "snap" }, seeded(seed), { policy, preferHostId: "self" })[0]?.id,
+        "snap",
+      );
+      // Not a candidate (cordoned): placement as usual.
+      assert.notEqual(place(hosts, request, seeded(seed), { policy, preferHostId: "full" })[0]?.id, "full");
+    }
+  });
 });

@@ -1,7 +1,7 @@
 // Placement (issue 25 step 4, docs/hosts.md "Placement"): which host a new sandbox goes to.
 // Pure: the caller reads the hosts rows (heartbeat age on the database's clock) and what each
 // host has allocated (summed from its live rows, as host admission does), and runs the chosen
-// host's admission under that host's lock. Not wired into the create path yet (docs/hosts.md).
+// host's admission under that host's lock (modules/sandboxes/host-placement.ts, in the create).
 
 import { type ComputePolicy, decideCompute } from "../sandboxes/compute-admission.js";
 import { UNREACHABLE_AFTER_SECONDS } from "./liveness.js";
@@ -37,6 +37,11 @@ export interface PlacementOptions {
   /** How many candidates are sampled at random before the best is taken (E2B's best-of-K). */
   k?: number;
   unreachableAfterSeconds?: number;
+  /**
+   * `local_first` placement: this host, when it is a candidate, comes first (unless the
+   * snapshot of a restore is on another candidate), the rest by score.
+   */
+  preferHostId?: string | undefined;
 }
 
 export const PLACEMENT_K = 3;
@@ -100,6 +105,18 @@ export function place(
 ): PlacementHost[] {
   const candidates = hosts.filter((h) => isCandidate(h, request, options));
   if (candidates.length <= 1) return candidates;
+  const preferred = options.preferHostId ? candidates.find((h) => h.id === options.preferHostId) : undefined;
+  const snapshotElsewhere =
+    !!request.snapshotHostId &&
+    request.snapshotHostId !== preferred?.id &&
+    candidates.some((h) => h.id === request.snapshotHostId);
+  if (preferred && !snapshotElsewhere) {
+    const rest = candidates
+      .filter((h) => h !== preferred)
+      .map((host) => ({ host, score: score(host, request, options.policy) }))
+      .sort((a, b) => b.score - a.score);
+    return [preferred, ...rest.map((e) => e.host)];
+  }
   const scored = candidates.map((host) => ({ host, score: score(host, request, options.policy) }));
   const k = Math.min(options.k ?? PLACEMENT_K, scored.length);
   // Partial Fisher-Yates: the first k entries are a uniform sample.

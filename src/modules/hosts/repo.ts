@@ -12,6 +12,23 @@ export interface HostCapacity {
   storage_bytes?: number;
 }
 
+/** Most entries a host publishes in each cache hint list (migration 0031). */
+export const HOST_HINT_LIMIT = 64;
+
+/** Cache locality hints a host publishes with its heartbeat (placement scores them). */
+export interface HostCacheHints {
+  /** Image references in its layer cache. */
+  images: string[];
+  /** Images it holds warm pool members of. */
+  warmImages: string[];
+  /** Volume ids in its volume cache. */
+  volumes: string[];
+}
+
+export const NO_HINTS: HostCacheHints = { images: [], warmImages: [], volumes: [] };
+
+const bounded = (list: readonly string[]): string[] => [...new Set(list)].slice(0, HOST_HINT_LIMIT);
+
 export interface HostRow {
   id: string;
   role: string;
@@ -22,10 +39,20 @@ export interface HostRow {
   plane_address: string | null;
   ssh_address: string | null;
   capacity: HostCapacity;
+  images: string[];
+  warm_images: string[];
+  volumes: string[];
   joined_at: Date;
   heartbeat_at: Date;
   state_changed_at: Date;
+  /** What an operator asked (draining, cordoned); null: nothing. Liveness never clears it. */
+  operator_state: OperatorState | null;
+  /** Warm pool members the host reported with its last heartbeat. */
+  pool_members: number;
 }
+
+export const OPERATOR_STATES = ["draining", "cordoned"] as const;
+export type OperatorState = (typeof OPERATOR_STATES)[number];
 
 export interface JoinInput {
   id: string;
@@ -34,6 +61,7 @@ export interface JoinInput {
   planeAddress: string | null;
   sshAddress: string | null;
   capacity: HostCapacity;
+  hints?: HostCacheHints;
 }
 
 export interface JoinResult {
@@ -42,8 +70,8 @@ export interface JoinResult {
   adopted: { sandboxes: number; execs: number; snapshots: number };
 }
 
-const C = `id, role, state, epoch, address, plane_address, ssh_address, capacity, joined_at, heartbeat_at,
-  state_changed_at`;
+const C = `id, role, state, epoch, address, plane_address, ssh_address, capacity, images, warm_images, volumes,
+  joined_at, heartbeat_at, state_changed_at, operator_state, pool_members`;
 
 // Joins are serialized (two hosts joining an upgraded store at once must not both adopt).
 const JOIN_LOCK_KEY = 7_310_420_025;
@@ -59,14 +87,24 @@ export async function joinHost(db: Db, input: JoinInput): Promise<JoinResult> {
   return db.tx(async (q) => {
     await q.query("SELECT pg_advisory_xact_lock($1)", [JOIN_LOCK_KEY]);
     const { rows } = await q.query<HostRow>(
-      `INSERT INTO hosts (id, role, state, epoch, address, plane_address, ssh_address, capacity)
-       VALUES ($1, $2, 'ready', 1, $3, $4, $5, $6::jsonb)
+      `INSERT INTO hosts (id, role, state, epoch, address, plane_address, ssh_address, capacity, images, warm_images, volumes)
+       VALUES ($1, $2, 'ready', 1, $3, $4, $5, $6::jsonb, $7::text[], $8::text[], $9::text[])
        ON CONFLICT (id) DO UPDATE SET epoch = hosts.epoch + 1, role = $2,
-         state = CASE WHEN hosts.state IN ('draining', 'cordoned') THEN hosts.state ELSE 'ready' END,
-         state_changed_at = CASE WHEN hosts.state IN ('draining', 'cordoned') THEN hosts.state_changed_at ELSE now() END,
-         address = $3, plane_address = $4, ssh_address = $5, capacity = $6::jsonb, joined_at = now(), heartbeat_at = now()
+         state = COALESCE(hosts.operator_state, 'ready'),
+         state_changed_at = CASE WHEN hosts.state = COALESCE(hosts.operator_state, 'ready') THEN hosts.state_changed_at
+           ELSE now() END,
+         address = $3, plane_address = $4, ssh_address = $5, capacity = $6::jsonb,
+         images = $7::text[], warm_images = $8::text[], volumes = $9::text[], joined_at = now(), heartbeat_at = now()
        RETURNING ${C}`,
-      [input.id, input.role, input.address, input.planeAddress, input.sshAddress, JSON.stringify(input.capacity)],
+      [
+        input.id,
+        input.role,
+        input.address,
+        input.planeAddress,
+        input.sshAddress,
+        JSON.stringify(input.capacity),
+        ...hintParams(input.hints ?? NO_HINTS),
+      ],
     );
     const host = rows[0] as HostRow;
     const others = await q.query<{ n: string }>("SELECT count(*)::text AS n FROM hosts WHERE id <> $1", [input.id]);
@@ -95,25 +133,79 @@ async function adopt(q: Queryable, table: string, hostId: string): Promise<numbe
   return Number(rows[0]?.n ?? 0);
 }
 
+function hintParams(hints: HostCacheHints): [string[], string[], string[]] {
+  return [bounded(hints.images), bounded(hints.warmImages), bounded(hints.volumes)];
+}
+
+/** What a host reports with each heartbeat. */
+export interface HeartbeatReport {
+  capacity: HostCapacity;
+  hints?: HostCacheHints;
+  poolMembers: number;
+}
+
 /**
- * Renews the host's heartbeat (and its reported capacity) while its epoch is current; an
- * `unreachable` host that renews is `ready` again. Null: no row has this (id, epoch), the
- * host is fenced.
+ * Renews the host's heartbeat (and what it reports: capacity, cache hints, pool members) while
+ * its epoch is current; an `unreachable` host that renews is `ready` again (or what an operator
+ * asked of it: draining, cordoned). Returns the host's state, which an operator may have changed
+ * since the last beat; null: no row has this (id, epoch), the host is fenced.
  */
 export async function renewHeartbeat(
   q: Queryable,
   id: string,
   epoch: number,
-  capacity: HostCapacity,
+  report: HeartbeatReport,
 ): Promise<HostState | null> {
   const { rows } = await q.query<{ state: HostState }>(
-    `UPDATE hosts SET heartbeat_at = now(), capacity = $3::jsonb,
-            state = CASE WHEN state = 'unreachable' THEN 'ready' ELSE state END,
+    `UPDATE hosts SET heartbeat_at = now(), capacity = $3::jsonb, pool_members = $4,
+            images = $5::text[], warm_images = $6::text[], volumes = $7::text[],
+            state = CASE WHEN state = 'unreachable' THEN COALESCE(operator_state, 'ready') ELSE state END,
             state_changed_at = CASE WHEN state = 'unreachable' THEN now() ELSE state_changed_at END
       WHERE id = $1 AND epoch = $2 RETURNING state`,
-    [id, epoch, JSON.stringify(capacity)],
+    [id, epoch, JSON.stringify(report.capacity), report.poolMembers, ...hintParams(report.hints ?? NO_HINTS)],
   );
   return rows[0]?.state ?? null;
+}
+
+/**
+ * Records what an operator asks of a host (draining, cordoned; null: nothing, back to ready).
+ * A live host takes the state at once; an unreachable or dead one keeps its liveness state
+ * and takes the asked one when it renews or re-joins. Null: no such host.
+ */
+export async function setOperatorState(q: Queryable, id: string, asked: OperatorState | null): Promise<HostRow | null> {
+  const { rows } = await q.query<HostRow>(
+    `UPDATE hosts SET operator_state = $2,
+            state = CASE WHEN state IN ('ready', 'draining', 'cordoned') THEN COALESCE($2, 'ready') ELSE state END,
+            state_changed_at = CASE WHEN state IN ('ready', 'draining', 'cordoned') AND state <> COALESCE($2, 'ready')
+              THEN now() ELSE state_changed_at END
+      WHERE id = $1 RETURNING ${C}`,
+    [id, asked],
+  );
+  return rows[0] ?? null;
+}
+
+/** A host row with what the admin list shows beside it (counted from the store). */
+export interface HostSummary extends HostRow {
+  heartbeat_age_seconds: number;
+  live_sandboxes: number;
+  pending_replications: number;
+}
+
+/** Every host (or one), with its live sandboxes and pending replications counted. */
+export async function hostSummaries(q: Queryable, id?: string): Promise<HostSummary[]> {
+  const { rows } = await q.query<HostSummary>(
+    `SELECT ${C.split(",")
+      .map((column) => `h.${column.trim()}`)
+      .join(", ")},
+            extract(epoch FROM now() - h.heartbeat_at)::float8 AS heartbeat_age_seconds,
+            (SELECT count(*)::int FROM sandboxes s
+              WHERE s.host_id = h.id AND s.state NOT IN ('terminated', 'failed')) AS live_sandboxes,
+            (SELECT count(*)::int FROM sandbox_snapshots p
+              WHERE p.host_id = h.id AND p.replication = 'pending') AS pending_replications
+       FROM hosts h ${id === undefined ? "" : "WHERE h.id = $1"} ORDER BY h.id`,
+    id === undefined ? [] : [id],
+  );
+  return rows;
 }
 
 export async function getHost(q: Queryable, id: string): Promise<HostRow | null> {
@@ -150,6 +242,44 @@ export async function planeOf(
 ): Promise<{ state: HostState; plane_address: string | null } | null> {
   const { rows } = await q.query<{ state: HostState; plane_address: string | null }>(
     "SELECT state, plane_address FROM hosts WHERE id = $1",
+    [id],
+  );
+  return rows[0] ?? null;
+}
+
+/** A hosts row as placement reads it: the heartbeat's age on the database's clock. */
+export interface PlacementHostRow {
+  id: string;
+  state: HostState;
+  epoch: number;
+  capacity: HostCapacity;
+  images: string[];
+  warm_images: string[];
+  volumes: string[];
+  heartbeat_age_seconds: number;
+}
+
+/** Every host that is not dead, for placement (the bare read bench/placement.ts measures beside place()). */
+export async function placementHosts(q: Queryable): Promise<PlacementHostRow[]> {
+  const { rows } = await q.query<PlacementHostRow>(
+    `SELECT id, state, epoch, capacity, images, warm_images, volumes,
+            EXTRACT(EPOCH FROM (now() - heartbeat_at))::float8 AS heartbeat_age_seconds
+       FROM hosts WHERE state <> 'dead' ORDER BY id`,
+  );
+  return rows;
+}
+
+/**
+ * The chosen host's row, share-locked until the create commits: a host declared dead (epoch
+ * bumped, its live sandboxes failed) cannot be so between this read and the new row's commit,
+ * so no row is written under an epoch the sweeper has already passed.
+ */
+export async function lockHostForPlacement(
+  q: Queryable,
+  id: string,
+): Promise<{ state: HostState; epoch: number } | null> {
+  const { rows } = await q.query<{ state: HostState; epoch: number }>(
+    "SELECT state, epoch FROM hosts WHERE id = $1 FOR SHARE",
     [id],
   );
   return rows[0] ?? null;

@@ -11,7 +11,11 @@ import { newId } from "../../lib/ids.js";
 import type { Logger } from "../../lib/logger.js";
 import type { Queryable } from "../../store/db.js";
 import type { DeferringDb } from "../../store/deferred-writes.js";
+import type { GrantClaims } from "../hosts/grants.js";
 import { type HostGate, hostUnavailable } from "../hosts/membership.js";
+import { type NodeClient, NodeUnreachable } from "../hosts/node-client.js";
+import type { RoutedExecRequest } from "../hosts/node-wire.js";
+import type { HostRouter } from "../hosts/router.js";
 import type { Credential } from "../identity/credential.js";
 import type { WarrenMetrics } from "../metrics/registry.js";
 import type { SecretService } from "../secrets/service.js";
@@ -21,6 +25,8 @@ import { sandboxEventOf } from "./transitions.js";
 import { checkArgv } from "./view.js";
 
 const ACTIVITY_HEARTBEAT_MS = 30_000;
+/** How much longer than the command's timeout a routed exec waits for the owner's answer. */
+const ROUTED_EXEC_SLACK_SECONDS = 60;
 
 export interface ExecInput {
   cmd: string[];
@@ -54,6 +60,8 @@ export class ExecService {
     private readonly secrets: SecretService,
     /** This server as a host: an exec runs only on the sandbox's own host, at its current epoch. */
     private readonly host: HostGate | null = null,
+    /** Routes an exec to the sandbox's owner (null: only this host's sandboxes run; others answer host_unavailable). */
+    private readonly router: HostRouter | null = null,
   ) {}
 
   /** Exec durations and outcomes go to these metrics (GET /metrics). */
@@ -75,15 +83,83 @@ export class ExecService {
     const env = await this.secrets.releaseForExec(cred, input.secret_environment ?? []);
     const requestHash = idempotencyKey ? sha256Hex(canonicalJson(input)) : "";
     if (idempotencyKey) {
-      const replay = await this.replayExec(cred.orgId, row.id, idempotencyKey, requestHash);
+      const replay = await this.replayExec(cred.orgId, row.id, idempotencyKey, requestHash, row);
       if (replay) return replay;
     }
+    this.checkRunning(row);
+    // Run by the sandbox's owner: here, or routed to its internal API (docs/hosts.md "Routing").
+    // A non-owner never spawns and never records: the owner claims the key and records the outcome.
+    const route = this.router ? await this.router.runtimeOf(row) : null;
+    if (route?.remote) return this.execRouted(route.remote, input, env, idempotencyKey, requestHash);
+    return this.execHere(cred.orgId, row, input, env, idempotencyKey, requestHash);
+  }
+
+  /**
+   * The owner's side of an exec routed to it (node-api.ts): the same checks on the row as
+   * read now, then the exec as if it came in here. The caller's grants were checked (and its
+   * secrets released) by the server it came through; the grant names the organization.
+   */
+  async execForRoute(claims: GrantClaims, request: RoutedExecRequest): Promise<ExecResponse> {
+    const row = await repo.getExecTarget(this.db, claims.sandboxId);
+    if (!row || row.org_id !== claims.orgId) throw new AppError("not_found", "sandbox not found");
+    if (row.quarantined) throw new AppError("quarantined", "the sandbox is quarantined");
+    const input: ExecInput = { cmd: request.cmd, timeout_seconds: request.timeout_seconds };
+    checkArgv("cmd", input.cmd);
+    const key = request.idempotency_key;
+    if (key) {
+      const replay = await this.replayExec(row.org_id, row.id, key, request.request_hash);
+      if (replay) return replay;
+    }
+    this.checkRunning(row);
+    return this.execHere(row.org_id, row, input, request.env ?? {}, key, request.request_hash);
+  }
+
+  private checkRunning(row: repo.ExecTarget): void {
     if (row.state !== "running" || row.desired_state !== "running") {
       throw new AppError(
         "sandbox_not_running",
         `the sandbox is ${row.state}; exec needs it running (it never wakes implicitly)`,
       );
     }
+  }
+
+  /** An exec on the owner's internal API: its answer, or host_unavailable when it may retry (indeterminate when not). */
+  private async execRouted(
+    remote: NodeClient,
+    input: ExecInput,
+    env: Record<string, string>,
+    idempotencyKey: string | undefined,
+    requestHash: string,
+  ): Promise<ExecResponse> {
+    const timeoutSeconds = input.timeout_seconds ?? this.defaults.execTimeoutSeconds;
+    try {
+      return (await remote.exec(
+        {
+          cmd: input.cmd,
+          env,
+          timeout_seconds: input.timeout_seconds,
+          idempotency_key: idempotencyKey,
+          request_hash: requestHash,
+        },
+        (timeoutSeconds + ROUTED_EXEC_SLACK_SECONDS) * 1000,
+      )) as ExecResponse;
+    } catch (error) {
+      if (!(error instanceof NodeUnreachable)) throw error;
+      this.log.warn({ host_id: remote.hostId, err: error.message, sent: error.sent }, "a routed exec lost its owner");
+      // Not sent, or under a key (the owner's record decides, and a retry replays it): retry.
+      if (!error.sent || idempotencyKey) throw hostUnavailable();
+      return { indeterminate: {}, stdout: "", stderr: "", truncated: false };
+    }
+  }
+
+  private async execHere(
+    orgId: string,
+    row: repo.ExecTarget,
+    input: ExecInput,
+    env: Record<string, string>,
+    idempotencyKey: string | undefined,
+    requestHash: string,
+  ): Promise<ExecResponse> {
     // Never spawned by a server that does not own the sandbox, and never recorded there: the
     // same key retried through the owner runs (docs/api-decisions.md, host_unavailable).
     this.sandboxes.runtime();
@@ -98,7 +174,7 @@ export class ExecService {
       idempotencyKey &&
       !(await repo.claimExec(this.db, {
         id: execId,
-        org_id: cred.orgId,
+        org_id: orgId,
         sandbox_id: row.id,
         idempotency_key: idempotencyKey,
         request_hash: requestHash,
@@ -107,7 +183,7 @@ export class ExecService {
         host_epoch: owner.epoch,
       }))
     ) {
-      const replay = await this.replayExec(cred.orgId, row.id, idempotencyKey, requestHash);
+      const replay = await this.replayExec(orgId, row.id, idempotencyKey, requestHash);
       if (replay) return replay;
       throw new AppError("operation_conflict", "a concurrent exec holds this Idempotency-Key");
     }
@@ -124,11 +200,17 @@ export class ExecService {
     }
   }
 
+  /**
+   * The answer a keyed record replays, or null when there is none to replay here: no record,
+   * or (with `routable`, on a server that is not the owner) one still running on the owner,
+   * whose internal API then waits for it.
+   */
   private async replayExec(
     orgId: string,
     sandboxId: string,
     key: string,
     requestHash: string,
+    routable?: Pick<repo.ExecTarget, "host_id">,
   ): Promise<ExecResponse | null> {
     const record = await repo.findExecByKey(this.db, orgId, sandboxId, key);
     if (!record) return null;
@@ -138,6 +220,8 @@ export class ExecService {
     if (record.outcome === "running") {
       const inFlight = this.sandboxes.execInFlight(record.id);
       if (inFlight) return inFlight;
+      if (routable && this.router && !this.router.ownsHere(routable) && record.host_id === routable.host_id)
+        return null;
       // Running on another host (or a process of this host this one may not speak for): its
       // outcome is that host's to record; the retry goes on once it has.
       if (!this.runsInThisProcess(record))

@@ -53,9 +53,23 @@ export async function admitOnHost(
   deps: { host: HostCompute | null; policy: ComputePolicy; log: Logger },
   request: HostAdmissionRequest,
 ): Promise<void> {
-  const compute = request.compute && deps.host ? request.compute : null;
-  if (!compute && !request.storage) return;
+  if (!(request.compute && deps.host) && !request.storage) return;
   await repo.lockHostAdmission(q, request.hostId);
+  await admitLocked(q, deps, request);
+}
+
+/**
+ * admitOnHost's decision, with the host's admission lock already held by the caller (placement
+ * takes it, waiting for the first host it tries and only trying the lock of the next ones).
+ * `storage.capacityBytes` (a remote host: the creating server cannot measure its pool): the
+ * bytes it published, against its rows' reservations; absent, its `measure` decides.
+ */
+export async function admitLocked(
+  q: Queryable,
+  deps: { host: HostCompute | null; policy: ComputePolicy; log: Logger },
+  request: HostAdmissionRequest & { storageCapacityBytes?: number | null },
+): Promise<void> {
+  const compute = request.compute && deps.host ? request.compute : null;
   if (compute && deps.host) {
     const committed = await repo.committedCompute(q, request.hostId);
     const asked = { memoryMiB: compute.memory_mb, cpuMillis: compute.cpu_millis };
@@ -77,7 +91,16 @@ export async function admitOnHost(
   if (request.storage) {
     const { id, bytes, measure } = request.storage;
     const reserved = storageReserved(await repo.storageReservations(q, request.hostId), measure);
-    refuseStorage(measure.decide(reserved, { id, bytes }), deps.log);
+    if (request.storageCapacityBytes === undefined) {
+      refuseStorage(measure.decide(reserved, { id, bytes }), deps.log);
+    } else if (request.storageCapacityBytes !== null) {
+      let held = 0;
+      for (const value of reserved.values()) held += value;
+      if (held + bytes > request.storageCapacityBytes) {
+        const detail = `the host publishes ${request.storageCapacityBytes} bytes its pool can promise; its sandboxes reserve ${held}, this one asks ${bytes}`;
+        refuseStorage({ admitted: false, permanent: bytes > request.storageCapacityBytes, detail }, deps.log);
+      }
+    }
   }
 }
 

@@ -19,7 +19,7 @@ export type HostChange = { kind: "grow"; from: number; to: number } | { kind: "n
 
 /** Applies a claimed host change outside any transaction, then records it and ends the claim. */
 export async function applyHostChange(
-  deps: { db: Db; runtime: RuntimeDriver; log: Logger },
+  deps: { db: Db; runtime: Pick<RuntimeDriver, "growWorkspace" | "setNetwork">; log: Logger },
   row: repo.SandboxRow,
   host: HostChange,
 ): Promise<NetworkReceipt | null> {

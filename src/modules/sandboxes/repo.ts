@@ -330,6 +330,14 @@ export async function lockHostAdmission(q: Queryable, hostId: string | null): Pr
   await q.query("SELECT pg_advisory_xact_lock(hashtext($1))", [`host-admission:${hostId ?? "local"}`]);
 }
 
+/** lockHostAdmission without waiting: false when another transaction holds it now. */
+export async function tryLockHostAdmission(q: Queryable, hostId: string): Promise<boolean> {
+  const { rows } = await q.query<{ locked: boolean }>("SELECT pg_try_advisory_xact_lock(hashtext($1)) AS locked", [
+    `host-admission:${hostId}`,
+  ]);
+  return rows[0]?.locked === true;
+}
+
 /**
  * The rows a host's admission counts: its own (`host_id`), or, without a hosts registry
  * (a runtime-less server, unit tests), every row, as one host owns them all.
@@ -343,6 +351,9 @@ function onHost(hostId: string | null, param: string): string {
  * materializing too, and a wake not yet started) or still runs (a stop under way).
  * lifecycle.holdsCompute in SQL (test/sandboxes-repo.test.ts checks they agree).
  */
+const HOLDS_COMPUTE = `((desired_state = 'running' AND state NOT IN ('failed', 'terminated', 'terminating'))
+             OR state = 'running')`;
+
 export async function committedCompute(
   q: Queryable,
   hostId: string | null,
@@ -352,8 +363,7 @@ export async function committedCompute(
             COALESCE(sum((resources->>'cpu_millis')::bigint), 0)::text AS cpu
        FROM sandboxes
       WHERE ${onHost(hostId, "$1")}
-        AND ((desired_state = 'running' AND state NOT IN ('failed', 'terminated', 'terminating'))
-             OR state = 'running')`,
+        AND ${HOLDS_COMPUTE}`,
     hostId === null ? [] : [hostId],
   );
   return { memoryMiB: Number(rows[0]?.memory ?? 0), cpuMillis: Number(rows[0]?.cpu ?? 0) };
@@ -374,6 +384,39 @@ export async function storageReservations(
     hostId === null ? [] : [hostId],
   );
   return rows;
+}
+
+/**
+ * What every host's live rows hold, for placement: compute as committedCompute counts it,
+ * and the storage shapes as storageReservations lists them (counted per shape; the caller
+ * turns a shape into bytes). One query over the live rows (index sandboxes_live_by_host).
+ */
+export async function allocationByHost(q: Queryable): Promise<
+  {
+    host_id: string;
+    storage_class: SandboxRow["storage_class"];
+    workspace_capacity_gib: number | null;
+    n: number;
+    memory: number;
+    cpu: number;
+  }[]
+> {
+  const { rows } = await q.query<{
+    host_id: string;
+    storage_class: SandboxRow["storage_class"];
+    workspace_capacity_gib: number | null;
+    n: string;
+    memory: string;
+    cpu: string;
+  }>(
+    `SELECT host_id, storage_class, workspace_capacity_gib, count(*)::text AS n,
+            COALESCE(sum((resources->>'memory_mb')::bigint) FILTER (WHERE ${HOLDS_COMPUTE}), 0)::text AS memory,
+            COALESCE(sum((resources->>'cpu_millis')::bigint) FILTER (WHERE ${HOLDS_COMPUTE}), 0)::text AS cpu
+       FROM sandboxes
+      WHERE host_id IS NOT NULL AND state NOT IN ('failed', 'terminated')
+      GROUP BY host_id, storage_class, workspace_capacity_gib`,
+  );
+  return rows.map((r) => ({ ...r, n: Number(r.n), memory: Number(r.memory), cpu: Number(r.cpu) }));
 }
 
 export async function countTotal(q: Queryable, orgId: string): Promise<number> {

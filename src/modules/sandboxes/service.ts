@@ -11,6 +11,7 @@ import { decodeCursor, encodeCursor } from "../../lib/page-token.js";
 import type { Db, Queryable } from "../../store/db.js";
 import { notifyOwner } from "../hosts/kicks.js";
 import { type HostGate, hostUnavailable } from "../hosts/membership.js";
+import type { HostRouter, Route } from "../hosts/router.js";
 import { type Credential, requireOrgScoped } from "../identity/credential.js";
 import type { ProjectService } from "../projects/service.js";
 import type { RunService } from "../runs/service.js";
@@ -19,6 +20,7 @@ import { checkMountTargets } from "../volumes/mounts.js";
 import type { ExecResponse } from "./exec-service.js";
 import { admitOnHost, type HostAdmissionRequest, refuseBeyondHost } from "./host-admission.js";
 import { applyHostChange, HOST_CLAIM_SECONDS, type HostChange } from "./host-changes.js";
+import { placeAndAdmit } from "./host-placement.js";
 import { canStillReach, isFinished, STABLE_STATES, stateDeadline } from "./lifecycle.js";
 import * as repo from "./repo.js";
 import type { CreateSandboxBody, SandboxJson, SandboxState, UpdateSandboxBody } from "./schemas.js";
@@ -53,6 +55,8 @@ export interface SnapshotSource {
     lineagePath: string;
     workspaceCapacityGiB: number | null;
     volumes: repo.PinnedVolumeRow[];
+    /** The host that took it (placement prefers it: its local copy is there). */
+    hostId: string | null;
   }>;
   hasUndurable(q: Queryable, sandboxId: string): Promise<boolean>;
 }
@@ -101,6 +105,7 @@ export class SandboxService {
   /** The SSH gateway of this process, when one serves (modules/ssh). */
   private ssh: SshGatewayLink | null = null;
   private snapshots: SnapshotSource | null = null;
+  private router: HostRouter | null = null;
   private volumes: VolumeSource | null = null;
   private secretBinder: SecretBinder | null = null;
   private endpoints: EndpointSource | null = null;
@@ -144,6 +149,11 @@ export class SandboxService {
   /** The SSH gateway: running sandboxes then carry `ssh`, and an open session holds off an idle stop. */
   useSshGateway(link: SshGatewayLink): void {
     this.ssh = link;
+  }
+
+  /** Where a host change (growth, network switch) of a sandbox another host owns is sent (docs/hosts.md "Routing"). */
+  useRouter(router: HostRouter): void {
+    this.router = router;
   }
 
   useSnapshots(snapshots: SnapshotSource): void {
@@ -316,7 +326,8 @@ export class SandboxService {
     if (input.workspace_capacity_gib !== undefined && storageClass !== "durable") {
       throw new AppError("invalid_argument", "workspace_capacity_gib is valid only with storage_class durable");
     }
-    this.runtime();
+    // An api replica has no runtime of its own: placement chooses among the hosts.
+    if (!this.apiReplica) this.runtime();
     // Resolved (and their values decrypted) outside the admitting transaction.
     const secretBindings =
       input.secrets?.length && this.secretBinder
@@ -349,7 +360,7 @@ export class SandboxService {
           }) ?? null);
     // A pooled sandbox holds its storage already; any other must fit what the host can back
     // (measured here, decided in the transaction against the other sandboxes' rows).
-    const measure = pooled ? undefined : await this.runtime().measureStorage?.();
+    const measure = pooled || this.apiReplica ? undefined : await this.runtime().measureStorage?.();
     const id = pooled ?? newSandboxId();
     if (measure && (!fromSnapshot || input.workspace_capacity_gib !== undefined)) {
       const workspaceCapacityGiB = rootCapacity ?? input.workspace_capacity_gib ?? null;
@@ -373,14 +384,39 @@ export class SandboxService {
         }
         const run = await this.runs.startIn(q, cred, { project_id: project.id, label: `sandbox ${id}` });
         // Last: the host's lock is held from here until the row is in and committed (host-admission.ts).
-        const owner = this.ownerOfNew();
-        await this.admitHost(q, {
-          hostId: owner.host_id,
-          compute: { memory_mb: memoryMiB, cpu_millis: cpuMillis },
-          ...(measure
-            ? { storage: { id, bytes: measure.bytesOf({ storageClass, workspaceCapacityGiB: capacity }), measure } }
-            : {}),
-        });
+        // A pooled sandbox is this host's; any other is placed (host-placement.ts).
+        const compute = { memory_mb: memoryMiB, cpu_millis: cpuMillis };
+        let owner: Pick<repo.SandboxRow, "host_id" | "host_epoch">;
+        if ((this.host || this.apiReplica) && !pooled) {
+          owner = await placeAndAdmit(
+            q,
+            {
+              self: this.host,
+              localCompute: this.driver?.hostCompute?.() ?? null,
+              policy: this.computePolicy(),
+              mode: this.defaults.placement,
+              log: this.log,
+            },
+            {
+              id,
+              compute,
+              ...(measure ? { storage: { shape: { storageClass, workspaceCapacityGiB: capacity } } } : {}),
+              measure,
+              image: source ? source.image : image,
+              volumes: volumes.map((v) => v.version),
+              snapshotHostId: source?.hostId ?? null,
+            },
+          );
+        } else {
+          owner = this.ownerOfNew();
+          await this.admitHost(q, {
+            hostId: owner.host_id,
+            compute,
+            ...(measure
+              ? { storage: { id, bytes: measure.bytesOf({ storageClass, workspaceCapacityGiB: capacity }), measure } }
+              : {}),
+          });
+        }
         const row: repo.SandboxRow = {
           id,
           org_id: cred.orgId,
@@ -425,14 +461,18 @@ export class SandboxService {
         if (!(await repo.insertSandbox(q, row))) {
           throw new AppError("name_conflict", `a sandbox named "${input.name}" already exists in this project`);
         }
-        return { id, request_state: "requested" as const, run_id: run.id };
+        return { id, request_state: "requested" as const, run_id: run.id, host_id: owner.host_id };
       })
       .catch((error: unknown) => {
         if (pooled) this.pool?.release(pooled);
         throw error;
       });
-    this.trigger.kick(id);
-    return result;
+    this.kickOwner({ id, host_id: result.host_id });
+    return { id: result.id, request_state: result.request_state, run_id: result.run_id };
+  }
+
+  private computePolicy() {
+    return { memoryOvercommit: this.defaults.memoryOvercommit, cpuOvercommit: this.defaults.cpuOvercommit };
   }
 
   /** See admitOnHost (host-admission.ts); without a runtime that reports its size, compute is not admitted. */
@@ -549,6 +589,7 @@ export class SandboxService {
     // (resize2fs, ip, nft) never runs while the row lock that other requests wait on is held.
     // A growth is admitted against the host as measured now (host-admission.ts).
     const measure = input.workspace_capacity_gib !== undefined ? await this.driver?.measureStorage?.() : undefined;
+    let route = null as Route | null;
     const { row, host } = await this.db.tx(async (q) => {
       const row = await this.load(q, cred, id, true);
       const onHost: HostAdmissionRequest = { hostId: row.host_id };
@@ -629,8 +670,11 @@ export class SandboxService {
         checkPorts(row.ports, input.network_access);
         host = { kind: "network", mode: input.network_access };
       }
-      // The host change runs on the sandbox's own host (its router comes with many-hosts routing).
-      if (host && !this.actsHereOn(row)) throw hostUnavailable();
+      // The host change runs on the sandbox's own host: here, or routed to it (docs/hosts.md "Routing").
+      route = host && this.router ? await this.router.runtimeOf(row, q) : null;
+      if (host && !route && !this.actsHereOn(row)) throw hostUnavailable();
+      // The owner's own storage admission decides a routed growth (this host's measure says nothing of it).
+      if (route?.remote) delete onHost.storage;
       await this.admitHost(q, onHost);
       if (host && !(await repo.claimHost(q, row.id, now, new Date(now.getTime() + HOST_CLAIM_SECONDS * 1000)))) {
         throw new AppError(
@@ -643,7 +687,7 @@ export class SandboxService {
     });
     this.transitions.notify(row.id);
     const receipt = host
-      ? await applyHostChange({ db: this.db, runtime: this.runtime(), log: this.log }, row, host)
+      ? await applyHostChange({ db: this.db, runtime: route?.runtime ?? this.runtime(), log: this.log }, row, host)
       : null;
     this.kickOwner(row);
     const response: Record<string, unknown> = { id, request_state: "requested" };
@@ -696,6 +740,14 @@ export class SandboxService {
     });
     this.transitions.notify(id);
     if (!quarantined) this.kickOwner(row);
+  }
+
+  /**
+   * A sandbox by id for a host's own checks (routing, the internal API: no credential, the
+   * grant or the gateway already named the organization); null when there is no such row.
+   */
+  rowForHost(id: string): Promise<repo.SandboxRow | null> {
+    return SANDBOX_ID.test(id) ? repo.getSandbox(this.db, id) : Promise.resolve(null);
   }
 
   /** Whether this server is the sandbox's host and may act on it now. */

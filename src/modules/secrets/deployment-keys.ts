@@ -13,6 +13,8 @@ export const DEPLOYMENT_KEYS = {
   // The egress CA's rows were sealed under this name before the table was shared (0019).
   "egress-ca": "warren-egress-ca:deployment",
   "ssh-host-key": "warren-deployment-key:ssh-host-key",
+  // The HMAC key of the node internal API's grants (modules/hosts/grants.ts).
+  "internal-grant-key": "warren-deployment-key:internal-grant-key",
 } as const;
 
 export type DeploymentKeyName = keyof typeof DEPLOYMENT_KEYS;

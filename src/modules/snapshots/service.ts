@@ -13,7 +13,10 @@ import { canonicalJson, sha256Hex } from "../../lib/hash.js";
 import type { Logger } from "../../lib/logger.js";
 import { decodeCursor, pageOf } from "../../lib/page-token.js";
 import type { Db, Queryable } from "../../store/db.js";
+import type { GrantClaims } from "../hosts/grants.js";
 import { hostUnavailable } from "../hosts/membership.js";
+import { NodeUnreachable } from "../hosts/node-client.js";
+import type { HostRouter } from "../hosts/router.js";
 import { type Credential, requireOrgScoped } from "../identity/credential.js";
 import type { WarrenMetrics } from "../metrics/registry.js";
 import type { ProjectService } from "../projects/service.js";
@@ -63,6 +66,8 @@ export interface RestoreSource {
   lineagePath: string;
   workspaceCapacityGiB: number | null;
   volumes: repo.SnapshotRow["volumes"];
+  /** The host that took it, which holds its local copy (placement prefers it). */
+  hostId: string | null;
 }
 
 export class SnapshotService {
@@ -83,6 +88,8 @@ export class SnapshotService {
     private readonly options: SnapshotOptions,
     private readonly replication: ReplicationRelay,
     private readonly quotas: QuotaService,
+    /** Routes a snapshot to the sandbox's owner, which takes and replicates it (null: this host's only). */
+    private readonly router: HostRouter | null = null,
   ) {
     this.changes.setMaxListeners(0);
     quotas.registerMeter("snapshots.total", (q, orgId) => repo.countKept(q, orgId));
@@ -119,13 +126,17 @@ export class SnapshotService {
       const earlier = await repo.findByKey(this.db, cred.orgId, sandbox.id, idempotencyKey);
       if (earlier) return this.outcome(earlier, requestHash, waitSeconds);
     }
-    const driver = this.runtime();
+    // Taken by the sandbox's own host, which then holds (and replicates) the local copy: this
+    // server, or the owner through its internal API (docs/hosts.md "Routing").
+    const target = this.router ? await this.sandboxes.load(this.db, cred, sandboxId) : null;
+    const route = target && this.router ? await this.router.runtimeOf(target) : null;
+    const driver = route?.remote ? null : this.runtime();
     const id = newSnapshotId();
     const pending = await this.db.tx(async (q) => {
       const sandbox = await this.sandboxes.load(q, cred, sandboxId, true);
       if (sandbox.quarantined) throw new AppError("quarantined", "the sandbox is quarantined");
-      // Taken by the sandbox's own host, which then holds (and replicates) the local copy.
-      if (!this.sandboxes.actsHereOn(sandbox)) throw hostUnavailable();
+      const moved = target && (sandbox.host_id !== target.host_id || sandbox.host_epoch !== target.host_epoch);
+      if (moved || (!route?.remote && !this.sandboxes.actsHereOn(sandbox))) throw hostUnavailable();
       if (!SNAPSHOT_STATES.includes(sandbox.state) || sandbox.desired_state === "deleted") {
         throw new AppError(
           "sandbox_not_ready",
@@ -163,7 +174,22 @@ export class SnapshotService {
     });
     if (!pending.row) return this.outcome(pending.earlier as repo.SnapshotRow, requestHash, waitSeconds);
     const { sandbox } = pending as { sandbox: Awaited<ReturnType<SandboxService["load"]>> };
-    const taking = this.take(driver, id, sandbox);
+    if (route?.remote) {
+      try {
+        await route.remote.takeSnapshot(id);
+      } catch (error) {
+        if (!(error instanceof NodeUnreachable)) throw error;
+        // Never reached the owner: nothing was taken, and the pending row must not hold the sandbox.
+        if (!error.sent) {
+          await this.recordFailure(null, id, sandbox, "host_failure");
+          throw hostUnavailable();
+        }
+      }
+      const routed = await repo.getSnapshot(this.db, id);
+      if (!routed) throw new AppError("unavailable", "the snapshot's outcome is unknown", { retryAfterSeconds: 1 });
+      return this.outcome(routed, requestHash, waitSeconds);
+    }
+    const taking = this.take(driver as RuntimeDriver, id, sandbox);
     this.taking.set(id, taking);
     let sealed: repo.SnapshotRow;
     try {
@@ -172,6 +198,30 @@ export class SnapshotService {
       this.taking.delete(id);
     }
     return this.outcome(sealed, requestHash, waitSeconds);
+  }
+
+  /**
+   * The owner's side of a snapshot routed to it (node-api.ts): the pending row the routing
+   * server wrote is taken here, on this host's runtime, and sealed or failed as if its create
+   * came in here. Another organization's or a finished row is not_found.
+   */
+  async takeForRoute(claims: GrantClaims, snapshotId: string): Promise<void> {
+    const row = SNAPSHOT_ID.test(snapshotId) ? await repo.getSnapshot(this.db, snapshotId) : null;
+    if (!row || row.org_id !== claims.orgId || row.source_sandbox_id !== claims.sandboxId || row.state !== "pending") {
+      throw notFound("snapshot");
+    }
+    const sandbox = await this.sandboxes.rowForHost(claims.sandboxId);
+    if (!sandbox || !this.sandboxes.actsHereOn(sandbox) || !this.driver) {
+      if (sandbox) await this.recordFailure(null, snapshotId, sandbox, "host_failure");
+      throw hostUnavailable();
+    }
+    const taking = this.take(this.driver, snapshotId, sandbox);
+    this.taking.set(snapshotId, taking);
+    try {
+      await taking;
+    } finally {
+      this.taking.delete(snapshotId);
+    }
   }
 
   /** Takes the host snapshot and records the result: sealed, or failed with its reason. */
@@ -221,12 +271,12 @@ export class SnapshotService {
 
   /** Records the snapshot failed (dropping any host copy it left); never reports it as success. */
   private async recordFailure(
-    driver: RuntimeDriver,
+    driver: RuntimeDriver | null,
     id: string,
     sandbox: Awaited<ReturnType<SandboxService["load"]>>,
     code: string,
   ): Promise<repo.SnapshotRow> {
-    await driver.dropLocalSnapshot(id).catch(() => undefined);
+    await driver?.dropLocalSnapshot(id).catch(() => undefined);
     const failed = await this.db.tx(async (q) => {
       const row = await repo.fail(q, id, code, failureMessage(code));
       if (row) {
@@ -353,7 +403,7 @@ export class SnapshotService {
         row.state === "pending" ? "the snapshot is still being taken" : "the snapshot failed and holds nothing",
       );
     }
-    if (!(await this.runtime().localSnapshot(row.id)) && row.durability !== "replicated") {
+    if (row.durability !== "replicated" && !(await this.runtime().localSnapshot(row.id))) {
       throw new AppError(
         "snapshot_not_restorable",
         "the snapshot has no copy on this host and is not replicated to the blob store",
@@ -365,6 +415,7 @@ export class SnapshotService {
       lineagePath: row.lineage_path,
       workspaceCapacityGiB: row.workspace_capacity_gib,
       volumes: row.volumes ?? [],
+      hostId: row.host_id ?? null,
     };
   }
 

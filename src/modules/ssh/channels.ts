@@ -5,6 +5,7 @@
 import net from "node:net";
 import type { ServerChannel, Session } from "ssh2";
 import { type RuntimeDriver, RuntimeError, type SandboxSession } from "../../drivers/runtime/interface.js";
+import { AppError } from "../../lib/errors.js";
 import type { Logger } from "../../lib/logger.js";
 import type { SessionActivity } from "./activity.js";
 import { allowedClientEnv, terminalName } from "./limits.js";
@@ -29,7 +30,7 @@ export interface ConnectionScope {
    * a key revoked or a sandbox quarantined after the login opens nothing more).
    */
   stillAllowed(): Promise<boolean>;
-  runtime: RuntimeDriver;
+  runtime: Pick<RuntimeDriver, "openSession" | "portAddress">;
   activity: SessionActivity;
   log: Logger;
   sessions: number;
@@ -133,8 +134,8 @@ async function runInChannel(
       },
     });
   } catch (error) {
-    const code = error instanceof RuntimeError ? error.code : "";
-    if (!(error instanceof RuntimeError)) {
+    const code = error instanceof RuntimeError ? error.code : error instanceof AppError ? error.code : "";
+    if (!(error instanceof RuntimeError) && !(error instanceof AppError)) {
       scope.log.error({ sandbox_id: scope.sandboxId, err: (error as Error).message }, "ssh session failed to open");
     }
     finish(
@@ -145,7 +146,9 @@ async function runInChannel(
           ? `the command did not start: ${(error as Error).message}`
           : code === "unsupported"
             ? "this sandbox run cannot take sessions (restart the sandbox)"
-            : "the session could not be opened",
+            : code === "host_unavailable"
+              ? "the sandbox's host is not available now; retry shortly"
+              : "the session could not be opened",
     );
     return;
   }

@@ -53,6 +53,11 @@ export interface SshGatewayOptions {
   limits?: { connections?: SlotLimits; unauthenticated?: StartupLimits };
   /** Short-lived SSH tokens (IssueSshToken, `wst1.`...) as the password; absent: API keys only. */
   tokens?: { sshTokenOpens(token: string, sandboxId: string): Promise<boolean> } | null;
+  /**
+   * The runtime a sandbox's sessions open on (HostRouter: this host's, or the owner's through
+   * its internal API); absent: `runtime` for every sandbox. Port forwards stay on `runtime`.
+   */
+  sessionRuntimeOf?: (sandboxId: string) => Promise<Pick<RuntimeDriver, "openSession">>;
   /** Where connections closed at accept or evicted are counted (WarrenMetrics). */
   metrics?: { connectionRefused(server: "ssh", reason: "refused" | "evicted"): void };
 }
@@ -150,6 +155,16 @@ export class SshGateway {
   }
 
   /** Whether an SSH session or forward of this process is open in the sandbox (holds off an idle stop). */
+  /** Sessions on the sandbox's owner (routed when it is another host), forwards on this host. */
+  private scopeRuntime(): ConnectionScope["runtime"] {
+    const { runtime, sessionRuntimeOf } = this.options;
+    if (!sessionRuntimeOf) return runtime;
+    return {
+      openSession: async (id, request, handlers) => (await sessionRuntimeOf(id)).openSession(id, request, handlers),
+      portAddress: (id) => runtime.portAddress(id),
+    };
+  }
+
   hasOpenSession(sandboxId: string): boolean {
     return this.activity.isOpen(sandboxId);
   }
@@ -190,7 +205,7 @@ export class SshGateway {
             scope = {
               sandboxId,
               stillAllowed: () => this.opens(secret, sandboxId).then((id) => id !== null),
-              runtime: this.options.runtime,
+              runtime: this.scopeRuntime(),
               activity: this.activity,
               log: this.options.log,
               sessions: 0,

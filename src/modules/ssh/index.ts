@@ -24,6 +24,8 @@ export interface SshGatewaySetup {
   /** Verifies IssueSshToken's tokens (the session service); absent: API keys only. */
   tokens?: SshGatewayOptions["tokens"];
   metrics?: SshGatewayOptions["metrics"];
+  /** Routes sessions to the sandbox's owner (container.router). */
+  sessionRuntimeOf?: SshGatewayOptions["sessionRuntimeOf"];
 }
 
 export async function startSshGateway(setup: SshGatewaySetup): Promise<SshGateway | null> {
@@ -40,6 +42,7 @@ export async function startSshGateway(setup: SshGatewaySetup): Promise<SshGatewa
     ...(setup.failureLimits ? { failureLimits: setup.failureLimits } : {}),
     tokens: setup.tokens ?? null,
     ...(setup.metrics ? { metrics: setup.metrics } : {}),
+    ...(setup.sessionRuntimeOf ? { sessionRuntimeOf: setup.sessionRuntimeOf } : {}),
   });
   const bound = await gateway.listen(setup.listen.host, setup.listen.port);
   setup.sandboxes.useSshGateway({

@@ -101,6 +101,14 @@ export class VolumeCache {
     return used;
   }
 
+  /** Versions with an entry on this host, most recently used first, at most `limit` (placement's hint). */
+  cachedVersions(limit: number): string[] {
+    return [...this.entries.keys()]
+      .sort((a, b) => (this.lastUse.get(b) ?? 0) - (this.lastUse.get(a) ?? 0))
+      .slice(0, limit)
+      .map((dir) => `blake3:${path.basename(dir)}`);
+  }
+
   /** The directory of an organization's version, materialized first when this host has none. */
   ensure(orgId: string, version: string): Promise<string> {
     if (!DIGEST_PATTERN.test(version) || !/^[A-Za-z0-9_-]+$/.test(orgId)) {

@@ -717,6 +717,74 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/admin/hosts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List the hosts of the deployment: state, heartbeat, live sandboxes, and whether a draining one is drained */
+        get: operations["AdminListHosts"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/admin/hosts/{host_id}:drain": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Drain a host: placement skips it, its warm pool empties, its pending replications finish */
+        post: operations["AdminDrainHost"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/admin/hosts/{host_id}:cordon": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Cordon a host: placement skips it, nothing else changes */
+        post: operations["AdminCordonHost"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/admin/hosts/{host_id}:uncordon": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Return a draining or cordoned host to ready */
+        post: operations["AdminUncordonHost"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/admin/organizations/{organization}/quotas/{metric}": {
         parameters: {
             query?: never;
@@ -4662,6 +4730,307 @@ export interface operations {
                 };
                 content: {
                     "application/json": Record<string, never>;
+                };
+            };
+            /** @description Quota or rate-limit rejection */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    AdminListHosts: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        hosts: {
+                            id: string;
+                            role: string;
+                            state: "joining" | "ready" | "draining" | "cordoned" | "unreachable" | "dead";
+                            /** @description What an operator asked (null: nothing); kept while the host is unreachable or dead, and taken again when it returns */
+                            operator_state: "draining" | "cordoned" | null;
+                            epoch: number;
+                            address: string | null;
+                            plane_address: string | null;
+                            ssh_address: string | null;
+                            capacity: {
+                                cpu_millis?: number;
+                                memory_mib?: number;
+                                storage_bytes?: number;
+                            };
+                            /** Format: date-time */
+                            joined_at: string;
+                            /** Format: date-time */
+                            heartbeat_at: string;
+                            /** @description By the database's clock */
+                            heartbeat_age_seconds: number;
+                            /** Format: date-time */
+                            state_changed_at: string;
+                            /** @description Its sandboxes not terminated or failed */
+                            live_sandboxes: number;
+                            /** @description Warm pool members, as of its last heartbeat */
+                            pool_members: number;
+                            /** @description Its snapshots whose replication to the blob store is pending */
+                            pending_replications: number;
+                            /** @description Draining, with no warm pool member and no pending replication left (its sandboxes stay) */
+                            drained: boolean;
+                            /** @description Whether this host's server holds the lease of blob and volume collection now */
+                            collection_leader: boolean;
+                        }[];
+                    };
+                };
+            };
+            /** @description Quota or rate-limit rejection */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    AdminDrainHost: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A host id (h_ and 24 hex digits) */
+                host_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        host: {
+                            id: string;
+                            role: string;
+                            state: "joining" | "ready" | "draining" | "cordoned" | "unreachable" | "dead";
+                            /** @description What an operator asked (null: nothing); kept while the host is unreachable or dead, and taken again when it returns */
+                            operator_state: "draining" | "cordoned" | null;
+                            epoch: number;
+                            address: string | null;
+                            plane_address: string | null;
+                            ssh_address: string | null;
+                            capacity: {
+                                cpu_millis?: number;
+                                memory_mib?: number;
+                                storage_bytes?: number;
+                            };
+                            /** Format: date-time */
+                            joined_at: string;
+                            /** Format: date-time */
+                            heartbeat_at: string;
+                            /** @description By the database's clock */
+                            heartbeat_age_seconds: number;
+                            /** Format: date-time */
+                            state_changed_at: string;
+                            /** @description Its sandboxes not terminated or failed */
+                            live_sandboxes: number;
+                            /** @description Warm pool members, as of its last heartbeat */
+                            pool_members: number;
+                            /** @description Its snapshots whose replication to the blob store is pending */
+                            pending_replications: number;
+                            /** @description Draining, with no warm pool member and no pending replication left (its sandboxes stay) */
+                            drained: boolean;
+                            /** @description Whether this host's server holds the lease of blob and volume collection now */
+                            collection_leader: boolean;
+                        };
+                    };
+                };
+            };
+            /** @description Quota or rate-limit rejection */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    AdminCordonHost: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A host id (h_ and 24 hex digits) */
+                host_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        host: {
+                            id: string;
+                            role: string;
+                            state: "joining" | "ready" | "draining" | "cordoned" | "unreachable" | "dead";
+                            /** @description What an operator asked (null: nothing); kept while the host is unreachable or dead, and taken again when it returns */
+                            operator_state: "draining" | "cordoned" | null;
+                            epoch: number;
+                            address: string | null;
+                            plane_address: string | null;
+                            ssh_address: string | null;
+                            capacity: {
+                                cpu_millis?: number;
+                                memory_mib?: number;
+                                storage_bytes?: number;
+                            };
+                            /** Format: date-time */
+                            joined_at: string;
+                            /** Format: date-time */
+                            heartbeat_at: string;
+                            /** @description By the database's clock */
+                            heartbeat_age_seconds: number;
+                            /** Format: date-time */
+                            state_changed_at: string;
+                            /** @description Its sandboxes not terminated or failed */
+                            live_sandboxes: number;
+                            /** @description Warm pool members, as of its last heartbeat */
+                            pool_members: number;
+                            /** @description Its snapshots whose replication to the blob store is pending */
+                            pending_replications: number;
+                            /** @description Draining, with no warm pool member and no pending replication left (its sandboxes stay) */
+                            drained: boolean;
+                            /** @description Whether this host's server holds the lease of blob and volume collection now */
+                            collection_leader: boolean;
+                        };
+                    };
+                };
+            };
+            /** @description Quota or rate-limit rejection */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    AdminUncordonHost: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A host id (h_ and 24 hex digits) */
+                host_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        host: {
+                            id: string;
+                            role: string;
+                            state: "joining" | "ready" | "draining" | "cordoned" | "unreachable" | "dead";
+                            /** @description What an operator asked (null: nothing); kept while the host is unreachable or dead, and taken again when it returns */
+                            operator_state: "draining" | "cordoned" | null;
+                            epoch: number;
+                            address: string | null;
+                            plane_address: string | null;
+                            ssh_address: string | null;
+                            capacity: {
+                                cpu_millis?: number;
+                                memory_mib?: number;
+                                storage_bytes?: number;
+                            };
+                            /** Format: date-time */
+                            joined_at: string;
+                            /** Format: date-time */
+                            heartbeat_at: string;
+                            /** @description By the database's clock */
+                            heartbeat_age_seconds: number;
+                            /** Format: date-time */
+                            state_changed_at: string;
+                            /** @description Its sandboxes not terminated or failed */
+                            live_sandboxes: number;
+                            /** @description Warm pool members, as of its last heartbeat */
+                            pool_members: number;
+                            /** @description Its snapshots whose replication to the blob store is pending */
+                            pending_replications: number;
+                            /** @description Draining, with no warm pool member and no pending replication left (its sandboxes stay) */
+                            drained: boolean;
+                            /** @description Whether this host's server holds the lease of blob and volume collection now */
+                            collection_leader: boolean;
+                        };
+                    };
                 };
             };
             /** @description Quota or rate-limit rejection */

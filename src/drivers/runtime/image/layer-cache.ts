@@ -26,7 +26,8 @@ import {
   type ResolvedImage,
   selectPlatformManifest,
 } from "./registry-client.js";
-import { unpackLayer } from "./unpack.js";
+import type { UnpackResult } from "./unpack.js";
+import { unpackLayerInThread } from "./unpack-thread.js";
 
 /** The parts of an image's config a sandbox needs to start its process. */
 export interface ImageConfig {
@@ -448,7 +449,8 @@ export class LayerCache {
 
   /**
    * One unpacked layer, keyed by diff ID. The blob is streamed from the registry straight
-   * through the sha256 of the blob, gunzip and the unpacker into a temp dir (nothing of it is
+   * through the sha256 of the blob, then (in the unpack thread, unpack-thread.ts) gunzip and
+   * the unpacker into a temp dir (nothing of it is
    * kept whole in memory or on disk); the blob digest is checked when its last byte is read
    * and the diff ID when the tar ends, and the temp dir is discarded unless both match. Only
    * then is it renamed into place.
@@ -465,9 +467,9 @@ export class LayerCache {
     try {
       await mkdir(path.join(work, "rootfs"));
       const blob = this.client.streamBlob(ref, descriptor.digest, descriptor.size, onBytes);
-      let result: Awaited<ReturnType<typeof unpackLayer>>;
+      let result: UnpackResult;
       try {
-        result = await unpackLayer(blob, path.join(work, "rootfs"), { expectedDiffId: diffId });
+        result = await unpackLayerInThread(blob, path.join(work, "rootfs"), { expectedDiffId: diffId });
         // The unpacker drains its input, so the blob's digest has been checked; make sure.
         if (!(await blob.next()).done) throw new ImageError("registry_error", `blob ${descriptor.digest}: extra data`);
       } finally {

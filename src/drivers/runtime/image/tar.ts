@@ -40,7 +40,16 @@ const BLOCK = 512;
 const MAX_META_BYTES = 1024 * 1024;
 const utf8 = new TextDecoder("utf-8", { fatal: true });
 
-/** Buffers an async byte source so the reader can take exact-size pieces from it. */
+/** The bytes as a Buffer, without a copy when they already are bytes. */
+export function asBuffer(value: Buffer | Uint8Array | string): Buffer {
+  if (typeof value === "string") return Buffer.from(value);
+  return Buffer.isBuffer(value) ? value : Buffer.from(value.buffer, value.byteOffset, value.byteLength);
+}
+
+/**
+ * Buffers an async byte source so the reader can take exact-size pieces from it. The source
+ * must not reuse a chunk's memory once it yielded it (chunks are kept, not copied).
+ */
 class ByteSource {
   private chunks: Buffer[] = [];
   private buffered = 0;
@@ -54,7 +63,7 @@ class ByteSource {
     for (;;) {
       const next = await this.iterator.next();
       if (next.done) return false;
-      const chunk = typeof next.value === "string" ? Buffer.from(next.value) : Buffer.from(next.value);
+      const chunk = asBuffer(next.value);
       if (chunk.length === 0) continue;
       this.chunks.push(chunk);
       this.buffered += chunk.length;

@@ -53,6 +53,15 @@ import { CpuFairness, recordShares } from "./cpu-fairness.js";
 import { ExecRunner } from "./exec-runner.js";
 import { ExitWatch } from "./exit-watch.js";
 import { ensureHostPackages, runOrFail, TOOLS } from "./host.js";
+import {
+  DEFAULT_MAPPED_TREE,
+  type MappedPaths,
+  mappedPaths,
+  mappedRanges,
+  mountMappedOverlay,
+  prepareMappedTree,
+  removeMappedTree,
+} from "./id-mapping.js";
 import { ImageSource } from "./image-source.js";
 import { raiseMemcgAccountedLimits } from "./kernel-limits.js";
 import { assertSandboxId, isSandboxId, Layout, type SandboxPaths } from "./layout.js";
@@ -103,6 +112,10 @@ export class LocalRuntimeDriver implements RuntimeDriver {
   private readonly userNamespaces: boolean;
   /** Who owns each sandbox's user namespace: a host uid claimed machine-wide (namespace-owners.ts). */
   readonly namespaceOwners: NamespaceOwners;
+  private readonly idMapping: boolean;
+  /** The blocks of host ids mapped sandboxes hold (id-mapping.ts), claimed machine-wide. */
+  readonly mappedRanges: NamespaceOwners;
+  private readonly mappedTreeDir: string;
   private trustedCaPem: string | undefined;
   private readonly locks = new Map<string, Promise<unknown>>();
   private readonly exits: ExitWatch;
@@ -150,6 +163,19 @@ export class LocalRuntimeDriver implements RuntimeDriver {
     // A run that ends by itself gives its organization's other sandboxes their share back.
     this.exits.onExit(() => void this.cpuFairness.rebalance());
     this.namespaceOwners = new NamespaceOwners(layout, options.namespaceOwnerUids, options.namespaceOwnerClaimsDir);
+    this.idMapping = this.userNamespaces && options.idMapping !== false;
+    this.mappedRanges = mappedRanges(layout, options.idMappingBlocks, options.namespaceOwnerClaimsDir);
+    this.mappedTreeDir = options.idMappingTreeDir ?? DEFAULT_MAPPED_TREE;
+  }
+
+  /** A mapped sandbox's idmapped layers and search-only tree (id-mapping.ts). */
+  mappedPaths(id: string): MappedPaths {
+    return mappedPaths(this.layout, this.layout.sandbox(id), this.mappedTreeDir, id);
+  }
+
+  /** The host uid of root in a mapped sandbox (the first of its block), or null. */
+  mappedRoot(id: string): Promise<number | null> {
+    return this.mappedRanges.recorded(this.layout.sandbox(id));
   }
 
   /**
@@ -180,6 +206,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
     });
     const driver = new LocalRuntimeDriver(options, host, layout, storage);
     await driver.namespaceOwners.reconcile((id) => pinsNamespace(userNamespacePin(layout.sandbox(id))));
+    await driver.mappedRanges.reconcile(async () => false);
     await driver.execs.agentBinary();
     for (const id of await recordIds(layout)) {
       const state = await readRuncState(layout.runcRoot, id);
@@ -230,11 +257,22 @@ export class LocalRuntimeDriver implements RuntimeDriver {
         // rules) is made while the root filesystem and workspace are: separate host tools, no
         // shared state. create() began by clearing what an earlier attempt left, so an
         // attachment makes the namespace itself and has nothing to remove first.
+        const mapped = this.idMapping;
+        let userReady: Promise<number | null> = Promise.resolve(null);
         const networkReady = this.userNamespaces
           ? (async () => {
               // The network namespace is made with the user namespace that owns it.
-              const owner = await this.namespaceOwners.claim(spec.id, paths);
-              await makeSandboxNamespaces(owner, userNamespacePin(paths), this.network.netnsPath(spec.id));
+              userReady = (async () => {
+                if (mapped) {
+                  const first = await this.mappedRanges.claim(spec.id, paths);
+                  await makeSandboxNamespaces(first, userNamespacePin(paths), this.network.netnsPath(spec.id), true);
+                  return first;
+                }
+                const owner = await this.namespaceOwners.claim(spec.id, paths);
+                await makeSandboxNamespaces(owner, userNamespacePin(paths), this.network.netnsPath(spec.id));
+                return null;
+              })();
+              await userReady;
               await this.network.createNamespace(spec.id);
               if (spec.network !== "none") await this.network.apply(spec.id, paths, spec.network, null);
             })()
@@ -255,13 +293,20 @@ export class LocalRuntimeDriver implements RuntimeDriver {
         if (layers.status === "rejected") throw layers.reason;
         if (provisioned.status === "rejected") throw provisioned.reason;
         const lowerDirs = layers.value;
-        await mountOverlay({
-          lowerDirs,
-          upper: paths.upper,
-          work: paths.work,
-          target: paths.rootfs,
-          linkDir: paths.lower,
-        });
+        if (mapped) {
+          // The overlay's layers are idmapped through the user namespace: it must be there.
+          const first = await userReady;
+          if (first === null) throw new RuntimeError("host_failure", "the mapped user namespace is missing");
+          await mountMappedOverlay({ lowerDirs, paths, mapped: this.mappedPaths(spec.id), first });
+        } else {
+          await mountOverlay({
+            lowerDirs,
+            upper: paths.upper,
+            work: paths.work,
+            target: paths.rootfs,
+            linkDir: paths.lower,
+          });
+        }
         const user = resolveUser(
           image.config.user,
           await readRootfsFile(paths.rootfs, "etc/passwd"),
@@ -281,6 +326,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
           gid: user.gid,
           additionalGids: user.additionalGids,
           maxOpenFiles: this.maxOpenFiles,
+          ...(mapped ? { inheritLimits: true as const } : {}),
         };
         // The workspace's root belongs to the sandbox's user (a restore's image may name another).
         await chown(paths.workspace, user.uid, user.gid);
@@ -302,6 +348,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
           storage: { class: spec.storageClass },
           hostname,
           ...(this.userNamespaces ? { userNamespace: true as const } : {}),
+          ...(mapped ? { idMapping: true as const } : {}),
           ...(spec.cpuGroup !== undefined ? { cpuGroup: spec.cpuGroup } : {}),
         };
         await this.writeBundleConfig(record, paths);
@@ -374,13 +421,9 @@ export class LocalRuntimeDriver implements RuntimeDriver {
       await settledExitRecord(paths, this.stopTimeoutMs);
       // After a host reboot mounts and namespaces are gone; make them again.
       await this.storage.mount(id, paths, record.storage.class);
-      await mountOverlay({
-        lowerDirs: record.image.lowerDirs,
-        upper: paths.upper,
-        work: paths.work,
-        target: paths.rootfs,
-        linkDir: paths.lower,
-      });
+      // The mapped overlay's layers need the user namespace.
+      if (record.idMapping) await this.ensureNamespaces(record, paths);
+      await this.mountRootfs(record, paths);
       // A sandbox made when these were host files has none on its root image yet.
       if (!(await exists(paths.hosts))) await writeFile(paths.hosts, hostsFile(record.hostname), { mode: 0o644 });
       if (!(await exists(paths.hostname))) await writeFile(paths.hostname, `${record.hostname}\n`, { mode: 0o644 });
@@ -437,6 +480,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
     await this.stopContainer(id).catch(() => runcDeleteForce(this.layout.runcRoot, id));
     this.exits.unwatch(id);
     await runcDeleteForce(this.layout.runcRoot, id);
+    await removeMappedTree(this.mappedPaths(id));
     // The images' loop devices detach with their last mount (mount -o loop sets autoclear).
     await unmountUnder(paths.dir);
     await this.storage.remove(id);
@@ -446,6 +490,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
     const left = await removeCgroup(this.layout.cgroupPath(id));
     if (left.length > 0) throw new RuntimeError("host_failure", `cgroups still in use: ${left.join(", ")}`);
     await this.namespaceOwners.release(id, paths);
+    await this.mappedRanges.release(id, paths);
     await rm(paths.dir, { recursive: true, force: true });
   }
 
@@ -603,6 +648,10 @@ export class LocalRuntimeDriver implements RuntimeDriver {
     return this.storage.report();
   }
 
+  cacheHints(): { images: string[]; warmImages: string[] } {
+    return { images: this.images.recentImages(), warmImages: [] };
+  }
+
   /** The host's memory and the CPUs this process may use (its affinity). */
   hostCompute(): { memoryMiB: number; cpuMillis: number } {
     return { memoryMiB: Math.floor(os.totalmem() / 1_048_576), cpuMillis: hostCpuMillis() };
@@ -633,14 +682,45 @@ export class LocalRuntimeDriver implements RuntimeDriver {
       await this.network.deleteNamespace(id);
       if (pinned) await runOrFail("unpinning the user namespace", TOOLS.umount, [userPin]);
       await rm(userPin, { force: true });
-      const owner = (await this.namespaceOwners.recorded(paths)) ?? (await this.namespaceOwners.claim(id, paths));
-      await makeSandboxNamespaces(owner, userPin, this.network.netnsPath(id));
+      if (record.idMapping) {
+        // The idmapped mounts were made with the namespace that is gone: made again with the new one.
+        await unmountUnder(paths.rootfs);
+        await unmountUnder(this.mappedPaths(id).scratch);
+        await removeMappedTree(this.mappedPaths(id));
+        const first = (await this.mappedRanges.recorded(paths)) ?? (await this.mappedRanges.claim(id, paths));
+        await makeSandboxNamespaces(first, userPin, this.network.netnsPath(id), true);
+      } else {
+        const owner = (await this.namespaceOwners.recorded(paths)) ?? (await this.namespaceOwners.claim(id, paths));
+        await makeSandboxNamespaces(owner, userPin, this.network.netnsPath(id));
+      }
     }
     if (remade || !(await this.network.namespaceExists(id))) {
       await this.network.createNamespace(id);
       const network = await readNetworkRecord(paths);
       if (network.mode !== "none") await this.network.apply(id, paths, network.mode, network.slot);
     }
+  }
+
+  /** The overlay rootfs (again, after a reboot): idmapped layers for a mapped sandbox. */
+  private async mountRootfs(record: SandboxRecord, paths: SandboxPaths): Promise<void> {
+    if (record.idMapping) {
+      const first = await this.mappedRanges.recorded(paths);
+      if (first === null) throw new RuntimeError("host_failure", `sandbox ${record.id} has no id block recorded`);
+      await mountMappedOverlay({
+        lowerDirs: record.image.lowerDirs,
+        paths,
+        mapped: this.mappedPaths(record.id),
+        first,
+      });
+      return;
+    }
+    await mountOverlay({
+      lowerDirs: record.image.lowerDirs,
+      upper: paths.upper,
+      work: paths.work,
+      target: paths.rootfs,
+      linkDir: paths.lower,
+    });
   }
 
   private async writeBundleConfig(record: SandboxRecord, paths: SandboxPaths): Promise<void> {
@@ -652,6 +732,17 @@ export class LocalRuntimeDriver implements RuntimeDriver {
       (await exists(launchAt.waiting)) && (await exists(launchAt.spec))
         ? { dir: launchAt.bound, busybox: POOL_BUSYBOX }
         : undefined;
+    const mapped = record.idMapping
+      ? await prepareMappedTree({
+          paths,
+          mapped: this.mappedPaths(record.id),
+          treeDir: this.mappedTreeDir,
+          tiniPath: TOOLS.tini,
+          ...(execAgentPath ? { execAgentPath } : {}),
+          ...(launch ? { launch } : {}),
+          mounts: [...(record.trust ?? []), ...(record.mounts ?? [])],
+        })
+      : null;
     const config = buildBundleConfig({
       ...(launch ? { launch } : {}),
       hostname: record.hostname,
@@ -663,7 +754,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
       ...(record.userNamespace ? { userNamespacePath: userNamespacePin(paths) } : {}),
       cgroupsPath: this.layout.cgroupPath(record.id),
       workspaceSource: paths.workspace,
-      ...(record.mounts || record.trust
+      ...(!mapped && (record.mounts || record.trust)
         ? { mounts: [...(record.trust ?? []), ...(await mountViews(record.mounts ?? [], paths.views))] }
         : {}),
       hostsFile: paths.hosts,
@@ -673,6 +764,8 @@ export class LocalRuntimeDriver implements RuntimeDriver {
       swapAccounting: this.swapAccounting,
       hostCpuMillis: this.hostCompute().cpuMillis,
       arch: process.arch,
+      ...(mapped ?? {}),
+      ...(mapped ? { mappedIdsFrom: await this.mappedRoot(record.id) } : {}),
     });
     await writeJson(paths.bundleConfig, config);
   }

@@ -8,8 +8,12 @@ import { parseImageReference } from "../image/reference.js";
 import { RegistryClient, type RegistryClientOptions } from "../image/registry-client.js";
 import { type PreparedImage, type PrepareImageOptions, RuntimeError } from "../interface.js";
 
+const RECENT_IMAGES = 64;
+
 export class ImageSource {
   private readonly cache: LayerCache;
+  /** References prepared by this process, most recent last (placement's image hint; bounded). */
+  private readonly recent = new Set<string>();
 
   constructor(options: {
     imagesDir: string;
@@ -26,6 +30,11 @@ export class ImageSource {
       });
   }
 
+  /** The image references this process has prepared from the layer cache, most recent first. */
+  recentImages(): string[] {
+    return [...this.recent].reverse();
+  }
+
   async prepare(reference: string, options: PrepareImageOptions = {}): Promise<PreparedImage> {
     try {
       const { image, downloaded } = await this.cache.pull(
@@ -33,6 +42,9 @@ export class ImageSource {
         options.onProgress ? { onProgress: options.onProgress } : {},
       );
       const { entrypoint, cmd, env, workingDir, user } = image.config;
+      this.recent.delete(reference);
+      this.recent.add(reference);
+      if (this.recent.size > RECENT_IMAGES) this.recent.delete(this.recent.values().next().value as string);
       return { reference, digest: image.digest, downloaded, config: { entrypoint, cmd, env, workingDir, user } };
     } catch (error) {
       if (error instanceof ImageError) {

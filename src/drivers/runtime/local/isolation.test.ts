@@ -162,6 +162,10 @@ describe("local driver isolation", () => {
     assert.ok(out.trim().endsWith(id.slice(0, 63)));
   });
 
+  /** A shell line that connects to `target` until it answers (60 tries of 5 s at most), printing the answer once. */
+  const untilAnswer = (target: string) =>
+    `for i in $(seq 1 60); do out=$(nc -w 5 ${target} 2>/dev/null) && [ -n "$out" ] && { echo "$out"; exit 0; }; sleep 1; done; exit 1`;
+
   it("cannot reach the host's services or another sandbox, yet reaches a public peer", async () => {
     const loopback = await countingServer("127.0.0.1");
     const anyAddress = await countingServer("0.0.0.0");
@@ -174,8 +178,11 @@ describe("local driver isolation", () => {
       const targetAddress = (await f.driver.addressesOf(target))?.sandbox;
       const gateway = (await f.driver.addressesOf(id))?.gateway;
       assert.ok(targetAddress && gateway);
-      // The other sandbox's server works from inside it.
-      assert.equal(completed(await exec(target, "nc -w 2 127.0.0.1 9000")).stdout, "hello\n");
+      // The other sandbox's server works from inside it (retried: it may not listen yet on a slow host).
+      assert.equal(
+        completed(await exec(target, untilAnswer("127.0.0.1 9000"), { timeoutSeconds: 400 })).stdout,
+        "hello\n",
+      );
 
       const attempts = [
         `127.0.0.1 ${loopback.port}`,
@@ -189,7 +196,10 @@ describe("local driver isolation", () => {
       assert.equal(loopback.accepted(), 0);
       assert.equal(anyAddress.accepted(), 0);
       // Positive control: egress works for a public address.
-      assert.equal(completed(await exec(id, `nc -w 2 ${peer.address} ${peer.port}`)).stdout, "pong\n");
+      assert.equal(
+        completed(await exec(id, untilAnswer(`${peer.address} ${peer.port}`), { timeoutSeconds: 400 })).stdout,
+        "pong\n",
+      );
     } finally {
       loopback.server.close();
       anyAddress.server.close();

@@ -89,7 +89,7 @@ describe("kernel limits one sandbox may exhaust", () => {
   };
 
   before(async () => {
-    f = await startRuntimeFixture("limits");
+    f = await startRuntimeFixture("limits", { idMapping: false });
     hog = await buildStaticBinary(projectFile("test", "support", "limit-hog.c"), "limit-hog");
     scratch = await mkdtemp(path.join(os.tmpdir(), "warren-limits-"));
   });
@@ -186,5 +186,80 @@ describe("kernel limits one sandbox may exhaust", () => {
     assert.equal(pids.error, "EAGAIN");
     assert.ok(pids.count > 100, `forked ${pids.count}`);
     await othersStillWork(b);
+  });
+});
+
+describe("kernel limits with id mapping: each sandbox's root counts as a host uid of its own", () => {
+  let f: RuntimeFixture;
+  let hog: string;
+  const made: string[] = [];
+  const WATCHES_FILE = "/proc/sys/fs/epoll/max_user_watches";
+
+  const sandbox = async () => {
+    const id = await startSandbox(f, made);
+    const target = path.join(f.driver.layout.sandbox(id).workspace, "hog");
+    await copyFile(hog, target);
+    await chmod(target, 0o755);
+    return id;
+  };
+  const exec = (id: string, script: string) =>
+    f.driver.exec(id, { argv: ["sh", "-c", script], timeoutSeconds: 120, maxOutputBytes: 1 << 16 });
+  const hold = async (id: string, args: string): Promise<{ count: number; error: string }> => {
+    const name = `hog-${args.split(" ")[0]}.out`;
+    stdoutOf(await exec(id, `setsid /workspace/hog ${args} > /workspace/${name} 2>&1 < /dev/null &`));
+    const deadline = Date.now() + DEADLINE_MS;
+    for (;;) {
+      const text = await readFile(path.join(f.driver.layout.sandbox(id).workspace, name), "utf8").catch(() => "");
+      const match = /^\S+ (\d+) (\S+)$/m.exec(text);
+      if (match) return { count: Number(match[1]), error: match[2] as string };
+      assert.ok(Date.now() < deadline, `the hog (${args}) did not report: ${JSON.stringify(text)}`);
+      await new Promise((resolve) => setTimeout(resolve, 250));
+    }
+  };
+
+  before(async () => {
+    f = await startRuntimeFixture("limits-mapped", { idMapping: true });
+    hog = await buildStaticBinary(projectFile("test", "support", "limit-hog.c"), "limit-hog");
+  });
+  after(async () => {
+    for (const id of made) await f?.driver.destroy(id).catch(() => undefined);
+    await f?.cleanup();
+  });
+
+  it("a sandbox that exhausts its epoll watches leaves the server's and another sandbox's", async () => {
+    const a = await sandbox();
+    const b = await sandbox();
+    // A per-user budget a sandbox can fill: the host's, lowered for the moment (well above
+    // what host root holds, so nothing else on the machine is refused) and put back after.
+    const limit = 100_000;
+    const saved = (await readFile(WATCHES_FILE, "utf8")).trim();
+    await writeFile(WATCHES_FILE, `${limit}\n`);
+    try {
+      const held = await hold(a, `epoll ${limit + 50_000}`);
+      assert.equal(held.error, "ENOSPC", `the hog held ${held.count}`);
+      assert.ok(held.count > limit - 1000 && held.count <= limit, `held ${held.count}`);
+      // The server (this process, host root): a listener, a connection, an inotify watch.
+      const server = createServer((socket) => socket.end("ok"));
+      await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+      const port = (server.address() as { port: number }).port;
+      const reply = await new Promise<string>((resolve, reject) => {
+        let data = "";
+        const client = createConnection(port, "127.0.0.1");
+        client.on("data", (chunk: Buffer) => {
+          data += chunk.toString();
+        });
+        client.on("end", () => resolve(data));
+        client.on("error", reject);
+      });
+      server.close();
+      assert.equal(reply, "ok");
+      watch(f.root).close();
+      // Another sandbox: a budget of its own, whole (its exec agent's few watches aside).
+      const other = await hold(b, `epoll ${limit - 1000}`);
+      assert.deepEqual(other, { count: limit - 1000, error: "-" });
+      assert.equal(stdoutOf(await exec(b, "echo alive")), "alive\n");
+    } finally {
+      await writeFile(WATCHES_FILE, `${saved}\n`);
+    }
   });
 });

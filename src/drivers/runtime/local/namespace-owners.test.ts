@@ -7,6 +7,7 @@ import os from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import { LocalRuntimeDriver } from "./driver.js";
+import { MAPPED_IDS } from "./id-mapping.js";
 import { DEFAULT_CLAIMS_DIR, legacyOwnerUid, ownerUidCandidates, type UidRange } from "./namespace-owners.js";
 import { sweepRoot } from "./sweep.js";
 import { type RuntimeFixture, startRuntimeFixture, testSubnetPool } from "./test-support.js";
@@ -96,6 +97,8 @@ describe("user-namespace owner uids", () => {
         root,
         subnetPool: testSubnetPool(root),
         namespaceOwnerUids: rangeA,
+        // The owners of sandboxes without id mapping (id-mapping.ts draws blocks instead).
+        idMapping: false,
       });
       try {
         const image = await ranged.prepareImage(f.busyboxRef);
@@ -110,6 +113,59 @@ describe("user-namespace owner uids", () => {
       } finally {
         await ranged.close();
         await sweepRoot(root);
+      }
+    });
+
+    it("with id mapping, two drivers never hand one block of ids to two sandboxes, and stay in their blocks", async () => {
+      const blocks: UidRange = { first: 2 ** 31 + 4321 * MAPPED_IDS, count: 2 };
+      const roots = await Promise.all(
+        ["d", "e"].map((name) => mkdtemp(path.join(os.tmpdir(), `warren-runtime-userns-owners-${name}-`))),
+      );
+      const drivers: LocalRuntimeDriver[] = [];
+      try {
+        for (const root of roots) {
+          await writeFile(path.join(root, "owner.pid"), String(process.pid));
+          drivers.push(
+            await LocalRuntimeDriver.open({
+              root,
+              subnetPool: testSubnetPool(root),
+              idMapping: true,
+              idMappingBlocks: blocks,
+            }),
+          );
+        }
+        const ids = [`m-${Date.now().toString(16)}-1`, `m-${Date.now().toString(16)}-2`];
+        for (const [index, driver] of drivers.entries()) {
+          const image = await driver.prepareImage(f.busyboxRef);
+          await driver.create(f.spec({ id: ids[index] as string, source: { kind: "image", image } }));
+        }
+        const firsts = await Promise.all(drivers.map((driver, index) => driver.mappedRoot(ids[index] as string)));
+        assert.deepEqual(
+          [...firsts].sort(),
+          [blocks.first, blocks.first + MAPPED_IDS],
+          "the two blocks of the range, one each",
+        );
+        const owners = await Promise.all(
+          drivers.map((driver, index) =>
+            namespaceOwnerOf(userNamespacePin(driver.layout.sandbox(ids[index] as string))),
+          ),
+        );
+        assert.deepEqual(owners, firsts, "each user namespace is owned by its block's root");
+        const image = await (drivers[0] as LocalRuntimeDriver).prepareImage(f.busyboxRef);
+        await assert.rejects(
+          (drivers[0] as LocalRuntimeDriver).create(
+            f.spec({ id: `m-${Date.now().toString(16)}-3`, source: { kind: "image", image } }),
+          ),
+          /no free block of 65536 host ids/,
+        );
+        // A destroy releases the block: the next create gets it.
+        await (drivers[0] as LocalRuntimeDriver).destroy(ids[0] as string);
+        const again = `m-${Date.now().toString(16)}-4`;
+        await (drivers[0] as LocalRuntimeDriver).create(f.spec({ id: again, source: { kind: "image", image } }));
+        assert.equal(await (drivers[0] as LocalRuntimeDriver).mappedRoot(again), firsts[0]);
+      } finally {
+        for (const driver of drivers) await driver.close();
+        for (const root of roots) await sweepRoot(root);
       }
     });
   });

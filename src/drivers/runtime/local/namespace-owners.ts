@@ -6,6 +6,9 @@
 // its uid in its dir (`userns.uid`), and its teardown releases the claim. Each server draws from
 // its range (WARREN_SANDBOX_UID_RANGE, default [2^30, 2^31)); servers that do not share /run
 // (each in a container of its own) need disjoint ranges, since their claims cannot see each other.
+// With id mapping (id-mapping.ts) a sandbox claims a block of MAPPED_IDS uids instead (the
+// `blocks` kind: claim files `range-<first>`, recorded in `userns.range`), drawn from
+// [2^31, 2^32 - 65536) by default, disjoint from the single owners' default range.
 import { createHash } from "node:crypto";
 import { mkdir, open, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import path from "node:path";
@@ -32,44 +35,70 @@ export function legacyOwnerUid(id: string): number {
   return DEFAULT_UID_RANGE.first + (digest.readUInt32BE(0) % DEFAULT_UID_RANGE.count);
 }
 
-/** The uids tried for sandbox `id`, in order: from where its id hashes to in `range`, onward (wrapping). */
-export function ownerUidCandidates(id: string, range: UidRange, limit = MAX_PROBES): number[] {
+/**
+ * The uids tried for sandbox `id`, in order: from where its id hashes to in `range`, onward
+ * (wrapping). With `stride` the range counts blocks of that many uids, and each block's first is tried.
+ */
+export function ownerUidCandidates(id: string, range: UidRange, limit = MAX_PROBES, stride = 1): number[] {
   const start = createHash("sha256").update(id).digest().readUInt32BE(0) % range.count;
   const count = Math.min(limit, range.count);
-  return Array.from({ length: count }, (_, i) => range.first + ((start + i) % range.count));
+  return Array.from({ length: count }, (_, i) => range.first + ((start + i) % range.count) * stride);
 }
 
 function claimText(root: string, id: string): string {
   return `${root}\n${id}\n`;
 }
 
-function ownerFile(paths: SandboxPaths): string {
-  return path.join(paths.dir, "userns.uid");
+/** What is claimed: single owner uids, or blocks of `stride` uids (id mapping). */
+export interface ClaimKind {
+  stride: number;
+  /** Prefix of the claim files' names (`<prefix><first uid>`). */
+  prefix: string;
+  /** The file in the sandbox's dir recording its claim. */
+  recordFile: string;
+  /** The error when every candidate is taken. */
+  exhausted: string;
 }
 
+const OWNER_KIND: ClaimKind = {
+  stride: 1,
+  prefix: "",
+  recordFile: "userns.uid",
+  exhausted: "no free user-namespace owner uid in WARREN_SANDBOX_UID_RANGE",
+};
+
 export class NamespaceOwners {
+  private readonly kind: ClaimKind;
+
   constructor(
     private readonly layout: Layout,
     private readonly range: UidRange = DEFAULT_UID_RANGE,
     private readonly dir: string = DEFAULT_CLAIMS_DIR,
-  ) {}
+    kind: ClaimKind = OWNER_KIND,
+  ) {
+    this.kind = kind;
+  }
+
+  private recordOf(paths: SandboxPaths): string {
+    return path.join(paths.dir, this.kind.recordFile);
+  }
 
   /** The uid recorded for the sandbox, or null (none made yet, or made before claims). */
   async recorded(paths: SandboxPaths): Promise<number | null> {
-    const text = await readFile(ownerFile(paths), "utf8").catch(() => "");
+    const text = await readFile(this.recordOf(paths), "utf8").catch(() => "");
     return /^\d+$/.test(text.trim()) ? Number(text.trim()) : null;
   }
 
   /** Claims a uid no other sandbox on the machine holds and records it in the sandbox's dir. */
   async claim(id: string, paths: SandboxPaths): Promise<number> {
     await mkdir(this.dir, { recursive: true, mode: 0o700 });
-    for (const uid of ownerUidCandidates(id, this.range)) {
+    for (const uid of ownerUidCandidates(id, this.range, MAX_PROBES, this.kind.stride)) {
       if (await this.tryClaim(uid, id)) {
-        await writeFile(ownerFile(paths), `${uid}\n`);
+        await writeFile(this.recordOf(paths), `${uid}\n`);
         return uid;
       }
     }
-    throw new RuntimeError("host_failure", "no free user-namespace owner uid in WARREN_SANDBOX_UID_RANGE");
+    throw new RuntimeError("host_failure", this.kind.exhausted);
   }
 
   /** Releases the sandbox's claim (only while it is still this sandbox's). */
@@ -84,14 +113,18 @@ export class NamespaceOwners {
    */
   async reconcile(namespaced: (id: string) => Promise<boolean>): Promise<void> {
     const names = await readdir(this.dir).catch(() => [] as string[]);
+    const prefix = this.kind.prefix;
     for (const name of names) {
-      if (!/^\d+$/.test(name)) continue;
+      if (!name.startsWith(prefix) || !/^\d+$/.test(name.slice(prefix.length))) continue;
+      const uid = Number(name.slice(prefix.length));
       const text = await readFile(path.join(this.dir, name), "utf8").catch(() => "");
       const [root, id] = text.split("\n");
       if (root !== this.layout.root || !id) continue;
       const paths = this.layout.sandbox(id);
-      if ((await this.recorded(paths).catch(() => null)) !== Number(name)) await this.releaseUid(Number(name), id);
+      if ((await this.recorded(paths).catch(() => null)) !== uid) await this.releaseUid(uid, id);
     }
+    // Blocks (id mapping) came after claims: no sandbox has one unclaimed.
+    if (this.kind.stride !== 1) return;
     for (const id of await readdir(this.layout.sandboxesDir).catch(() => [] as string[])) {
       let paths: SandboxPaths;
       try {
@@ -103,13 +136,13 @@ export class NamespaceOwners {
       const uid = legacyOwnerUid(id);
       await mkdir(this.dir, { recursive: true, mode: 0o700 });
       // Taken by another sandbox: the two already share it (the old code's hash collision).
-      if (await this.tryClaim(uid, id)) await writeFile(ownerFile(paths), `${uid}\n`);
+      if (await this.tryClaim(uid, id)) await writeFile(this.recordOf(paths), `${uid}\n`);
     }
   }
 
   private async tryClaim(uid: number, id: string): Promise<boolean> {
     try {
-      const file = await open(path.join(this.dir, String(uid)), "wx", 0o600);
+      const file = await open(path.join(this.dir, `${this.kind.prefix}${uid}`), "wx", 0o600);
       try {
         await file.writeFile(claimText(this.layout.root, id));
       } finally {
@@ -123,7 +156,7 @@ export class NamespaceOwners {
   }
 
   private async releaseUid(uid: number, id: string): Promise<void> {
-    const file = path.join(this.dir, String(uid));
+    const file = path.join(this.dir, `${this.kind.prefix}${uid}`);
     const text = await readFile(file, "utf8").catch(() => null);
     if (text === claimText(this.layout.root, id)) await rm(file, { force: true });
   }

@@ -197,3 +197,22 @@ describe("execProcessSpec", () => {
     assert.throws(() => execProcessSpec(identity, { argv: [] }), invalid);
   });
 });
+
+describe("buildBundleConfig: user namespaces", () => {
+  it("maps one to one by default, and 65536 ids from the block's first with id mapping", () => {
+    const plain = buildBundleConfig({ ...input, userNamespacePath: "/r/sandboxes/sbx-1/userns" });
+    assert.deepEqual(plain.linux.uidMappings, [{ containerID: 0, hostID: 0, size: 4_294_967_295 }]);
+    assert.deepEqual(plain.process.rlimits, [{ type: "RLIMIT_NOFILE", hard: 20_000, soft: 20_000 }]);
+    const mapped = buildBundleConfig({
+      ...input,
+      identity: { ...identity, inheritLimits: true },
+      userNamespacePath: "/r/sandboxes/sbx-1/userns",
+      mappedIdsFrom: 2 ** 31,
+    });
+    assert.deepEqual(mapped.linux.uidMappings, [{ containerID: 0, hostID: 2 ** 31, size: 65_536 }]);
+    assert.deepEqual(mapped.linux.gidMappings, mapped.linux.uidMappings);
+    assert.ok(mapped.linux.namespaces.some((ns) => ns.type === "user" && ns.path === "/r/sandboxes/sbx-1/userns"));
+    // runc could not prlimit a process of another host uid here: it inherits runc's.
+    assert.deepEqual(mapped.process.rlimits, []);
+  });
+});

@@ -72,6 +72,12 @@ export interface ProcessIdentity {
   additionalGids: number[];
   /** RLIMIT_NOFILE (soft = hard): Docker's 1048576, capped by what the host lets us grant. */
   maxOpenFiles: number;
+  /**
+   * Leave RLIMIT_NOFILE as the process inherits it from runc (the server's, the same value):
+   * for a mapped sandbox (id-mapping.ts), whose root is another host uid than runc's, runc's
+   * prlimit of it needs CAP_SYS_RESOURCE, which a host may not grant even to root.
+   */
+  inheritLimits?: true;
 }
 
 export interface BundleInput {
@@ -89,6 +95,8 @@ export interface BundleInput {
    * namespace must then be one it owns. None: the host's.
    */
   userNamespacePath?: string;
+  /** With id mapping (id-mapping.ts): the host id that ids 0..65535 of the user namespace start at. */
+  mappedIdsFrom?: number | null;
   cgroupsPath: string;
   /** Host directory mounted at /workspace. */
   workspaceSource: string;
@@ -139,6 +147,18 @@ export interface IdMapping {
 
 /** The whole id space, one to one: runc wants the mappings of a user namespace it joins. */
 const IDENTITY_MAPPING: IdMapping = { containerID: 0, hostID: 0, size: 4_294_967_295 };
+
+/** The mappings of the user namespace the sandbox joins (as the helper wrote them). */
+function idMappings(mappedFrom: number | null | undefined): { uidMappings: IdMapping[]; gidMappings: IdMapping[] } {
+  const mapping =
+    mappedFrom === null || mappedFrom === undefined
+      ? IDENTITY_MAPPING
+      : { containerID: 0, hostID: mappedFrom, size: MAPPED_ID_COUNT };
+  return { uidMappings: [mapping], gidMappings: [mapping] };
+}
+
+/** Ids 0..65535 of a mapped sandbox (id-mapping.ts MAPPED_IDS). */
+const MAPPED_ID_COUNT = 65_536;
 
 export interface OciConfig {
   ociVersion: string;
@@ -226,7 +246,9 @@ export function processSpec(
       effective: [...DOCKER_DEFAULT_CAPABILITIES],
       permitted: [...DOCKER_DEFAULT_CAPABILITIES],
     },
-    rlimits: [{ type: "RLIMIT_NOFILE", hard: identity.maxOpenFiles, soft: identity.maxOpenFiles }],
+    rlimits: identity.inheritLimits
+      ? []
+      : [{ type: "RLIMIT_NOFILE", hard: identity.maxOpenFiles, soft: identity.maxOpenFiles }],
     noNewPrivileges: true,
   };
   if (identity.additionalGids.length > 0) process.user.additionalGids = [...identity.additionalGids];
@@ -346,7 +368,7 @@ export function buildBundleConfig(input: BundleInput): OciConfig {
         { type: "cgroup" },
         ...(input.userNamespacePath ? [{ type: "user", path: input.userNamespacePath }] : []),
       ],
-      ...(input.userNamespacePath ? { uidMappings: [IDENTITY_MAPPING], gidMappings: [IDENTITY_MAPPING] } : {}),
+      ...(input.userNamespacePath ? idMappings(input.mappedIdsFrom) : {}),
       cgroupsPath: input.cgroupsPath,
       resources: cgroupResources(input.resources, input.swapAccounting, input.hostCpuMillis),
       maskedPaths: [...MASKED_PATHS],

@@ -56,6 +56,15 @@ export interface LocalRuntimeDriverOptions {
    * so the kernel's per-user counts (inotify, fanotify) are theirs, not host root's; default true.
    */
   userNamespaces?: boolean;
+  /**
+   * Sandboxes created from now on have their ids 0..65535 mapped to a host block of their own
+   * (id-mapping.ts; needs userNamespaces): root inside is an unprivileged host uid; default true (false: ids one to one).
+   */
+  idMapping?: boolean;
+  /** The blocks of 65536 host ids mapped sandboxes draw from; default [2^31, 2^32 - 65536) (id-mapping.ts). */
+  idMappingBlocks?: UidRange;
+  /** The search-only tree holding what mapped sandboxes' bundles name; default /run/warren-mapped (tests only). */
+  idMappingTreeDir?: string;
   /** Where the driver's background failures are told (a CPU weight it could not write). */
   log?: Logger;
   /** The host uids this driver's sandboxes' user namespaces are owned by; default [2^30, 2^31) (namespace-owners.ts). */

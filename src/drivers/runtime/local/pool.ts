@@ -105,6 +105,8 @@ export class PooledRuntime implements RuntimeDriver, SandboxIdPool {
   private failures = 0;
   private started = false;
   private closed = false;
+  /** The host drains: no refill, no take, and its idle members went. */
+  private draining = false;
   /** Without one (until the container gives it), the driver's own check is all a refill gets. */
   private admitMember: PoolMemberAdmission | null = null;
 
@@ -145,6 +147,33 @@ export class PooledRuntime implements RuntimeDriver, SandboxIdPool {
     this.scheduleRefill(0);
   }
 
+  /**
+   * A draining host's pool empties: the refill stops, no create is served from it and every
+   * idle member is destroyed (claimed ones belong to their sandboxes). Resolves once they are gone.
+   */
+  async drain(): Promise<void> {
+    this.draining = true;
+    if (this.refillTimer) clearTimeout(this.refillTimer);
+    this.refillTimer = null;
+    await this.filling;
+    for (const id of [...this.available.keys()]) {
+      await this.destroy(id).catch((error: unknown) => this.warn(id, error, "draining the sandbox pool"));
+    }
+  }
+
+  /** The host is no longer draining: the pool fills again (once the controllers started it). */
+  resume(): void {
+    if (!this.draining) return;
+    this.draining = false;
+    this.failures = 0;
+    this.scheduleRefill(0);
+  }
+
+  /** Members started or being made, not yet handed out (reported with the heartbeat). */
+  memberCount(): number {
+    return this.available.size + this.making.size;
+  }
+
   /** Ids in the pool now (tests). */
   pooledIds(): string[] {
     return [...this.available.keys()];
@@ -159,7 +188,7 @@ export class PooledRuntime implements RuntimeDriver, SandboxIdPool {
 
   /** A pooled id for a create of the default shape, or null (then the create mints its own). */
   take(request: PoolRequest): string | null {
-    if (this.closed) return null;
+    if (this.closed || this.draining) return null;
     const o = this.options;
     const fits =
       request.image === o.image &&
@@ -293,6 +322,10 @@ export class PooledRuntime implements RuntimeDriver, SandboxIdPool {
     return this.driver.hostCompute();
   }
 
+  cacheHints(): { images: string[]; warmImages: string[] } {
+    return { images: this.driver.cacheHints().images, warmImages: this.available.size > 0 ? [this.options.image] : [] };
+  }
+
   storageReport(): Promise<StorageReport | null> {
     return this.driver.storageReport();
   }
@@ -352,7 +385,7 @@ export class PooledRuntime implements RuntimeDriver, SandboxIdPool {
   }
 
   private scheduleRefill(delayMs: number): void {
-    if (!this.started || this.closed || this.refillTimer || this.options.size <= 0) return;
+    if (!this.started || this.closed || this.draining || this.refillTimer || this.options.size <= 0) return;
     this.refillTimer = setTimeout(() => {
       this.refillTimer = null;
       this.filling ??= this.fill().finally(() => {
@@ -362,7 +395,7 @@ export class PooledRuntime implements RuntimeDriver, SandboxIdPool {
   }
 
   private async fill(): Promise<void> {
-    while (!this.closed) {
+    while (!this.closed && !this.draining) {
       const mode = MODES.find(
         (m) => [...this.available.values()].filter((e) => e.mode === m).length < this.options.size,
       );

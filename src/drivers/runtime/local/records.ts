@@ -30,6 +30,11 @@ export interface SandboxRecord {
   hostname: string;
   /** The sandbox runs in a user namespace of its own (user-namespace.ts); absent: the host's. */
   userNamespace?: true;
+  /**
+   * Its ids 0..65535 map to a host block of its own (id-mapping.ts; the block's first uid in
+   * `userns.range`): its files are seen through idmapped mounts, its bundle names its mapped tree.
+   */
+  idMapping?: true;
   /** SandboxSpec.cpuGroup (its organization); absent for a pooled sandbox not yet claimed. */
   cpuGroup?: string;
 }

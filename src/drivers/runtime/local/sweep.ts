@@ -5,6 +5,7 @@
 import { rm, rmdir } from "node:fs/promises";
 import { cgroupDirs, removeCgroup } from "./cgroups.js";
 import { LocalRuntimeDriver } from "./driver.js";
+import { removeMappedTree } from "./id-mapping.js";
 import { unmountUnder } from "./mounts.js";
 import { deleteLink } from "./network.js";
 import { readNetworkRecord } from "./records.js";
@@ -72,6 +73,7 @@ export async function releaseRoot(root: string): Promise<ReleaseReport> {
   await releaseAll(driver, report.errors, async (id) => {
     await driver.stop(id);
     const paths = driver.layout.sandbox(id);
+    await removeMappedTree(driver.mappedPaths(id));
     await unmountUnder(paths.dir);
     const network = await readNetworkRecord(paths).catch(() => null);
     await driver.network.detach(id, network?.slot ?? null);

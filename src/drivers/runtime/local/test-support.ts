@@ -20,6 +20,7 @@ import type { NetworkReceipt, PreparedImage, ResourceSpec, SandboxSpec } from ".
 import { cgroupDirs } from "./cgroups.js";
 import { LocalRuntimeDriver, type LocalRuntimeDriverOptions } from "./driver.js";
 import { ensureHostPackages, run, TOOLS } from "./host.js";
+import { DEFAULT_MAPPED_TREE } from "./id-mapping.js";
 import { Layout } from "./layout.js";
 import { mountsUnder, readMounts, unmountUnder } from "./mounts.js";
 import { deleteLink, NETNS_DIR } from "./network.js";
@@ -247,6 +248,9 @@ export async function hostTraces(layout: Layout, id: string): Promise<string[]> 
     if (await exists(cgroup)) traces.push(`cgroup ${cgroup}`);
   if (await exists(layout.runcStateDir(id))) traces.push("runc state");
   if (await exists(dir)) traces.push(`dir ${dir}`);
+  const tree = path.join(DEFAULT_MAPPED_TREE, layout.tag, id);
+  for (const point of mountsUnder(await readMounts(), tree)) traces.push(`mount ${point}`);
+  if (await exists(tree)) traces.push(`mapped tree ${tree}`);
   if (await exists(path.join(NETNS_DIR, layout.netnsName(id)))) traces.push("netns");
   if (await exists(layout.sandboxImages(id).dir)) traces.push("images in the storage pool");
   const rules = await run(TOOLS.nft, ["-a", "list", "table", "inet", layout.nftTable]).catch(() => "");

@@ -22,13 +22,19 @@ export function userNamespacePin(paths: SandboxPaths): string {
 
 /**
  * Makes a sandbox's user namespace, owned by host uid `ownerUid`, and, owned by it, its network
- * namespace, pinned at `userPin` and `netnsPath`. Neither pin may exist.
+ * namespace, pinned at `userPin` and `netnsPath`. Neither pin may exist. `mapped`: ids
+ * 0..65535 inside map to `ownerUid`.. outside (id-mapping.ts) instead of one to one.
  */
-export async function makeSandboxNamespaces(ownerUid: number, userPin: string, netnsPath: string): Promise<void> {
+export async function makeSandboxNamespaces(
+  ownerUid: number,
+  userPin: string,
+  netnsPath: string,
+  mapped = false,
+): Promise<void> {
   await mkdir(path.dirname(netnsPath), { recursive: true, mode: 0o755 });
   const helper = await buildStaticBinary(HELPER_SOURCE, "warren-userns");
   await runOrFail("making the sandbox's user and network namespaces", helper, [
-    "make",
+    mapped ? "make-mapped" : "make",
     String(ownerUid),
     userPin,
     netnsPath,

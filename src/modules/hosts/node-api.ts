@@ -1,0 +1,117 @@
+// The node internal API's authorization and operations, transport aside (the listener is
+// src/http/internal/server.ts; docs/hosts.md "Routing"). Every request carries a grant
+// (grants.ts) that must name this host at its current epoch, the operation and sandbox of the
+// request and the digest of its body; it is accepted once. A host that cannot act (fenced, its
+// lease lapsed) answers 503 host_unavailable. The operations re-read the sandbox from the
+// store: the grant's organization must own it and this host must be its owner.
+import { randomBytes } from "node:crypto";
+import type {
+  NetworkMode,
+  NetworkReceipt,
+  RuntimeDriver,
+  SandboxSession,
+  SessionHandlers,
+  SessionRequest,
+} from "../../drivers/runtime/interface.js";
+import { AppError } from "../../lib/errors.js";
+import { type GrantClaims, GrantReplayGuard, type GrantSigner, type RoutedOperation } from "./grants.js";
+import { type HostGate, hostUnavailable } from "./membership.js";
+import { GRANT_SCHEME, type RoutedExecRequest } from "./node-wire.js";
+
+/** What the owner does for a routed request (built by ownerOperations from the services). */
+export interface NodeOperations {
+  exec(claims: GrantClaims, request: RoutedExecRequest): Promise<unknown>;
+  snapshot(claims: GrantClaims, snapshotId: string): Promise<void>;
+  grow(claims: GrantClaims, capacityGiB: number): Promise<void>;
+  network(claims: GrantClaims, mode: NetworkMode): Promise<NetworkReceipt>;
+  openSession(claims: GrantClaims, request: SessionRequest, handlers: SessionHandlers): Promise<SandboxSession>;
+}
+
+export class NodeApi {
+  constructor(
+    private readonly host: HostGate,
+    private readonly grants: GrantSigner,
+    readonly operations: NodeOperations,
+    private readonly replays = new GrantReplayGuard(),
+    private readonly now: () => number = () => Date.now(),
+  ) {}
+
+  /** The grant's claims, or AppError unauthenticated (or host_unavailable when this host cannot act). */
+  authorize(
+    authorization: string | undefined,
+    operation: RoutedOperation,
+    sandboxId: string,
+    body: Buffer,
+  ): GrantClaims {
+    const refused = new AppError("unauthenticated", "the internal grant is invalid, expired or not for this request");
+    const prefix = `${GRANT_SCHEME} `;
+    if (!authorization?.startsWith(prefix)) throw refused;
+    const owner = this.host.owner();
+    const claims = this.grants.verify(
+      authorization.slice(prefix.length),
+      { operation, sandboxId, hostId: owner.hostId, epoch: owner.epoch, body },
+      this.now(),
+    );
+    if (!this.replays.accept(claims, this.now())) throw refused;
+    if (!this.host.canAct()) throw hostUnavailable();
+    return claims;
+  }
+}
+
+export interface OwnerDeps {
+  /** The sandbox row by id (SandboxService.rowForHost). */
+  sandboxOf(id: string): Promise<{ org_id: string; host_id: string | null; quarantined: boolean } | null>;
+  host: HostGate;
+  runtime: RuntimeDriver;
+  exec(claims: GrantClaims, request: RoutedExecRequest): Promise<unknown>;
+  snapshot(claims: GrantClaims, snapshotId: string): Promise<void>;
+  /** Holds the sandbox awake while a routed session is open (the reconciler's idle check). */
+  sessionBegan(sessionId: string, sandboxId: string, ended: Promise<unknown>): void;
+  sessionEnded(sessionId: string): void;
+}
+
+/** The owner's side of each routed operation. */
+export function ownerOperations(deps: OwnerDeps): NodeOperations {
+  const owned = async (claims: GrantClaims) => {
+    const row = await deps.sandboxOf(claims.sandboxId);
+    if (!row || row.org_id !== claims.orgId) throw new AppError("not_found", "sandbox not found");
+    if (row.host_id !== deps.host.id || !deps.host.canAct()) throw hostUnavailable();
+    return row;
+  };
+  return {
+    exec: (claims, request) => deps.exec(claims, request),
+    snapshot: (claims, snapshotId) => deps.snapshot(claims, snapshotId),
+    grow: async (claims, capacityGiB) => {
+      await owned(claims);
+      await deps.runtime.growWorkspace(claims.sandboxId, capacityGiB);
+    },
+    network: async (claims, mode) => {
+      await owned(claims);
+      return deps.runtime.setNetwork(claims.sandboxId, mode);
+    },
+    openSession: async (claims, request, handlers) => {
+      const row = await owned(claims);
+      if (row.quarantined) throw new AppError("quarantined", "the sandbox is quarantined");
+      const sessionId = `ses_${randomBytes(8).toString("hex")}`;
+      let finish: () => void = () => undefined;
+      const ended = new Promise<void>((resolve) => {
+        finish = resolve;
+      });
+      deps.sessionBegan(sessionId, claims.sandboxId, ended);
+      try {
+        return await deps.runtime.openSession(claims.sandboxId, request, {
+          ...handlers,
+          onEnd: (end) => {
+            finish();
+            deps.sessionEnded(sessionId);
+            handlers.onEnd(end);
+          },
+        });
+      } catch (error) {
+        finish();
+        deps.sessionEnded(sessionId);
+        throw error;
+      }
+    },
+  };
+}

@@ -1,0 +1,265 @@
+// A client of one owner host's internal API, for one sandbox (made by HostRouter.runtimeOf):
+// each request carries a grant signed for it alone (grants.ts). Requests go over keep-alive
+// HTTP/1.1; a session is an HTTP Upgrade carrying framed stdin/resize/kill in and
+// stdout/stderr/end out, with every output frame acknowledged, so a slow reader holds the
+// command on the owner as it does on one host (node-wire.ts).
+import http from "node:http";
+import type {
+  NetworkMode,
+  NetworkReceipt,
+  SandboxSession,
+  SessionHandlers,
+  SessionRequest,
+} from "../../drivers/runtime/interface.js";
+import type { Logger } from "../../lib/logger.js";
+import type { GrantSigner, RoutedOperation } from "./grants.js";
+import { hostUnavailable } from "./membership.js";
+import {
+  decodeError,
+  FRAME,
+  FrameReader,
+  frame,
+  GRANT_SCHEME,
+  INTERNAL_PREFIX,
+  type RoutedExecRequest,
+  SESSION_HEADER,
+  SESSION_UPGRADE,
+} from "./node-wire.js";
+
+const CONNECT_TIMEOUT_MS = 3_000;
+/** The most a routed answer may hold (an exec's output is capped well below it). */
+const MAX_RESPONSE_BYTES = 64 << 20;
+const SLOW_OPERATION_MS = 15 * 60_000;
+
+/** The owner could not be asked, or its answer was lost after the request went out (`sent`). */
+export class NodeUnreachable extends Error {
+  constructor(
+    message: string,
+    readonly sent: boolean,
+  ) {
+    super(message);
+    this.name = "NodeUnreachable";
+  }
+}
+
+/** The owner lost on the way, as the API's 503 host_unavailable; any other error as it is. */
+function unavailableWhenLost(error: unknown): never {
+  throw error instanceof NodeUnreachable ? hostUnavailable() : error;
+}
+
+export interface NodeClientOptions {
+  baseUrl: string;
+  hostId: string;
+  epoch: number;
+  orgId: string;
+  sandboxId: string;
+  grants: GrantSigner;
+  agent: http.Agent;
+  log: Logger;
+}
+
+const UNSENT = new Set(["ECONNREFUSED", "EHOSTUNREACH", "ENETUNREACH", "EAI_AGAIN", "ENOTFOUND", "ECONNABORTED"]);
+
+export class NodeClient {
+  constructor(private readonly options: NodeClientOptions) {}
+
+  get hostId(): string {
+    return this.options.hostId;
+  }
+
+  /** ExecSandbox's answer, run (claimed, recorded) by the owner. */
+  exec(request: RoutedExecRequest, timeoutMs: number): Promise<unknown> {
+    return this.call("exec", request, timeoutMs);
+  }
+
+  /** Takes the pending snapshot `snapshotId` on the owner; it seals or fails the row itself. */
+  async takeSnapshot(snapshotId: string): Promise<void> {
+    await this.call("snapshot", { snapshot_id: snapshotId }, SLOW_OPERATION_MS);
+  }
+
+  async growWorkspace(_id: string, capacityGiB: number): Promise<void> {
+    await this.call("grow", { capacity_gib: capacityGiB }, SLOW_OPERATION_MS).catch(unavailableWhenLost);
+  }
+
+  async setNetwork(_id: string, mode: NetworkMode): Promise<NetworkReceipt> {
+    return (await this.call("network", { mode }, SLOW_OPERATION_MS).catch(unavailableWhenLost)) as NetworkReceipt;
+  }
+
+  private authorization(operation: RoutedOperation, body: Buffer | string): string {
+    const { grants, orgId, sandboxId, hostId, epoch } = this.options;
+    return `${GRANT_SCHEME} ${grants.sign({ operation, orgId, sandboxId, hostId, epoch, body })}`;
+  }
+
+  private url(operation: RoutedOperation): URL {
+    return new URL(
+      `${INTERNAL_PREFIX}${encodeURIComponent(this.options.sandboxId)}/${operation}`,
+      this.options.baseUrl,
+    );
+  }
+
+  private async call(operation: RoutedOperation, payload: unknown, timeoutMs: number): Promise<unknown> {
+    const body = Buffer.from(JSON.stringify(payload));
+    try {
+      return await this.post(operation, body, timeoutMs);
+    } catch (error) {
+      // A keep-alive connection the owner closed as the request went out: it never arrived.
+      if (error instanceof NodeUnreachable && (error as { retryable?: boolean }).retryable) {
+        return this.post(operation, body, timeoutMs);
+      }
+      throw error;
+    }
+  }
+
+  private post(operation: RoutedOperation, body: Buffer, timeoutMs: number): Promise<unknown> {
+    return new Promise((resolve, reject) => {
+      let connected = false;
+      const req = http.request(this.url(operation), {
+        method: "POST",
+        agent: this.options.agent,
+        headers: {
+          authorization: this.authorization(operation, body),
+          "content-type": "application/json",
+          "content-length": body.length,
+        },
+      });
+      const connectTimer = setTimeout(
+        () => req.destroy(Object.assign(new Error("connect timeout"), { code: "ECONNABORTED" })),
+        CONNECT_TIMEOUT_MS,
+      );
+      const answerTimer = setTimeout(() => req.destroy(new Error("the owner did not answer in time")), timeoutMs);
+      const done = () => {
+        clearTimeout(connectTimer);
+        clearTimeout(answerTimer);
+      };
+      req.on("socket", (socket) => {
+        if (!socket.connecting) {
+          connected = true;
+          clearTimeout(connectTimer);
+        } else {
+          socket.once("connect", () => {
+            connected = true;
+            clearTimeout(connectTimer);
+          });
+        }
+      });
+      req.on("error", (error: NodeJS.ErrnoException) => {
+        done();
+        const unsent = !connected || UNSENT.has(error.code ?? "");
+        const lost = new NodeUnreachable(`the owner host could not be reached: ${error.message}`, !unsent);
+        if (req.reusedSocket && error.code === "ECONNRESET") Object.assign(lost, { retryable: true });
+        reject(lost);
+      });
+      req.on("response", (res) => {
+        const chunks: Buffer[] = [];
+        let size = 0;
+        res.on("data", (chunk: Buffer) => {
+          size += chunk.length;
+          if (size > MAX_RESPONSE_BYTES) req.destroy(new Error("the owner's answer is larger than allowed"));
+          else chunks.push(chunk);
+        });
+        res.on("end", () => {
+          done();
+          let parsed: unknown;
+          try {
+            parsed = JSON.parse(Buffer.concat(chunks).toString("utf8"));
+          } catch {
+            reject(new NodeUnreachable("the owner host's answer could not be read", true));
+            return;
+          }
+          if (res.statusCode === 200) resolve((parsed as { result?: unknown }).result);
+          else if (res.statusCode === 401) {
+            // A grant the owner refused (another epoch since the route was read, a key it does not
+            // share): to the caller, the owner is not available now.
+            this.options.log.warn({ host_id: this.options.hostId, operation }, "the owner host refused a routed grant");
+            reject(hostUnavailable());
+          } else reject(decodeError(parsed));
+        });
+        res.on("error", () => undefined);
+      });
+      req.end(body);
+    });
+  }
+
+  /** A session on the owner, streamed over an HTTP Upgrade (SandboxRuntime.openSession's contract). */
+  openSession(_id: string, request: SessionRequest, handlers: SessionHandlers): Promise<SandboxSession> {
+    const json = JSON.stringify(request);
+    return new Promise((resolve, reject) => {
+      const req = http.request(this.url("session"), {
+        method: "GET",
+        agent: false,
+        headers: {
+          connection: "Upgrade",
+          upgrade: SESSION_UPGRADE,
+          authorization: this.authorization("session", json),
+          [SESSION_HEADER]: Buffer.from(json).toString("base64url"),
+        },
+      });
+      const connectTimer = setTimeout(() => req.destroy(new Error("connect timeout")), CONNECT_TIMEOUT_MS);
+      req.on("error", (error) => {
+        clearTimeout(connectTimer);
+        this.options.log.warn({ sandbox_id: this.options.sandboxId, err: error.message }, "routed session failed");
+        reject(hostUnavailable());
+      });
+      req.on("response", (res) => {
+        clearTimeout(connectTimer);
+        const chunks: Buffer[] = [];
+        res.on("data", (chunk: Buffer) => chunks.length < 64 && chunks.push(chunk));
+        res.on("end", () => {
+          try {
+            reject(decodeError(JSON.parse(Buffer.concat(chunks).toString("utf8"))));
+          } catch {
+            reject(hostUnavailable());
+          }
+        });
+      });
+      req.on("upgrade", (_res, socket, head) => {
+        clearTimeout(connectTimer);
+        socket.setNoDelay(true);
+        let ended = false;
+        const end = (result: { exit: number | null; lost?: string }) => {
+          if (ended) return;
+          ended = true;
+          socket.destroy();
+          handlers.onEnd(result);
+        };
+        const ack = () => {
+          if (!socket.destroyed) socket.write(frame(FRAME.ack));
+        };
+        const reader = new FrameReader((type, payload) => {
+          if (type === FRAME.stdout) handlers.onStdout(Buffer.from(payload), ack);
+          else if (type === FRAME.stderr) handlers.onStderr(Buffer.from(payload), ack);
+          else if (type === FRAME.drain) handlers.onDrain?.();
+          else if (type === FRAME.end) {
+            const parsed = JSON.parse(payload.toString("utf8")) as { exit: number | null; lost?: string };
+            end(parsed.lost ? { exit: parsed.exit, lost: parsed.lost } : { exit: parsed.exit });
+          }
+        });
+        const feed = (data: Buffer) => {
+          try {
+            reader.push(data);
+          } catch {
+            end({ exit: null, lost: "the owner host's session stream broke" });
+          }
+        };
+        socket.on("data", feed);
+        socket.on("error", () => undefined);
+        socket.on("drain", () => handlers.onDrain?.());
+        socket.on("close", () => end({ exit: null, lost: "the connection to the owner host closed" }));
+        if (head.length > 0) feed(head);
+        resolve({
+          write: (data) => (socket.destroyed ? true : socket.write(frame(FRAME.stdin, data))),
+          end: () => {
+            if (!socket.destroyed) socket.write(frame(FRAME.stdinEnd));
+          },
+          resize: (rows, cols) => {
+            if (!socket.destroyed) socket.write(frame(FRAME.resize, Buffer.from(JSON.stringify({ rows, cols }))));
+          },
+          kill: () => {
+            if (!socket.destroyed) socket.write(frame(FRAME.kill));
+          },
+        });
+      });
+      req.end();
+    });
+  }
+}

@@ -1,0 +1,105 @@
+// The wire of the node internal API (docs/hosts.md "Routing"), shared by its client
+// (node-client.ts) and its listener (src/http/internal/): paths, how an error crosses, and
+// the frames of a session stream.
+import { RuntimeError, type RuntimeErrorCode } from "../../drivers/runtime/interface.js";
+import { AppError, ERROR_CODES, type ErrorCode } from "../../lib/errors.js";
+
+export const INTERNAL_PREFIX = "/internal/v1/sandboxes/";
+export const GRANT_SCHEME = "WarrenGrant";
+export const SESSION_UPGRADE = "warren-session/1";
+/** The session request (base64url JSON) of an Upgrade; the grant's digest is over its JSON. */
+export const SESSION_HEADER = "x-warren-session";
+/** The largest frame of a session stream, either way. */
+export const MAX_FRAME_BYTES = 1 << 20;
+
+/** What a routed exec carries to the owner: the request, the secrets the caller released, its key. */
+export interface RoutedExecRequest {
+  cmd: string[];
+  env: Record<string, string>;
+  timeout_seconds?: number | undefined;
+  idempotency_key?: string | undefined;
+  request_hash: string;
+}
+
+export type WireError =
+  | { error: { code: string; message: string; retry_after_seconds?: number } }
+  | { runtime_error: { code: string; message: string; permanent: boolean } };
+
+/** An error as it crosses: AppError and RuntimeError keep their codes; anything else is the node's fault. */
+export function encodeError(error: unknown): { status: number; body: WireError } {
+  if (error instanceof AppError) {
+    const retry = error.retryAfterSeconds;
+    return {
+      status: error.code === "unauthenticated" ? 401 : 409,
+      body: { error: { code: error.code, message: error.message, ...(retry ? { retry_after_seconds: retry } : {}) } },
+    };
+  }
+  if (error instanceof RuntimeError) {
+    return {
+      status: 409,
+      body: { runtime_error: { code: error.code, message: error.message, permanent: error.permanent } },
+    };
+  }
+  return { status: 500, body: { error: { code: "internal", message: "the owner host failed to serve the request" } } };
+}
+
+export function decodeError(body: unknown): Error {
+  const wire = body as Partial<{ error: Record<string, unknown>; runtime_error: Record<string, unknown> }>;
+  if (wire?.runtime_error && typeof wire.runtime_error.code === "string") {
+    return new RuntimeError(wire.runtime_error.code as RuntimeErrorCode, String(wire.runtime_error.message ?? ""), {
+      permanent: wire.runtime_error.permanent === true,
+    });
+  }
+  if (wire?.error && (ERROR_CODES as readonly unknown[]).includes(wire.error.code)) {
+    const retry = wire.error.retry_after_seconds;
+    return new AppError(
+      wire.error.code as ErrorCode,
+      String(wire.error.message ?? ""),
+      typeof retry === "number" ? { retryAfterSeconds: retry } : undefined,
+    );
+  }
+  return new AppError("internal", "the owner host answered something this server cannot read");
+}
+
+/** Frame types of a session stream. */
+export const FRAME = {
+  // caller -> node
+  stdin: 1,
+  stdinEnd: 2,
+  resize: 3,
+  kill: 4,
+  /** The caller passed on one output frame (the node then calls its `done`). */
+  ack: 5,
+  // node -> caller
+  stdout: 11,
+  stderr: 12,
+  drain: 13,
+  end: 14,
+} as const;
+
+export function frame(type: number, payload: Buffer = Buffer.alloc(0)): Buffer {
+  const head = Buffer.alloc(5);
+  head.writeUInt8(type, 0);
+  head.writeUInt32BE(payload.length, 1);
+  return Buffer.concat([head, payload]);
+}
+
+/** Splits a byte stream into frames; throws on a frame larger than MAX_FRAME_BYTES. */
+export class FrameReader {
+  private buffered: Buffer = Buffer.alloc(0);
+
+  constructor(private readonly onFrame: (type: number, payload: Buffer) => void) {}
+
+  push(data: Buffer): void {
+    this.buffered = this.buffered.length === 0 ? data : Buffer.concat([this.buffered, data]);
+    while (this.buffered.length >= 5) {
+      const length = this.buffered.readUInt32BE(1);
+      if (length > MAX_FRAME_BYTES) throw new Error("a session frame is larger than allowed");
+      if (this.buffered.length < 5 + length) return;
+      const type = this.buffered.readUInt8(0);
+      const payload = this.buffered.subarray(5, 5 + length);
+      this.buffered = this.buffered.subarray(5 + length);
+      this.onFrame(type, payload);
+    }
+  }
+}

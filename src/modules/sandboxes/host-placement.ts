@@ -1,0 +1,167 @@
+// Placement in the create transaction (issue 25 step 4, docs/hosts.md "Placement"): read the
+// hosts and what their live rows hold, order them with the pure place(), and run the chosen
+// host's admission under its lock; refused, the next candidate (at most PLACEMENT_TRIES). The
+// first host tried is locked waiting, the next ones only with a try-lock, so two creates
+// trying hosts in opposite orders never wait on each other. With no other host ready (a
+// single-host server), the create is admitted on this host exactly as before placement.
+import type { StorageMeasure } from "../../drivers/runtime/interface.js";
+import { AppError } from "../../lib/errors.js";
+import type { Logger } from "../../lib/logger.js";
+import type { Queryable } from "../../store/db.js";
+import { type CandidateRow, lockCandidate, readCandidates } from "../hosts/candidates.js";
+import { UNREACHABLE_AFTER_SECONDS } from "../hosts/liveness.js";
+import { type HostGate, hostUnavailable } from "../hosts/membership.js";
+import { type PlacementHost, place } from "../hosts/placement.js";
+import type { ComputePolicy, HostCompute } from "./compute-admission.js";
+import { admitLocked } from "./host-admission.js";
+import * as repo from "./repo.js";
+
+/** Hosts whose admission one create tries at most. */
+export const PLACEMENT_TRIES = 3;
+
+export interface PlacementDeps {
+  /** This server as a host; null on an `api` replica (every candidate is another host). */
+  self: HostGate | null;
+  /** This host's compute as measured now (its row's may be 2 s old). */
+  localCompute: HostCompute | null;
+  policy: ComputePolicy;
+  mode: "local_first" | "spread";
+  log: Logger;
+  random?: () => number;
+}
+
+export interface PlacedRequest {
+  id: string;
+  compute: repo.ResolvedResources;
+  storage?: { shape: { storageClass: repo.SandboxRow["storage_class"]; workspaceCapacityGiB: number | null } };
+  /** This host's measure: its own admission decides with it; its bytesOf sizes the request on any host. */
+  measure?: StorageMeasure | undefined;
+  image: string;
+  volumes: readonly string[];
+  snapshotHostId: string | null;
+}
+
+const REFUSALS = new Set(["unavailable", "unsupported_capability"]);
+
+/** Chooses the new sandbox's host and admits it there; returns the owner the row is written with. */
+export async function placeAndAdmit(
+  q: Queryable,
+  deps: PlacementDeps,
+  request: PlacedRequest,
+): Promise<Pick<repo.SandboxRow, "host_id" | "host_epoch">> {
+  const rows = await readCandidates(q);
+  const self = deps.self;
+  const selfId = self?.id ?? null;
+  const selfActs = self?.canAct() ?? false;
+  // This host knows itself whether it can act (its lease); another is judged by its row.
+  const fresh = (row: CandidateRow) =>
+    row.id === selfId
+      ? selfActs && row.state !== "cordoned" && row.state !== "draining"
+      : row.state === "ready" && row.heartbeat_age_seconds <= UNREACHABLE_AFTER_SECONDS;
+  const eligible = rows.filter(fresh);
+  if (!eligible.some((row) => row.id !== selfId)) {
+    // No other host: this one, as before placement (host_unavailable when it cannot act).
+    if (!self || !selfId) throw noHost();
+    if (!selfActs) throw hostUnavailable();
+    if (!eligible.length) throw noHost();
+    await repo.lockHostAdmission(q, selfId);
+    await admitLocked(q, admissionDeps(deps, deps.localCompute), onHost(request, selfId, undefined));
+    const owner = self.owner();
+    return { host_id: owner.hostId, host_epoch: owner.epoch };
+  }
+  const bytesOf = (shape: Parameters<StorageMeasure["bytesOf"]>[0]) => request.measure?.bytesOf(shape) ?? 0;
+  const allocated = new Map<string, PlacementHost["allocated"]>();
+  for (const a of await repo.allocationByHost(q)) {
+    const sum = allocated.get(a.host_id) ?? { cpuMillis: 0, memoryMiB: 0, storageBytes: 0 };
+    sum.cpuMillis += a.cpu;
+    sum.memoryMiB += a.memory;
+    sum.storageBytes +=
+      a.n * bytesOf({ storageClass: a.storage_class, workspaceCapacityGiB: a.workspace_capacity_gib });
+    allocated.set(a.host_id, sum);
+  }
+  const hosts: PlacementHost[] = eligible.map((row) => ({
+    id: row.id,
+    state: row.id === selfId ? "ready" : row.state,
+    heartbeatAgeSeconds: row.id === selfId ? 0 : row.heartbeat_age_seconds,
+    capacity:
+      row.id === selfId && deps.localCompute
+        ? { ...row.capacity, cpu_millis: deps.localCompute.cpuMillis, memory_mib: deps.localCompute.memoryMiB }
+        : row.capacity,
+    allocated: allocated.get(row.id) ?? { cpuMillis: 0, memoryMiB: 0, storageBytes: 0 },
+    images: row.images,
+    warmImages: row.warm_images,
+    volumes: row.volumes,
+  }));
+  const placementRequest = {
+    cpuMillis: request.compute.cpu_millis,
+    memoryMiB: request.compute.memory_mb,
+    storageBytes: request.storage ? bytesOf(request.storage.shape) : 0,
+    image: request.image,
+    volumes: request.volumes,
+    snapshotHostId: request.snapshotHostId,
+  };
+  let order = place(hosts, placementRequest, deps.random ?? Math.random, {
+    policy: deps.policy,
+    preferHostId: deps.mode === "local_first" && selfActs && selfId ? selfId : undefined,
+  });
+  // None fits by the published figures: the eligible hosts' own admissions answer (this one first).
+  if (!order.length) order = [...hosts].sort((a, b) => Number(b.id === selfId) - Number(a.id === selfId));
+  let refusal: unknown = null;
+  let tried = 0;
+  for (const host of order) {
+    if (tried >= PLACEMENT_TRIES) break;
+    if (tried === 0) await repo.lockHostAdmission(q, host.id);
+    else if (!(await repo.tryLockHostAdmission(q, host.id))) continue;
+    tried++;
+    const local = host.id === selfId;
+    const locked = local ? null : await lockCandidate(q, host.id);
+    if (!local && locked?.state !== "ready") continue;
+    const compute =
+      local && deps.localCompute
+        ? deps.localCompute
+        : host.capacity.cpu_millis !== undefined && host.capacity.memory_mib !== undefined
+          ? { cpuMillis: host.capacity.cpu_millis, memoryMiB: host.capacity.memory_mib }
+          : null;
+    try {
+      await admitLocked(
+        q,
+        admissionDeps(deps, compute),
+        onHost(request, host.id, local ? undefined : (host.capacity.storage_bytes ?? null)),
+      );
+    } catch (error) {
+      if (!(error instanceof AppError) || !REFUSALS.has(error.code)) throw error;
+      refusal ??= error;
+      continue;
+    }
+    if (local && self) {
+      const owner = self.owner();
+      return { host_id: owner.hostId, host_epoch: owner.epoch };
+    }
+    return { host_id: host.id, host_epoch: (locked as { epoch: number }).epoch };
+  }
+  throw refusal ?? noHost();
+}
+
+function admissionDeps(deps: PlacementDeps, host: HostCompute | null) {
+  return { host, policy: deps.policy, log: deps.log };
+}
+
+function onHost(request: PlacedRequest, hostId: string, storageCapacityBytes: number | null | undefined) {
+  const storage =
+    request.storage && request.measure
+      ? { id: request.id, bytes: request.measure.bytesOf(request.storage.shape), measure: request.measure }
+      : undefined;
+  return {
+    hostId,
+    compute: request.compute,
+    ...(storage ? { storage } : {}),
+    ...(storageCapacityBytes !== undefined ? { storageCapacityBytes } : {}),
+  };
+}
+
+/** 503 host_unavailable: every host is cordoned, draining, unreachable or dead (docs/api-decisions.md). */
+function noHost(): AppError {
+  return hostUnavailable(
+    "no host can take a new sandbox now (every host is cordoned, draining or unreachable); retry shortly",
+  );
+}
