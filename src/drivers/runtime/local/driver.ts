@@ -63,7 +63,7 @@ import {
   removeMappedTree,
 } from "./id-mapping.js";
 import { ImageSource } from "./image-source.js";
-import { raiseMemcgAccountedLimits } from "./kernel-limits.js";
+import { raiseMemcgAccountedLimits, raisePidMax } from "./kernel-limits.js";
 import { assertSandboxId, isSandboxId, Layout, type SandboxPaths } from "./layout.js";
 import { listeningPortsOfSandbox } from "./listening.js";
 import { mountOverlay, mountViews, unmountUnder } from "./mounts.js";
@@ -192,6 +192,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
       await mkdir(dir, { recursive: true, mode: 0o700 });
     }
     await raiseMemcgAccountedLimits();
+    await raisePidMax();
     const host = {
       swapAccounting: await exists("/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes"),
       maxOpenFiles: await hostMaxOpenFiles(),

@@ -12,7 +12,7 @@ import { after, before, describe, it } from "node:test";
 import { projectFile } from "../../../lib/paths.js";
 import type { ExecOutcome } from "../interface.js";
 import { run, TOOLS } from "./host.js";
-import { MEMCG_ACCOUNTED_LIMITS } from "./kernel-limits.js";
+import { MEMCG_ACCOUNTED_LIMITS, PID_MAX_FILE, PID_MAX_LIMIT } from "./kernel-limits.js";
 import { readRuncState } from "./runc.js";
 import { buildStaticBinary } from "./static-binary.js";
 import { type RuntimeFixture, startRuntimeFixture, startSandbox } from "./test-support.js";
@@ -174,6 +174,11 @@ describe("kernel limits one sandbox may exhaust", () => {
     const held = await hold(a, "epoll 300000");
     assert.deepEqual(held, { count: 300_000, error: "-" });
     await othersStillWork(b);
+  });
+
+  it("leaves the host's shared task count out of reach: kernel.pid_max at the kernel's most", async () => {
+    // The driver raised it when it opened; every sandbox stays bounded by its own pids cgroup.
+    assert.ok(Number((await readFile(PID_MAX_FILE, "utf8")).trim()) >= PID_MAX_LIMIT);
   });
 
   it("a sandbox out of file descriptors and pids leaves the server and other sandboxes working", async () => {

@@ -28,3 +28,21 @@ export async function raiseMemcgAccountedLimits(): Promise<string[]> {
   }
   return raised;
 }
+
+/**
+ * kernel.pid_max bounds every task of the host together (32768 by default on a small
+ * machine): 64 sandboxes at their pids limit of 512 would take them all, and the server could
+ * no longer spawn runc. Each sandbox is bounded by its own pids cgroup; the shared count is
+ * raised to the most a 64-bit kernel takes (PID_MAX_LIMIT), so no set of sandboxes admitted
+ * by memory reaches it first.
+ */
+export const PID_MAX_FILE = "/proc/sys/kernel/pid_max";
+export const PID_MAX_LIMIT = 4_194_304;
+
+/** Raises kernel.pid_max to PID_MAX_LIMIT when it is lower; true when it changed it. */
+export async function raisePidMax(): Promise<boolean> {
+  const current = Number((await readFile(PID_MAX_FILE, "utf8")).trim());
+  if (current >= PID_MAX_LIMIT) return false;
+  await writeFile(PID_MAX_FILE, `${PID_MAX_LIMIT}\n`);
+  return true;
+}
