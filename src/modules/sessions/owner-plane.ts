@@ -3,7 +3,7 @@
 // (migration 0033); a plane relays a request for another host's sandbox there, and the
 // owner checks the credential again. Read from the store, reused for a second.
 import type { Db } from "../../store/db.js";
-import { planeOf } from "../hosts/repo.js";
+import { planeOfHost } from "../hosts/edges.js";
 
 /** A host whose plane is published and may serve (not unreachable, dead or still joining). */
 const SERVING = new Set(["ready", "draining", "cordoned"]);
@@ -40,7 +40,7 @@ export function storeOwnerPlanes(db: Db, selfId: () => string | null): OwnerPlan
       const nowMs = Date.now();
       const hit = cache.get(hostId);
       if (hit && hit.expiresAtMs > nowMs) return hit.plane;
-      const row = await planeOf(db, hostId);
+      const row = await planeOfHost(db, hostId);
       const plane = row && SERVING.has(row.state) ? parsePlaneAddress(row.plane_address) : null;
       if (cache.size >= CACHE_ENTRIES) cache.clear();
       cache.set(hostId, { plane, expiresAtMs: nowMs + CACHE_MS });
