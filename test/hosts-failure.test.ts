@@ -11,6 +11,7 @@ import { HostMembership } from "../src/modules/hosts/membership.js";
 import * as hosts from "../src/modules/hosts/repo.js";
 import * as repo from "../src/modules/sandboxes/repo.js";
 import { forEachStore, type TestApp } from "./harness.js";
+import { eventually } from "./support/eventually.js";
 
 const quiet = createLogger("silent");
 
@@ -68,10 +69,24 @@ forEachStore(
       const runningBefore = await repo.countRunning(t().c.db, t().orgA.id);
       const sweeper = new HostSweeper({ ...t().c, host: judge }, { retentionSeconds: 3600 });
 
+      /** The sandbox as its organization reads it through the API. */
+      const shown = async (id: string) => {
+        const res = await t().request("GET", `/v1/sandboxes/${id}`, { key: t().orgA.keys.owner });
+        assert.equal(res.status, 200, res.raw);
+        return res.body.sandbox as { state: string; host_state?: string };
+      };
+      assert.equal((await shown(running)).host_state, "ready");
+
       await stale(t, lost.id, 20);
       assert.deepEqual(await sweeper.pass(), { unreachable: [lost.id], dead: [] });
       assert.equal((await hosts.getHost(t().c.db, lost.id))?.state, "unreachable");
       assert.equal((await repo.getSandbox(t().c.db, running))?.state, "running");
+      // The sandbox keeps its last state and shows its host's (read at most 1 s old).
+      await eventually("the record to show its host unreachable", async () => {
+        const view = await shown(running);
+        return view.state === "running" && view.host_state === "unreachable";
+      });
+      assert.equal((await shown(elsewhere)).host_state, "ready");
 
       await stale(t, lost.id, 120);
       assert.deepEqual(await sweeper.pass(), { unreachable: [], dead: [lost.id] });
@@ -83,6 +98,8 @@ forEachStore(
       assert.equal(failed?.desired_state, "stopped");
       assert.equal(failed?.state_reason_code, "host_lost");
       assert.equal(failed?.state_reason_message, HOST_LOST_MESSAGE);
+      // Finished: no host state is shown (the sandbox no longer has one that runs it).
+      assert.equal((await shown(running)).host_state, undefined);
       assert.equal(failed?.host_epoch, dead?.epoch);
       assert.equal((await repo.getSandbox(t().c.db, deleting))?.state, "terminated");
       assert.equal((await repo.getSandbox(t().c.db, elsewhere))?.state, "running");

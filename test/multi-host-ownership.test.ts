@@ -233,7 +233,17 @@ describe("a second host beside the first [postgres, s3]", () => {
       return Number(entry?.current ?? entry?.used);
     };
     const before = await runningQuota();
+    assert.equal((await b.sandbox(id)).host_state, "ready");
     await a.kill("SIGKILL");
+    // Unreachable: the sandbox keeps its state and shows its host's.
+    await eventually(
+      "the record to show its host unreachable",
+      async () => {
+        const shown = await b.sandbox(id);
+        return shown.state === "running" && shown.host_state === "unreachable";
+      },
+      60_000,
+    );
     // Unreachable: exec (and SSH, endpoints) answer 503 host_unavailable with Retry-After.
     const unreachable = await eventually(
       "exec through B to answer host_unavailable",

@@ -17,6 +17,7 @@ export interface ShownSandbox {
   id: string;
   state: string;
   state_reason?: { code: string; message: string };
+  host_state?: string;
 }
 
 export interface Reply {

@@ -284,3 +284,9 @@ export async function lockHostForPlacement(
   );
   return rows[0] ?? null;
 }
+
+/** Every host's state, by id (what sandbox records show of their owner). */
+export async function hostStates(q: Queryable): Promise<Map<string, HostState>> {
+  const { rows } = await q.query<{ id: string; state: HostState }>("SELECT id, state FROM hosts");
+  return new Map(rows.map((row) => [row.id, row.state]));
+}

@@ -219,6 +219,12 @@ export const Sandbox = Type.Object(
     workspace_capacity_gib: Type.Optional(Type.Integer()),
     idle_timeout_seconds: Type.Optional(Type.Integer()),
     idle_deadline: Type.Optional(Timestamp),
+    host_state: Type.Optional(
+      Enum(
+        ["ready", "draining", "cordoned", "unreachable", "dead"] as const,
+        "State of the host that runs a live sandbox (docs/hosts.md): unreachable while its host is silent (exec, SSH and endpoints answer 503 host_unavailable; the sandbox keeps its last state), dead once it was given up. Omitted on finished sandboxes and those without a host",
+      ),
+    ),
     shared_filesystems: Type.Optional(
       Type.Array(
         Type.Object(

@@ -9,6 +9,7 @@ import { AppError, notFound } from "../../lib/errors.js";
 import type { Logger } from "../../lib/logger.js";
 import { decodeCursor, encodeCursor } from "../../lib/page-token.js";
 import type { Db, Queryable } from "../../store/db.js";
+import { hostStateReader } from "../hosts/edges.js";
 import { notifyOwner } from "../hosts/kicks.js";
 import { type HostGate, hostUnavailable } from "../hosts/membership.js";
 import type { HostRouter, Route } from "../hosts/router.js";
@@ -191,6 +192,12 @@ export class SandboxService {
     }
   }
 
+  private hostStatesOf: (() => Promise<Map<string, string>>) | null = null;
+  private hostStates(): Promise<Map<string, string>> {
+    this.hostStatesOf ??= hostStateReader(this.db);
+    return this.hostStatesOf();
+  }
+
   /** The wire view with the endpoints that serve now (the session plane's, when one runs). */
   private async view(row: repo.SandboxRow): Promise<SandboxJson> {
     const view = sandboxView(
@@ -200,6 +207,10 @@ export class SandboxService {
     );
     const progress = row.state === "materializing" ? this.materializeProgress.get(row.id) : undefined;
     if (progress) view.progress = { ...progress };
+    if (row.host_id && !isFinished(row.state)) {
+      const state = (await this.hostStates()).get(row.host_id);
+      if (state && state !== "joining") view.host_state = state as NonNullable<SandboxJson["host_state"]>;
+    }
     return view;
   }
 

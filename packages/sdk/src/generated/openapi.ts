@@ -3731,6 +3731,8 @@ export interface operations {
                             idle_timeout_seconds?: number;
                             /** Format: date-time */
                             idle_deadline?: string;
+                            /** @description State of the host that runs a live sandbox (docs/hosts.md): unreachable while its host is silent (exec, SSH and endpoints answer 503 host_unavailable; the sandbox keeps its last state), dead once it was given up. Omitted on finished sandboxes and those without a host */
+                            host_state?: "ready" | "draining" | "cordoned" | "unreachable" | "dead";
                             shared_filesystems?: {
                                 filesystem_id: string;
                                 subdirectory: string;
@@ -3955,6 +3957,8 @@ export interface operations {
                             idle_timeout_seconds?: number;
                             /** Format: date-time */
                             idle_deadline?: string;
+                            /** @description State of the host that runs a live sandbox (docs/hosts.md): unreachable while its host is silent (exec, SSH and endpoints answer 503 host_unavailable; the sandbox keeps its last state), dead once it was given up. Omitted on finished sandboxes and those without a host */
+                            host_state?: "ready" | "draining" | "cordoned" | "unreachable" | "dead";
                             shared_filesystems?: {
                                 filesystem_id: string;
                                 subdirectory: string;
