@@ -77,7 +77,15 @@ export const API_ONLY_RUNTIME: RuntimeDriver = new Proxy(
     get(target, property) {
       if (property in target) return target[property as keyof RuntimeDriver];
       // Optional methods (metrics, storage and compute admission) are absent, as from a driver that does not offer them.
-      const optional = ["then", "imagePullBytes", "servedFromPool", "measureStorage", "storageReport", "hostCompute"];
+      const optional = [
+        "then",
+        "imagePullBytes",
+        "servedFromPool",
+        "measureStorage",
+        "storageReport",
+        "hostCompute",
+        "cacheHints",
+      ];
       if (typeof property === "string" && optional.includes(property)) return undefined;
       return () => Promise.reject(new Error(`the API-only test runtime has no ${String(property)}`));
     },
