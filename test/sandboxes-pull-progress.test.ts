@@ -1,17 +1,38 @@
 // A sandbox whose image is being pulled shows how far the pull has come (issue 24): its
 // record carries `progress` (bytes of the layer blobs) while it is materializing, and not
 // after. The registry holds back the second half of the image's big layer until the test has
-// seen the progress, so nothing here depends on speed.
+// seen the progress, so nothing here depends on speed. The SDK's waitUntil reports it to
+// onProgress, `warren sandbox get` prints it, and `warren sandbox create` on a terminal draws
+// it as its progress line (run under script(1) for a pseudo-terminal).
 import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
+import { mkdtemp, rm } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
 import { after, before, describe, it } from "node:test";
+import { type SandboxRecord, Warren } from "../packages/sdk/src/index.js";
 import { loadConfig } from "../src/config.js";
 import { SandboxReconciler } from "../src/controllers/sandbox-reconciler.js";
 import { encodeTar } from "../src/drivers/runtime/image/tar.js";
 import { type RuntimeFixture, startRuntimeFixture } from "../src/drivers/runtime/local/test-support.js";
 import type { SandboxJson } from "../src/modules/sandboxes/schemas.js";
 import { STORE_KINDS, startTestApp, type TestApp } from "./harness.js";
+import { runCli, WARREN_BIN } from "./support/cli.js";
+import { eventually } from "./support/eventually.js";
+import { freePort } from "./support/ports.js";
 import { busyboxLayer, pushImage } from "./support/registry.js";
+
+/** A layer of `files` random 64 KiB files (big enough that half of it is a visible step). */
+const bigLayer = (files: number) =>
+  encodeTar(
+    Array.from({ length: files }, (_, i) => ({
+      name: `data/f${i}`,
+      type: "file" as const,
+      data: randomBytes(64 * 1024),
+    })),
+  );
+const megabytes = (bytes: number) => (bytes / 1e6).toFixed(1);
 
 for (const store of STORE_KINDS) {
   describe(`sandbox pull progress [${store}]`, () => {
@@ -19,20 +40,27 @@ for (const store of STORE_KINDS) {
     let t: TestApp;
     let reconciler: SandboxReconciler;
     let held: { digest: string; size: number } | null = null;
-    let release!: () => void;
-    const released = new Promise<void>((resolve) => {
-      release = resolve;
-    });
+    let release: () => void = () => undefined;
+    let released: Promise<void> = Promise.resolve();
+    /** Holds the second half of `layer` back until release() (one layer at a time). */
+    const hold = (layer: { digest: string; size: number }) => {
+      released = new Promise<void>((resolve) => {
+        release = resolve;
+      });
+      held = layer;
+    };
+    let url = "";
     const fetchImpl: typeof fetch = async (input, init) => {
       const response = await fetch(input, init);
       const url = new URL(input instanceof Request ? input.url : String(input));
       const layer = held;
       if (!layer || !url.pathname.endsWith(`/blobs/${layer.digest}`) || !response.body) return response;
       const reader = response.body.getReader();
+      const waitFor = released;
       let sent = 0;
       const body = new ReadableStream<Uint8Array>({
         async pull(controller) {
-          if (sent >= layer.size / 2) await released;
+          if (sent >= layer.size / 2) await waitFor;
           const next = await reader.read();
           if (next.done) controller.close();
           else {
@@ -58,6 +86,9 @@ for (const store of STORE_KINDS) {
         publicApiUrl: "http://127.0.0.1:1",
       });
       await reconciler.start();
+      const port = await freePort();
+      url = `http://127.0.0.1:${port}`;
+      await t.app.listen({ host: "127.0.0.1", port });
     });
 
     after(async () => {
@@ -69,18 +100,10 @@ for (const store of STORE_KINDS) {
     });
 
     it("shows the bytes of the image's layers while materializing, and no progress once running", async () => {
-      const big = encodeTar(
-        Array.from({ length: 32 }, (_, i) => ({
-          name: `data/f${i}`,
-          type: "file" as const,
-          data: randomBytes(64 * 1024),
-        })),
-      );
       const pushed = await pushImage(fixture.registry.url, "test/progress", "latest", {
-        layers: [busyboxLayer(), big],
+        layers: [busyboxLayer(), bigLayer(32)],
       });
-      const layer = pushed.layers[1] as { digest: string; size: number };
-      held = layer;
+      hold(pushed.layers[1] as { digest: string; size: number });
       const total = pushed.layers.reduce((sum, l) => sum + l.size, 0);
       const key = t.orgA.keys.owner;
       const created = await t.request("POST", "/v1/sandboxes", {
@@ -128,6 +151,78 @@ for (const store of STORE_KINDS) {
       } finally {
         release();
         await t.request("DELETE", `/v1/sandboxes/${id}`, { key });
+      }
+    });
+
+    it("reaches the SDK's onProgress, `warren sandbox get` and `warren sandbox create`'s line on a terminal", async () => {
+      const pushed = await pushImage(fixture.registry.url, "test/progress-cli", "latest", {
+        layers: [busyboxLayer(), bigLayer(40)],
+      });
+      hold(pushed.layers[1] as { digest: string; size: number });
+      const total = pushed.layers.reduce((sum, l) => sum + l.size, 0);
+      const shownTotal = megabytes(total).replace(".", "\\.");
+      const key = t.orgA.keys.owner;
+      const image = `${fixture.registry.host}/test/progress-cli:latest`;
+      const home = await mkdtemp(path.join(os.tmpdir(), "warren-progress-cli-"));
+      const env = { WARREN_API_URL: url, WARREN_API_KEY: key };
+      // script(1) gives the CLI a pseudo-terminal (its progress line is drawn only on one);
+      // what the CLI writes to stdout and stderr arrives merged on script's stdout.
+      const cli = spawn(
+        "script",
+        [
+          "-qfec",
+          `${process.execPath} ${WARREN_BIN} sandbox create --image ${image} --network none -- sleep 1000000`,
+          "/dev/null",
+        ],
+        { env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: home, ...env }, stdio: ["pipe", "pipe", "pipe"] },
+      );
+      let terminal = "";
+      cli.stdout.on("data", (chunk) => {
+        terminal += chunk;
+      });
+      const exited = new Promise<number>((resolve) => cli.once("close", (code) => resolve(code ?? 1)));
+      const ids: string[] = [];
+      try {
+        const id = await eventually(
+          "the CLI's sandbox",
+          async () => {
+            const res = await t.request("GET", "/v1/sandboxes", { key });
+            const rows = (res.body.sandboxes ?? []) as SandboxJson[];
+            return rows.find((row) => "image" in row && row.image === image)?.id;
+          },
+          120_000,
+        );
+        ids.push(id);
+        const warren = new Warren({ apiKey: key, baseUrl: url });
+        const sandbox = await warren.sandboxes.get(id);
+        const reported: NonNullable<SandboxRecord["progress"]>[] = [];
+        const waiting = sandbox.waitUntil("running", {
+          timeoutSeconds: 600,
+          onProgress: (progress) => reported.push(progress),
+        });
+        const first = await eventually("a call of onProgress", async () => reported[0], 120_000);
+        assert.equal(first.phase, "pulling_image");
+        assert.equal(first.bytes_total, total);
+        assert.ok(first.bytes_done > 0 && first.bytes_done < total, JSON.stringify(first));
+
+        const got = await runCli(["sandbox", "get", id], { home, env });
+        assert.equal(got.code, 0, `stdout: ${got.stdout}\nstderr: ${got.stderr}`);
+        assert.match(got.stdout, new RegExp(`image \\d+\\.\\d of ${shownTotal} MB`), got.stdout);
+
+        await eventually("the CLI's progress line", async () => terminal.includes("materializing, image "), 120_000);
+        assert.match(terminal, new RegExp(`waiting for running: materializing, image \\d+\\.\\d of ${shownTotal} MB`));
+
+        release();
+        const record = await waiting;
+        assert.equal(record.state, "running");
+        assert.equal(record.progress, undefined);
+        assert.equal(await exited, 0, terminal);
+        assert.ok(terminal.includes(id), terminal);
+      } finally {
+        release();
+        cli.kill("SIGKILL");
+        for (const id of ids) await t.request("DELETE", `/v1/sandboxes/${id}`, { key });
+        await rm(home, { recursive: true, force: true });
       }
     });
   });
