@@ -21,6 +21,8 @@ export interface TailOptions {
   maxReconnects?: number;
   /** Called before each reconnect with the cursor it resumes from. */
   onReconnect?: (cursor: string | undefined, error: unknown) => void;
+  /** Called each time the stream is open (the server answered 200), before its first item. */
+  onOpen?: () => void;
 }
 
 const MAX_LINE_BYTES = 4 * 1_048_576;
@@ -98,6 +100,7 @@ export async function* tailRun(transport: Transport, runId: string, options: Tai
       const body = await response.json().catch(() => ({}));
       throw transport.error(response, body);
     }
+    options.onOpen?.();
     let dropped: unknown = new Error("the stream ended without an end event");
     try {
       for await (const item of parseSse(response.body as ReadableStream<Uint8Array>)) {

@@ -185,17 +185,21 @@ export function registerDataCommands(program: Command, action: Wrap) {
       action(async (g, id: string, flags: { follow?: boolean; cursor?: string; lineage?: string }) => {
         const warren = await client(g);
         const abort = new AbortController();
-        // Without --follow: the events already there, then stop once the stream goes quiet.
+        // Without --follow: the events already there. A finished run's stream ends by itself
+        // (its `end` event after the last one); a running run's once it goes quiet, counted
+        // from when the stream is open (on a slow machine or link the connection alone may
+        // take longer than the quiet window).
+        const untilQuiet = !flags.follow && (await warren.runs.get(id)).status === "running";
         let idle: NodeJS.Timeout | undefined;
         const quiet = () => {
-          if (flags.follow) return;
+          if (!untilQuiet) return;
           clearTimeout(idle);
           idle = setTimeout(() => abort.abort(new Error("idle")), 750);
         };
-        quiet();
         try {
           for await (const item of warren.runs.tail(id, {
             signal: abort.signal,
+            onOpen: quiet,
             ...(flags.cursor ? { cursor: flags.cursor } : {}),
             ...(flags.lineage ? { lineagePath: flags.lineage } : {}),
           })) {
