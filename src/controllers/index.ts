@@ -32,6 +32,13 @@ export async function startControllers(c: Container): Promise<Controllers> {
         pids: c.config.sandbox.pids,
         retentionSeconds: c.config.sandbox.retentionSeconds,
         gatewayAddress: c.config.egress.gatewayAddress,
+        placement: {
+          policy: {
+            memoryOvercommit: c.config.sandbox.memoryOvercommit,
+            cpuOvercommit: c.config.sandbox.cpuOvercommit,
+          },
+          mode: c.config.sandbox.placement,
+        },
       })
     : null;
   await reconciler?.start();
