@@ -17,7 +17,7 @@ import type { IdentityService } from "../modules/identity/service.js";
 import type { ComputePolicy } from "../modules/sandboxes/compute-admission.js";
 import { placeAndAdmit } from "../modules/sandboxes/host-placement.js";
 import { stateDeadline } from "../modules/sandboxes/lifecycle.js";
-import { holdForHandBack, moveToHost } from "../modules/sandboxes/refusal-repo.js";
+import { holdForHandBack, moveToHost, refusedHostsOf } from "../modules/sandboxes/refusal-repo.js";
 import { decideRefusal } from "../modules/sandboxes/replacement.js";
 import type * as repo from "../modules/sandboxes/repo.js";
 import { appendSandboxEvent, ownedBy, type SandboxTransitions } from "../modules/sandboxes/transitions.js";
@@ -54,7 +54,8 @@ export async function handBack(deps: HandBackDeps, row: repo.SandboxRow, code: s
   // Cheap checks first, so a single host (`make run`) fails the sandbox exactly as before.
   const first = policyOf([], false);
   if (first.kind !== "replace") return false;
-  if (!(await anotherHost(deps.db, self.id))) return false;
+  const refusedBefore = await refusedHostsOf(deps.db, row.id);
+  if (!(await anotherHost(deps.db, [self.id, ...refusedBefore]))) return false;
   // Nothing of it may stay here once the row names another host; a failed cleanup is the
   // caller's `attention`.
   try {
@@ -123,10 +124,10 @@ export async function handBack(deps: HandBackDeps, row: repo.SandboxRow, code: s
   return true;
 }
 
-/** Whether any other host could be chosen now (ready, heartbeating): none, and nothing is moved. */
-async function anotherHost(db: Db, selfId: string): Promise<boolean> {
+/** Whether a host not in `excluded` could be chosen now (ready, heartbeating): none, and nothing is moved. */
+async function anotherHost(db: Db, excluded: readonly string[]): Promise<boolean> {
   const rows = await readCandidates(db);
   return rows.some(
-    (r) => r.id !== selfId && r.state === "ready" && r.heartbeat_age_seconds <= UNREACHABLE_AFTER_SECONDS,
+    (r) => !excluded.includes(r.id) && r.state === "ready" && r.heartbeat_age_seconds <= UNREACHABLE_AFTER_SECONDS,
   );
 }

@@ -14,6 +14,7 @@ import { HostSweeper } from "./host-sweeper.js";
 import { SandboxReconciler } from "./sandbox-reconciler.js";
 import { SnapshotReplicator } from "./snapshot-replicator.js";
 import { StoreMaintenance } from "./store-maintenance.js";
+import { volumeCollectionPass } from "./volume-collection.js";
 
 const GC_INTERVAL_MS = 10 * 60 * 1000;
 
@@ -73,11 +74,14 @@ export async function startControllers(c: Container): Promise<Controllers> {
   let volumePass: Promise<void> | null = null;
   const volumeGc = setInterval(() => {
     if (volumePass) return;
-    volumePass = (async () => {
-      if (leads()) await volumeCollector.collectBlobs();
+    volumePass = volumeCollectionPass({
+      leads,
+      collector: volumeCollector,
       // Only a host that runs sandboxes has a cache of mounted versions.
-      if (c.runtime) await volumeCollector.sweepCache(c.volumeCache, c.host?.id ?? null);
-    })()
+      cache: c.runtime ? c.volumeCache : null,
+      hostId: c.host?.id ?? null,
+    })
+      .then(() => undefined)
       .catch((error: unknown) => c.log.warn({ err: (error as Error).message }, "volume collection failed"))
       .finally(() => {
         volumePass = null;
