@@ -91,30 +91,34 @@ for (const store of STORE_KINDS) {
       await t.c.db.query("DELETE FROM leases");
       const leader = lease(HOST_A, { ttlSeconds: 3600 });
       const follower = lease(HOST_B, { ttlSeconds: 3600 });
-      assert.equal(await leader.tick(), true);
-      assert.equal(await follower.tick(), false);
-      // A deleted volume: the next collection releases it and removes its version's manifest.
-      const owner = t.orgA.keys.owner;
-      const volume = await createVolume(t, owner, `leader-${Date.now()}`);
-      const pushed = await pushTree(t, owner, volume.id, treeOf({ f: `led ${Date.now()}` }));
-      assert.equal(pushed.publish.status, 200, pushed.publish.raw);
-      const version = (pushed.publish.body.version as { version_digest: string }).version_digest;
-      const manifest = async () => (await t.c.blobs.head(volumeKeys.versionManifest(t.orgA.id, version))) !== null;
-      assert.equal((await t.request("DELETE", `/v1/volumes/${volume.id}`, { key: owner })).status, 200);
-      const collector = new VolumeCollector(t.c.db, t.c.clock, silent(), t.c.blobs, {
-        gcGraceSeconds: 3600,
-        pushTtlSeconds: 3600,
-      });
-      const pass = (held: LeaderLease) =>
-        volumeCollectionPass({ leads: () => held.isLeader(), collector, cache: null, hostId: null });
-      assert.deepEqual(await pass(follower), { collected: null, swept: null });
-      assert.ok(await manifest(), "the non-leader's pass removed nothing");
-      const led = await pass(leader);
-      assert.equal(led.collected?.releasedVolumes, 1, JSON.stringify(led));
-      assert.equal(led.collected?.manifests, 1, JSON.stringify(led));
-      assert.equal(await manifest(), false, "the leader's pass collected it");
-      await leader.stop();
-      await follower.stop();
+      try {
+        assert.equal(await leader.tick(), true);
+        assert.equal(await follower.tick(), false);
+        // A deleted volume: the next collection releases it and removes its version's manifest.
+        const owner = t.orgA.keys.owner;
+        const volume = await createVolume(t, owner, `leader-${Date.now()}`);
+        const pushed = await pushTree(t, owner, volume.id, treeOf({ f: `led ${Date.now()}` }));
+        assert.equal(pushed.publish.status, 200, pushed.publish.raw);
+        const version = (pushed.publish.body.version as { version_digest: string }).version_digest;
+        const manifest = async () => (await t.c.blobs.head(volumeKeys.versionManifest(t.orgA.id, version))) !== null;
+        assert.equal((await t.request("DELETE", `/v1/volumes/${volume.id}`, { key: owner })).status, 200);
+        const collector = new VolumeCollector(t.c.db, t.c.clock, silent(), t.c.blobs, {
+          gcGraceSeconds: 3600,
+          pushTtlSeconds: 3600,
+        });
+        const pass = (held: LeaderLease) =>
+          volumeCollectionPass({ leads: () => held.isLeader(), collector, cache: null, hostId: null });
+        assert.deepEqual(await pass(follower), { collected: null, swept: null });
+        assert.ok(await manifest(), "the non-leader's pass removed nothing");
+        const led = await pass(leader);
+        assert.equal(led.collected?.releasedVolumes, 1, JSON.stringify(led));
+        assert.equal(led.collected?.manifests, 1, JSON.stringify(led));
+        assert.equal(await manifest(), false, "the leader's pass collected it");
+      } finally {
+        // The next test takes the lease: it is free whatever happened here.
+        await leader.stop();
+        await follower.stop();
+      }
     });
 
     it("a holder that cannot renew stops leading on its own clock", async () => {
