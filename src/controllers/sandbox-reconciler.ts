@@ -403,7 +403,12 @@ export class SandboxReconciler {
       host: this.host,
       placement: this.options.placement,
     };
-    return handBack(deps, row, code);
+    // A hand-back that breaks (the store lost mid-way) fails the sandbox as on one host: its
+    // transaction moved nothing, and this host's state of it is gone or goes with the failure.
+    return handBack(deps, row, code).catch((error: unknown) => {
+      this.log.warn({ sandbox_id: row.id, err: (error as Error).message }, "placing a refused sandbox again failed");
+      return false;
+    });
   }
 
   /** Writes the next observed state unless the sandbox left `row.state` meanwhile: that write wins. */
