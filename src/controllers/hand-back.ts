@@ -12,7 +12,7 @@ import type { Logger } from "../lib/logger.js";
 import { readCandidates } from "../modules/hosts/candidates.js";
 import { notifyOwner } from "../modules/hosts/kicks.js";
 import { UNREACHABLE_AFTER_SECONDS } from "../modules/hosts/liveness.js";
-import type { HostMembership } from "../modules/hosts/membership.js";
+import type { HostGate } from "../modules/hosts/membership.js";
 import type { IdentityService } from "../modules/identity/service.js";
 import type { ComputePolicy } from "../modules/sandboxes/compute-admission.js";
 import { placeAndAdmit } from "../modules/sandboxes/host-placement.js";
@@ -30,7 +30,8 @@ export interface HandBackDeps {
   driver: RuntimeDriver;
   identity: IdentityService;
   transitions: SandboxTransitions;
-  host: HostMembership;
+  /** The host handing the sandbox back (its id and epoch: the fence of the transaction). */
+  host: HostGate;
   placement: { policy: ComputePolicy; mode: "local_first" | "spread" };
 }
 
