@@ -14,6 +14,7 @@ import { HostSweeper } from "./host-sweeper.js";
 import { SandboxReconciler } from "./sandbox-reconciler.js";
 import { SnapshotReplicator } from "./snapshot-replicator.js";
 import { StoreMaintenance } from "./store-maintenance.js";
+import { volumeCollectionPass } from "./volume-collection.js";
 
 const GC_INTERVAL_MS = 10 * 60 * 1000;
 
@@ -32,6 +33,13 @@ export async function startControllers(c: Container): Promise<Controllers> {
         pids: c.config.sandbox.pids,
         retentionSeconds: c.config.sandbox.retentionSeconds,
         gatewayAddress: c.config.egress.gatewayAddress,
+        placement: {
+          policy: {
+            memoryOvercommit: c.config.sandbox.memoryOvercommit,
+            cpuOvercommit: c.config.sandbox.cpuOvercommit,
+          },
+          mode: c.config.sandbox.placement,
+        },
       })
     : null;
   await reconciler?.start();
@@ -66,11 +74,14 @@ export async function startControllers(c: Container): Promise<Controllers> {
   let volumePass: Promise<void> | null = null;
   const volumeGc = setInterval(() => {
     if (volumePass) return;
-    volumePass = (async () => {
-      if (leads()) await volumeCollector.collectBlobs();
+    volumePass = volumeCollectionPass({
+      leads,
+      collector: volumeCollector,
       // Only a host that runs sandboxes has a cache of mounted versions.
-      if (c.runtime) await volumeCollector.sweepCache(c.volumeCache, c.host?.id ?? null);
-    })()
+      cache: c.runtime ? c.volumeCache : null,
+      hostId: c.host?.id ?? null,
+    })
+      .then(() => undefined)
       .catch((error: unknown) => c.log.warn({ err: (error as Error).message }, "volume collection failed"))
       .finally(() => {
         volumePass = null;

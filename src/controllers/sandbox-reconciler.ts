@@ -37,6 +37,7 @@ import {
 import type { SnapshotService } from "../modules/snapshots/service.js";
 import { type VolumeCache, VolumeCacheError } from "../modules/volumes/cache.js";
 import type { Db } from "../store/db.js";
+import { type HandBackDeps, handBack } from "./hand-back.js";
 import type { ReconcileQueue } from "./reconcile-queue.js";
 
 const SWEEP_INTERVAL_MS = 1000;
@@ -78,6 +79,8 @@ export interface ReconcilerOptions {
   publicApiUrl?: string;
   /** The egress gateway's virtual address, in every sandbox's environment (default 169.254.213.1). */
   gatewayAddress?: string;
+  /** Placement's rules, for a sandbox this host refuses at its start (hand-back.ts); absent: it fails. */
+  placement?: HandBackDeps["placement"];
 }
 
 export class SandboxReconciler {
@@ -367,6 +370,8 @@ export class SandboxReconciler {
         if (!live()) return false;
         const code = failureCode(error);
         this.log.warn({ sandbox_id: row.id, code, err: (error as Error).message }, "sandbox step failed");
+        // Refused by this host's own admission: another host may take it (placed again).
+        if (await this.handBack(row, code)) return false;
         await this.fail(row, code, tenantFailureMessage(error));
         return false;
       }
@@ -383,6 +388,27 @@ export class SandboxReconciler {
     step.catch(() => undefined);
     await this.fail(row, `${row.state}_timeout`, `the sandbox stayed ${row.state} past its deadline`);
     return false;
+  }
+
+  private async handBack(row: repo.SandboxRow, code: string): Promise<boolean> {
+    if (!this.options.placement) return false;
+    this.firstStarts.delete(row.id);
+    const deps: HandBackDeps = {
+      db: this.db,
+      clock: this.clock,
+      log: this.log,
+      driver: this.driver,
+      identity: this.identity,
+      transitions: this.transitions,
+      host: this.host,
+      placement: this.options.placement,
+    };
+    // A hand-back that breaks (the store lost mid-way) fails the sandbox as on one host: its
+    // transaction moved nothing, and this host's state of it is gone or goes with the failure.
+    return handBack(deps, row, code).catch((error: unknown) => {
+      this.log.warn({ sandbox_id: row.id, err: (error as Error).message }, "placing a refused sandbox again failed");
+      return false;
+    });
   }
 
   /** Writes the next observed state unless the sandbox left `row.state` meanwhile: that write wins. */

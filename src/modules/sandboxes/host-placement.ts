@@ -28,6 +28,8 @@ export interface PlacementDeps {
   mode: "local_first" | "spread";
   log: Logger;
   random?: () => number;
+  /** Hosts never chosen (a sandbox placed again: the hosts that refused it at start). */
+  exclude?: readonly string[];
 }
 
 export interface PlacedRequest {
@@ -58,7 +60,10 @@ export async function placeAndAdmit(
     row.id === selfId
       ? selfActs && row.state !== "cordoned" && row.state !== "draining"
       : row.state === "ready" && row.heartbeat_age_seconds <= UNREACHABLE_AFTER_SECONDS;
-  const eligible = rows.filter(fresh);
+  const excluded = new Set(deps.exclude ?? []);
+  const eligible = rows.filter((row) => fresh(row) && !excluded.has(row.id));
+  // Placed again: only the hosts that did not refuse it (none left: the caller fails it).
+  if (excluded.size > 0 && !eligible.length) throw noHost();
   if (!eligible.some((row) => row.id !== selfId)) {
     // No other host: this one, as before placement (host_unavailable when it cannot act).
     if (!self || !selfId) throw noHost();
