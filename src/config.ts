@@ -37,6 +37,18 @@ export interface SandboxDefaults {
    * create of that shape skips `runc run`; 0 turns the pool off (local runtime only).
    */
   poolSize: number;
+  /**
+   * Images besides the default one the pool keeps warm: the ones this host's creates (of the
+   * default resources and standard storage) used most recently; 0 pools the default image only.
+   */
+  poolRecentImages: number;
+  /** Members kept per recent image and network mode it was created in. */
+  poolRecentSize: number;
+  /**
+   * Pool members in all (the default image's first, then the recent images', most recent
+   * first): bounds the storage the pool reserves. Default 2 x poolSize + 4.
+   */
+  poolMaxMembers: number;
   /** Size of every sandbox's root layer filesystem (changes to `/`), whole GiB. */
   rootLayerGiB: number;
   /** Size of a standard sandbox's /workspace filesystem, whole GiB. */
@@ -609,6 +621,16 @@ export function loadConfig(env: Env = process.env): Config {
       imageTagTtlSeconds: intSetting(env, "WARREN_IMAGE_TAG_TTL_SECONDS", 10, 0, 86_400),
       runtimeRoot: path.resolve(env.WARREN_RUNTIME_ROOT || path.join(env.WARREN_DATA_DIR || "./data", "runtime")),
       poolSize: intSetting(env, "WARREN_SANDBOX_POOL_SIZE", 2, 0, 64),
+      poolRecentImages: intSetting(env, "WARREN_SANDBOX_POOL_RECENT_IMAGES", 4, 0, 64),
+      poolRecentSize: intSetting(env, "WARREN_SANDBOX_POOL_RECENT_SIZE", 1, 0, 16),
+      // Default: the default image's members (2 per mode by default) and 4 more.
+      poolMaxMembers: intSetting(
+        env,
+        "WARREN_SANDBOX_POOL_MAX_MEMBERS",
+        2 * intSetting(env, "WARREN_SANDBOX_POOL_SIZE", 2, 0, 64) + 4,
+        0,
+        256,
+      ),
       rootLayerGiB: intSetting(env, "WARREN_ROOT_LAYER_GIB", 10, 1, 16_384),
       standardWorkspaceGiB: intSetting(env, "WARREN_STANDARD_WORKSPACE_GIB", 10, 1, 16_384),
       storagePoolGiB: env.WARREN_STORAGE_POOL_GIB ? intSetting(env, "WARREN_STORAGE_POOL_GIB", 0, 1, 1_048_576) : null,

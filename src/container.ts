@@ -235,6 +235,9 @@ async function openRuntime(
     }
     return await PooledRuntime.open(driver, {
       size: config.sandbox.poolSize,
+      recentImages: config.sandbox.poolRecentImages,
+      recentSize: config.sandbox.poolRecentSize,
+      maxMembers: config.sandbox.poolMaxMembers,
       image: config.sandbox.defaultImage,
       memoryMiB: config.sandbox.memoryMiB,
       cpuMillis: config.sandbox.cpuMillis,

@@ -395,3 +395,19 @@ export async function pushTestImages(registry: TestRegistry): Promise<TestImages
   ]);
   return { busybox, multi: { digest: index.digest, amd64, arm64 } };
 }
+
+/**
+ * Pushes `repository:latest`: the busybox base layer and a layer with `/etc/image` holding
+ * `marker`, its config setting `IMAGE_MARKER=<marker>` (a second image for the warm pool's
+ * tests and benchmark; pushing again with another marker moves the tag to a new digest).
+ */
+export async function pushMarkedImage(
+  registry: TestRegistry,
+  repository: string,
+  marker: string,
+): Promise<PushedImage> {
+  return pushImage(registry.url, repository, "latest", {
+    layers: [busyboxLayer(), encodeTar([{ name: "etc/image", type: "file", data: `${marker}\n` }])],
+    config: { Cmd: ["/bin/sh"], Env: ["PATH=/bin", `IMAGE_MARKER=${marker}`] },
+  });
+}

@@ -1,16 +1,20 @@
-// A pool of started sandboxes of the default shape (default image, resources and standard
-// storage; one set per network mode) in front of the local driver. A create -> running
+// A pool of started sandboxes in front of the local driver: members of the default shape
+// (default image, resources and standard storage; one set per network mode) and, within one
+// budget, members of the images this host's creates used most recently (pool-plan.ts: each
+// recent image and network mode a shape, the least recently used image evicted). A create -> running
 // through runc costs a `runc run` (30-40 ms) plus the filesystem and network set-up; a
 // pooled sandbox has all of it done and its first process waiting in the launcher
 // (pool-launch.ts), so a claim is a record rewrite and a FIFO write.
 //
-// The pool hands out ids, not sandboxes: the service gives a new sandbox of the default
-// shape a pooled id (take()), so nothing on the host (directory, netns, veth rules, cgroup,
+// The pool hands out ids, not sandboxes: the service gives a new sandbox of a pooled shape
+// a pooled id (take()), so nothing on the host (directory, netns, veth rules, cgroup,
 // hostname) is renamed. Until the reconciler creates that sandbox, the id reads as absent
 // here and is left out of list(), so neither the start-up orphan cleanup nor materialize
 // mistakes it for a leftover. create() then gives it the sandbox's command and environment
 // (LocalRuntimeDriver.assign), start() sends them to the launcher. Anything that does not
-// fit (another image digest, a program the launcher cannot run) takes the normal path.
+// fit (another image digest: the tag moved; a program the launcher cannot run) takes the
+// normal path. A member is organization-neutral until claimed (its placeholder command and
+// environment name no organization), whichever image it runs.
 //
 // Pooled sandboxes are unknown to the store: a crash leaves them to the next start's orphan
 // cleanup; a claimed sandbox still waiting for its launch is stopped at open() and then
@@ -44,8 +48,8 @@ import type { LocalRuntimeDriver } from "./driver.js";
 import { run } from "./host.js";
 import { isSandboxId } from "./layout.js";
 import { executableInRoot, launchPaths, launchScript, POOL_BUSYBOX, sendLaunch } from "./pool-launch.js";
+import { POOL_MODES, type PoolShape, planMembers, RecentImages, shapeKey } from "./pool-plan.js";
 
-const MODES: NetworkMode[] = ["none", "public"];
 /** After a take, the refill waits this long so it does not compete with the claim itself. */
 const REFILL_DELAY_MS = 50;
 const RETRY_DELAY_MS = 5000;
@@ -53,10 +57,16 @@ const RETRY_DELAY_MS = 5000;
 const MAX_RETRY_DELAY_MS = 300_000;
 
 export interface SandboxPoolOptions {
-  /** Started sandboxes kept per network mode. */
+  /** Started sandboxes of the default image kept per network mode. */
   size: number;
-  /** The default shape: only creates of exactly this shape are served from the pool. */
+  /** The default image: always pooled (`size` per mode). */
   image: string;
+  /** Other images kept warm: the most recently created ones on this host (0: none). */
+  recentImages?: number;
+  /** Members per recent image and network mode it was created in. */
+  recentSize?: number;
+  /** Members in all (default ones first): the pool never reserves more storage than this many sandboxes. */
+  maxMembers?: number;
   memoryMiB: number;
   cpuMillis: number;
   pids: number;
@@ -75,9 +85,14 @@ export type PoolMemberAdmission = (
   shape: { storageClass: "standard"; workspaceCapacityGiB: null },
 ) => Promise<() => void>;
 
-interface Entry {
-  mode: NetworkMode;
+interface Entry extends PoolShape {
   digest: string;
+}
+
+/** What the pool counts (tests, benchmarks): creates it served, and members it destroyed as no longer planned. */
+export interface PoolCounters {
+  served: number;
+  evicted: number;
 }
 
 export async function poolSupported(): Promise<boolean> {
@@ -94,7 +109,10 @@ export class PooledRuntime implements RuntimeDriver, SandboxIdPool {
   /** Handed to a create whose sandbox the reconciler has not created yet. */
   private readonly taken = new Map<string, Entry>();
   /** Being made by the refill. */
-  private readonly making = new Set<string>();
+  private readonly making = new Map<string, Entry>();
+  /** Images this host's creates of the pooled resources used, beside the default one. */
+  private readonly recent: RecentImages;
+  readonly counters: PoolCounters = { served: 0, evicted: 0 };
   /** Claimed: the launcher script start() sends. */
   private readonly launches = new Map<string, string>();
   /** Ids whose create a pooled sandbox served, until their first start (metrics). */
@@ -113,7 +131,9 @@ export class PooledRuntime implements RuntimeDriver, SandboxIdPool {
   private constructor(
     readonly driver: LocalRuntimeDriver,
     private readonly options: SandboxPoolOptions,
-  ) {}
+  ) {
+    this.recent = new RecentImages(options.recentImages ?? 0);
+  }
 
   /**
    * Wraps `driver`. What a previous process pooled and never claimed goes; a claimed sandbox
@@ -186,20 +206,24 @@ export class PooledRuntime implements RuntimeDriver, SandboxIdPool {
     }
   }
 
-  /** A pooled id for a create of the default shape, or null (then the create mints its own). */
+  /** Ids in the pool now with their image and network mode (tests). */
+  pooledShapes(): { id: string; image: string; mode: NetworkMode; digest: string }[] {
+    return [...this.available].map(([id, entry]) => ({ id, ...entry }));
+  }
+
+  /** A pooled id for a create of a pooled shape, or null (then the create mints its own). */
   take(request: PoolRequest): string | null {
     if (this.closed || this.draining) return null;
     const o = this.options;
     const fits =
-      request.image === o.image &&
       request.memoryMiB === o.memoryMiB &&
       request.cpuMillis === o.cpuMillis &&
       request.storageClass === "standard" &&
       request.workspaceCapacityGiB === null &&
-      (MODES as string[]).includes(request.network);
+      (POOL_MODES as string[]).includes(request.network);
     if (!fits) return null;
     for (const [id, entry] of this.available) {
-      if (entry.mode !== request.network) continue;
+      if (entry.mode !== request.network || entry.image !== request.image) continue;
       this.available.delete(id);
       this.taken.set(id, entry);
       this.scheduleRefill(REFILL_DELAY_MS);
@@ -221,17 +245,22 @@ export class PooledRuntime implements RuntimeDriver, SandboxIdPool {
   }
 
   async create(spec: SandboxSpec): Promise<void> {
+    this.noteUse(spec);
     const entry = this.taken.get(spec.id);
     if (!entry) return this.driver.create(spec);
     this.taken.delete(spec.id);
     const assigned = await this.driver.assign(spec).catch(() => null);
     if (!assigned) {
       // Another digest (the tag moved) or shape: the pooled sandbox goes, the create is a normal one.
-      if (entry.digest !== spec.source.image.digest) this.dropDigest(entry.digest);
+      if (entry.digest !== spec.source.image.digest) {
+        this.dropDigest(entry.image, spec.source.image.digest);
+        this.scheduleRefill(REFILL_DELAY_MS);
+      }
       await this.driver.destroy(spec.id);
       return this.driver.create(spec);
     }
     this.served.add(spec.id);
+    this.counters.served++;
     await rm(launchPaths(this.driver.layout.sandbox(spec.id)).unclaimed, { force: true });
     const script = launchScript(assigned.args, assigned.env);
     if (script && (await executableInRoot(assigned.rootfs, assigned.args[0] as string, assigned.env, assigned.cwd))) {
@@ -322,8 +351,11 @@ export class PooledRuntime implements RuntimeDriver, SandboxIdPool {
     return this.driver.hostCompute();
   }
 
+  /** Every image with a member ready (the default one first), for placement's warm hint. */
   cacheHints(): { images: string[]; warmImages: string[] } {
-    return { images: this.driver.cacheHints().images, warmImages: this.available.size > 0 ? [this.options.image] : [] };
+    const warm = new Set([...this.available.values()].map((entry) => entry.image));
+    const ordered = warm.has(this.options.image) ? [this.options.image, ...warm] : [...warm];
+    return { images: this.driver.cacheHints().images, warmImages: [...new Set(ordered)] };
   }
 
   storageReport(): Promise<StorageReport | null> {
@@ -378,14 +410,48 @@ export class PooledRuntime implements RuntimeDriver, SandboxIdPool {
     await endLaunch(launchPaths(this.driver.layout.sandbox(id)));
   }
 
-  private dropDigest(digest: string): void {
+  private dropDigest(image: string, digest: string): void {
     for (const [id, entry] of this.available) {
-      if (entry.digest === digest) void this.destroy(id).catch(() => undefined);
+      if (entry.image === image && entry.digest !== digest) {
+        void this.destroy(id).catch((error: unknown) =>
+          this.warn(id, error, "removing a pooled sandbox of an old digest"),
+        );
+      }
     }
   }
 
+  /**
+   * A create of the pooled resources and storage (pooled or not) makes its image recent on
+   * this host; when that changes what the pool should hold, the refill makes (or evicts) members.
+   */
+  private noteUse(spec: SandboxSpec): void {
+    const o = this.options;
+    const fits =
+      spec.source.kind === "image" &&
+      spec.source.image.reference !== o.image &&
+      (spec.mounts ?? []).length === 0 &&
+      spec.storageClass === "standard" &&
+      spec.workspaceCapacityGiB === undefined &&
+      spec.resources.memoryMiB === o.memoryMiB &&
+      spec.resources.cpuMillis === o.cpuMillis &&
+      spec.resources.pids === o.pids &&
+      POOL_MODES.includes(spec.network);
+    if (fits && this.recent.touch(spec.source.image.reference, spec.network)) this.scheduleRefill(REFILL_DELAY_MS);
+  }
+
+  /** What the pool should hold now (pool-plan.ts). */
+  private plan() {
+    return planMembers({
+      defaultImage: this.options.image,
+      defaultSize: this.options.size,
+      recent: this.recent.list(),
+      recentSize: this.options.recentSize ?? 1,
+      maxMembers: this.options.maxMembers ?? Number.POSITIVE_INFINITY,
+    });
+  }
+
   private scheduleRefill(delayMs: number): void {
-    if (!this.started || this.closed || this.draining || this.refillTimer || this.options.size <= 0) return;
+    if (!this.started || this.closed || this.draining || this.refillTimer) return;
     this.refillTimer = setTimeout(() => {
       this.refillTimer = null;
       this.filling ??= this.fill().finally(() => {
@@ -394,18 +460,37 @@ export class PooledRuntime implements RuntimeDriver, SandboxIdPool {
     }, delayMs);
   }
 
+  /**
+   * Evicts members beyond the plan (an image no longer recent, a smaller share of the budget),
+   * then makes what is missing, in the plan's order. A recent image whose member cannot be
+   * made leaves the plan (it comes back with its next create); the default image backs off.
+   */
   private async fill(): Promise<void> {
     while (!this.closed && !this.draining) {
-      const mode = MODES.find(
-        (m) => [...this.available.values()].filter((e) => e.mode === m).length < this.options.size,
-      );
-      if (!mode) return;
+      const plan = this.plan();
+      const held = new Map<string, number>();
+      for (const [id, entry] of this.available) {
+        const key = shapeKey(entry);
+        const count = (held.get(key) ?? 0) + 1;
+        if (count > (plan.get(key)?.count ?? 0)) {
+          this.counters.evicted++;
+          await this.destroy(id).catch((error: unknown) => this.warn(id, error, "evicting a pooled sandbox"));
+          continue;
+        }
+        held.set(key, count);
+      }
+      const missing = [...plan.values()].find(({ shape, count }) => (held.get(shapeKey(shape)) ?? 0) < count);
+      if (!missing) return;
       try {
-        await this.makeOne(mode);
-        this.failures = 0;
+        await this.makeOne(missing.shape);
+        if (missing.shape.image === this.options.image) this.failures = 0;
       } catch (error) {
+        this.warn(null, error, `filling the sandbox pool (${missing.shape.image}, network ${missing.shape.mode})`);
+        if (missing.shape.image !== this.options.image) {
+          this.recent.forget(missing.shape.image);
+          continue;
+        }
         this.failures++;
-        this.warn(null, error, "filling the sandbox pool");
         const delay = Math.min(MAX_RETRY_DELAY_MS, RETRY_DELAY_MS * 2 ** (this.failures - 1));
         if (!this.closed) this.scheduleRefill(delay);
         return;
@@ -413,14 +498,15 @@ export class PooledRuntime implements RuntimeDriver, SandboxIdPool {
     }
   }
 
-  private async makeOne(mode: NetworkMode): Promise<void> {
-    const image = await this.driver.prepareImage(this.options.image);
+  private async makeOne(shape: PoolShape): Promise<void> {
+    const image = await this.driver.prepareImage(shape.image);
     // The tag moved: what was made from the old digest would only be refused at claim.
-    for (const entry of this.available.values()) if (entry.digest !== image.digest) this.dropDigest(entry.digest);
+    this.dropDigest(shape.image, image.digest);
     const id = this.options.newId();
     if (!isSandboxId(id)) throw new Error(`the pool was given an invalid id ${id}`);
     const release = await this.admitMember?.(id, { storageClass: "standard", workspaceCapacityGiB: null });
-    this.making.add(id);
+    const entry: Entry = { image: shape.image, mode: shape.mode, digest: image.digest };
+    this.making.set(id, entry);
     try {
       await this.driver.create({
         id,
@@ -430,7 +516,7 @@ export class PooledRuntime implements RuntimeDriver, SandboxIdPool {
         env: { WARREN_SANDBOX_ID: id },
         resources: { memoryMiB: this.options.memoryMiB, cpuMillis: this.options.cpuMillis, pids: this.options.pids },
         storageClass: "standard",
-        network: mode,
+        network: shape.mode,
       });
       const launch = launchPaths(this.driver.layout.sandbox(id));
       await mkdir(launch.dir, { mode: 0o700 });
@@ -441,7 +527,7 @@ export class PooledRuntime implements RuntimeDriver, SandboxIdPool {
       await writeFile(launch.waiting, "");
       await this.driver.start(id);
       if (this.closed) throw new Error("the pool closed");
-      this.available.set(id, { mode, digest: image.digest });
+      this.available.set(id, entry);
     } catch (error) {
       await this.driver.destroy(id).catch(() => undefined);
       throw error;
