@@ -52,7 +52,8 @@ import { registerProjectRoutes } from "./modules/projects/routes.js";
 import { ProjectService } from "./modules/projects/service.js";
 import { registerRunRoutes } from "./modules/runs/routes.js";
 import { RunService } from "./modules/runs/service.js";
-import { ExecService } from "./modules/sandboxes/exec-service.js";
+import { type ExecResponse, ExecService } from "./modules/sandboxes/exec-service.js";
+import { ExecsInFlight } from "./modules/sandboxes/execs-in-flight.js";
 import { admitPoolMember } from "./modules/sandboxes/host-admission.js";
 import { registerSandboxRoutes } from "./modules/sandboxes/routes.js";
 import { newSandboxId, SandboxService } from "./modules/sandboxes/service.js";
@@ -347,6 +348,7 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
   // The reconciler (started with the controllers) becomes the queue's worker; the service only kicks it.
   const reconcileQueue = new ReconcileQueue();
   const sandboxTransitions = new SandboxTransitions(db, clock);
+  const execsInFlight = new ExecsInFlight<ExecResponse>();
   const sandboxes = new SandboxService(
     db,
     clock,
@@ -360,6 +362,7 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
     reconcileQueue,
     runtime instanceof PooledRuntime ? runtime : null,
     host,
+    execsInFlight,
   );
   // Routing to a sandbox's owner (docs/hosts.md "Routing"): this host's own sandboxes in-process,
   // any other host's through its internal API, with a grant signed under the deployment's key.
@@ -367,7 +370,18 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
   const router = new HostRouter(db, host, runtime, grants, log, (id) => sandboxes.rowForHost(id));
   sandboxes.useRouter(router);
   if (config.role === "api") sandboxes.servesAsApiReplica();
-  const execs = new ExecService(db, clock, log, config.sandbox, sandboxes, secrets, host, router);
+  const execs = new ExecService({
+    db,
+    clock,
+    log,
+    defaults: config.sandbox,
+    secrets,
+    runtime,
+    inFlight: execsInFlight,
+    host,
+    router,
+    apiReplica: config.role === "api",
+  });
   const annotationSchemas = new AnnotationSchemaService(db, clock);
   const annotations = new AnnotationService(db, clock, projects, runs);
   const relay =
@@ -476,8 +490,8 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
             exec: (claims, request) => execs.execForRoute(claims, request),
             snapshot: (claims, snapshotId) => snapshots.takeForRoute(claims, snapshotId),
             sessionBegan: (sessionId, sandboxId, ended) =>
-              sandboxes.execBegan(sessionId, sandboxId, ended as ReturnType<typeof execs.exec>),
-            sessionEnded: (sessionId) => sandboxes.execEnded(sessionId),
+              execsInFlight.began(sessionId, sandboxId, ended as Promise<ExecResponse>),
+            sessionEnded: (sessionId) => execsInFlight.ended(sessionId),
           }),
         )
       : null;

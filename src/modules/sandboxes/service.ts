@@ -18,7 +18,7 @@ import type { ProjectService } from "../projects/service.js";
 import type { RunService } from "../runs/service.js";
 import type { QuotaService } from "../usage/service.js";
 import { checkMountTargets } from "../volumes/mounts.js";
-import type { ExecResponse } from "./exec-service.js";
+import { ExecsInFlight } from "./execs-in-flight.js";
 import { admitOnHost, type HostAdmissionRequest, refuseBeyondHost } from "./host-admission.js";
 import { applyHostChange, HOST_CLAIM_SECONDS, type HostChange } from "./host-changes.js";
 import { placeAndAdmit } from "./host-placement.js";
@@ -31,12 +31,12 @@ import {
   checkImageReference,
   checkMetadata,
   checkPorts,
+  isVisible,
   receiptView,
   restoredCapacity,
+  SANDBOX_ID,
   sandboxView,
 } from "./view.js";
-
-const SANDBOX_ID = /^sbx-[0-9a-f]{40}$/;
 
 const unsupported = (message: string) => new AppError("unsupported_capability", message);
 
@@ -96,13 +96,6 @@ export interface ReconcileTrigger {
 }
 
 export class SandboxService {
-  /**
-   * Execs running in this process (exec-service.ts), by exec id: a retry with the same key
-   * waits for the outcome, and an idle stop waits for the sandbox's execs (only this
-   * process's execs can be running: the store has one server).
-   */
-  private readonly execsInFlight = new Map<string, { sandboxId: string; running: Promise<ExecResponse> }>();
-  private readonly execsPerSandbox = new Map<string, number>();
   /** The SSH gateway of this process, when one serves (modules/ssh). */
   private ssh: SshGatewayLink | null = null;
   private snapshots: SnapshotSource | null = null;
@@ -130,6 +123,8 @@ export class SandboxService {
     private readonly pool: SandboxIdPool | null = null,
     /** This server as a host (the owner of what is created through it until placement chooses one). */
     private readonly host: HostGate | null = null,
+    /** The execs and routed sessions running in this process (exec-service.ts registers them). */
+    private readonly execs: Pick<ExecsInFlight, "has" | "ids"> = new ExecsInFlight(),
   ) {
     quotas.registerMeter("sandboxes.running", (q, orgId) => repo.countRunning(q, orgId));
     quotas.registerMeter("sandboxes.total", (q, orgId) => repo.countTotal(q, orgId));
@@ -239,31 +234,12 @@ export class SandboxService {
   }
 
   execsInFlightIds(): string[] {
-    return [...this.execsInFlight.keys()];
+    return this.execs.ids();
   }
 
   /** Whether an exec or an SSH session of this process runs in the sandbox (the reconciler's idle check). */
   hasExecInFlight(sandboxId: string): boolean {
-    return (this.execsPerSandbox.get(sandboxId) ?? 0) > 0 || (this.ssh?.hasOpenSession(sandboxId) ?? false);
-  }
-
-  execInFlight(execId: string): Promise<ExecResponse> | undefined {
-    return this.execsInFlight.get(execId)?.running;
-  }
-
-  /** Registers an exec before its command is handed to the driver; execEnded after its end is recorded. */
-  execBegan(execId: string, sandboxId: string, running: Promise<ExecResponse>): void {
-    this.execsInFlight.set(execId, { sandboxId, running });
-    this.execsPerSandbox.set(sandboxId, (this.execsPerSandbox.get(sandboxId) ?? 0) + 1);
-  }
-
-  execEnded(execId: string): void {
-    const entry = this.execsInFlight.get(execId);
-    if (!entry) return;
-    this.execsInFlight.delete(execId);
-    const left = (this.execsPerSandbox.get(entry.sandboxId) ?? 1) - 1;
-    if (left > 0) this.execsPerSandbox.set(entry.sandboxId, left);
-    else this.execsPerSandbox.delete(entry.sandboxId);
+    return this.execs.has(sandboxId) || (this.ssh?.hasOpenSession(sandboxId) ?? false);
   }
 
   runtime(): RuntimeDriver {
@@ -279,8 +255,7 @@ export class SandboxService {
   }
 
   private visible(row: Pick<repo.SandboxRow, "finished_at">): boolean {
-    if (!row.finished_at) return true;
-    return row.finished_at.getTime() + this.defaults.retentionSeconds * 1000 > this.clock.now().getTime();
+    return isVisible(row, this.clock.now(), this.defaults.retentionSeconds);
   }
 
   /** The sandbox a credential may see, or not_found (another org, another sandbox for a confined key, past retention). */

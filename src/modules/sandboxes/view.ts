@@ -10,6 +10,15 @@ import type { SandboxJson } from "./schemas.js";
 
 export const METADATA_MAX_VALUE_BYTES = 4096;
 
+/** A sandbox id as the API mints them (newSandboxId); anything else is no sandbox. */
+export const SANDBOX_ID = /^sbx-[0-9a-f]{40}$/;
+
+/** Whether a sandbox is still shown: live, or finished within the retention period. */
+export function isVisible(row: Pick<SandboxRow, "finished_at">, now: Date, retentionSeconds: number): boolean {
+  if (!row.finished_at) return true;
+  return row.finished_at.getTime() + retentionSeconds * 1000 > now.getTime();
+}
+
 export function checkMetadata(metadata: Record<string, string> | undefined): void {
   if (!metadata) return;
   let bytes = 0;
