@@ -56,7 +56,7 @@ import { type ExecResponse, ExecService } from "./modules/sandboxes/exec-service
 import { ExecsInFlight } from "./modules/sandboxes/execs-in-flight.js";
 import { admitPoolMember } from "./modules/sandboxes/host-admission.js";
 import { registerSandboxRoutes } from "./modules/sandboxes/routes.js";
-import { newSandboxId, SandboxService } from "./modules/sandboxes/service.js";
+import { newSandboxId, type SandboxLinks, SandboxService } from "./modules/sandboxes/service.js";
 import { SandboxTransitions } from "./modules/sandboxes/transitions.js";
 import { rewrapDeploymentKeys } from "./modules/secrets/deployment-keys.js";
 import { Keyring } from "./modules/secrets/keyring.js";
@@ -102,6 +102,8 @@ export interface Container {
   annotationSchemas: AnnotationSchemaService;
   annotations: AnnotationService;
   sandboxes: SandboxService;
+  /** The sandbox service's collaborators built after it; the SSH gateway's is set once it listens. */
+  sandboxLinks: SandboxLinks;
   sandboxTransitions: SandboxTransitions;
   reconcileQueue: ReconcileQueue;
   execs: ExecService;
@@ -349,27 +351,33 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
   const reconcileQueue = new ReconcileQueue();
   const sandboxTransitions = new SandboxTransitions(db, clock);
   const execsInFlight = new ExecsInFlight<ExecResponse>();
-  const sandboxes = new SandboxService(
+  // Routing to a sandbox's owner (docs/hosts.md "Routing"): this host's own sandboxes in-process,
+  // any other host's through its internal API, with a grant signed under the deployment's key.
+  const grants = await openGrantSigner(db, keyring, clock);
+  const router: HostRouter = new HostRouter(db, host, runtime, grants, log, (id) => sandboxes.rowForHost(id));
+  // Filled in below as each is built (the SSH gateway's once it listens: modules/ssh/index.ts).
+  const sandboxLinks: SandboxLinks = { snapshots: null, volumes: null, endpoints: null, ssh: null };
+  const sandboxes = new SandboxService({
     db,
     clock,
     log,
-    config.sandbox,
+    defaults: config.sandbox,
     runtime,
     projects,
     runs,
     quotas,
-    sandboxTransitions,
-    reconcileQueue,
-    runtime instanceof PooledRuntime ? runtime : null,
+    transitions: sandboxTransitions,
+    trigger: reconcileQueue,
+    pool: runtime instanceof PooledRuntime ? runtime : null,
     host,
-    execsInFlight,
-  );
-  // Routing to a sandbox's owner (docs/hosts.md "Routing"): this host's own sandboxes in-process,
-  // any other host's through its internal API, with a grant signed under the deployment's key.
-  const grants = await openGrantSigner(db, keyring, clock);
-  const router = new HostRouter(db, host, runtime, grants, log, (id) => sandboxes.rowForHost(id));
-  sandboxes.useRouter(router);
-  if (config.role === "api") sandboxes.servesAsApiReplica();
+    execs: execsInFlight,
+    router,
+    secretBinder: {
+      bind: (cred, names) => secrets.bindForSandbox(cred, names, config.secretEgress.modelGatewayHost),
+    },
+    apiReplica: config.role === "api",
+    links: sandboxLinks,
+  });
   const execs = new ExecService({
     db,
     clock,
@@ -425,11 +433,12 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
     snapshotReplication,
     quotas,
     router,
+    config.role === "api",
   );
-  sandboxes.useSnapshots(snapshots);
+  sandboxLinks.snapshots = snapshots;
   const volumes = new VolumeService(db, clock, log, blobs, projects, config.volumes);
   signedBlobs?.observeUploads(volumes.uploadObserver());
-  sandboxes.useVolumes(volumes);
+  sandboxLinks.volumes = volumes;
   projects.useVolumes(volumes);
   const volumeCache = new VolumeCache(blobs, config.volumes.cacheDir, {
     budget: config.volumes.cacheBudget,
@@ -448,9 +457,6 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
   });
   // The gateway hands CONNECTs to bound secrets' hosts to secret egress, and records refusals in the ledger.
   egress?.use({ interceptor: secretEgress, ledger: egressLedger });
-  sandboxes.useSecretBindings({
-    bind: (cred, names) => secrets.bindForSandbox(cred, names, config.secretEgress.modelGatewayHost),
-  });
   const tailHub = new TailHub(db, log);
   const tails = new TailService(db, tailHub, config.tail, runs, sandboxes);
   const sessions = new SessionService(
@@ -462,7 +468,7 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
     log,
     config.sessionPlaneUrl,
   );
-  sandboxes.useEndpoints(sessions);
+  sandboxLinks.endpoints = sessions;
   // A plane relays a request for another host's sandbox to its owner's plane (hosts rows).
   sessions.useOwnerPlanes(storeOwnerPlanes(db, () => host?.id ?? null));
   const metrics = new WarrenMetrics({
@@ -510,6 +516,7 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
     annotationSchemas,
     annotations,
     sandboxes,
+    sandboxLinks,
     sandboxTransitions,
     reconcileQueue,
     execs,

@@ -20,6 +20,7 @@ import type { Credential } from "../identity/credential.js";
 import type { WarrenMetrics } from "../metrics/registry.js";
 import type { SecretService } from "../secrets/service.js";
 import type { ExecsInFlight } from "./execs-in-flight.js";
+import { localRuntime } from "./local-runtime.js";
 import * as repo from "./repo.js";
 import { sandboxEventOf } from "./transitions.js";
 import { checkArgv, isVisible, SANDBOX_ID } from "./view.js";
@@ -151,16 +152,8 @@ export class ExecService {
     return row;
   }
 
-  /** This server's runtime (what SandboxService.runtime() answered): host_unavailable on an api replica. */
   private runtime(): Pick<RuntimeDriver, "exec"> {
-    const runtime = this.deps.runtime;
-    if (!runtime && this.deps.apiReplica) {
-      throw hostUnavailable(
-        "this api replica runs no sandboxes and cannot reach their hosts' runtimes yet; retry through the sandbox's host",
-      );
-    }
-    if (!runtime) throw new AppError("unavailable", "this server has no sandbox runtime", { retryAfterSeconds: 30 });
-    return runtime;
+    return localRuntime(this.deps.runtime, this.deps.apiReplica ?? false);
   }
 
   /** Whether this server is the sandbox's host and may act on it now. */

@@ -20,6 +20,7 @@ import type { HostRouter } from "../hosts/router.js";
 import { type Credential, requireOrgScoped } from "../identity/credential.js";
 import type { WarrenMetrics } from "../metrics/registry.js";
 import type { ProjectService } from "../projects/service.js";
+import { localRuntime } from "../sandboxes/local-runtime.js";
 import type { SandboxService } from "../sandboxes/service.js";
 import { appendSandboxEvent } from "../sandboxes/transitions.js";
 import type { QuotaService } from "../usage/service.js";
@@ -90,14 +91,16 @@ export class SnapshotService {
     private readonly quotas: QuotaService,
     /** Routes a snapshot to the sandbox's owner, which takes and replicates it (null: this host's only). */
     private readonly router: HostRouter | null = null,
+    /** An api replica (WARREN_ROLE=api): without a runtime, what needs one answers host_unavailable. */
+    private readonly apiReplica = false,
   ) {
     this.changes.setMaxListeners(0);
     quotas.registerMeter("snapshots.total", (q, orgId) => repo.countKept(q, orgId));
   }
 
   private runtime(): RuntimeDriver {
-    // Without one, the sandbox service's refusal (an api replica's is host_unavailable).
-    return this.driver ?? this.sandboxes.runtime();
+    // Without one, the refusal of a server without a runtime (an api replica's is host_unavailable).
+    return localRuntime(this.driver, this.apiReplica);
   }
 
   /** The snapshot a credential may see, or not_found. */
