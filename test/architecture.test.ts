@@ -66,6 +66,23 @@ describe("architecture", () => {
     assert.ok(reached.size > 1, "the walk follows the exec service's imports");
     assert.equal(reached.has(path.join(MODULES, "sandboxes", "service.ts")), false);
   });
+
+  it("keeps the host facets off the wire: what routes names only the SandboxRuntime", () => {
+    const wire = [
+      path.join(MODULES, "hosts", "node-client.ts"),
+      path.join(MODULES, "hosts", "node-wire.ts"),
+      path.join(MODULES, "hosts", "node-api.ts"),
+      path.join(MODULES, "hosts", "router.ts"),
+      ...readdirSync(path.join("src", "http", "internal")).map((file) => path.join("src", "http", "internal", file)),
+    ].filter((file) => file.endsWith(".ts") && !file.endsWith(".test.ts"));
+    const facet =
+      /\b(RuntimeDriver|HostNetwork|HostStorage|LocalSnapshots|HostCapacity|NetworkReceipt|SnapshotImages)\b/;
+    assert.deepEqual(
+      wire.filter((file) => facet.test(readFileSync(file, "utf8"))),
+      [],
+    );
+    assert.match(readFileSync(wire[0] as string, "utf8"), /class NodeClient implements Pick<SandboxRuntime,/);
+  });
 });
 
 /** Every source file `start` imports, directly or through others (type imports included). */

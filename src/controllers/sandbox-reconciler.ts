@@ -7,7 +7,7 @@
 // of the previous process indeterminate. It acts only on its own host's sandboxes
 // (docs/hosts.md): every query names the host, every write is conditional on (host_id,
 // epoch), and nothing is done while the host cannot act (fenced, or its lease lapsed).
-import type { RuntimeDriver } from "../drivers/runtime/interface.js";
+import type { HostStorage, RuntimeDriver, SandboxRuntime } from "../drivers/runtime/interface.js";
 import { RuntimeError } from "../drivers/runtime/interface.js";
 import type { Clock } from "../lib/clock.js";
 import type { Logger } from "../lib/logger.js";
@@ -80,6 +80,11 @@ export interface ReconcilerOptions {
   gatewayAddress?: string;
 }
 
+/** What the reconciler needs of this host's runtime: the sandbox lifecycle, image pulls, exits. */
+export type ReconcilerRuntime = Pick<SandboxRuntime, "create" | "start" | "stop" | "destroy" | "observe" | "list"> &
+  Pick<HostStorage, "prepareImage"> &
+  Pick<RuntimeDriver, "onExit" | "servedFromPool">;
+
 export class SandboxReconciler {
   /** Gives up on the transitional step now running for a sandbox (its deadline passed). */
   private readonly stepExpiries = new Map<string, { state: string; expire: () => void }>();
@@ -105,7 +110,7 @@ export class SandboxReconciler {
 
   constructor(
     deps: ReconcilerDeps,
-    private readonly driver: RuntimeDriver,
+    private readonly driver: ReconcilerRuntime,
     private readonly options: ReconcilerOptions,
   ) {
     this.db = deps.db;
@@ -463,8 +468,8 @@ export class SandboxReconciler {
   }
 
   private async materialize(row: repo.SandboxRow, live: () => boolean): Promise<void> {
-    let image: Awaited<ReturnType<RuntimeDriver["prepareImage"]>>;
-    let observed: Awaited<ReturnType<RuntimeDriver["observe"]>>;
+    let image: Awaited<ReturnType<HostStorage["prepareImage"]>>;
+    let observed: Awaited<ReturnType<SandboxRuntime["observe"]>>;
     try {
       [image, observed] = await Promise.all([
         this.driver.prepareImage(row.workload_image, {

@@ -3,7 +3,7 @@
 // runs the command twice. Output kept for a replay is sealed under the organization's data
 // key: it may hold secrets released with secret_environment.
 import type { SandboxDefaults } from "../../config.js";
-import { type ExecOutcome, type RuntimeDriver, RuntimeError } from "../../drivers/runtime/interface.js";
+import { type ExecOutcome, RuntimeError, type SandboxRuntime } from "../../drivers/runtime/interface.js";
 import type { Clock } from "../../lib/clock.js";
 import { AppError, notFound } from "../../lib/errors.js";
 import { canonicalJson, sha256Hex } from "../../lib/hash.js";
@@ -57,7 +57,7 @@ export interface ExecServiceDeps {
   defaults: SandboxDefaults;
   secrets: SecretService;
   /** This server's runtime, for the execs of its own sandboxes (null: it runs none). */
-  runtime: Pick<RuntimeDriver, "exec"> | null;
+  runtime: Pick<SandboxRuntime, "exec"> | null;
   /** The execs running in this process (the sandbox service's idle check reads them). */
   inFlight: ExecsInFlight<ExecResponse>;
   /** This server as a host: an exec runs only on the sandbox's own host, at its current epoch. */
@@ -152,7 +152,7 @@ export class ExecService {
     return row;
   }
 
-  private runtime(): Pick<RuntimeDriver, "exec"> {
+  private runtime(): Pick<SandboxRuntime, "exec"> {
     return localRuntime(this.deps.runtime, this.deps.apiReplica ?? false);
   }
 

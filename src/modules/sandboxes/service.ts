@@ -3,7 +3,7 @@
 // towards it and records what it observes. Exec is exec-service.ts.
 import { randomBytes } from "node:crypto";
 import type { SandboxDefaults } from "../../config.js";
-import type { RuntimeDriver, SandboxIdPool } from "../../drivers/runtime/interface.js";
+import type { HostCapacity, HostStorage, SandboxIdPool, SandboxRuntime } from "../../drivers/runtime/interface.js";
 import type { Clock } from "../../lib/clock.js";
 import { AppError, notFound } from "../../lib/errors.js";
 import type { Logger } from "../../lib/logger.js";
@@ -110,14 +110,19 @@ export interface SandboxLinks {
   ssh: SshGatewayLink | null;
 }
 
+/** What the sandbox service needs of this server's own runtime. */
+type LocalRuntime = Pick<SandboxRuntime, "growWorkspace" | "setNetwork"> &
+  Pick<HostStorage, "measureStorage"> &
+  Pick<HostCapacity, "hostCompute">;
+
 /** Everything the sandbox service works with, in one object (no setters). */
 export interface SandboxServiceDeps {
   db: Db;
   clock: Clock;
   log: Logger;
   defaults: SandboxDefaults;
-  /** This server's runtime (null: it runs no sandboxes). */
-  runtime: RuntimeDriver | null;
+  /** This server's runtime (null: it runs no sandboxes), with the host facets create and growth admit against. */
+  runtime: LocalRuntime | null;
   projects: ProjectService;
   runs: RunService;
   quotas: QuotaService;
@@ -146,7 +151,7 @@ export class SandboxService {
   private readonly clock: Clock;
   private readonly log: Logger;
   private readonly defaults: SandboxDefaults;
-  private readonly driver: RuntimeDriver | null;
+  private readonly driver: LocalRuntime | null;
   private readonly projects: ProjectService;
   private readonly runs: RunService;
   private readonly quotas: QuotaService;
@@ -264,7 +269,7 @@ export class SandboxService {
   }
 
   /** This server's own runtime (for its own sandboxes), or the refusal of a server without one. */
-  private runtime(): RuntimeDriver {
+  private runtime(): LocalRuntime {
     return localRuntime(this.driver, this.apiReplica);
   }
 

@@ -3,7 +3,7 @@
 // workspace capacity).
 import { ImageError } from "../../drivers/runtime/image/errors.js";
 import { parseImageReference } from "../../drivers/runtime/image/reference.js";
-import type { NetworkReceipt } from "../../drivers/runtime/interface.js";
+import type { NetworkApplied } from "../../drivers/runtime/interface.js";
 import { AppError } from "../../lib/errors.js";
 import type { SandboxRow } from "./repo.js";
 import type { SandboxJson } from "./schemas.js";
@@ -145,7 +145,7 @@ export function restoredCapacity(
 }
 
 /** The contract's receipt names Kubernetes objects; here they are the namespace and nftables rules applied. */
-export function receiptView(receipt: NetworkReceipt) {
+export function receiptView(receipt: NetworkApplied) {
   return {
     network_access: receipt.mode,
     pod_uid: receipt.namespace.name,

@@ -1,12 +1,17 @@
 // SnapshotService: CreateSandboxSnapshot, ListSandboxSnapshots, DeleteSandboxSnapshot, and
 // what a restore needs (the snapshot a create names, its local copy). The host takes the
-// copy-on-write snapshot (RuntimeDriver.snapshot); replication to the blob store is the
+// copy-on-write snapshot (SnapshotRuntime.snapshot); replication to the blob store is the
 // SnapshotReplicator's (controllers/snapshot-replicator.ts), which this service kicks.
 
 import { randomBytes } from "node:crypto";
 import { EventEmitter } from "node:events";
 import type { BlobStore } from "../../drivers/blobs/interface.js";
-import { type LocalSnapshot, type RuntimeDriver, RuntimeError } from "../../drivers/runtime/interface.js";
+import {
+  type LocalSnapshot,
+  type LocalSnapshots,
+  RuntimeError,
+  type SandboxRuntime,
+} from "../../drivers/runtime/interface.js";
 import type { Clock } from "../../lib/clock.js";
 import { AppError, notFound } from "../../lib/errors.js";
 import { canonicalJson, sha256Hex } from "../../lib/hash.js";
@@ -71,6 +76,9 @@ export interface RestoreSource {
   hostId: string | null;
 }
 
+/** What snapshots need of this host's runtime: take a snapshot, and its local copies. */
+type SnapshotRuntime = Pick<SandboxRuntime, "snapshot"> & LocalSnapshots;
+
 export class SnapshotService {
   /** Emits `<snapshot id>` whenever this process changes a snapshot (sealed, failed, replicated). */
   readonly changes = new EventEmitter();
@@ -82,7 +90,7 @@ export class SnapshotService {
     private readonly db: Db,
     private readonly clock: Clock,
     private readonly log: Logger,
-    private readonly driver: RuntimeDriver | null,
+    private readonly driver: SnapshotRuntime | null,
     private readonly blobs: BlobStore,
     private readonly sandboxes: SandboxService,
     private readonly projects: ProjectService,
@@ -98,7 +106,7 @@ export class SnapshotService {
     quotas.registerMeter("snapshots.total", (q, orgId) => repo.countKept(q, orgId));
   }
 
-  private runtime(): RuntimeDriver {
+  private runtime(): SnapshotRuntime {
     // Without one, the refusal of a server without a runtime (an api replica's is host_unavailable).
     return localRuntime(this.driver, this.apiReplica);
   }
@@ -192,7 +200,7 @@ export class SnapshotService {
       if (!routed) throw new AppError("unavailable", "the snapshot's outcome is unknown", { retryAfterSeconds: 1 });
       return this.outcome(routed, requestHash, waitSeconds);
     }
-    const taking = this.take(driver as RuntimeDriver, id, sandbox);
+    const taking = this.take(driver as SnapshotRuntime, id, sandbox);
     this.taking.set(id, taking);
     let sealed: repo.SnapshotRow;
     try {
@@ -229,7 +237,7 @@ export class SnapshotService {
 
   /** Takes the host snapshot and records the result: sealed, or failed with its reason. */
   private async take(
-    driver: RuntimeDriver,
+    driver: SnapshotRuntime,
     id: string,
     sandbox: Awaited<ReturnType<SandboxService["load"]>>,
   ): Promise<repo.SnapshotRow> {
@@ -274,7 +282,7 @@ export class SnapshotService {
 
   /** Records the snapshot failed (dropping any host copy it left); never reports it as success. */
   private async recordFailure(
-    driver: RuntimeDriver | null,
+    driver: SnapshotRuntime | null,
     id: string,
     sandbox: Awaited<ReturnType<SandboxService["load"]>>,
     code: string,
