@@ -52,10 +52,11 @@ import { registerProjectRoutes } from "./modules/projects/routes.js";
 import { ProjectService } from "./modules/projects/service.js";
 import { registerRunRoutes } from "./modules/runs/routes.js";
 import { RunService } from "./modules/runs/service.js";
-import { ExecService } from "./modules/sandboxes/exec-service.js";
+import { type ExecResponse, ExecService } from "./modules/sandboxes/exec-service.js";
+import { ExecsInFlight } from "./modules/sandboxes/execs-in-flight.js";
 import { admitPoolMember } from "./modules/sandboxes/host-admission.js";
 import { registerSandboxRoutes } from "./modules/sandboxes/routes.js";
-import { newSandboxId, SandboxService } from "./modules/sandboxes/service.js";
+import { newSandboxId, type SandboxLinks, SandboxService } from "./modules/sandboxes/service.js";
 import { SandboxTransitions } from "./modules/sandboxes/transitions.js";
 import { rewrapDeploymentKeys } from "./modules/secrets/deployment-keys.js";
 import { Keyring } from "./modules/secrets/keyring.js";
@@ -101,6 +102,8 @@ export interface Container {
   annotationSchemas: AnnotationSchemaService;
   annotations: AnnotationService;
   sandboxes: SandboxService;
+  /** The sandbox service's collaborators built after it; the SSH gateway's is set once it listens. */
+  sandboxLinks: SandboxLinks;
   sandboxTransitions: SandboxTransitions;
   reconcileQueue: ReconcileQueue;
   execs: ExecService;
@@ -350,27 +353,46 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
   // The reconciler (started with the controllers) becomes the queue's worker; the service only kicks it.
   const reconcileQueue = new ReconcileQueue();
   const sandboxTransitions = new SandboxTransitions(db, clock);
-  const sandboxes = new SandboxService(
+  const execsInFlight = new ExecsInFlight<ExecResponse>();
+  // Routing to a sandbox's owner (docs/hosts.md "Routing"): this host's own sandboxes in-process,
+  // any other host's through its internal API, with a grant signed under the deployment's key.
+  const grants = await openGrantSigner(db, keyring, clock);
+  const router: HostRouter = new HostRouter(db, host, runtime, grants, log, (id) => sandboxes.rowForHost(id));
+  // Filled in below as each is built (the SSH gateway's once it listens: modules/ssh/index.ts).
+  const sandboxLinks: SandboxLinks = { snapshots: null, volumes: null, endpoints: null, ssh: null };
+  const sandboxes = new SandboxService({
     db,
     clock,
     log,
-    config.sandbox,
+    defaults: config.sandbox,
     runtime,
     projects,
     runs,
     quotas,
-    sandboxTransitions,
-    reconcileQueue,
-    runtime instanceof PooledRuntime ? runtime : null,
+    transitions: sandboxTransitions,
+    trigger: reconcileQueue,
+    pool: runtime instanceof PooledRuntime ? runtime : null,
     host,
-  );
-  // Routing to a sandbox's owner (docs/hosts.md "Routing"): this host's own sandboxes in-process,
-  // any other host's through its internal API, with a grant signed under the deployment's key.
-  const grants = await openGrantSigner(db, keyring, clock);
-  const router = new HostRouter(db, host, runtime, grants, log, (id) => sandboxes.rowForHost(id));
-  sandboxes.useRouter(router);
-  if (config.role === "api") sandboxes.servesAsApiReplica();
-  const execs = new ExecService(db, clock, log, config.sandbox, sandboxes, secrets, host, router);
+    execs: execsInFlight,
+    router,
+    secretBinder: {
+      bind: (cred, names) => secrets.bindForSandbox(cred, names, config.secretEgress.modelGatewayHost),
+    },
+    apiReplica: config.role === "api",
+    links: sandboxLinks,
+  });
+  const execs = new ExecService({
+    db,
+    clock,
+    log,
+    defaults: config.sandbox,
+    secrets,
+    runtime,
+    inFlight: execsInFlight,
+    host,
+    router,
+    apiReplica: config.role === "api",
+  });
   const annotationSchemas = new AnnotationSchemaService(db, clock);
   const annotations = new AnnotationService(db, clock, projects, runs);
   const relay =
@@ -414,11 +436,12 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
     snapshotReplication,
     quotas,
     router,
+    config.role === "api",
   );
-  sandboxes.useSnapshots(snapshots);
+  sandboxLinks.snapshots = snapshots;
   const volumes = new VolumeService(db, clock, log, blobs, projects, config.volumes);
   signedBlobs?.observeUploads(volumes.uploadObserver());
-  sandboxes.useVolumes(volumes);
+  sandboxLinks.volumes = volumes;
   projects.useVolumes(volumes);
   const volumeCache = new VolumeCache(blobs, config.volumes.cacheDir, {
     budget: config.volumes.cacheBudget,
@@ -437,9 +460,6 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
   });
   // The gateway hands CONNECTs to bound secrets' hosts to secret egress, and records refusals in the ledger.
   egress?.use({ interceptor: secretEgress, ledger: egressLedger });
-  sandboxes.useSecretBindings({
-    bind: (cred, names) => secrets.bindForSandbox(cred, names, config.secretEgress.modelGatewayHost),
-  });
   const tailHub = new TailHub(db, log);
   const tails = new TailService(db, tailHub, config.tail, runs, sandboxes);
   const sessions = new SessionService(
@@ -451,7 +471,7 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
     log,
     config.sessionPlaneUrl,
   );
-  sandboxes.useEndpoints(sessions);
+  sandboxLinks.endpoints = sessions;
   // A plane relays a request for another host's sandbox to its owner's plane (hosts rows).
   sessions.useOwnerPlanes(storeOwnerPlanes(db, () => host?.id ?? null));
   const metrics = new WarrenMetrics({
@@ -479,8 +499,8 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
             exec: (claims, request) => execs.execForRoute(claims, request),
             snapshot: (claims, snapshotId) => snapshots.takeForRoute(claims, snapshotId),
             sessionBegan: (sessionId, sandboxId, ended) =>
-              sandboxes.execBegan(sessionId, sandboxId, ended as ReturnType<typeof execs.exec>),
-            sessionEnded: (sessionId) => sandboxes.execEnded(sessionId),
+              execsInFlight.began(sessionId, sandboxId, ended as Promise<ExecResponse>),
+            sessionEnded: (sessionId) => execsInFlight.ended(sessionId),
           }),
         )
       : null;
@@ -499,6 +519,7 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
     annotationSchemas,
     annotations,
     sandboxes,
+    sandboxLinks,
     sandboxTransitions,
     reconcileQueue,
     execs,

@@ -64,6 +64,7 @@ async function main(): Promise<void> {
         hostKey: await container.sshHostKey(),
         identity: container.identity,
         sandboxes: container.sandboxes,
+        links: container.sandboxLinks,
         runtime: container.runtime,
         tokens: container.sessions,
         log,

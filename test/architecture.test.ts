@@ -1,7 +1,7 @@
 // Layering rules that a reviewer would otherwise have to catch: SQL lives in repos, a
 // module reaches another through its service, and the events table has one writer.
 import assert from "node:assert/strict";
-import { readdirSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { describe, it } from "node:test";
 
@@ -60,4 +60,43 @@ describe("architecture", () => {
       .filter((file) => /from "(\.\.\/)+http\//.test(readFileSync(file, "utf8")));
     assert.deepEqual(offenders, []);
   });
+
+  it("keeps the exec service off the sandbox service: it depends on the router and the repo, not SandboxService", () => {
+    const reached = importsReachedFrom(path.join(MODULES, "sandboxes", "exec-service.ts"));
+    assert.ok(reached.size > 1, "the walk follows the exec service's imports");
+    assert.equal(reached.has(path.join(MODULES, "sandboxes", "service.ts")), false);
+  });
+
+  it("keeps the host facets off the wire: what routes names only the SandboxRuntime", () => {
+    const wire = [
+      path.join(MODULES, "hosts", "node-client.ts"),
+      path.join(MODULES, "hosts", "node-wire.ts"),
+      path.join(MODULES, "hosts", "node-api.ts"),
+      path.join(MODULES, "hosts", "router.ts"),
+      ...readdirSync(path.join("src", "http", "internal")).map((file) => path.join("src", "http", "internal", file)),
+    ].filter((file) => file.endsWith(".ts") && !file.endsWith(".test.ts"));
+    const facet =
+      /\b(RuntimeDriver|HostNetwork|HostStorage|LocalSnapshots|HostCapacity|NetworkReceipt|SnapshotImages)\b/;
+    assert.deepEqual(
+      wire.filter((file) => facet.test(readFileSync(file, "utf8"))),
+      [],
+    );
+    assert.match(readFileSync(wire[0] as string, "utf8"), /class NodeClient implements Pick<SandboxRuntime,/);
+  });
 });
+
+/** Every source file `start` imports, directly or through others (type imports included). */
+function importsReachedFrom(start: string): Set<string> {
+  const seen = new Set<string>([start]);
+  const queue = [start];
+  for (let file = queue.pop(); file !== undefined; file = queue.pop()) {
+    for (const match of readFileSync(file, "utf8").matchAll(/^(?:import|export)\b[^;]*?\bfrom "(\.[^"]+)\.js";/gms)) {
+      const target = path.join(path.dirname(file), `${match[1]}.ts`);
+      if (!seen.has(target) && existsSync(target)) {
+        seen.add(target);
+        queue.push(target);
+      }
+    }
+  }
+  return seen;
+}

@@ -64,6 +64,7 @@ describe("ssh gateway with the OpenSSH client", { timeout: 300_000 }, () => {
       hostKey: await t.c.sshHostKey(),
       identity: t.c.identity,
       sandboxes: t.c.sandboxes,
+      links: t.c.sandboxLinks,
       runtime: fixture.driver,
       tokens: t.c.sessions,
       log: t.c.log,

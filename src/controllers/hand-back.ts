@@ -27,7 +27,7 @@ export interface HandBackDeps {
   db: Db;
   clock: Clock;
   log: Logger;
-  driver: RuntimeDriver;
+  driver: Pick<RuntimeDriver, "destroy" | "servedFromPool" | "measureStorage">;
   identity: IdentityService;
   transitions: SandboxTransitions;
   /** The host handing the sandbox back (its id and epoch: the fence of the transaction). */

@@ -7,7 +7,7 @@
 // of the previous process indeterminate. It acts only on its own host's sandboxes
 // (docs/hosts.md): every query names the host, every write is conditional on (host_id,
 // epoch), and nothing is done while the host cannot act (fenced, or its lease lapsed).
-import type { RuntimeDriver } from "../drivers/runtime/interface.js";
+import type { HostStorage, RuntimeDriver, SandboxRuntime } from "../drivers/runtime/interface.js";
 import { RuntimeError } from "../drivers/runtime/interface.js";
 import type { Clock } from "../lib/clock.js";
 import type { Logger } from "../lib/logger.js";
@@ -83,6 +83,11 @@ export interface ReconcilerOptions {
   placement?: HandBackDeps["placement"];
 }
 
+/** What the reconciler needs of this host's runtime: the sandbox lifecycle, image pulls, exits. */
+export type ReconcilerRuntime = Pick<SandboxRuntime, "create" | "start" | "stop" | "destroy" | "observe" | "list"> &
+  Pick<HostStorage, "prepareImage" | "measureStorage"> &
+  Pick<RuntimeDriver, "onExit" | "servedFromPool">;
+
 export class SandboxReconciler {
   /** Gives up on the transitional step now running for a sandbox (its deadline passed). */
   private readonly stepExpiries = new Map<string, { state: string; expire: () => void }>();
@@ -108,7 +113,7 @@ export class SandboxReconciler {
 
   constructor(
     deps: ReconcilerDeps,
-    private readonly driver: RuntimeDriver,
+    private readonly driver: ReconcilerRuntime,
     private readonly options: ReconcilerOptions,
   ) {
     this.db = deps.db;
@@ -348,7 +353,17 @@ export class SandboxReconciler {
           "first process ended",
         );
         return false;
+      case "wake_failed":
+      case "settle":
+      case "cleanup_later":
+        // Answers to host work just done (stepFailed, failing, cleanup): applied where that work ran.
+        return false;
     }
+  }
+
+  /** Decides again with what a step's host work found (lifecycle.ts: stepFailed, failing, cleanup). */
+  private decideAfter(row: repo.SandboxRow, observed: Observed): LifecycleAction {
+    return decide(row, observed, this.clock.now(), { retentionSeconds: this.options.retentionSeconds });
   }
 
   private retainedAfter(): Date {
@@ -428,16 +443,19 @@ export class SandboxReconciler {
       if (!moved.applied || !moved.row) return;
       row = moved.row;
     }
-    try {
-      await this.driver.destroy(row.id);
-    } catch (error) {
-      // Retried on every sweep until the terminating deadline; then it ends failed, not stuck.
-      if (!row.state_deadline || row.state_deadline >= this.clock.now()) throw error;
-      await this.fail(row, "terminating_timeout", `the sandbox could not be removed: ${(error as Error).message}`);
+    const failure = await this.driver.destroy(row.id).then(
+      () => null,
+      (error: unknown) => error as Error,
+    );
+    // Retried on every sweep until the terminating deadline; then it ends failed, not stuck.
+    const action = this.decideAfter(row, { cleanup: { error: failure ? failure.message : null } });
+    if (action.kind === "cleanup_later") throw failure;
+    if (action.kind === "fail") {
+      await this.fail(row, action.code, action.message);
       return;
     }
     await this.identity.revokeSandboxKeys(row.id);
-    await this.set(row, "terminated");
+    if (action.kind === "settle") await this.set(row, action.to);
   }
 
   /**
@@ -453,18 +471,15 @@ export class SandboxReconciler {
       (error: unknown) => error as Error,
     );
     await this.identity.revokeSandboxKeys(row.id);
-    const desired = row.desired_state === "deleted" ? "deleted" : "stopped";
-    const retrySeconds = STATES.attention.deadlineSeconds;
-    await this.transition(row.id, cleanup ? "attention" : "failed", {
+    const action = this.decideAfter(row, {
+      failing: { code, message, cleanupError: cleanup ? withoutHostPaths(cleanup.message) : null },
+    });
+    if (action.kind !== "settle") return;
+    await this.transition(row.id, action.to, {
       from: NOT_TERMINATED,
       // Read under the row lock: a delete that came meanwhile is kept.
-      change: { desired_state: desired },
-      reason: cleanup
-        ? {
-            code,
-            message: `${message}; removing it from the host failed and is retried every ${retrySeconds} s: ${withoutHostPaths(cleanup.message)}`,
-          }
-        : { code, message },
+      ...(action.desired ? { change: { desired_state: action.desired } } : {}),
+      ...(action.reason ? { reason: action.reason } : {}),
     });
     if (cleanup) {
       this.log.error(
@@ -476,21 +491,25 @@ export class SandboxReconciler {
 
   /** Retries the host cleanup of a sandbox in `attention`. */
   private async retryCleanup(row: repo.SandboxRow): Promise<void> {
-    try {
-      await this.driver.destroy(row.id);
-    } catch (error) {
+    const failure = await this.driver.destroy(row.id).then(
+      () => null,
+      (error: unknown) => error as Error,
+    );
+    const action = this.decideAfter(row, { cleanup: { error: failure ? failure.message : null } });
+    if (action.kind !== "settle") return;
+    if (failure) {
       // Still stuck: the same state with the next retry time, and no new event.
-      await this.set(row, "attention");
-      this.log.warn({ sandbox_id: row.id, err: (error as Error).message }, "host cleanup still failing");
+      await this.set(row, action.to);
+      this.log.warn({ sandbox_id: row.id, err: failure.message }, "host cleanup still failing");
       return;
     }
     await this.identity.revokeSandboxKeys(row.id);
-    await this.set(row, row.desired_state === "deleted" ? "terminated" : "failed");
+    await this.set(row, action.to);
   }
 
   private async materialize(row: repo.SandboxRow, live: () => boolean): Promise<void> {
-    let image: Awaited<ReturnType<RuntimeDriver["prepareImage"]>>;
-    let observed: Awaited<ReturnType<RuntimeDriver["observe"]>>;
+    let image: Awaited<ReturnType<HostStorage["prepareImage"]>>;
+    let observed: Awaited<ReturnType<SandboxRuntime["observe"]>>;
     try {
       [image, observed] = await Promise.all([
         this.driver.prepareImage(row.workload_image, {
@@ -586,13 +605,14 @@ export class SandboxReconciler {
       if (!live()) return;
       await this.driver.start(row.id);
     } catch (error) {
-      if (row.state !== "stopped" || !live()) throw error;
-      // A wake that fails keeps the sandbox stopped with its state: a stopped sandbox's root
-      // layer and workspace are on the host (durable or standard), and failing it would
-      // destroy them. Among the causes: a sandbox of the old layout the host cannot back yet
-      // (legacy.ts keeps its state aside), a transient host failure. It shows the reason, and
-      // a later wake tries again.
+      if (!live()) throw error;
+      // decide: a wake that fails keeps the sandbox stopped with its state (wake_failed; among
+      // the causes a sandbox of the old layout the host cannot back yet, legacy.ts keeps its
+      // state aside, and a transient host failure); any other failed start fails it (thrown
+      // to transitional()). A later wake tries again.
       const code = failureCode(error);
+      const action = this.decideAfter(row, { stepFailed: { code, message: tenantFailureMessage(error) } });
+      if (action.kind !== "wake_failed") throw error;
       this.log.warn(
         { sandbox_id: row.id, code, err: (error as Error).message },
         "wake failed: the sandbox stays stopped",
@@ -600,7 +620,7 @@ export class SandboxReconciler {
       await this.transition(row.id, "stopped", {
         from: ["stopped"],
         change: { desired_state: "stopped" },
-        reason: { code, message: tenantFailureMessage(error) },
+        reason: { code: action.code, message: action.message },
       });
       return;
     }

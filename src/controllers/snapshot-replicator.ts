@@ -6,7 +6,7 @@
 // resumes the replications it left under lease.
 import { stat } from "node:fs/promises";
 import type { BlobStore } from "../drivers/blobs/interface.js";
-import type { RuntimeDriver, SnapshotImages } from "../drivers/runtime/interface.js";
+import type { LocalSnapshots, SnapshotImages } from "../drivers/runtime/interface.js";
 import type { Clock } from "../lib/clock.js";
 import { sha256Hex } from "../lib/hash.js";
 import type { Logger } from "../lib/logger.js";
@@ -83,7 +83,7 @@ export class SnapshotReplicator {
 
   constructor(
     deps: ReplicatorDeps,
-    private readonly driver: RuntimeDriver,
+    private readonly driver: LocalSnapshots,
     private readonly options: ReplicatorOptions,
   ) {
     this.db = deps.db;

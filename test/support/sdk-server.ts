@@ -71,6 +71,7 @@ export async function startApiServer(
           hostKey: await t.c.sshHostKey(),
           identity: t.c.identity,
           sandboxes: t.c.sandboxes,
+          links: t.c.sandboxLinks,
           runtime: fixture.driver,
           tokens: t.c.sessions,
           log: t.c.log,

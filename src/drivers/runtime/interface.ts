@@ -2,6 +2,9 @@
 // sandboxes (runc on this host today, Kubernetes later). Every implementation passes
 // contract.test.ts. The driver holds no desired state: it does what it is told and reports
 // what it observes, so a restarted server can list() what exists and adopt or remove it.
+// It is split at the host boundary (docs/hosts.md): SandboxRuntime, what may cross the wire,
+// and the host facets (HostNetwork, HostStorage, LocalSnapshots, HostCapacity) that never do;
+// RuntimeDriver is all of them, for the wiring. Consumers take the narrowest they need.
 
 /**
  * `none`: a network namespace with loopback only. `public`: NAT to the outside, the host and
@@ -178,9 +181,30 @@ export interface SandboxSession {
   kill(): void;
 }
 
-/** What setNetwork() applied, naming the exact kernel objects so a caller can record it. */
-export interface NetworkReceipt {
+/**
+ * What setNetwork() applied as it may leave the host (the API's receipt, receiptView): the
+ * mode, the namespace's name and identity, the rules in force; no host path, veth or address.
+ */
+export interface NetworkApplied {
   mode: NetworkMode;
+  namespace: {
+    /** The namespace's name (`ip netns`), or the driver's equivalent. */
+    name: string;
+    /** Inode of the namespace (`net:[inode]`): its identity while it lives (the receipt's resource version). */
+    inode: number;
+  };
+  /** The firewall rules now in force for this sandbox (empty for `none`). */
+  rules: { family: string; table: string; chain: string; handle: number; rule: string }[];
+}
+
+/** The part of a receipt that may leave the host (what the owner's internal API answers, node-api.ts). */
+export function networkApplied(receipt: NetworkApplied): NetworkApplied {
+  const { name, inode } = receipt.namespace;
+  return { mode: receipt.mode, namespace: { name, inode }, rules: receipt.rules };
+}
+
+/** What the local driver's setNetwork() applied, naming the exact kernel objects so the host can check it. */
+export interface NetworkReceipt extends NetworkApplied {
   namespace: {
     /** The namespace's name (`ip netns`), or the driver's equivalent. */
     name: string;
@@ -191,8 +215,6 @@ export interface NetworkReceipt {
   };
   /** For `public` and `gateway_only`: the veth pair and addresses. */
   link?: { hostInterface: string; sandboxInterface: string; sandboxAddress: string; gatewayAddress: string };
-  /** The firewall rules now in force for this sandbox (empty for `none`). */
-  rules: { family: string; table: string; chain: string; handle: number; rule: string }[];
 }
 
 export type RuntimeErrorCode =
@@ -295,15 +317,16 @@ export interface PrepareImageOptions {
 export type ExitListener = (id: string, observation: SandboxObservation) => void;
 
 /**
+ * What may cross the wire (docs/hosts.md "The host boundary in the code"): the operations on a
+ * sandbox, answered with states, modes and receipts, never a host path, veth or address. The
+ * local driver implements it; the owner's client (hosts/node-client.ts) the part that routes.
+ *
  * Lifecycle: create (resources allocated, not running) -> start -> running -> (the first
  * process exits, or stop) -> stopped -> start again (rootfs changes and workspace kept) ...
  * -> destroy (everything gone). Lifecycle calls on one sandbox are serialized by the
  * driver; exec may run alongside them. Every method is safe to retry after a crash.
  */
-export interface RuntimeDriver {
-  readonly kind: string;
-  /** Makes an image available (pulled and unpacked once, however many creates ask at once). */
-  prepareImage(reference: string, options?: PrepareImageOptions): Promise<PreparedImage>;
+export interface SandboxRuntime {
   /** Allocates the sandbox without starting it. RuntimeError already_exists when it exists. */
   create(spec: SandboxSpec): Promise<void>;
   /** Starts (or wakes) the first process; resolves once it runs. A no-op while running. */
@@ -322,8 +345,22 @@ export interface RuntimeDriver {
   observe(id: string): Promise<SandboxObservation>;
   /** Ids with any state on the host, complete or not (for adoption and cleanup after a crash). */
   list(): Promise<string[]>;
-  /** Switches the network live (running or not) and reports exactly what is in force. */
-  setNetwork(id: string, mode: NetworkMode): Promise<NetworkReceipt>;
+  /** Switches the network live (running or not) and reports what is in force. */
+  setNetwork(id: string, mode: NetworkMode): Promise<NetworkApplied>;
+  /** Grows a durable workspace to `capacityGiB` (the same value again is a no-op); never shrinks. */
+  growWorkspace(id: string, capacityGiB: number): Promise<void>;
+  /**
+   * Seals a copy-on-write snapshot of the sandbox's root layer and workspace under
+   * `snapshotId`. A running sandbox is frozen (cgroup freezer, filesystems flushed) only
+   * for the instant the clone takes and is always thawed again. Idempotent: a snapshot id
+   * already sealed returns its record. Serialized with the sandbox's lifecycle calls;
+   * RuntimeError snapshot_in_progress while another snapshot of it is being taken.
+   */
+  snapshot(id: string, snapshotId: string): Promise<LocalSnapshot>;
+}
+
+/** The host's network as only the host sees it (the egress gateway, the session plane, SSH forwards). */
+export interface HostNetwork {
   /**
    * The sandbox whose network address `address` is, with its mode (the egress gateway knows
    * its callers by source address); null for any other address. Absent: no gateway callers.
@@ -341,8 +378,12 @@ export interface RuntimeDriver {
    * running. Whether the host can connect at all is portAddress()'s answer.
    */
   listeningPorts(id: string): Promise<number[]>;
-  /** Grows a durable workspace to `capacityGiB` (the same value again is a no-op); never shrinks. */
-  growWorkspace(id: string, capacityGiB: number): Promise<void>;
+}
+
+/** The host's storage: images pulled into its layer cache, its pool's admission and report. */
+export interface HostStorage {
+  /** Makes an image available (pulled and unpacked once, however many creates ask at once). */
+  prepareImage(reference: string, options?: PrepareImageOptions): Promise<PreparedImage>;
   /**
    * Measures the host's storage now (statfs, the size of every image: I/O), for the API to
    * admit a create or a growth with under its admission lock against the store's live
@@ -352,18 +393,12 @@ export interface RuntimeDriver {
   measureStorage?(): Promise<StorageMeasure>;
   /** The storage pool's numbers (null before there is a pool). */
   storageReport?(): Promise<StorageReport | null>;
-  /** The host's memory (MiB) and CPUs (millis), which the API admits memory_mb and cpu_millis against. */
-  hostCompute?(): { memoryMiB: number; cpuMillis: number };
-  /** Placement's hints (docs/hosts.md): images in the layer cache, images with a warm pool member. */
-  cacheHints?(): { images: string[]; warmImages: string[] };
-  /**
-   * Seals a copy-on-write snapshot of the sandbox's root layer and workspace under
-   * `snapshotId`. A running sandbox is frozen (cgroup freezer, filesystems flushed) only
-   * for the instant the clone takes and is always thawed again. Idempotent: a snapshot id
-   * already sealed returns its record. Serialized with the sandbox's lifecycle calls;
-   * RuntimeError snapshot_in_progress while another snapshot of it is being taken.
-   */
-  snapshot(id: string, snapshotId: string): Promise<LocalSnapshot>;
+  /** Bytes received from image registries since the driver opened (metrics; optional). */
+  imagePullBytes?(): number;
+}
+
+/** The host's sealed local snapshot copies (host paths: they never leave the host). */
+export interface LocalSnapshots {
   /** The sealed local copy's images, or null when this host has none. */
   localSnapshot(snapshotId: string): Promise<SnapshotImages | null>;
   /**
@@ -376,8 +411,24 @@ export interface RuntimeDriver {
   dropLocalSnapshot(snapshotId: string): Promise<void>;
   /** Ids of the sealed local copies on this host. */
   listLocalSnapshots(): Promise<string[]>;
-  /** Bytes received from image registries since the driver opened (metrics; optional). */
-  imagePullBytes?(): number;
+}
+
+/** What the host offers, for admission and the heartbeat (placement reads it from the registry). */
+export interface HostCapacity {
+  /** The host's memory (MiB) and CPUs (millis), which the API admits memory_mb and cpu_millis against. */
+  hostCompute?(): { memoryMiB: number; cpuMillis: number };
+  /** Placement's hints (docs/hosts.md): images in the layer cache, images with a warm pool member. */
+  cacheHints?(): { images: string[]; warmImages: string[] };
+}
+
+/**
+ * The whole local driver, for the wiring (container.ts) and its own tests: the sandbox runtime
+ * and every host facet, with the receipt of setNetwork() in full (the kernel objects).
+ */
+export interface RuntimeDriver extends SandboxRuntime, HostNetwork, HostStorage, LocalSnapshots, HostCapacity {
+  readonly kind: string;
+  /** Switches the network live (running or not) and reports exactly what is in force. */
+  setNetwork(id: string, mode: NetworkMode): Promise<NetworkReceipt>;
   /**
    * Whether the sandbox's create was served by a pre-started pooled sandbox; answered until
    * its first start (metrics; optional, absent means no pool).

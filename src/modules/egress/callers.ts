@@ -1,7 +1,7 @@
 // Who is calling the gateway: the runtime names the sandbox holding a source address (and
 // its network mode, which changes with the rules), the sandbox service its organization,
 // project and run (which never change, so they are cached briefly).
-import type { RuntimeDriver } from "../../drivers/runtime/interface.js";
+import type { HostNetwork } from "../../drivers/runtime/interface.js";
 import type { SandboxService } from "../sandboxes/service.js";
 import type { EgressCaller } from "./types.js";
 
@@ -9,7 +9,7 @@ const TTL_MS = 10_000;
 const MAX_ENTRIES = 10_000;
 
 export function callerDirectory(
-  runtime: Pick<RuntimeDriver, "sandboxAtAddress">,
+  runtime: Pick<HostNetwork, "sandboxAtAddress">,
   sandboxes: Pick<SandboxService, "egressIdentity">,
 ): (address: string) => Promise<EgressCaller | null> {
   const cache = new Map<string, { at: number; identity: { orgId: string; projectId: string; runId: string } }>();

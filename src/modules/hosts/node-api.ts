@@ -5,13 +5,14 @@
 // lease lapsed) answers 503 host_unavailable. The operations re-read the sandbox from the
 // store: the grant's organization must own it and this host must be its owner.
 import { randomBytes } from "node:crypto";
-import type {
-  NetworkMode,
-  NetworkReceipt,
-  RuntimeDriver,
-  SandboxSession,
-  SessionHandlers,
-  SessionRequest,
+import {
+  type NetworkApplied,
+  type NetworkMode,
+  networkApplied,
+  type SandboxRuntime,
+  type SandboxSession,
+  type SessionHandlers,
+  type SessionRequest,
 } from "../../drivers/runtime/interface.js";
 import { AppError } from "../../lib/errors.js";
 import { type GrantClaims, GrantReplayGuard, type GrantSigner, type RoutedOperation } from "./grants.js";
@@ -23,7 +24,7 @@ export interface NodeOperations {
   exec(claims: GrantClaims, request: RoutedExecRequest): Promise<unknown>;
   snapshot(claims: GrantClaims, snapshotId: string): Promise<void>;
   grow(claims: GrantClaims, capacityGiB: number): Promise<void>;
-  network(claims: GrantClaims, mode: NetworkMode): Promise<NetworkReceipt>;
+  network(claims: GrantClaims, mode: NetworkMode): Promise<NetworkApplied>;
   openSession(claims: GrantClaims, request: SessionRequest, handlers: SessionHandlers): Promise<SandboxSession>;
 }
 
@@ -62,7 +63,7 @@ export interface OwnerDeps {
   /** The sandbox row by id (SandboxService.rowForHost). */
   sandboxOf(id: string): Promise<{ org_id: string; host_id: string | null; quarantined: boolean } | null>;
   host: HostGate;
-  runtime: RuntimeDriver;
+  runtime: Pick<SandboxRuntime, "growWorkspace" | "setNetwork" | "openSession">;
   exec(claims: GrantClaims, request: RoutedExecRequest): Promise<unknown>;
   snapshot(claims: GrantClaims, snapshotId: string): Promise<void>;
   /** Holds the sandbox awake while a routed session is open (the reconciler's idle check). */
@@ -87,7 +88,8 @@ export function ownerOperations(deps: OwnerDeps): NodeOperations {
     },
     network: async (claims, mode) => {
       await owned(claims);
-      return deps.runtime.setNetwork(claims.sandboxId, mode);
+      // Only what may leave the host: no namespace path, veth or address.
+      return networkApplied(await deps.runtime.setNetwork(claims.sandboxId, mode));
     },
     openSession: async (claims, request, handlers) => {
       const row = await owned(claims);

@@ -5,8 +5,9 @@
 // command on the owner as it does on one host (node-wire.ts).
 import http from "node:http";
 import type {
+  NetworkApplied,
   NetworkMode,
-  NetworkReceipt,
+  SandboxRuntime,
   SandboxSession,
   SessionHandlers,
   SessionRequest,
@@ -60,7 +61,8 @@ export interface NodeClientOptions {
 
 const UNSENT = new Set(["ECONNREFUSED", "EHOSTUNREACH", "ENETUNREACH", "EAI_AGAIN", "ENOTFOUND", "ECONNABORTED"]);
 
-export class NodeClient {
+/** The owner's runtime for one sandbox: the part of SandboxRuntime that routes (exec and snapshot route whole). */
+export class NodeClient implements Pick<SandboxRuntime, "openSession" | "growWorkspace" | "setNetwork"> {
   constructor(private readonly options: NodeClientOptions) {}
 
   get hostId(): string {
@@ -81,8 +83,8 @@ export class NodeClient {
     await this.call("grow", { capacity_gib: capacityGiB }, SLOW_OPERATION_MS).catch(unavailableWhenLost);
   }
 
-  async setNetwork(_id: string, mode: NetworkMode): Promise<NetworkReceipt> {
-    return (await this.call("network", { mode }, SLOW_OPERATION_MS).catch(unavailableWhenLost)) as NetworkReceipt;
+  async setNetwork(_id: string, mode: NetworkMode): Promise<NetworkApplied> {
+    return (await this.call("network", { mode }, SLOW_OPERATION_MS).catch(unavailableWhenLost)) as NetworkApplied;
   }
 
   private authorization(operation: RoutedOperation, body: Buffer | string): string {

@@ -5,7 +5,7 @@
 // that signs a grant per request. An owner that is not routable (no internal API published,
 // not ready, another epoch than the row's, unreachable) answers 503 `host_unavailable`.
 import { Agent } from "node:http";
-import type { RuntimeDriver } from "../../drivers/runtime/interface.js";
+import type { SandboxRuntime } from "../../drivers/runtime/interface.js";
 import type { Logger } from "../../lib/logger.js";
 import type { Queryable } from "../../store/db.js";
 import type { GrantSigner } from "./grants.js";
@@ -14,7 +14,7 @@ import { NodeClient } from "./node-client.js";
 import { routeTargetOf } from "./route-repo.js";
 
 /** The part of a sandbox runtime that crosses the wire (besides exec and snapshot, which route whole). */
-export type RoutedRuntime = Pick<RuntimeDriver, "openSession" | "growWorkspace" | "setNetwork">;
+export type RoutedRuntime = Pick<SandboxRuntime, "openSession" | "growWorkspace" | "setNetwork">;
 
 /** Where a sandbox's host operations go: this server's runtime (remote null), or the owner's node API. */
 export interface Route {
@@ -39,7 +39,7 @@ export class HostRouter {
   constructor(
     private readonly db: Queryable,
     private readonly host: HostGate | null,
-    private readonly runtime: RuntimeDriver | null,
+    private readonly runtime: SandboxRuntime | null,
     private readonly grants: GrantSigner,
     private readonly log: Logger,
     /** The sandbox row by id (SandboxService.rowForHost), for runtimeOfId. */

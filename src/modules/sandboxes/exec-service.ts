@@ -3,9 +3,9 @@
 // runs the command twice. Output kept for a replay is sealed under the organization's data
 // key: it may hold secrets released with secret_environment.
 import type { SandboxDefaults } from "../../config.js";
-import { type ExecOutcome, RuntimeError } from "../../drivers/runtime/interface.js";
+import { type ExecOutcome, RuntimeError, type SandboxRuntime } from "../../drivers/runtime/interface.js";
 import type { Clock } from "../../lib/clock.js";
-import { AppError } from "../../lib/errors.js";
+import { AppError, notFound } from "../../lib/errors.js";
 import { canonicalJson, sha256Hex } from "../../lib/hash.js";
 import { newId } from "../../lib/ids.js";
 import type { Logger } from "../../lib/logger.js";
@@ -19,10 +19,11 @@ import type { HostRouter } from "../hosts/router.js";
 import type { Credential } from "../identity/credential.js";
 import type { WarrenMetrics } from "../metrics/registry.js";
 import type { SecretService } from "../secrets/service.js";
+import type { ExecsInFlight } from "./execs-in-flight.js";
+import { localRuntime } from "./local-runtime.js";
 import * as repo from "./repo.js";
-import type { SandboxService } from "./service.js";
 import { sandboxEventOf } from "./transitions.js";
-import { checkArgv } from "./view.js";
+import { checkArgv, isVisible, SANDBOX_ID } from "./view.js";
 
 const ACTIVITY_HEARTBEAT_MS = 30_000;
 /** How much longer than the command's timeout a routed exec waits for the owner's answer. */
@@ -48,21 +49,46 @@ interface ExecEnd {
   afterAnswer: boolean;
 }
 
+/** What the exec service works with: the store and the router, never the sandbox service. */
+export interface ExecServiceDeps {
+  db: DeferringDb;
+  clock: Clock;
+  log: Logger;
+  defaults: SandboxDefaults;
+  secrets: SecretService;
+  /** This server's runtime, for the execs of its own sandboxes (null: it runs none). */
+  runtime: Pick<SandboxRuntime, "exec"> | null;
+  /** The execs running in this process (the sandbox service's idle check reads them). */
+  inFlight: ExecsInFlight<ExecResponse>;
+  /** This server as a host: an exec runs only on the sandbox's own host, at its current epoch. */
+  host?: HostGate | null;
+  /** Routes an exec to the sandbox's owner (null: only this host's sandboxes run; others answer host_unavailable). */
+  router?: HostRouter | null;
+  /** An api replica (WARREN_ROLE=api): without a runtime, an exec here answers host_unavailable. */
+  apiReplica?: boolean;
+}
+
 export class ExecService {
   private metrics: WarrenMetrics | null = null;
+  private readonly db: DeferringDb;
+  private readonly clock: Clock;
+  private readonly log: Logger;
+  private readonly defaults: SandboxDefaults;
+  private readonly secrets: SecretService;
+  private readonly inFlight: ExecsInFlight<ExecResponse>;
+  private readonly host: HostGate | null;
+  private readonly router: HostRouter | null;
 
-  constructor(
-    private readonly db: DeferringDb,
-    private readonly clock: Clock,
-    private readonly log: Logger,
-    private readonly defaults: SandboxDefaults,
-    private readonly sandboxes: SandboxService,
-    private readonly secrets: SecretService,
-    /** This server as a host: an exec runs only on the sandbox's own host, at its current epoch. */
-    private readonly host: HostGate | null = null,
-    /** Routes an exec to the sandbox's owner (null: only this host's sandboxes run; others answer host_unavailable). */
-    private readonly router: HostRouter | null = null,
-  ) {}
+  constructor(private readonly deps: ExecServiceDeps) {
+    this.db = deps.db;
+    this.clock = deps.clock;
+    this.log = deps.log;
+    this.defaults = deps.defaults;
+    this.secrets = deps.secrets;
+    this.inFlight = deps.inFlight;
+    this.host = deps.host ?? null;
+    this.router = deps.router ?? null;
+  }
 
   /** Exec durations and outcomes go to these metrics (GET /metrics). */
   useMetrics(metrics: WarrenMetrics): void {
@@ -76,7 +102,7 @@ export class ExecService {
     idempotencyKey: string | undefined,
   ): Promise<ExecResponse> {
     checkArgv("cmd", input.cmd);
-    const row = await this.sandboxes.loadExecTarget(cred, id);
+    const row = await this.loadTarget(cred, id);
     if (row.quarantined) throw new AppError("quarantined", "the sandbox is quarantined");
     // The caller's own grants, before anything else: a replay of an exec that released a
     // secret returns its output, so it needs the grant as much as a new exec does.
@@ -112,6 +138,27 @@ export class ExecService {
     }
     this.checkRunning(row);
     return this.execHere(row.org_id, row, input, request.env ?? {}, key, request.request_hash);
+  }
+
+  /**
+   * The sandbox a credential may exec in (SandboxService.load's checks, on the columns an exec
+   * needs). Read from the store every time: a quarantine or stop written through any server is seen at once.
+   */
+  private async loadTarget(cred: Credential, id: string): Promise<repo.ExecTarget> {
+    const row = SANDBOX_ID.test(id) ? await repo.getExecTarget(this.db, id) : null;
+    if (!row || row.org_id !== cred.orgId || !isVisible(row, this.clock.now(), this.defaults.retentionSeconds))
+      throw notFound("sandbox");
+    if (cred.sandbox && cred.sandbox.sandboxId !== row.id) throw notFound("sandbox");
+    return row;
+  }
+
+  private runtime(): Pick<SandboxRuntime, "exec"> {
+    return localRuntime(this.deps.runtime, this.deps.apiReplica ?? false);
+  }
+
+  /** Whether this server is the sandbox's host and may act on it now. */
+  private actsHereOn(row: Pick<repo.ExecTarget, "host_id">): boolean {
+    return this.host !== null && row.host_id === this.host.id && this.host.canAct();
   }
 
   private checkRunning(row: repo.ExecTarget): void {
@@ -162,8 +209,8 @@ export class ExecService {
   ): Promise<ExecResponse> {
     // Never spawned by a server that does not own the sandbox, and never recorded there: the
     // same key retried through the owner runs (docs/api-decisions.md, host_unavailable).
-    this.sandboxes.runtime();
-    if (!this.host || !this.sandboxes.actsHereOn(row)) throw hostUnavailable();
+    this.runtime();
+    if (!this.host || !this.actsHereOn(row)) throw hostUnavailable();
     const owner = this.host.owner();
     const execId = newId("exe");
     const startedAt = this.clock.now();
@@ -192,11 +239,11 @@ export class ExecService {
     // Registered in the tick the command goes to the driver (no reconcile runs in between)
     // and deregistered only after its end, with the activity that pushes the idle deadline
     // out, is recorded: an idle stop never sees a gap.
-    this.sandboxes.execBegan(execId, row.id, running);
+    this.inFlight.began(execId, row.id, running);
     try {
       return await running;
     } finally {
-      if (!end.afterAnswer) this.sandboxes.execEnded(execId);
+      if (!end.afterAnswer) this.inFlight.ended(execId);
     }
   }
 
@@ -218,7 +265,7 @@ export class ExecService {
       throw new AppError("idempotency_conflict", "this Idempotency-Key was already used with a different exec request");
     }
     if (record.outcome === "running") {
-      const inFlight = this.sandboxes.execInFlight(record.id);
+      const inFlight = this.inFlight.get(record.id);
       if (inFlight) return inFlight;
       if (routable && this.router && !this.router.ownsHere(routable) && record.host_id === routable.host_id)
         return null;
@@ -246,10 +293,10 @@ export class ExecService {
     startedAt: Date,
   ): Promise<ExecResponse> {
     const { recordId } = end;
-    const driver = this.sandboxes.runtime();
+    const driver = this.runtime();
     // A long command keeps the sandbox's activity fresh; a short one is recorded at its end.
     const heartbeat = setInterval(
-      () => void this.sandboxes.touch(row, "exec").catch(() => undefined),
+      () => void repo.touchSandbox(this.db, row.id, this.clock.now(), "exec").catch(() => undefined),
       ACTIVITY_HEARTBEAT_MS,
     );
     let outcome: ExecOutcome;
@@ -346,7 +393,7 @@ export class ExecService {
           "the end of an exec (its activity and sandbox.exec event) could not be recorded",
         ),
       )
-      .finally(() => this.sandboxes.execEnded(end.execId));
+      .finally(() => this.inFlight.ended(end.execId));
   }
 
   private async sealOutput(orgId: string, execId: string, output: Output) {

@@ -2,10 +2,10 @@
 // outside it (a host tool never runs while the row lock others wait on is held): workspace
 // growth and a live network switch. Also how the host's storage refusals read in the API.
 import {
+  type NetworkApplied,
   type NetworkMode,
-  type NetworkReceipt,
-  type RuntimeDriver,
   RuntimeError,
+  type SandboxRuntime,
 } from "../../drivers/runtime/interface.js";
 import { AppError } from "../../lib/errors.js";
 import type { Logger } from "../../lib/logger.js";
@@ -19,10 +19,10 @@ export type HostChange = { kind: "grow"; from: number; to: number } | { kind: "n
 
 /** Applies a claimed host change outside any transaction, then records it and ends the claim. */
 export async function applyHostChange(
-  deps: { db: Db; runtime: Pick<RuntimeDriver, "growWorkspace" | "setNetwork">; log: Logger },
+  deps: { db: Db; runtime: Pick<SandboxRuntime, "growWorkspace" | "setNetwork">; log: Logger },
   row: repo.SandboxRow,
   host: HostChange,
-): Promise<NetworkReceipt | null> {
+): Promise<NetworkApplied | null> {
   try {
     if (host.kind === "grow") {
       await deps.runtime.growWorkspace(row.id, host.to);

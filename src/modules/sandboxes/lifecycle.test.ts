@@ -251,3 +251,103 @@ describe("sandbox lifecycle isDue (what the sweep kicks)", () => {
     }
   });
 });
+
+// The policy the reconciler once held in its apply code: what its host work found decides the end.
+describe("sandbox lifecycle decide after host work", () => {
+  const record = (state: StoredState, desired: DesiredState, deadline: Date | null = null): LifecycleRecord => ({
+    state,
+    desired_state: desired,
+    quarantined: false,
+    state_deadline: deadline,
+    expires_at: null,
+    idle_deadline: null,
+    finished_at: null,
+  });
+  const reason = { code: "start_failed", message: "the first process could not be started" };
+
+  it("a failed wake keeps a stopped sandbox stopped, with the reason", () => {
+    for (const desired of DESIRED) {
+      assert.deepEqual(decide(record("stopped", desired), { stepFailed: reason }, NOW, options), {
+        kind: "wake_failed",
+        ...reason,
+      });
+    }
+  });
+
+  it("any other failed step fails the sandbox, with the reason", () => {
+    for (const state of ["materializing", "ready", "running"] as const) {
+      assert.deepEqual(decide(record(state, "running", at(10)), { stepFailed: reason }, NOW, options), {
+        kind: "fail",
+        ...reason,
+      });
+    }
+  });
+
+  it("a failure whose host cleanup worked ends failed, keeping a delete", () => {
+    const failing = { ...reason, cleanupError: null };
+    for (const [desired, kept] of [
+      ["running", "stopped"],
+      ["stopped", "stopped"],
+      ["deleted", "deleted"],
+    ] as const) {
+      assert.deepEqual(decide(record("materializing", desired), { failing }, NOW, options), {
+        kind: "settle",
+        to: "failed",
+        desired: kept,
+        reason,
+      });
+    }
+  });
+
+  it("a failure whose host cleanup failed needs attention, saying so and when it is retried", () => {
+    const failing = { ...reason, cleanupError: "cgroup busy" };
+    for (const desired of DESIRED) {
+      assert.deepEqual(decide(record("running", desired), { failing }, NOW, options), {
+        kind: "settle",
+        to: "attention",
+        desired: desired === "deleted" ? "deleted" : "stopped",
+        reason: {
+          code: reason.code,
+          message: `${reason.message}; removing it from the host failed and is retried every ${STATES.attention.deadlineSeconds} s: cgroup busy`,
+        },
+      });
+    }
+  });
+
+  it("the attention retry ends the sandbox once the cleanup works, and waits for the next retry while it fails", () => {
+    assert.deepEqual(decide(record("attention", "deleted"), { cleanup: { error: null } }, NOW, options), {
+      kind: "settle",
+      to: "terminated",
+    });
+    for (const desired of ["running", "stopped"] as const) {
+      assert.deepEqual(decide(record("attention", desired), { cleanup: { error: null } }, NOW, options), {
+        kind: "settle",
+        to: "failed",
+      });
+    }
+    for (const desired of DESIRED) {
+      assert.deepEqual(decide(record("attention", desired), { cleanup: { error: "busy" } }, NOW, options), {
+        kind: "settle",
+        to: "attention",
+      });
+    }
+  });
+
+  it("a terminating sandbox ends terminated, retries a failed cleanup until its deadline, then fails", () => {
+    const terminating = (deadline: Date | null) => record("terminating", "deleted", deadline);
+    assert.deepEqual(decide(terminating(at(10)), { cleanup: { error: null } }, NOW, options), {
+      kind: "settle",
+      to: "terminated",
+    });
+    for (const deadline of [null, at(10), NOW]) {
+      assert.deepEqual(decide(terminating(deadline), { cleanup: { error: "busy" } }, NOW, options), {
+        kind: "cleanup_later",
+      });
+    }
+    assert.deepEqual(decide(terminating(at(-1)), { cleanup: { error: "busy" } }, NOW, options), {
+      kind: "fail",
+      code: "terminating_timeout",
+      message: "the sandbox could not be removed: busy",
+    });
+  });
+});

@@ -105,6 +105,15 @@ export interface Observed {
   runtime?: SandboxObservation;
   /** Whether an exec is running in the sandbox (an idle stop waits for it). */
   execInFlight?: boolean;
+  /** The host step just applied (materialize, start, stop) failed, with the reason a tenant may read. */
+  stepFailed?: { code: string; message: string };
+  /**
+   * The sandbox is failing with this reason and its host state was just removed (destroy):
+   * `cleanupError` null when that worked, else what went wrong (no host paths).
+   */
+  failing?: { code: string; message: string; cleanupError: string | null };
+  /** The host cleanup of a terminating sandbox, or the retry of one in `attention`, just ran: `error` null when it worked. */
+  cleanup?: { error: string | null };
 }
 
 export interface DecideOptions {
@@ -137,7 +146,15 @@ export type LifecycleAction =
   /** Stop it: asked for (`idle` false) or idle past its deadline (`idle` true). */
   | { kind: "stop"; idle: boolean }
   /** Its first process ended on its own: it stays stopped. */
-  | { kind: "exited"; exitCode?: number; oomKilled?: boolean };
+  | { kind: "exited"; exitCode?: number; oomKilled?: boolean }
+  // The actions below answer host work the reconciler has just done (Observed's stepFailed,
+  // failing, cleanup); the first decision of a pass never returns them.
+  /** A wake failed: the sandbox stays stopped with its files and shows why; a later wake tries again. */
+  | { kind: "wake_failed"; code: string; message: string }
+  /** Record the end of a failure or a cleanup: `to` (with `desired` and `reason` when given). */
+  | { kind: "settle"; to: StoredState; desired?: DesiredState; reason?: { code: string; message: string } }
+  /** The host cleanup of a terminating sandbox failed before its deadline: the sweep tries again. */
+  | { kind: "cleanup_later" };
 
 const NONE: LifecycleAction = { kind: "none" };
 
@@ -172,6 +189,9 @@ export function decide(
   options: DecideOptions,
 ): LifecycleAction {
   if (!record) return { kind: "destroy_host" };
+  if (observed.failing) return settleFailure(record, observed.failing);
+  if (observed.stepFailed) return afterStepFailure(record, observed.stepFailed);
+  if (observed.cleanup) return afterCleanup(record, observed.cleanup, now);
   const traits = STATES[record.state];
   if (traits.finished) {
     const retainedUntil = record.finished_at && record.finished_at.getTime() + options.retentionSeconds * 1000;
@@ -227,4 +247,54 @@ function decideRunning(record: LifecycleRecord, observed: Observed, now: Date): 
   if (observed.execInFlight === undefined) return { kind: "observe", runtime: true, execs: true };
   // A command still running is activity the idle deadline has not seen yet.
   return observed.execInFlight ? NONE : { kind: "stop", idle: true };
+}
+
+/**
+ * A failing sandbox ends `failed`; when its host state could not be removed (a cgroup still
+ * in use, a busy mount) it is `attention` instead: it still holds host resources and an
+ * operator may need to look, and the cleanup is retried. A delete that came meanwhile is kept.
+ */
+function settleFailure(record: LifecycleRecord, failing: NonNullable<Observed["failing"]>): LifecycleAction {
+  const desired: DesiredState = record.desired_state === "deleted" ? "deleted" : "stopped";
+  const { code, message, cleanupError } = failing;
+  if (cleanupError === null) return { kind: "settle", to: "failed", desired, reason: { code, message } };
+  const retrySeconds = STATES.attention.deadlineSeconds;
+  return {
+    kind: "settle",
+    to: "attention",
+    desired,
+    reason: {
+      code,
+      message: `${message}; removing it from the host failed and is retried every ${retrySeconds} s: ${cleanupError}`,
+    },
+  };
+}
+
+/**
+ * A failed step fails the sandbox, except a wake: a stopped sandbox's root layer and
+ * workspace are on the host, and failing it would destroy them (a sandbox of the old layout
+ * the host cannot back yet, a transient host failure). It stays stopped and shows why.
+ */
+function afterStepFailure(record: LifecycleRecord, failure: { code: string; message: string }): LifecycleAction {
+  if (record.state === "stopped") return { kind: "wake_failed", ...failure };
+  return { kind: "fail", ...failure };
+}
+
+/**
+ * After the host cleanup: a sandbox in `attention` ends (terminated when deleted, else failed)
+ * or stays for the next retry; a terminating one ends terminated, or on a failure is tried
+ * again until its deadline, then fails (and so ends in `attention` if the cleanup still fails).
+ */
+function afterCleanup(record: LifecycleRecord, cleanup: { error: string | null }, now: Date): LifecycleAction {
+  if (record.state === "attention") {
+    if (cleanup.error !== null) return { kind: "settle", to: "attention" };
+    return { kind: "settle", to: record.desired_state === "deleted" ? "terminated" : "failed" };
+  }
+  if (cleanup.error === null) return { kind: "settle", to: "terminated" };
+  if (!record.state_deadline || record.state_deadline >= now) return { kind: "cleanup_later" };
+  return {
+    kind: "fail",
+    code: "terminating_timeout",
+    message: `the sandbox could not be removed: ${cleanup.error}`,
+  };
 }

@@ -3,7 +3,7 @@
 // towards it and records what it observes. Exec is exec-service.ts.
 import { randomBytes } from "node:crypto";
 import type { SandboxDefaults } from "../../config.js";
-import type { RuntimeDriver, SandboxIdPool } from "../../drivers/runtime/interface.js";
+import type { HostCapacity, HostStorage, SandboxIdPool, SandboxRuntime } from "../../drivers/runtime/interface.js";
 import type { Clock } from "../../lib/clock.js";
 import { AppError, notFound } from "../../lib/errors.js";
 import type { Logger } from "../../lib/logger.js";
@@ -18,11 +18,12 @@ import type { ProjectService } from "../projects/service.js";
 import type { RunService } from "../runs/service.js";
 import type { QuotaService } from "../usage/service.js";
 import { checkMountTargets } from "../volumes/mounts.js";
-import type { ExecResponse } from "./exec-service.js";
+import type { ExecsInFlight } from "./execs-in-flight.js";
 import { admitOnHost, type HostAdmissionRequest, refuseBeyondHost } from "./host-admission.js";
 import { applyHostChange, HOST_CLAIM_SECONDS, type HostChange } from "./host-changes.js";
 import { placeAndAdmit } from "./host-placement.js";
 import { canStillReach, isFinished, STABLE_STATES, stateDeadline } from "./lifecycle.js";
+import { localRuntime } from "./local-runtime.js";
 import * as repo from "./repo.js";
 import type { CreateSandboxBody, SandboxJson, SandboxState, UpdateSandboxBody } from "./schemas.js";
 import type { SandboxTransitions } from "./transitions.js";
@@ -31,12 +32,12 @@ import {
   checkImageReference,
   checkMetadata,
   checkPorts,
+  isVisible,
   receiptView,
   restoredCapacity,
+  SANDBOX_ID,
   sandboxView,
 } from "./view.js";
-
-const SANDBOX_ID = /^sbx-[0-9a-f]{40}$/;
 
 const unsupported = (message: string) => new AppError("unsupported_capability", message);
 
@@ -95,89 +96,108 @@ export interface ReconcileTrigger {
   kick(id: string): void;
 }
 
-export class SandboxService {
+/**
+ * The collaborators built after the sandbox service (most of them take it): the composition
+ * root (container.ts) fills them in once they exist, before anything serves; null where the
+ * deployment has none.
+ */
+export interface SandboxLinks {
+  snapshots: SnapshotSource | null;
+  volumes: VolumeSource | null;
+  /** The session plane's endpoints (modules/sessions). */
+  endpoints: EndpointSource | null;
+  /** The SSH gateway of this process, once it listens (modules/ssh/index.ts): running sandboxes then carry `ssh`, and an open session holds off an idle stop. */
+  ssh: SshGatewayLink | null;
+}
+
+/** What the sandbox service needs of this server's own runtime. */
+type LocalRuntime = Pick<SandboxRuntime, "growWorkspace" | "setNetwork"> &
+  Pick<HostStorage, "measureStorage"> &
+  Pick<HostCapacity, "hostCompute">;
+
+/** Everything the sandbox service works with, in one object (no setters). */
+export interface SandboxServiceDeps {
+  db: Db;
+  clock: Clock;
+  log: Logger;
+  defaults: SandboxDefaults;
+  /** This server's runtime (null: it runs no sandboxes), with the host facets create and growth admit against. */
+  runtime: LocalRuntime | null;
+  projects: ProjectService;
+  runs: RunService;
+  quotas: QuotaService;
+  transitions: SandboxTransitions;
+  trigger: ReconcileTrigger;
+  /** The local driver's warm pool, whose members a create of their shape takes. */
+  pool?: SandboxIdPool | null;
+  /** This server as a host (the owner of what is created through it until placement chooses one). */
+  host?: HostGate | null;
+  /** The execs and routed sessions running in this process (exec-service.ts registers them). */
+  execs: Pick<ExecsInFlight, "has" | "ids">;
+  /** Where a host change (growth, network switch) of a sandbox another host owns is sent (docs/hosts.md "Routing"). */
+  router?: HostRouter | null;
+  /** Turns on `secrets` bindings at create (the egress gateway injects them); without it they are 422. */
+  secretBinder?: SecretBinder | null;
   /**
-   * Execs running in this process (exec-service.ts), by exec id: a retry with the same key
-   * waits for the outcome, and an idle stop waits for the sandbox's execs (only this
-   * process's execs can be running: the store has one server).
+   * This server is an `api` replica (WARREN_ROLE=api): it runs no sandboxes, and what needs a
+   * runtime of its own (a create until placement chooses a host in it) answers 503 `host_unavailable`.
    */
-  private readonly execsInFlight = new Map<string, { sandboxId: string; running: Promise<ExecResponse> }>();
-  private readonly execsPerSandbox = new Map<string, number>();
-  /** The SSH gateway of this process, when one serves (modules/ssh). */
-  private ssh: SshGatewayLink | null = null;
-  private snapshots: SnapshotSource | null = null;
-  private router: HostRouter | null = null;
-  private volumes: VolumeSource | null = null;
-  private secretBinder: SecretBinder | null = null;
-  private endpoints: EndpointSource | null = null;
+  apiReplica?: boolean;
+  links: SandboxLinks;
+}
+
+export class SandboxService {
+  private readonly db: Db;
+  private readonly clock: Clock;
+  private readonly log: Logger;
+  private readonly defaults: SandboxDefaults;
+  private readonly driver: LocalRuntime | null;
+  private readonly projects: ProjectService;
+  private readonly runs: RunService;
+  private readonly quotas: QuotaService;
+  private readonly transitions: SandboxTransitions;
+  private readonly trigger: ReconcileTrigger;
+  private readonly pool: SandboxIdPool | null;
+  private readonly host: HostGate | null;
+  private readonly execs: Pick<ExecsInFlight, "has" | "ids">;
+  private readonly router: HostRouter | null;
+  private readonly secretBinder: SecretBinder | null;
+  private readonly apiReplica: boolean;
+  private readonly links: SandboxLinks;
   /**
    * How far the image pull of each sandbox this process is materializing has come, set by
    * the reconciler; kept in memory only (no store write per chunk), read with the sandbox.
    */
   private readonly materializeProgress = new Map<string, NonNullable<SandboxJson["progress"]>>();
 
-  constructor(
-    private readonly db: Db,
-    private readonly clock: Clock,
-    private readonly log: Logger,
-    private readonly defaults: SandboxDefaults,
-    private readonly driver: RuntimeDriver | null,
-    private readonly projects: ProjectService,
-    private readonly runs: RunService,
-    private readonly quotas: QuotaService,
-    private readonly transitions: SandboxTransitions,
-    private readonly trigger: ReconcileTrigger,
-    private readonly pool: SandboxIdPool | null = null,
-    /** This server as a host (the owner of what is created through it until placement chooses one). */
-    private readonly host: HostGate | null = null,
-  ) {
+  constructor(deps: SandboxServiceDeps) {
+    this.db = deps.db;
+    this.clock = deps.clock;
+    this.log = deps.log;
+    this.defaults = deps.defaults;
+    this.driver = deps.runtime;
+    this.projects = deps.projects;
+    this.runs = deps.runs;
+    this.quotas = deps.quotas;
+    this.transitions = deps.transitions;
+    this.trigger = deps.trigger;
+    this.pool = deps.pool ?? null;
+    this.host = deps.host ?? null;
+    this.execs = deps.execs;
+    this.router = deps.router ?? null;
+    this.secretBinder = deps.secretBinder ?? null;
+    this.apiReplica = deps.apiReplica ?? false;
+    this.links = deps.links;
+    const quotas = deps.quotas;
     quotas.registerMeter("sandboxes.running", (q, orgId) => repo.countRunning(q, orgId));
     quotas.registerMeter("sandboxes.total", (q, orgId) => repo.countTotal(q, orgId));
     quotas.registerMeter("sandboxes.workspace_capacity_gib", (q, orgId) => repo.sumWorkspaceGiB(q, orgId));
-  }
-
-  /**
-   * This server is an `api` replica (WARREN_ROLE=api): it runs no sandboxes, and what needs a
-   * runtime (a create until placement chooses a host in it; exec until the router reaches the
-   * owner's) answers 503 `host_unavailable` (runtime()).
-   */
-  private apiReplica = false;
-
-  servesAsApiReplica(): void {
-    this.apiReplica = true;
-  }
-
-  /** The SSH gateway: running sandboxes then carry `ssh`, and an open session holds off an idle stop. */
-  useSshGateway(link: SshGatewayLink): void {
-    this.ssh = link;
-  }
-
-  /** Where a host change (growth, network switch) of a sandbox another host owns is sent (docs/hosts.md "Routing"). */
-  useRouter(router: HostRouter): void {
-    this.router = router;
-  }
-
-  useSnapshots(snapshots: SnapshotSource): void {
-    this.snapshots = snapshots;
-  }
-
-  useVolumes(volumes: VolumeSource): void {
-    this.volumes = volumes;
-  }
-
-  /** Turns on `secrets` bindings at create (the egress gateway injects them); without it they are 422. */
-  useSecretBindings(binder: SecretBinder): void {
-    this.secretBinder = binder;
   }
 
   /** A sandbox's secret bindings and organization, for the egress gateway (which checks the org). */
   async secretBindingsOf(id: string): Promise<{ orgId: string; bindings: repo.SecretBindingRow[] } | null> {
     const row = SANDBOX_ID.test(id) ? await repo.getSecretBindings(this.db, id) : null;
     return row ? { orgId: row.org_id, bindings: row.secret_bindings } : null;
-  }
-
-  useEndpoints(endpoints: EndpointSource): void {
-    this.endpoints = endpoints;
   }
 
   /** The reconciler's report of a materializing sandbox's image pull; null when it is over. */
@@ -202,8 +222,8 @@ export class SandboxService {
   private async view(row: repo.SandboxRow): Promise<SandboxJson> {
     const view = sandboxView(
       row,
-      this.endpoints ? await this.endpoints.endpointsOf(row) : [],
-      this.ssh?.endpoint ?? null,
+      this.links.endpoints ? await this.links.endpoints.endpointsOf(row) : [],
+      this.links.ssh?.endpoint ?? null,
     );
     const progress = row.state === "materializing" ? this.materializeProgress.get(row.id) : undefined;
     if (progress) view.progress = { ...progress };
@@ -224,13 +244,14 @@ export class SandboxService {
   }
 
   private volumeSource(): VolumeSource {
-    if (!this.volumes) throw new AppError("unavailable", "volumes are not available", { retryAfterSeconds: 30 });
-    return this.volumes;
+    if (!this.links.volumes) throw new AppError("unavailable", "volumes are not available", { retryAfterSeconds: 30 });
+    return this.links.volumes;
   }
 
   private snapshotSource(): SnapshotSource {
-    if (!this.snapshots) throw new AppError("unavailable", "snapshots are not available", { retryAfterSeconds: 30 });
-    return this.snapshots;
+    if (!this.links.snapshots)
+      throw new AppError("unavailable", "snapshots are not available", { retryAfterSeconds: 30 });
+    return this.links.snapshots;
   }
 
   /** Emits `<sandbox id>` whenever this process changes a sandbox. */
@@ -239,48 +260,21 @@ export class SandboxService {
   }
 
   execsInFlightIds(): string[] {
-    return [...this.execsInFlight.keys()];
+    return this.execs.ids();
   }
 
   /** Whether an exec or an SSH session of this process runs in the sandbox (the reconciler's idle check). */
   hasExecInFlight(sandboxId: string): boolean {
-    return (this.execsPerSandbox.get(sandboxId) ?? 0) > 0 || (this.ssh?.hasOpenSession(sandboxId) ?? false);
+    return this.execs.has(sandboxId) || (this.links.ssh?.hasOpenSession(sandboxId) ?? false);
   }
 
-  execInFlight(execId: string): Promise<ExecResponse> | undefined {
-    return this.execsInFlight.get(execId)?.running;
-  }
-
-  /** Registers an exec before its command is handed to the driver; execEnded after its end is recorded. */
-  execBegan(execId: string, sandboxId: string, running: Promise<ExecResponse>): void {
-    this.execsInFlight.set(execId, { sandboxId, running });
-    this.execsPerSandbox.set(sandboxId, (this.execsPerSandbox.get(sandboxId) ?? 0) + 1);
-  }
-
-  execEnded(execId: string): void {
-    const entry = this.execsInFlight.get(execId);
-    if (!entry) return;
-    this.execsInFlight.delete(execId);
-    const left = (this.execsPerSandbox.get(entry.sandboxId) ?? 1) - 1;
-    if (left > 0) this.execsPerSandbox.set(entry.sandboxId, left);
-    else this.execsPerSandbox.delete(entry.sandboxId);
-  }
-
-  runtime(): RuntimeDriver {
-    // An api replica: what needs the owner's runtime waits for the router (and a create for placement).
-    if (!this.driver && this.apiReplica) {
-      throw hostUnavailable(
-        "this api replica runs no sandboxes and cannot reach their hosts' runtimes yet; retry through the sandbox's host",
-      );
-    }
-    if (!this.driver)
-      throw new AppError("unavailable", "this server has no sandbox runtime", { retryAfterSeconds: 30 });
-    return this.driver;
+  /** This server's own runtime (for its own sandboxes), or the refusal of a server without one. */
+  private runtime(): LocalRuntime {
+    return localRuntime(this.driver, this.apiReplica);
   }
 
   private visible(row: Pick<repo.SandboxRow, "finished_at">): boolean {
-    if (!row.finished_at) return true;
-    return row.finished_at.getTime() + this.defaults.retentionSeconds * 1000 > this.clock.now().getTime();
+    return isVisible(row, this.clock.now(), this.defaults.retentionSeconds);
   }
 
   /** The sandbox a credential may see, or not_found (another org, another sandbox for a confined key, past retention). */

@@ -3,12 +3,21 @@
 // workspace capacity).
 import { ImageError } from "../../drivers/runtime/image/errors.js";
 import { parseImageReference } from "../../drivers/runtime/image/reference.js";
-import type { NetworkReceipt } from "../../drivers/runtime/interface.js";
+import type { NetworkApplied } from "../../drivers/runtime/interface.js";
 import { AppError } from "../../lib/errors.js";
 import type { SandboxRow } from "./repo.js";
 import type { SandboxJson } from "./schemas.js";
 
 export const METADATA_MAX_VALUE_BYTES = 4096;
+
+/** A sandbox id as the API mints them (newSandboxId); anything else is no sandbox. */
+export const SANDBOX_ID = /^sbx-[0-9a-f]{40}$/;
+
+/** Whether a sandbox is still shown: live, or finished within the retention period. */
+export function isVisible(row: Pick<SandboxRow, "finished_at">, now: Date, retentionSeconds: number): boolean {
+  if (!row.finished_at) return true;
+  return row.finished_at.getTime() + retentionSeconds * 1000 > now.getTime();
+}
 
 export function checkMetadata(metadata: Record<string, string> | undefined): void {
   if (!metadata) return;
@@ -136,7 +145,7 @@ export function restoredCapacity(
 }
 
 /** The contract's receipt names Kubernetes objects; here they are the namespace and nftables rules applied. */
-export function receiptView(receipt: NetworkReceipt) {
+export function receiptView(receipt: NetworkApplied) {
   return {
     network_access: receipt.mode,
     pod_uid: receipt.namespace.name,

@@ -2,7 +2,7 @@
 // sandbox's organization, its `ports`, its state and link), the endpoint tokens, the
 // `endpoints` of a sandbox's view, and traffic as `session` activity for idle stop. The
 // HTTP side (listener, proxying, WebSocket upgrades) is src/http/session-plane.ts.
-import type { RuntimeDriver } from "../../drivers/runtime/interface.js";
+import type { HostNetwork } from "../../drivers/runtime/interface.js";
 import type { Clock } from "../../lib/clock.js";
 import { AppError, notFound } from "../../lib/errors.js";
 import type { Logger } from "../../lib/logger.js";
@@ -74,7 +74,7 @@ export class SessionService implements EndpointSource {
   constructor(
     private readonly identity: IdentityService,
     private readonly sandboxes: SandboxService,
-    private readonly runtime: RuntimeDriver | null,
+    private readonly runtime: Pick<HostNetwork, "portAddress" | "listeningPorts"> | null,
     private readonly signer: SessionTokenSigner,
     private readonly clock: Clock,
     private readonly log: Logger,

@@ -1,12 +1,17 @@
 // SnapshotService: CreateSandboxSnapshot, ListSandboxSnapshots, DeleteSandboxSnapshot, and
 // what a restore needs (the snapshot a create names, its local copy). The host takes the
-// copy-on-write snapshot (RuntimeDriver.snapshot); replication to the blob store is the
+// copy-on-write snapshot (SnapshotRuntime.snapshot); replication to the blob store is the
 // SnapshotReplicator's (controllers/snapshot-replicator.ts), which this service kicks.
 
 import { randomBytes } from "node:crypto";
 import { EventEmitter } from "node:events";
 import type { BlobStore } from "../../drivers/blobs/interface.js";
-import { type LocalSnapshot, type RuntimeDriver, RuntimeError } from "../../drivers/runtime/interface.js";
+import {
+  type LocalSnapshot,
+  type LocalSnapshots,
+  RuntimeError,
+  type SandboxRuntime,
+} from "../../drivers/runtime/interface.js";
 import type { Clock } from "../../lib/clock.js";
 import { AppError, notFound } from "../../lib/errors.js";
 import { canonicalJson, sha256Hex } from "../../lib/hash.js";
@@ -20,6 +25,7 @@ import type { HostRouter } from "../hosts/router.js";
 import { type Credential, requireOrgScoped } from "../identity/credential.js";
 import type { WarrenMetrics } from "../metrics/registry.js";
 import type { ProjectService } from "../projects/service.js";
+import { localRuntime } from "../sandboxes/local-runtime.js";
 import type { SandboxService } from "../sandboxes/service.js";
 import { appendSandboxEvent } from "../sandboxes/transitions.js";
 import type { QuotaService } from "../usage/service.js";
@@ -70,6 +76,9 @@ export interface RestoreSource {
   hostId: string | null;
 }
 
+/** What snapshots need of this host's runtime: take a snapshot, and its local copies. */
+type SnapshotRuntime = Pick<SandboxRuntime, "snapshot"> & LocalSnapshots;
+
 export class SnapshotService {
   /** Emits `<snapshot id>` whenever this process changes a snapshot (sealed, failed, replicated). */
   readonly changes = new EventEmitter();
@@ -81,7 +90,7 @@ export class SnapshotService {
     private readonly db: Db,
     private readonly clock: Clock,
     private readonly log: Logger,
-    private readonly driver: RuntimeDriver | null,
+    private readonly driver: SnapshotRuntime | null,
     private readonly blobs: BlobStore,
     private readonly sandboxes: SandboxService,
     private readonly projects: ProjectService,
@@ -90,14 +99,16 @@ export class SnapshotService {
     private readonly quotas: QuotaService,
     /** Routes a snapshot to the sandbox's owner, which takes and replicates it (null: this host's only). */
     private readonly router: HostRouter | null = null,
+    /** An api replica (WARREN_ROLE=api): without a runtime, what needs one answers host_unavailable. */
+    private readonly apiReplica = false,
   ) {
     this.changes.setMaxListeners(0);
     quotas.registerMeter("snapshots.total", (q, orgId) => repo.countKept(q, orgId));
   }
 
-  private runtime(): RuntimeDriver {
-    // Without one, the sandbox service's refusal (an api replica's is host_unavailable).
-    return this.driver ?? this.sandboxes.runtime();
+  private runtime(): SnapshotRuntime {
+    // Without one, the refusal of a server without a runtime (an api replica's is host_unavailable).
+    return localRuntime(this.driver, this.apiReplica);
   }
 
   /** The snapshot a credential may see, or not_found. */
@@ -189,7 +200,7 @@ export class SnapshotService {
       if (!routed) throw new AppError("unavailable", "the snapshot's outcome is unknown", { retryAfterSeconds: 1 });
       return this.outcome(routed, requestHash, waitSeconds);
     }
-    const taking = this.take(driver as RuntimeDriver, id, sandbox);
+    const taking = this.take(driver as SnapshotRuntime, id, sandbox);
     this.taking.set(id, taking);
     let sealed: repo.SnapshotRow;
     try {
@@ -226,7 +237,7 @@ export class SnapshotService {
 
   /** Takes the host snapshot and records the result: sealed, or failed with its reason. */
   private async take(
-    driver: RuntimeDriver,
+    driver: SnapshotRuntime,
     id: string,
     sandbox: Awaited<ReturnType<SandboxService["load"]>>,
   ): Promise<repo.SnapshotRow> {
@@ -271,7 +282,7 @@ export class SnapshotService {
 
   /** Records the snapshot failed (dropping any host copy it left); never reports it as success. */
   private async recordFailure(
-    driver: RuntimeDriver | null,
+    driver: SnapshotRuntime | null,
     id: string,
     sandbox: Awaited<ReturnType<SandboxService["load"]>>,
     code: string,

@@ -6,7 +6,7 @@
 // channels.ts. Nothing a client sends is logged beyond a user name that is a sandbox id.
 import net from "node:net";
 import ssh2, { type AuthContext, type Connection } from "ssh2";
-import type { RuntimeDriver } from "../../drivers/runtime/interface.js";
+import type { HostNetwork, SandboxRuntime } from "../../drivers/runtime/interface.js";
 import {
   ConnectionSlots,
   processDescriptorBudget,
@@ -46,7 +46,7 @@ export interface SshGatewayOptions {
   hostKey: string;
   identity: IdentityService;
   sandboxes: SandboxService;
-  runtime: RuntimeDriver;
+  runtime: Pick<SandboxRuntime, "openSession"> & Pick<HostNetwork, "portAddress">;
   log: Logger;
   failureLimits?: FailureLimiterOptions;
   /** Connection limits (defaults: the descriptor budget's); tests lower them. */
@@ -57,7 +57,7 @@ export interface SshGatewayOptions {
    * The runtime a sandbox's sessions open on (HostRouter: this host's, or the owner's through
    * its internal API); absent: `runtime` for every sandbox. Port forwards stay on `runtime`.
    */
-  sessionRuntimeOf?: (sandboxId: string) => Promise<Pick<RuntimeDriver, "openSession">>;
+  sessionRuntimeOf?: (sandboxId: string) => Promise<Pick<SandboxRuntime, "openSession">>;
   /** Where connections closed at accept or evicted are counted (WarrenMetrics). */
   metrics?: { connectionRefused(server: "ssh", reason: "refused" | "evicted"): void };
 }

@@ -4,7 +4,7 @@
 import type { RuntimeDriver } from "../../drivers/runtime/interface.js";
 import type { Logger } from "../../lib/logger.js";
 import type { IdentityService } from "../identity/service.js";
-import type { SandboxService } from "../sandboxes/service.js";
+import type { SandboxLinks, SandboxService } from "../sandboxes/service.js";
 import { SshGateway, type SshGatewayOptions } from "./gateway.js";
 import type { FailureLimiterOptions } from "./limits.js";
 
@@ -18,6 +18,8 @@ export interface SshGatewaySetup {
   hostKey: string;
   identity: IdentityService;
   sandboxes: SandboxService;
+  /** Where the sandbox service learns of this gateway (container.sandboxLinks). */
+  links: Pick<SandboxLinks, "ssh">;
   runtime: RuntimeDriver | null;
   log: Logger;
   failureLimits?: FailureLimiterOptions;
@@ -45,10 +47,10 @@ export async function startSshGateway(setup: SshGatewaySetup): Promise<SshGatewa
     ...(setup.sessionRuntimeOf ? { sessionRuntimeOf: setup.sessionRuntimeOf } : {}),
   });
   const bound = await gateway.listen(setup.listen.host, setup.listen.port);
-  setup.sandboxes.useSshGateway({
+  setup.links.ssh = {
     endpoint: { host: setup.publicHost, port: setup.publicPort ?? bound.port },
     hasOpenSession: (sandboxId) => gateway.hasOpenSession(sandboxId),
-  });
+  };
   setup.log.info({ address: `${bound.host}:${bound.port}` }, "ssh gateway is serving");
   return gateway;
 }
