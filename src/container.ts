@@ -366,6 +366,9 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
   const grants = await openGrantSigner(db, keyring, clock);
   const router = new HostRouter(db, host, runtime, grants, log, (id) => sandboxes.rowForHost(id));
   sandboxes.useRouter(router);
+  // One subscription to the events' notifications per process: run tails and wait_state long polls.
+  const tailHub = new TailHub(db, log);
+  sandboxes.wakeOnRunEvents(tailHub);
   if (config.role === "api") sandboxes.servesAsApiReplica();
   const execs = new ExecService(db, clock, log, config.sandbox, sandboxes, secrets, host, router);
   const annotationSchemas = new AnnotationSchemaService(db, clock);
@@ -437,7 +440,6 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
   sandboxes.useSecretBindings({
     bind: (cred, names) => secrets.bindForSandbox(cred, names, config.secretEgress.modelGatewayHost),
   });
-  const tailHub = new TailHub(db, log);
   const tails = new TailService(db, tailHub, config.tail, runs, sandboxes);
   const sessions = new SessionService(
     identity,

@@ -95,6 +95,11 @@ export interface ReconcileTrigger {
   kick(id: string): void;
 }
 
+/** Calls `wake` after each commit, on any server, that wrote events of the run (the tail hub). */
+export interface RunEventSource {
+  subscribe(runId: string, wake: () => void): () => void;
+}
+
 export class SandboxService {
   /**
    * Execs running in this process (exec-service.ts), by exec id: a retry with the same key
@@ -142,6 +147,14 @@ export class SandboxService {
    * owner's) answers 503 `host_unavailable` (runtime()).
    */
   private apiReplica = false;
+
+  /** Wakes long polls on the events of a sandbox's run, whichever server wrote them (wakeOnRunEvents). */
+  private runEvents: RunEventSource | null = null;
+
+  /** Long polls also wake on notifications of the run's events (the tail hub's), so another server's write ends them at once. */
+  wakeOnRunEvents(source: RunEventSource): void {
+    this.runEvents = source;
+  }
 
   servesAsApiReplica(): void {
     this.apiReplica = true;
@@ -533,22 +546,39 @@ export class SandboxService {
       shown(row) === state || !canStillReach(shown(row), row.desired_state, state);
     if (settled(initial)) return initial;
     const deadline = Date.now() + timeoutSeconds * 1000;
-    let row = initial;
-    while (Date.now() < deadline) {
-      // Woken by this process's writes at once; other replicas' writes are seen within a second.
-      await new Promise<void>((resolve) => {
-        const done = () => {
-          clearTimeout(timer);
-          this.changes.off(initial.id, done);
-          resolve();
-        };
-        const timer = setTimeout(done, Math.min(1000, Math.max(0, deadline - Date.now())));
-        this.changes.on(initial.id, done);
-      });
-      row = await this.load(this.db, cred, initial.id).catch(() => row);
-      if (settled(row)) return row;
+    // Woken by this process's writes, and by any server's state change through the events of
+    // the sandbox's run (each transition writes one; the tail hub hears their notifications);
+    // the re-read every waitPollMs covers a gap in those. Subscribed before the row is read
+    // again, so a change between the first read and the subscription is not missed.
+    let changed = false;
+    let wake: (() => void) | null = null;
+    const onChange = () => {
+      changed = true;
+      wake?.();
+    };
+    this.changes.on(initial.id, onChange);
+    const unsubscribe = this.runEvents?.subscribe(initial.run_id, onChange);
+    try {
+      let row = await this.load(this.db, cred, initial.id).catch(() => initial);
+      while (!settled(row) && Date.now() < deadline) {
+        if (!changed) {
+          await new Promise<void>((resolve) => {
+            const timer = setTimeout(resolve, Math.min(this.defaults.waitPollMs, Math.max(0, deadline - Date.now())));
+            wake = () => {
+              clearTimeout(timer);
+              resolve();
+            };
+          });
+        }
+        changed = false;
+        wake = null;
+        row = await this.load(this.db, cred, initial.id).catch(() => row);
+      }
+      return row;
+    } finally {
+      this.changes.off(initial.id, onChange);
+      unsubscribe?.();
     }
-    return row;
   }
 
   async list(
