@@ -390,8 +390,9 @@ export class SandboxService {
       const workspaceCapacityGiB = rootCapacity ?? input.workspace_capacity_gib ?? null;
       refuseBeyondHost({ id, bytes: measure.bytesOf({ storageClass, workspaceCapacityGiB }), measure }, this.log);
     }
-    const result = await this.db
-      .tx(async (q) => {
+    // One create of the organization at a time through this process (inOrgCreateLane).
+    const result = await this.inOrgCreateLane(cred.orgId, () =>
+      this.db.tx(async (q) => {
         const project = await this.projects.resolve(q, cred, input.project_id);
         const source = input.snapshot_id ? await this.snapshotSource().forRestore(q, cred, input.snapshot_id) : null;
         const capacity = source ? restoredCapacity(storageClass, input.workspace_capacity_gib, source) : rootCapacity;
@@ -486,13 +487,38 @@ export class SandboxService {
           throw new AppError("name_conflict", `a sandbox named "${input.name}" already exists in this project`);
         }
         return { id, request_state: "requested" as const, run_id: run.id, host_id: owner.host_id };
-      })
-      .catch((error: unknown) => {
-        if (pooled) this.pool?.release(pooled);
-        throw error;
-      });
+      }),
+    ).catch((error: unknown) => {
+      if (pooled) this.pool?.release(pooled);
+      throw error;
+    });
     this.kickOwner({ id, host_id: result.host_id });
     return { id: result.id, request_state: result.request_state, run_id: result.run_id };
+  }
+
+  /** The tail of each organization's queue of creates through this process (inOrgCreateLane). */
+  private readonly orgCreateLanes = new Map<string, Promise<void>>();
+
+  /**
+   * Runs `create` after the organization's earlier creates through this process have ended.
+   * A create's transaction holds the organization's quota locks from its quota check to its
+   * commit, so one organization's creates are serialized by the store whatever this does;
+   * queued here they wait without a connection, instead of each holding one of the pool's
+   * connections blocked on the lock, which left the reconciler's writes and every read of
+   * this server waiting behind a burst of creates (bench/multi-host-creates.ts).
+   */
+  private inOrgCreateLane<T>(orgId: string, create: () => Promise<T>): Promise<T> {
+    const previous = this.orgCreateLanes.get(orgId) ?? Promise.resolve();
+    const run = previous.then(create);
+    const tail = run.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.orgCreateLanes.set(orgId, tail);
+    void tail.then(() => {
+      if (this.orgCreateLanes.get(orgId) === tail) this.orgCreateLanes.delete(orgId);
+    });
+    return run;
   }
 
   private computePolicy() {
