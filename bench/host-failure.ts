@@ -9,26 +9,16 @@
 // Results: bench/results/host-failure.json.
 // Usage: node --import tsx bench/host-failure.ts [--rounds 2] [--raw 3]
 import assert from "node:assert/strict";
-import { readFile, writeFile } from "node:fs/promises";
-import os from "node:os";
-import path from "node:path";
-import { fileURLToPath } from "node:url";
 import { eventually } from "../test/support/eventually.js";
 import { type Host, startMultiHost } from "../test/support/multi-host.js";
 import { benchArgs } from "./lib/args.js";
+import { hostIdOf, median, seconds, writeResults } from "./lib/multi-host.js";
 import { textTable } from "./lib/table.js";
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const args = benchArgs();
 const ROUNDS = Number(args.get("rounds") ?? 2);
 const RAW = Number(args.get("raw") ?? 3);
 const POLL_MS = 100;
-
-const seconds = (ms: number) => Math.round(ms / 10) / 100;
-const median = (values: number[]) => {
-  const sorted = [...values].sort((x, y) => x - y);
-  return sorted[Math.floor((sorted.length - 1) / 2)] ?? Number.NaN;
-};
 
 async function stdoutOf(host: Host, id: string, cmd: string[]): Promise<string> {
   const res = await host.exec(id, cmd);
@@ -60,7 +50,7 @@ async function round(n: number): Promise<Round> {
   const cluster = await startMultiHost(`bench-failure-${n}`, { hosts: 2 });
   try {
     const [a, b] = cluster.hosts as [Host, Host];
-    const hostA = (await readFile(path.join(a.dataDir, "host-id"), "utf8")).trim();
+    const hostA = await hostIdOf(a);
     const id = await a.createSandbox();
     await a.waitFor(id, "running");
     await stdoutOf(a, id, ["sh", "-c", "echo kept > /workspace/marker"]);
@@ -149,21 +139,8 @@ console.log(
   `unreachable p50 ${seconds(median(rounds.map((r) => r.unreachable_ms)))} s (target <= 15 s); restore after the death ${restoreRatio.toFixed(2)}x the warm raw restore on a healthy pair`,
 );
 
-const git = await import("node:child_process").then(({ execFileSync }) =>
-  execFileSync("git", ["rev-parse", "--short", "HEAD"], { cwd: ROOT }).toString().trim(),
-);
-await writeFile(
-  path.join(ROOT, "bench/results/host-failure.json"),
-  `${JSON.stringify(
-    {
-      at: new Date().toISOString(),
-      commit: git,
-      machine: { cpus: os.cpus().length, load: os.loadavg() },
-      rounds,
-      unreachable_p50_ms: median(rounds.map((r) => r.unreachable_ms)),
-      restore_ratio: restoreRatio,
-    },
-    null,
-    2,
-  )}\n`,
-);
+await writeResults("host-failure", {
+  rounds,
+  unreachable_p50_ms: median(rounds.map((r) => r.unreachable_ms)),
+  restore_ratio: restoreRatio,
+});

@@ -25,6 +25,12 @@ export interface SandboxDefaults {
   workspaceCapacityGiB: number;
   /** How long failed and terminated rows stay readable. */
   retentionSeconds: number;
+  /**
+   * How often a wait_state long poll re-reads its sandbox when no change notice woke it
+   * (milliseconds). Notices come from this server's writes and, through the events table's
+   * notifications, from every other server's: the re-read only covers a gap in them.
+   */
+  waitPollMs: number;
   execTimeoutSeconds: number;
   execOutputCapBytes: number;
   /** Registries (host[:port]) spoken to over plain HTTP besides loopback ones. */
@@ -615,6 +621,7 @@ export function loadConfig(env: Env = process.env): Config {
       idleTimeoutSeconds: intSetting(env, "WARREN_SANDBOX_IDLE_TIMEOUT_SECONDS", 0, 0, 86_400),
       workspaceCapacityGiB: intSetting(env, "WARREN_WORKSPACE_GIB", 10, 1, 16_384),
       retentionSeconds: intSetting(env, "WARREN_SANDBOX_RETENTION_SECONDS", 3600, 0, 31_536_000),
+      waitPollMs: intSetting(env, "WARREN_SANDBOX_WAIT_POLL_MS", 1000, 50, 600_000),
       execTimeoutSeconds: intSetting(env, "WARREN_EXEC_TIMEOUT_SECONDS", 300, 1, 3600),
       execOutputCapBytes: intSetting(env, "WARREN_EXEC_OUTPUT_CAP_BYTES", 1_048_576, 1024, 1_048_576),
       insecureRegistries: (env.WARREN_INSECURE_REGISTRIES || "").split(",").filter((host) => host.length > 0),

@@ -360,6 +360,8 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
   const router: HostRouter = new HostRouter(db, host, runtime, grants, log, (id) => sandboxes.rowForHost(id));
   // Filled in below as each is built (the SSH gateway's once it listens: modules/ssh/index.ts).
   const sandboxLinks: SandboxLinks = { snapshots: null, volumes: null, endpoints: null, ssh: null };
+  // One subscription to the events' notifications per process: run tails and wait_state long polls.
+  const tailHub = new TailHub(db, log);
   const sandboxes = new SandboxService({
     db,
     clock,
@@ -375,6 +377,7 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
     host,
     execs: execsInFlight,
     router,
+    runEvents: tailHub,
     secretBinder: {
       bind: (cred, names) => secrets.bindForSandbox(cred, names, config.secretEgress.modelGatewayHost),
     },
@@ -460,7 +463,6 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
   });
   // The gateway hands CONNECTs to bound secrets' hosts to secret egress, and records refusals in the ledger.
   egress?.use({ interceptor: secretEgress, ledger: egressLedger });
-  const tailHub = new TailHub(db, log);
   const tails = new TailService(db, tailHub, config.tail, runs, sandboxes);
   const sessions = new SessionService(
     identity,

@@ -54,7 +54,10 @@ const SUBNET_BASE = (172 << 24) | (29 << 16);
  * The first 172.29.N.0/24 that no route of /proc/net/route (the root namespace's) touches:
  * another run's bridge, or anything else on the machine.
  */
-export function pickSubnet(procNetRoute: string): { bridge: string; host(index: number): string; prefix: number } {
+export function pickSubnet(
+  procNetRoute: string,
+  taken: ReadonlySet<number> = new Set(),
+): { n: number; bridge: string; host(index: number): string; prefix: number } {
   const used = new Set<number>();
   for (const line of procNetRoute.split("\n").slice(1)) {
     const fields = line.trim().split(/\s+/);
@@ -69,9 +72,9 @@ export function pickSubnet(procNetRoute: string): { bridge: string; host(index: 
     }
   }
   for (let n = 0; n < 256; n++) {
-    if (used.has(n)) continue;
+    if (used.has(n) || taken.has(n)) continue;
     const base = `172.29.${n}`;
-    return { bridge: `${base}.1`, host: (index) => `${base}.${10 + index}`, prefix: 24 };
+    return { n, bridge: `${base}.1`, host: (index) => `${base}.${10 + index}`, prefix: 24 };
   }
   throw new Error("no free /24 in 172.29.0.0/16 for the multi-host bridge");
 }

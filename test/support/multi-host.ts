@@ -24,6 +24,7 @@ import { buildServerBundle, bundleFiles, PROJECT_DIR } from "../../scripts/serve
 import { loadConfig } from "../../src/config.js";
 import { ensureHostPackages, TOOLS } from "../../src/drivers/runtime/local/host.js";
 import { deleteLink, linkNames, NETNS_DIR } from "../../src/drivers/runtime/local/network.js";
+import { exists } from "../../src/lib/fs.js";
 import { adminUrl } from "../harness.js";
 import { eventually } from "./eventually.js";
 import {
@@ -360,6 +361,33 @@ export function roleSupported(role: string): boolean {
   }
 }
 
+/** Where runs claim their bridge's /24 (172.29.N.0/24 is claimed by the file named N). */
+const SUBNET_CLAIMS = "/run/warren-mh-subnets";
+const subnetClaim = (n: number) => path.join(SUBNET_CLAIMS, String(n));
+
+/**
+ * A /24 for this run's bridge that no route uses and no live run claimed: two test files
+ * starting at once read the same routes before either bridge is up, so the choice is claimed
+ * with an exclusive create (the claim names the run's pid; a dead run's claim is taken over).
+ */
+async function claimSubnet(pid: number): Promise<ReturnType<typeof pickSubnet>> {
+  await mkdir(SUBNET_CLAIMS, { recursive: true });
+  const taken = new Set<number>();
+  for (;;) {
+    const subnet = pickSubnet(await readFile("/proc/net/route", "utf8"), taken);
+    try {
+      await writeFile(subnetClaim(subnet.n), String(pid), { flag: "wx" });
+      return subnet;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
+      const owner = Number((await readFile(subnetClaim(subnet.n), "utf8").catch(() => "")).trim());
+      const alive = Number.isSafeInteger(owner) && owner > 0 && (await exists(`/proc/${owner}`));
+      if (alive) taken.add(subnet.n);
+      else await rm(subnetClaim(subnet.n), { force: true });
+    }
+  }
+}
+
 /** Starts the shared services and `options.hosts` hosts; `name` names the bundle and database. */
 export async function startMultiHost(name: string, options: MultiHostOptions = {}): Promise<MultiHost> {
   await ensureHostPackages({ forTests: true });
@@ -392,7 +420,8 @@ export async function startMultiHost(name: string, options: MultiHostOptions = {
     undo.push(() => withClient(admin, (c) => c.query(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`)));
     const databaseUrl = Object.assign(new URL(admin), { pathname: `/${database}` }).toString();
 
-    const subnet = pickSubnet(await readFile("/proc/net/route", "utf8"));
+    const subnet = await claimSubnet(pid);
+    undo.push(() => rm(subnetClaim(subnet.n), { force: true }));
     const bridge = bridgeName(pid);
     await sh(TOOLS.ip, ["link", "add", bridge, "type", "bridge"]);
     undo.push(() => deleteLink(bridge));

@@ -96,6 +96,11 @@ export interface ReconcileTrigger {
   kick(id: string): void;
 }
 
+/** Calls `wake` after each commit, on any server, that wrote events of the run (the tail hub). */
+export interface RunEventSource {
+  subscribe(runId: string, wake: () => void): () => void;
+}
+
 /**
  * The collaborators built after the sandbox service (most of them take it): the composition
  * root (container.ts) fills them in once they exist, before anything serves; null where the
@@ -138,6 +143,8 @@ export interface SandboxServiceDeps {
   router?: HostRouter | null;
   /** Turns on `secrets` bindings at create (the egress gateway injects them); without it they are 422. */
   secretBinder?: SecretBinder | null;
+  /** Wakes long polls on the events of a sandbox's run, whichever server wrote them (the tail hub). */
+  runEvents?: RunEventSource | null;
   /**
    * This server is an `api` replica (WARREN_ROLE=api): it runs no sandboxes, and what needs a
    * runtime of its own (a create until placement chooses a host in it) answers 503 `host_unavailable`.
@@ -162,6 +169,7 @@ export class SandboxService {
   private readonly execs: Pick<ExecsInFlight, "has" | "ids">;
   private readonly router: HostRouter | null;
   private readonly secretBinder: SecretBinder | null;
+  private readonly runEvents: RunEventSource | null;
   private readonly apiReplica: boolean;
   private readonly links: SandboxLinks;
   /**
@@ -186,6 +194,7 @@ export class SandboxService {
     this.execs = deps.execs;
     this.router = deps.router ?? null;
     this.secretBinder = deps.secretBinder ?? null;
+    this.runEvents = deps.runEvents ?? null;
     this.apiReplica = deps.apiReplica ?? false;
     this.links = deps.links;
     const quotas = deps.quotas;
@@ -371,8 +380,9 @@ export class SandboxService {
       const workspaceCapacityGiB = rootCapacity ?? input.workspace_capacity_gib ?? null;
       refuseBeyondHost({ id, bytes: measure.bytesOf({ storageClass, workspaceCapacityGiB }), measure }, this.log);
     }
-    const result = await this.db
-      .tx(async (q) => {
+    // One create of the organization at a time through this process (inOrgCreateLane).
+    const result = await this.inOrgCreateLane(cred.orgId, () =>
+      this.db.tx(async (q) => {
         const project = await this.projects.resolve(q, cred, input.project_id);
         const source = input.snapshot_id ? await this.snapshotSource().forRestore(q, cred, input.snapshot_id) : null;
         const capacity = source ? restoredCapacity(storageClass, input.workspace_capacity_gib, source) : rootCapacity;
@@ -467,13 +477,38 @@ export class SandboxService {
           throw new AppError("name_conflict", `a sandbox named "${input.name}" already exists in this project`);
         }
         return { id, request_state: "requested" as const, run_id: run.id, host_id: owner.host_id };
-      })
-      .catch((error: unknown) => {
-        if (pooled) this.pool?.release(pooled);
-        throw error;
-      });
+      }),
+    ).catch((error: unknown) => {
+      if (pooled) this.pool?.release(pooled);
+      throw error;
+    });
     this.kickOwner({ id, host_id: result.host_id });
     return { id: result.id, request_state: result.request_state, run_id: result.run_id };
+  }
+
+  /** The tail of each organization's queue of creates through this process (inOrgCreateLane). */
+  private readonly orgCreateLanes = new Map<string, Promise<void>>();
+
+  /**
+   * Runs `create` after the organization's earlier creates through this process have ended.
+   * A create's transaction holds the organization's quota locks from its quota check to its
+   * commit, so one organization's creates are serialized by the store whatever this does;
+   * queued here they wait without a connection, instead of each holding one of the pool's
+   * connections blocked on the lock, which left the reconciler's writes and every read of
+   * this server waiting behind a burst of creates (bench/multi-host-creates.ts).
+   */
+  private inOrgCreateLane<T>(orgId: string, create: () => Promise<T>): Promise<T> {
+    const previous = this.orgCreateLanes.get(orgId) ?? Promise.resolve();
+    const run = previous.then(create);
+    const tail = run.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.orgCreateLanes.set(orgId, tail);
+    void tail.then(() => {
+      if (this.orgCreateLanes.get(orgId) === tail) this.orgCreateLanes.delete(orgId);
+    });
+    return run;
   }
 
   private computePolicy() {
@@ -527,22 +562,39 @@ export class SandboxService {
       shown(row) === state || !canStillReach(shown(row), row.desired_state, state);
     if (settled(initial)) return initial;
     const deadline = Date.now() + timeoutSeconds * 1000;
-    let row = initial;
-    while (Date.now() < deadline) {
-      // Woken by this process's writes at once; other replicas' writes are seen within a second.
-      await new Promise<void>((resolve) => {
-        const done = () => {
-          clearTimeout(timer);
-          this.changes.off(initial.id, done);
-          resolve();
-        };
-        const timer = setTimeout(done, Math.min(1000, Math.max(0, deadline - Date.now())));
-        this.changes.on(initial.id, done);
-      });
-      row = await this.load(this.db, cred, initial.id).catch(() => row);
-      if (settled(row)) return row;
+    // Woken by this process's writes, and by any server's state change through the events of
+    // the sandbox's run (each transition writes one; the tail hub hears their notifications);
+    // the re-read every waitPollMs covers a gap in those. Subscribed before the row is read
+    // again, so a change between the first read and the subscription is not missed.
+    let changed = false;
+    let wake: (() => void) | null = null;
+    const onChange = () => {
+      changed = true;
+      wake?.();
+    };
+    this.changes.on(initial.id, onChange);
+    const unsubscribe = this.runEvents?.subscribe(initial.run_id, onChange);
+    try {
+      let row = await this.load(this.db, cred, initial.id).catch(() => initial);
+      while (!settled(row) && Date.now() < deadline) {
+        if (!changed) {
+          await new Promise<void>((resolve) => {
+            const timer = setTimeout(resolve, Math.min(this.defaults.waitPollMs, Math.max(0, deadline - Date.now())));
+            wake = () => {
+              clearTimeout(timer);
+              resolve();
+            };
+          });
+        }
+        changed = false;
+        wake = null;
+        row = await this.load(this.db, cred, initial.id).catch(() => row);
+      }
+      return row;
+    } finally {
+      this.changes.off(initial.id, onChange);
+      unsubscribe?.();
     }
-    return row;
   }
 
   async list(
