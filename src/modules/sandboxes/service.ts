@@ -18,6 +18,7 @@ import type { ProjectService } from "../projects/service.js";
 import type { RunService } from "../runs/service.js";
 import type { QuotaService } from "../usage/service.js";
 import { checkMountTargets } from "../volumes/mounts.js";
+import { AllocationView } from "./allocation-view.js";
 import type { ExecResponse } from "./exec-service.js";
 import { admitOnHost, type HostAdmissionRequest, refuseBeyondHost } from "./host-admission.js";
 import { applyHostChange, HOST_CLAIM_SECONDS, type HostChange } from "./host-changes.js";
@@ -103,6 +104,8 @@ export class SandboxService {
    */
   private readonly execsInFlight = new Map<string, { sandboxId: string; running: Promise<ExecResponse> }>();
   private readonly execsPerSandbox = new Map<string, number>();
+  /** The hosts' allocation placement ranks by, reused between this server's creates (allocation-view.ts). */
+  private readonly allocationView = new AllocationView();
   /** The SSH gateway of this process, when one serves (modules/ssh). */
   private ssh: SshGatewayLink | null = null;
   private snapshots: SnapshotSource | null = null;
@@ -407,6 +410,7 @@ export class SandboxService {
               policy: this.computePolicy(),
               mode: this.defaults.placement,
               log: this.log,
+              view: this.allocationView,
             },
             {
               id,
