@@ -221,7 +221,16 @@ export class NodeClient {
   }
 
   /** A session on the owner, streamed over an HTTP Upgrade (SandboxRuntime.openSession's contract). */
-  openSession(_id: string, request: SessionRequest, handlers: SessionHandlers): Promise<SandboxSession> {
+  async openSession(_id: string, request: SessionRequest, handlers: SessionHandlers): Promise<SandboxSession> {
+    // A session is not retried once opening it failed: a cached route is read again first.
+    const revalidate = this.revalidate;
+    this.revalidate = undefined;
+    const fresh = revalidate ? await revalidate() : null;
+    if (fresh) this.target = fresh;
+    return this.openSessionAt(request, handlers);
+  }
+
+  private openSessionAt(request: SessionRequest, handlers: SessionHandlers): Promise<SandboxSession> {
     const json = JSON.stringify(request);
     return new Promise((resolve, reject) => {
       const req = http.request(this.url("session"), {
