@@ -3,6 +3,9 @@
 // its own network namespace, one PostgreSQL and s3rver); the sandbox is on A. The two paths
 // are alternated, one exec at a time, after a warm-up. Run as root:
 //   node --import tsx test/run.ts bench/exec-routed.ts   (the runner starts PostgreSQL)
+// BENCH_OUTPUT names a JSON file to write the run's figures to.
+import { writeFileSync } from "node:fs";
+import os from "node:os";
 import { after, it } from "node:test";
 import { type Host, type MultiHost, startMultiHost } from "../test/support/multi-host.js";
 
@@ -46,4 +49,19 @@ it("exec true: owner vs routed through a non-owner", async () => {
   process.stdout.write(
     `exec true, ${ROUNDS} rounds alternated\n${row("owner", owner)}\n${row("routed", routed)}\np50 delta ${delta.toFixed(2)} ms\n`,
   );
+  const figures = (values: number[]) => ({
+    p50: percentile(values, 50),
+    p90: percentile(values, 90),
+    p99: percentile(values, 99),
+  });
+  if (process.env.BENCH_OUTPUT) {
+    const result = {
+      rounds: ROUNDS,
+      ownerMs: figures(owner),
+      routedMs: figures(routed),
+      p50DeltaMs: delta,
+      loadavg: os.loadavg().map((v) => Math.round(v * 100) / 100),
+    };
+    writeFileSync(process.env.BENCH_OUTPUT, `${JSON.stringify(result, null, 2)}\n`);
+  }
 });

@@ -1,18 +1,29 @@
 // Placement's decision in the create transaction (bench/README.md, "Placement"): with --hosts
 // hosts in the registry and --per-host live sandboxes on each, the decision as
-// host-placement.ts makes it (the hosts rows, every host's allocation summed from its live
-// rows, place()) beside the raw operation it cannot go below (the bare SELECT of the hosts
-// rows), alternated, each in a transaction of its own, on the embedded store (PGlite).
+// host-placement.ts makes it (readCandidates, eligibleHosts, decidePlacement: the hosts rows,
+// the candidates' allocation from this server's AllocationView, place()), the same on a fresh
+// read of the allocation every time, and as it was before (every host's live rows summed),
+// beside the raw operation it cannot go below (the bare SELECT of the hosts rows), alternated,
+// each in a transaction of its own, on the embedded store (PGlite).
 //
 //   node --import tsx bench/placement.ts [--hosts 100] [--per-host 20] [--rounds 2000]
 //     [--output bench/results/placement.json]
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import { Writable } from "node:stream";
 import { parseArgs } from "node:util";
+import type { StorageMeasure } from "../src/drivers/runtime/interface.js";
+import { createLogger } from "../src/lib/logger.js";
+import { readCandidates } from "../src/modules/hosts/candidates.js";
 import { type PlacementHost, place } from "../src/modules/hosts/placement.js";
-import { placementHosts } from "../src/modules/hosts/repo.js";
-import { allocationByHost } from "../src/modules/sandboxes/repo.js";
+import { ALLOCATION_VIEW_MS, AllocationView } from "../src/modules/sandboxes/allocation-view.js";
+import {
+  decidePlacement,
+  eligibleHosts,
+  type PlacedRequest,
+  type PlacementDeps,
+} from "../src/modules/sandboxes/host-placement.js";
 import { migrate } from "../src/store/migrate.js";
 import { openPglite } from "../src/store/pglite.js";
 import { machineLoad } from "./lib/cpu.js";
@@ -31,6 +42,7 @@ const perHost = Number(args["per-host"]);
 const rounds = Number(args.rounds);
 const GIB = 1024 ** 3;
 const policy = { memoryOvercommit: 2, cpuOvercommit: 8 };
+const HOLDS_COMPUTE = `((desired_state = 'running' AND state NOT IN ('failed', 'terminated', 'terminating')) OR state = 'running')`;
 
 const log = (line: string) => process.stderr.write(`${line}\n`);
 const dir = mkdtempSync(path.join(os.tmpdir(), "warren-bench-placement-"));
@@ -60,16 +72,51 @@ try {
   await db.exec("ANALYZE");
   log(`seeded ${hostCount} hosts, ${hostCount * perHost} live sandboxes`);
 
-  const bytesOf = () => 20 * GIB;
-  const decide = async (): Promise<number> =>
+  // The decision as placeAndAdmit makes it (readCandidates, eligibleHosts, decidePlacement):
+  // on an allocation view reused between creates (what a server does), on a fresh read of the
+  // candidates' allocation every time (no view), and as it was before (every host's live
+  // rows summed, in its own query), beside the bare SELECT of the hosts rows.
+  const measure: StorageMeasure = { bytesOf: () => 20 * GIB, decide: () => ({ admitted: true }) };
+  const request: PlacedRequest = {
+    id: "sbx-bench",
+    compute: { memory_mb: 512, cpu_millis: 1000 },
+    storage: { shape: { storageClass: "standard", workspaceCapacityGiB: null } },
+    measure,
+    image: "busybox",
+    volumes: [],
+    snapshotHostId: null,
+  };
+  const silent = createLogger("fatal", new Writable({ write: (_c, _e, cb) => cb() }));
+  const depsOf = (view?: AllocationView): PlacementDeps => ({
+    self: null,
+    localCompute: null,
+    policy,
+    mode: "spread",
+    log: silent,
+    view,
+  });
+  const view = new AllocationView();
+  const decide = (deps: PlacementDeps) => async (): Promise<number> =>
     db.tx(async (q) => {
-      const rows = await placementHosts(q);
+      const eligible = eligibleHosts(await readCandidates(q), null);
+      return (await decidePlacement(q, deps, request, eligible)).order.length;
+    });
+  const before = async (): Promise<number> =>
+    db.tx(async (q) => {
+      const rows = await readCandidates(q);
       const allocated = new Map<string, PlacementHost["allocated"]>();
-      for (const a of await allocationByHost(q)) {
+      const { rows: sums } = await q.query<{ host_id: string; n: string; memory: string; cpu: string }>(
+        `SELECT host_id, storage_class, workspace_capacity_gib, count(*)::text AS n,
+                COALESCE(sum((resources->>'memory_mb')::bigint) FILTER (WHERE ${HOLDS_COMPUTE}), 0)::text AS memory,
+                COALESCE(sum((resources->>'cpu_millis')::bigint) FILTER (WHERE ${HOLDS_COMPUTE}), 0)::text AS cpu
+           FROM sandboxes WHERE host_id IS NOT NULL AND state NOT IN ('failed', 'terminated')
+          GROUP BY host_id, storage_class, workspace_capacity_gib`,
+      );
+      for (const a of sums) {
         const sum = allocated.get(a.host_id) ?? { cpuMillis: 0, memoryMiB: 0, storageBytes: 0 };
-        sum.cpuMillis += a.cpu;
-        sum.memoryMiB += a.memory;
-        sum.storageBytes += a.n * bytesOf();
+        sum.cpuMillis += Number(a.cpu);
+        sum.memoryMiB += Number(a.memory);
+        sum.storageBytes += Number(a.n) * 20 * GIB;
         allocated.set(a.host_id, sum);
       }
       const hosts: PlacementHost[] = rows.map((row) => ({
@@ -84,7 +131,7 @@ try {
       }));
       const order = place(
         hosts,
-        { cpuMillis: 1000, memoryMiB: 512, storageBytes: bytesOf(), image: "busybox", volumes: [] },
+        { cpuMillis: 1000, memoryMiB: 512, storageBytes: 20 * GIB, image: "busybox", volumes: [] },
         Math.random,
         { policy },
       );
@@ -92,24 +139,23 @@ try {
     });
   const raw = async (): Promise<number> =>
     db.tx(async (q) => (await q.query("SELECT * FROM hosts WHERE state <> 'dead'")).rows.length);
+  const variants = { view: decide(depsOf(view)), fresh: decide(depsOf()), before, raw };
 
-  for (let i = 0; i < 100; i++) {
-    await decide();
-    await raw();
-  }
-  const decideMs: number[] = [];
-  const rawMs: number[] = [];
-  let candidates = 0;
-  for (let i = 0; i < rounds; i++) {
+  const ms: Record<keyof typeof variants, number[]> = { view: [], fresh: [], before: [], raw: [] };
+  const counts: Record<string, number> = {};
+  for (let i = 0; i < rounds + 100; i++) {
     // The hosts' heartbeats (every 2 s in a deployment), outside the timing: they stay fresh.
     if (i % 100 === 0) await db.query("UPDATE hosts SET heartbeat_at = now()");
-    let t = performance.now();
-    candidates = await decide();
-    decideMs.push(performance.now() - t);
-    t = performance.now();
-    await raw();
-    rawMs.push(performance.now() - t);
+    for (const [name, run] of Object.entries(variants)) {
+      const t = performance.now();
+      counts[name] = await run();
+      if (i >= 100) ms[name as keyof typeof variants].push(performance.now() - t);
+    }
   }
+  if (new Set([counts.view, counts.fresh, counts.before]).size !== 1) {
+    throw new Error(`the variants disagree on the candidates: ${JSON.stringify(counts)}`);
+  }
+  const candidates = counts.view ?? 0;
   const loadPct = await machineLoad(1000);
   const result = {
     store: "pglite",
@@ -117,13 +163,17 @@ try {
     liveSandboxes: hostCount * perHost,
     candidates,
     rounds,
-    decisionMs: { p50: percentile(decideMs, 50), p99: percentile(decideMs, 99) },
-    rawSelectMs: { p50: percentile(rawMs, 50), p99: percentile(rawMs, 99) },
+    allocationViewMs: ALLOCATION_VIEW_MS,
+    decisionMs: { p50: percentile(ms.view, 50), p99: percentile(ms.view, 99) },
+    decisionFreshMs: { p50: percentile(ms.fresh, 50), p99: percentile(ms.fresh, 99) },
+    beforeMs: { p50: percentile(ms.before, 50), p99: percentile(ms.before, 99) },
+    rawSelectMs: { p50: percentile(ms.raw, 50), p99: percentile(ms.raw, 99) },
     loadavg: os.loadavg().map((v) => Math.round(v * 100) / 100),
     machineLoadPct: Math.round(loadPct),
   };
+  const p = (v: { p50: number; p99: number }) => `${v.p50.toFixed(3)} ms (p99 ${v.p99.toFixed(3)})`;
   log(
-    `decision p50 ${result.decisionMs.p50.toFixed(3)} ms (p99 ${result.decisionMs.p99.toFixed(3)}), ` +
+    `decision p50 ${p(result.decisionMs)} on the view, ${p(result.decisionFreshMs)} fresh, ${p(result.beforeMs)} before; ` +
       `bare SELECT of the hosts p50 ${result.rawSelectMs.p50.toFixed(3)} ms (p99 ${result.rawSelectMs.p99.toFixed(3)}); ` +
       `${candidates} candidates; load ${result.loadavg.join(" ")} (others ${result.machineLoadPct}% of a core)`,
   );

@@ -3,12 +3,18 @@
 // process runs their sandboxes here: these tests read which host each row is written with).
 // A cordoned, draining or unreachable host is never chosen; a host whose published capacity is
 // full is skipped; with WARREN_PLACEMENT=spread creates spread over equal hosts; with no host
-// at all the create answers 503 host_unavailable with Retry-After.
+// at all the create answers 503 host_unavailable with Retry-After. Ranked on a reused
+// allocation view that no longer holds (another server's creates, stops), a create every host
+// tried refused is ranked again on a fresh read and lands where there is room.
 import assert from "node:assert/strict";
+import { Writable } from "node:stream";
 import { after, before, beforeEach, describe, it } from "node:test";
 import { loadConfig } from "../src/config.js";
 import { type RuntimeFixture, startRuntimeFixture } from "../src/drivers/runtime/local/test-support.js";
+import { createLogger } from "../src/lib/logger.js";
 import { getHost, HOST_HINT_LIMIT, renewHeartbeat } from "../src/modules/hosts/repo.js";
+import { AllocationView } from "../src/modules/sandboxes/allocation-view.js";
+import { placeAndAdmit } from "../src/modules/sandboxes/host-placement.js";
 import { STORE_KINDS, startTestApp, type TestApp } from "./harness.js";
 import { assertError } from "./support/assertions.js";
 
@@ -149,6 +155,58 @@ for (const store of STORE_KINDS) {
         seen.set(host, (seen.get(host) ?? 0) + 1);
       }
       assert.ok((seen.get(HOST_A) ?? 0) >= 2 && (seen.get(HOST_B) ?? 0) >= 2, JSON.stringify([...seen]));
+    });
+
+    it("a reused allocation view that no longer holds: every host it ranked refuses, a fresh read places the create", async () => {
+      await a.c.db.query("UPDATE hosts SET state = 'cordoned' WHERE id = $1", [HOST_A]);
+      // Room for two sandboxes of 128 MiB on each (memory overcommit 2).
+      const two = { cpu_millis: big().cpu_millis, memory_mib: 128 };
+      await setHost(HOST_B, "ready", two);
+      await setHost(HOST_C, "ready", two);
+      const ids: string[] = [];
+      for (let i = 0; i < 3; i++) {
+        const res = await create();
+        assert.equal(res.status, 200, res.raw);
+        ids.push(res.body.id as string);
+      }
+      const moveTo = (host: string, which: string[]) =>
+        a.c.db.query("UPDATE sandboxes SET host_id = $1, host_epoch = 7 WHERE id = ANY($2::text[])", [host, which]);
+      // The view (its clock stands still: it is always young enough) reads one on B and two on C...
+      const view = new AllocationView(() => 0);
+      await moveTo(HOST_B, ids.slice(0, 1));
+      await moveTo(HOST_C, ids.slice(1));
+      await view.of(a.c.db, [HOST_B, HOST_C]);
+      // ...then another server's placements fill B and C's sandboxes go: B is full, C empty.
+      await moveTo(HOST_B, ids);
+      const deps = {
+        self: null,
+        localCompute: null,
+        policy: { memoryOvercommit: defaults.sandbox.memoryOvercommit, cpuOvercommit: defaults.sandbox.cpuOvercommit },
+        mode: "spread" as const,
+        log: createLogger("fatal", new Writable({ write: (_c, _e, cb) => cb() })),
+        view,
+      };
+      const request = {
+        id: "sbx-3333333333333333333333333333333333333333",
+        compute: { memory_mb: 128, cpu_millis: 1000 },
+        image: fixture.busyboxRef,
+        volumes: [],
+        snapshotHostId: null,
+      };
+      // On the view C looks full and B has room; B's admission (its live rows) refuses; read again: C.
+      const owner = await a.c.db.tx((q) => placeAndAdmit(q, deps, request));
+      assert.deepEqual(owner, { host_id: HOST_C, host_epoch: 7 });
+      // The view read again, with the create counted: C holds one now.
+      const { byHost, reused } = await view.of(a.c.db, [HOST_B, HOST_C]);
+      assert.equal(reused, true);
+      assert.equal(
+        byHost.get(HOST_C)?.reduce((sum, row) => sum + row.memory, 0),
+        128,
+      );
+      assert.equal(
+        byHost.get(HOST_B)?.reduce((sum, row) => sum + row.memory, 0),
+        3 * 128,
+      );
     });
   });
 }

@@ -20,6 +20,21 @@ export const GRANT_PREFIX = "wig1.";
 export const GRANT_TTL_SECONDS = 30;
 const MAX_GRANT_LENGTH = 1024;
 const FIELD = /^[A-Za-z0-9_-]{1,80}$/;
+const NONCE_BYTES = 16;
+/** Nonces drawn from one buffer of random bytes at a time (a call into the CSPRNG per 256 grants, not per grant). */
+const NONCE_POOL_BYTES = NONCE_BYTES * 256;
+let noncePool = Buffer.alloc(0);
+let nonceOffset = 0;
+
+function nextNonce(): string {
+  if (nonceOffset + NONCE_BYTES > noncePool.length) {
+    noncePool = randomBytes(NONCE_POOL_BYTES);
+    nonceOffset = 0;
+  }
+  const nonce = noncePool.toString("base64url", nonceOffset, nonceOffset + NONCE_BYTES);
+  nonceOffset += NONCE_BYTES;
+  return nonce;
+}
 
 export const ROUTED_OPERATIONS = ["exec", "session", "snapshot", "grow", "network"] as const;
 export type RoutedOperation = (typeof ROUTED_OPERATIONS)[number];
@@ -68,7 +83,7 @@ export class GrantSigner {
       claims.hostId,
       String(claims.epoch),
       String(now + GRANT_TTL_SECONDS * 1000),
-      randomBytes(16).toString("base64url"),
+      nextNonce(),
       bodyDigest(claims.body),
     ];
     const payload = Buffer.from(fields.join("|")).toString("base64url");

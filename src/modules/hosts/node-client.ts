@@ -2,7 +2,9 @@
 // each request carries a grant signed for it alone (grants.ts). Requests go over keep-alive
 // HTTP/1.1; a session is an HTTP Upgrade carrying framed stdin/resize/kill in and
 // stdout/stderr/end out, with every output frame acknowledged, so a slow reader holds the
-// command on the owner as it does on one host (node-wire.ts).
+// command on the owner as it does on one host (node-wire.ts). Built from a cached hosts row,
+// a request the owner refused (401: another epoch) or that never reached it is retried once
+// on the row read again (`revalidate`); one that reached the owner and lost its answer is not.
 import http from "node:http";
 import type {
   NetworkApplied,
@@ -43,6 +45,14 @@ export class NodeUnreachable extends Error {
   }
 }
 
+/** The owner refused the request's grant (401): it ran nothing. */
+class GrantRefused extends Error {
+  constructor() {
+    super("the owner host refused the routed grant");
+    this.name = "GrantRefused";
+  }
+}
+
 /** The owner lost on the way, as the API's 503 host_unavailable; any other error as it is. */
 function unavailableWhenLost(error: unknown): never {
   throw error instanceof NodeUnreachable ? hostUnavailable() : error;
@@ -57,13 +67,26 @@ export interface NodeClientOptions {
   grants: GrantSigner;
   agent: http.Agent;
   log: Logger;
+  /**
+   * Set when the route came from the router's cache: after a refused grant or an unsent
+   * request, the owner's row read again; the base URL and epoch to try once more, or null
+   * when nothing changed (host_unavailable when the owner is no longer routable).
+   */
+  revalidate?: () => Promise<{ baseUrl: string; epoch: number } | null>;
 }
 
 const UNSENT = new Set(["ECONNREFUSED", "EHOSTUNREACH", "ENETUNREACH", "EAI_AGAIN", "ENOTFOUND", "ECONNABORTED"]);
 
 /** The owner's runtime for one sandbox: the part of SandboxRuntime that routes (exec and snapshot route whole). */
 export class NodeClient implements Pick<SandboxRuntime, "openSession" | "growWorkspace" | "setNetwork"> {
-  constructor(private readonly options: NodeClientOptions) {}
+  /** Where requests go and the epoch their grants name (replaced once by a revalidation). */
+  private target: { baseUrl: string; epoch: number };
+  private revalidate: NodeClientOptions["revalidate"];
+
+  constructor(private readonly options: NodeClientOptions) {
+    this.target = { baseUrl: options.baseUrl, epoch: options.epoch };
+    this.revalidate = options.revalidate;
+  }
 
   get hostId(): string {
     return this.options.hostId;
@@ -88,19 +111,40 @@ export class NodeClient implements Pick<SandboxRuntime, "openSession" | "growWor
   }
 
   private authorization(operation: RoutedOperation, body: Buffer | string): string {
-    const { grants, orgId, sandboxId, hostId, epoch } = this.options;
+    const { grants, orgId, sandboxId, hostId } = this.options;
+    const epoch = this.target.epoch;
     return `${GRANT_SCHEME} ${grants.sign({ operation, orgId, sandboxId, hostId, epoch, body })}`;
   }
 
   private url(operation: RoutedOperation): URL {
-    return new URL(
-      `${INTERNAL_PREFIX}${encodeURIComponent(this.options.sandboxId)}/${operation}`,
-      this.options.baseUrl,
-    );
+    return new URL(`${INTERNAL_PREFIX}${encodeURIComponent(this.options.sandboxId)}/${operation}`, this.target.baseUrl);
   }
 
   private async call(operation: RoutedOperation, payload: unknown, timeoutMs: number): Promise<unknown> {
     const body = Buffer.from(JSON.stringify(payload));
+    try {
+      return await this.send(operation, body, timeoutMs);
+    } catch (error) {
+      const revalidate = this.revalidate;
+      this.revalidate = undefined;
+      const ranNothing = error instanceof GrantRefused || (error instanceof NodeUnreachable && !error.sent);
+      const fresh = revalidate && ranNothing ? await revalidate() : null;
+      if (!fresh) throw this.answerOf(error, operation);
+      this.target = fresh;
+      return this.send(operation, body, timeoutMs).catch((again: unknown) => {
+        throw this.answerOf(again, operation);
+      });
+    }
+  }
+
+  /** A refused grant, to the caller: the owner is not available now (another epoch since the route was read, a key it does not share). */
+  private answerOf(error: unknown, operation: RoutedOperation): unknown {
+    if (!(error instanceof GrantRefused)) return error;
+    this.options.log.warn({ host_id: this.options.hostId, operation }, "the owner host refused a routed grant");
+    return hostUnavailable();
+  }
+
+  private async send(operation: RoutedOperation, body: Buffer, timeoutMs: number): Promise<unknown> {
     try {
       return await this.post(operation, body, timeoutMs);
     } catch (error) {
@@ -169,12 +213,8 @@ export class NodeClient implements Pick<SandboxRuntime, "openSession" | "growWor
             return;
           }
           if (res.statusCode === 200) resolve((parsed as { result?: unknown }).result);
-          else if (res.statusCode === 401) {
-            // A grant the owner refused (another epoch since the route was read, a key it does not
-            // share): to the caller, the owner is not available now.
-            this.options.log.warn({ host_id: this.options.hostId, operation }, "the owner host refused a routed grant");
-            reject(hostUnavailable());
-          } else reject(decodeError(parsed));
+          else if (res.statusCode === 401) reject(new GrantRefused());
+          else reject(decodeError(parsed));
         });
         res.on("error", () => undefined);
       });
@@ -183,7 +223,16 @@ export class NodeClient implements Pick<SandboxRuntime, "openSession" | "growWor
   }
 
   /** A session on the owner, streamed over an HTTP Upgrade (SandboxRuntime.openSession's contract). */
-  openSession(_id: string, request: SessionRequest, handlers: SessionHandlers): Promise<SandboxSession> {
+  async openSession(_id: string, request: SessionRequest, handlers: SessionHandlers): Promise<SandboxSession> {
+    // A session is not retried once opening it failed: a cached route is read again first.
+    const revalidate = this.revalidate;
+    this.revalidate = undefined;
+    const fresh = revalidate ? await revalidate() : null;
+    if (fresh) this.target = fresh;
+    return this.openSessionAt(request, handlers);
+  }
+
+  private openSessionAt(request: SessionRequest, handlers: SessionHandlers): Promise<SandboxSession> {
     const json = JSON.stringify(request);
     return new Promise((resolve, reject) => {
       const req = http.request(this.url("session"), {

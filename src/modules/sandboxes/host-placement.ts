@@ -3,7 +3,9 @@
 // host's admission under its lock; refused, the next candidate (at most PLACEMENT_TRIES). The
 // first host tried is locked waiting, the next ones only with a try-lock, so two creates
 // trying hosts in opposite orders never wait on each other. With no other host ready (a
-// single-host server), the create is admitted on this host exactly as before placement.
+// single-host server), the create is admitted on this host exactly as before placement. The
+// hosts are ranked by their allocation as this server's AllocationView holds it (at most
+// ALLOCATION_VIEW_MS old; refused everywhere on a reused view, the create is ranked again fresh).
 import type { StorageMeasure } from "../../drivers/runtime/interface.js";
 import { AppError } from "../../lib/errors.js";
 import type { Logger } from "../../lib/logger.js";
@@ -12,6 +14,7 @@ import { type CandidateRow, lockCandidate, readCandidates } from "../hosts/candi
 import { UNREACHABLE_AFTER_SECONDS } from "../hosts/liveness.js";
 import { type HostGate, hostUnavailable } from "../hosts/membership.js";
 import { type PlacementHost, place } from "../hosts/placement.js";
+import type { AllocationView } from "./allocation-view.js";
 import type { ComputePolicy, HostCompute } from "./compute-admission.js";
 import { admitLocked } from "./host-admission.js";
 import * as repo from "./repo.js";
@@ -30,6 +33,8 @@ export interface PlacementDeps {
   random?: () => number;
   /** Hosts never chosen (a sandbox placed again: the hosts that refused it at start). */
   exclude?: readonly string[];
+  /** This server's allocation view (reused between its creates); none: read for every create. */
+  view?: AllocationView | undefined;
 }
 
 export interface PlacedRequest {
@@ -45,7 +50,17 @@ export interface PlacedRequest {
 
 const REFUSALS = new Set(["unavailable", "unsupported_capability"]);
 
-/** Chooses the new sandbox's host and admits it there; returns the owner the row is written with. */
+/** The hosts a create would try, in order, and whether the allocation they were ranked by was a reused view. */
+export interface PlacementDecision {
+  order: PlacementHost[];
+  reused: boolean;
+}
+
+/**
+ * Chooses the new sandbox's host and admits it there; returns the owner the row is written with.
+ * Ranked on a reused allocation view (deps.view) and refused by every host tried, the create is
+ * ranked again on a fresh read before it answers (allocation-view.ts).
+ */
 export async function placeAndAdmit(
   q: Queryable,
   deps: PlacementDeps,
@@ -54,49 +69,83 @@ export async function placeAndAdmit(
   const rows = await readCandidates(q);
   const self = deps.self;
   const selfId = self?.id ?? null;
-  const selfActs = self?.canAct() ?? false;
-  // This host knows itself whether it can act (its lease); another is judged by its row.
-  const fresh = (row: CandidateRow) =>
-    row.id === selfId
-      ? selfActs && row.state !== "cordoned" && row.state !== "draining"
-      : row.state === "ready" && row.heartbeat_age_seconds <= UNREACHABLE_AFTER_SECONDS;
   const excluded = new Set(deps.exclude ?? []);
-  const eligible = rows.filter((row) => fresh(row) && !excluded.has(row.id));
+  const eligible = eligibleHosts(rows, self).filter((row) => !excluded.has(row.id));
   // Placed again: only the hosts that did not refuse it (none left: the caller fails it).
   if (excluded.size > 0 && !eligible.length) throw noHost();
   if (!eligible.some((row) => row.id !== selfId)) {
     // No other host: this one, as before placement (host_unavailable when it cannot act).
     if (!self || !selfId) throw noHost();
-    if (!selfActs) throw hostUnavailable();
+    if (!self.canAct()) throw hostUnavailable();
     if (!eligible.length) throw noHost();
     await repo.lockHostAdmission(q, selfId);
     await admitLocked(q, admissionDeps(deps, deps.localCompute), onHost(request, selfId, undefined));
     const owner = self.owner();
     return { host_id: owner.hostId, host_epoch: owner.epoch };
   }
-  const bytesOf = (shape: Parameters<StorageMeasure["bytesOf"]>[0]) => request.measure?.bytesOf(shape) ?? 0;
-  const allocated = new Map<string, PlacementHost["allocated"]>();
-  for (const a of await repo.allocationByHost(q)) {
-    const sum = allocated.get(a.host_id) ?? { cpuMillis: 0, memoryMiB: 0, storageBytes: 0 };
-    sum.cpuMillis += a.cpu;
-    sum.memoryMiB += a.memory;
-    sum.storageBytes +=
-      a.n * bytesOf({ storageClass: a.storage_class, workspaceCapacityGiB: a.workspace_capacity_gib });
-    allocated.set(a.host_id, sum);
+  const first = await decidePlacement(q, deps, request, eligible);
+  try {
+    return await admitInOrder(q, deps, request, first.order);
+  } catch (error) {
+    if (!first.reused || !isRefusal(error)) throw error;
+    return admitInOrder(q, deps, request, (await decidePlacement(q, deps, request, eligible, true)).order);
   }
-  const hosts: PlacementHost[] = eligible.map((row) => ({
-    id: row.id,
-    state: row.id === selfId ? "ready" : row.state,
-    heartbeatAgeSeconds: row.id === selfId ? 0 : row.heartbeat_age_seconds,
-    capacity:
-      row.id === selfId && deps.localCompute
-        ? { ...row.capacity, cpu_millis: deps.localCompute.cpuMillis, memory_mib: deps.localCompute.memoryMiB }
-        : row.capacity,
-    allocated: allocated.get(row.id) ?? { cpuMillis: 0, memoryMiB: 0, storageBytes: 0 },
-    images: row.images,
-    warmImages: row.warm_images,
-    volumes: row.volumes,
-  }));
+}
+
+/** The hosts a create may go to: this one when it can act and takes creates, another when ready and fresh. */
+export function eligibleHosts(rows: readonly CandidateRow[], self: HostGate | null): CandidateRow[] {
+  const selfId = self?.id ?? null;
+  const selfActs = self?.canAct() ?? false;
+  // This host knows itself whether it can act (its lease); another is judged by its row.
+  return rows.filter((row) =>
+    row.id === selfId
+      ? selfActs && row.state !== "cordoned" && row.state !== "draining"
+      : row.state === "ready" && row.heartbeat_age_seconds <= UNREACHABLE_AFTER_SECONDS,
+  );
+}
+
+/**
+ * The order to try the eligible hosts in (place(); when none fits by the published figures,
+ * every eligible host, this one first, for their admissions to answer). The allocation summed
+ * over the eligible hosts' live rows, or deps.view's when it is fresh enough (`fresh`: never).
+ */
+export async function decidePlacement(
+  q: Queryable,
+  deps: PlacementDeps,
+  request: PlacedRequest,
+  eligible: readonly CandidateRow[],
+  fresh = false,
+): Promise<PlacementDecision> {
+  const selfId = deps.self?.id ?? null;
+  const selfActs = deps.self?.canAct() ?? false;
+  const bytesOf = (shape: Parameters<StorageMeasure["bytesOf"]>[0]) => request.measure?.bytesOf(shape) ?? 0;
+  const ids = eligible.map((row) => row.id);
+  const { byHost, reused } = deps.view
+    ? await deps.view.of(q, ids, fresh)
+    : { byHost: groupByHost(await repo.allocationByHost(q, ids)), reused: false };
+  const hosts: PlacementHost[] = eligible.map((row) => {
+    const allocated = { cpuMillis: 0, memoryMiB: 0, storageBytes: 0 };
+    for (const a of byHost.get(row.id) ?? []) {
+      allocated.cpuMillis += a.cpu;
+      allocated.memoryMiB += a.memory;
+      if (a.n > 0)
+        allocated.storageBytes +=
+          a.n * bytesOf({ storageClass: a.storage_class, workspaceCapacityGiB: a.workspace_capacity_gib });
+    }
+    return {
+      id: row.id,
+      state: row.id === selfId ? "ready" : row.state,
+      heartbeatAgeSeconds: row.id === selfId ? 0 : row.heartbeat_age_seconds,
+      capacity:
+        row.id === selfId && deps.localCompute
+          ? { ...row.capacity, cpu_millis: deps.localCompute.cpuMillis, memory_mib: deps.localCompute.memoryMiB }
+          : row.capacity,
+      allocated,
+      images: row.images,
+      warmImages: row.warm_images,
+      volumes: row.volumes,
+    };
+  });
   const placementRequest = {
     cpuMillis: request.compute.cpu_millis,
     memoryMiB: request.compute.memory_mb,
@@ -105,12 +154,38 @@ export async function placeAndAdmit(
     volumes: request.volumes,
     snapshotHostId: request.snapshotHostId,
   };
-  let order = place(hosts, placementRequest, deps.random ?? Math.random, {
+  const order = place(hosts, placementRequest, deps.random ?? Math.random, {
     policy: deps.policy,
     preferHostId: deps.mode === "local_first" && selfActs && selfId ? selfId : undefined,
   });
   // None fits by the published figures: the eligible hosts' own admissions answer (this one first).
-  if (!order.length) order = [...hosts].sort((a, b) => Number(b.id === selfId) - Number(a.id === selfId));
+  if (order.length) return { order, reused };
+  return { order: [...hosts].sort((a, b) => Number(b.id === selfId) - Number(a.id === selfId)), reused };
+}
+
+function groupByHost(rows: readonly repo.ShapeAllocation[]): Map<string, repo.ShapeAllocation[]> {
+  const byHost = new Map<string, repo.ShapeAllocation[]>();
+  for (const row of rows) {
+    const list = byHost.get(row.host_id);
+    if (list) list.push(row);
+    else byHost.set(row.host_id, [row]);
+  }
+  return byHost;
+}
+
+function isRefusal(error: unknown): boolean {
+  return error instanceof AppError && REFUSALS.has(error.code);
+}
+
+/** Runs the admissions of the hosts in `order` (at most PLACEMENT_TRIES); the first that admits is the owner. */
+async function admitInOrder(
+  q: Queryable,
+  deps: PlacementDeps,
+  request: PlacedRequest,
+  order: readonly PlacementHost[],
+): Promise<Pick<repo.SandboxRow, "host_id" | "host_epoch">> {
+  const self = deps.self;
+  const selfId = self?.id ?? null;
   let refusal: unknown = null;
   let tried = 0;
   for (const host of order) {
@@ -134,10 +209,20 @@ export async function placeAndAdmit(
         onHost(request, host.id, local ? undefined : (host.capacity.storage_bytes ?? null)),
       );
     } catch (error) {
-      if (!(error instanceof AppError) || !REFUSALS.has(error.code)) throw error;
+      if (!isRefusal(error)) throw error;
       refusal ??= error;
       continue;
     }
+    deps.view?.placed(
+      host.id,
+      request.compute,
+      request.storage
+        ? {
+            storage_class: request.storage.shape.storageClass,
+            workspace_capacity_gib: request.storage.shape.workspaceCapacityGiB,
+          }
+        : null,
+    );
     if (local && self) {
       const owner = self.owner();
       return { host_id: owner.hostId, host_epoch: owner.epoch };

@@ -386,21 +386,23 @@ export async function storageReservations(
   return rows;
 }
 
+/** What one host's live rows of one storage shape hold (allocationByHost). */
+export interface ShapeAllocation {
+  host_id: string;
+  storage_class: SandboxRow["storage_class"];
+  workspace_capacity_gib: number | null;
+  n: number;
+  memory: number;
+  cpu: number;
+}
+
 /**
- * What every host's live rows hold, for placement: compute as committedCompute counts it,
- * and the storage shapes as storageReservations lists them (counted per shape; the caller
- * turns a shape into bytes). One query over the live rows (index sandboxes_live_by_host).
+ * What the live rows of the hosts `hostIds` hold, for placement: compute as committedCompute
+ * counts it, and the storage shapes as storageReservations lists them (counted per shape; the
+ * caller turns a shape into bytes). One query over those hosts' live rows only.
  */
-export async function allocationByHost(q: Queryable): Promise<
-  {
-    host_id: string;
-    storage_class: SandboxRow["storage_class"];
-    workspace_capacity_gib: number | null;
-    n: number;
-    memory: number;
-    cpu: number;
-  }[]
-> {
+export async function allocationByHost(q: Queryable, hostIds: readonly string[]): Promise<ShapeAllocation[]> {
+  if (hostIds.length === 0) return [];
   const { rows } = await q.query<{
     host_id: string;
     storage_class: SandboxRow["storage_class"];
@@ -413,8 +415,9 @@ export async function allocationByHost(q: Queryable): Promise<
             COALESCE(sum((resources->>'memory_mb')::bigint) FILTER (WHERE ${HOLDS_COMPUTE}), 0)::text AS memory,
             COALESCE(sum((resources->>'cpu_millis')::bigint) FILTER (WHERE ${HOLDS_COMPUTE}), 0)::text AS cpu
        FROM sandboxes
-      WHERE host_id IS NOT NULL AND state NOT IN ('failed', 'terminated')
+      WHERE host_id = ANY($1::text[]) AND state NOT IN ('failed', 'terminated')
       GROUP BY host_id, storage_class, workspace_capacity_gib`,
+    [hostIds],
   );
   return rows.map((r) => ({ ...r, n: Number(r.n), memory: Number(r.memory), cpu: Number(r.cpu) }));
 }

@@ -18,6 +18,7 @@ import type { ProjectService } from "../projects/service.js";
 import type { RunService } from "../runs/service.js";
 import type { QuotaService } from "../usage/service.js";
 import { checkMountTargets } from "../volumes/mounts.js";
+import { AllocationView } from "./allocation-view.js";
 import type { ExecsInFlight } from "./execs-in-flight.js";
 import { admitOnHost, type HostAdmissionRequest, refuseBeyondHost } from "./host-admission.js";
 import { applyHostChange, HOST_CLAIM_SECONDS, type HostChange } from "./host-changes.js";
@@ -172,6 +173,8 @@ export class SandboxService {
   private readonly runEvents: RunEventSource | null;
   private readonly apiReplica: boolean;
   private readonly links: SandboxLinks;
+  /** The hosts' allocation placement ranks by, reused between this server's creates (allocation-view.ts). */
+  private readonly allocationView = new AllocationView();
   /**
    * How far the image pull of each sandbox this process is materializing has come, set by
    * the reconciler; kept in memory only (no store write per chunk), read with the sandbox.
@@ -411,6 +414,7 @@ export class SandboxService {
               policy: this.computePolicy(),
               mode: this.defaults.placement,
               log: this.log,
+              view: this.allocationView,
             },
             {
               id,
