@@ -629,7 +629,7 @@ export function loadConfig(env: Env = process.env): Config {
       runtimeRoot: path.resolve(env.WARREN_RUNTIME_ROOT || path.join(env.WARREN_DATA_DIR || "./data", "runtime")),
       poolSize: intSetting(env, "WARREN_SANDBOX_POOL_SIZE", 2, 0, 64),
       poolRecentImages: intSetting(env, "WARREN_SANDBOX_POOL_RECENT_IMAGES", 4, 0, 64),
-      poolRecentSize: intSetting(env, "WARREN_SANDBOX_POOL_RECENT_SIZE", 1, 0, 16),
+      poolRecentSize: intSetting(env, "WARREN_SANDBOX_POOL_RECENT_SIZE", 2, 0, 16),
       // Default: the default image's members (2 per mode by default) and 4 more.
       poolMaxMembers: intSetting(
         env,

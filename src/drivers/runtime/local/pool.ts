@@ -445,7 +445,7 @@ export class PooledRuntime implements RuntimeDriver, SandboxIdPool {
       defaultImage: this.options.image,
       defaultSize: this.options.size,
       recent: this.recent.list(),
-      recentSize: this.options.recentSize ?? 1,
+      recentSize: this.options.recentSize ?? 2,
       maxMembers: this.options.maxMembers ?? Number.POSITIVE_INFINITY,
     });
   }
