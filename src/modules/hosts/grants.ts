@@ -21,7 +21,7 @@ export const GRANT_TTL_SECONDS = 30;
 const MAX_GRANT_LENGTH = 1024;
 const FIELD = /^[A-Za-z0-9_-]{1,80}$/;
 
-export const ROUTED_OPERATIONS = ["exec", "session", "snapshot", "grow", "network"] as const;
+export const ROUTED_OPERATIONS = ["exec", "session", "forward", "snapshot", "grow", "network"] as const;
 export type RoutedOperation = (typeof ROUTED_OPERATIONS)[number];
 
 export interface GrantClaims {
