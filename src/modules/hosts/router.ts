@@ -79,7 +79,7 @@ export class HostRouter {
     return { runtime: remote, remote };
   }
 
-  /** runtimeOf for a sandbox named by id only (the SSH gateway's session); unknown: host_unavailable. */
+  /** runtimeOf for a sandbox named by id only (the SSH gateway's sessions and forwards); unknown: host_unavailable. */
   async runtimeOfId(sandboxId: string): Promise<Route> {
     const row = await this.sandboxOf(sandboxId);
     if (!row) throw hostUnavailable();
