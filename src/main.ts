@@ -69,7 +69,7 @@ async function main(): Promise<void> {
         tokens: container.sessions,
         log,
         metrics: container.metrics,
-        sessionRuntimeOf: async (id) => (await container.router.runtimeOfId(id)).runtime,
+        routeOf: (id) => container.router.runtimeOfId(id),
       })
     : null;
   // The other servers reach this host's plane and SSH gateway at these (its hosts row).

@@ -7,15 +7,19 @@
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import http from "node:http";
+import net from "node:net";
 import { Writable } from "node:stream";
 import { after, before, describe, it } from "node:test";
 import type { SandboxSession, SessionHandlers } from "../src/drivers/runtime/interface.js";
 import { type InternalApiServer, startInternalApi } from "../src/http/internal/server.js";
+import { AppError } from "../src/lib/errors.js";
 import { createLogger } from "../src/lib/logger.js";
+import { connectTcp } from "../src/lib/tcp-connect.js";
 import { GrantReplayGuard, GrantSigner, type RoutedOperation } from "../src/modules/hosts/grants.js";
 import { NodeApi, type NodeOperations } from "../src/modules/hosts/node-api.js";
 import { NodeClient } from "../src/modules/hosts/node-client.js";
 import { GRANT_SCHEME } from "../src/modules/hosts/node-wire.js";
+import { eventually } from "./support/eventually.js";
 
 const HOST = "h_0123456789abcdef01234567";
 const SANDBOX = "sbx-1111111111111111111111111111111111111111";
@@ -27,6 +31,10 @@ describe("the node internal API", () => {
   const gate = { id: HOST, epoch: 7, acting: true };
   const calls: { operation: string; orgId: string; input: unknown }[] = [];
   let server: InternalApiServer;
+  // The "sandbox's port" of routed forwards: echoes every byte back; counts its open connections.
+  let echo: net.Server;
+  let echoPort = 0;
+  let echoOpen = 0;
   const log = createLogger("fatal", new Writable({ write: (_c, _e, cb) => cb() }));
 
   const operations: NodeOperations = {
@@ -69,9 +77,22 @@ describe("the node internal API", () => {
         kill: () => handlers.onEnd({ exit: 137 }),
       };
     },
+    openForward: async (claims, port) => {
+      calls.push({ operation: "forward", orgId: claims.orgId, input: port });
+      if (port !== 80) throw new AppError("sandbox_not_running", "the sandbox is not running");
+      return connectTcp("127.0.0.1", echoPort, 5_000);
+    },
   };
 
   before(async () => {
+    echo = net.createServer((socket) => {
+      echoOpen++;
+      socket.once("close", () => echoOpen--);
+      socket.on("error", () => undefined);
+      socket.pipe(socket);
+    });
+    await new Promise<void>((resolve) => echo.listen(0, "127.0.0.1", resolve));
+    echoPort = (echo.address() as net.AddressInfo).port;
     const api = new NodeApi(
       { id: HOST, owner: () => ({ hostId: gate.id, epoch: gate.epoch }), canAct: () => gate.acting },
       signer,
@@ -82,6 +103,7 @@ describe("the node internal API", () => {
   });
   after(async () => {
     await server?.close();
+    await new Promise((resolve) => echo?.close(resolve));
   });
 
   const post = async (operation: string, body: string, grant: string | null, sandbox = SANDBOX) => {
@@ -223,6 +245,53 @@ describe("the node internal API", () => {
     assert.deepEqual(calls.at(-1), { operation: "grow", orgId: ORG, input: 5 });
     await routed.takeSnapshot("snp-1");
     assert.deepEqual(calls.at(-1), { operation: "snapshot", orgId: ORG, input: "snp-1" });
+    agent.destroy();
+  });
+
+  it("a routed forward carries bytes both ways, closes both ends together, and refuses before upgrading", async () => {
+    const agent = new http.Agent();
+    const client = (grants: GrantSigner) =>
+      new NodeClient({
+        baseUrl: server.boundUrl,
+        hostId: HOST,
+        epoch: gate.epoch,
+        orgId: ORG,
+        sandboxId: SANDBOX,
+        grants,
+        agent,
+        log,
+      });
+    const stream = await client(signer).openForward(80);
+    assert.deepEqual(calls.at(-1), { operation: "forward", orgId: ORG, input: 80 });
+    // More than any socket buffer: it comes back whole only if both directions keep flowing.
+    const payload = randomBytes(4 << 20);
+    const received: Buffer[] = [];
+    let size = 0;
+    const back = new Promise<void>((resolve) => {
+      stream.on("data", (chunk: Buffer) => {
+        received.push(chunk);
+        size += chunk.length;
+        if (size >= payload.length) resolve();
+      });
+    });
+    stream.write(payload);
+    await back;
+    assert.ok(Buffer.concat(received).equals(payload), "the bytes came back in order");
+    assert.equal(echoOpen, 1);
+    stream.destroy();
+    await eventually("the owner to close the sandbox's end", async () => echoOpen === 0);
+    // The owner's refusal crosses with its code; a grant it refuses reads as host_unavailable.
+    await assert.rejects(client(signer).openForward(81), (error: Error & { code?: string }) => {
+      return error.code === "sandbox_not_running";
+    });
+    await assert.rejects(
+      client(new GrantSigner(randomBytes(32))).openForward(80),
+      (error: Error & { code?: string }) => error.code === "host_unavailable",
+    );
+    assert.equal(echoOpen, 0, "a refused forward connected nothing");
+    // A forward is an Upgrade only: the POST form is no route.
+    const posted = await fetch(`${server.boundUrl}/internal/v1/sandboxes/${SANDBOX}/forward`, { method: "POST" });
+    assert.equal(posted.status, 404);
     agent.destroy();
   });
 });

@@ -2,7 +2,8 @@
 // HTTP/1.1 for other Warren servers only. POST /internal/v1/sandboxes/<id>/<operation>
 // (exec, snapshot, grow, network) with a JSON body of at most bodyLimitBytes, answered
 // `{"result": ...}` (200) or the error as it crosses (node-wire.ts); GET .../session with
-// `Upgrade: warren-session/1` streams a session (session.ts). Connections are bounded
+// `Upgrade: warren-session/1` streams a session (session.ts), GET .../forward with
+// `Upgrade: warren-forward/1` carries an SSH port forward to the sandbox's port (forward.ts). Connections are bounded
 // (maxConnections), and so is how long a request's headers and body may take.
 import http from "node:http";
 import type { AddressInfo, Socket } from "node:net";
@@ -10,13 +11,21 @@ import { invalid } from "../../lib/errors.js";
 import type { Logger } from "../../lib/logger.js";
 import type { RoutedOperation } from "../../modules/hosts/grants.js";
 import type { NodeApi } from "../../modules/hosts/node-api.js";
-import { encodeError, type RoutedExecRequest, SESSION_HEADER, SESSION_UPGRADE } from "../../modules/hosts/node-wire.js";
+import {
+  encodeError,
+  FORWARD_HEADER,
+  FORWARD_UPGRADE,
+  type RoutedExecRequest,
+  SESSION_HEADER,
+  SESSION_UPGRADE,
+} from "../../modules/hosts/node-wire.js";
+import { serveRoutedForward } from "./forward.js";
 import { serveRoutedSession } from "./session.js";
 
 export const MAX_INTERNAL_CONNECTIONS = 512;
 const HEADERS_TIMEOUT_MS = 10_000;
 const BODY_TIMEOUT_MS = 30_000;
-const ROUTE = /^\/internal\/v1\/sandboxes\/([A-Za-z0-9_-]{1,80})\/(exec|snapshot|grow|network|session)$/;
+const ROUTE = /^\/internal\/v1\/sandboxes\/([A-Za-z0-9_-]{1,80})\/(exec|snapshot|grow|network|session|forward)$/;
 
 export interface InternalApiOptions {
   host: string;
@@ -103,7 +112,7 @@ export async function startInternalApi(options: InternalApiOptions): Promise<Int
   server.on("request", (req, res) => {
     const match = req.method === "POST" ? ROUTE.exec(req.url ?? "") : null;
     const operation = match?.[2] as RoutedOperation | undefined;
-    if (!match || !operation || operation === "session") {
+    if (!match || !operation || operation === "session" || operation === "forward") {
       send(res, 404, { error: { code: "not_found", message: "no such internal route" } });
       return;
     }
@@ -124,9 +133,21 @@ export async function startInternalApi(options: InternalApiOptions): Promise<Int
       }
     });
   });
-  server.on("upgrade", (req: http.IncomingMessage, socket: Socket) => {
+  server.on("upgrade", (req: http.IncomingMessage, socket: Socket, head: Buffer) => {
     const match = ROUTE.exec(req.url ?? "");
     socket.on("error", () => undefined);
+    if (req.method === "GET" && match?.[2] === "forward" && req.headers.upgrade === FORWARD_UPGRADE) {
+      const encoded = req.headers[FORWARD_HEADER];
+      serveRoutedForward(
+        api,
+        match[1] as string,
+        req.headers.authorization,
+        typeof encoded === "string" ? encoded : "",
+        socket,
+        head,
+      );
+      return;
+    }
     if (req.method !== "GET" || match?.[2] !== "session" || req.headers.upgrade !== SESSION_UPGRADE) {
       socket.end("HTTP/1.1 404 Not Found\r\nconnection: close\r\ncontent-length: 0\r\n\r\n");
       return;

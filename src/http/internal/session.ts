@@ -11,7 +11,8 @@ import { encodeError, FRAME, FrameReader, frame, SESSION_UPGRADE } from "../../m
 
 const MAX_UNACKED_FRAMES = 4096;
 
-function refuse(socket: Socket, error: unknown): void {
+/** Answers an Upgrade that was not accepted with the error as it crosses (node-wire.ts), and closes. */
+export function refuse(socket: Socket, error: unknown): void {
   const { status, body } = encodeError(error);
   const text = JSON.stringify(body);
   socket.end(

@@ -25,12 +25,19 @@ describe("the owner's operations", () => {
       rules: [{ family: "inet", table: "warren", chain: "sbx-1", handle: 12, rule: "ip daddr 10.0.0.0/8 drop" }],
     };
     const operations = ownerOperations({
-      sandboxOf: async () => ({ org_id: "org_a", host_id: HOST, quarantined: false }),
+      sandboxOf: async () => ({
+        org_id: "org_a",
+        host_id: HOST,
+        quarantined: false,
+        state: "running",
+        network_access: "public",
+      }),
       host: { id: HOST, owner: () => ({ hostId: HOST, epoch: 1 }), canAct: () => true },
       runtime: {
         setNetwork: async () => full,
         growWorkspace: async () => undefined,
         openSession: async () => assert.fail("no session here"),
+        portAddress: async () => assert.fail("no forward here"),
       },
       exec: async () => assert.fail("no exec here"),
       snapshot: async () => assert.fail("no snapshot here"),

@@ -5,7 +5,9 @@
 // lease lapsed) answers 503 host_unavailable. The operations re-read the sandbox from the
 // store: the grant's organization must own it and this host must be its owner.
 import { randomBytes } from "node:crypto";
+import type { Socket } from "node:net";
 import {
+  type HostNetwork,
   type NetworkApplied,
   type NetworkMode,
   networkApplied,
@@ -15,6 +17,7 @@ import {
   type SessionRequest,
 } from "../../drivers/runtime/interface.js";
 import { AppError } from "../../lib/errors.js";
+import { connectTcp } from "../../lib/tcp-connect.js";
 import { type GrantClaims, GrantReplayGuard, type GrantSigner, type RoutedOperation } from "./grants.js";
 import { type HostGate, hostUnavailable } from "./membership.js";
 import { GRANT_SCHEME, type RoutedExecRequest } from "./node-wire.js";
@@ -26,7 +29,15 @@ export interface NodeOperations {
   grow(claims: GrantClaims, capacityGiB: number): Promise<void>;
   network(claims: GrantClaims, mode: NetworkMode): Promise<NetworkApplied>;
   openSession(claims: GrantClaims, request: SessionRequest, handlers: SessionHandlers): Promise<SandboxSession>;
+  /**
+   * A TCP connection to the sandbox's port from this host (an SSH `direct-tcpip` forward
+   * through another server), connected; the sandbox is held awake until the socket closes.
+   */
+  openForward(claims: GrantClaims, port: number): Promise<Socket>;
 }
+
+/** How long the owner waits for a sandbox's port to accept a routed forward. */
+export const FORWARD_CONNECT_TIMEOUT_MS = 5_000;
 
 export class NodeApi {
   constructor(
@@ -61,12 +72,18 @@ export class NodeApi {
 
 export interface OwnerDeps {
   /** The sandbox row by id (SandboxService.rowForHost). */
-  sandboxOf(id: string): Promise<{ org_id: string; host_id: string | null; quarantined: boolean } | null>;
+  sandboxOf(id: string): Promise<{
+    org_id: string;
+    host_id: string | null;
+    quarantined: boolean;
+    state: string;
+    network_access: string;
+  } | null>;
   host: HostGate;
-  runtime: Pick<SandboxRuntime, "growWorkspace" | "setNetwork" | "openSession">;
+  runtime: Pick<SandboxRuntime, "growWorkspace" | "setNetwork" | "openSession"> & Pick<HostNetwork, "portAddress">;
   exec(claims: GrantClaims, request: RoutedExecRequest): Promise<unknown>;
   snapshot(claims: GrantClaims, snapshotId: string): Promise<void>;
-  /** Holds the sandbox awake while a routed session is open (the reconciler's idle check). */
+  /** Holds the sandbox awake while a routed session or forward is open (the reconciler's idle check). */
   sessionBegan(sessionId: string, sandboxId: string, ended: Promise<unknown>): void;
   sessionEnded(sessionId: string): void;
 }
@@ -114,6 +131,25 @@ export function ownerOperations(deps: OwnerDeps): NodeOperations {
         deps.sessionEnded(sessionId);
         throw error;
       }
+    },
+    openForward: async (claims, port) => {
+      // The checks of a forward on one host (channels.ts serveForward), made here by the owner.
+      if (!Number.isInteger(port) || port < 1 || port > 65535) throw new AppError("invalid_argument", "no such port");
+      const row = await owned(claims);
+      if (row.quarantined) throw new AppError("quarantined", "the sandbox is quarantined");
+      if (row.state !== "running") throw new AppError("sandbox_not_running", "the sandbox is not running");
+      const address = row.network_access === "none" ? null : await deps.runtime.portAddress(claims.sandboxId);
+      if (!address) throw new AppError("failed_precondition", "the sandbox has no network link to forward to");
+      let socket: Socket;
+      try {
+        socket = await connectTcp(address, port, FORWARD_CONNECT_TIMEOUT_MS);
+      } catch {
+        throw new AppError("failed_precondition", "the sandbox's port did not accept the connection");
+      }
+      const forwardId = `fwd_${randomBytes(8).toString("hex")}`;
+      deps.sessionBegan(forwardId, claims.sandboxId, new Promise((resolve) => socket.once("close", resolve)));
+      socket.once("close", () => deps.sessionEnded(forwardId));
+      return socket;
     },
   };
 }

@@ -6,6 +6,7 @@
 // a request the owner refused (401: another epoch) or that never reached it is retried once
 // on the row read again (`revalidate`); one that reached the owner and lost its answer is not.
 import http from "node:http";
+import type { Socket } from "node:net";
 import type {
   NetworkApplied,
   NetworkMode,
@@ -19,6 +20,8 @@ import type { GrantSigner, RoutedOperation } from "./grants.js";
 import { hostUnavailable } from "./membership.js";
 import {
   decodeError,
+  FORWARD_HEADER,
+  FORWARD_UPGRADE,
   FRAME,
   FrameReader,
   frame,
@@ -33,6 +36,10 @@ const CONNECT_TIMEOUT_MS = 3_000;
 /** The most a routed answer may hold (an exec's output is capped well below it). */
 const MAX_RESPONSE_BYTES = 64 << 20;
 const SLOW_OPERATION_MS = 15 * 60_000;
+/** How long a routed forward waits for the owner's 101 (the owner gives the sandbox's port 5 s to accept). */
+const FORWARD_ANSWER_MS = 15_000;
+/** The most of a refusal's body read (an error envelope is far smaller). */
+const MAX_REFUSAL_BYTES = 64 << 10;
 
 /** The owner could not be asked, or its answer was lost after the request went out (`sent`). */
 export class NodeUnreachable extends Error {
@@ -309,6 +316,76 @@ export class NodeClient implements Pick<SandboxRuntime, "openSession" | "growWor
             if (!socket.destroyed) socket.write(frame(FRAME.kill));
           },
         });
+      });
+      req.end();
+    });
+  }
+
+  /**
+   * A TCP stream to the sandbox's `port`, connected by the owner (an SSH `direct-tcpip` forward
+   * through this server), over an HTTP Upgrade. Rejects with the owner's refusal (AppError) or,
+   * when the owner cannot be reached or does not answer in time, host_unavailable.
+   */
+  openForward(port: number): Promise<Socket> {
+    const json = JSON.stringify({ port });
+    return new Promise((resolve, reject) => {
+      const req = http.request(this.url("forward"), {
+        method: "GET",
+        agent: false,
+        headers: {
+          connection: "Upgrade",
+          upgrade: FORWARD_UPGRADE,
+          authorization: this.authorization("forward", json),
+          [FORWARD_HEADER]: Buffer.from(json).toString("base64url"),
+        },
+      });
+      const connectTimer = setTimeout(() => req.destroy(new Error("connect timeout")), CONNECT_TIMEOUT_MS);
+      const answerTimer = setTimeout(
+        () => req.destroy(new Error("the owner did not answer in time")),
+        FORWARD_ANSWER_MS,
+      );
+      const done = () => {
+        clearTimeout(connectTimer);
+        clearTimeout(answerTimer);
+      };
+      req.on("socket", (socket) => socket.once("connect", () => clearTimeout(connectTimer)));
+      req.on("error", (error) => {
+        done();
+        this.options.log.warn({ sandbox_id: this.options.sandboxId, err: error.message }, "routed forward failed");
+        reject(hostUnavailable());
+      });
+      req.on("response", (res) => {
+        done();
+        const chunks: Buffer[] = [];
+        let size = 0;
+        res.on("data", (chunk: Buffer) => {
+          size += chunk.length;
+          if (size <= MAX_REFUSAL_BYTES) chunks.push(chunk);
+        });
+        res.on("error", () => undefined);
+        res.on("end", () => {
+          if (res.statusCode === 401) {
+            this.options.log.warn(
+              { host_id: this.options.hostId, operation: "forward" },
+              "the owner host refused a routed grant",
+            );
+            reject(hostUnavailable());
+            return;
+          }
+          try {
+            reject(decodeError(JSON.parse(Buffer.concat(chunks).toString("utf8"))));
+          } catch {
+            reject(hostUnavailable());
+          }
+        });
+      });
+      req.on("upgrade", (_res, socket, head) => {
+        done();
+        socket.setNoDelay(true);
+        // An owner that vanished without a word (partitioned, powered off) is found out.
+        socket.setKeepAlive(true, 30_000);
+        if (head.length > 0) socket.unshift(head);
+        resolve(socket);
       });
       req.end();
     });

@@ -9,6 +9,10 @@ export const GRANT_SCHEME = "WarrenGrant";
 export const SESSION_UPGRADE = "warren-session/1";
 /** The session request (base64url JSON) of an Upgrade; the grant's digest is over its JSON. */
 export const SESSION_HEADER = "x-warren-session";
+/** An SSH port forward to the owner (a raw TCP stream to the sandbox's port once upgraded). */
+export const FORWARD_UPGRADE = "warren-forward/1";
+/** The forward request (base64url JSON `{"port": n}`) of an Upgrade; the grant's digest is over its JSON. */
+export const FORWARD_HEADER = "x-warren-forward";
 /** The largest frame of a session stream, either way. */
 export const MAX_FRAME_BYTES = 1 << 20;
 
@@ -19,6 +23,11 @@ export interface RoutedExecRequest {
   timeout_seconds?: number | undefined;
   idempotency_key?: string | undefined;
   request_hash: string;
+}
+
+/** What a routed port forward asks of the owner: a TCP connection to this port of the sandbox. */
+export interface RoutedForwardRequest {
+  port: number;
 }
 
 export type WireError =

@@ -136,7 +136,7 @@ export class HostRouter {
     return { baseUrl: fresh.internal_url, epoch: fresh.epoch };
   }
 
-  /** runtimeOf for a sandbox named by id only (the SSH gateway's session); unknown: host_unavailable. */
+  /** runtimeOf for a sandbox named by id only (the SSH gateway's sessions and forwards); unknown: host_unavailable. */
   async runtimeOfId(sandboxId: string): Promise<Route> {
     const row = await this.sandboxOf(sandboxId);
     if (!row) throw hostUnavailable();

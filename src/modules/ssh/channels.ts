@@ -1,12 +1,15 @@
 // What an authenticated SSH connection may open in its sandbox: a `session` channel (one
 // `exec` or `shell`, optionally on a pty, with window changes and a locale-only env), and
-// `direct-tcpip` forwards to the sandbox's own ports. Output flows at the pace of the SSH
-// channel's window: a chunk is acknowledged to the exec agent only once the channel took it.
-import net from "node:net";
+// `direct-tcpip` forwards to the sandbox's own ports (on its owner, which may be another host).
+// Output flows at the pace of the SSH channel's window: a chunk is acknowledged to the exec
+// agent only once the channel took it; a forward's bytes are piped, so the slower side pauses
+// the other.
+import type { Duplex } from "node:stream";
 import type { ServerChannel, Session } from "ssh2";
 import { type RuntimeDriver, RuntimeError, type SandboxSession } from "../../drivers/runtime/interface.js";
 import { AppError } from "../../lib/errors.js";
 import type { Logger } from "../../lib/logger.js";
+import { joinStreams } from "../../lib/tcp-connect.js";
 import type { SessionActivity } from "./activity.js";
 import { allowedClientEnv, terminalName } from "./limits.js";
 
@@ -17,7 +20,6 @@ export const MAX_FORWARDS_PER_CONNECTION = 64;
 const MAX_CLIENT_ENV = 16;
 /** The longest `exec` command line passed on (OpenSSH's own limit on a command is far above any real use). */
 export const MAX_COMMAND_BYTES = 64 << 10;
-const FORWARD_CONNECT_TIMEOUT_MS = 5_000;
 /** Destinations of a forward: the sandbox itself (its own ports), named as the client's `-L` usually does. */
 const SANDBOX_SELF = new Set(["localhost", "127.0.0.1", "::1", "0.0.0.0"]);
 /** The shell of an interactive session: a login shell, so the image's profile sets the prompt. */
@@ -30,11 +32,22 @@ export interface ConnectionScope {
    * a key revoked or a sandbox quarantined after the login opens nothing more).
    */
   stillAllowed(): Promise<boolean>;
-  runtime: Pick<RuntimeDriver, "openSession" | "portAddress">;
+  runtime: ScopeRuntime;
   activity: SessionActivity;
   log: Logger;
   sessions: number;
   forwards: number;
+}
+
+/** Where a connection's channels open: sessions and port forwards on the sandbox's owner. */
+export interface ScopeRuntime {
+  openSession: RuntimeDriver["openSession"];
+  /**
+   * A connected stream to the sandbox's TCP `port` (on this host, or the owner's over its
+   * internal API); rejects when it cannot be opened (not running, no network link, nothing
+   * listening, the owner not available).
+   */
+  openPort(sandboxId: string, port: number): Promise<Duplex>;
 }
 
 /** Serves one `session` channel: collects pty and env requests, then runs one exec or shell. */
@@ -163,7 +176,7 @@ async function runInChannel(
   });
 }
 
-/** Serves a `direct-tcpip` request: a TCP connection to the sandbox's own port, from the host to its veth address. */
+/** Serves a `direct-tcpip` request: a TCP connection to the sandbox's own port, from its owner host to its veth address. */
 export async function serveForward(
   accept: () => ServerChannel,
   reject: () => void,
@@ -188,38 +201,24 @@ export async function serveForward(
     released = true;
     scope.forwards--;
   };
-  const allowed = await scope.stillAllowed();
-  const address = allowed ? await scope.runtime.portAddress(scope.sandboxId).catch(() => null) : null;
-  if (!address) {
+  let stream: Duplex | null = null;
+  if (await scope.stillAllowed()) {
+    stream = await scope.runtime.openPort(scope.sandboxId, port).catch((error: unknown) => {
+      if (!(error instanceof AppError) && !(error instanceof RuntimeError) && !(error as { code?: string }).code) {
+        scope.log.warn({ sandbox_id: scope.sandboxId, err: (error as Error).message }, "ssh forward failed to open");
+      }
+      return null;
+    });
+  }
+  if (!stream) {
     release();
     reject();
     return;
   }
-  const socket = net.connect({ host: address, port, noDelay: true });
-  socket.setTimeout(FORWARD_CONNECT_TIMEOUT_MS);
-  const failed = () => {
-    socket.destroy();
+  const endActivity = scope.activity.begin(scope.sandboxId);
+  const channel = accept();
+  joinStreams(channel, stream, () => {
+    endActivity();
     release();
-    reject();
-  };
-  socket.once("timeout", failed);
-  socket.once("error", failed);
-  socket.once("connect", () => {
-    socket.removeListener("timeout", failed);
-    socket.removeListener("error", failed);
-    socket.setTimeout(0);
-    const endActivity = scope.activity.begin(scope.sandboxId);
-    const channel = accept();
-    const done = () => {
-      endActivity();
-      release();
-      socket.destroy();
-      channel.destroy();
-    };
-    socket.on("error", done);
-    channel.on("error", done);
-    socket.once("close", done);
-    channel.once("close", done);
-    channel.pipe(socket).pipe(channel);
   });
 }

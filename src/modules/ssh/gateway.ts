@@ -5,6 +5,7 @@
 // after the same delay, and counts against the client address (limits.ts). Channels are in
 // channels.ts. Nothing a client sends is logged beyond a user name that is a sandbox id.
 import net from "node:net";
+import type { Duplex } from "node:stream";
 import ssh2, { type AuthContext, type Connection } from "ssh2";
 import type { HostNetwork, SandboxRuntime } from "../../drivers/runtime/interface.js";
 import {
@@ -14,12 +15,21 @@ import {
   type StartupLimits,
   StartupSlots,
 } from "../../lib/connection-slots.js";
+import { AppError } from "../../lib/errors.js";
 import type { Logger } from "../../lib/logger.js";
+import { connectTcp } from "../../lib/tcp-connect.js";
+import { hostUnavailable } from "../hosts/membership.js";
 import type { IdentityService } from "../identity/service.js";
 import type { SandboxService } from "../sandboxes/service.js";
 import { isSessionToken } from "../sessions/tokens.js";
 import { SessionActivity } from "./activity.js";
-import { type ConnectionScope, MAX_SESSIONS_PER_CONNECTION, serveForward, serveSession } from "./channels.js";
+import {
+  type ConnectionScope,
+  MAX_SESSIONS_PER_CONNECTION,
+  type ScopeRuntime,
+  serveForward,
+  serveSession,
+} from "./channels.js";
 import { DEFAULT_FAILURE_LIMITS, FailureLimiter, type FailureLimiterOptions } from "./limits.js";
 
 const SANDBOX_ID = /^sbx-[0-9a-f]{40}$/;
@@ -46,7 +56,8 @@ export interface SshGatewayOptions {
   hostKey: string;
   identity: IdentityService;
   sandboxes: SandboxService;
-  runtime: Pick<SandboxRuntime, "openSession"> & Pick<HostNetwork, "portAddress">;
+  /** This host's runtime; null on an `api` replica, where every sandbox is another host's (`routeOf`). */
+  runtime: (Pick<SandboxRuntime, "openSession"> & Pick<HostNetwork, "portAddress">) | null;
   log: Logger;
   failureLimits?: FailureLimiterOptions;
   /** Connection limits (defaults: the descriptor budget's); tests lower them. */
@@ -54,13 +65,22 @@ export interface SshGatewayOptions {
   /** Short-lived SSH tokens (IssueSshToken, `wst1.`...) as the password; absent: API keys only. */
   tokens?: { sshTokenOpens(token: string, sandboxId: string): Promise<boolean> } | null;
   /**
-   * The runtime a sandbox's sessions open on (HostRouter: this host's, or the owner's through
-   * its internal API); absent: `runtime` for every sandbox. Port forwards stay on `runtime`.
+   * Where a sandbox's sessions and forwards open (HostRouter.runtimeOfId): this host's runtime
+   * (`remote` null), or the owner's internal API; absent: `runtime` for every sandbox.
    */
-  sessionRuntimeOf?: (sandboxId: string) => Promise<Pick<SandboxRuntime, "openSession">>;
+  routeOf?: (sandboxId: string) => Promise<GatewayRoute>;
   /** Where connections closed at accept or evicted are counted (WarrenMetrics). */
   metrics?: { connectionRefused(server: "ssh", reason: "refused" | "evicted"): void };
 }
+
+/** What the gateway needs of a HostRouter route. */
+export interface GatewayRoute {
+  runtime: Pick<SandboxRuntime, "openSession">;
+  remote: { openForward(port: number): Promise<Duplex> } | null;
+}
+
+/** How long a forward on this host waits for the sandbox's port to accept. */
+const FORWARD_CONNECT_TIMEOUT_MS = 5_000;
 
 /** A connection admitted at TCP accept and not authenticated yet. */
 interface Admitted {
@@ -154,17 +174,27 @@ export class SshGateway {
     return address && typeof address === "object" ? address.port : null;
   }
 
-  /** Whether an SSH session or forward of this process is open in the sandbox (holds off an idle stop). */
-  /** Sessions on the sandbox's owner (routed when it is another host), forwards on this host. */
-  private scopeRuntime(): ConnectionScope["runtime"] {
-    const { runtime, sessionRuntimeOf } = this.options;
-    if (!sessionRuntimeOf) return runtime;
+  /** Sessions and forwards on the sandbox's owner: this host's runtime, or routed to another host. */
+  private scopeRuntime(): ScopeRuntime {
+    const { runtime, routeOf } = this.options;
+    const local = async (): Promise<GatewayRoute> => {
+      if (!runtime) throw hostUnavailable();
+      return { runtime, remote: null };
+    };
+    const route = routeOf ?? local;
     return {
-      openSession: async (id, request, handlers) => (await sessionRuntimeOf(id)).openSession(id, request, handlers),
-      portAddress: (id) => runtime.portAddress(id),
+      openSession: async (id, request, handlers) => (await route(id)).runtime.openSession(id, request, handlers),
+      openPort: async (id, port) => {
+        const { remote } = await route(id);
+        if (remote) return remote.openForward(port);
+        const address = runtime ? await runtime.portAddress(id) : null;
+        if (!address) throw new AppError("failed_precondition", "the sandbox has no network link to forward to");
+        return connectTcp(address, port, FORWARD_CONNECT_TIMEOUT_MS);
+      },
     };
   }
 
+  /** Whether an SSH session or forward of this process is open in the sandbox (holds off an idle stop). */
   hasOpenSession(sandboxId: string): boolean {
     return this.activity.isOpen(sandboxId);
   }

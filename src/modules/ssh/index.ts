@@ -1,4 +1,5 @@
-// Starts the SSH gateway when configured (WARREN_SSH_LISTEN) and a runtime exists, and tells
+// Starts the SSH gateway when configured (WARREN_SSH_LISTEN) with a runtime or a router (an
+// `api` replica serves every sandbox through its owner's internal API), and tells
 // the sandbox service where it is (each running sandbox's `ssh` field) and how to ask whether
 // a session holds a sandbox awake.
 import type { RuntimeDriver } from "../../drivers/runtime/interface.js";
@@ -26,13 +27,13 @@ export interface SshGatewaySetup {
   /** Verifies IssueSshToken's tokens (the session service); absent: API keys only. */
   tokens?: SshGatewayOptions["tokens"];
   metrics?: SshGatewayOptions["metrics"];
-  /** Routes sessions to the sandbox's owner (container.router). */
-  sessionRuntimeOf?: SshGatewayOptions["sessionRuntimeOf"];
+  /** Routes sessions and forwards to the sandbox's owner (container.router). */
+  routeOf?: SshGatewayOptions["routeOf"];
 }
 
 export async function startSshGateway(setup: SshGatewaySetup): Promise<SshGateway | null> {
-  if (!setup.runtime) {
-    setup.log.warn("no sandbox runtime: the SSH gateway is off");
+  if (!setup.runtime && !setup.routeOf) {
+    setup.log.warn("no sandbox runtime and no router: the SSH gateway is off");
     return null;
   }
   const gateway = new SshGateway({
@@ -44,7 +45,7 @@ export async function startSshGateway(setup: SshGatewaySetup): Promise<SshGatewa
     ...(setup.failureLimits ? { failureLimits: setup.failureLimits } : {}),
     tokens: setup.tokens ?? null,
     ...(setup.metrics ? { metrics: setup.metrics } : {}),
-    ...(setup.sessionRuntimeOf ? { sessionRuntimeOf: setup.sessionRuntimeOf } : {}),
+    ...(setup.routeOf ? { routeOf: setup.routeOf } : {}),
   });
   const bound = await gateway.listen(setup.listen.host, setup.listen.port);
   setup.links.ssh = {
