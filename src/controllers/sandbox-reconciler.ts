@@ -470,17 +470,22 @@ export class SandboxReconciler {
       () => null,
       (error: unknown) => error as Error,
     );
-    await this.identity.revokeSandboxKeys(row.id);
     const action = this.decideAfter(row, {
       failing: { code, message, cleanupError: cleanup ? withoutHostPaths(cleanup.message) : null },
     });
-    if (action.kind !== "settle") return;
-    await this.transition(row.id, action.to, {
+    if (action.kind !== "settle") {
+      await this.identity.revokeSandboxKeys(row.id);
+      return;
+    }
+    const moved = await this.transition(row.id, action.to, {
       from: NOT_TERMINATED,
       // Read under the row lock: a delete that came meanwhile is kept.
       ...(action.desired ? { change: { desired_state: action.desired } } : {}),
       ...(action.reason ? { reason: action.reason } : {}),
     });
+    // Only while the row is still this host's: one handed to another host meanwhile (a step
+    // deadline that passed during a hand-back) keeps the keys its new owner issues.
+    if (moved.applied) await this.identity.revokeSandboxKeys(row.id);
     if (cleanup) {
       this.log.error(
         { sandbox_id: row.id, code, err: cleanup.message },

@@ -15,7 +15,7 @@
 import assert from "node:assert/strict";
 import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
+import { link, mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
@@ -375,8 +375,12 @@ async function claimSubnet(pid: number): Promise<ReturnType<typeof pickSubnet>> 
   const taken = new Set<number>();
   for (;;) {
     const subnet = pickSubnet(await readFile("/proc/net/route", "utf8"), taken);
+    // Written whole under a name of this run's, then linked into place: link() fails with
+    // EEXIST when the claim exists, and a claim is never seen half written.
+    const draft = path.join(SUBNET_CLAIMS, `.${pid}-${subnet.n}`);
+    await writeFile(draft, String(pid));
     try {
-      await writeFile(subnetClaim(subnet.n), String(pid), { flag: "wx" });
+      await link(draft, subnetClaim(subnet.n));
       return subnet;
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
@@ -384,6 +388,8 @@ async function claimSubnet(pid: number): Promise<ReturnType<typeof pickSubnet>> 
       const alive = Number.isSafeInteger(owner) && owner > 0 && (await exists(`/proc/${owner}`));
       if (alive) taken.add(subnet.n);
       else await rm(subnetClaim(subnet.n), { force: true });
+    } finally {
+      await rm(draft, { force: true });
     }
   }
 }

@@ -38,6 +38,8 @@ export interface HostGate {
   readonly id: string;
   owner(): HostOwner;
   canAct(): boolean;
+  /** The state an operator gave the host as last read (draining and cordoned take no creates); absent: ready. */
+  state?(): repo.HostState | null;
 }
 
 /**

@@ -97,6 +97,9 @@ export interface ReconcileTrigger {
   kick(id: string): void;
 }
 
+/** A wait woken by an event of the sandbox's run re-reads the row at most this often (waitFor). */
+const RUN_EVENT_REREAD_MS = 200;
+
 /** Calls `wake` after each commit, on any server, that wrote events of the run (the tail hub). */
 export interface RunEventSource {
   subscribe(runId: string, wake: () => void): () => void;
@@ -357,15 +360,16 @@ export class SandboxService {
       storageClass === "durable" && !fromSnapshot
         ? (input.workspace_capacity_gib ?? this.defaults.workspaceCapacityGiB)
         : null;
-    const now = this.clock.now();
     const ttl = input.ttl_seconds ?? this.defaults.ttlSeconds;
     const idle = input.idle_timeout_seconds ?? (this.defaults.idleTimeoutSeconds || null);
     const image = input.image ?? this.defaults.defaultImage;
     const memoryMiB = input.resources?.memory_mb ?? this.defaults.memoryMiB;
     const cpuMillis = input.resources?.cpu_millis ?? this.defaults.cpuMillis;
     const network = input.network_access ?? "public";
+    // A cordoned or draining host serves no create from its pool either (placement skips it).
+    const hostState = this.host?.state?.() ?? null;
     const pooled =
-      fromSnapshot || input.volumes?.length
+      fromSnapshot || input.volumes?.length || hostState === "cordoned" || hostState === "draining"
         ? null
         : (this.pool?.take({
             image,
@@ -386,6 +390,8 @@ export class SandboxService {
     // One create of the organization at a time through this process (inOrgCreateLane).
     const result = await this.inOrgCreateLane(cred.orgId, () =>
       this.db.tx(async (q) => {
+        // Taken once its turn in the lane has come: a create that waited is not born past its deadline.
+        const now = this.clock.now();
         const project = await this.projects.resolve(q, cred, input.project_id);
         const source = input.snapshot_id ? await this.snapshotSource().forRestore(q, cred, input.snapshot_id) : null;
         const capacity = source ? restoredCapacity(storageClass, input.workspace_capacity_gib, source) : rootCapacity;
@@ -570,29 +576,53 @@ export class SandboxService {
     // the sandbox's run (each transition writes one; the tail hub hears their notifications);
     // the re-read every waitPollMs covers a gap in those. Subscribed before the row is read
     // again, so a change between the first read and the subscription is not missed.
+    // A run's events are also the tenant's own (annotations, events through the sandbox's
+    // token), so a wake by one re-reads the row at most every RUN_EVENT_REREAD_MS: a stream of
+    // them costs a few reads a second per wait, not one per event. This process's own writes
+    // re-read at once.
     let changed = false;
+    let eventWoken = false;
     let wake: (() => void) | null = null;
     const onChange = () => {
       changed = true;
       wake?.();
     };
+    const onRunEvent = () => {
+      eventWoken = true;
+      wake?.();
+    };
     this.changes.on(initial.id, onChange);
-    const unsubscribe = this.runEvents?.subscribe(initial.run_id, onChange);
+    const unsubscribe = this.runEvents?.subscribe(initial.run_id, onRunEvent);
     try {
       let row = await this.load(this.db, cred, initial.id).catch(() => initial);
+      let readAt = Date.now();
       while (!settled(row) && Date.now() < deadline) {
-        if (!changed) {
+        const eventDue = eventWoken ? readAt + RUN_EVENT_REREAD_MS : Number.POSITIVE_INFINITY;
+        if (!changed && Date.now() < eventDue) {
           await new Promise<void>((resolve) => {
-            const timer = setTimeout(resolve, Math.min(this.defaults.waitPollMs, Math.max(0, deadline - Date.now())));
-            wake = () => {
+            let timer: NodeJS.Timeout | undefined;
+            const done = () => {
               clearTimeout(timer);
+              wake = null;
               resolve();
             };
+            const arm = (at: number) => {
+              clearTimeout(timer);
+              timer = setTimeout(done, Math.max(0, at - Date.now()));
+            };
+            arm(Math.min(readAt + this.defaults.waitPollMs, eventDue, deadline));
+            // This process's write: at once. A run event: no sooner than RUN_EVENT_REREAD_MS after the last read.
+            wake = () =>
+              changed
+                ? done()
+                : arm(Math.min(readAt + this.defaults.waitPollMs, readAt + RUN_EVENT_REREAD_MS, deadline));
           });
         }
         changed = false;
+        eventWoken = false;
         wake = null;
         row = await this.load(this.db, cred, initial.id).catch(() => row);
+        readAt = Date.now();
       }
       return row;
     } finally {

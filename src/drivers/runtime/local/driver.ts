@@ -699,6 +699,8 @@ export class LocalRuntimeDriver implements RuntimeDriver {
         await unmountUnder(paths.rootfs);
         await unmountUnder(this.mappedPaths(id).scratch);
         await removeMappedTree(this.mappedPaths(id));
+        // The bundle create() wrote names that tree: the next start writes it again.
+        this.freshBundles.delete(id);
         const first = (await this.mappedRanges.recorded(paths)) ?? (await this.mappedRanges.claim(id, paths));
         await makeSandboxNamespaces(first, userPin, this.network.netnsPath(id), true);
       } else {
