@@ -110,7 +110,8 @@ describe("draining a host", { concurrency: 1 }, () => {
         assert.equal(asked.state, "draining");
         assert.equal(asked.operator_state, "draining");
         assert.equal(asked.drained, false, "its pool members are still reported");
-        assert.equal(t.c.host?.state(), "ready", "the host has not heartbeated since");
+        // The host learns it on a heartbeat (this one, or its own every 2 s: on a loaded machine
+        // one may have come during the request, so what it knew just before is not asserted).
         await beat();
         assert.equal(t.c.host?.state(), "draining");
         await eventually(
