@@ -157,6 +157,13 @@ describe("draining a host", { concurrency: 1 }, () => {
         await beat();
         assert.equal(t.c.host?.state(), "cordoned");
         assert.equal(pool.pooledIds().length, 2);
+        // A create its pool could serve is not taken either: the only host takes no creates.
+        const refused = await t.request("POST", "/v1/sandboxes", {
+          key: t.orgA.keys.owner,
+          body: { network_access: "none", command: ["sleep", "1000"] },
+        });
+        assertErrorEnvelope(refused, 503, "host_unavailable");
+        assert.equal(pool.pooledIds().length, 2);
         assert.equal((await act("uncordon")).state, "ready");
       });
 
