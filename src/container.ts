@@ -498,6 +498,7 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
             sandboxOf: (id) => sandboxes.rowForHost(id),
             host,
             runtime,
+            sandboxAddress: (id) => runtime.portAddress(id),
             exec: (claims, request) => execs.execForRoute(claims, request),
             snapshot: (claims, snapshotId) => snapshots.takeForRoute(claims, snapshotId),
             sessionBegan: (sessionId, sandboxId, ended) =>

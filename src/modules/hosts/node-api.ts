@@ -7,7 +7,6 @@
 import { randomBytes } from "node:crypto";
 import type { Socket } from "node:net";
 import {
-  type HostNetwork,
   type NetworkApplied,
   type NetworkMode,
   networkApplied,
@@ -80,7 +79,12 @@ export interface OwnerDeps {
     network_access: string;
   } | null>;
   host: HostGate;
-  runtime: Pick<SandboxRuntime, "growWorkspace" | "setNetwork" | "openSession"> & Pick<HostNetwork, "portAddress">;
+  runtime: Pick<SandboxRuntime, "growWorkspace" | "setNetwork" | "openSession">;
+  /**
+   * Where this host reaches the sandbox's ports (the local network's address of it; null: no
+   * link): a routed forward connects here on the owner, and only the socket is handed on.
+   */
+  sandboxAddress(sandboxId: string): Promise<string | null>;
   exec(claims: GrantClaims, request: RoutedExecRequest): Promise<unknown>;
   snapshot(claims: GrantClaims, snapshotId: string): Promise<void>;
   /** Holds the sandbox awake while a routed session or forward is open (the reconciler's idle check). */
@@ -138,7 +142,7 @@ export function ownerOperations(deps: OwnerDeps): NodeOperations {
       const row = await owned(claims);
       if (row.quarantined) throw new AppError("quarantined", "the sandbox is quarantined");
       if (row.state !== "running") throw new AppError("sandbox_not_running", "the sandbox is not running");
-      const address = row.network_access === "none" ? null : await deps.runtime.portAddress(claims.sandboxId);
+      const address = row.network_access === "none" ? null : await deps.sandboxAddress(claims.sandboxId);
       if (!address) throw new AppError("failed_precondition", "the sandbox has no network link to forward to");
       let socket: Socket;
       try {

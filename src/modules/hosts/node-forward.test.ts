@@ -6,7 +6,6 @@ import assert from "node:assert/strict";
 import net from "node:net";
 import { after, before, describe, it } from "node:test";
 import { eventually } from "../../../test/support/eventually.js";
-import type { RuntimeDriver } from "../../drivers/runtime/interface.js";
 import type { GrantClaims } from "./grants.js";
 import { ownerOperations } from "./node-api.js";
 
@@ -30,7 +29,12 @@ describe("the owner's side of a routed forward", () => {
   const ops = ownerOperations({
     sandboxOf: async (id) => (id === SANDBOX ? { ...row } : null),
     host: { id: HOST, owner: () => ({ hostId: HOST, epoch: 1 }), canAct: () => acting },
-    runtime: { portAddress: async () => address } as unknown as RuntimeDriver,
+    runtime: {
+      growWorkspace: async () => assert.fail("no growth here"),
+      setNetwork: async () => assert.fail("no network switch here"),
+      openSession: async () => assert.fail("no session here"),
+    },
+    sandboxAddress: async () => address,
     exec: async () => ({}),
     snapshot: async () => undefined,
     sessionBegan: (sessionId, sandboxId) => held.set(sessionId, sandboxId),
