@@ -199,10 +199,16 @@ export async function startShim(input: ShimInput): Promise<number> {
     throw new RuntimeError("start_failed", `runc did not start the sandbox within ${input.timeoutMs} ms`);
   }
   const log = await readFile(paths.runcLog, "utf8").catch(() => "");
+  const message = firstRuncError(log);
+  // The container ran (runc wrote its init's pid and logged no error) and its first process
+  // ended at once (a missing program: tini's 127): an exit, as when the pid is seen first.
+  // Which of the two files the watch sees first is a matter of timing, not of what happened.
+  const pid = await readPidFile(paths);
+  if (pid !== null && message === null) return pid;
   const record = await readExitRecord(paths);
   throw new RuntimeError(
     "start_failed",
-    `runc could not start the sandbox (exit ${record?.exitCode}): ${firstRuncError(log) ?? "no message"}`,
+    `runc could not start the sandbox (exit ${record?.exitCode}): ${message ?? "no message"}`,
   );
 }
 
