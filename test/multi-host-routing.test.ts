@@ -10,6 +10,7 @@ import os from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import { HOST_SSH_PORT, type Host, type MultiHost, startMultiHost } from "./support/multi-host.js";
+import { stockSshArgs } from "./support/ssh-client.js";
 
 const SSH = "/usr/bin/ssh";
 
@@ -83,26 +84,7 @@ describe("routing to the owner across hosts [postgres, s3]", () => {
   it("an SSH session through B's gateway reaches the sandbox on A", async () => {
     const child: ChildProcess = spawn(
       SSH,
-      [
-        "-F",
-        "/dev/null",
-        "-p",
-        String(HOST_SSH_PORT),
-        "-o",
-        "StrictHostKeyChecking=no",
-        "-o",
-        "UserKnownHostsFile=/dev/null",
-        "-o",
-        "LogLevel=ERROR",
-        "-o",
-        "PubkeyAuthentication=no",
-        "-o",
-        "PreferredAuthentications=password",
-        "-o",
-        "NumberOfPasswordPrompts=1",
-        `${id}@${b.address}`,
-        "cat /tmp/marker; read line; echo got $line; exit 7",
-      ],
+      [...stockSshArgs(HOST_SSH_PORT, `${id}@${b.address}`), "cat /tmp/marker; read line; echo got $line; exit 7"],
       {
         env: {
           PATH: process.env.PATH ?? "/usr/bin:/bin",

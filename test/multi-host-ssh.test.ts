@@ -17,6 +17,7 @@ import { eventually } from "./support/eventually.js";
 import { pushHttpEchoImage } from "./support/http-echo.js";
 import { HOST_SSH_PORT, type Host, type MultiHost, startMultiHost } from "./support/multi-host.js";
 import { freePort, waitForExit } from "./support/ports.js";
+import { stockSshArgs } from "./support/ssh-client.js";
 
 const SSH = "/usr/bin/ssh";
 const SSH_HOST = "ssh.warren.test";
@@ -56,27 +57,7 @@ describe("SSH through any server reaches the owner: sessions and port forwards [
   const ssh = (edge: Host, options: string[], command?: string): ChildProcess => {
     const child = spawn(
       SSH,
-      [
-        "-F",
-        "/dev/null",
-        "-p",
-        String(HOST_SSH_PORT),
-        "-o",
-        "StrictHostKeyChecking=no",
-        "-o",
-        "UserKnownHostsFile=/dev/null",
-        "-o",
-        "LogLevel=ERROR",
-        "-o",
-        "PubkeyAuthentication=no",
-        "-o",
-        "PreferredAuthentications=password",
-        "-o",
-        "NumberOfPasswordPrompts=1",
-        ...options,
-        `${id}@${edge.address}`,
-        ...(command === undefined ? [] : [command]),
-      ],
+      [...stockSshArgs(HOST_SSH_PORT, `${id}@${edge.address}`, options), ...(command === undefined ? [] : [command])],
       {
         env: {
           PATH: process.env.PATH ?? "/usr/bin:/bin",

@@ -21,6 +21,7 @@ import type { SshGatewayOptions } from "../src/modules/ssh/gateway.js";
 import { SshGateway, startSshGateway } from "../src/modules/ssh/index.js";
 import { startTestApp, type TestApp } from "./harness.js";
 import { freePort } from "./support/ports.js";
+import { stockSshArgs } from "./support/ssh-client.js";
 
 const SSH = "/usr/bin/ssh";
 
@@ -112,26 +113,7 @@ describe("ssh gateway with the OpenSSH client", { timeout: 300_000 }, () => {
   }
 
   function sshArgs(user: string, extra: string[]): string[] {
-    return [
-      "-F",
-      "/dev/null",
-      "-p",
-      String(port),
-      "-o",
-      "StrictHostKeyChecking=no",
-      "-o",
-      "UserKnownHostsFile=/dev/null",
-      "-o",
-      "LogLevel=ERROR",
-      "-o",
-      "PubkeyAuthentication=no",
-      "-o",
-      "PreferredAuthentications=password",
-      "-o",
-      "NumberOfPasswordPrompts=1",
-      ...extra,
-      `${user}@127.0.0.1`,
-    ];
+    return stockSshArgs(port, `${user}@127.0.0.1`, extra);
   }
 
   function startSsh(user: string, secret: string, extra: string[], command: string[] = []): ChildProcess {
