@@ -1,22 +1,10 @@
-// Create -> running of a cached image other than the default one (issue 25), through the API
-// of the real server (the `make run` bundle) on real runc, side by side with plain
-// `runc run -d` (bench/lib/raw-runc.ts, the same busybox content and config builder),
-// interleaved one by one with the order swapped every pair, over several rounds:
-//   warm: the image was used before, so the pool keeps a member of it (WARREN_SANDBOX_POOL_RECENT_*)
-//   cold: the same image cached but never pooled (WARREN_SANDBOX_POOL_RECENT_IMAGES=0): the
-//         normal create path
-// Target: p50 ratio <= 1.3 against raw runc. Each mode reports p50/p95 per round and over all
-// rounds, and the pool's hit rate (warren_sandbox_create_to_running_seconds by `pool`).
-// Usage: node --import tsx bench/sandboxes-image.ts [--creates 20] [--rounds 3] [--modes warm,cold]
-//   [--network none] [--recent-size 2]  WARREN_SANDBOX_POOL_RECENT_SIZE for the warm mode
-import { writeFile } from "node:fs/promises";
-import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { pushMarkedImage, pushTestImages } from "../test/support/registry.js";
 import { call } from "./lib/api.js";
 import { benchArgs } from "./lib/args.js";
 import { openRawRunc } from "./lib/raw-runc.js";
+import { recordResults } from "./lib/results.js";
 import { openBenchRig } from "./lib/rig.js";
 import { percentile } from "./lib/stats.js";
 
@@ -141,14 +129,7 @@ try {
     };
     await server.stop();
   }
-  results.machine = {
-    cpus: os.cpus().length,
-    node: process.version,
-    load: os.loadavg().map((l) => Math.round(l * 100) / 100),
-  };
-  results.at = new Date().toISOString();
-  await writeFile(path.join(ROOT, "bench/results/sandboxes-image.json"), `${JSON.stringify(results, null, 2)}\n`);
-  process.stdout.write(`${JSON.stringify(results, null, 2)}\n`);
+  await recordResults("sandboxes-image.json", results);
 } finally {
   await rig.close();
 }

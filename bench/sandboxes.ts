@@ -1,23 +1,10 @@
-// Sandbox benchmarks through the API of a real server (the `make run` bundle) on
-// real runc sandboxes, with the image served by a throwaway local docker-registry, next to
-// plain runc on the same host in the same run (bench/lib/raw-runc.ts), interleaved (creates
-// alternate one by one, execs in blocks of 10, the order swapped every round) so the
-// machine's drift hits both:
-//   create -> running (image cached) vs raw `runc run -d`: p50 ratio <= 1.3, network none and public
-//   exec `true` through the API vs raw `runc exec <id> true`: Warren's p50 <= 3 ms
-//   (earlier absolute targets, still reported: create p50 <= 100 ms, p99 <= 250 ms;
-//   exec with 1 MiB of output p50 <= 60 ms; stop -> wake -> running p50 <= 100 ms;
-//   20 concurrent creates all reach running)
-// Usage: node --import tsx bench/sandboxes.ts [--creates 50] [--execs 100] [--network none,public]
-//   [--pool N]  WARREN_SANDBOX_POOL_SIZE for the server (default: the server's default)
-import { writeFile } from "node:fs/promises";
-import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { pushTestImages } from "../test/support/registry.js";
 import { call } from "./lib/api.js";
 import { benchArgs } from "./lib/args.js";
 import { openRawRunc } from "./lib/raw-runc.js";
+import { recordResults } from "./lib/results.js";
 import { openBenchRig } from "./lib/rig.js";
 import { percentile } from "./lib/stats.js";
 
@@ -192,14 +179,7 @@ try {
     .filter(([, value]) => typeof value === "object" && value !== null && "pass" in value)
     .map(([name, value]) => `${name}: ${(value as { pass: boolean }).pass ? "PASS" : "FAIL"}`);
   results.verdicts = verdicts;
-  results.machine = {
-    cpus: os.cpus().length,
-    node: process.version,
-    load: os.loadavg().map((l) => Math.round(l * 100) / 100),
-  };
-  results.at = new Date().toISOString();
-  await writeFile(path.join(ROOT, "bench/results/sandboxes.json"), `${JSON.stringify(results, null, 2)}\n`);
-  process.stdout.write(`${JSON.stringify(results, null, 2)}\n`);
+  await recordResults("sandboxes.json", results);
 } finally {
   await rig.close();
 }

@@ -7,7 +7,6 @@
 // Usage: node --import tsx bench/ssh.ts [--runs 50]
 import { execFile, spawn } from "node:child_process";
 import { chmod, writeFile } from "node:fs/promises";
-import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
@@ -15,6 +14,7 @@ import { pushTestImages } from "../test/support/registry.js";
 import { call } from "./lib/api.js";
 import { benchArgs } from "./lib/args.js";
 import { openRawRunc } from "./lib/raw-runc.js";
+import { recordResults } from "./lib/results.js";
 import { openBenchRig } from "./lib/rig.js";
 import { freePort } from "./lib/server.js";
 import { percentile } from "./lib/stats.js";
@@ -131,14 +131,7 @@ try {
   results.runcExecTrue = summary(times.runc);
   results.apiExecTrue = summary(times.api);
   results.sshClientVersionOnly = summary(times.client);
-  results.machine = {
-    cpus: os.cpus().length,
-    node: process.version,
-    load: os.loadavg().map((l) => Math.round(l * 100) / 100),
-  };
-  results.at = new Date().toISOString();
-  await writeFile(path.join(ROOT, "bench/results/ssh.json"), `${JSON.stringify(results, null, 2)}\n`);
-  process.stdout.write(`${JSON.stringify(results, null, 2)}\n`);
+  await recordResults("ssh.json", results);
 } finally {
   await rig.close();
 }
