@@ -166,13 +166,99 @@ describe("the node internal API", () => {
     assert.equal(calls.length, before, "no refused grant ran anything");
   });
 
-  it("refuses a grant it accepted before (a replay)", async () => {
+  it("refuses a grant it accepted before (a replay), as a replay and never as an answer of the operation", async () => {
     const signed = grant({}, execBody);
     assert.equal((await post("exec", execBody, signed)).status, 200);
     const before = calls.length;
     const replayed = await post("exec", execBody, signed);
-    assert.equal(replayed.status, 401, JSON.stringify(replayed.body));
+    assert.equal(replayed.status, 409, JSON.stringify(replayed.body));
+    assert.ok(replayed.body.replayed, JSON.stringify(replayed.body));
+    assert.equal(replayed.body.error, undefined, "not an error a caller would pass on");
     assert.equal(calls.length, before);
+  });
+
+  // A TCP relay between NodeClient and the listener that resets the client's connection (RST,
+  // as an owner's closing keep-alive socket or a middlebox does) on cue: `beforeForwarding`
+  // drops the next request's bytes unsent; `afterRun` lets the request reach the owner and
+  // resets once the operation has started, so its answer is lost.
+  it("a keep-alive connection reset as a request goes out is retried once under the same grant, never run twice", async () => {
+    let cue: "beforeForwarding" | "afterRun" | null = null;
+    const clientSockets = new Set<net.Socket>();
+    const relay = net.createServer((inbound) => {
+      clientSockets.add(inbound);
+      inbound.once("close", () => clientSockets.delete(inbound));
+      inbound.on("error", () => undefined);
+      const { port } = new URL(server.boundUrl);
+      const outbound = net.connect(Number(port), "127.0.0.1");
+      outbound.on("error", () => inbound.destroy());
+      inbound.on("data", (data: Buffer) => {
+        if (cue === "beforeForwarding") {
+          cue = null;
+          inbound.resetAndDestroy();
+          outbound.destroy();
+          return;
+        }
+        outbound.write(data);
+      });
+      outbound.on("data", (data: Buffer) => inbound.write(data));
+      outbound.on("close", () => inbound.destroy());
+      inbound.on("close", () => outbound.destroy());
+    });
+    await new Promise<void>((resolve) => relay.listen(0, "127.0.0.1", resolve));
+    const realExec = operations.exec;
+    operations.exec = async (claims, request) => {
+      if (cue === "afterRun") {
+        cue = null;
+        calls.push({ operation: "exec", orgId: claims.orgId, input: request });
+        for (const socket of clientSockets) socket.resetAndDestroy();
+        return new Promise(() => undefined);
+      }
+      return realExec(claims, request);
+    };
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    try {
+      const client = new NodeClient({
+        baseUrl: `http://127.0.0.1:${(relay.address() as net.AddressInfo).port}`,
+        hostId: HOST,
+        epoch: gate.epoch,
+        orgId: ORG,
+        sandboxId: SANDBOX,
+        grants: signer,
+        agent,
+        log,
+      });
+      const request = { cmd: ["echo", "once"], env: {}, request_hash: "" };
+      // A first exec opens the keep-alive connection the next ones reuse.
+      assert.deepEqual(await client.exec(request, 10_000), {
+        exit: 0,
+        stdout: "ran echo once",
+        stderr: "",
+        truncated: false,
+      });
+
+      // Reset before the request reached the owner: the retry runs it, once.
+      let before = calls.length;
+      cue = "beforeForwarding";
+      assert.equal(((await client.exec(request, 10_000)) as { stdout: string }).stdout, "ran echo once");
+      assert.equal(cue, null, "the relay reset the request's connection");
+      assert.equal(calls.length, before + 1, "the owner ran the retried copy, once");
+
+      // Reset after the owner began running it: the retry is refused as a replay and the
+      // caller learns that the answer was lost after the request went out (not "ran nothing").
+      before = calls.length;
+      cue = "afterRun";
+      await assert.rejects(client.exec(request, 10_000), (error: Error & { sent?: boolean }) => {
+        assert.equal(error.name, "NodeUnreachable", error.message);
+        assert.equal(error.sent, true, "a request that may have run is never reported as unsent");
+        return true;
+      });
+      assert.equal(cue, null);
+      assert.equal(calls.length, before + 1, "the owner ran it once: the retried copy was refused as a replay");
+    } finally {
+      operations.exec = realExec;
+      agent.destroy();
+      await new Promise((resolve) => relay.close(resolve));
+    }
   });
 
   it("a host that cannot act answers host_unavailable; bodies and routes are bounded", async () => {

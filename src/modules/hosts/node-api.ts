@@ -19,7 +19,7 @@ import { AppError } from "../../lib/errors.js";
 import { connectTcp } from "../../lib/tcp-connect.js";
 import { type GrantClaims, GrantReplayGuard, type GrantSigner, type RoutedOperation } from "./grants.js";
 import { type HostGate, hostUnavailable } from "./membership.js";
-import { GRANT_SCHEME, type RoutedExecRequest } from "./node-wire.js";
+import { GRANT_SCHEME, GrantReplayed, type RoutedExecRequest } from "./node-wire.js";
 
 /** What the owner does for a routed request (built by ownerOperations from the services). */
 export interface NodeOperations {
@@ -63,7 +63,8 @@ export class NodeApi {
       { operation, sandboxId, hostId: owner.hostId, epoch: owner.epoch, body },
       this.now(),
     );
-    if (!this.replays.accept(claims, this.now())) throw refused;
+    // A nonce seen before: a copy of a request re-sent after its connection broke (node-client.ts), never run twice.
+    if (!this.replays.accept(claims, this.now())) throw new GrantReplayed();
     if (!this.host.canAct()) throw hostUnavailable();
     return claims;
   }

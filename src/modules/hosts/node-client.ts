@@ -5,6 +5,8 @@
 // command on the owner as it does on one host (node-wire.ts). Built from a cached hosts row,
 // a request the owner refused (401: another epoch) or that never reached it is retried once
 // on the row read again (`revalidate`); one that reached the owner and lost its answer is not.
+// A reused keep-alive connection reset as a request went out is re-sent once under the same
+// grant: the owner accepts a grant once, so a copy that did arrive is never run twice.
 import http from "node:http";
 import type { Socket } from "node:net";
 import type {
@@ -27,6 +29,7 @@ import {
   frame,
   GRANT_SCHEME,
   INTERNAL_PREFIX,
+  isReplayRefusal,
   type RoutedExecRequest,
   SESSION_HEADER,
   SESSION_UPGRADE,
@@ -57,6 +60,14 @@ class GrantRefused extends Error {
   constructor() {
     super("the owner host refused the routed grant");
     this.name = "GrantRefused";
+  }
+}
+
+/** The owner had already accepted this request's grant (a retried copy): it did not run it again. */
+class RequestReplayed extends Error {
+  constructor() {
+    super("the owner host had already received this request");
+    this.name = "RequestReplayed";
   }
 }
 
@@ -151,26 +162,39 @@ export class NodeClient implements Pick<SandboxRuntime, "openSession" | "growWor
     return hostUnavailable();
   }
 
+  /**
+   * One request to the owner, under one grant. A keep-alive connection the owner closed as the
+   * request went out (ECONNRESET on a reused socket) is retried once under the same grant: if
+   * the first copy never arrived, the owner runs the retry; if it did arrive, the owner refuses
+   * the nonce it already accepted (`replayed`) and runs nothing twice. After such a retry no
+   * failure proves that nothing ran, so every one is an answer lost after it was sent.
+   */
   private async send(operation: RoutedOperation, body: Buffer, timeoutMs: number): Promise<unknown> {
+    const authorization = this.authorization(operation, body);
     try {
-      return await this.post(operation, body, timeoutMs);
+      return await this.post(operation, body, timeoutMs, authorization);
     } catch (error) {
-      // A keep-alive connection the owner closed as the request went out: it never arrived.
-      if (error instanceof NodeUnreachable && (error as { retryable?: boolean }).retryable) {
-        return this.post(operation, body, timeoutMs);
+      if (!(error instanceof NodeUnreachable && (error as { retryable?: boolean }).retryable)) throw error;
+    }
+    try {
+      return await this.post(operation, body, timeoutMs, authorization);
+    } catch (again) {
+      if (again instanceof NodeUnreachable && again.sent) throw again;
+      if (again instanceof NodeUnreachable || again instanceof GrantRefused || again instanceof RequestReplayed) {
+        throw new NodeUnreachable("the connection to the owner host broke after the request went out", true);
       }
-      throw error;
+      throw again;
     }
   }
 
-  private post(operation: RoutedOperation, body: Buffer, timeoutMs: number): Promise<unknown> {
+  private post(operation: RoutedOperation, body: Buffer, timeoutMs: number, authorization: string): Promise<unknown> {
     return new Promise((resolve, reject) => {
       let connected = false;
       const req = http.request(this.url(operation), {
         method: "POST",
         agent: this.options.agent,
         headers: {
-          authorization: this.authorization(operation, body),
+          authorization,
           "content-type": "application/json",
           "content-length": body.length,
         },
@@ -221,6 +245,7 @@ export class NodeClient implements Pick<SandboxRuntime, "openSession" | "growWor
           }
           if (res.statusCode === 200) resolve((parsed as { result?: unknown }).result);
           else if (res.statusCode === 401) reject(new GrantRefused());
+          else if (isReplayRefusal(parsed)) reject(new RequestReplayed());
           else reject(decodeError(parsed));
         });
         res.on("error", () => undefined);

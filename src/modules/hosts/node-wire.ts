@@ -23,6 +23,55 @@ export interface RoutedExecRequest {
   timeout_seconds?: number | undefined;
   idempotency_key?: string | undefined;
   request_hash: string;
+  /**
+   * The sandbox row as the routing server read it for this request (an unkeyed exec only):
+   * the owner runs on it instead of reading the row again (docs/hosts.md "What crosses").
+   */
+  target?: RoutedExecTarget | undefined;
+}
+
+/** The columns of the sandbox an exec needs, as they cross (finished_at as ISO text). */
+export interface RoutedExecTarget {
+  id: string;
+  org_id: string;
+  project_id: string;
+  run_id: string;
+  lineage_path: string;
+  state: string;
+  desired_state: string;
+  quarantined: boolean;
+  finished_at: string | null;
+  created_by: string;
+  created_by_kind: string;
+  created_by_key_id: string;
+  host_id: string | null;
+  host_epoch: number | null;
+}
+
+const TARGET_TEXT = [
+  "id",
+  "org_id",
+  "project_id",
+  "run_id",
+  "lineage_path",
+  "state",
+  "desired_state",
+  "created_by",
+  "created_by_kind",
+  "created_by_key_id",
+] as const;
+
+/** A routed exec's target as it arrived, or null when any column is missing or of another type. */
+export function decodeExecTarget(value: unknown): RoutedExecTarget | null {
+  if (typeof value !== "object" || value === null) return null;
+  const t = value as Record<string, unknown>;
+  if (!TARGET_TEXT.every((column) => typeof t[column] === "string" && (t[column] as string).length <= 4096))
+    return null;
+  if (typeof t.quarantined !== "boolean") return null;
+  if (t.finished_at !== null && typeof t.finished_at !== "string") return null;
+  if (t.host_id !== null && typeof t.host_id !== "string") return null;
+  if (t.host_epoch !== null && !Number.isSafeInteger(t.host_epoch)) return null;
+  return t as unknown as RoutedExecTarget;
 }
 
 /** What a routed port forward asks of the owner: a TCP connection to this port of the sandbox. */
@@ -32,10 +81,28 @@ export interface RoutedForwardRequest {
 
 export type WireError =
   | { error: { code: string; message: string; retry_after_seconds?: number } }
-  | { runtime_error: { code: string; message: string; permanent: boolean } };
+  | { runtime_error: { code: string; message: string; permanent: boolean } }
+  | { replayed: { message: string } };
+
+/**
+ * The owner already accepted the grant of this request (a copy re-sent after a connection
+ * broke): it ran nothing for this copy. Crosses as 409 `{"replayed": {...}}`, never as an
+ * AppError a caller would pass on.
+ */
+export class GrantReplayed extends Error {
+  constructor() {
+    super("this routed request was already received");
+    this.name = "GrantReplayed";
+  }
+}
+
+export function isReplayRefusal(body: unknown): boolean {
+  return typeof body === "object" && body !== null && "replayed" in body;
+}
 
 /** An error as it crosses: AppError and RuntimeError keep their codes; anything else is the node's fault. */
 export function encodeError(error: unknown): { status: number; body: WireError } {
+  if (error instanceof GrantReplayed) return { status: 409, body: { replayed: { message: error.message } } };
   if (error instanceof AppError) {
     const retry = error.retryAfterSeconds;
     return {

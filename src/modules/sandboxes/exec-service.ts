@@ -14,7 +14,7 @@ import type { DeferringDb } from "../../store/deferred-writes.js";
 import type { GrantClaims } from "../hosts/grants.js";
 import { type HostGate, hostUnavailable } from "../hosts/membership.js";
 import { type NodeClient, NodeUnreachable } from "../hosts/node-client.js";
-import type { RoutedExecRequest } from "../hosts/node-wire.js";
+import { decodeExecTarget, type RoutedExecRequest } from "../hosts/node-wire.js";
 import type { HostRouter } from "../hosts/router.js";
 import type { Credential } from "../identity/credential.js";
 import type { WarrenMetrics } from "../metrics/registry.js";
@@ -116,7 +116,7 @@ export class ExecService {
     // Run by the sandbox's owner: here, or routed to its internal API (docs/hosts.md "Routing").
     // A non-owner never spawns and never records: the owner claims the key and records the outcome.
     const route = this.router ? await this.router.runtimeOf(row) : null;
-    if (route?.remote) return this.execRouted(route.remote, input, env, idempotencyKey, requestHash);
+    if (route?.remote) return this.execRouted(route.remote, row, input, env, idempotencyKey, requestHash);
     return this.execHere(cred.orgId, row, input, env, idempotencyKey, requestHash);
   }
 
@@ -126,7 +126,7 @@ export class ExecService {
    * secrets released) by the server it came through; the grant names the organization.
    */
   async execForRoute(claims: GrantClaims, request: RoutedExecRequest): Promise<ExecResponse> {
-    const row = await repo.getExecTarget(this.db, claims.sandboxId);
+    const row = this.routedTarget(claims, request) ?? (await repo.getExecTarget(this.db, claims.sandboxId));
     if (!row || row.org_id !== claims.orgId) throw new AppError("not_found", "sandbox not found");
     if (row.quarantined) throw new AppError("quarantined", "the sandbox is quarantined");
     const input: ExecInput = { cmd: request.cmd, timeout_seconds: request.timeout_seconds };
@@ -138,6 +138,29 @@ export class ExecService {
     }
     this.checkRunning(row);
     return this.execHere(row.org_id, row, input, request.env ?? {}, key, request.request_hash);
+  }
+
+  /**
+   * The row the routing server read for an unkeyed exec, when it is this sandbox's and names
+   * this host (else null: the owner reads it). Reading it again here would cost a store round
+   * trip and close no gap: the grant fences another epoch of this host, a live row's host_id
+   * changes only with one, and a stop or quarantine written after the routing server's read
+   * races this exec as it races one that came in here between the read and the spawn. A keyed
+   * exec reads the row again (its claim is a write anyway).
+   */
+  private routedTarget(claims: GrantClaims, request: RoutedExecRequest): repo.ExecTarget | null {
+    if (request.idempotency_key || !this.host) return null;
+    const target = decodeExecTarget(request.target);
+    if (!target || target.id !== claims.sandboxId || target.org_id !== claims.orgId) return null;
+    if (target.host_id !== this.host.id || target.host_epoch !== claims.epoch) return null;
+    const finishedAt = target.finished_at === null ? null : new Date(target.finished_at);
+    if (finishedAt && Number.isNaN(finishedAt.getTime())) return null;
+    return {
+      ...target,
+      state: target.state as repo.ExecTarget["state"],
+      desired_state: target.desired_state as repo.ExecTarget["desired_state"],
+      finished_at: finishedAt,
+    };
   }
 
   /**
@@ -173,6 +196,7 @@ export class ExecService {
   /** An exec on the owner's internal API: its answer, or host_unavailable when it may retry (indeterminate when not). */
   private async execRouted(
     remote: NodeClient,
+    row: repo.ExecTarget,
     input: ExecInput,
     env: Record<string, string>,
     idempotencyKey: string | undefined,
@@ -187,6 +211,7 @@ export class ExecService {
           timeout_seconds: input.timeout_seconds,
           idempotency_key: idempotencyKey,
           request_hash: requestHash,
+          ...(idempotencyKey ? {} : { target: { ...row, finished_at: row.finished_at?.toISOString() ?? null } }),
         },
         (timeoutSeconds + ROUTED_EXEC_SLACK_SECONDS) * 1000,
       )) as ExecResponse;
