@@ -17,7 +17,7 @@
 // (CreateSandbox's answer time, the reconcile queue's lag, each reconcile step).
 // Results: bench/results/multi-host-creates.json.
 // Usage: node --import tsx bench/multi-host-creates.ts [--rounds 3] [--one 20] [--many 60]
-//   [--modes spread,local_first]
+//   [--modes spread,local_first] [--host-cpu 0.5]
 import assert from "node:assert/strict";
 import { eventually } from "../test/support/eventually.js";
 import { type Host, type MultiHost, startMultiHost } from "../test/support/multi-host.js";
@@ -41,6 +41,12 @@ const ROUNDS = Number(args.get("rounds") ?? 3);
 const ONE = Number(args.get("one") ?? 20);
 const MANY = Number(args.get("many") ?? 60);
 const MODES = (args.get("modes") ?? "spread,local_first").split(",") as Mode[];
+/**
+ * `--host-cpu 0.5`: each host's processes capped at that many cores (a CFS quota of its own,
+ * test/support/multi-host.ts hostCpuCores), so 20 on one host and 60 on three run on hosts of
+ * the same size, as three machines would be. Unset: no cap (the hosts share every core).
+ */
+const HOST_CPU = args.get("host-cpu") === undefined ? undefined : Number(args.get("host-cpu"));
 type Mode = "spread" | "local_first";
 /** A quarter of a core each: 20 on one host fit its CPU admission (2 cores x overcommit 8). */
 const SANDBOX = { command: ["sleep", "3600"], network_access: "none", resources: { cpu_millis: 250 } };
@@ -236,6 +242,7 @@ let failure: string | undefined;
 try {
   cluster = await startMultiHost("bench-creates", {
     hosts: 3,
+    ...(HOST_CPU === undefined ? {} : { hostCpuCores: HOST_CPU }),
     env: {
       WARREN_PLACEMENT: MODES[0] ?? "spread",
       WARREN_QUOTA_SANDBOXES_RUNNING: "500",
@@ -335,5 +342,13 @@ for (const s of summaries) {
     `${s.mode}: p95 ${seconds(s.three.p95_ms)} s (${MANY} on three) / ${seconds(s.one.p95_ms)} s (${ONE} on one) = ${s.p95_ratio.toFixed(2)}x (target 1.5x); host CPU ${s.cpu_work_ratio.toFixed(2)}x; ${ONE} on each host one at a time ${seconds(s.sequential_wall_ms)} s vs all at once ${seconds(s.concurrent_wall_ms)} s`,
   );
 }
-await writeResults("multi-host-creates", { rounds: ROUNDS, one: ONE, many: MANY, failure, summaries, bursts });
+await writeResults(HOST_CPU === undefined ? "multi-host-creates" : "multi-host-creates-capped", {
+  rounds: ROUNDS,
+  one: ONE,
+  many: MANY,
+  host_cpu_cores: HOST_CPU ?? null,
+  failure,
+  summaries,
+  bursts,
+});
 if (failure) process.exitCode = 1;

@@ -15,7 +15,7 @@
 import assert from "node:assert/strict";
 import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { link, mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
+import { link, mkdir, mkdtemp, readdir, readFile, rm, rmdir, stat, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
@@ -102,6 +102,31 @@ async function killProcessesIn(netns: string): Promise<void> {
   }
 }
 
+const CPU_GROUP_PREFIX = "warren-mh-cpu-";
+
+/** Where CPU cgroups are made: the unified hierarchy's root, or cgroup v1's cpu controller. */
+async function cpuGroupParent(): Promise<{ dir: string; v2: boolean }> {
+  return (await exists("/sys/fs/cgroup/cgroup.controllers"))
+    ? { dir: "/sys/fs/cgroup", v2: true }
+    : { dir: "/sys/fs/cgroup/cpu", v2: false };
+}
+
+/** A cgroup capped at `cores` of CPU (period 100 ms): its cgroup.procs file and its removal. */
+async function makeCpuGroup(name: string, cores: number): Promise<{ procs: string; remove: () => Promise<void> }> {
+  assert.ok(cores > 0 && cores <= os.availableParallelism(), `hostCpuCores ${cores} is not a share of this machine`);
+  const parent = await cpuGroupParent();
+  const dir = path.join(parent.dir, name);
+  await mkdir(dir);
+  const quota = String(Math.round(cores * 100_000));
+  if (parent.v2) await writeFile(path.join(dir, "cpu.max"), `${quota} 100000`);
+  else {
+    await writeFile(path.join(dir, "cpu.cfs_period_us"), "100000");
+    await writeFile(path.join(dir, "cpu.cfs_quota_us"), quota);
+  }
+  // Removed once the host was killed (undo runs backwards, and the host's kill was pushed after this).
+  return { procs: path.join(dir, "cgroup.procs"), remove: () => rmdir(dir).catch(() => undefined) };
+}
+
 /** The harness's leftovers of runs whose process is gone: servers, runtime roots, namespaces, links, dirs. */
 export async function sweepMultiHostLeftovers(): Promise<void> {
   const namespaces = await readdir(NETNS_DIR).catch(() => [] as string[]);
@@ -128,6 +153,11 @@ export async function sweepMultiHostLeftovers(): Promise<void> {
   for (const link of await linkNames()) {
     const pid = pidOfLink(link);
     if (pid !== null && !alive(pid)) await deleteLink(link).catch(() => undefined);
+  }
+  const cpuGroups = (await cpuGroupParent()).dir;
+  for (const name of await readdir(cpuGroups).catch(() => [] as string[])) {
+    const pid = new RegExp(`^${CPU_GROUP_PREFIX}(\\d+)-h\\d+$`).exec(name)?.[1];
+    if (pid !== undefined && !alive(Number(pid))) await rmdir(path.join(cpuGroups, name)).catch(() => undefined);
   }
   // Server bundles: build/warren-mh-<name>-<pid>.mjs and the files beside it.
   const build = path.join(PROJECT_DIR, "build");
@@ -169,6 +199,8 @@ export class Host {
     private readonly env: Record<string, string>,
     private readonly bundle: string,
     private readonly apiKey: string,
+    /** The cgroup.procs file a start enters first (MultiHostOptions.hostCpuCores), or null. */
+    private readonly cpuGroupProcs: string | null = null,
   ) {}
 
   get name(): string {
@@ -194,11 +226,19 @@ export class Host {
     const env: NodeJS.ProcessEnv = { ...process.env, ...this.env, ...extraEnv };
     delete env.NODE_TEST_CONTEXT;
     // nsenter execs node: the child's pid is the server's.
-    const child = spawn(
+    const argv = [
       NSENTER,
-      [`--net=${path.join(NETNS_DIR, this.netns)}`, "--", process.execPath, "--enable-source-maps", this.bundle],
-      { cwd: PROJECT_DIR, env, stdio: ["ignore", "pipe", "pipe"] },
-    );
+      `--net=${path.join(NETNS_DIR, this.netns)}`,
+      "--",
+      process.execPath,
+      "--enable-source-maps",
+      this.bundle,
+    ];
+    // With a CPU cap the shell enters the host's cgroup, then execs nsenter (still one pid).
+    const [file, ...args] = this.cpuGroupProcs
+      ? ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', this.cpuGroupProcs, ...argv]
+      : argv;
+    const child = spawn(file as string, args, { cwd: PROJECT_DIR, env, stdio: ["ignore", "pipe", "pipe"] });
     this.child = child;
     const keep = (chunk: Buffer) => {
       this.log += String(chunk);
@@ -324,6 +364,12 @@ export class Host {
 export interface MultiHostOptions {
   /** Hosts started at once (default 2); addHost() adds more later. */
   hosts?: number;
+  /**
+   * The CPU each host's processes may use, in cores (a CFS quota on a cgroup of the host's
+   * own, which its server, spawner and the tools they run inherit; sandboxes have their own
+   * cgroups). Unset: no cap. What lets a benchmark give every host the same machine.
+   */
+  hostCpuCores?: number;
   /** Settings of every host, beside the harness's. */
   env?: Record<string, string>;
 }
@@ -510,7 +556,13 @@ export async function startMultiHost(name: string, options: MultiHostOptions = {
         ...(role !== "all" ? { WARREN_ROLE: role } : {}),
         ...hostOptions.env,
       };
-      const host = new Host(index, netns, address, veth, dataDir, runtimeRoot, env, bundle, apiKey);
+      let cpuGroupProcs: string | null = null;
+      if (options.hostCpuCores !== undefined) {
+        const group = await makeCpuGroup(`${CPU_GROUP_PREFIX}${pid}-h${index}`, options.hostCpuCores);
+        undo.push(group.remove);
+        cpuGroupProcs = group.procs;
+      }
+      const host = new Host(index, netns, address, veth, dataDir, runtimeRoot, env, bundle, apiKey, cpuGroupProcs);
       hosts[index] = host;
       // Runs before the namespace's deletion (undo runs backwards): the server first, then its sandboxes.
       undo.push(async () => {
