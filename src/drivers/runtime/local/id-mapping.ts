@@ -21,7 +21,7 @@ import { projectFile } from "../../../lib/paths.js";
 import type { SandboxMount } from "../interface.js";
 import { runOrFail, TOOLS } from "./host.js";
 import type { Layout, SandboxPaths } from "./layout.js";
-import { isMounted, mountReadOnlyView, overlayOptions, unmountUnder } from "./mounts.js";
+import { isMounted, mountReadOnlyView, overlayOptions, readMounts, unmountUnder } from "./mounts.js";
 import { type ClaimKind, NamespaceOwners, type UidRange } from "./namespace-owners.js";
 import { buildStaticBinary } from "./static-binary.js";
 import { userNamespacePin } from "./user-namespace.js";
@@ -59,6 +59,12 @@ export function mappedPaths(layout: Layout, paths: SandboxPaths, treeDir: string
   return { scratch: path.join(paths.dir, "mapped"), tree, rootfs: path.join(tree, "rootfs") };
 }
 
+/** Waits for every step, then throws the first failure (so a teardown never races a step still under way). */
+async function settleAll(steps: Promise<unknown>[]): Promise<void> {
+  const failed = (await Promise.allSettled(steps)).find((step) => step.status === "rejected");
+  if (failed) throw (failed as PromiseRejectedResult).reason;
+}
+
 async function helper(): Promise<string> {
   return buildStaticBinary(HELPER_SOURCE, "warren-userns");
 }
@@ -71,8 +77,14 @@ async function mountPoint(source: string, target: string): Promise<void> {
 }
 
 /** Binds `source` at `target` idmapped through the user namespace pinned at `userPin` (once). */
-export async function idmappedBind(userPin: string, source: string, target: string, readOnly: boolean): Promise<void> {
-  if (await isMounted(target)) return;
+export async function idmappedBind(
+  userPin: string,
+  source: string,
+  target: string,
+  readOnly: boolean,
+  mounted?: ReadonlySet<string>,
+): Promise<void> {
+  if (mounted ? mounted.has(target) : await isMounted(target)) return;
   await mountPoint(source, target);
   await runOrFail("making an idmapped mount", await helper(), [
     "idmap",
@@ -88,11 +100,16 @@ export async function idmappedBind(userPin: string, source: string, target: stri
  * rebuilt at another path since (the exec agent after an upgrade); the tree is prepared only
  * while the sandbox does not run.
  */
-async function plainBind(source: string, target: string): Promise<void> {
-  if (await isMounted(target)) await unmountUnder(target);
+async function plainBind(source: string, target: string, mounted: ReadonlySet<string>): Promise<void> {
+  if (mounted.has(target)) await unmountUnder(target);
   await mountPoint(source, target);
-  await runOrFail("binding a tool", TOOLS.mount, ["--bind", source, target]);
-  await runOrFail("binding a tool read-only", TOOLS.mount, ["-o", "remount,bind,ro,nosuid,nodev", target]);
+  // One mount(8): with --bind, util-linux applies ro,nosuid,nodev in the bind's own remount.
+  await runOrFail("binding a tool read-only", TOOLS.mount, ["--bind", "-o", "ro,nosuid,nodev", source, target]);
+}
+
+/** The mount points of this process's mount namespace, read once for a series of binds. */
+async function mountPoints(): Promise<Set<string>> {
+  return new Set((await readMounts()).map((m) => m.mountPoint));
 }
 
 /**
@@ -109,14 +126,14 @@ export async function mountMappedOverlay(input: {
   if (await isMounted(paths.rootfs)) return;
   const userPin = userNamespacePin(paths);
   await mkdir(mapped.scratch, { recursive: true, mode: 0o700 });
-  const lowers: string[] = [];
-  for (const [index, dir] of input.lowerDirs.entries()) {
-    const target = path.join(mapped.scratch, `l${index}`);
-    await idmappedBind(userPin, dir, target, true);
-    lowers.push(target);
-  }
+  // Independent binds of distinct targets: made side by side, on one read of the mount table.
+  const mounted = await mountPoints();
+  const lowers = input.lowerDirs.map((_, index) => path.join(mapped.scratch, `l${index}`));
   const layer = path.join(mapped.scratch, "layer");
-  await idmappedBind(userPin, paths.layer, layer, false);
+  await settleAll([
+    ...input.lowerDirs.map((dir, index) => idmappedBind(userPin, dir, lowers[index] as string, true, mounted)),
+    idmappedBind(userPin, paths.layer, layer, false, mounted),
+  ]);
   const cwd = paths.dir;
   const { options, links } = overlayOptions({
     lowerDirs: lowers,
@@ -170,21 +187,30 @@ export async function prepareMappedTree(input: {
   await mkdir(input.treeDir, { recursive: true, mode: 0o711 });
   for (const dir of [path.dirname(mapped.tree), mapped.tree]) await mkdir(dir, { recursive: true, mode: 0o711 });
   const at = (name: string) => path.join(mapped.tree, name);
-  if (!(await isMounted(mapped.rootfs))) {
-    await mkdir(mapped.rootfs, { recursive: true, mode: 0o700 });
-    await runOrFail("binding the rootfs into the mapped tree", TOOLS.mount, ["--bind", paths.rootfs, mapped.rootfs]);
-  }
-  await idmappedBind(userPin, paths.workspace, at("workspace"), false);
-  await idmappedBind(userPin, paths.hosts, at("hosts"), false);
-  await idmappedBind(userPin, paths.hostname, at("hostname"), false);
-  await plainBind(input.tiniPath, at("init"));
-  if (input.execAgentPath) await plainBind(input.execAgentPath, at("agent"));
-  let launch: MappedBundle["launch"];
-  if (input.launch) {
-    await idmappedBind(userPin, input.launch.dir, at("launch"), true);
-    await plainBind(input.launch.busybox, at("busybox"));
-    launch = { dir: at("launch"), busybox: at("busybox") };
-  }
+  // Independent binds of distinct targets: made side by side, on one read of the mount table
+  // (each bind is a tool run; the tree is prepared under the sandbox's lock, so nothing else
+  // mounts here meanwhile).
+  const mounted = await mountPoints();
+  const { execAgentPath, launch: launchInput } = input;
+  await settleAll([
+    (async () => {
+      if (mounted.has(mapped.rootfs)) return;
+      await mkdir(mapped.rootfs, { recursive: true, mode: 0o700 });
+      await runOrFail("binding the rootfs into the mapped tree", TOOLS.mount, ["--bind", paths.rootfs, mapped.rootfs]);
+    })(),
+    idmappedBind(userPin, paths.workspace, at("workspace"), false, mounted),
+    idmappedBind(userPin, paths.hosts, at("hosts"), false, mounted),
+    idmappedBind(userPin, paths.hostname, at("hostname"), false, mounted),
+    plainBind(input.tiniPath, at("init"), mounted),
+    ...(execAgentPath ? [plainBind(execAgentPath, at("agent"), mounted)] : []),
+    ...(launchInput
+      ? [
+          idmappedBind(userPin, launchInput.dir, at("launch"), true, mounted),
+          plainBind(launchInput.busybox, at("busybox"), mounted),
+        ]
+      : []),
+  ]);
+  const launch: MappedBundle["launch"] = launchInput ? { dir: at("launch"), busybox: at("busybox") } : undefined;
   const mounts: SandboxMount[] = [];
   for (const [index, mount] of input.mounts.entries()) {
     const source = path.join(mapped.scratch, `s${index}`);
