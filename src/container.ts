@@ -504,6 +504,7 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
             sessionBegan: (sessionId, sandboxId, ended) =>
               execsInFlight.began(sessionId, sandboxId, ended as Promise<ExecResponse>),
             sessionEnded: (sessionId) => execsInFlight.ended(sessionId),
+            pool: runtime instanceof PooledRuntime ? runtime : null,
           }),
         )
       : null;

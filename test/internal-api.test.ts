@@ -77,6 +77,13 @@ describe("the node internal API", () => {
         kill: () => handlers.onEnd({ exit: 137 }),
       };
     },
+    poolTake: async (claims, request) => {
+      calls.push({ operation: "pool-take", orgId: claims.orgId, input: request });
+      return request.image === "warm" ? "sbx-3333333333333333333333333333333333333333" : null;
+    },
+    poolRelease: (claims) => {
+      calls.push({ operation: "pool-release", orgId: claims.orgId, input: claims.sandboxId });
+    },
     openForward: async (claims, port) => {
       calls.push({ operation: "forward", orgId: claims.orgId, input: port });
       if (port !== 80) throw new AppError("sandbox_not_running", "the sandbox is not running");
@@ -258,6 +265,52 @@ describe("the node internal API", () => {
       operations.exec = realExec;
       agent.destroy();
       await new Promise((resolve) => relay.close(resolve));
+    }
+  });
+
+  it("pool-take hands out a warm member's id for a shape, refuses a malformed shape, and pool-release names the member", async () => {
+    const agent = new http.Agent({ keepAlive: true });
+    const client = (sandboxId: string) =>
+      new NodeClient({
+        baseUrl: server.boundUrl,
+        hostId: HOST,
+        epoch: gate.epoch,
+        orgId: ORG,
+        sandboxId,
+        grants: signer,
+        agent,
+        log,
+      });
+    try {
+      const shape = {
+        memoryMiB: 128,
+        cpuMillis: 250,
+        storageClass: "standard",
+        workspaceCapacityGiB: null,
+        network: "none",
+      };
+      const taker = client("pool");
+      assert.equal(await taker.poolTake({ image: "warm", ...shape }), "sbx-3333333333333333333333333333333333333333");
+      assert.equal(await taker.poolTake({ image: "cold", ...shape }), null);
+      const before = calls.length;
+      const body = JSON.stringify({ image: "warm", memoryMiB: "128" });
+      const malformed = await post(
+        "pool-take",
+        body,
+        grant({ operation: "pool-take", sandboxId: "pool" }, body),
+        "pool",
+      );
+      assert.equal(malformed.status, 409, JSON.stringify(malformed.body));
+      refusedWith(malformed, "invalid_argument");
+      assert.equal(calls.length, before, "a malformed shape takes nothing");
+      await client("sbx-3333333333333333333333333333333333333333").poolRelease();
+      assert.deepEqual(calls.at(-1), {
+        operation: "pool-release",
+        orgId: ORG,
+        input: "sbx-3333333333333333333333333333333333333333",
+      });
+    } finally {
+      agent.destroy();
     }
   });
 

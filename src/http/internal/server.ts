@@ -12,6 +12,7 @@ import type { Logger } from "../../lib/logger.js";
 import type { RoutedOperation } from "../../modules/hosts/grants.js";
 import type { NodeApi } from "../../modules/hosts/node-api.js";
 import {
+  decodePoolRequest,
   encodeError,
   FORWARD_HEADER,
   FORWARD_UPGRADE,
@@ -25,7 +26,8 @@ import { serveRoutedSession } from "./session.js";
 export const MAX_INTERNAL_CONNECTIONS = 512;
 const HEADERS_TIMEOUT_MS = 10_000;
 const BODY_TIMEOUT_MS = 30_000;
-const ROUTE = /^\/internal\/v1\/sandboxes\/([A-Za-z0-9_-]{1,80})\/(exec|snapshot|grow|network|session|forward)$/;
+const ROUTE =
+  /^\/internal\/v1\/sandboxes\/([A-Za-z0-9_-]{1,80})\/(exec|snapshot|grow|network|session|forward|pool-take|pool-release)$/;
 
 export interface InternalApiOptions {
   host: string;
@@ -95,6 +97,11 @@ async function serve(
       return {};
     case "network":
       return ops.network(claims, input.mode as "none");
+    case "pool-take":
+      return { id: await ops.poolTake(claims, decodePoolRequest(input)) };
+    case "pool-release":
+      ops.poolRelease(claims);
+      return {};
     default:
       throw new Error("unreachable");
   }

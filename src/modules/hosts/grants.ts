@@ -36,7 +36,16 @@ function nextNonce(): string {
   return nonce;
 }
 
-export const ROUTED_OPERATIONS = ["exec", "session", "forward", "snapshot", "grow", "network"] as const;
+export const ROUTED_OPERATIONS = [
+  "exec",
+  "session",
+  "forward",
+  "snapshot",
+  "grow",
+  "network",
+  "pool-take",
+  "pool-release",
+] as const;
 export type RoutedOperation = (typeof ROUTED_OPERATIONS)[number];
 
 export interface GrantClaims {

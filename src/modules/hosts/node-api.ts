@@ -10,6 +10,7 @@ import {
   type NetworkApplied,
   type NetworkMode,
   networkApplied,
+  type PoolRequest,
   type SandboxRuntime,
   type SandboxSession,
   type SessionHandlers,
@@ -33,6 +34,16 @@ export interface NodeOperations {
    * through another server), connected; the sandbox is held awake until the socket closes.
    */
   openForward(claims: GrantClaims, port: number): Promise<Socket>;
+  /** One of this host's warm pool members for a create of this shape, taken for the caller; null: none. */
+  poolTake(claims: GrantClaims, request: PoolRequest): Promise<string | null>;
+  /** A member the caller took and will not use (its create failed): it goes. */
+  poolRelease(claims: GrantClaims): void;
+}
+
+/** This host's warm pool as other servers' creates take from it (PooledRuntime). */
+export interface RemotePool {
+  takeForRemote(request: PoolRequest): string | null;
+  releaseRemote(id: string): void;
 }
 
 /** How long the owner waits for a sandbox's port to accept a routed forward. */
@@ -91,6 +102,8 @@ export interface OwnerDeps {
   /** Holds the sandbox awake while a routed session or forward is open (the reconciler's idle check). */
   sessionBegan(sessionId: string, sandboxId: string, ended: Promise<unknown>): void;
   sessionEnded(sessionId: string): void;
+  /** This host's warm pool (null: none, so every pool-take answers null). */
+  pool?: RemotePool | null;
 }
 
 /** The owner's side of each routed operation. */
@@ -137,6 +150,13 @@ export function ownerOperations(deps: OwnerDeps): NodeOperations {
         throw error;
       }
     },
+    poolTake: async (_claims, request) => {
+      // A cordoned or draining host serves no create from its pool (as for its own creates).
+      const state = deps.host.state?.() ?? null;
+      if (!deps.pool || !deps.host.canAct() || state === "cordoned" || state === "draining") return null;
+      return deps.pool.takeForRemote(request);
+    },
+    poolRelease: (claims) => deps.pool?.releaseRemote(claims.sandboxId),
     openForward: async (claims, port) => {
       // The checks of a forward on one host (channels.ts serveForward), made here by the owner.
       if (!Number.isInteger(port) || port < 1 || port > 65535) throw new AppError("invalid_argument", "no such port");

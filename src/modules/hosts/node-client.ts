@@ -12,6 +12,7 @@ import type { Socket } from "node:net";
 import type {
   NetworkApplied,
   NetworkMode,
+  PoolRequest,
   SandboxRuntime,
   SandboxSession,
   SessionHandlers,
@@ -30,12 +31,15 @@ import {
   GRANT_SCHEME,
   INTERNAL_PREFIX,
   isReplayRefusal,
+  POOL_MEMBER_ID,
   type RoutedExecRequest,
   SESSION_HEADER,
   SESSION_UPGRADE,
 } from "./node-wire.js";
 
 const CONNECT_TIMEOUT_MS = 3_000;
+/** How long a create waits for another host's pool-take (it goes the normal way after). */
+const POOL_TAKE_MS = 2_000;
 /** The most a routed answer may hold (an exec's output is capped well below it). */
 const MAX_RESPONSE_BYTES = 64 << 20;
 const SLOW_OPERATION_MS = 15 * 60_000;
@@ -118,6 +122,21 @@ export class NodeClient implements Pick<SandboxRuntime, "openSession" | "growWor
   /** Takes the pending snapshot `snapshotId` on the owner; it seals or fails the row itself. */
   async takeSnapshot(snapshotId: string): Promise<void> {
     await this.call("snapshot", { snapshot_id: snapshotId }, SLOW_OPERATION_MS);
+  }
+
+  /**
+   * One of the host's warm pool members for a create of this shape (the client's sandbox is
+   * POOL_TAKE_SUBJECT): its id, or null when the host has none or could not be asked (the
+   * create then goes the normal way).
+   */
+  async poolTake(request: PoolRequest): Promise<string | null> {
+    const answer = (await this.call("pool-take", request, POOL_TAKE_MS).catch(() => null)) as { id?: unknown } | null;
+    return typeof answer?.id === "string" && POOL_MEMBER_ID.test(answer.id) ? answer.id : null;
+  }
+
+  /** Gives back the member this client names (taken by poolTake, never recorded); best effort. */
+  async poolRelease(): Promise<void> {
+    await this.call("pool-release", {}, POOL_TAKE_MS).catch(() => undefined);
   }
 
   async growWorkspace(_id: string, capacityGiB: number): Promise<void> {

@@ -1,8 +1,8 @@
 // The wire of the node internal API (docs/hosts.md "Routing"), shared by its client
 // (node-client.ts) and its listener (src/http/internal/): paths, how an error crosses, and
 // the frames of a session stream.
-import { RuntimeError, type RuntimeErrorCode } from "../../drivers/runtime/interface.js";
-import { AppError, ERROR_CODES, type ErrorCode } from "../../lib/errors.js";
+import { type PoolRequest, RuntimeError, type RuntimeErrorCode } from "../../drivers/runtime/interface.js";
+import { AppError, ERROR_CODES, type ErrorCode, invalid } from "../../lib/errors.js";
 
 export const INTERNAL_PREFIX = "/internal/v1/sandboxes/";
 export const GRANT_SCHEME = "WarrenGrant";
@@ -72,6 +72,32 @@ export function decodeExecTarget(value: unknown): RoutedExecTarget | null {
   if (t.host_id !== null && typeof t.host_id !== "string") return null;
   if (t.host_epoch !== null && !Number.isSafeInteger(t.host_epoch)) return null;
   return t as unknown as RoutedExecTarget;
+}
+
+/**
+ * What a routed `pool-take` asks of a host: one of its warm pool's members for a create of
+ * this shape (PoolRequest), answered `{"id": <the member's id> | null}`. The grant's sandbox
+ * is POOL_TAKE_SUBJECT (the create has no id until a member is taken).
+ */
+export const POOL_TAKE_SUBJECT = "pool";
+/** What a pool-take's answer may name: a sandbox id (the contract's form). */
+export const POOL_MEMBER_ID = /^sbx-[0-9a-f]{40}$/;
+
+/** A pool-take body as it arrived; invalid_argument when a field is missing or of another type. */
+export function decodePoolRequest(value: Record<string, unknown>): PoolRequest {
+  const text = (key: string) => typeof value[key] === "string" && (value[key] as string).length <= 4096;
+  const count = (key: string) => Number.isSafeInteger(value[key]) && (value[key] as number) >= 0;
+  const capacity = value.workspaceCapacityGiB === null || count("workspaceCapacityGiB");
+  if (
+    !text("image") ||
+    !text("storageClass") ||
+    !text("network") ||
+    !count("memoryMiB") ||
+    !count("cpuMillis") ||
+    !capacity
+  )
+    throw invalid("the pool request is malformed");
+  return value as unknown as PoolRequest;
 }
 
 /** What a routed port forward asks of the owner: a TCP connection to this port of the sandbox. */

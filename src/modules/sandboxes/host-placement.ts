@@ -35,6 +35,8 @@ export interface PlacementDeps {
   exclude?: readonly string[];
   /** This server's allocation view (reused between its creates); none: read for every create. */
   view?: AllocationView | undefined;
+  /** The only host the create may go to (it holds that host's warm pool member: remote-pool.ts). */
+  only?: string | undefined;
 }
 
 export interface PlacedRequest {
@@ -70,7 +72,11 @@ export async function placeAndAdmit(
   const self = deps.self;
   const selfId = self?.id ?? null;
   const excluded = new Set(deps.exclude ?? []);
-  const eligible = eligibleHosts(rows, self).filter((row) => !excluded.has(row.id));
+  const eligible = eligibleHosts(rows, self).filter(
+    (row) => !excluded.has(row.id) && (deps.only === undefined || row.id === deps.only),
+  );
+  // Pinned to a host that is no longer eligible: refused, so the caller can go the normal way.
+  if (deps.only !== undefined && !eligible.length) throw noHost();
   // Placed again: only the hosts that did not refuse it (none left: the caller fails it).
   if (excluded.size > 0 && !eligible.length) throw noHost();
   if (!eligible.some((row) => row.id !== selfId)) {
@@ -175,6 +181,11 @@ function groupByHost(rows: readonly repo.ShapeAllocation[]): Map<string, repo.Sh
 
 function isRefusal(error: unknown): boolean {
   return error instanceof AppError && REFUSALS.has(error.code);
+}
+
+/** A create no host admitted: every host tried refused it, or none was eligible (host_unavailable). */
+export function isPlacementRefusal(error: unknown): boolean {
+  return isRefusal(error) || (error instanceof AppError && error.code === "host_unavailable");
 }
 
 /** Runs the admissions of the hosts in `order` (at most PLACEMENT_TRIES); the first that admits is the owner. */

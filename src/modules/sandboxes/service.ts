@@ -22,9 +22,10 @@ import { AllocationView } from "./allocation-view.js";
 import type { ExecsInFlight } from "./execs-in-flight.js";
 import { admitOnHost, type HostAdmissionRequest, refuseBeyondHost } from "./host-admission.js";
 import { applyHostChange, HOST_CLAIM_SECONDS, type HostChange } from "./host-changes.js";
-import { placeAndAdmit } from "./host-placement.js";
+import { isPlacementRefusal, placeAndAdmit } from "./host-placement.js";
 import { canStillReach, isFinished, STABLE_STATES, stateDeadline } from "./lifecycle.js";
 import { localRuntime } from "./local-runtime.js";
+import { RemoteWarmPools } from "./remote-pool.js";
 import * as repo from "./repo.js";
 import type { CreateSandboxBody, SandboxJson, SandboxState, UpdateSandboxBody } from "./schemas.js";
 import type { SandboxTransitions } from "./transitions.js";
@@ -178,6 +179,7 @@ export class SandboxService {
   private readonly links: SandboxLinks;
   /** The hosts' allocation placement ranks by, reused between this server's creates (allocation-view.ts). */
   private readonly allocationView = new AllocationView();
+  private readonly remotePools: RemoteWarmPools | null;
   /**
    * How far the image pull of each sandbox this process is materializing has come, set by
    * the reconciler; kept in memory only (no store write per chunk), read with the sandbox.
@@ -202,6 +204,12 @@ export class SandboxService {
     this.secretBinder = deps.secretBinder ?? null;
     this.runEvents = deps.runEvents ?? null;
     this.apiReplica = deps.apiReplica ?? false;
+    // Another host's warm pool serves a create when this server's cannot: always for an api
+    // replica (it has none), under spread placement for a host (local_first keeps creates here).
+    this.remotePools =
+      this.router && (this.apiReplica || deps.defaults.placement === "spread")
+        ? new RemoteWarmPools(deps.db, this.router, this.host)
+        : null;
     this.links = deps.links;
     const quotas = deps.quotas;
     quotas.registerMeter("sandboxes.running", (q, orgId) => repo.countRunning(q, orgId));
@@ -323,6 +331,7 @@ export class SandboxService {
   async create(
     cred: Credential,
     input: CreateSandboxBody,
+    remotePool = true,
   ): Promise<{ id: string; request_state: "requested"; run_id: string }> {
     requireOrgScoped(cred, "create sandboxes");
     const fromSnapshot = input.snapshot_id !== undefined;
@@ -368,21 +377,19 @@ export class SandboxService {
     const network = input.network_access ?? "public";
     // A cordoned or draining host serves no create from its pool either (placement skips it).
     const hostState = this.host?.state?.() ?? null;
+    const poolable = !fromSnapshot && !input.volumes?.length;
+    const poolRequest = { image, memoryMiB, cpuMillis, storageClass, workspaceCapacityGiB: rootCapacity, network };
     const pooled =
-      fromSnapshot || input.volumes?.length || hostState === "cordoned" || hostState === "draining"
-        ? null
-        : (this.pool?.take({
-            image,
-            memoryMiB,
-            cpuMillis,
-            storageClass,
-            workspaceCapacityGiB: rootCapacity,
-            network,
-          }) ?? null);
+      !poolable || hostState === "cordoned" || hostState === "draining" ? null : (this.pool?.take(poolRequest) ?? null);
+    // None here: a member of another host's pool (remote-pool.ts), the create then placed there only.
+    const remote =
+      poolable && !pooled && remotePool && this.remotePools
+        ? await this.remotePools.take(cred.orgId, poolRequest)
+        : null;
     // A pooled sandbox holds its storage already; any other must fit what the host can back
     // (measured here, decided in the transaction against the other sandboxes' rows).
-    const measure = pooled || this.apiReplica ? undefined : await this.runtime().measureStorage?.();
-    const id = pooled ?? newSandboxId();
+    const measure = pooled || remote || this.apiReplica ? undefined : await this.runtime().measureStorage?.();
+    const id = pooled ?? remote?.id ?? newSandboxId();
     if (measure && (!fromSnapshot || input.workspace_capacity_gib !== undefined)) {
       const workspaceCapacityGiB = rootCapacity ?? input.workspace_capacity_gib ?? null;
       refuseBeyondHost({ id, bytes: measure.bytesOf({ storageClass, workspaceCapacityGiB }), measure }, this.log);
@@ -421,6 +428,7 @@ export class SandboxService {
               mode: this.defaults.placement,
               log: this.log,
               view: this.allocationView,
+              only: remote?.hostId,
             },
             {
               id,
@@ -490,8 +498,13 @@ export class SandboxService {
       }),
     ).catch((error: unknown) => {
       if (pooled) this.pool?.release(pooled);
+      if (!remote) throw error;
+      void remote.release();
+      // The member's host refused it (its admission, or it is no longer ready): the normal way.
+      if (isPlacementRefusal(error)) return null;
       throw error;
     });
+    if (result === null) return this.create(cred, input, false);
     this.kickOwner({ id, host_id: result.host_id });
     return { id: result.id, request_state: result.request_state, run_id: result.run_id };
   }

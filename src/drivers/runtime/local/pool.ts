@@ -50,6 +50,8 @@ import { isSandboxId } from "./layout.js";
 import { executableInRoot, launchPaths, launchScript, POOL_BUSYBOX, sendLaunch } from "./pool-launch.js";
 import { POOL_MODES, type PoolShape, planMembers, RecentImages, shapeKey } from "./pool-plan.js";
 
+/** How long a member taken for another server's create waits for that create's row to arrive here. */
+export const REMOTE_HOLD_MS = 120_000;
 /** After a take, the refill waits this long so it does not compete with the claim itself. */
 const REFILL_DELAY_MS = 50;
 const RETRY_DELAY_MS = 5000;
@@ -108,6 +110,8 @@ export class PooledRuntime implements RuntimeDriver, SandboxIdPool {
   private readonly available = new Map<string, Entry>();
   /** Handed to a create whose sandbox the reconciler has not created yet. */
   private readonly taken = new Map<string, Entry>();
+  /** Taken ids held for another server's create (takeForRemote), with the timer that ends the hold. */
+  private readonly remoteHolds = new Map<string, NodeJS.Timeout>();
   /** Being made by the refill. */
   private readonly making = new Map<string, Entry>();
   /** Images this host's creates of the pooled resources used, beside the default one. */
@@ -232,6 +236,36 @@ export class PooledRuntime implements RuntimeDriver, SandboxIdPool {
     return null;
   }
 
+  /**
+   * take() for another server's create (node-api.ts pool-take): the member is held for that
+   * create until its row reaches create() here, or for REMOTE_HOLD_MS at most (a server that
+   * died between the take and its commit leaves nothing behind: the member then goes).
+   */
+  takeForRemote(request: PoolRequest): string | null {
+    const id = this.take(request);
+    if (!id) return null;
+    const timer = setTimeout(() => {
+      this.remoteHolds.delete(id);
+      this.release(id);
+    }, REMOTE_HOLD_MS);
+    timer.unref();
+    this.remoteHolds.set(id, timer);
+    return id;
+  }
+
+  /** A member another server took and gives back (its create failed): it goes. */
+  releaseRemote(id: string): void {
+    if (!this.remoteHolds.has(id)) return;
+    this.endRemoteHold(id);
+    this.release(id);
+  }
+
+  private endRemoteHold(id: string): void {
+    const timer = this.remoteHolds.get(id);
+    if (timer) clearTimeout(timer);
+    this.remoteHolds.delete(id);
+  }
+
   /** A taken id whose sandbox was never recorded (the create failed in the store): it goes. */
   release(id: string): void {
     if (!this.taken.delete(id)) return;
@@ -246,6 +280,7 @@ export class PooledRuntime implements RuntimeDriver, SandboxIdPool {
 
   async create(spec: SandboxSpec): Promise<void> {
     this.noteUse(spec);
+    this.endRemoteHold(spec.id);
     const entry = this.taken.get(spec.id);
     if (!entry) return this.driver.create(spec);
     this.taken.delete(spec.id);
@@ -389,6 +424,8 @@ export class PooledRuntime implements RuntimeDriver, SandboxIdPool {
   /** Destroys every pooled sandbox (claimed ones belong to their sandboxes), then closes the driver. */
   async close(): Promise<void> {
     this.closed = true;
+    for (const timer of this.remoteHolds.values()) clearTimeout(timer);
+    this.remoteHolds.clear();
     if (this.refillTimer) clearTimeout(this.refillTimer);
     this.refillTimer = null;
     await this.filling;
