@@ -5,8 +5,8 @@
 // command on the owner as it does on one host (node-wire.ts). Built from a cached hosts row,
 // a request the owner refused (401: another epoch) or that never reached it is retried once
 // on the row read again (`revalidate`); one that reached the owner and lost its answer is not.
-// A reused keep-alive connection reset as a request went out is re-sent once under the same
-// grant: the owner accepts a grant once, so a copy that did arrive is never run twice.
+// Every copy of one request carries the same grant, which the owner accepts once: a copy
+// re-sent after a reset keep-alive connection, or to the row read again, never runs twice.
 import http from "node:http";
 import type { Socket } from "node:net";
 import type {
@@ -157,53 +157,71 @@ export class NodeClient implements Pick<SandboxRuntime, "openSession" | "growWor
     return new URL(`${INTERNAL_PREFIX}${encodeURIComponent(this.options.sandboxId)}/${operation}`, this.target.baseUrl);
   }
 
+  /**
+   * One request, under ONE grant for every copy of it: the owner accepts a grant once (its
+   * replay guard), and one epoch of a host is one process, so no copy of a request ever runs
+   * twice, wherever the copies went. A copy re-sent after a reused keep-alive connection was
+   * reset as it went out (`send`) may have arrived: from then on a refusal (a replay, or a
+   * grant another epoch refused) or a failure is an answer lost after the request went out.
+   * On a cached route, a request the owner refused (401) before any copy may have arrived, or
+   * that never reached it, is tried once more on the row read again (the same grant: its host
+   * and epoch are the sandbox row's, which the fresh row must still name).
+   */
   private async call(operation: RoutedOperation, payload: unknown, timeoutMs: number): Promise<unknown> {
     const body = Buffer.from(JSON.stringify(payload));
+    const authorization = this.authorization(operation, body);
+    const copies = { maybeDelivered: false };
     try {
-      return await this.send(operation, body, timeoutMs);
+      return await this.send(operation, body, timeoutMs, authorization, copies);
     } catch (error) {
       const revalidate = this.revalidate;
       this.revalidate = undefined;
-      const ranNothing = error instanceof GrantRefused || (error instanceof NodeUnreachable && !error.sent);
+      const ranNothing =
+        (error instanceof GrantRefused && !copies.maybeDelivered) || (error instanceof NodeUnreachable && !error.sent);
       const fresh = revalidate && ranNothing ? await revalidate() : null;
-      if (!fresh) throw this.answerOf(error, operation);
+      if (!fresh || fresh.epoch !== this.target.epoch) throw this.answerOf(error, operation, copies.maybeDelivered);
       this.target = fresh;
-      return this.send(operation, body, timeoutMs).catch((again: unknown) => {
-        throw this.answerOf(again, operation);
+      return this.send(operation, body, timeoutMs, authorization, copies).catch((again: unknown) => {
+        throw this.answerOf(again, operation, copies.maybeDelivered);
       });
     }
   }
 
-  /** A refused grant, to the caller: the owner is not available now (another epoch since the route was read, a key it does not share). */
-  private answerOf(error: unknown, operation: RoutedOperation): unknown {
+  /**
+   * What the caller is told of a failed request: a refused grant is host_unavailable (another
+   * epoch since the route was read, a key it does not share) unless a copy may have arrived,
+   * and then, as a replay or a failure, the answer was lost after the request went out.
+   */
+  private answerOf(error: unknown, operation: RoutedOperation, maybeDelivered: boolean): unknown {
+    const lost = new NodeUnreachable("the connection to the owner host broke after the request went out", true);
+    if (error instanceof RequestReplayed) return lost;
+    if (error instanceof NodeUnreachable) return maybeDelivered && !error.sent ? lost : error;
     if (!(error instanceof GrantRefused)) return error;
+    if (maybeDelivered) return lost;
     this.options.log.warn({ host_id: this.options.hostId, operation }, "the owner host refused a routed grant");
     return hostUnavailable();
   }
 
   /**
-   * One request to the owner, under one grant. A keep-alive connection the owner closed as the
-   * request went out (ECONNRESET on a reused socket) is retried once under the same grant: if
-   * the first copy never arrived, the owner runs the retry; if it did arrive, the owner refuses
-   * the nonce it already accepted (`replayed`) and runs nothing twice. After such a retry no
-   * failure proves that nothing ran, so every one is an answer lost after it was sent.
+   * Posts one copy of the request; a reused keep-alive connection reset as it went out
+   * (ECONNRESET: the owner closed it idle at that moment, or the copy arrived and the
+   * connection broke after) is posted once more, and `copies` records that a copy may have
+   * arrived. The owner runs a copy that arrives first and refuses any other as a replay.
    */
-  private async send(operation: RoutedOperation, body: Buffer, timeoutMs: number): Promise<unknown> {
-    const authorization = this.authorization(operation, body);
+  private async send(
+    operation: RoutedOperation,
+    body: Buffer,
+    timeoutMs: number,
+    authorization: string,
+    copies: { maybeDelivered: boolean },
+  ): Promise<unknown> {
     try {
       return await this.post(operation, body, timeoutMs, authorization);
     } catch (error) {
       if (!(error instanceof NodeUnreachable && (error as { retryable?: boolean }).retryable)) throw error;
+      copies.maybeDelivered = true;
     }
-    try {
-      return await this.post(operation, body, timeoutMs, authorization);
-    } catch (again) {
-      if (again instanceof NodeUnreachable && again.sent) throw again;
-      if (again instanceof NodeUnreachable || again instanceof GrantRefused || again instanceof RequestReplayed) {
-        throw new NodeUnreachable("the connection to the owner host broke after the request went out", true);
-      }
-      throw again;
-    }
+    return this.post(operation, body, timeoutMs, authorization);
   }
 
   private post(operation: RoutedOperation, body: Buffer, timeoutMs: number, authorization: string): Promise<unknown> {
