@@ -22,8 +22,8 @@ export async function startApiServer(
   store: StoreKind,
   options: { runtime?: string; ssh?: boolean } = {},
 ): Promise<ApiServer> {
-  const port = await freePort();
-  const url = `http://127.0.0.1:${port}`;
+  let port = 0;
+  let url = "";
   let fixture: RuntimeFixture | null = null;
   let t: TestApp | undefined;
   let reconciler: SandboxReconciler | undefined;
@@ -38,25 +38,39 @@ export async function startApiServer(
     if (options.runtime) fixture = await startRuntimeFixture(options.runtime);
     const base = (await import("../../src/config.js")).loadConfig({});
     const blobRoot = fixture ? path.join(fixture.root, "blobs") : null;
-    t = await startTestApp(store, {
-      overrides: {
-        ...(fixture ? { runtime: fixture.driver } : {}),
-        ...(blobRoot
-          ? { blobs: await FsBlobStore.open({ dir: blobRoot, signingKey: randomBytes(32), publicBaseUrl: url }) }
-          : {}),
-      },
-      config: {
-        publicApiUrl: url,
-        ...(options.ssh ? { sshHost: "127.0.0.1" } : {}),
-        ...(fixture
-          ? {
-              volumes: { ...base.volumes, cacheDir: path.join(fixture.root, "volume-cache") },
-              sandbox: { ...base.sandbox, defaultImage: fixture.busyboxRef, memoryMiB: 128, pids: 128 },
-            }
-          : {}),
-      },
-    });
-    await t.app.listen({ host: "127.0.0.1", port });
+    // The app needs its URL before it listens: a free port is picked, and picked again when
+    // another process took it in between (the kernel hands the same range out to connections).
+    for (let attempt = 1; ; attempt++) {
+      port = await freePort();
+      url = `http://127.0.0.1:${port}`;
+      t = await startTestApp(store, {
+        overrides: {
+          ...(fixture ? { runtime: fixture.driver } : {}),
+          ...(blobRoot
+            ? { blobs: await FsBlobStore.open({ dir: blobRoot, signingKey: randomBytes(32), publicBaseUrl: url }) }
+            : {}),
+        },
+        config: {
+          publicApiUrl: url,
+          ...(options.ssh ? { sshHost: "127.0.0.1" } : {}),
+          ...(fixture
+            ? {
+                volumes: { ...base.volumes, cacheDir: path.join(fixture.root, "volume-cache") },
+                sandbox: { ...base.sandbox, defaultImage: fixture.busyboxRef, memoryMiB: 128, pids: 128 },
+              }
+            : {}),
+        },
+      });
+      try {
+        await t.app.listen({ host: "127.0.0.1", port });
+        break;
+      } catch (error) {
+        await t.close();
+        t = undefined;
+        if ((error as NodeJS.ErrnoException).code !== "EADDRINUSE" || attempt >= 5) throw error;
+      }
+    }
+    if (!t) throw new Error("the API server did not start");
     if (fixture) {
       reconciler = new SandboxReconciler(t.c, fixture.driver, {
         pids: 128,
