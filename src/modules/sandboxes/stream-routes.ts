@@ -14,7 +14,7 @@ import { describeValidationError, validatorCompiler } from "../../http/validatio
 import { AppError } from "../../lib/errors.js";
 import type { Logger } from "../../lib/logger.js";
 import type { Credential } from "../identity/credential.js";
-import type { ExecStreamService, StreamEnd } from "./exec-stream.js";
+import { checkStreamStart, type ExecStreamService, type StreamEnd } from "./exec-stream.js";
 import type { ExecTarget } from "./repo.js";
 
 /** The first byte of a binary frame. */
@@ -174,6 +174,8 @@ function serveStream(ws: WebSocket, scope: StreamScope): void {
     const appError = error instanceof AppError ? error : new AppError("internal", "the stream failed on the server");
     if (!(error instanceof AppError)) scope.log.error({ err: (error as Error).message }, "exec stream failed");
     sendJson({ type: "error", status: statusOf(appError), error: errorBody(appError, scope.requestId, "flat") });
+    // Paused while the session opened: the client's close frame must still be read.
+    ws.resume();
     ws.close(appError.code === "invalid_argument" ? CLOSE_PROTOCOL : CLOSE_NORMAL);
   }
   const output = (tag: number) => (data: Buffer, done: () => void) => {
@@ -190,6 +192,7 @@ function serveStream(ws: WebSocket, scope: StreamScope): void {
     if (state === "ended") return;
     state = "ended";
     sendJson({ type: "exit", ...result });
+    ws.resume();
     ws.close(CLOSE_NORMAL);
   };
 
@@ -212,6 +215,7 @@ function serveStream(ws: WebSocket, scope: StreamScope): void {
       let start: StreamExecStartBody;
       try {
         start = parseStart(data.toString("utf8"));
+        checkStreamStart(start);
       } catch (error) {
         return fail(error);
       }
