@@ -73,7 +73,7 @@ export const StreamExecStart = Type.Object(
       ),
     ),
   },
-  { additionalProperties: false, title: "StreamExecStart" },
+  { $id: "StreamExecStart", additionalProperties: false, title: "StreamExecStart" },
 );
 export type StreamExecStartBody = Static<typeof StreamExecStart>;
 
@@ -109,6 +109,8 @@ export class StreamSockets {
 }
 
 export function registerExecStreamRoute(app: App, streams: ExecStreamService, sockets: StreamSockets): void {
+  // Not a body (it is the first WebSocket message): a named component of the OpenAPI document.
+  app.addSchema(StreamExecStart);
   const wss = new WebSocketServer({ noServer: true, maxPayload: MAX_CLIENT_MESSAGE_BYTES, perMessageDeflate: false });
   app.get(
     "/v1/sandboxes/:id/exec/stream",
