@@ -60,7 +60,7 @@ describe("streaming exec through any server reaches the owner [postgres, s3]", (
       assert.equal(Buffer.concat(err).toString(), "err\n");
       assert.deepEqual(await stream.wait(), { kind: "completed", exit: 3, truncated: false });
 
-      const tty = sandbox.execStream(["stty", "size"], { tty: { rows: 33, cols: 99 } });
+      const tty = sandbox.execStream(["sh", "-c", "stty size"], { tty: { rows: 33, cols: 99 } });
       let out = "";
       for await (const chunk of tty.stdout) out += chunk.toString();
       assert.match(out, /33 99/);
