@@ -246,6 +246,47 @@ describe("streaming exec", { timeout: 300_000 }, () => {
     assert.equal(await collect(after.stdout), "still serving\n");
   });
 
+  it("bounds the streams an organization holds open, and a closed one frees its place", async () => {
+    t.c.streamSockets.limitPerOrg = 2;
+    try {
+      const held = [openRaw(id, owner(), { cmd: ["sleep", "60"] }), openRaw(id, owner(), { cmd: ["sleep", "60"] })];
+      for (const stream of held) await eventually("held", async () => stream.texts.some((m) => m.type === "started"));
+      const third = await openRaw(id, owner(), { cmd: ["true"] }).refused;
+      assert.equal(third?.status, 429);
+      assert.equal(third?.body.code, "rate_limited");
+      const otherOrg = await openRaw(id, t.orgB.keys.owner, { cmd: ["true"] }).refused;
+      assert.equal(otherOrg?.status, 404, "another organization's places are its own (and the sandbox is not)");
+      held[0]?.ws.close();
+      await held[0]?.closed;
+      const freed = openRaw(id, owner(), { cmd: ["echo", "freed"] });
+      await freed.closed;
+      assert.equal(textOf(freed.stdout), "freed\n");
+      held[1]?.ws.terminate();
+    } finally {
+      t.c.streamSockets.limitPerOrg = 64;
+    }
+  });
+
+  it("ends only its own stream when the sandbox kills its exec agent mid-stream", async () => {
+    // The command's parent is the agent (inside the sandbox): it kills it once the test writes.
+    const stream = (await sdk().sandboxes.get(id)).execStream([
+      "sh",
+      "-c",
+      "echo before; read x; kill -9 $PPID; sleep 5; echo after",
+    ]);
+    const reader = stream.stdout[Symbol.asyncIterator]();
+    assert.equal((await reader.next()).value?.toString(), "before\n");
+    await stream.write("\n");
+    let rest = "";
+    for (let next = await reader.next(); !next.done; next = await reader.next()) rest += next.value.toString();
+    assert.doesNotMatch(rest, /after/);
+    assert.deepEqual(await stream.wait(), { kind: "indeterminate", truncated: false });
+    const elsewhere = (await sdk().sandboxes.get(other)).execStream(["echo", "unaffected"]);
+    assert.equal(await collect(elsewhere.stdout), "unaffected\n");
+    const again = (await sdk().sandboxes.get(id)).execStream(["echo", "still serving"]);
+    assert.equal(await collect(again.stdout), "still serving\n");
+  });
+
   it("refuses a sandbox that is not running with sandbox_not_running", async () => {
     const stopped = await createRunning();
     const stop = await t.request("PATCH", `/v1/sandboxes/${stopped}`, { key: owner(), body: { state: "stopped" } });

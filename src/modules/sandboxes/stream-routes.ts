@@ -96,14 +96,42 @@ export function parseStart(text: string): StreamExecStartBody {
   return value as StreamExecStartBody;
 }
 
-/** Everything this server's streams have queued to their clients and not yet written (bytes). */
+/** Streams one organization may hold open on one server at once (the upgraded socket to its close). */
+export const MAX_OPEN_STREAMS_PER_ORG = 64;
+
+/** This server's open streams: what they buffer, and how many each organization holds. */
 export class StreamSockets {
   readonly open = new Set<WebSocket>();
+  private readonly perOrg = new Map<string, number>();
+  /** A field so a test can lower it. */
+  limitPerOrg = MAX_OPEN_STREAMS_PER_ORG;
+
+  /** Takes one of the organization's places, or throws 429 rate_limited; release() gives it back. */
+  take(orgId: string): () => void {
+    const held = this.perOrg.get(orgId) ?? 0;
+    if (held >= this.limitPerOrg) {
+      throw new AppError("rate_limited", `at most ${this.limitPerOrg} exec streams open at once per organization`, {
+        retryAfterSeconds: 1,
+      });
+    }
+    this.perOrg.set(orgId, held + 1);
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      const left = (this.perOrg.get(orgId) ?? 1) - 1;
+      if (left > 0) this.perOrg.set(orgId, left);
+      else this.perOrg.delete(orgId);
+    };
+  }
+
+  /** Bytes the open streams have queued to their clients and the kernel has not taken yet. */
   bufferedBytes(): number {
     let total = 0;
-    for (const ws of this.open)
-      total +=
-        ws.bufferedAmount + ((ws as unknown as { _socket?: { writableLength: number } })._socket?.writableLength ?? 0);
+    for (const ws of this.open) {
+      const socket = (ws as unknown as { _socket?: { writableLength: number } })._socket;
+      total += ws.bufferedAmount + (socket?.writableLength ?? 0);
+    }
     return total;
   }
 }
@@ -130,13 +158,22 @@ export function registerExecStreamRoute(app: App, streams: ExecStreamService, so
     async (request, reply) => {
       const cred = credentialOf(request);
       const target = await streams.target(cred, request.params.id);
+      const release = sockets.take(cred.orgId);
       const upgrade = request.headers.upgrade?.toLowerCase() === "websocket" ? takeUpgrade(request.raw) : null;
-      if (!upgrade) throw new AppError("failed_precondition", "this route is a WebSocket: send Upgrade: websocket");
+      if (!upgrade) {
+        release();
+        throw new AppError("failed_precondition", "this route is a WebSocket: send Upgrade: websocket");
+      }
       reply.hijack();
+      // A handshake ws refuses (a bad Sec-WebSocket-Key) never calls back: the socket's close frees the place.
+      upgrade.socket.once("close", release);
       const log = request.log as unknown as Logger;
       wss.handleUpgrade(request.raw, upgrade.socket, upgrade.head, (ws) => {
         sockets.open.add(ws);
-        ws.once("close", () => sockets.open.delete(ws));
+        ws.once("close", () => {
+          sockets.open.delete(ws);
+          release();
+        });
         serveStream(ws, { cred, target, streams, requestId: request.id, log });
       });
     },
