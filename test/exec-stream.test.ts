@@ -205,6 +205,20 @@ describe("streaming exec", { timeout: 300_000 }, () => {
     assert.equal(sibling?.status, 404);
     const none = await openRaw(id, null, { cmd: ["true"] }).refused;
     assert.equal(none?.status, 401);
+    // A browser cannot set Authorization on a WebSocket: the key as a subprotocol, warren.v1 answered.
+    const url = `${base.replace(/^http/, "ws")}/v1/sandboxes/${id}/exec/stream`;
+    const browser = new WebSocket(url, ["warren.v1", `warren.bearer.${owner()}`]);
+    const browserOut: Buffer[] = [];
+    browser.on("open", () => browser.send(JSON.stringify({ cmd: ["echo", "from a browser"] })));
+    browser.on("message", (data: Buffer, isBinary: boolean) => isBinary && browserOut.push(data.subarray(1)));
+    await new Promise((resolve) => browser.on("close", resolve));
+    assert.equal(browser.protocol, "warren.v1");
+    assert.equal(textOf(browserOut), "from a browser\n");
+    const wrongKey = new WebSocket(url, ["warren.v1", "warren.bearer.wrn_not_a_key"]);
+    const refusedBrowser = await new Promise<number>((resolve) =>
+      wrongKey.on("unexpected-response", (_req, res) => resolve(res.statusCode ?? 0)),
+    );
+    assert.equal(refusedBrowser, 401);
     const own = (await sdk(await sandboxScopedKey(t, t.orgA, id)).sandboxes.get(id)).execStream(["echo", "mine"]);
     assert.equal(await collect(own.stdout), "mine\n");
     const plain = await t.request("GET", `/v1/sandboxes/${id}/exec/stream`, { key: owner() });

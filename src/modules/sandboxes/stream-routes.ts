@@ -33,6 +33,8 @@ export const STREAM_TAG = {
   kill: 5,
 } as const;
 
+/** The subprotocol a browser offers beside `warren.bearer.<key>`; the server answers it. */
+export const STREAM_PROTOCOL = "warren.v1";
 /** The largest message a client may send (a start at the argv limits, in UTF-8, fits). */
 export const MAX_CLIENT_MESSAGE_BYTES = 6 << 20;
 /** How long after the upgrade the start message may take. */
@@ -139,7 +141,14 @@ export class StreamSockets {
 export function registerExecStreamRoute(app: App, streams: ExecStreamService, sockets: StreamSockets): void {
   // Not a body (it is the first WebSocket message): a named component of the OpenAPI document.
   app.addSchema(StreamExecStart);
-  const wss = new WebSocketServer({ noServer: true, maxPayload: MAX_CLIENT_MESSAGE_BYTES, perMessageDeflate: false });
+  const wss = new WebSocketServer({
+    noServer: true,
+    maxPayload: MAX_CLIENT_MESSAGE_BYTES,
+    perMessageDeflate: false,
+    // A browser that named its key as a subprotocol (upgrade.ts) must be answered one it offered:
+    // `warren.v1`, never the key.
+    handleProtocols: (offered) => (offered.has(STREAM_PROTOCOL) ? STREAM_PROTOCOL : false),
+  });
   app.get(
     "/v1/sandboxes/:id/exec/stream",
     {
@@ -150,7 +159,7 @@ export function registerExecStreamRoute(app: App, streams: ExecStreamService, so
         summary:
           "WebSocket (Upgrade: websocket): a command with stdin, separate stdout and stderr streams, an optional terminal, and its exit at the end",
         description:
-          'After the 101 the client sends the start (StreamExecStart) as one text message, then binary frames whose first byte is a tag: 0 stdin, 3 resize (u16 rows, u16 cols, big-endian), 4 stdin close, 5 kill. The server sends {"type":"started"}, binary frames 1 stdout and 2 stderr, and a final text message {"type":"exit",exit|timeout|indeterminate,truncated:false} or {"type":"error",error:{code,message,request_id}}. Browsers may name the API key as the subprotocol warren.bearer.<key>. See docs/api-decisions.md "Streaming exec".',
+          'After the 101 the client sends the start (StreamExecStart) as one text message, then binary frames whose first byte is a tag: 0 stdin, 3 resize (u16 rows, u16 cols, big-endian), 4 stdin close, 5 kill. The server sends {"type":"started"}, binary frames 1 stdout and 2 stderr, and a final text message {"type":"exit",exit|timeout|indeterminate,truncated:false} or {"type":"error",error:{code,message,request_id}}. Browsers may offer the subprotocols warren.v1 and warren.bearer.<API key> instead of the Authorization header (warren.v1 is answered). See docs/api-decisions.md "Streaming exec".',
         params: Type.Object({ id: Type.String({ maxLength: 64 }) }),
         response: flatResponses({ 101: Type.Null({ description: "Switching Protocols (WebSocket)" }) }),
       },
