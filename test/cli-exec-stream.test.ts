@@ -1,13 +1,15 @@
 // `warren sandbox exec` over the streaming exec, run as a process against a real server with
 // the local runtime: stdin forwarded from a pipe (`echo x | warren sandbox exec dev -- cat`),
 // --env and --cwd, separate stdout and stderr with the command's exit code, 127 for a missing
-// binary, 124 on a timeout, and --json still the unary exec's one answer.
+// binary, 124 on a timeout, --json still the unary exec's one answer, and --tty from a real
+// terminal (util-linux `script` gives the CLI one): raw mode, the terminal's size inside.
 import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
-import { runCli } from "./support/cli.js";
+import { runCli, WARREN_BIN } from "./support/cli.js";
 import { type ApiServer, startApiServer } from "./support/sdk-server.js";
 
 describe("warren sandbox exec, streamed [pglite, local runtime]", { timeout: 300_000 }, () => {
@@ -80,5 +82,26 @@ describe("warren sandbox exec, streamed [pglite, local runtime]", { timeout: 300
     const unary = await cli(["sandbox", "exec", "--json", "dev", "--", "no-such-binary"]);
     assert.equal(unary.code, 127, unary.stderr);
     assert.equal(JSON.parse(unary.stderr).error.code, "spawn_failed");
+  });
+
+  it("runs on a terminal with --tty when its stdin is one", async () => {
+    // `script` runs the CLI on a new pseudo-terminal of 0x0, resized here to 37x111 first.
+    const line = `stty rows 37 cols 111; exec ${process.execPath} ${WARREN_BIN} sandbox exec --tty dev -- sh -c 'stty size; exit 5'`;
+    const child = spawn("/usr/bin/script", ["-qec", line, "/dev/null"], {
+      env: {
+        PATH: process.env.PATH ?? "/usr/bin:/bin",
+        HOME: home,
+        WARREN_API_URL: api.url,
+        WARREN_API_KEY: api.t.orgA.keys.owner,
+      },
+      stdio: ["pipe", "pipe", "pipe"],
+    });
+    let out = "";
+    child.stdout.on("data", (chunk: Buffer) => {
+      out += chunk.toString();
+    });
+    const code = await new Promise<number | null>((resolve) => child.on("close", resolve));
+    assert.match(out, /37 111/);
+    assert.equal(code, 5, out);
   });
 });
