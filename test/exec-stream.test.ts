@@ -197,6 +197,26 @@ describe("streaming exec", { timeout: 300_000 }, () => {
     assert.equal(exit?.exit, 137, "killed: 128 + SIGKILL");
   });
 
+  it("stops reading a client's stdin that the command does not take", async () => {
+    const stream = openRaw(id, owner(), { cmd: ["sleep", "60"] });
+    await eventually("the stream started", async () => stream.texts.some((m) => m.type === "started"));
+    const piece = Buffer.alloc(64 << 10, 0x61);
+    piece[0] = 0;
+    let sent = 0;
+    // The server pushes back once the session's input queue is full: the client's own send
+    // buffer then grows. Without that, 256 MiB would all be read and held by the server.
+    while (stream.ws.bufferedAmount < 8 << 20 && sent < 256 << 20) {
+      stream.ws.send(piece);
+      sent += piece.length;
+      if (sent % (4 << 20) === 0) await new Promise((resolve) => setImmediate(resolve));
+    }
+    assert.ok(sent < 256 << 20, `the server took ${sent} bytes of stdin the command does not read`);
+    // A client gone while the server is paused on it is noticed (the keepalive's ping fails).
+    stream.ws.terminate();
+    await stream.closed;
+    await eventually("the server let the vanished client go", async () => t.c.streamSockets.open.size === 0);
+  });
+
   it("refuses another organization, a sibling's scoped key and a missing key before the upgrade", async () => {
     const foreign = await openRaw(id, t.orgB.keys.owner, { cmd: ["true"] }).refused;
     assert.equal(foreign?.status, 404);

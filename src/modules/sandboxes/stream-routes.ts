@@ -37,6 +37,11 @@ export const STREAM_TAG = {
 export const STREAM_PROTOCOL = "warren.v1";
 /** The largest message a client may send (a start at the argv limits, in UTF-8, fits). */
 export const MAX_CLIENT_MESSAGE_BYTES = 6 << 20;
+/**
+ * A ping this often: a socket paused for stdin the command does not take reads nothing, so
+ * only a write finds that the client went away (its reset fails the write and closes the stream).
+ */
+export const KEEPALIVE_MS = 10_000;
 /** How long after the upgrade the start message may take. */
 export const START_TIMEOUT_MS = 10_000;
 /** WebSocket close codes: the stream ended (or was refused), the client broke the protocol. */
@@ -199,7 +204,15 @@ interface StreamScope {
 
 function serveStream(ws: WebSocket, scope: StreamScope): void {
   ws.binaryType = "nodebuffer";
-  (ws as unknown as { _socket?: { setNoDelay(on: boolean): void } })._socket?.setNoDelay(true);
+  const socket = (
+    ws as unknown as { _socket?: { setNoDelay(on: boolean): void; setKeepAlive(on: boolean, ms: number): void } }
+  )._socket;
+  socket?.setNoDelay(true);
+  socket?.setKeepAlive(true, KEEPALIVE_MS);
+  const keepalive = setInterval(() => {
+    if (ws.readyState === ws.OPEN) ws.ping();
+  }, KEEPALIVE_MS);
+  keepalive.unref();
   let session: SandboxSession | null = null;
   let state: "waiting" | "opening" | "open" | "ended" = "waiting";
   /** Frames that came while the session opened (the socket is paused meanwhile). */
@@ -300,6 +313,7 @@ function serveStream(ws: WebSocket, scope: StreamScope): void {
   ws.on("error", () => undefined);
   ws.once("close", () => {
     clearTimeout(startTimer);
+    clearInterval(keepalive);
     for (const done of unwritten) done();
     unwritten.clear();
     if (state !== "ended") {
