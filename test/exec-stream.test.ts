@@ -5,6 +5,7 @@
 // organizations and sandbox-scoped keys, malformed start messages and frames; and ExecSandbox's
 // head-and-tail cut seen from a real command. PGlite only: the store is not what is under test.
 import assert from "node:assert/strict";
+import http from "node:http";
 import { after, before, describe, it } from "node:test";
 import WebSocket from "ws";
 import { Warren } from "../packages/sdk/src/index.js";
@@ -319,6 +320,34 @@ describe("streaming exec", { timeout: 300_000 }, () => {
     assert.equal(await collect(elsewhere.stdout), "unaffected\n");
     const again = (await sdk().sandboxes.get(id)).execStream(["echo", "still serving"]);
     assert.equal(await collect(again.stdout), "still serving\n");
+  });
+
+  it("serves a request that asks for another protocol (curl --http2's h2c) as HTTP/1.1, body and all", async () => {
+    const upgradeRequest = (headers: Record<string, string>, body: string) =>
+      new Promise<{ status: number; body: string }>((resolve, reject) => {
+        const req = http.request(`${base}/v1/sandboxes/${id}:exec`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${owner()}`, connection: "Upgrade", upgrade: "h2c", ...headers },
+        });
+        req.on("response", (res) => {
+          let text = "";
+          res.on("data", (chunk: Buffer) => {
+            text += chunk.toString();
+          });
+          res.on("end", () => resolve({ status: res.statusCode ?? 0, body: text }));
+        });
+        req.on("error", reject);
+        req.end(body);
+      });
+    const body = JSON.stringify({ cmd: ["echo", "over http/1.1"] });
+    const served = await upgradeRequest(
+      { "content-type": "application/json", "content-length": String(Buffer.byteLength(body)) },
+      body,
+    );
+    assert.equal(served.status, 200, served.body);
+    assert.deepEqual(JSON.parse(served.body), { exit: 0, stdout: "over http/1.1\n", stderr: "", truncated: false });
+    const chunked = await upgradeRequest({ "content-type": "application/json", "transfer-encoding": "chunked" }, body);
+    assert.equal(chunked.status, 200, chunked.body);
   });
 
   it("refuses a sandbox that is not running with sandbox_not_running", async () => {
