@@ -53,10 +53,12 @@ import { ProjectService } from "./modules/projects/service.js";
 import { registerRunRoutes } from "./modules/runs/routes.js";
 import { RunService } from "./modules/runs/service.js";
 import { type ExecResponse, ExecService } from "./modules/sandboxes/exec-service.js";
+import { ExecStreamService } from "./modules/sandboxes/exec-stream.js";
 import { ExecsInFlight } from "./modules/sandboxes/execs-in-flight.js";
 import { admitPoolMember } from "./modules/sandboxes/host-admission.js";
 import { registerSandboxRoutes } from "./modules/sandboxes/routes.js";
 import { newSandboxId, type SandboxLinks, SandboxService } from "./modules/sandboxes/service.js";
+import { registerExecStreamRoute, StreamSockets } from "./modules/sandboxes/stream-routes.js";
 import { SandboxTransitions } from "./modules/sandboxes/transitions.js";
 import { rewrapDeploymentKeys } from "./modules/secrets/deployment-keys.js";
 import { Keyring } from "./modules/secrets/keyring.js";
@@ -107,6 +109,9 @@ export interface Container {
   sandboxTransitions: SandboxTransitions;
   reconcileQueue: ReconcileQueue;
   execs: ExecService;
+  /** The streaming exec (GET /v1/sandboxes/{id}/exec/stream) and its open WebSockets. */
+  execStreams: ExecStreamService;
+  streamSockets: StreamSockets;
   runtime: RuntimeDriver | null;
   /** This server as a host of the registry (docs/hosts.md); null without a runtime (it runs no sandboxes). */
   host: HostMembership | null;
@@ -396,6 +401,16 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
     router,
     apiReplica: config.role === "api",
   });
+  const execStreams = new ExecStreamService({
+    db,
+    clock,
+    log,
+    defaults: config.sandbox,
+    secrets,
+    execs,
+    router,
+    inFlight: execsInFlight,
+  });
   const annotationSchemas = new AnnotationSchemaService(db, clock);
   const annotations = new AnnotationService(db, clock, projects, runs);
   const relay =
@@ -527,6 +542,8 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
     sandboxTransitions,
     reconcileQueue,
     execs,
+    execStreams,
+    streamSockets: new StreamSockets(),
     runtime,
     host,
     router,
@@ -579,6 +596,7 @@ export async function createApp(c: Container): Promise<App> {
   registerAnnotationRoutes(app, c.annotationSchemas, c.annotations);
   registerTelemetryRoutes(app, c.telemetryViews);
   registerSandboxRoutes(app, c.sandboxes, c.execs);
+  registerExecStreamRoute(app, c.execStreams, c.streamSockets);
   registerSnapshotRoutes(app, c.snapshots);
   registerAdminRoutes(app, c.admin);
   registerTailRoutes(app, c.tails);
@@ -596,6 +614,9 @@ export async function createApp(c: Container): Promise<App> {
   app.addHook("onClose", () => c.idempotency.stop());
   app.addHook("onClose", () => c.host?.stop());
   app.addHook("onClose", () => c.router.close());
+  app.addHook("onClose", () => {
+    for (const ws of c.streamSockets.open) ws.terminate();
+  });
   // Spans still buffered are sent before the process goes.
   app.addHook("onClose", () => c.tracing?.shutdown());
   // Exec ends written after their answers, before whoever closes the store after the app.

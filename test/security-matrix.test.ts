@@ -90,6 +90,7 @@ const MATRIX: Record<string, Entry> = {
   UpdateSandbox: everyone("not_found"),
   DeleteSandbox: everyone("not_found"),
   ExecSandbox: everyone("not_found", "allowed"),
+  StreamExecSandbox: everyone("not_found", "allowed"),
   // A sandbox-scoped credential neither opens endpoints nor issues their tokens (docs/api-decisions.md).
   IssueEndpointToken: everyone("not_found"),
   IssueSshToken: everyone("not_found"),

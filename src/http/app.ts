@@ -23,6 +23,7 @@ import { type EnvelopeKind, errorBody, statusOf } from "./errors.js";
 import type { IdempotencyStore } from "./idempotency.js";
 import { EmptyObject, ErrorEnvelope, FlatErrorEnvelope } from "./schemas.js";
 import type { App, RouteSettings } from "./types.js";
+import { routeUpgrades } from "./upgrade.js";
 import { describeValidationError, validatorCompiler } from "./validation.js";
 
 export const API_TITLE = "Warren control-plane API";
@@ -286,6 +287,7 @@ export async function buildHttp(deps: HttpDeps): Promise<App> {
   }).withTypeProvider<TypeBoxTypeProvider>() as unknown as App;
 
   app.setValidatorCompiler(validatorCompiler);
+  routeUpgrades(app);
   // Bodies are JSON only: without fastify's built-in text/plain parser, any other media type is 415.
   app.removeContentTypeParser("text/plain");
   // An empty body labelled JSON (clients that always send the header, on a DELETE or a bodiless

@@ -21,6 +21,8 @@ export const EXIT = {
   imageUnavailable: 8,
   /** A sandbox awaited failed or ended otherwise; the error code is its state_reason code. */
   sandboxFailed: 9,
+  /** `sandbox exec` whose command could not be started (a missing binary; as a shell's 127). */
+  execNotStarted: 127,
   /** `sandbox exec` whose command timed out (as timeout(1)). */
   execTimedOut: 124,
   /** `sandbox exec` whose outcome could not be read: it may have run. */
@@ -98,6 +100,8 @@ export function exitCodeOf(error: unknown): number {
   }
   if (error instanceof WarrenApiError) {
     if (error.code === "not_found") return EXIT.notFound;
+    // A command that did not start (a missing binary), as a shell reports it.
+    if (error.code === "spawn_failed") return EXIT.execNotStarted;
     if (error.code === "unauthenticated" || error.code === "permission_denied") return EXIT.auth;
     if (error.status === 429) return EXIT.quota;
     if (error.status === 409 || error.status === 412) return EXIT.conflict;

@@ -6,6 +6,7 @@ import { type CallOptions, Transport, type TransportOptions } from "./transport.
 import type { Body, Ok } from "./types.js";
 
 export * from "./errors.js";
+export { ExecStream, type ExecStreamOptions, type ExecStreamResult } from "./exec-stream.js";
 export { toArray } from "./pagination.js";
 export { newEventId } from "./resources.js";
 export {

@@ -1,6 +1,7 @@
 // Sandboxes: `warren.sandboxes.create(...)` returns a `Sandbox` handle (wait, exec, stop,
 // wake, snapshot, update, delete, files over exec, `await using` deletes it).
 import { SandboxStateError } from "./errors.js";
+import { ExecStream, type ExecStreamOptions, streamStart } from "./exec-stream.js";
 import { pages } from "./pagination.js";
 import type { CallOptions, Transport } from "./transport.js";
 import type {
@@ -23,7 +24,7 @@ export type ExecResult =
 export interface ExecOptions extends CallOptions {
   timeoutSeconds?: number;
   secretEnvironment?: { secret_name: string; variable_name: string }[];
-  /** Called with the command's stdout (and stderr) once it has finished: exec is not streamed by the API. */
+  /** Called with the command's stdout (and stderr) once it has finished (execStream streams them). */
   onStdout?: (text: string) => void;
   onStderr?: (text: string) => void;
 }
@@ -151,6 +152,15 @@ export class Sandbox {
     if (result.stdout) options.onStdout?.(result.stdout);
     if (result.stderr) options.onStderr?.(result.stderr);
     return result;
+  }
+
+  /**
+   * Runs `cmd` over the streaming exec (a WebSocket): output as it comes, stdin, an optional
+   * terminal; `wait()` gives the end. Not retried: a stream that broke may have run.
+   */
+  execStream(cmd: string[], options: ExecStreamOptions = {}): ExecStream {
+    const url = this.transport.url(`${path(this.id)}/exec/stream`).replace(/^http/, "ws");
+    return new ExecStream(url, this.transport.apiKey, streamStart(cmd, options), options);
   }
 
   async update(body: UpdateSandboxBody, options: CallOptions = {}): Promise<Ok<"UpdateSandbox">> {

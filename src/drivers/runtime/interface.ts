@@ -127,7 +127,7 @@ export interface ExecRequest {
   /** Defaults to the image's working directory. */
   cwd?: string;
   timeoutSeconds: number;
-  /** Combined cap on stdout + stderr; the head of the output is kept. */
+  /** Combined cap on stdout + stderr: half keeps the head of the output, half its tail (OutputCollector). */
   maxOutputBytes: number;
 }
 

@@ -121,6 +121,17 @@ export class ExecService {
   }
 
   /**
+   * The sandbox a streaming exec may open (exec-stream.ts): ExecSandbox's checks of the
+   * credential, the quarantine and the state, with no Idempotency-Key (a stream is not replayed).
+   */
+  async streamTarget(cred: Credential, id: string): Promise<repo.ExecTarget> {
+    const row = await this.loadTarget(cred, id);
+    if (row.quarantined) throw new AppError("quarantined", "the sandbox is quarantined");
+    this.checkRunning(row);
+    return row;
+  }
+
+  /**
    * The owner's side of an exec routed to it (node-api.ts): the same checks on the row as
    * read now, then the exec as if it came in here. The caller's grants were checked (and its
    * secrets released) by the server it came through; the grant names the organization.

@@ -19,6 +19,7 @@ import {
   UsageError,
 } from "../context.js";
 import { type Action, example } from "../program.js";
+import { streamExec } from "./exec-stream.js";
 
 const SANDBOX_COLUMNS = ["id", "name", "state", "image", "created_at"];
 
@@ -177,29 +178,45 @@ export function registerSandboxCommands(program: Command, action: (fn: Action) =
     sandbox
       .command("exec <sandbox>")
       .argument("<command...>", "argv (after --); not a shell line: use sh -c '...' for one")
-      .description("run a command; exits with its exit code (124 timed out, 125 indeterminate)"),
+      .description(
+        "run a command, its output streamed as it comes and stdin forwarded from a pipe or file; exits with its exit code (124 timed out, 125 indeterminate, 127 not started)",
+      ),
     "warren sandbox exec dev -- sh -c 'echo hello; uname -a'",
   )
     .option("--timeout <seconds>", "1-3600", integer)
+    .option("--env <key=value>", "environment variable for this command (repeatable)", collect)
+    .option("--cwd <path>", "absolute working directory")
+    .option("-t, --tty", "a terminal inside the sandbox (raw mode here, its size followed)", false)
     .action(
-      action(async (g, ref: string, cmd: string[], flags: { timeout?: number }) => {
-        const warren = await client(g);
-        const s = await resolve(warren, ref);
-        const result = await s.exec(cmd, flags.timeout !== undefined ? { timeoutSeconds: flags.timeout } : {});
-        if (g.json) process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
-        else {
-          process.stdout.write(result.stdout);
-          process.stderr.write(result.stderr);
-          if (result.truncated) process.stderr.write("warren: output truncated at the exec cap\n");
-          if (result.kind === "timed_out") process.stderr.write("warren: the command timed out\n");
-          if (result.kind === "indeterminate") process.stderr.write("warren: the outcome could not be read\n");
-        }
-        return result.kind === "completed"
-          ? Math.min(255, Math.max(0, result.exit))
-          : result.kind === "timed_out"
-            ? EXIT.execTimedOut
-            : EXIT.execIndeterminate;
-      }),
+      action(
+        async (
+          g,
+          ref: string,
+          cmd: string[],
+          flags: { timeout?: number; env?: string[]; cwd?: string; tty: boolean },
+        ) => {
+          const warren = await client(g);
+          const s = await resolve(warren, ref);
+          const env = pairs(flags.env);
+          if (!g.json) {
+            return streamExec(s, cmd, {
+              tty: flags.tty,
+              ...(flags.timeout !== undefined ? { timeout: flags.timeout } : {}),
+              ...(env ? { env } : {}),
+              ...(flags.cwd ? { cwd: flags.cwd } : {}),
+            });
+          }
+          // --json: ExecSandbox's one answer (no stdin, env or cwd: the unary exec takes none).
+          if (env || flags.cwd || flags.tty) throw new UsageError("--env, --cwd and --tty stream: they take no --json");
+          const result = await s.exec(cmd, flags.timeout !== undefined ? { timeoutSeconds: flags.timeout } : {});
+          process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
+          return result.kind === "completed"
+            ? Math.min(255, Math.max(0, result.exit))
+            : result.kind === "timed_out"
+              ? EXIT.execTimedOut
+              : EXIT.execIndeterminate;
+        },
+      ),
     );
 
   for (const [verb, state] of [

@@ -543,6 +543,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/sandboxes/{id}/exec/stream": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * WebSocket (Upgrade: websocket): a command with stdin, separate stdout and stderr streams, an optional terminal, and its exit at the end
+         * @description After the 101 the client sends the start (StreamExecStart) as one text message, then binary frames whose first byte is a tag: 0 stdin, 3 resize (u16 rows, u16 cols, big-endian), 4 stdin close, 5 kill. The server sends {"type":"started"}, binary frames 1 stdout and 2 stderr, and a final text message {"type":"exit",exit|timeout|indeterminate,truncated:false} or {"type":"error",status,error:{code,message,request_id}}. Browsers may offer the subprotocols warren.v1 and warren.bearer.<API key> instead of the Authorization header (warren.v1 is answered). See docs/api-decisions.md "Streaming exec".
+         */
+        get: operations["StreamExecSandbox"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/sandboxes/{id}:snapshot": {
         parameters: {
             query?: never;
@@ -1013,6 +1033,26 @@ export interface components {
             message: string;
             /** @description Correlation id */
             request_id: string;
+        };
+        /** StreamExecStart */
+        StreamExecStart: {
+            cmd: string[];
+            /** @description At most 256 entries; names [A-Za-z_][A-Za-z0-9_]* of at most 128 bytes; values at most 4096 characters */
+            env?: {
+                [key: string]: string;
+            };
+            /** @description Absolute; default the image's */
+            cwd?: string;
+            tty?: {
+                rows: number;
+                cols: number;
+            } | null;
+            /** @description Omit: no deadline */
+            timeout_seconds?: number;
+            secret_environment?: {
+                secret_name: string;
+                variable_name: string;
+            }[];
         };
     };
     responses: never;
@@ -4163,6 +4203,44 @@ export interface operations {
                         truncated: boolean;
                     };
                 };
+            };
+            /** @description Rate limited */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FlatErrorEnvelope"];
+                };
+            };
+            /** @description Error (flat envelope) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FlatErrorEnvelope"];
+                };
+            };
+        };
+    };
+    StreamExecSandbox: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Switching Protocols (WebSocket) */
+            101: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             /** @description Rate limited */
             429: {

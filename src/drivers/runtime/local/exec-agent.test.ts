@@ -375,7 +375,7 @@ describe("exec agent in sandboxes", () => {
     assert.equal(await f.driver.execAgentPid(id), pid);
   });
 
-  it("caps output over 1 MiB, keeping the head, and passes bytes that are not UTF-8 as runc exec did", async () => {
+  it("caps output over 1 MiB, keeping the head and the tail, and passes bytes that are not UTF-8 as runc exec did", async () => {
     const id = await sandbox();
     const big = completed(
       await sh(id, "echo HEAD; head -c 3145728 /dev/zero | busybox tr '\\0' b; echo tail", {
@@ -385,6 +385,7 @@ describe("exec agent in sandboxes", () => {
     assert.equal(big.truncated, true);
     assert.equal(big.exit, 0);
     assert.ok(big.stdout.startsWith("HEAD\nbbbb"));
+    assert.ok(big.stdout.endsWith("bbbbtail\n"), "the tail of the output is kept");
     assert.equal(big.stdout.length, 1 << 20);
     const bytes = completed(await sh(id, "printf 'a\\377\\376b\\000c\\303'; printf '\\342\\202' >&2"));
     assert.equal(bytes.stdout, Buffer.from([0x61, 0xff, 0xfe, 0x62, 0x00, 0x63, 0xc3]).toString("utf8"));

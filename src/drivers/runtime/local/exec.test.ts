@@ -11,12 +11,22 @@ describe("OutputCollector", () => {
     assert.deepEqual(output.result(), { stdout: "out1 out2", stderr: "err", truncated: false });
   });
 
-  it("caps stdout and stderr together, keeping the head in arrival order", () => {
+  it("caps stdout and stderr together, keeping half for the head and half for the tail", () => {
     const output = new OutputCollector(10);
     output.push("stdout", Buffer.from("123456"));
     output.push("stderr", Buffer.from("abcdef"));
     output.push("stdout", Buffer.from("789"));
-    assert.deepEqual(output.result(), { stdout: "123456", stderr: "abcd", truncated: true });
+    assert.deepEqual(output.result(), { stdout: "12345789", stderr: "ef", truncated: true });
+  });
+
+  it("keeps the last line of stderr written after a large stdout", () => {
+    const output = new OutputCollector(1000);
+    for (let i = 0; i < 100; i++) output.push("stdout", Buffer.alloc(100, "o"));
+    output.push("stderr", Buffer.from("Traceback: boom\n"));
+    const result = output.result();
+    assert.equal(result.stderr, "Traceback: boom\n");
+    assert.equal(Buffer.byteLength(result.stdout) + Buffer.byteLength(result.stderr), 1000);
+    assert.equal(result.truncated, true);
   });
 
   it("is not truncated at exactly the cap", () => {
@@ -28,10 +38,13 @@ describe("OutputCollector", () => {
     assert.equal(output.result().truncated, true);
   });
 
-  it("drops a character the cap cut in two instead of showing U+FFFD", () => {
+  it("drops a character the cut split in two instead of showing U+FFFD", () => {
     const output = new OutputCollector(5);
-    output.push("stdout", Buffer.from("abcé€")); // é is 2 bytes, € 3: the cap falls inside €
-    assert.deepEqual(output.result(), { stdout: "abcé", stderr: "", truncated: true });
+    output.push("stdout", Buffer.from("abcé€")); // é is 2 bytes, € 3: the head ends in é, the tail starts inside €
+    assert.deepEqual(output.result(), { stdout: "abc", stderr: "", truncated: true });
+    const edges = new OutputCollector(8);
+    edges.push("stdout", Buffer.from("ab€cd€ef")); // 12 bytes: head "ab€" minus a byte, tail "€ef" minus a byte
+    assert.deepEqual(edges.result(), { stdout: "abef", stderr: "", truncated: true });
   });
 
   it("reports loss with a zero cap", () => {

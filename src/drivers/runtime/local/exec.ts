@@ -1,7 +1,7 @@
 // One command in a running sandbox through `runc exec`: stdout and stderr captured
-// separately under one combined byte cap (the head is kept, the rest drained and counted
-// as truncated), a timeout that kills the command's whole process group inside the sandbox,
-// and runc's own failures told apart from the command's exit code by runc's JSON log.
+// separately under one combined byte cap (half for the head, half for the tail; what falls
+// between is drained and counted as truncated), a timeout that kills the command's whole
+// process group inside the sandbox, and runc's own failures told apart from the command's exit code by runc's JSON log.
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { readFile, rm, writeFile } from "node:fs/promises";
@@ -23,31 +23,59 @@ export function utf8SafeLength(bytes: Uint8Array, length = bytes.length): number
   return need > 1 && length - (start - 1) < need ? start - 1 : length;
 }
 
-/** Keeps the first `maxBytes` of stdout and stderr together, in arrival order. */
+/**
+ * Keeps at most `maxBytes` of stdout and stderr together: the first half of the cap in
+ * arrival order (the head) and, once that is full, the last bytes that fit the other half
+ * (the tail), so what a command writes last (a traceback after a large output) survives a
+ * cut. Whatever falls between the two is dropped and reported as truncated.
+ */
 export class OutputCollector {
-  private readonly maxBytes: number;
-  private kept = 0;
-  private readonly chunks = { stdout: [] as Buffer[], stderr: [] as Buffer[] };
-  private readonly cut = { stdout: false, stderr: false };
+  private readonly headRoom: number;
+  private readonly tailRoom: number;
+  private headKept = 0;
+  private readonly head = { stdout: [] as Buffer[], stderr: [] as Buffer[] };
+  /** The tail window, oldest first, across both streams. */
+  private readonly tail: { stream: "stdout" | "stderr"; data: Buffer }[] = [];
+  private tailKept = 0;
+  private readonly seen = { stdout: 0, stderr: 0 };
   truncated = false;
 
   constructor(maxBytes: number) {
-    this.maxBytes = Math.max(0, Math.floor(maxBytes));
+    const cap = Math.max(0, Math.floor(maxBytes));
+    this.headRoom = Math.ceil(cap / 2);
+    this.tailRoom = cap - this.headRoom;
   }
 
   push(stream: "stdout" | "stderr", chunk: Buffer): void {
     if (chunk.length === 0) return;
-    const room = this.maxBytes - this.kept;
-    if (room >= chunk.length) {
-      this.chunks[stream].push(chunk);
-      this.kept += chunk.length;
-      return;
-    }
-    this.truncated = true;
+    this.seen[stream] += chunk.length;
+    const room = this.headRoom - this.headKept;
+    let rest = chunk;
     if (room > 0) {
-      this.chunks[stream].push(chunk.subarray(0, room));
-      this.kept += room;
-      this.cut[stream] = true;
+      const piece = rest.length <= room ? rest : rest.subarray(0, room);
+      this.head[stream].push(piece);
+      this.headKept += piece.length;
+      rest = rest.subarray(piece.length);
+      if (rest.length === 0) return;
+    }
+    if (rest.length > this.tailRoom) {
+      this.truncated = true;
+      rest = rest.subarray(rest.length - this.tailRoom);
+    }
+    if (rest.length === 0) return;
+    this.tail.push({ stream, data: rest });
+    this.tailKept += rest.length;
+    while (this.tailKept > this.tailRoom) {
+      this.truncated = true;
+      const oldest = this.tail[0] as { stream: "stdout" | "stderr"; data: Buffer };
+      const over = this.tailKept - this.tailRoom;
+      if (oldest.data.length <= over) {
+        this.tail.shift();
+        this.tailKept -= oldest.data.length;
+      } else {
+        oldest.data = oldest.data.subarray(over);
+        this.tailKept -= over;
+      }
     }
   }
 
@@ -56,10 +84,17 @@ export class OutputCollector {
   }
 
   private text(stream: "stdout" | "stderr"): string {
-    const bytes = Buffer.concat(this.chunks[stream]);
-    // A sequence the cap split in two is dropped rather than shown as U+FFFD.
-    const end = this.cut[stream] ? utf8SafeLength(bytes) : bytes.length;
-    return bytes.subarray(0, end).toString("utf8");
+    let head = Buffer.concat(this.head[stream]);
+    let tail = Buffer.concat(this.tail.filter((entry) => entry.stream === stream).map((entry) => entry.data));
+    // Bytes of this stream were dropped between head and tail: a sequence either edge of the
+    // gap split is dropped rather than shown as U+FFFD.
+    if (this.seen[stream] > head.length + tail.length) {
+      head = head.subarray(0, utf8SafeLength(head));
+      let skip = 0;
+      while (skip < 3 && skip < tail.length && ((tail[skip] as number) & 0xc0) === 0x80) skip++;
+      tail = tail.subarray(skip);
+    }
+    return Buffer.concat([head, tail]).toString("utf8");
   }
 }
 
