@@ -33,6 +33,8 @@ import { SecretEgress } from "./modules/egress/secret-egress.js";
 import { EgressAllowlistService } from "./modules/egress/service.js";
 import { registerFeedbackRoutes } from "./modules/feedback/routes.js";
 import { type FeedbackRelay, FeedbackService, webhookRelay } from "./modules/feedback/service.js";
+import { registerFileRoutes } from "./modules/files/routes.js";
+import { FileService } from "./modules/files/service.js";
 import { HostDirectory } from "./modules/hosts/directory.js";
 import { openGrantSigner } from "./modules/hosts/grants.js";
 import { HostMembership, hostIdOf } from "./modules/hosts/membership.js";
@@ -107,6 +109,8 @@ export interface Container {
   sandboxTransitions: SandboxTransitions;
   reconcileQueue: ReconcileQueue;
   execs: ExecService;
+  /** The file API of sandboxes (sessions in the sandbox, routed to its owner). */
+  files: FileService;
   runtime: RuntimeDriver | null;
   /** This server as a host of the registry (docs/hosts.md); null without a runtime (it runs no sandboxes). */
   host: HostMembership | null;
@@ -396,6 +400,14 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
     router,
     apiReplica: config.role === "api",
   });
+  const files = new FileService({
+    db,
+    clock,
+    log,
+    defaults: config.sandbox,
+    router,
+    inFlight: execsInFlight as ExecsInFlight<unknown>,
+  });
   const annotationSchemas = new AnnotationSchemaService(db, clock);
   const annotations = new AnnotationService(db, clock, projects, runs);
   const relay =
@@ -526,6 +538,7 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
     sandboxTransitions,
     reconcileQueue,
     execs,
+    files,
     runtime,
     host,
     router,
@@ -578,6 +591,7 @@ export async function createApp(c: Container): Promise<App> {
   registerAnnotationRoutes(app, c.annotationSchemas, c.annotations);
   registerTelemetryRoutes(app, c.telemetryViews);
   registerSandboxRoutes(app, c.sandboxes, c.execs);
+  registerFileRoutes(app, c.files);
   registerSnapshotRoutes(app, c.snapshots);
   registerAdminRoutes(app, c.admin);
   registerTailRoutes(app, c.tails);

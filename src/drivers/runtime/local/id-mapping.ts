@@ -145,6 +145,7 @@ export interface MappedBundle {
   hostnameFile: string;
   tiniPath: string;
   execAgentPath?: string;
+  busyboxPath?: string;
   launch?: { dir: string; busybox: string };
   mounts: SandboxMount[];
 }
@@ -161,6 +162,7 @@ export async function prepareMappedTree(input: {
   treeDir: string;
   tiniPath: string;
   execAgentPath?: string;
+  busyboxPath?: string;
   launch?: { dir: string; busybox: string };
   mounts: readonly SandboxMount[];
 }): Promise<MappedBundle> {
@@ -179,6 +181,7 @@ export async function prepareMappedTree(input: {
   await idmappedBind(userPin, paths.hostname, at("hostname"), false);
   await plainBind(input.tiniPath, at("init"));
   if (input.execAgentPath) await plainBind(input.execAgentPath, at("agent"));
+  if (input.busyboxPath) await plainBind(input.busyboxPath, at("tools-busybox"));
   let launch: MappedBundle["launch"];
   if (input.launch) {
     await idmappedBind(userPin, input.launch.dir, at("launch"), true);
@@ -209,6 +212,7 @@ export async function prepareMappedTree(input: {
     hostnameFile: at("hostname"),
     tiniPath: at("init"),
     ...(input.execAgentPath ? { execAgentPath: at("agent") } : {}),
+    ...(input.busyboxPath ? { busyboxPath: at("tools-busybox") } : {}),
     ...(launch ? { launch } : {}),
     mounts,
   };
