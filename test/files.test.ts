@@ -147,6 +147,10 @@ describe("sandbox files", () => {
     );
     assert.equal((await call("POST", `${files()}:remove`, { json: { path: "/workspace/moved/c.bin" } })).status, 204);
     expectError(await call("GET", `${files()}:stat`, { query: { path: "/workspace/moved/c.bin" } }), 404, "not_found");
+    // File operations are the sandbox's activity (source session), as an SSH session is.
+    const got2 = await t.request("GET", `/v1/sandboxes/${id}`, { key: owner() });
+    assert.equal(got2.status, 200, got2.raw);
+    assert.equal((got2.body.sandbox as { last_activity?: { source: string } }).last_activity?.source, "session");
   });
 
   it("extracts a tar under a directory (modes kept) and downloads a directory as tar", async () => {

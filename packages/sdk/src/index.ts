@@ -6,6 +6,16 @@ import { type CallOptions, Transport, type TransportOptions } from "./transport.
 import type { Body, Ok } from "./types.js";
 
 export * from "./errors.js";
+export {
+  type Download,
+  type FileEntry,
+  type FileEvent,
+  type FileInfo,
+  SandboxFiles,
+  type TransferProgress,
+  type UploadOptions,
+  type UploadSource,
+} from "./files.js";
 export { toArray } from "./pagination.js";
 export { newEventId } from "./resources.js";
 export {
@@ -13,9 +23,7 @@ export {
   type ExecOptions,
   type ExecResult,
   execResult,
-  type FileEntry,
   Sandbox,
-  SandboxFiles,
   type SnapshotOptions,
   type WaitOptions,
 } from "./sandboxes.js";

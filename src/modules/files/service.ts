@@ -343,7 +343,7 @@ export class FileService {
     started?.(session);
     // Held against an idle stop while it runs (the owner's idle check reads in-flight work).
     this.deps.inFlight.began(opId, row.id, session.ended);
-    void repo.touchSandbox(this.deps.db, row.id, this.deps.clock.now(), "files").catch(() => undefined);
+    void repo.touchSandbox(this.deps.db, row.id, this.deps.clock.now(), "session").catch(() => undefined);
     const timer = !options.stdin && !options.streaming ? setTimeout(() => session.kill(), FILE_OP_DEADLINE_MS) : null;
     try {
       return await session.ended;
