@@ -293,6 +293,75 @@ describe("sandbox files", () => {
     abort.abort();
   });
 
+  it("lists names holding a newline or bytes that are not UTF-8 as entries of their own", async () => {
+    await exec(
+      "mkdir -p /workspace/names && cd /workspace/names && : > \"$(printf 'a\\nb')\" && : > \"$(printf 'x\\377y')\" && : > plain",
+    );
+    const listed = await call("GET", `${files()}:list`, { query: { path: "/workspace/names" } });
+    assert.equal(listed.status, 200, listed.bytes.toString());
+    const names = (listed.json.entries as Json[]).map((e) => e.name);
+    assert.equal(names.length, 3, JSON.stringify(names));
+    assert.ok(names.includes("a\nb"));
+    assert.ok(names.includes("plain"));
+  });
+
+  it("a download whose reader does not read holds the sandbox's reader back, then completes", async () => {
+    await exec("head -c 48m /dev/urandom > /workspace/big.bin");
+    const expected = (await exec("md5sum < /workspace/big.bin")).stdout.split(" ")[0];
+    const { request } = await import("node:http");
+    const res = await new Promise<import("node:http").IncomingMessage>((resolve, reject) => {
+      const req = request(`${base}${files()}?path=/workspace/big.bin`, {
+        headers: { authorization: `Bearer ${owner()}` },
+      });
+      req.once("response", resolve);
+      req.once("error", reject);
+      req.end();
+    });
+    assert.equal(res.statusCode, 200);
+    res.pause();
+    // The sandbox's `head` still runs while nobody reads: the server took no more than its
+    // socket and one chunk (a sleep that only proves an absence: a buffering server would
+    // have drained 48 MiB long before).
+    await new Promise((resolve) => setTimeout(resolve, 3000));
+    const ps = await exec("ps -o args | grep -c '[b]usybox head' || true");
+    assert.equal(ps.stdout.trim(), "1", "the reader in the sandbox is held");
+    const { createHash } = await import("node:crypto");
+    const hash = createHash("md5");
+    let bytes = 0;
+    res.on("data", (chunk: Buffer) => {
+      bytes += chunk.length;
+      hash.update(chunk);
+    });
+    res.resume();
+    await new Promise((resolve) => res.once("end", resolve));
+    assert.equal(bytes, 48 * 1024 * 1024);
+    assert.equal(hash.digest("hex"), expected);
+    await exec("rm /workspace/big.bin");
+  });
+
+  it("an upload cut off midway leaves neither the file nor its temporary copy", async () => {
+    const { request } = await import("node:http");
+    const req = request(`${base}${files()}?path=/workspace/cut/file.bin`, {
+      method: "PUT",
+      headers: {
+        authorization: `Bearer ${owner()}`,
+        "content-type": "application/octet-stream",
+        "content-length": String(8 << 20),
+      },
+    });
+    req.on("error", () => undefined);
+    req.write(Buffer.alloc(1 << 20));
+    await eventually("the partial upload in the sandbox", async () => {
+      const listed = await call("GET", `${files()}:list`, { query: { path: "/workspace/cut" } });
+      return listed.status === 200 && (listed.json.entries as Json[]).length === 1;
+    });
+    req.destroy();
+    await eventually("the temporary file removed", async () => {
+      const listed = await call("GET", `${files()}:list`, { query: { path: "/workspace/cut" } });
+      return listed.status === 200 && (listed.json.entries as Json[]).length === 0;
+    });
+  });
+
   it("is not_found for another organization, and a sandbox-scoped key of another sandbox", async () => {
     const other = await t.request("POST", "/v1/sandboxes", {
       key: owner(),
