@@ -401,7 +401,7 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
     apiReplica: config.role === "api",
   });
   const files = new FileService({
-    db,
+    sandboxes,
     clock,
     log,
     defaults: config.sandbox,

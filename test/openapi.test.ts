@@ -73,10 +73,21 @@ const CONTRACT_OPERATIONS: [group: string, operationId: string][] = [
 ];
 // Warren's own operations where the contract leaves the surface open, under the group they
 // extend: IssueEndpointToken and IssueSshToken issue credentials (contract 5.13, "how credentials
-// are issued: not shown").
+// are issued: not shown"); the file API of a sandbox (docs/api-decisions.md "Files").
 const WARREN_EXTENSIONS: [group: string, operationId: string][] = [
   ["SandboxService", "IssueEndpointToken"],
   ["SandboxService", "IssueSshToken"],
+  ...[
+    "WriteSandboxFile",
+    "UploadSandboxArchive",
+    "ReadSandboxFile",
+    "StatSandboxFile",
+    "ListSandboxFiles",
+    "MakeSandboxDirectory",
+    "RemoveSandboxFile",
+    "RenameSandboxFile",
+    "WatchSandboxDirectory",
+  ].map((id): [string, string] => ["SandboxService", id]),
 ];
 const CONTRACT_GROUP = new Map([...CONTRACT_OPERATIONS, ...WARREN_EXTENSIONS].map(([group, op]) => [op, group]));
 
@@ -86,6 +97,15 @@ const REQUIRED: [operationId: string, method: string, path: string][] = [
   ["GetServiceConfig", "get", "/v1/service-config"],
   ["IssueEndpointToken", "post", "/v1/sandboxes/{id}/endpoints/{port}:token"],
   ["IssueSshToken", "post", "/v1/sandboxes/{id}:issueSshToken"],
+  ["WriteSandboxFile", "put", "/v1/sandboxes/{id}/files"],
+  ["UploadSandboxArchive", "post", "/v1/sandboxes/{id}/files:upload"],
+  ["ReadSandboxFile", "get", "/v1/sandboxes/{id}/files"],
+  ["StatSandboxFile", "get", "/v1/sandboxes/{id}/files:stat"],
+  ["ListSandboxFiles", "get", "/v1/sandboxes/{id}/files:list"],
+  ["MakeSandboxDirectory", "post", "/v1/sandboxes/{id}/files:mkdir"],
+  ["RemoveSandboxFile", "post", "/v1/sandboxes/{id}/files:remove"],
+  ["RenameSandboxFile", "post", "/v1/sandboxes/{id}/files:rename"],
+  ["WatchSandboxDirectory", "get", "/v1/sandboxes/{id}/files:watch"],
   ["GetUsageSnapshot", "get", "/v1/usage"],
   ["CreateFeedback", "post", "/v1/feedback"],
   ["CreateProject", "post", "/v1/projects"],

@@ -9,11 +9,9 @@ import { RuntimeError, type SandboxRuntime } from "../../drivers/runtime/interfa
 import type { Clock } from "../../lib/clock.js";
 import { AppError, invalid, notFound } from "../../lib/errors.js";
 import type { Logger } from "../../lib/logger.js";
-import type { Queryable } from "../../store/db.js";
 import type { HostRouter } from "../hosts/router.js";
 import type { Credential } from "../identity/credential.js";
 import type { ExecsInFlight } from "../sandboxes/execs-in-flight.js";
-import * as repo from "../sandboxes/repo.js";
 import { isVisible, SANDBOX_ID } from "../sandboxes/view.js";
 import {
   childPath,
@@ -35,8 +33,24 @@ export const DOWNLOAD_HEADER_DEADLINE_MS = 15_000;
 /** The most a stat or mkdir-like answer may print (a record and a symlink target). */
 const MAX_SMALL_OUTPUT = 8 * 1024;
 
+/** What a file operation needs of the sandbox's row (SandboxService.rowForHost). */
+export interface FileTarget {
+  id: string;
+  org_id: string;
+  state: string;
+  desired_state: string;
+  quarantined: boolean;
+  finished_at: Date | null;
+  host_id: string | null;
+  host_epoch: number | null;
+}
+
 export interface FileServiceDeps {
-  db: Queryable;
+  /** The sandbox's row and its activity, through the sandbox service (never its repo). */
+  sandboxes: {
+    rowForHost(id: string): Promise<FileTarget | null>;
+    touch(row: { id: string }, source: "session"): Promise<void>;
+  };
   clock: Clock;
   log: Logger;
   defaults: SandboxDefaults;
@@ -300,8 +314,8 @@ export class FileService {
    * The sandbox's row for a file operation: visible to the caller's organization, the
    * credential's own sandbox when it is sandbox-scoped, not quarantined, running.
    */
-  async target(cred: Credential, id: string): Promise<repo.ExecTarget> {
-    const row = SANDBOX_ID.test(id) ? await repo.getExecTarget(this.deps.db, id) : null;
+  async target(cred: Credential, id: string): Promise<FileTarget> {
+    const row = SANDBOX_ID.test(id) ? await this.deps.sandboxes.rowForHost(id) : null;
     if (
       !row ||
       row.org_id !== cred.orgId ||
@@ -319,7 +333,7 @@ export class FileService {
 
   /** Runs a script to its end (a deadline for the non-streaming ones: the ones without stdin or a sink). */
   async run(
-    row: repo.ExecTarget,
+    row: FileTarget,
     argv: string[],
     options: {
       stdin?: AsyncIterable<Buffer | Uint8Array>;
@@ -343,7 +357,7 @@ export class FileService {
     started?.(session);
     // Held against an idle stop while it runs (the owner's idle check reads in-flight work).
     this.deps.inFlight.began(opId, row.id, session.ended);
-    void repo.touchSandbox(this.deps.db, row.id, this.deps.clock.now(), "session").catch(() => undefined);
+    void this.deps.sandboxes.touch(row, "session").catch(() => undefined);
     const timer = !options.stdin && !options.streaming ? setTimeout(() => session.kill(), FILE_OP_DEADLINE_MS) : null;
     try {
       return await session.ended;
@@ -353,7 +367,7 @@ export class FileService {
     }
   }
 
-  private async statRow(row: repo.ExecTarget, path: string): Promise<FileInfo> {
+  private async statRow(row: FileTarget, path: string): Promise<FileInfo> {
     const out = new Bounded(MAX_SMALL_OUTPUT);
     const end = await this.run(row, scripts.scriptArgv(scripts.STAT, [path]), { stdout: (data) => out.push(data) });
     this.check(end, "stat");
@@ -369,7 +383,7 @@ export class FileService {
     return info;
   }
 
-  private async cleanup(row: repo.ExecTarget, temporary: string): Promise<void> {
+  private async cleanup(row: FileTarget, temporary: string): Promise<void> {
     try {
       await this.run(row, scripts.scriptArgv(scripts.REMOVE_TEMPORARY, [temporary]), { stdout: () => undefined });
     } catch (error) {
