@@ -118,7 +118,7 @@ export class FileService {
       // The caller went away (or the session was lost) mid-upload: nothing is renamed into
       // place; the partial temporary file is removed.
       await this.cleanup(row, temporary);
-      if (end.failure !== undefined) throw end.failure;
+      if (end.failure !== undefined) throw bodyFailure(end.failure);
     }
     this.check(end, "upload");
     return parseStatLine(out.text().trimEnd(), path);
@@ -137,7 +137,7 @@ export class FileService {
       stdin: body,
       stdout: () => undefined,
     });
-    if (end.failure !== undefined) throw end.failure;
+    if (end.failure !== undefined) throw bodyFailure(end.failure);
     this.check(end, "extract");
     return this.statRow(row, path);
   }
@@ -444,6 +444,12 @@ export function scriptError(end: SessionEnd, operation: string): AppError {
   return new AppError("failed_precondition", `${operation} failed in the sandbox: ${text || `exit ${end.exit}`}`, {
     details: { reason: "command_failed" },
   });
+}
+
+/** A request body that broke off (the client went away): never a 500. */
+function bodyFailure(error: unknown): unknown {
+  if (error instanceof AppError) return error;
+  return new AppError("invalid_argument", "the request body ended before it was complete", { cause: error });
 }
 
 /** openSession's refusals as the API's errors. */

@@ -46,6 +46,7 @@ export async function startFileSession(
   let finished = false;
   let stderr = Buffer.alloc(0);
   const drains = new Set<() => void>();
+  let consumer: Promise<void> = Promise.resolve();
   let resolveEnd!: (end: SessionEnd) => void;
   const ended = new Promise<SessionEnd>((resolve) => {
     resolveEnd = resolve;
@@ -66,13 +67,17 @@ export async function startFileSession(
       { argv, cwd: "/", pty: null },
       {
         onStdout: (data, done) => {
-          if (killed || failure !== undefined) return done();
-          Promise.resolve()
-            .then(() => options.stdout(data))
-            .then(done, (error: unknown) => {
-              fail(error);
-              done();
-            });
+          // One chunk at a time, in order: the next waits for the consumer to have taken this one.
+          consumer = consumer.then(async () => {
+            if (!killed && failure === undefined) {
+              try {
+                await options.stdout(data);
+              } catch (error) {
+                fail(error);
+              }
+            }
+            done();
+          });
         },
         onStderr: (data, done) => {
           if (stderr.length < MAX_STDERR_BYTES) {
@@ -87,12 +92,15 @@ export async function startFileSession(
           finished = true;
           options.signal?.removeEventListener("abort", onAbort);
           for (const wake of [...drains]) wake();
-          resolveEnd({
-            exit,
-            ...(lost ? { lost } : {}),
-            stderr: stderr.toString("utf8"),
-            ...(failure !== undefined ? { failure } : {}),
-          });
+          // Told once the consumer took every chunk before the end.
+          void consumer.then(() =>
+            resolveEnd({
+              exit,
+              ...(lost ? { lost } : {}),
+              stderr: stderr.toString("utf8"),
+              ...(failure !== undefined ? { failure } : {}),
+            }),
+          );
         },
       },
     )
