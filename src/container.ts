@@ -33,6 +33,8 @@ import { SecretEgress } from "./modules/egress/secret-egress.js";
 import { EgressAllowlistService } from "./modules/egress/service.js";
 import { registerFeedbackRoutes } from "./modules/feedback/routes.js";
 import { type FeedbackRelay, FeedbackService, webhookRelay } from "./modules/feedback/service.js";
+import { registerFileRoutes } from "./modules/files/routes.js";
+import { FileService } from "./modules/files/service.js";
 import { HostDirectory } from "./modules/hosts/directory.js";
 import { openGrantSigner } from "./modules/hosts/grants.js";
 import { HostMembership, hostIdOf } from "./modules/hosts/membership.js";
@@ -112,6 +114,8 @@ export interface Container {
   /** The streaming exec (GET /v1/sandboxes/{id}/exec/stream) and its open WebSockets. */
   execStreams: ExecStreamService;
   streamSockets: StreamSockets;
+  /** The file API of sandboxes (sessions in the sandbox, routed to its owner). */
+  files: FileService;
   runtime: RuntimeDriver | null;
   /** This server as a host of the registry (docs/hosts.md); null without a runtime (it runs no sandboxes). */
   host: HostMembership | null;
@@ -411,6 +415,14 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
     router,
     inFlight: execsInFlight,
   });
+  const files = new FileService({
+    sandboxes,
+    clock,
+    log,
+    defaults: config.sandbox,
+    router,
+    inFlight: execsInFlight as ExecsInFlight<unknown>,
+  });
   const annotationSchemas = new AnnotationSchemaService(db, clock);
   const annotations = new AnnotationService(db, clock, projects, runs);
   const relay =
@@ -544,6 +556,7 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
     execs,
     execStreams,
     streamSockets: new StreamSockets(),
+    files,
     runtime,
     host,
     router,
@@ -597,6 +610,7 @@ export async function createApp(c: Container): Promise<App> {
   registerTelemetryRoutes(app, c.telemetryViews);
   registerSandboxRoutes(app, c.sandboxes, c.execs);
   registerExecStreamRoute(app, c.execStreams, c.streamSockets);
+  registerFileRoutes(app, c.files);
   registerSnapshotRoutes(app, c.snapshots);
   registerAdminRoutes(app, c.admin);
   registerTailRoutes(app, c.tails);

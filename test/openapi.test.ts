@@ -78,6 +78,17 @@ const WARREN_EXTENSIONS: [group: string, operationId: string][] = [
   ["SandboxService", "IssueEndpointToken"],
   ["SandboxService", "IssueSshToken"],
   ["SandboxService", "StreamExecSandbox"],
+  ...[
+    "WriteSandboxFile",
+    "UploadSandboxArchive",
+    "ReadSandboxFile",
+    "StatSandboxFile",
+    "ListSandboxFiles",
+    "MakeSandboxDirectory",
+    "RemoveSandboxFile",
+    "RenameSandboxFile",
+    "WatchSandboxDirectory",
+  ].map((id): [string, string] => ["SandboxService", id]),
 ];
 const CONTRACT_GROUP = new Map([...CONTRACT_OPERATIONS, ...WARREN_EXTENSIONS].map(([group, op]) => [op, group]));
 
@@ -88,6 +99,15 @@ const REQUIRED: [operationId: string, method: string, path: string][] = [
   ["IssueEndpointToken", "post", "/v1/sandboxes/{id}/endpoints/{port}:token"],
   ["IssueSshToken", "post", "/v1/sandboxes/{id}:issueSshToken"],
   ["StreamExecSandbox", "get", "/v1/sandboxes/{id}/exec/stream"],
+  ["WriteSandboxFile", "put", "/v1/sandboxes/{id}/files"],
+  ["UploadSandboxArchive", "post", "/v1/sandboxes/{id}/files:upload"],
+  ["ReadSandboxFile", "get", "/v1/sandboxes/{id}/files"],
+  ["StatSandboxFile", "get", "/v1/sandboxes/{id}/files:stat"],
+  ["ListSandboxFiles", "get", "/v1/sandboxes/{id}/files:list"],
+  ["MakeSandboxDirectory", "post", "/v1/sandboxes/{id}/files:mkdir"],
+  ["RemoveSandboxFile", "post", "/v1/sandboxes/{id}/files:remove"],
+  ["RenameSandboxFile", "post", "/v1/sandboxes/{id}/files:rename"],
+  ["WatchSandboxDirectory", "get", "/v1/sandboxes/{id}/files:watch"],
   ["GetUsageSnapshot", "get", "/v1/usage"],
   ["CreateFeedback", "post", "/v1/feedback"],
   ["CreateProject", "post", "/v1/projects"],

@@ -1,5 +1,5 @@
 // The SDK's Sandbox handle on real runc sandboxes (local runtime, throwaway registry):
-// create and wait, the three exec outcomes, files over exec (binary, several execs), a lost
+// create and wait, the three exec outcomes, files (binary, over the file API), a lost
 // exec answer retried under one Idempotency-Key runs once, stop/wake, snapshot and restore,
 // get by name, list, typed errors, and `await using` deleting the sandbox.
 import assert from "node:assert/strict";
@@ -71,7 +71,7 @@ describe("SDK sandboxes [pglite, local runtime]", () => {
     assert.match(count.stdout, /^\s*1 /, "and the file has one line");
   });
 
-  it("reads, writes and lists files over exec (binary, larger than one exec's argument)", async () => {
+  it("reads, writes and lists files (binary, larger than one exec's argument)", async () => {
     const blob = randomBytes(300_000);
     await sbx.files.write("/workspace/blob.bin", blob);
     await sbx.files.write("/workspace/note.txt", "hello\nwarren\n");
@@ -81,7 +81,7 @@ describe("SDK sandboxes [pglite, local runtime]", () => {
     const names = entries.map((e) => `${e.name}:${e.type}:${e.size}`);
     assert.ok(names.includes("blob.bin:file:300000"), names.join());
     assert.ok(names.includes("note.txt:file:13"), names.join());
-    await assert.rejects(sbx.files.read("/workspace/missing"), /not a file/);
+    await assert.rejects(sbx.files.read("/workspace/missing"), NotFoundError);
   });
 
   it("stops and wakes; exec on a stopped sandbox is SandboxNotRunningError; files survive", async () => {

@@ -95,6 +95,16 @@ const MATRIX: Record<string, Entry> = {
   IssueEndpointToken: everyone("not_found"),
   IssueSshToken: everyone("not_found"),
   CreateSandboxSnapshot: everyone("not_found", "allowed"),
+  // The file API is exec's: a sandbox-scoped key on its own sandbox only (docs/api-decisions.md "Files").
+  WriteSandboxFile: everyone("not_found", "allowed"),
+  UploadSandboxArchive: everyone("not_found", "allowed"),
+  ReadSandboxFile: everyone("not_found", "allowed"),
+  StatSandboxFile: everyone("not_found", "allowed"),
+  ListSandboxFiles: everyone("not_found", "allowed"),
+  MakeSandboxDirectory: everyone("not_found", "allowed"),
+  RemoveSandboxFile: everyone("not_found", "allowed"),
+  RenameSandboxFile: everyone("not_found", "allowed"),
+  WatchSandboxDirectory: everyone("not_found", "allowed"),
   // Past authorization a scoped key gets 404 for any run but its sandbox's own.
   TailRun: everyone("not_found", "allowed"),
   ListSandboxSnapshots: everyone(null, "allowed"),
@@ -127,6 +137,9 @@ const MATRIX: Record<string, Entry> = {
 
 /** Bodies the schema sample gets wrong (a service rule beyond the schema), so authorization decides. */
 const BODIES: Record<string, Record<string, unknown>> = {
+  MakeSandboxDirectory: { path: "/workspace/d" },
+  RemoveSandboxFile: { path: "/workspace/d" },
+  RenameSandboxFile: { from: "/workspace/d", to: "/workspace/e" },
   GrantSandboxSecret: { subject_kind: "SANDBOX_SECRET_GRANT_SUBJECT_KIND_USER", subject_id: "prn_x" },
   ArchiveAnnotationSchema: {},
   UpdateSandbox: { idle_timeout_seconds: 60 },
@@ -228,6 +241,18 @@ async function orgBIds(t: TestApp): Promise<Record<string, string>> {
   };
 }
 
+/** Required query parameters, so that validation passes and authorization decides. */
+const QUERIES: Record<string, string> = Object.fromEntries(
+  [
+    "WriteSandboxFile",
+    "UploadSandboxArchive",
+    "ReadSandboxFile",
+    "StatSandboxFile",
+    "ListSandboxFiles",
+    "WatchSandboxDirectory",
+  ].map((id) => [id, "?path=/workspace"]),
+);
+
 /** Path parameters after the first whose "x" the route's schema refuses before authorization. */
 const LATER_PARAMS: Record<string, string> = { subject_kind: "SANDBOX_SECRET_GRANT_SUBJECT_KIND_USER", port: "8080" };
 
@@ -265,7 +290,7 @@ forEachStore(
       const scopedKey = await sandboxScopedKey(t(), t().orgA, String(sandbox.body.id));
       for (const op of ops) {
         const entry = MATRIX[op.id] as Entry;
-        const url = urlWith(op.path, "x");
+        const url = urlWith(op.path, "x") + (QUERIES[op.id] ?? "");
         const send = (key: string | null, headers: Record<string, string> = {}, target = url) =>
           t().request(op.method, target, {
             key,
@@ -296,7 +321,11 @@ forEachStore(
         if (entry.otherOrg === "not_found") {
           const prefix = Object.keys(b).find((p) => op.path.startsWith(p));
           assert.ok(prefix, `${op.id}: no org B id for ${op.path}`);
-          const res = await send(t().orgA.keys.owner, {}, urlWith(op.path, b[prefix] as string));
+          const res = await send(
+            t().orgA.keys.owner,
+            {},
+            urlWith(op.path, b[prefix] as string) + (QUERIES[op.id] ?? ""),
+          );
           assertEnvelope(res, op, 404, "not_found", `${op.id} with another organization's id`);
         }
       }

@@ -7,6 +7,16 @@ import type { Body, Ok } from "./types.js";
 
 export * from "./errors.js";
 export { ExecStream, type ExecStreamOptions, type ExecStreamResult } from "./exec-stream.js";
+export {
+  type Download,
+  type FileEntry,
+  type FileEvent,
+  type FileInfo,
+  SandboxFiles,
+  type TransferProgress,
+  type UploadOptions,
+  type UploadSource,
+} from "./files.js";
 export { toArray } from "./pagination.js";
 export { newEventId } from "./resources.js";
 export {
@@ -14,9 +24,7 @@ export {
   type ExecOptions,
   type ExecResult,
   execResult,
-  type FileEntry,
   Sandbox,
-  SandboxFiles,
   type SnapshotOptions,
   type WaitOptions,
 } from "./sandboxes.js";

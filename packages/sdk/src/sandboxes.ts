@@ -1,7 +1,8 @@
 // Sandboxes: `warren.sandboxes.create(...)` returns a `Sandbox` handle (wait, exec, stop,
-// wake, snapshot, update, delete, files over exec, `await using` deletes it).
+// wake, snapshot, update, delete, `files` (files.ts), `await using` deletes it).
 import { SandboxStateError } from "./errors.js";
 import { ExecStream, type ExecStreamOptions, streamStart } from "./exec-stream.js";
+import { SandboxFiles } from "./files.js";
 import { pages } from "./pagination.js";
 import type { CallOptions, Transport } from "./transport.js";
 import type {
@@ -48,13 +49,6 @@ export interface SnapshotOptions extends CallOptions {
   waitTimeoutSeconds?: number;
 }
 
-export interface FileEntry {
-  name: string;
-  path: string;
-  type: "file" | "dir" | "symlink" | "other";
-  size: number;
-}
-
 /** States a sandbox never leaves by itself towards running. */
 const DEAD_STATES = new Set<string>(["failed", "terminated", "terminating", "quarantined"]);
 const WAIT_STEP_SECONDS = 25;
@@ -81,7 +75,7 @@ export class Sandbox {
     record?: SandboxRecord,
   ) {
     this.record = record;
-    this.files = new SandboxFiles(this);
+    this.files = new SandboxFiles(transport, id);
   }
 
   get state(): SandboxState | undefined {
@@ -220,87 +214,6 @@ export class Sandbox {
     } catch (error) {
       if ((error as { code?: string }).code !== "not_found") throw error;
     }
-  }
-}
-
-// Argv entries are at most 4096 characters and a body at most 1 MiB by default: a write is
-// sent as base64 pieces of 4096 characters, at most WRITE_PIECES per exec.
-const PIECE_CHARS = 4096;
-const WRITE_PIECES = 240;
-
-// base64 from the image, else busybox's applet (minimal images link only some applets).
-const B64 = 'b64() { if command -v base64 >/dev/null 2>&1; then base64 "$@"; else busybox base64 "$@"; fi; }; ';
-
-/**
- * Files inside the sandbox, **over exec** (the API has no file route): `base64` (or
- * `busybox base64`), `sh` and `stat` of the sandbox's own image, which busybox and
- * coreutils images both have. A read is capped by the exec output cap (1 MiB of base64 by
- * default, ~750 KiB of file); a write sends ~960 KiB per exec.
- */
-export class SandboxFiles {
-  constructor(private readonly sandbox: Sandbox) {}
-
-  private async run(cmd: string[], what: string, signal?: AbortSignal): Promise<string> {
-    const result = await this.sandbox.exec(cmd, signal ? { signal } : {});
-    if (result.kind !== "completed" || result.exit !== 0 || result.truncated) {
-      const reason =
-        result.kind !== "completed"
-          ? result.kind
-          : result.truncated
-            ? "output over the exec cap"
-            : result.stderr.trim() || `exit ${result.exit}`;
-      throw new Error(`${what}: ${reason}`);
-    }
-    return result.stdout;
-  }
-
-  async read(filePath: string, options: { signal?: AbortSignal } = {}): Promise<Buffer> {
-    const script = `${B64}[ -f "$1" ] || { echo "not a file: $1" >&2; exit 1; }; b64 < "$1"`;
-    const out = await this.run(["sh", "-c", script, "sh", filePath], `read ${filePath}`, options.signal);
-    return Buffer.from(out.replace(/\s+/g, ""), "base64");
-  }
-
-  async readText(filePath: string, options: { signal?: AbortSignal } = {}): Promise<string> {
-    return (await this.read(filePath, options)).toString("utf8");
-  }
-
-  async write(filePath: string, data: string | Uint8Array, options: { signal?: AbortSignal } = {}): Promise<void> {
-    const encoded = Buffer.from(data).toString("base64");
-    const pieces: string[] = [];
-    for (let at = 0; at < encoded.length; at += PIECE_CHARS) pieces.push(encoded.slice(at, at + PIECE_CHARS));
-    if (pieces.length === 0) pieces.push("");
-    for (let at = 0; at < pieces.length; at += WRITE_PIECES) {
-      const redirect = at === 0 ? ">" : ">>";
-      const script = `${B64}f=$1; shift; for p in "$@"; do printf %s "$p"; done | b64 -d ${redirect} "$f"`;
-      await this.run(
-        ["sh", "-c", script, "sh", filePath, ...pieces.slice(at, at + WRITE_PIECES)],
-        `write ${filePath}`,
-        options.signal,
-      );
-    }
-  }
-
-  /** The entries of directory `dirPath` (not recursive; a name holding a newline is skipped). */
-  async list(dirPath: string, options: { signal?: AbortSignal } = {}): Promise<FileEntry[]> {
-    const script =
-      'cd -- "$1" || exit 1; for f in * .*; do case "$f" in .|..) continue;; esac; ' +
-      '[ -e "$f" ] || [ -L "$f" ] || continue; stat -c "%f %s %n" -- "$f"; done';
-    const out = await this.run(["sh", "-c", script, "sh", dirPath], `list ${dirPath}`, options.signal);
-    const base = dirPath.endsWith("/") ? dirPath : `${dirPath}/`;
-    const entries: FileEntry[] = [];
-    for (const line of out.split("\n")) {
-      const match = /^([0-9a-f]+) (\d+) (.*)$/.exec(line);
-      if (!match) continue;
-      const mode = Number.parseInt(match[1] as string, 16) & 0o170000;
-      const name = match[3] as string;
-      entries.push({
-        name,
-        path: `${base}${name}`,
-        size: Number(match[2]),
-        type: mode === 0o040000 ? "dir" : mode === 0o100000 ? "file" : mode === 0o120000 ? "symlink" : "other",
-      });
-    }
-    return entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   }
 }
 

@@ -1,4 +1,4 @@
-// warren sandbox create|list|get|exec|stop|wake|delete|ssh|snapshot and warren snapshot list|delete|restore.
+// warren sandbox create|list|get|exec|stop|wake|delete|ssh|snapshot|cp (cp.ts) and warren snapshot list|delete|restore.
 import { spawn } from "node:child_process";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import os from "node:os";
@@ -19,6 +19,7 @@ import {
   UsageError,
 } from "../context.js";
 import { type Action, example } from "../program.js";
+import { registerCp } from "./cp.js";
 import { streamExec } from "./exec-stream.js";
 
 const SANDBOX_COLUMNS = ["id", "name", "state", "image", "created_at"];
@@ -123,6 +124,7 @@ async function createAndShow(flags: CreateFlags, cmd: string[], g: GlobalOptions
 
 export function registerSandboxCommands(program: Command, action: (fn: Action) => (...args: unknown[]) => void) {
   const sandbox = program.command("sandbox").alias("sbx").description("sandboxes");
+  registerCp(sandbox, action);
 
   addCreateOptions(
     example(

@@ -563,6 +563,132 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/sandboxes/{id}/files": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Download a regular file (raw bytes) or a directory (a tar stream); other file types are refused
+         * @description `x-warren-file-type` says which: `file` (application/octet-stream, content-length its size at open) or `directory` (application/x-tar). A stream cut short is an error, never a short success.
+         */
+        get: operations["ReadSandboxFile"];
+        /** Write one file from the raw request body (streamed; parents created; renamed into place once whole) */
+        put: operations["WriteSandboxFile"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sandboxes/{id}/files:stat": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A file's type, size, mode, times and owner (a symlink itself, with its target) */
+        get: operations["StatSandboxFile"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sandboxes/{id}/files:list": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A directory's entries (sorted by name), at most `limit`; `truncated` when there were more */
+        get: operations["ListSandboxFiles"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sandboxes/{id}/files:mkdir": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Make a directory and its parents (an existing directory is fine) */
+        post: operations["MakeSandboxDirectory"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sandboxes/{id}/files:remove": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Remove a file, a symlink (never its target), an empty directory, or with recursive a tree */
+        post: operations["RemoveSandboxFile"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sandboxes/{id}/files:rename": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Rename (move) a file or directory; parents of `to` created; an existing `to` only with overwrite */
+        post: operations["RenameSandboxFile"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sandboxes/{id}/files:watch": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A directory's changes as server-sent events: ready, then created, modified and deleted entries
+         * @description The sandbox lists the directory every interval_seconds and the server compares passes (no inotify: changes inside one interval that cancel out are not seen). `event: error` ends the stream (more than 10000 entries, the directory gone, malformed output).
+         */
+        get: operations["WatchSandboxDirectory"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/sandboxes/{id}:snapshot": {
         parameters: {
             query?: never;
@@ -998,6 +1124,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/sandboxes/{id}/files:upload": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Extract a tar stream (the raw request body) under a directory, created with its parents; modes kept */
+        post: operations["UploadSandboxArchive"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -1053,6 +1196,24 @@ export interface components {
                 secret_name: string;
                 variable_name: string;
             }[];
+        };
+        FileInfo: {
+            path: string;
+            name: string;
+            type: "file" | "directory" | "symlink" | "fifo" | "socket" | "char_device" | "block_device";
+            /** @description Bytes, as a decimal string */
+            size: string;
+            /** @description Permission bits in octal (four digits) */
+            mode: string;
+            /** Format: date-time */
+            modified_at: string;
+            /** Format: date-time */
+            accessed_at: string;
+            uid: number;
+            gid: number;
+            links: number;
+            /** @description A symlink's target, as stored (never followed) */
+            link_target?: string;
         };
     };
     responses: never;
@@ -4262,6 +4423,383 @@ export interface operations {
             };
         };
     };
+    ReadSandboxFile: {
+        parameters: {
+            query: {
+                /** @description Absolute path inside the sandbox (at most 4096 bytes; no NUL, no . or .. segment) */
+                path: string;
+            };
+            header?: never;
+            path: {
+                /** @description Sandbox id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The file's bytes, or a tar of the directory */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/octet-stream": string;
+                    "application/x-tar": string;
+                };
+            };
+            /** @description Rate limited */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FlatErrorEnvelope"];
+                };
+            };
+            /** @description Error (flat envelope) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FlatErrorEnvelope"];
+                };
+            };
+        };
+    };
+    WriteSandboxFile: {
+        parameters: {
+            query: {
+                /** @description Absolute path inside the sandbox (at most 4096 bytes; no NUL, no . or .. segment) */
+                path: string;
+                /** @description Octal permission bits, e.g. 644 or 0755 */
+                mode?: string;
+            };
+            header?: never;
+            path: {
+                /** @description Sandbox id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FileInfo"];
+                };
+            };
+            /** @description Rate limited */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FlatErrorEnvelope"];
+                };
+            };
+            /** @description Error (flat envelope) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FlatErrorEnvelope"];
+                };
+            };
+        };
+    };
+    StatSandboxFile: {
+        parameters: {
+            query: {
+                /** @description Absolute path inside the sandbox (at most 4096 bytes; no NUL, no . or .. segment) */
+                path: string;
+            };
+            header?: never;
+            path: {
+                /** @description Sandbox id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FileInfo"];
+                };
+            };
+            /** @description Rate limited */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FlatErrorEnvelope"];
+                };
+            };
+            /** @description Error (flat envelope) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FlatErrorEnvelope"];
+                };
+            };
+        };
+    };
+    ListSandboxFiles: {
+        parameters: {
+            query: {
+                /** @description Absolute path inside the sandbox (at most 4096 bytes; no NUL, no . or .. segment) */
+                path: string;
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                /** @description Sandbox id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        path: string;
+                        entries: components["schemas"]["FileInfo"][];
+                        truncated: boolean;
+                    };
+                };
+            };
+            /** @description Rate limited */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FlatErrorEnvelope"];
+                };
+            };
+            /** @description Error (flat envelope) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FlatErrorEnvelope"];
+                };
+            };
+        };
+    };
+    MakeSandboxDirectory: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Sandbox id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description Absolute path inside the sandbox (at most 4096 bytes; no NUL, no . or .. segment) */
+                    path: string;
+                    /** @description Octal permission bits, e.g. 644 or 0755 */
+                    mode?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FileInfo"];
+                };
+            };
+            /** @description Rate limited */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FlatErrorEnvelope"];
+                };
+            };
+            /** @description Error (flat envelope) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FlatErrorEnvelope"];
+                };
+            };
+        };
+    };
+    RemoveSandboxFile: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Sandbox id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description Absolute path inside the sandbox (at most 4096 bytes; no NUL, no . or .. segment) */
+                    path: string;
+                    recursive?: boolean;
+                };
+            };
+        };
+        responses: {
+            /** @description Default Response */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Rate limited */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FlatErrorEnvelope"];
+                };
+            };
+            /** @description Error (flat envelope) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FlatErrorEnvelope"];
+                };
+            };
+        };
+    };
+    RenameSandboxFile: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Sandbox id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description Absolute path inside the sandbox (at most 4096 bytes; no NUL, no . or .. segment) */
+                    from: string;
+                    /** @description Absolute path inside the sandbox (at most 4096 bytes; no NUL, no . or .. segment) */
+                    to: string;
+                    overwrite?: boolean;
+                };
+            };
+        };
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FileInfo"];
+                };
+            };
+            /** @description Rate limited */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FlatErrorEnvelope"];
+                };
+            };
+            /** @description Error (flat envelope) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FlatErrorEnvelope"];
+                };
+            };
+        };
+    };
+    WatchSandboxDirectory: {
+        parameters: {
+            query: {
+                /** @description Absolute path inside the sandbox (at most 4096 bytes; no NUL, no . or .. segment) */
+                path: string;
+                interval_seconds?: number;
+            };
+            header?: never;
+            path: {
+                /** @description Sandbox id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description text/event-stream: event ready | created | modified | deleted | error, data JSON */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": string;
+                };
+            };
+            /** @description Rate limited */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FlatErrorEnvelope"];
+                };
+            };
+            /** @description Error (flat envelope) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FlatErrorEnvelope"];
+                };
+            };
+        };
+    };
     CreateSandboxSnapshot: {
         parameters: {
             query?: never;
@@ -5893,6 +6431,50 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    UploadSandboxArchive: {
+        parameters: {
+            query: {
+                /** @description Absolute path inside the sandbox (at most 4096 bytes; no NUL, no . or .. segment) */
+                path: string;
+            };
+            header?: never;
+            path: {
+                /** @description Sandbox id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FileInfo"];
+                };
+            };
+            /** @description Rate limited */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FlatErrorEnvelope"];
+                };
+            };
+            /** @description Error (flat envelope) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FlatErrorEnvelope"];
                 };
             };
         };

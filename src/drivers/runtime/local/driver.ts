@@ -24,7 +24,7 @@
 //   runc.ts        runc state from disk
 // State on disk is the truth: a second driver on the same root (a restarted server) sees
 // and adopts everything the first one made.
-import { chown, mkdir, readdir, rm, writeFile } from "node:fs/promises";
+import { chown, mkdir, readdir, rm, stat, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { exists } from "../../../lib/fs.js";
@@ -96,6 +96,17 @@ export type { LocalRuntimeDriverOptions } from "./options.js";
 const DEFAULT_POOL = "10.213.0.0/16";
 
 /** The CPUs this process may use (its affinity), in millis. */
+let busyboxFound: Promise<string | null> | null = null;
+
+/** The host's static busybox (bound into every sandbox for the file API), once looked up; null when absent. */
+function hostBusybox(): Promise<string | null> {
+  busyboxFound ??= stat(POOL_BUSYBOX).then(
+    (info) => (info.isFile() ? POOL_BUSYBOX : null),
+    () => null,
+  );
+  return busyboxFound;
+}
+
 function hostCpuMillis(): number {
   return os.availableParallelism() * 1000;
 }
@@ -739,6 +750,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
 
   private async writeBundleConfig(record: SandboxRecord, paths: SandboxPaths): Promise<void> {
     const execAgentPath = await this.execs.agentBinary();
+    const busyboxPath = (await hostBusybox()) ?? undefined;
     // A pooled sandbox's first run waits in its launcher (pool.ts) while it is marked waiting
     // (and its FIFO, on the root image, is there).
     const launchAt = launchPaths(paths);
@@ -753,6 +765,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
           treeDir: this.mappedTreeDir,
           tiniPath: TOOLS.tini,
           ...(execAgentPath ? { execAgentPath } : {}),
+          ...(busyboxPath ? { busyboxPath } : {}),
           ...(launch ? { launch } : {}),
           mounts: [...(record.trust ?? []), ...(record.mounts ?? [])],
         })
@@ -775,6 +788,7 @@ export class LocalRuntimeDriver implements RuntimeDriver {
       hostnameFile: paths.hostname,
       tiniPath: TOOLS.tini,
       execAgentPath,
+      ...(busyboxPath ? { busyboxPath } : {}),
       swapAccounting: this.swapAccounting,
       hostCpuMillis: this.hostCompute().cpuMillis,
       arch: process.arch,

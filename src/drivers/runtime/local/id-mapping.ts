@@ -162,6 +162,7 @@ export interface MappedBundle {
   hostnameFile: string;
   tiniPath: string;
   execAgentPath?: string;
+  busyboxPath?: string;
   launch?: { dir: string; busybox: string };
   mounts: SandboxMount[];
 }
@@ -178,6 +179,7 @@ export async function prepareMappedTree(input: {
   treeDir: string;
   tiniPath: string;
   execAgentPath?: string;
+  busyboxPath?: string;
   launch?: { dir: string; busybox: string };
   mounts: readonly SandboxMount[];
 }): Promise<MappedBundle> {
@@ -191,7 +193,7 @@ export async function prepareMappedTree(input: {
   // (each bind is a tool run; the tree is prepared under the sandbox's lock, so nothing else
   // mounts here meanwhile).
   const mounted = await mountPoints();
-  const { execAgentPath, launch: launchInput } = input;
+  const { execAgentPath, busyboxPath, launch: launchInput } = input;
   await settleAll([
     (async () => {
       if (mounted.has(mapped.rootfs)) return;
@@ -203,6 +205,7 @@ export async function prepareMappedTree(input: {
     idmappedBind(userPin, paths.hostname, at("hostname"), false, mounted),
     plainBind(input.tiniPath, at("init"), mounted),
     ...(execAgentPath ? [plainBind(execAgentPath, at("agent"), mounted)] : []),
+    ...(busyboxPath ? [plainBind(busyboxPath, at("tools-busybox"), mounted)] : []),
     ...(launchInput
       ? [
           idmappedBind(userPin, launchInput.dir, at("launch"), true, mounted),
@@ -235,6 +238,7 @@ export async function prepareMappedTree(input: {
     hostnameFile: at("hostname"),
     tiniPath: at("init"),
     ...(input.execAgentPath ? { execAgentPath: at("agent") } : {}),
+    ...(input.busyboxPath ? { busyboxPath: at("tools-busybox") } : {}),
     ...(launch ? { launch } : {}),
     mounts,
   };

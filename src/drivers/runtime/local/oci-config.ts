@@ -55,6 +55,14 @@ export const INIT_PATH = "/dev/init";
 /** Where the exec agent (exec-agent.c) is bind-mounted (read-only) in every sandbox, beside tini. */
 export const EXEC_AGENT_PATH = "/dev/.warren-exec";
 
+/**
+ * Where the host's static busybox is bound (read-only) in every sandbox, for the file API
+ * (modules/files): its tar, stat, find, mkdir, mv and rm run there as the sandbox's own user
+ * in its own mount namespace, whatever the image has. The file is named `busybox` so that
+ * `busybox <applet>` picks the applet from argv[1].
+ */
+export const FILES_BUSYBOX_PATH = "/dev/.warren-tools/busybox";
+
 const CPU_PERIOD_US = 100_000;
 
 /** The sandbox's process identity and environment, fixed at create. */
@@ -105,6 +113,8 @@ export interface BundleInput {
   tiniPath: string;
   /** The exec agent binary (exec-agent.ts), bind-mounted read-only at EXEC_AGENT_PATH; none when absent. */
   execAgentPath?: string;
+  /** The host's static busybox, bind-mounted read-only at FILES_BUSYBOX_PATH; none when the host has none. */
+  busyboxPath?: string;
   /**
    * For a pooled sandbox's first run: `dir` (on the sandbox's root image, so no host path
    * shows: the FIFO `spec` and an empty `busybox`) mounted read-only at LAUNCH_DIR with `busybox` bound over the empty file; the first
@@ -350,6 +360,7 @@ export function buildBundleConfig(input: BundleInput): OciConfig {
       },
       bind(INIT_PATH, input.tiniPath, ["ro"]),
       ...(input.execAgentPath ? [bind(EXEC_AGENT_PATH, input.execAgentPath, ["ro"])] : []),
+      ...(input.busyboxPath ? [bind(FILES_BUSYBOX_PATH, input.busyboxPath, ["ro"])] : []),
       ...(input.launch
         ? [bind(LAUNCH_DIR, input.launch.dir, ["ro"]), bind(`${LAUNCH_DIR}/busybox`, input.launch.busybox, ["ro"])]
         : []),
