@@ -82,8 +82,11 @@ def test_64_bit_integers_are_decimal_strings_on_the_wire() -> None:
     assert warren.wire_int64("18446744073709551615") == "18446744073709551615"
     assert warren.int64("9007199254740993") == 9007199254740993  # above 2**53: exact
     assert warren.int64("1e3") is None and warren.int64(True) is None and warren.int64("18446744073709551616") is None
+    assert warren.wire_int64("12 GiB") == "12 GiB"  # a string is the server's to judge (invalid_argument)
     with pytest.raises(ValueError):
-        warren.wire_int64("12 GiB")
+        warren.wire_int64(2**64)
+    with pytest.raises(ValueError):
+        warren.wire_int64(True)
 
 
 def test_error_envelopes_map_to_one_class_per_code() -> None:

@@ -2,7 +2,8 @@
 
 The wire carries 64-bit integers as decimal strings (the contract). Records the SDK returns
 keep them as those strings, unchanged (lossless, and the same type in both SDKs); SDK method
-arguments that are 64-bit take an ``int`` or a decimal string and send a decimal string.
+arguments that are 64-bit take an ``int`` (sent as its decimal string) or a string (sent as it
+is: the server judges it).
 :func:`int64` reads one back as an ``int``.
 """
 
@@ -28,7 +29,10 @@ def int64(value: object) -> Optional[int]:
 
 
 def wire_int64(value: Union[int, str]) -> str:
-    """An SDK argument (an ``int`` or a decimal string) as the wire's decimal string."""
+    """An SDK argument as the wire's decimal string: a ``str`` is sent as it is (the server
+    judges it, answering invalid_argument); an ``int`` must fit 64 bits."""
+    if isinstance(value, str):
+        return value
     parsed = int64(value)
     if parsed is None:
         raise ValueError(f"not a 64-bit integer: {value!r}")

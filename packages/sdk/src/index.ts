@@ -6,6 +6,7 @@ import { type CallOptions, Transport, type TransportOptions } from "./transport.
 import type { Body, Ok } from "./types.js";
 
 export * from "./errors.js";
+export { type Int64Input, int64, wireInt64 } from "./numbers.js";
 export { toArray } from "./pagination.js";
 export { newEventId } from "./resources.js";
 export {
