@@ -7,7 +7,7 @@
 // pyenv shim on PATH sees none of the python3-* packages.
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { cp, mkdtemp, readdir, rm } from "node:fs/promises";
+import { cp, mkdtemp, readdir, readFile, rm } from "node:fs/promises";
 import http from "node:http";
 import os from "node:os";
 import path from "node:path";
@@ -168,6 +168,11 @@ describe("Python SDK [pglite, local runtime]", () => {
   it("runs the README's Python walkthrough to the end and leaves no sandbox running", async () => {
     assert.ok(venvPython, "the wheel was installed");
     const walkthrough = path.join(SOURCE, "examples/walkthrough.py");
+    const readme = await readFile("README.md", "utf8");
+    assert.ok(
+      readme.includes(`\`\`\`python\n${await readFile(walkthrough, "utf8")}\`\`\``),
+      "README.md shows the walkthrough as it is",
+    );
     const res = await run(venvPython, [walkthrough], {
       env: { PATH: process.env.PATH ?? "", HOME: tmp, WARREN_API_URL: api.url, WARREN_API_KEY: api.t.orgA.keys.owner },
     });
