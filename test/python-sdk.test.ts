@@ -51,11 +51,27 @@ function run(cmd: string, args: string[], options: { cwd?: string; env?: NodeJS.
 const shown = (res: Ran) =>
   `exit ${res.status}\nstdout: ${res.stdout.slice(-6000)}\nstderr: ${res.stderr.slice(-6000)}`;
 
-/** Tells the faulty proxy what to do next, over HTTP, for the Python tests. */
-async function startControl(proxy: FaultyProxy): Promise<{ url: string; close(): Promise<void> }> {
-  const server = http.createServer((req, res) => {
+/**
+ * Tells the faulty proxy what to do next, over HTTP, for the Python tests; `hold` and `free`
+ * make an Idempotency-Key's record look held by a request still in flight, then its holder gone.
+ */
+async function startControl(proxy: FaultyProxy, api: ApiServer): Promise<{ url: string; close(): Promise<void> }> {
+  const server = http.createServer(async (req, res) => {
     const url = new URL(req.url ?? "/", "http://control");
     const action = url.pathname.slice(1);
+    const key = url.searchParams.get("key") ?? "";
+    if (action === "hold" || action === "free") {
+      const holder = action === "hold" ? api.t.c.idempotency.instanceId : "gone";
+      await api.t.c.db.query(
+        action === "hold"
+          ? `UPDATE idempotency_keys SET state = 'pending', status_code = NULL, response_body = NULL, holder = $2
+              WHERE idempotency_key = $1`
+          : "UPDATE idempotency_keys SET holder = $2 WHERE idempotency_key = $1",
+        [key, holder],
+      );
+      res.writeHead(204).end();
+      return;
+    }
     if (action === "refuse")
       proxy.refuseNext(Number(url.searchParams.get("status")), Number(url.searchParams.get("retry_after")));
     else if (action === "drop") proxy.dropNextAfterRequest(url.searchParams.get("match") ?? "");
@@ -85,7 +101,7 @@ describe("Python SDK [pglite, local runtime]", () => {
     tmp = await mkdtemp(path.join(os.tmpdir(), "warren-python-"));
     api = await startApiServer("pglite", { runtime: "py" });
     proxy = await startFaultyProxy(api.url);
-    control = await startControl(proxy);
+    control = await startControl(proxy, api);
   });
   after(async () => {
     await control?.close();
@@ -100,9 +116,13 @@ describe("Python SDK [pglite, local runtime]", () => {
   });
 
   it("type-checks with mypy --strict (the package, its tests and the walkthrough)", async () => {
-    const res = await run("mypy", ["--strict", "--no-incremental", "warren", "examples/walkthrough.py"], {
-      cwd: SOURCE,
-    });
+    const res = await run(
+      "mypy",
+      ["--strict", "--cache-dir", path.join(tmp, "mypy-cache"), "warren", "examples/walkthrough.py", "tests"],
+      {
+        cwd: SOURCE,
+      },
+    );
     assert.equal(res.status, 0, shown(res));
     assert.match(res.stdout, /Success: no issues found/);
   });
@@ -152,10 +172,12 @@ describe("Python SDK [pglite, local runtime]", () => {
           WARREN_API_URL: api.url,
           WARREN_API_KEY: api.t.orgA.keys.owner,
           WARREN_TEST_MEMBER_KEY: api.t.orgA.keys.member,
+          WARREN_TEST_MEMBER_KEY_ID: api.t.orgA.keyIds.member,
           WARREN_TEST_OTHER_KEY: api.t.orgB.keys.owner,
           WARREN_TEST_PROXY_URL: proxy.url,
           WARREN_TEST_CONTROL_URL: control.url,
           WARREN_PYTHON_SOURCE: SOURCE,
+          PYTHONDONTWRITEBYTECODE: "1",
           WARREN_EXPECT_PREFIX: path.join(tmp, "venv"),
         },
       },

@@ -43,6 +43,14 @@ class Proxy:
     def drop_streams(self) -> None:
         self._post("drop-streams")
 
+    def hold_key(self, key: str) -> None:
+        """Makes ``key``'s record look held by a request still in flight on the server."""
+        self._post("hold", key=key)
+
+    def free_key(self, key: str) -> None:
+        """Makes ``key``'s holder gone (a crash the server knows of)."""
+        self._post("free", key=key)
+
 
 @pytest.fixture(scope="session")
 def api_url() -> str:

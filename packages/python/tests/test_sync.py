@@ -20,7 +20,7 @@ def test_defaults_to_the_environment_and_answers_whoami(api_url: str, member_key
     monkeypatch.setenv("WARREN_API_KEY", member_key)
     with warren.Warren() as w:
         who = w.whoami()
-    assert who["principal"]["kind"] in ("api_key", "user") or who["principal"]
+    assert who["principal"].get("key_id") == os.environ["WARREN_TEST_MEMBER_KEY_ID"]
 
 
 def test_typed_errors_per_code(client: warren.Warren, api_url: str, other_key: str, member_key: str) -> None:
@@ -78,6 +78,23 @@ def test_honours_retry_after_on_503_and_429_with_one_key(
     assert time.monotonic() - started < 5
     with warren.Warren(owner_key, "http://127.0.0.1:1", retry_base_delay=0.01) as down, pytest.raises(warren.ConnectionError):
         down.whoami()
+
+
+def test_retries_409_operation_conflict_while_its_key_is_in_flight(
+    client: warren.Warren, proxy: Proxy, owner_key: str, api_url: str, recorded: tuple[httpx.Client, list[httpx.Request]]
+) -> None:
+    http, seen = recorded
+    key = f"py-inflight-{time.time_ns()}"
+    first = client.runs.start({"label": "in flight"}, idempotency_key=key)
+    proxy.hold_key(key)
+    with warren.Warren(owner_key, api_url, in_flight_retry=0) as impatient, pytest.raises(warren.OperationConflictError):
+        impatient.runs.start({"label": "in flight"}, idempotency_key=key)
+    threading.Timer(1.5, proxy.free_key, [key]).start()  # the holder dies while the call waits
+    with warren.Warren(owner_key, api_url, http_client=http) as patient:
+        run = patient.runs.start({"label": "in flight"}, idempotency_key=key)
+    starts = [r for r in seen if r.url.path == "/v1/runs"]
+    assert len(starts) >= 2 and {r.headers["idempotency-key"] for r in starts} == {key}
+    assert run["id"] != first["id"], "the retry that took the claim over ran the start anew"
 
 
 def test_a_call_ends_at_its_timeout_or_its_cancel(proxy: Proxy, owner_key: str) -> None:
