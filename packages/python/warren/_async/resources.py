@@ -10,7 +10,7 @@ import json
 from typing import Any, AsyncIterator, Callable, Mapping, Optional, Union
 
 from .. import models as m
-from .._shared import CancelToken, QueryValue, new_event_id, seg
+from .._shared import CancelToken, QueryValue, TailEvent, new_event_id, seg
 from ..numbers import wire_int64
 from .tail import tail_run
 from .transport import AsyncTransport
@@ -149,7 +149,7 @@ class AsyncRuns:
         idle_timeout: Optional[float] = None,
         cancel: Cancel = None,
         on_reconnect: Optional[Callable[[Optional[str], BaseException], None]] = None,
-    ) -> Any:
+    ) -> AsyncIterator[TailEvent]:
         """The run's events as they become durable (an iterator of TailEvent); resumes from its
         last cursor (Last-Event-ID) after a dropped connection and ends at the server's ``end``.
         ``idle_timeout``: stop (StopIteration, no error) after this many seconds without an item."""
