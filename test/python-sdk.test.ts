@@ -7,12 +7,13 @@
 // pyenv shim on PATH sees none of the python3-* packages.
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { cp, mkdtemp, readdir, readFile, rm } from "node:fs/promises";
+import { randomBytes } from "node:crypto";
+import { cp, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import http from "node:http";
 import os from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
-import { Warren } from "../packages/sdk/src/index.js";
+import { pushDirectory, Warren } from "../packages/sdk/src/index.js";
 import { type ApiServer, type FaultyProxy, startApiServer, startFaultyProxy } from "./support/sdk-server.js";
 
 const PYTHON = "/usr/bin/python3";
@@ -211,6 +212,58 @@ describe("Python SDK [pglite, local runtime]", () => {
       assert.ok(s.state === "terminating" || s.state === "terminated", `${s.id} is ${s.state}`);
     }
   });
+  it("shares the volume push's hash cache with the TypeScript SDK (the same file, either way)", async () => {
+    assert.ok(venvPython, "the wheel was installed");
+    const dir = path.join(tmp, "shared-tree");
+    await mkdir(path.join(dir, "sub"), { recursive: true });
+    await writeFile(path.join(dir, "a.txt"), `alpha ${randomBytes(8).toString("hex")}\n`); // new blobs: none stored yet
+    await writeFile(path.join(dir, "sub", "b.bin"), randomBytes(5000));
+    // Out of the racy window (files changed in the last 2 s are not cached).
+    const settled = Date.now() + 2200;
+    while (Date.now() < settled) await new Promise((resolve) => setTimeout(resolve, 100));
+    const cache = path.join(tmp, "shared-cache.json");
+    const warren = new Warren({ apiKey: api.t.orgA.keys.owner, baseUrl: api.url });
+    const volume = await warren.volumes.create({ name: "shared-cache", quota_bytes: 2n ** 30n });
+    const script = [
+      "import sys, warren",
+      "r = warren.Warren().volumes.push(sys.argv[1], sys.argv[2], hash_cache=sys.argv[3])",
+      "print(r.reused_files, r.uploaded_blobs, r.version['version_digest'])",
+    ].join("\n");
+    const env = {
+      PATH: process.env.PATH ?? "",
+      HOME: tmp,
+      WARREN_API_URL: api.url,
+      WARREN_API_KEY: api.t.orgA.keys.owner,
+    };
+    const first = await run(venvPython, ["-c", script, volume.id as string, dir, cache], { env });
+    assert.equal(first.status, 0, shown(first));
+    assert.match(first.stdout, /^0 2 blake3:/, "Python hashed and uploaded both files");
+    const lines: string[] = [];
+    const ts = await pushDirectory({
+      apiUrl: api.url,
+      apiKey: api.t.orgA.keys.owner,
+      volumeId: volume.id as string,
+      dir,
+      hashCache: cache,
+      onProgress: (line) => lines.push(line),
+    });
+    assert.equal(ts.uploadedBlobs, 0);
+    assert.ok(lines.includes("2 files unchanged since the last push (hash cache)"), lines.join("\n"));
+    await writeFile(path.join(dir, "a.txt"), `changed ${randomBytes(8).toString("hex")}\n`);
+    const again = Date.now() + 2200;
+    while (Date.now() < again) await new Promise((resolve) => setTimeout(resolve, 100));
+    await pushDirectory({
+      apiUrl: api.url,
+      apiKey: api.t.orgA.keys.owner,
+      volumeId: volume.id as string,
+      dir,
+      hashCache: cache,
+    });
+    const second = await run(venvPython, ["-c", script, volume.id as string, dir, cache], { env });
+    assert.equal(second.status, 0, shown(second));
+    assert.match(second.stdout, /^2 0 blake3:/, "Python reused what TypeScript hashed");
+  });
+
   it("type-checks with mypy --strict (the package, its tests and the walkthrough)", async () => {
     const res = await typeCheck;
     assert.equal(res.status, 0, shown(res));
