@@ -28,6 +28,12 @@ RUNTIME_TOOLS := /usr/sbin/runc:runc /usr/bin/tini-static:tini /usr/sbin/nft:nft
 # sandbox pool's launcher) also builds the test images; the stock OpenSSH client drives the
 # SSH gateway's tests and benchmark.
 TEST_TOOLS := /usr/bin/docker-registry:docker-registry /usr/bin/ssh:openssh-client
+# The Python SDK's test (test/python-sdk.test.ts) builds its wheel offline, installs it in a
+# venv and runs pytest and mypy there: Debian's packages only (nothing from PyPI).
+PY_DIST := /usr/lib/python3/dist-packages
+PYTHON_TEST_TOOLS := $(PY_DIST)/httpx:python3-httpx $(PY_DIST)/pytest:python3-pytest \
+  $(PY_DIST)/build:python3-build $(PY_DIST)/wheel:python3-wheel $(PY_DIST)/setuptools:python3-setuptools \
+  /usr/share/doc/python3-venv:python3-venv /usr/bin/mypy:mypy
 
 define apt_install_missing
 	@missing=""; for pair in $(1); do bin=$${pair%%:*}; pkg=$${pair##*:}; \
@@ -41,6 +47,7 @@ runtime-deps:
 
 test-deps: runtime-deps
 	$(call apt_install_missing,$(TEST_TOOLS))
+	$(call apt_install_missing,$(PYTHON_TEST_TOOLS))
 	@if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
 	  echo "installing postgresql (tests start their own throwaway cluster)"; \
 	  apt-get update -qq && $(APT_INSTALL) postgresql; \

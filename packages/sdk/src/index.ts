@@ -17,6 +17,7 @@ export {
   type UploadOptions,
   type UploadSource,
 } from "./files.js";
+export { type Int64Input, int64, wireInt64 } from "./numbers.js";
 export { toArray } from "./pagination.js";
 export { newEventId } from "./resources.js";
 export {

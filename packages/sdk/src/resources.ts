@@ -1,5 +1,6 @@
 // Every contract group other than sandboxes: thin typed calls over the Transport.
 import { randomBytes } from "node:crypto";
+import { type Int64Input, wireInt64 } from "./numbers.js";
 import { pages } from "./pagination.js";
 import { type TailOptions, tailRun } from "./tail.js";
 import type { CallOptions, Transport } from "./transport.js";
@@ -114,10 +115,10 @@ export class Schemas {
       .then((r) => r.schemas);
   }
   /** Archives `version` (0 or omitted: the latest live one). */
-  archive(name: string, version?: string, o: CallOptions = {}) {
+  archive(name: string, version?: Int64Input, o: CallOptions = {}) {
     return this.t
       .json<Ok<"ArchiveAnnotationSchema">>("POST", `/v1/annotation-schemas/${seg(name)}:archive`, {
-        body: version !== undefined ? { version } : {},
+        body: version !== undefined ? { version: wireInt64(version) } : {},
         ...o,
       })
       .then((r) => r.schema);
@@ -150,7 +151,9 @@ export interface VolumePushOptions {
 
 export class Volumes {
   constructor(private readonly t: Transport) {}
-  create(body: Body<"CreateVolume">, o: CallOptions = {}) {
+  /** `quota_bytes`: a number (a safe integer), a bigint or a decimal string; sent as a decimal string. */
+  create(input: Omit<Body<"CreateVolume">, "quota_bytes"> & { quota_bytes: Int64Input }, o: CallOptions = {}) {
+    const body: Body<"CreateVolume"> = { ...input, quota_bytes: wireInt64(input.quota_bytes) };
     return this.t.json<Ok<"CreateVolume">>("POST", "/v1/volumes", { body, ...o }).then((r) => r.volume);
   }
   get(id: string, o: CallOptions = {}) {

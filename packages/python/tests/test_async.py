@@ -1,0 +1,104 @@
+"""The async client against a real Warren: the same flows as the sync one's, under asyncio."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+import warren
+from conftest import Proxy, settle
+
+
+def test_async_errors_retries_and_cancellation(api_url: str, owner_key: str, other_key: str, proxy: Proxy) -> None:
+    seen: list[httpx.Request] = []
+
+    async def record(request: httpx.Request) -> None:
+        seen.append(request)
+
+    async def main() -> None:
+        async with warren.AsyncWarren(owner_key, api_url) as w, warren.AsyncWarren(other_key, api_url) as theirs:
+            who = await w.whoami()
+            assert who["organization"]
+            project = await theirs.projects.create({"name": "py-async", "slug": f"py-async-{time.time_ns()}"})
+            with pytest.raises(warren.NotFoundError):
+                await w.projects.get(project["id"])
+        http = httpx.AsyncClient(event_hooks={"request": [record]})
+        async with warren.AsyncWarren(owner_key, proxy.url, http_client=http) as through:
+            proxy.refuse_next(503, 1)
+            started = time.monotonic()
+            await through.runs.start({"label": "async retried"})
+            assert time.monotonic() - started >= 0.95
+            starts = [r for r in seen if r.method == "POST" and r.url.path == "/v1/runs"]
+            assert len(starts) == 2 and starts[0].headers["idempotency-key"] == starts[1].headers["idempotency-key"]
+            # Cancelling the task cancels the call, even in a Retry-After wait.
+            proxy.refuse_next(503, 5)
+            task = asyncio.create_task(through.whoami())
+            await asyncio.sleep(0.3)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            proxy.refuse_next(503, 5)
+            with pytest.raises(warren.WarrenTimeoutError):
+                await through.whoami(timeout=1)
+        await http.aclose()
+
+    asyncio.run(main())
+
+
+def test_async_sandbox_lifecycle(api_url: str, owner_key: str) -> None:
+    async def main() -> None:
+        async with warren.AsyncWarren(owner_key, api_url) as w:
+            async with await w.sandboxes.create({"command": ["sleep", "3600"]}) as sbx:
+                assert sbx.state == "running"
+                out = await sbx.exec(["sh", "-c", "echo async > /workspace/a.txt; cat /workspace/a.txt"])
+                assert (out.kind, out.exit, out.stdout) == ("completed", 0, "async\n")
+                await sbx.stop()
+                with pytest.raises(warren.SandboxNotRunningError):
+                    await sbx.exec(["true"])
+                await sbx.wake()
+                snap = await sbx.snapshot()
+                async with await w.sandboxes.from_snapshot(snap["snapshot_id"], {"command": ["sleep", "3600"]}) as copy:
+                    assert await copy.files.read_text("/workspace/a.txt") == "async\n"
+                    listed = [s.id async for s in w.sandboxes.list()]
+                    assert copy.id in listed and sbx.id in listed
+                copy_id = copy.id
+            for gone in (sbx.id, copy_id):
+                assert (await w.sandboxes.get(gone)).state in ("terminating", "terminated")
+
+    asyncio.run(main())
+
+
+def test_async_tail_resumes_and_push_caches(api_url: str, owner_key: str, proxy: Proxy, tmp_path: Path) -> None:
+    async def main() -> None:
+        async with warren.AsyncWarren(owner_key, api_url) as w, warren.AsyncWarren(owner_key, proxy.url) as through:
+            run = await w.runs.start({"label": "py-async-tail"})
+            name = f"py_async_note_{time.time_ns()}"
+            await w.schemas.register({"name": name, "json_schema": '{"type":"object"}'})
+            await w.annotations.annotate({"schema_name": name, "run_id": run["id"]}, payload={"n": 1})
+            seen: list[warren.TailEvent] = []
+            reconnects: list[str | None] = []
+            async for item in through.runs.tail(run["id"], on_reconnect=lambda c, _e: reconnects.append(c)):
+                seen.append(item)
+                if len(seen) == 2:
+                    proxy.drop_streams()
+                    await w.annotations.annotate({"schema_name": name, "run_id": run["id"]}, payload={"n": 2})
+                    await w.runs.complete(run["id"], "succeeded")
+            assert reconnects == [seen[1].id]
+            assert [i.data.get("name") for i in seen].count(name) == 2 and seen[-1].event == "end"
+
+            tree = tmp_path / "tree"
+            tree.mkdir()
+            (tree / "x.bin").write_bytes(os.urandom(5000))
+            settle(tree / "x.bin")
+            volume = await w.volumes.create(f"py-async-vol-{time.time_ns()}", quota_bytes="1073741824")
+            cache = str(tmp_path / "cache.json")
+            first = await w.volumes.push(volume["id"], str(tree), hash_cache=cache)
+            again = await w.volumes.push(volume["id"], str(tree), hash_cache=cache)
+            assert (first.uploaded_blobs, again.uploaded_blobs, again.reused_files) == (1, 0, 1)
+
+    asyncio.run(main())

@@ -1,0 +1,548 @@
+# Generated from the async client by packages/python/tools/generate.py: do not edit.
+"""Every contract group other than sandboxes: thin typed calls over the transport.
+
+Every call takes ``timeout`` (seconds for the whole logical call, its retries included) and
+``cancel`` (a CancelToken); mutating calls take ``idempotency_key`` (one is minted otherwise).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Iterator, Callable, Mapping, Optional, Union
+
+from .. import models as m
+from .._shared import CancelToken, QueryValue, TailEvent, new_event_id, seg
+from ..numbers import wire_int64
+from .tail import tail_run
+from .transport import Transport
+from .volume_push import PushProgress, PushResult, default_hash_cache, push_directory
+
+Timeout = Optional[float]
+Cancel = Optional[CancelToken]
+Key = Optional[str]
+
+
+def pages(
+    t: Transport,
+    route: str,
+    query: Optional[Mapping[str, QueryValue]],
+    key: str,
+    timeout: Timeout = None,
+    cancel: Cancel = None,
+) -> Iterator[Any]:
+    """A list operation as an iterator: pages are fetched as the iteration reaches them."""
+    token = ""
+    while True:
+        page = t.json(
+            "GET", route, query={**(query or {}), **({"page_token": token} if token else {})}, timeout=timeout, cancel=cancel
+        )
+        for item in page.get(key, []):
+            yield item
+        token = str(page.get("next_page_token") or "")
+        if not token:
+            return
+
+
+class Projects:
+    def __init__(self, t: Transport) -> None:
+        self._t = t
+
+    def create(
+        self, body: m.CreateProjectBody, *, timeout: Timeout = None, cancel: Cancel = None, idempotency_key: Key = None
+    ) -> m.Project:
+        r = self._t.json(
+            "POST", "/v1/projects", body=body, timeout=timeout, cancel=cancel, idempotency_key=idempotency_key
+        )
+        return r["project"]  # type: ignore[no-any-return]
+
+    def get(self, id: str, *, timeout: Timeout = None, cancel: Cancel = None) -> m.Project:
+        r = self._t.json("GET", f"/v1/projects/{seg(id)}", timeout=timeout, cancel=cancel)
+        return r["project"]  # type: ignore[no-any-return]
+
+    def update(
+        self,
+        id: str,
+        body: m.UpdateProjectBody,
+        *,
+        if_match: Union[str, int, None] = None,
+        timeout: Timeout = None,
+        cancel: Cancel = None,
+        idempotency_key: Key = None,
+    ) -> m.Project:
+        """``if_match``: the project's ``version``; a change meanwhile is PreconditionFailedError."""
+        headers = {"if-match": str(if_match)} if if_match is not None else None
+        r = self._t.json(
+            "PATCH",
+            f"/v1/projects/{seg(id)}",
+            body=body,
+            headers=headers,
+            timeout=timeout,
+            cancel=cancel,
+            idempotency_key=idempotency_key,
+        )
+        return r["project"]  # type: ignore[no-any-return]
+
+    def delete(
+        self, id: str, *, cascade: bool = False, timeout: Timeout = None, cancel: Cancel = None, idempotency_key: Key = None
+    ) -> m.DeleteProjectResponse:
+        """``cascade``: also delete its runs, keys and volumes."""
+        return self._t.json(  # type: ignore[no-any-return]
+            "DELETE",
+            f"/v1/projects/{seg(id)}",
+            query={"cascade": "true" if cascade else None},
+            timeout=timeout,
+            cancel=cancel,
+            idempotency_key=idempotency_key,
+        )
+
+    def list(
+        self, query: Optional[Mapping[str, QueryValue]] = None, *, timeout: Timeout = None, cancel: Cancel = None
+    ) -> Iterator[m.Project]:
+        return pages(self._t, "/v1/projects", query, "projects", timeout, cancel)
+
+
+class Runs:
+    def __init__(self, t: Transport) -> None:
+        self._t = t
+
+    def start(
+        self,
+        body: Optional[m.StartRunBody] = None,
+        *,
+        timeout: Timeout = None,
+        cancel: Cancel = None,
+        idempotency_key: Key = None,
+    ) -> m.Run:
+        r = self._t.json(
+            "POST", "/v1/runs", body=body or {}, timeout=timeout, cancel=cancel, idempotency_key=idempotency_key
+        )
+        return r["run"]  # type: ignore[no-any-return]
+
+    def complete(
+        self, id: str, status: str, *, timeout: Timeout = None, cancel: Cancel = None, idempotency_key: Key = None
+    ) -> m.Run:
+        r = self._t.json(
+            "POST",
+            f"/v1/runs/{seg(id)}:complete",
+            body={"status": status},
+            timeout=timeout,
+            cancel=cancel,
+            idempotency_key=idempotency_key,
+        )
+        return r["run"]  # type: ignore[no-any-return]
+
+    def get(self, id: str, *, timeout: Timeout = None, cancel: Cancel = None) -> m.Run:
+        r = self._t.json("GET", f"/v1/runs/{seg(id)}", timeout=timeout, cancel=cancel)
+        return r["run"]  # type: ignore[no-any-return]
+
+    def list(
+        self, query: Optional[Mapping[str, QueryValue]] = None, *, timeout: Timeout = None, cancel: Cancel = None
+    ) -> Iterator[m.Run]:
+        return pages(self._t, "/v1/runs", query, "runs", timeout, cancel)
+
+    def tail(
+        self,
+        run_id: str,
+        *,
+        cursor: Optional[str] = None,
+        lineage_path: Optional[str] = None,
+        max_reconnects: int = 10,
+        idle_timeout: Optional[float] = None,
+        cancel: Cancel = None,
+        on_reconnect: Optional[Callable[[Optional[str], BaseException], None]] = None,
+    ) -> Iterator[TailEvent]:
+        """The run's events as they become durable (an iterator of TailEvent); resumes from its
+        last cursor (Last-Event-ID) after a dropped connection and ends at the server's ``end``.
+        ``idle_timeout``: stop (StopIteration, no error) after this many seconds without an item."""
+        return tail_run(
+            self._t,
+            run_id,
+            cursor=cursor,
+            lineage_path=lineage_path,
+            max_reconnects=max_reconnects,
+            idle_timeout=idle_timeout,
+            cancel=cancel,
+            on_reconnect=on_reconnect,
+        )
+
+
+class Annotations:
+    def __init__(self, t: Transport) -> None:
+        self._t = t
+
+    def annotate(
+        self,
+        body: Mapping[str, Any],
+        *,
+        payload: Any = None,
+        timeout: Timeout = None,
+        cancel: Cancel = None,
+        idempotency_key: Key = None,
+    ) -> m.AnnotateResponse:
+        """Writes one annotation; ``payload`` (when given) is serialized to payload_json; an
+        event_id is minted when none is given, so retries converge on one annotation."""
+        data = dict(body)
+        if payload is not None:
+            data["payload_json"] = json.dumps(payload, separators=(",", ":"))
+        data.setdefault("event_id", new_event_id())
+        return self._t.json(  # type: ignore[no-any-return]
+            "POST", "/v1/annotations", body=data, timeout=timeout, cancel=cancel, idempotency_key=idempotency_key
+        )
+
+    def annotate_range(
+        self, body: Mapping[str, Any], *, timeout: Timeout = None, cancel: Cancel = None, idempotency_key: Key = None
+    ) -> m.AnnotateRangeResponse:
+        data = dict(body)
+        data.setdefault("event_id", new_event_id())
+        return self._t.json(  # type: ignore[no-any-return]
+            "POST", "/v1/annotations:range", body=data, timeout=timeout, cancel=cancel, idempotency_key=idempotency_key
+        )
+
+    def list(
+        self, query: Optional[Mapping[str, QueryValue]] = None, *, timeout: Timeout = None, cancel: Cancel = None
+    ) -> Iterator[Any]:
+        return pages(self._t, "/v1/annotations", query, "annotations", timeout, cancel)
+
+
+class Schemas:
+    def __init__(self, t: Transport) -> None:
+        self._t = t
+
+    def register(
+        self,
+        body: m.RegisterAnnotationSchemaBody,
+        *,
+        timeout: Timeout = None,
+        cancel: Cancel = None,
+        idempotency_key: Key = None,
+    ) -> m.AnnotationSchema:
+        r = self._t.json(
+            "POST", "/v1/annotation-schemas", body=body, timeout=timeout, cancel=cancel, idempotency_key=idempotency_key
+        )
+        return r["schema"]  # type: ignore[no-any-return]
+
+    def get(
+        self, name: str, version: Optional[int] = None, *, timeout: Timeout = None, cancel: Cancel = None
+    ) -> m.AnnotationSchema:
+        r = self._t.json(
+            "GET", f"/v1/annotation-schemas/{seg(name)}", query={"version": version}, timeout=timeout, cancel=cancel
+        )
+        return r["schema"]  # type: ignore[no-any-return]
+
+    def list(
+        self, query: Optional[Mapping[str, QueryValue]] = None, *, timeout: Timeout = None, cancel: Cancel = None
+    ) -> list[m.AnnotationSchema]:
+        r = self._t.json("GET", "/v1/annotation-schemas", query=query, timeout=timeout, cancel=cancel)
+        return r["schemas"]  # type: ignore[no-any-return]
+
+    def archive(
+        self,
+        name: str,
+        version: Union[int, str, None] = None,
+        *,
+        timeout: Timeout = None,
+        cancel: Cancel = None,
+        idempotency_key: Key = None,
+    ) -> m.AnnotationSchema:
+        """Archives ``version`` (None: the latest live one)."""
+        r = self._t.json(
+            "POST",
+            f"/v1/annotation-schemas/{seg(name)}:archive",
+            body={"version": wire_int64(version)} if version is not None else {},
+            timeout=timeout,
+            cancel=cancel,
+            idempotency_key=idempotency_key,
+        )
+        return r["schema"]  # type: ignore[no-any-return]
+
+
+class DataViews:
+    def __init__(self, t: Transport) -> None:
+        self._t = t
+
+    def put(
+        self,
+        name: str,
+        body: m.PutDataViewBody,
+        *,
+        timeout: Timeout = None,
+        cancel: Cancel = None,
+        idempotency_key: Key = None,
+    ) -> Any:
+        r = self._t.json(
+            "PUT",
+            f"/v1/data-views/{seg(name)}",
+            body=body,
+            timeout=timeout,
+            cancel=cancel,
+            idempotency_key=idempotency_key,
+        )
+        return r["view"]
+
+    def list(self, *, timeout: Timeout = None, cancel: Cancel = None) -> list[Any]:
+        r = self._t.json("GET", "/v1/data-views", timeout=timeout, cancel=cancel)
+        return r["views"]  # type: ignore[no-any-return]
+
+    def run(
+        self,
+        name: str,
+        body: Optional[m.RunDataViewBody] = None,
+        *,
+        timeout: Timeout = None,
+        cancel: Cancel = None,
+        idempotency_key: Key = None,
+    ) -> m.RunDataViewResponse:
+        return self._t.json(  # type: ignore[no-any-return]
+            "POST",
+            f"/v1/data-views/{seg(name)}:run",
+            body=body or {},
+            timeout=timeout,
+            cancel=cancel,
+            idempotency_key=idempotency_key,
+        )
+
+    def delete(
+        self, name: str, *, timeout: Timeout = None, cancel: Cancel = None, idempotency_key: Key = None
+    ) -> None:
+        self._t.json(
+            "DELETE", f"/v1/data-views/{seg(name)}", timeout=timeout, cancel=cancel, idempotency_key=idempotency_key
+        )
+
+
+class Volumes:
+    def __init__(self, t: Transport) -> None:
+        self._t = t
+
+    def create(
+        self,
+        name: str,
+        quota_bytes: Union[int, str],
+        *,
+        project_id: Optional[str] = None,
+        description: Optional[str] = None,
+        timeout: Timeout = None,
+        cancel: Cancel = None,
+        idempotency_key: Key = None,
+    ) -> m.Volume:
+        """``quota_bytes``: an int or a decimal string (sent as the wire's decimal string)."""
+        body: dict[str, Any] = {"name": name, "quota_bytes": wire_int64(quota_bytes)}
+        if project_id is not None:
+            body["project_id"] = project_id
+        if description is not None:
+            body["description"] = description
+        r = self._t.json(
+            "POST", "/v1/volumes", body=body, timeout=timeout, cancel=cancel, idempotency_key=idempotency_key
+        )
+        return r["volume"]  # type: ignore[no-any-return]
+
+    def get(self, id: str, *, timeout: Timeout = None, cancel: Cancel = None) -> m.Volume:
+        r = self._t.json("GET", f"/v1/volumes/{seg(id)}", timeout=timeout, cancel=cancel)
+        return r["volume"]  # type: ignore[no-any-return]
+
+    def list(
+        self, query: Optional[Mapping[str, QueryValue]] = None, *, timeout: Timeout = None, cancel: Cancel = None
+    ) -> Iterator[m.Volume]:
+        return pages(self._t, "/v1/volumes", query, "volumes", timeout, cancel)
+
+    def delete(
+        self, id: str, *, timeout: Timeout = None, cancel: Cancel = None, idempotency_key: Key = None
+    ) -> None:
+        self._t.json(
+            "DELETE", f"/v1/volumes/{seg(id)}", timeout=timeout, cancel=cancel, idempotency_key=idempotency_key
+        )
+
+    def push(
+        self,
+        volume_id: str,
+        directory: str,
+        *,
+        hash_cache: Union[bool, str] = True,
+        on_progress: Optional[Callable[[str, PushProgress], None]] = None,
+        cancel: Cancel = None,
+    ) -> PushResult:
+        """Pushes ``directory`` as the volume's new version: only blobs the organization lacks are
+        uploaded. ``hash_cache`` (default on, as the CLI's): reuse digests of files unchanged since
+        an earlier push (True: under $XDG_CACHE_HOME; a path: that file; False: hash every file)."""
+        cache = default_hash_cache(directory) if hash_cache is True else (hash_cache or None)
+        return push_directory(
+            self._t, volume_id, directory, hash_cache=cache, on_progress=on_progress, cancel=cancel
+        )
+
+
+class Secrets:
+    def __init__(self, t: Transport) -> None:
+        self._t = t
+
+    def create(
+        self,
+        body: m.CreateSandboxSecretBody,
+        *,
+        timeout: Timeout = None,
+        cancel: Cancel = None,
+        idempotency_key: Key = None,
+    ) -> m.Secret:
+        """The value is write-only: no answer ever carries it."""
+        r = self._t.json(
+            "POST", "/v1/secrets", body=body, timeout=timeout, cancel=cancel, idempotency_key=idempotency_key
+        )
+        return r["secret"]  # type: ignore[no-any-return]
+
+    def list(
+        self, query: Optional[Mapping[str, QueryValue]] = None, *, timeout: Timeout = None, cancel: Cancel = None
+    ) -> Iterator[m.Secret]:
+        return pages(self._t, "/v1/secrets", query, "secrets", timeout, cancel)
+
+    def grant(
+        self,
+        id: str,
+        body: Mapping[str, Any],
+        *,
+        timeout: Timeout = None,
+        cancel: Cancel = None,
+        idempotency_key: Key = None,
+    ) -> Any:
+        r = self._t.json(
+            "POST",
+            f"/v1/secrets/{seg(id)}/grants",
+            body=dict(body),
+            timeout=timeout,
+            cancel=cancel,
+            idempotency_key=idempotency_key,
+        )
+        return r["grant"]
+
+    def grants(self, id: str, *, timeout: Timeout = None, cancel: Cancel = None) -> m.ListSandboxSecretGrantsResponse:
+        return self._t.json(  # type: ignore[no-any-return]
+            "GET", f"/v1/secrets/{seg(id)}/grants", timeout=timeout, cancel=cancel
+        )
+
+    def ungrant(
+        self,
+        id: str,
+        subject_kind: str,
+        subject_id: str,
+        *,
+        timeout: Timeout = None,
+        cancel: Cancel = None,
+        idempotency_key: Key = None,
+    ) -> None:
+        self._t.json(
+            "DELETE",
+            f"/v1/secrets/{seg(id)}/grants/{seg(subject_kind)}/{seg(subject_id)}",
+            timeout=timeout,
+            cancel=cancel,
+            idempotency_key=idempotency_key,
+        )
+
+    def rotate(
+        self, id: str, value: str, *, timeout: Timeout = None, cancel: Cancel = None, idempotency_key: Key = None
+    ) -> m.Secret:
+        """Not retried after a connection failure: the server cannot tell a retried rotation from a second one."""
+        r = self._t.json(
+            "POST",
+            f"/v1/secrets/{seg(id)}:rotate",
+            body={"value": value},
+            timeout=timeout,
+            cancel=cancel,
+            idempotency_key=idempotency_key,
+            retry_on_connection_error=False,
+        )
+        return r["secret"]  # type: ignore[no-any-return]
+
+    def revoke(
+        self, id: str, *, timeout: Timeout = None, cancel: Cancel = None, idempotency_key: Key = None
+    ) -> m.Secret:
+        r = self._t.json(
+            "POST",
+            f"/v1/secrets/{seg(id)}:revoke",
+            body={},
+            timeout=timeout,
+            cancel=cancel,
+            idempotency_key=idempotency_key,
+        )
+        return r["secret"]  # type: ignore[no-any-return]
+
+
+class Workloads:
+    def __init__(self, t: Transport) -> None:
+        self._t = t
+
+    def create(
+        self, body: m.CreateWorkloadBody, *, timeout: Timeout = None, cancel: Cancel = None, idempotency_key: Key = None
+    ) -> m.Workload:
+        r = self._t.json(
+            "POST", "/v1/workloads", body=body, timeout=timeout, cancel=cancel, idempotency_key=idempotency_key
+        )
+        return r["workload"]  # type: ignore[no-any-return]
+
+    def get(self, name: str, *, timeout: Timeout = None, cancel: Cancel = None) -> m.Workload:
+        r = self._t.json("GET", f"/v1/workloads/{seg(name)}", timeout=timeout, cancel=cancel)
+        return r["workload"]  # type: ignore[no-any-return]
+
+    def list(
+        self, query: Optional[Mapping[str, QueryValue]] = None, *, timeout: Timeout = None, cancel: Cancel = None
+    ) -> Iterator[m.Workload]:
+        return pages(self._t, "/v1/workloads", query, "workloads", timeout, cancel)
+
+    def delete(
+        self, name: str, *, timeout: Timeout = None, cancel: Cancel = None, idempotency_key: Key = None
+    ) -> None:
+        self._t.json(
+            "DELETE", f"/v1/workloads/{seg(name)}", timeout=timeout, cancel=cancel, idempotency_key=idempotency_key
+        )
+
+    def set_launch_acl(
+        self, name: str, acl: Any, *, timeout: Timeout = None, cancel: Cancel = None, idempotency_key: Key = None
+    ) -> m.Workload:
+        r = self._t.json(
+            "PUT",
+            f"/v1/workloads/{seg(name)}/launch-acl",
+            body={"acl": acl},
+            timeout=timeout,
+            cancel=cancel,
+            idempotency_key=idempotency_key,
+        )
+        return r["workload"]  # type: ignore[no-any-return]
+
+    def add_federation(
+        self,
+        name: str,
+        body: Mapping[str, Any],
+        *,
+        timeout: Timeout = None,
+        cancel: Cancel = None,
+        idempotency_key: Key = None,
+    ) -> Any:
+        r = self._t.json(
+            "POST",
+            f"/v1/workloads/{seg(name)}/federation",
+            body=dict(body),
+            timeout=timeout,
+            cancel=cancel,
+            idempotency_key=idempotency_key,
+        )
+        return r["federation_config"]
+
+    def list_federation(
+        self, name: str, *, timeout: Timeout = None, cancel: Cancel = None
+    ) -> m.ListWorkloadFederationResponse:
+        return self._t.json(  # type: ignore[no-any-return]
+            "GET", f"/v1/workloads/{seg(name)}/federation", timeout=timeout, cancel=cancel
+        )
+
+    def remove_federation(
+        self,
+        name: str,
+        federation_id: str,
+        *,
+        timeout: Timeout = None,
+        cancel: Cancel = None,
+        idempotency_key: Key = None,
+    ) -> None:
+        self._t.json(
+            "DELETE",
+            f"/v1/workloads/{seg(name)}/federation/{seg(federation_id)}",
+            timeout=timeout,
+            cancel=cancel,
+            idempotency_key=idempotency_key,
+        )

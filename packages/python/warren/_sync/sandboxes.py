@@ -1,0 +1,353 @@
+# Generated from the async client by packages/python/tools/generate.py: do not edit.
+"""Sandboxes: ``warren.sandboxes.create(...)`` returns a Sandbox handle (wait, exec, files,
+stop, wake, snapshot, update, delete; as a context manager it deletes the sandbox)."""
+
+from __future__ import annotations
+
+import base64
+import re
+import time
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Iterator, Callable, Literal, Mapping, Optional, Sequence, Union, cast
+
+from .. import models as m
+from .._shared import CancelToken, ExecResult, QueryValue, exec_result, seg
+from ..errors import NotFoundError, SandboxStateError, WarrenError
+from .resources import pages
+from .transport import Transport
+
+Timeout = Optional[float]
+Cancel = Optional[CancelToken]
+Key = Optional[str]
+
+# States a sandbox never leaves by itself towards running.
+DEAD_STATES = frozenset({"failed", "terminated", "terminating", "quarantined"})
+WAIT_STEP_SECONDS = 25
+
+
+def _path(id: str) -> str:
+    return f"/v1/sandboxes/{seg(id)}"
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    name: str
+    path: str
+    type: Literal["file", "dir", "symlink", "other"]
+    size: int
+
+
+class Sandbox:
+    """A sandbox by id; ``record`` is the record as last read (create, get, list, wait_until and
+    refresh update it), ``run_id`` the ambient run receiving its telemetry (known after create)."""
+
+    def __init__(self, transport: Transport, id: str, record: Optional[m.SandboxRecord] = None) -> None:
+        self._t = transport
+        self.id = id
+        self.record = record
+        self.run_id: Optional[str] = None
+        self.files = SandboxFiles(self)
+        # Process handles (the processes issue, being built on another branch) belong here as
+        # `self.processes`; the file and stream routes of that issue will back `self.files`.
+
+    def __repr__(self) -> str:
+        return f"Sandbox({self.id!r}, state={self.state!r})"
+
+    @property
+    def state(self) -> Optional[str]:
+        return self.record["state"] if self.record else None
+
+    def refresh(self, *, timeout: Timeout = None, cancel: Cancel = None) -> m.SandboxRecord:
+        r = self._t.json("GET", _path(self.id), timeout=timeout, cancel=cancel)
+        self.record = r["sandbox"]
+        return r["sandbox"]  # type: ignore[no-any-return]
+
+    def wait_until(
+        self,
+        state: str,
+        *,
+        timeout: float = 300,
+        cancel: Cancel = None,
+        on_state: Optional[Callable[[str], None]] = None,
+        on_progress: Optional[Callable[[Mapping[str, Any]], None]] = None,
+    ) -> m.SandboxRecord:
+        """Long-polls GetSandbox until the sandbox is in ``state`` (``timeout`` seconds, 0: no
+        limit). Raises SandboxStateError when it reaches a state it will not leave towards it."""
+        deadline = time.monotonic() + timeout if timeout > 0 else None
+        last: Optional[str] = None
+        while True:
+            left = WAIT_STEP_SECONDS if deadline is None else int(deadline - time.monotonic() + 0.999)
+            polling = on_progress is not None and last in (None, "materializing") and state != "materializing"
+            # With a cancel token, shorter long-polls: a cancel is noticed between them.
+            step = max(1, min(1 if polling else (5 if cancel else WAIT_STEP_SECONDS), left))
+            r = self._t.json(
+                "GET", _path(self.id), query={"wait_state": state, "wait_timeout_seconds": step}, cancel=cancel
+            )
+            record = r["sandbox"]
+            self.record = record
+            seen = str(record["state"])
+            if seen != last and on_state:
+                on_state(seen)
+            if record.get("progress") and on_progress:
+                on_progress(record["progress"])
+            last = seen
+            if seen == state:
+                return record  # type: ignore[no-any-return]
+            if seen in DEAD_STATES and state not in DEAD_STATES:
+                reason = record.get("state_reason")
+                detail = f": {reason.get('code')}: {reason.get('message')}" if reason else ""
+                raise SandboxStateError(self.id, seen, f"sandbox {self.id} is {seen}{detail}", reason)
+            if deadline is not None and time.monotonic() >= deadline:
+                raise SandboxStateError(
+                    self.id, seen, f"sandbox {self.id} is still {seen} after {timeout} s", None, "sandbox_wait_timeout"
+                )
+
+    def exec(
+        self,
+        cmd: Sequence[str],
+        *,
+        timeout_seconds: Optional[int] = None,
+        secret_environment: Optional[Sequence[Mapping[str, str]]] = None,
+        timeout: Timeout = None,
+        cancel: Cancel = None,
+        idempotency_key: Key = None,
+    ) -> ExecResult:
+        """Runs ``cmd`` (argv, not a shell line); one Idempotency-Key covers every retry, so a
+        retried exec replays the recorded outcome instead of running twice."""
+        body: dict[str, Any] = {"cmd": list(cmd)}
+        if timeout_seconds is not None:
+            body["timeout_seconds"] = timeout_seconds
+        if secret_environment:
+            body["secret_environment"] = [dict(e) for e in secret_environment]
+        raw = self._t.json(
+            "POST", f"{_path(self.id)}:exec", body=body, timeout=timeout, cancel=cancel, idempotency_key=idempotency_key
+        )
+        return exec_result(raw)
+
+    def update(
+        self, body: m.UpdateSandboxBody, *, timeout: Timeout = None, cancel: Cancel = None, idempotency_key: Key = None
+    ) -> m.UpdateSandboxResponse:
+        return self._t.json(  # type: ignore[no-any-return]
+            "PATCH", _path(self.id), body=body, timeout=timeout, cancel=cancel, idempotency_key=idempotency_key
+        )
+
+    def stop(self, *, wait: bool = True, timeout: Timeout = None, cancel: Cancel = None) -> None:
+        """Asks for ``stopped``; ``wait`` (default) waits until it is."""
+        self.update({"state": "stopped"}, timeout=timeout, cancel=cancel)
+        if wait:
+            self.wait_until("stopped", cancel=cancel)
+
+    def wake(self, *, wait: bool = True, timeout: Timeout = None, cancel: Cancel = None) -> None:
+        """Asks for ``running`` again; ``wait`` (default) waits until it is."""
+        self.update({"state": "running"}, timeout=timeout, cancel=cancel)
+        if wait:
+            self.wait_until("running", cancel=cancel)
+
+    def snapshot(
+        self,
+        *,
+        name: Optional[str] = None,
+        wait_remote: Optional[bool] = None,
+        wait_timeout_seconds: Optional[int] = None,
+        timeout: Timeout = None,
+        cancel: Cancel = None,
+        idempotency_key: Key = None,
+    ) -> m.SnapshotResult:
+        body: dict[str, Any] = {}
+        if name is not None:
+            body["name"] = name
+        if wait_remote is not None:
+            body["wait_remote"] = wait_remote
+        if wait_timeout_seconds is not None:
+            body["wait_timeout_seconds"] = wait_timeout_seconds
+        return self._t.json(  # type: ignore[no-any-return]
+            "POST",
+            f"{_path(self.id)}:snapshot",
+            body=body,
+            timeout=timeout,
+            cancel=cancel,
+            idempotency_key=idempotency_key,
+        )
+
+    def ssh_token(
+        self, *, ttl_seconds: Optional[int] = None, timeout: Timeout = None, cancel: Cancel = None
+    ) -> m.IssueSshTokenResponse:
+        """A short-lived token that logs in to the SSH gateway as this sandbox (the SSH password)."""
+        body = {"ttl_seconds": ttl_seconds} if ttl_seconds is not None else {}
+        return self._t.json(  # type: ignore[no-any-return]
+            "POST", f"{_path(self.id)}:issueSshToken", body=body, timeout=timeout, cancel=cancel
+        )
+
+    def endpoint_token(
+        self, port: int, *, ttl_seconds: Optional[int] = None, timeout: Timeout = None, cancel: Cancel = None
+    ) -> m.IssueEndpointTokenResponse:
+        """A short-lived token that opens one port endpoint of this sandbox."""
+        body = {"ttl_seconds": ttl_seconds} if ttl_seconds is not None else {}
+        return self._t.json(  # type: ignore[no-any-return]
+            "POST", f"{_path(self.id)}/endpoints/{int(port)}:token", body=body, timeout=timeout, cancel=cancel
+        )
+
+    def delete(self, *, timeout: Timeout = None, cancel: Cancel = None, idempotency_key: Key = None) -> None:
+        """Deletes the sandbox (asynchronous on the server: it reads ``terminating`` until gone)."""
+        self._t.json("DELETE", _path(self.id), timeout=timeout, cancel=cancel, idempotency_key=idempotency_key)
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(
+        self, kind: Optional[type[BaseException]], value: Optional[BaseException], tb: Optional[TracebackType]
+    ) -> None:
+        try:
+            self.delete()
+        except NotFoundError:
+            pass
+
+
+# Argv entries are at most 4096 characters and a body at most 1 MiB by default: a write is
+# sent as base64 pieces of 4096 characters, at most WRITE_PIECES per exec.
+PIECE_CHARS = 4096
+WRITE_PIECES = 240
+# base64 from the image, else busybox's applet (minimal images link only some applets).
+B64 = 'b64() { if command -v base64 >/dev/null 2>&1; then base64 "$@"; else busybox base64 "$@"; fi; }; '
+_STAT_LINE = re.compile(r"^([0-9a-f]+) (\d+) (.*)$")
+
+
+class SandboxFiles:
+    """Files inside the sandbox, over exec (the API has no file route yet): ``base64`` (or
+    ``busybox base64``), ``sh`` and ``stat`` of the sandbox's own image. A read is capped by the
+    exec output cap (1 MiB of base64 by default, ~750 KiB of file)."""
+
+    def __init__(self, sandbox: Sandbox) -> None:
+        self._sandbox = sandbox
+
+    def _run(self, cmd: list[str], what: str, cancel: Cancel) -> str:
+        result = self._sandbox.exec(cmd, cancel=cancel)
+        if result.kind != "completed" or result.exit != 0 or result.truncated:
+            reason: str
+            if result.kind != "completed":
+                reason = result.kind
+            elif result.truncated:
+                reason = "output over the exec cap"
+            else:
+                reason = result.stderr.strip() or f"exit {result.exit}"
+            raise WarrenError(f"{what}: {reason}")
+        return result.stdout
+
+    def read(self, path: str, *, cancel: Cancel = None) -> bytes:
+        script = f'{B64}[ -f "$1" ] || {{ echo "not a file: $1" >&2; exit 1; }}; b64 < "$1"'
+        out = self._run(["sh", "-c", script, "sh", path], f"read {path}", cancel)
+        return base64.b64decode("".join(out.split()))
+
+    def read_text(self, path: str, *, cancel: Cancel = None) -> str:
+        return (self.read(path, cancel=cancel)).decode("utf-8")
+
+    def write(self, path: str, data: Union[str, bytes], *, cancel: Cancel = None) -> None:
+        encoded = base64.b64encode(data.encode() if isinstance(data, str) else data).decode()
+        pieces = [encoded[at : at + PIECE_CHARS] for at in range(0, len(encoded), PIECE_CHARS)] or [""]
+        for at in range(0, len(pieces), WRITE_PIECES):
+            redirect = ">" if at == 0 else ">>"
+            script = f'{B64}f=$1; shift; for p in "$@"; do printf %s "$p"; done | b64 -d {redirect} "$f"'
+            self._run(["sh", "-c", script, "sh", path, *pieces[at : at + WRITE_PIECES]], f"write {path}", cancel)
+
+    def list(self, path: str, *, cancel: Cancel = None) -> list[FileEntry]:
+        """The entries of directory ``path`` (not recursive; a name holding a newline is skipped)."""
+        script = (
+            'cd -- "$1" || exit 1; for f in * .*; do case "$f" in .|..) continue;; esac; '
+            '[ -e "$f" ] || [ -L "$f" ] || continue; stat -c "%f %s %n" -- "$f"; done'
+        )
+        out = self._run(["sh", "-c", script, "sh", path], f"list {path}", cancel)
+        base = path if path.endswith("/") else f"{path}/"
+        entries: list[FileEntry] = []
+        for line in out.split("\n"):
+            match = _STAT_LINE.match(line)
+            if not match:
+                continue
+            mode = int(match[1], 16) & 0o170000
+            kind: Literal["file", "dir", "symlink", "other"] = (
+                "dir" if mode == 0o040000 else "file" if mode == 0o100000 else "symlink" if mode == 0o120000 else "other"
+            )
+            entries.append(FileEntry(match[3], f"{base}{match[3]}", kind, int(match[2])))
+        return sorted(entries, key=lambda e: e.name)
+
+
+class Sandboxes:
+    def __init__(self, transport: Transport) -> None:
+        self._t = transport
+
+    def create(
+        self,
+        body: Optional[m.CreateSandboxBody] = None,
+        *,
+        wait: bool = True,
+        wait_timeout: float = 300,
+        on_state: Optional[Callable[[str], None]] = None,
+        on_progress: Optional[Callable[[Mapping[str, Any]], None]] = None,
+        timeout: Timeout = None,
+        cancel: Cancel = None,
+        idempotency_key: Key = None,
+    ) -> Sandbox:
+        """Creates a sandbox and (unless ``wait=False``) waits until it is running."""
+        created = self._t.json(
+            "POST", "/v1/sandboxes", body=body or {}, timeout=timeout, cancel=cancel, idempotency_key=idempotency_key
+        )
+        sandbox = Sandbox(self._t, str(created["id"]))
+        sandbox.run_id = created.get("run_id")
+        if wait:
+            sandbox.wait_until(
+                "running", timeout=wait_timeout, cancel=cancel, on_state=on_state, on_progress=on_progress
+            )
+        else:
+            sandbox.refresh(cancel=cancel)
+        return sandbox
+
+    def from_snapshot(
+        self,
+        snapshot_id: str,
+        body: Optional[m.CreateSandboxBody] = None,
+        *,
+        wait: bool = True,
+        wait_timeout: float = 300,
+        on_state: Optional[Callable[[str], None]] = None,
+        timeout: Timeout = None,
+        cancel: Cancel = None,
+        idempotency_key: Key = None,
+    ) -> Sandbox:
+        """Restores ``snapshot_id`` into a new sandbox (durable storage by default, as the contract says)."""
+        full = cast(m.CreateSandboxBody, {**(body or {}), "snapshot_id": snapshot_id})
+        return self.create(
+            full,
+            wait=wait,
+            wait_timeout=wait_timeout,
+            on_state=on_state,
+            timeout=timeout,
+            cancel=cancel,
+            idempotency_key=idempotency_key,
+        )
+
+    def get(self, id_or_name: str, *, timeout: Timeout = None, cancel: Cancel = None) -> Sandbox:
+        """A sandbox by id, or by name within the credential's project."""
+        r = self._t.json("GET", _path(id_or_name), timeout=timeout, cancel=cancel)
+        return Sandbox(self._t, str(r["sandbox"]["id"]), r["sandbox"])
+
+    def list(
+        self, query: Optional[Mapping[str, QueryValue]] = None, *, timeout: Timeout = None, cancel: Cancel = None
+    ) -> Iterator[Sandbox]:
+        """Every sandbox, newest first, fetching pages as the iteration goes."""
+        for record in pages(self._t, "/v1/sandboxes", query, "sandboxes", timeout, cancel):
+            yield Sandbox(self._t, str(record["id"]), record)
+
+
+class Snapshots:
+    def __init__(self, transport: Transport) -> None:
+        self._t = transport
+
+    def list(
+        self, query: Optional[Mapping[str, QueryValue]] = None, *, timeout: Timeout = None, cancel: Cancel = None
+    ) -> Iterator[m.SnapshotRecord]:
+        return pages(self._t, "/v1/snapshots", query, "snapshots", timeout, cancel)
+
+    def delete(self, id: str, *, timeout: Timeout = None, cancel: Cancel = None, idempotency_key: Key = None) -> None:
+        self._t.json(
+            "DELETE", f"/v1/snapshots/{seg(id)}", timeout=timeout, cancel=cancel, idempotency_key=idempotency_key
+        )
