@@ -1433,6 +1433,40 @@ class ExecSandboxResponseVariant3(TypedDict):
 ExecSandboxResponse = Union[ExecSandboxResponseVariant1, ExecSandboxResponseVariant2, ExecSandboxResponseVariant3]
 
 
+WriteSandboxFileResponse = Any
+
+
+StatSandboxFileResponse = Any
+
+
+class ListSandboxFilesResponse(TypedDict):
+    path: str
+    entries: list[Any]
+    truncated: bool
+
+
+class MakeSandboxDirectoryBody(TypedDict):
+    path: str
+    "Absolute path inside the sandbox (at most 4096 bytes; no NUL, no . or .. segment)"
+    mode: NotRequired[str]
+    "Octal permission bits, e.g. 644 or 0755"
+
+
+MakeSandboxDirectoryResponse = Any
+
+
+class RemoveSandboxFileBody(TypedDict):
+    path: str
+    "Absolute path inside the sandbox (at most 4096 bytes; no NUL, no . or .. segment)"
+    recursive: NotRequired[bool]
+
+
+RenameSandboxFileBody = TypedDict("RenameSandboxFileBody", {"from": str, "to": str, "overwrite": NotRequired[bool]})
+
+
+RenameSandboxFileResponse = Any
+
+
 class CreateSandboxSnapshotBody(TypedDict):
     name: NotRequired[str]
     wait_remote: NotRequired[bool]
@@ -1925,6 +1959,9 @@ class IssueEndpointTokenResponse(TypedDict):
     expires_at: str
 
 
+UploadSandboxArchiveResponse = Any
+
+
 SandboxRecord = GetSandboxResponseSandbox
 SnapshotRecord = ListSandboxSnapshotsResponseSnapshotsItem
 CreateSandboxResult = CreateSandboxResponse
@@ -1987,6 +2024,15 @@ OPERATIONS: dict[str, tuple[str, str]] = {
     "UpdateSandbox": ("PATCH", "/v1/sandboxes/{id}"),
     "DeleteSandbox": ("DELETE", "/v1/sandboxes/{id}"),
     "ExecSandbox": ("POST", "/v1/sandboxes/{id}:exec"),
+    "StreamExecSandbox": ("GET", "/v1/sandboxes/{id}/exec/stream"),
+    "ReadSandboxFile": ("GET", "/v1/sandboxes/{id}/files"),
+    "WriteSandboxFile": ("PUT", "/v1/sandboxes/{id}/files"),
+    "StatSandboxFile": ("GET", "/v1/sandboxes/{id}/files:stat"),
+    "ListSandboxFiles": ("GET", "/v1/sandboxes/{id}/files:list"),
+    "MakeSandboxDirectory": ("POST", "/v1/sandboxes/{id}/files:mkdir"),
+    "RemoveSandboxFile": ("POST", "/v1/sandboxes/{id}/files:remove"),
+    "RenameSandboxFile": ("POST", "/v1/sandboxes/{id}/files:rename"),
+    "WatchSandboxDirectory": ("GET", "/v1/sandboxes/{id}/files:watch"),
     "CreateSandboxSnapshot": ("POST", "/v1/sandboxes/{id}:snapshot"),
     "ListSandboxSnapshots": ("GET", "/v1/snapshots"),
     "DeleteSandboxSnapshot": ("DELETE", "/v1/snapshots/{id}"),
@@ -2016,4 +2062,5 @@ OPERATIONS: dict[str, tuple[str, str]] = {
     "IssueSshToken": ("POST", "/v1/sandboxes/{id}:issueSshToken"),
     "IssueEndpointToken": ("POST", "/v1/sandboxes/{id}/endpoints/{port}:token"),
     "GetMetrics": ("GET", "/metrics"),
+    "UploadSandboxArchive": ("POST", "/v1/sandboxes/{id}/files:upload"),
 }
