@@ -124,7 +124,6 @@ async function createAndShow(flags: CreateFlags, cmd: string[], g: GlobalOptions
 
 export function registerSandboxCommands(program: Command, action: (fn: Action) => (...args: unknown[]) => void) {
   const sandbox = program.command("sandbox").alias("sbx").description("sandboxes");
-  registerCp(sandbox, action);
 
   addCreateOptions(
     example(
@@ -330,6 +329,9 @@ export function registerSandboxCommands(program: Command, action: (fn: Action) =
         }
       }),
     );
+
+  // Last of the sandbox commands: the help and the completion list them in this order.
+  registerCp(sandbox, action);
 
   const snapshot = program.command("snapshot").description("sandbox snapshots");
   example(snapshot.command("list").description("list snapshots, newest first"), "warren snapshot list")
