@@ -50,6 +50,63 @@ describe("routing to the owner across hosts [postgres, s3]", () => {
     assert.ok(!(await containerIds(b)).includes(id));
   });
 
+  it("execs through B right after one it routed to A: the owner's row decides (a quarantine, another organization)", async () => {
+    // B remembers A as the owner for a second (known-owners.ts) and sends the next unkeyed
+    // exec straight there; A reads the row itself, so what was written since is seen at once.
+    const warm = await b.exec(id, ["true"]);
+    assert.equal(warm.status, 200, warm.raw);
+    const quarantine = await a.api("POST", `/v1/admin/sandboxes/${id}:quarantine`, { reason: "routing test" });
+    assert.equal(quarantine.status, 200, quarantine.raw);
+    const refused = await b.exec(id, ["true"]);
+    assert.equal(refused.status, 409, refused.raw);
+    assert.equal(refused.body.code, "quarantined", refused.raw);
+    const release = await a.api("POST", `/v1/admin/sandboxes/${id}:release`, {});
+    assert.equal(release.status, 200, release.raw);
+    const again = await b.exec(id, ["echo", "released"]);
+    assert.equal(again.status, 200, again.raw);
+    assert.equal(again.body.stdout, "released\n");
+    const org = await a.api("POST", "/v1/admin/organizations", { slug: "routing-other" });
+    assert.equal(org.status, 200, org.raw);
+    const other = await a.api("POST", "/v1/admin/api-keys", {
+      organization: "routing-other",
+      name: "owner",
+      kind: "user",
+      role: "owner",
+      email: "owner@routing-other.test",
+    });
+    assert.equal(other.status, 200, other.raw);
+    assert.equal((await b.exec(id, ["true"])).status, 200);
+    const foreign = await b.exec(id, ["true"], { authorization: `Bearer ${other.body.api_key}` });
+    assert.equal(foreign.status, 404, foreign.raw);
+    assert.equal(foreign.body.code, "not_found", foreign.raw);
+  });
+
+  it("an exec through B whose remembered owner no longer owns the row: refused not_owner there, answered from the row here, never run", async () => {
+    const warm = await b.exec(id, ["true"]);
+    assert.equal(warm.status, 200, warm.raw);
+    const [owner] = await (cluster as MultiHost).query<{ host_id: string }>(
+      "SELECT host_id FROM sandboxes WHERE id = $1",
+      [id],
+    );
+    // For a moment the row names a host that has no row (no server acts on it: the sweeper
+    // judges hosts rows, and A's reconciler only the rows that name A).
+    await (cluster as MultiHost).query("UPDATE sandboxes SET host_id = $2 WHERE id = $1", [
+      id,
+      "h_gone000000000000000000000",
+    ]);
+    let moved: Awaited<ReturnType<Host["exec"]>>;
+    try {
+      moved = await b.exec(id, ["sh", "-c", "echo ran >> /tmp/not-owner"]);
+    } finally {
+      await (cluster as MultiHost).query("UPDATE sandboxes SET host_id = $2 WHERE id = $1", [id, owner?.host_id]);
+    }
+    assert.equal(moved.status, 503, moved.raw);
+    assert.equal(moved.body.code, "host_unavailable", moved.raw);
+    const ran = await a.exec(id, ["sh", "-c", "cat /tmp/not-owner 2>/dev/null || echo none"]);
+    assert.equal(ran.body.stdout, "none\n", "the refused exec never ran");
+    assert.equal((await b.exec(id, ["true"])).status, 200, "B routes to A again once the row names it");
+  });
+
   it("a keyed exec through A, retried through B, replays A's outcome (it ran once)", async () => {
     const cmd = ["sh", "-c", "echo ran >> /tmp/keyed; echo ok"];
     const key = { "idempotency-key": "through-a-then-b" };

@@ -30,7 +30,9 @@ import {
   frame,
   GRANT_SCHEME,
   INTERNAL_PREFIX,
+  isNotOwnerRefusal,
   isReplayRefusal,
+  NotOwner,
   POOL_MEMBER_ID,
   type RoutedExecRequest,
   SESSION_HEADER,
@@ -195,6 +197,7 @@ export class NodeClient implements Pick<SandboxRuntime, "openSession" | "growWor
   private answerOf(error: unknown, operation: RoutedOperation, maybeDelivered: boolean): unknown {
     const lost = new NodeUnreachable("the connection to the owner host broke after the request went out", true);
     if (error instanceof RequestReplayed) return lost;
+    if (error instanceof NotOwner) return maybeDelivered ? lost : error;
     if (error instanceof NodeUnreachable) return maybeDelivered && !error.sent ? lost : error;
     if (!(error instanceof GrantRefused)) return error;
     if (maybeDelivered) return lost;
@@ -283,6 +286,7 @@ export class NodeClient implements Pick<SandboxRuntime, "openSession" | "growWor
           if (res.statusCode === 200) resolve((parsed as { result?: unknown }).result);
           else if (res.statusCode === 401) reject(new GrantRefused());
           else if (isReplayRefusal(parsed)) reject(new RequestReplayed());
+          else if (isNotOwnerRefusal(parsed)) reject(new NotOwner());
           else reject(decodeError(parsed));
         });
         res.on("error", () => undefined);

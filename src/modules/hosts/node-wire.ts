@@ -108,7 +108,8 @@ export interface RoutedForwardRequest {
 export type WireError =
   | { error: { code: string; message: string; retry_after_seconds?: number } }
   | { runtime_error: { code: string; message: string; permanent: boolean } }
-  | { replayed: { message: string } };
+  | { replayed: { message: string } }
+  | { not_owner: { message: string } };
 
 /**
  * The owner already accepted the grant of this request (a copy re-sent after a connection
@@ -126,9 +127,26 @@ export function isReplayRefusal(body: unknown): boolean {
   return typeof body === "object" && body !== null && "replayed" in body;
 }
 
+/**
+ * The sandbox row, read by the host a request was routed to, names another host: it ran
+ * nothing. Crosses as 409 `{"not_owner": {...}}`, so the routing server may read the row and
+ * route again (a request routed on what it remembered of the owner, exec-service.ts).
+ */
+export class NotOwner extends Error {
+  constructor() {
+    super("this host is not the sandbox's owner");
+    this.name = "NotOwner";
+  }
+}
+
+export function isNotOwnerRefusal(body: unknown): boolean {
+  return typeof body === "object" && body !== null && "not_owner" in body;
+}
+
 /** An error as it crosses: AppError and RuntimeError keep their codes; anything else is the node's fault. */
 export function encodeError(error: unknown): { status: number; body: WireError } {
   if (error instanceof GrantReplayed) return { status: 409, body: { replayed: { message: error.message } } };
+  if (error instanceof NotOwner) return { status: 409, body: { not_owner: { message: error.message } } };
   if (error instanceof AppError) {
     const retry = error.retryAfterSeconds;
     return {

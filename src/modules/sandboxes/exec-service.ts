@@ -14,12 +14,13 @@ import type { DeferringDb } from "../../store/deferred-writes.js";
 import type { GrantClaims } from "../hosts/grants.js";
 import { type HostGate, hostUnavailable } from "../hosts/membership.js";
 import { type NodeClient, NodeUnreachable } from "../hosts/node-client.js";
-import { decodeExecTarget, type RoutedExecRequest } from "../hosts/node-wire.js";
+import { decodeExecTarget, NotOwner, type RoutedExecRequest } from "../hosts/node-wire.js";
 import type { HostRouter } from "../hosts/router.js";
 import type { Credential } from "../identity/credential.js";
 import type { WarrenMetrics } from "../metrics/registry.js";
 import type { SecretService } from "../secrets/service.js";
 import type { ExecsInFlight } from "./execs-in-flight.js";
+import { KnownOwners } from "./known-owners.js";
 import { localRuntime } from "./local-runtime.js";
 import * as repo from "./repo.js";
 import { sandboxEventOf } from "./transitions.js";
@@ -78,6 +79,8 @@ export class ExecService {
   private readonly inFlight: ExecsInFlight<ExecResponse>;
   private readonly host: HostGate | null;
   private readonly router: HostRouter | null;
+  /** Owners of other hosts' sandboxes this server routed execs to lately (routing only: known-owners.ts). */
+  private readonly knownOwners = new KnownOwners();
 
   constructor(private readonly deps: ExecServiceDeps) {
     this.db = deps.db;
@@ -102,6 +105,10 @@ export class ExecService {
     idempotencyKey: string | undefined,
   ): Promise<ExecResponse> {
     checkArgv("cmd", input.cmd);
+    if (!idempotencyKey && !input.secret_environment?.length) {
+      const answer = await this.execOnKnownOwner(cred, id, input);
+      if (answer) return answer;
+    }
     const row = await this.loadTarget(cred, id);
     if (row.quarantined) throw new AppError("quarantined", "the sandbox is quarantined");
     // The caller's own grants, before anything else: a replay of an exec that released a
@@ -116,7 +123,11 @@ export class ExecService {
     // Run by the sandbox's owner: here, or routed to its internal API (docs/hosts.md "Routing").
     // A non-owner never spawns and never records: the owner claims the key and records the outcome.
     const route = this.router ? await this.router.runtimeOf(row) : null;
-    if (route?.remote) return this.execRouted(route.remote, row, input, env, idempotencyKey, requestHash);
+    if (route?.remote) {
+      if (row.host_id && row.host_epoch !== null)
+        this.knownOwners.remember(row.id, { orgId: row.org_id, hostId: row.host_id, epoch: row.host_epoch });
+      return this.execRouted(route.remote, row, input, env, idempotencyKey, requestHash);
+    }
     return this.execHere(cred.orgId, row, input, env, idempotencyKey, requestHash);
   }
 
@@ -139,6 +150,9 @@ export class ExecService {
   async execForRoute(claims: GrantClaims, request: RoutedExecRequest): Promise<ExecResponse> {
     const row = this.routedTarget(claims, request) ?? (await repo.getExecTarget(this.db, claims.sandboxId));
     if (!row || row.org_id !== claims.orgId) throw new AppError("not_found", "sandbox not found");
+    // Routed here on what the routing server remembered of the owner (or on a row since moved):
+    // it reads the row and routes again (nothing ran).
+    if (row.host_id !== this.host?.id) throw new NotOwner();
     if (row.quarantined) throw new AppError("quarantined", "the sandbox is quarantined");
     const input: ExecInput = { cmd: request.cmd, timeout_seconds: request.timeout_seconds };
     checkArgv("cmd", input.cmd);
@@ -204,6 +218,35 @@ export class ExecService {
     }
   }
 
+  /**
+   * An unkeyed exec without secrets sent at once to the owner this server found for the
+   * sandbox less than KNOWN_OWNER_MS ago, which reads the row and makes every check of it
+   * (known-owners.ts). Null when none is known, or when the owner ran nothing (not the owner
+   * any more, another epoch, not reached): the exec then goes the normal way.
+   */
+  private async execOnKnownOwner(cred: Credential, id: string, input: ExecInput): Promise<ExecResponse | null> {
+    if (!this.router || (cred.sandbox && cred.sandbox.sandboxId !== id)) return null;
+    const known = this.knownOwners.get(id, cred.orgId);
+    if (!known) return null;
+    const sandbox = { id, org_id: cred.orgId, host_id: known.hostId, host_epoch: known.epoch };
+    const route = await this.router.runtimeOf(sandbox).catch(() => null);
+    if (!route?.remote) {
+      this.knownOwners.forget(id);
+      return null;
+    }
+    try {
+      return await this.sendRouted(route.remote, input, {}, undefined, "", null);
+    } catch (error) {
+      const ranNothing =
+        error instanceof NotOwner ||
+        (error instanceof NodeUnreachable && !error.sent) ||
+        (error instanceof AppError && error.code === "host_unavailable");
+      if (!ranNothing) return this.routedFailure(route.remote, error, undefined);
+      this.knownOwners.forget(id);
+      return null;
+    }
+  }
+
   /** An exec on the owner's internal API: its answer, or host_unavailable when it may retry (indeterminate when not). */
   private async execRouted(
     remote: NodeClient,
@@ -213,26 +256,45 @@ export class ExecService {
     idempotencyKey: string | undefined,
     requestHash: string,
   ): Promise<ExecResponse> {
-    const timeoutSeconds = input.timeout_seconds ?? this.defaults.execTimeoutSeconds;
     try {
-      return (await remote.exec(
-        {
-          cmd: input.cmd,
-          env,
-          timeout_seconds: input.timeout_seconds,
-          idempotency_key: idempotencyKey,
-          request_hash: requestHash,
-          ...(idempotencyKey ? {} : { target: { ...row, finished_at: row.finished_at?.toISOString() ?? null } }),
-        },
-        (timeoutSeconds + ROUTED_EXEC_SLACK_SECONDS) * 1000,
-      )) as ExecResponse;
+      return await this.sendRouted(remote, input, env, idempotencyKey, requestHash, idempotencyKey ? null : row);
     } catch (error) {
-      if (!(error instanceof NodeUnreachable)) throw error;
-      this.log.warn({ host_id: remote.hostId, err: error.message, sent: error.sent }, "a routed exec lost its owner");
-      // Not sent, or under a key (the owner's record decides, and a retry replays it): retry.
-      if (!error.sent || idempotencyKey) throw hostUnavailable();
-      return { indeterminate: {}, stdout: "", stderr: "", truncated: false };
+      // The row moved to another host since it was read here: nothing ran, the caller retries.
+      if (error instanceof NotOwner) throw hostUnavailable();
+      return this.routedFailure(remote, error, idempotencyKey);
     }
+  }
+
+  /** The routed request; `target` the row read here (the owner then skips its read: routedTarget). */
+  private async sendRouted(
+    remote: NodeClient,
+    input: ExecInput,
+    env: Record<string, string>,
+    idempotencyKey: string | undefined,
+    requestHash: string,
+    target: repo.ExecTarget | null,
+  ): Promise<ExecResponse> {
+    const timeoutSeconds = input.timeout_seconds ?? this.defaults.execTimeoutSeconds;
+    return (await remote.exec(
+      {
+        cmd: input.cmd,
+        env,
+        timeout_seconds: input.timeout_seconds,
+        idempotency_key: idempotencyKey,
+        request_hash: requestHash,
+        ...(target ? { target: { ...target, finished_at: target.finished_at?.toISOString() ?? null } } : {}),
+      },
+      (timeoutSeconds + ROUTED_EXEC_SLACK_SECONDS) * 1000,
+    )) as ExecResponse;
+  }
+
+  /** A routed exec that failed: host_unavailable when the caller may retry, indeterminate when it may have run. */
+  private routedFailure(remote: NodeClient, error: unknown, idempotencyKey: string | undefined): ExecResponse {
+    if (!(error instanceof NodeUnreachable)) throw error;
+    this.log.warn({ host_id: remote.hostId, err: error.message, sent: error.sent }, "a routed exec lost its owner");
+    // Not sent, or under a key (the owner's record decides, and a retry replays it): retry.
+    if (!error.sent || idempotencyKey) throw hostUnavailable();
+    return { indeterminate: {}, stdout: "", stderr: "", truncated: false };
   }
 
   private async execHere(
