@@ -319,11 +319,11 @@ describe("sandbox files", () => {
     });
     assert.equal(res.statusCode, 200);
     res.pause();
-    // The sandbox's `head` still runs while nobody reads: the server took no more than its
+    // The sandbox's `dd` still runs while nobody reads: the server took no more than its
     // socket and one chunk (a sleep that only proves an absence: a buffering server would
     // have drained 48 MiB long before).
     await new Promise((resolve) => setTimeout(resolve, 3000));
-    const ps = await exec("ps -o args | grep -c '[b]usybox head' || true");
+    const ps = await exec("ps -o args | grep -c '[b]usybox dd' || true");
     assert.equal(ps.stdout.trim(), "1", "the reader in the sandbox is held");
     const { createHash } = await import("node:crypto");
     const hash = createHash("md5");

@@ -65,7 +65,7 @@ set -- $($B stat -L -c '%f %s' /proc/self/fd/3)
 [ -n "$2" ] || exit 1
 case $(( 0x$1 & 0xF000 )) in 32768) ;; *) exit ${FILE_EXIT.wrongType} ;; esac
 echo "f $2"
-exec $B head -c "$2" <&3
+exec $B dd bs=65536 count="$2" iflag=count_bytes <&3 2>/dev/null
 `;
 
 /** $1 path: its stat record (not following a symlink), then a symlink's target. */

@@ -2,6 +2,7 @@
 // (node-client.ts) and its listener (src/http/internal/): paths, how an error crosses, and
 // the frames of a session stream.
 import { type PoolRequest, RuntimeError, type RuntimeErrorCode } from "../../drivers/runtime/interface.js";
+import { joinFirst } from "../../lib/chunk-list.js";
 import { AppError, ERROR_CODES, type ErrorCode, invalid } from "../../lib/errors.js";
 
 export const INTERNAL_PREFIX = "/internal/v1/sandboxes/";
@@ -204,21 +205,31 @@ export function frame(type: number, payload: Buffer = Buffer.alloc(0)): Buffer {
   return Buffer.concat([head, payload]);
 }
 
-/** Splits a byte stream into frames; throws on a frame larger than MAX_FRAME_BYTES. */
+/** Splits a byte stream into frames; throws on a frame larger than MAX_FRAME_BYTES. Each byte is copied at most once. */
 export class FrameReader {
-  private buffered: Buffer = Buffer.alloc(0);
+  private chunks: Buffer[] = [];
+  private size = 0;
 
   constructor(private readonly onFrame: (type: number, payload: Buffer) => void) {}
 
   push(data: Buffer): void {
-    this.buffered = this.buffered.length === 0 ? data : Buffer.concat([this.buffered, data]);
-    while (this.buffered.length >= 5) {
-      const length = this.buffered.readUInt32BE(1);
+    if (data.length > 0) {
+      this.chunks.push(data);
+      this.size += data.length;
+    }
+    while (this.size >= 5) {
+      let head = this.chunks[0] as Buffer;
+      if (head.length < 5) head = joinFirst(this.chunks, 5);
+      const length = head.readUInt32BE(1);
       if (length > MAX_FRAME_BYTES) throw new Error("a session frame is larger than allowed");
-      if (this.buffered.length < 5 + length) return;
-      const type = this.buffered.readUInt8(0);
-      const payload = this.buffered.subarray(5, 5 + length);
-      this.buffered = this.buffered.subarray(5 + length);
+      if (this.size < 5 + length) return;
+      if (head.length < 5 + length) head = joinFirst(this.chunks, 5 + length);
+      const type = head.readUInt8(0);
+      const payload = head.subarray(5, 5 + length);
+      const rest = head.subarray(5 + length);
+      if (rest.length > 0) this.chunks[0] = rest;
+      else this.chunks.shift();
+      this.size -= 5 + length;
       this.onFrame(type, payload);
     }
   }

@@ -71,8 +71,8 @@
 #define MAX_STRINGS 65536
 #define CHUNK 65536
 #define DRAIN_GRACE_MS 200
-#define SESSION_WINDOW (256u << 10)
-#define SESSION_INPUT (64u << 10)
+#define SESSION_WINDOW (1024u << 10)
+#define SESSION_INPUT (512u << 10)
 #define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 struct exec {

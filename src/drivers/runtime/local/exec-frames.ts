@@ -1,6 +1,7 @@
 // The exec agent's wire protocol (documented at the top of exec-agent.c): frames of u32 exec
 // id, u8 type, u32 length and payload, the encoding of a run request, and a decoder that
 // refuses an oversized frame from the (hostile) agent before holding its bytes.
+import { joinFirst } from "../../../lib/chunk-list.js";
 export const FRAME_HEADER = 9;
 /** The largest payload the agent accepts (MAX_PAYLOAD in exec-agent.c). */
 export const MAX_REQUEST_PAYLOAD = 4 << 20;
@@ -101,7 +102,7 @@ export class FrameDecoder {
     }
     while (this.size >= FRAME_HEADER) {
       let head = this.chunks[0] as Buffer;
-      if (head.length < FRAME_HEADER) head = this.merge();
+      if (head.length < FRAME_HEADER) head = joinFirst(this.chunks, FRAME_HEADER);
       const length = head.readUInt32LE(5);
       if (length > this.maxPayload) {
         this.chunks = [];
@@ -109,7 +110,7 @@ export class FrameDecoder {
         throw new FrameError(`a frame of ${length} bytes (at most ${this.maxPayload})`);
       }
       if (this.size < FRAME_HEADER + length) break;
-      if (head.length < FRAME_HEADER + length) head = this.merge();
+      if (head.length < FRAME_HEADER + length) head = joinFirst(this.chunks, FRAME_HEADER + length);
       frames.push({
         execId: head.readUInt32LE(0),
         type: String.fromCharCode(head[4] as number),
@@ -126,11 +127,5 @@ export class FrameDecoder {
   /** Bytes of an incomplete frame held back. */
   get buffered(): number {
     return this.size;
-  }
-
-  private merge(): Buffer {
-    const all = Buffer.concat(this.chunks, this.size);
-    this.chunks = [all];
-    return all;
   }
 }

@@ -180,7 +180,13 @@ describe("a hostile agent's session frames", { timeout: 30_000 }, () => {
     ["an acknowledgement of input never sent", (execId) => encodeFrame(execId, "a", Buffer.from([1, 0, 0, 0]))],
     [
       "output far beyond the window",
-      (execId) => Buffer.concat(Array.from({ length: 40 }, () => encodeFrame(execId, "O", Buffer.alloc(64 << 10)))),
+      // The window and the slack the host allows past it (33 chunks), then 8 chunks more.
+      (execId) =>
+        Buffer.concat(
+          Array.from({ length: SESSION_WINDOW / (64 << 10) + 33 + 8 }, () =>
+            encodeFrame(execId, "O", Buffer.alloc(64 << 10)),
+          ),
+        ),
     ],
     ["a done before the exit", (execId) => encodeFrame(execId, "D")],
   ];

@@ -9,16 +9,16 @@ import type { SandboxSession, SessionHandlers, SessionRequest } from "../interfa
 import { encodeFrame, type Frame } from "./exec-frames.js";
 
 /** SESSION_WINDOW in exec-agent.c. */
-export const SESSION_WINDOW = 256 << 10;
+export const SESSION_WINDOW = 1024 << 10;
 /** SESSION_INPUT in exec-agent.c. */
-export const SESSION_INPUT = 64 << 10;
+export const SESSION_INPUT = 512 << 10;
 /**
  * Output the agent may send beyond the window: the chunk that crossed it, plus the drain
  * after the exit (at most 16 chunks per stream, read without looking at the window).
  */
 const OUTPUT_SLACK = 33 * (64 << 10);
 /** Input queued on the host before write() asks its caller to wait for onDrain. */
-const HOST_INPUT_HIGH_WATER = 256 << 10;
+const HOST_INPUT_HIGH_WATER = 1024 << 10;
 const MAX_FAILURE_MESSAGE = 8191;
 
 /** The 'S' payload: u32 flags (1: terminal), u32 rows, u32 cols, then an 'R' payload. */
