@@ -3,11 +3,19 @@
 // contract group; execStream over `ws` and volumes.push over the file system.
 // A browser bundle gets browser.ts instead (package.json's "browser" condition).
 import { WarrenClient, type WarrenOptions } from "./client.js";
+import type { VolumePusher } from "./resources.js";
 import { openNodeSocket } from "./socket-node.js";
-import { pushVolume } from "./volume-push.js";
+import type { PushOptions, PushResult } from "./volume-push.js";
 
 export * from "./client.js";
-export { pushDirectory } from "./volume-push.js";
+
+// The volume push (and its native BLAKE3) is loaded by the first push, not by every client.
+const pushVolume: VolumePusher = async (...args) => (await import("./volume-push.js")).pushVolume(...args);
+
+/** Pushes a directory as a volume's new version (volume-push.ts; loaded on first use). */
+export async function pushDirectory(options: PushOptions): Promise<PushResult> {
+  return (await import("./volume-push.js")).pushDirectory(options);
+}
 
 export class Warren extends WarrenClient {
   constructor(options: WarrenOptions = {}) {
