@@ -102,3 +102,20 @@ def test_async_tail_resumes_and_push_caches(api_url: str, owner_key: str, proxy:
             assert (first.uploaded_blobs, again.uploaded_blobs, again.reused_files) == (1, 0, 1)
 
     asyncio.run(main())
+
+
+def test_async_sandbox_files(api_url: str, owner_key: str) -> None:
+    async def main() -> None:
+        async with warren.AsyncWarren(owner_key, api_url) as w:
+            async with await w.sandboxes.create({"command": ["sleep", "3600"], "network_access": "none"}) as sbx:
+                info = await sbx.files.upload("/workspace/a/b.txt", "async file\n")
+                assert info["type"] == "file"
+                assert await sbx.files.read_text("/workspace/a/b.txt") == "async file\n"
+                assert [e.name for e in await sbx.files.list("/workspace/a")] == ["b.txt"]
+                await sbx.files.rename("/workspace/a/b.txt", "/workspace/a/c.txt")
+                assert (await sbx.files.stat("/workspace/a/c.txt"))["size"] == "11"
+                await sbx.files.remove("/workspace/a", recursive=True)
+                with pytest.raises(warren.NotFoundError):
+                    await sbx.files.stat("/workspace/a")
+
+    asyncio.run(main())

@@ -45,9 +45,12 @@ def test_models_change_with_the_document() -> None:
     gen = _generator()
     doc = json.loads(gen.OPENAPI.read_text())
     doc["paths"]["/v1/whoami"]["get"]["operationId"] = "WhoAmIRenamed"
+    doc["components"]["schemas"]["WhoAmI"]["properties"]["extra_field"] = {"type": "string"}
     text = gen.models_text(doc)
-    assert "class WhoAmIRenamedResponse(TypedDict):" in text
-    assert "class WhoAmIResponse(" not in text
+    # The answer is the named schema WhoAmI: the operation's name is an alias of it.
+    assert "WhoAmIRenamedResponse = WhoAmI" in text
+    assert "WhoAmIResponse" not in text
+    assert "    extra_field: NotRequired[str]" in text
 
 
 def test_sse_parser_frames_ids_events_and_bounds() -> None:
