@@ -11,23 +11,13 @@
 import { mkdir, readFile, rename, stat, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { build, type Metafile, type Plugin } from "esbuild";
-import { buildWorkerBundles, PROJECT_DIR } from "./server-bundle.js";
+import { buildWorkerBundles, NODE_BUNDLE, PROJECT_DIR } from "./server-bundle.js";
 
 export const CLI_DIST = path.join(PROJECT_DIR, "packages", "cli", "dist");
 export const CLI_INPUTS = path.join(CLI_DIST, "inputs.json");
 const ADMIN_CLIENT = "admin-client.mjs";
 
-const COMMON = {
-  bundle: true,
-  platform: "node",
-  format: "esm",
-  target: "node20",
-  packages: "external",
-  sourcemap: "linked",
-  logLevel: "warning",
-  write: false,
-  metafile: true,
-} as const;
+const COMMON = { ...NODE_BUNDLE, write: false, metafile: true } as const;
 
 /** src/cli/admin.ts's `import("./admin-client.js")`: the admin client's own bundle at run time. */
 const adminClientApart: Plugin = {

@@ -11,7 +11,8 @@ export const PROJECT_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.u
 /** Must stay inside the project: the server finds migrations/ and its other files from it. */
 export const SERVER_BUNDLE = path.join(PROJECT_DIR, "build", "warren.mjs");
 
-const COMMON = {
+/** How every bundle of this project is built (the CLI's too: scripts/cli-bundle.ts). */
+export const NODE_BUNDLE = {
   bundle: true,
   platform: "node",
   format: "esm",
@@ -23,7 +24,7 @@ const COMMON = {
 
 export async function buildServerBundle(outfile = SERVER_BUNDLE): Promise<string> {
   await Promise.all([
-    build({ ...COMMON, entryPoints: [path.join(PROJECT_DIR, "src", "main.ts")], outfile }),
+    build({ ...NODE_BUNDLE, entryPoints: [path.join(PROJECT_DIR, "src", "main.ts")], outfile }),
     buildWorkerBundles(outfile),
   ]);
   return outfile;
@@ -36,7 +37,7 @@ export async function buildServerBundle(outfile = SERVER_BUNDLE): Promise<string
  */
 export async function buildWorkerBundles(outfile: string): Promise<void> {
   const worker = (parts: string[], file: string) =>
-    build({ ...COMMON, entryPoints: [path.join(PROJECT_DIR, ...parts)], outfile: file });
+    build({ ...NODE_BUNDLE, entryPoints: [path.join(PROJECT_DIR, ...parts)], outfile: file });
   await Promise.all([
     // The replication worker thread (src/modules/snapshots/replication/threaded.ts, workerBundle()).
     worker(["src", "modules", "snapshots", "replication", "worker.ts"], workerBundle(outfile)),
