@@ -119,3 +119,20 @@ def test_async_sandbox_files(api_url: str, owner_key: str) -> None:
                     await sbx.files.stat("/workspace/a")
 
     asyncio.run(main())
+
+
+def test_async_exec_stream(api_url: str, owner_key: str) -> None:
+    async def main() -> None:
+        async with warren.AsyncWarren(owner_key, api_url) as w:
+            async with await w.sandboxes.create({"command": ["sleep", "3600"], "network_access": "none"}) as sbx:
+                stream = await sbx.exec_stream(["sh", "-c", "read a; echo $a; echo e >&2; exit 3"])
+                await stream.write("streamed\n")
+                await stream.close_stdin()
+                chunks = [chunk async for chunk in stream.output()]
+                assert b"".join(c for s, c in chunks if s == "stdout") == b"streamed\n"
+                assert b"".join(c for s, c in chunks if s == "stderr") == b"e\n"
+                assert await stream.wait() == warren.ExecStreamResult("completed", 3)
+                with pytest.raises(warren.SpawnFailedError):
+                    await sbx.exec_stream(["/no/such/binary"])
+
+    asyncio.run(main())

@@ -235,3 +235,28 @@ def test_sandbox_files_over_the_file_api(client: warren.Warren, tmp_path: Path) 
                 token.cancel()
                 break
         assert seen[0] == "ready" and "created" in seen
+
+
+def test_sandbox_exec_stream(client: warren.Warren) -> None:
+    with client.sandboxes.create({"command": ["sleep", "3600"], "network_access": "none"}) as sbx:
+        stream = sbx.exec_stream(
+            ["sh", "-c", 'read line; echo "got $line"; echo oops >&2; cat; exit 4'], env={"GREETING": "hi"}, stdin="hello\nrest\n"
+        )
+        out = bytearray()
+        err = bytearray()
+        for name, chunk in stream.output():
+            (out if name == "stdout" else err).extend(chunk)
+        assert (bytes(out), bytes(err)) == (b"got hello\nrest\n", b"oops\n")
+        assert stream.wait() == warren.ExecStreamResult("completed", 4)
+        echo = sbx.exec_stream(["sh", "-c", 'echo "$GREETING from $(pwd)"'], env={"GREETING": "hi"}, cwd="/tmp")
+        assert echo.wait().exit == 0 and bytes(echo.stdout) == b"hi from /tmp\n"
+        binary = bytes(range(256)) * 256
+        cat = sbx.exec_stream(["cat"], stdin=binary)
+        assert cat.wait().kind == "completed" and bytes(cat.stdout) == binary
+        slow = sbx.exec_stream(["sleep", "60"], timeout_seconds=1)
+        assert slow.wait().kind == "timed_out"
+        with pytest.raises(warren.SpawnFailedError):
+            sbx.exec_stream(["/no/such/binary"])
+        sbx.stop()
+        with pytest.raises(warren.SandboxNotRunningError):
+            sbx.exec_stream(["true"])

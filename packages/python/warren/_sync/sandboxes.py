@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import time
 from types import TracebackType
-from typing import Any, Iterator, Callable, Mapping, Optional, Sequence, cast
+from typing import Any, Iterator, Callable, Mapping, Optional, Sequence, Union, cast
 
 from .. import models as m
 from .._shared import CancelToken, ExecResult, QueryValue, exec_result, seg
 from ..errors import NotFoundError, SandboxStateError
+from .exec_stream import ExecStream
 from .files import SandboxFiles
 from .resources import pages
 from .transport import Transport
@@ -114,6 +115,39 @@ class Sandbox:
             "POST", f"{_path(self.id)}:exec", body=body, timeout=timeout, cancel=cancel, idempotency_key=idempotency_key
         )
         return exec_result(raw)
+
+    def exec_stream(
+        self,
+        cmd: Sequence[str],
+        *,
+        env: Optional[Mapping[str, str]] = None,
+        cwd: Optional[str] = None,
+        tty: Optional[tuple[int, int]] = None,
+        timeout_seconds: Optional[int] = None,
+        secret_environment: Optional[Sequence[Mapping[str, str]]] = None,
+        stdin: Union[str, bytes, None] = None,
+        connect_timeout: Optional[float] = 30.0,
+    ) -> ExecStream:
+        """Runs ``cmd`` over the streaming exec: output as it comes, stdin, an optional terminal
+        (``tty=(rows, cols)``). ``stdin`` is written and closed at once. Not retried: a stream
+        that broke may have run."""
+        start: dict[str, Any] = {"cmd": list(cmd)}
+        if env:
+            start["env"] = dict(env)
+        if cwd:
+            start["cwd"] = cwd
+        if tty:
+            start["tty"] = {"rows": tty[0], "cols": tty[1]}
+        if timeout_seconds is not None:
+            start["timeout_seconds"] = timeout_seconds
+        if secret_environment:
+            start["secret_environment"] = [dict(e) for e in secret_environment]
+        url = f"{self._t.base_url}{_path(self.id)}/exec/stream"
+        stream = ExecStream.open(url, self._t.api_key, start, timeout=connect_timeout)
+        if stdin is not None:
+            stream.write(stdin)
+            stream.close_stdin()
+        return stream
 
     def update(
         self, body: m.UpdateSandboxBody, *, timeout: Timeout = None, cancel: Cancel = None, idempotency_key: Key = None
