@@ -11,6 +11,7 @@ import path from "node:path";
 import { describe, it } from "node:test";
 import { promisify } from "node:util";
 import openapiTS, { astToString } from "openapi-typescript";
+import { assertTypeChecks } from "./support/typecheck.js";
 
 const run = promisify(execFile);
 const ROOT = path.resolve(import.meta.dirname, "..");
@@ -175,31 +176,12 @@ export async function walkthrough(): Promise<string> {
 }
 `,
       );
-      await writeFile(
-        path.join(dir, "tsconfig.json"),
-        JSON.stringify({
-          compilerOptions: {
-            strict: true,
-            noEmit: true,
-            target: "ES2022",
-            module: "NodeNext",
-            moduleResolution: "NodeNext",
-            exactOptionalPropertyTypes: true,
-            noUncheckedIndexedAccess: true,
-            skipLibCheck: false,
-            types: [],
-          },
-          files: ["client.ts"],
-        }),
-      );
-      const tsc = await run(
-        process.execPath,
-        [path.join(ROOT, "node_modules", "typescript", "bin", "tsc"), "-p", dir],
-        {
-          cwd: dir,
-        },
-      ).catch((error: { stdout?: string; message: string }) => assert.fail(error.stdout || error.message));
-      assert.equal(tsc.stdout, "");
+      await assertTypeChecks(dir, ["client.ts"], {
+        exactOptionalPropertyTypes: true,
+        noUncheckedIndexedAccess: true,
+        skipLibCheck: false,
+        types: [],
+      });
     } finally {
       await rm(dir, { recursive: true, force: true });
     }

@@ -12,6 +12,7 @@ import { after, before, describe, it } from "node:test";
 import { promisify } from "node:util";
 import { build } from "esbuild";
 import { type ApiServer, startApiServer } from "./support/sdk-server.js";
+import { assertTypeChecks } from "./support/typecheck.js";
 
 const run = promisify(execFile);
 const ROOT = path.resolve(import.meta.dirname, "..");
@@ -111,24 +112,7 @@ export const isApiError = (e: unknown): e is WarrenApiError => e instanceof Warr
 export const wrong: Schema<"SandboxState"> = "paused";
 `,
     );
-    await writeFile(
-      path.join(project, "tsconfig.json"),
-      JSON.stringify({
-        compilerOptions: {
-          strict: true,
-          noEmit: true,
-          target: "ES2022",
-          module: "NodeNext",
-          moduleResolution: "NodeNext",
-          typeRoots: [path.join(MODULES, "@types")],
-          types: ["node"],
-        },
-        files: ["consumer.ts"],
-      }),
-    );
-    await run(process.execPath, [path.join(MODULES, "typescript", "bin", "tsc"), "-p", project], {
-      cwd: project,
-    }).catch((error: { stdout?: string; message: string }) => assert.fail(error.stdout || error.message));
+    await assertTypeChecks(project, ["consumer.ts"], { typeRoots: [path.join(MODULES, "@types")], types: ["node"] });
   });
 
   it("bundles for the browser with no Node built-in and no Node-only dependency", async () => {
