@@ -7,7 +7,7 @@ NODE := node --import tsx
 DEPS_STAMP := node_modules/.package-lock.json
 APT_INSTALL := DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends
 
-.PHONY: run build test deps runtime-deps test-deps typecheck lint format openapi sdk-types cli bench admin offline-image
+.PHONY: run build test deps runtime-deps test-deps typecheck lint format openapi sdk-types sdk cli bench admin offline-image
 
 # `npm ci` only: it installs exactly the lock and never rewrites it (a refused `npm ci` means
 # package.json and the lock disagree; regenerate the lock with `npm install`, on purpose, and
@@ -57,14 +57,17 @@ test-deps: runtime-deps
 # loader it is ready ~0.8 s sooner. Rebuilt on every run (0.3 s), so it is never stale.
 build: deps
 	$(NODE) scripts/build-server.ts
+	$(NODE) scripts/cli-bundle.ts
 
-# The `warren` command (packages/cli): a two-line wrapper in $(BIN_DIR) that runs this
-# checkout's CLI with node (the CLI registers tsx itself). `npx warren` works in the repo
-# without it (the root package.json's "bin"). Written only when absent or already this
-# checkout's: another checkout's command is left alone (remove it to take it over).
+# The `warren` command (packages/cli): the CLI compiled to JavaScript (scripts/cli-bundle.ts,
+# packages/cli/dist: plain node, no TypeScript loader) and a two-line wrapper in $(BIN_DIR)
+# that runs this checkout's bin with node. `npx warren` works in the repo without it (the root
+# package.json's "bin"; sources newer than the build run through tsx). Written only when absent
+# or already this checkout's: another checkout's command is left alone (remove it to take it over).
 BIN_DIR ?= /usr/local/bin
 CLI_ENTRY := $(CURDIR)/packages/cli/bin/warren.mjs
 cli: deps
+	$(NODE) scripts/cli-bundle.ts
 	@mkdir -p $(BIN_DIR)
 	@if [ -e $(BIN_DIR)/warren ] && ! grep -qF '"$(CLI_ENTRY)"' $(BIN_DIR)/warren; then \
 	  other=$$(sed -n 's/^exec node "\(.*\)" .*/\1/p' $(BIN_DIR)/warren); \
@@ -114,6 +117,13 @@ openapi: deps
 
 sdk-types: deps
 	$(NODE) scripts/write-sdk-types.ts
+
+# @warren/sdk as a package: packages/sdk/dist (ESM JavaScript, .d.ts, source maps) and its
+# tarball in build/ (`npm install ./build/warren-sdk-0.1.0.tgz` in a project). The repository's
+# own code (the CLI, the tests) imports the SDK's sources, so nothing here needs the build.
+sdk: deps
+	@mkdir -p build
+	cd packages/sdk && npm pack --pack-destination ../../build
 
 bench: deps
 	$(NODE) bench/run.ts

@@ -11,45 +11,43 @@ export const PROJECT_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.u
 /** Must stay inside the project: the server finds migrations/ and its other files from it. */
 export const SERVER_BUNDLE = path.join(PROJECT_DIR, "build", "warren.mjs");
 
+/** How every bundle of this project is built (the CLI's too: scripts/cli-bundle.ts). */
+export const NODE_BUNDLE = {
+  bundle: true,
+  platform: "node",
+  format: "esm",
+  target: "node20",
+  packages: "external",
+  sourcemap: "linked",
+  logLevel: "warning",
+} as const;
+
 export async function buildServerBundle(outfile = SERVER_BUNDLE): Promise<string> {
-  const common = {
-    bundle: true,
-    platform: "node",
-    format: "esm",
-    target: "node20",
-    packages: "external",
-    sourcemap: "linked",
-    logLevel: "warning",
-  } as const;
-  // The replication worker thread's module: a second entry, beside the bundle under the name
-  // src/modules/snapshots/replication/threaded.ts looks for (workerBundle()).
   await Promise.all([
-    build({ ...common, entryPoints: [path.join(PROJECT_DIR, "src", "main.ts")], outfile }),
-    build({
-      ...common,
-      entryPoints: [path.join(PROJECT_DIR, "src", "modules", "snapshots", "replication", "worker.ts")],
-      outfile: workerBundle(outfile),
-    }),
-    // The telemetry replica's thread on the embedded store (src/modules/telemetry/replica.ts).
-    build({
-      ...common,
-      entryPoints: [path.join(PROJECT_DIR, "src", "modules", "telemetry", "replica-worker.ts")],
-      outfile: telemetryWorkerBundle(outfile),
-    }),
-    // The volume manifest parser's thread (src/modules/volumes/manifest-parser.ts).
-    build({
-      ...common,
-      entryPoints: [path.join(PROJECT_DIR, "src", "modules", "volumes", "manifest-worker.ts")],
-      outfile: manifestWorkerBundle(outfile),
-    }),
-    // The image layer unpack thread (src/drivers/runtime/image/unpack-thread.ts).
-    build({
-      ...common,
-      entryPoints: [path.join(PROJECT_DIR, "src", "drivers", "runtime", "image", "unpack-worker.ts")],
-      outfile: unpackWorkerBundle(outfile),
-    }),
+    build({ ...NODE_BUNDLE, entryPoints: [path.join(PROJECT_DIR, "src", "main.ts")], outfile }),
+    buildWorkerBundles(outfile),
   ]);
   return outfile;
+}
+
+/**
+ * The worker threads' modules beside a bundle `outfile` of code that starts them (the server,
+ * or the CLI's admin client), under the names their starters look for: a worker thread is
+ * `<bundle>.<kind>-worker.mjs` next to the bundle its starter was bundled into.
+ */
+export async function buildWorkerBundles(outfile: string): Promise<void> {
+  const worker = (parts: string[], file: string) =>
+    build({ ...NODE_BUNDLE, entryPoints: [path.join(PROJECT_DIR, ...parts)], outfile: file });
+  await Promise.all([
+    // The replication worker thread (src/modules/snapshots/replication/threaded.ts, workerBundle()).
+    worker(["src", "modules", "snapshots", "replication", "worker.ts"], workerBundle(outfile)),
+    // The telemetry replica's thread on the embedded store (src/modules/telemetry/replica.ts).
+    worker(["src", "modules", "telemetry", "replica-worker.ts"], telemetryWorkerBundle(outfile)),
+    // The volume manifest parser's thread (src/modules/volumes/manifest-parser.ts).
+    worker(["src", "modules", "volumes", "manifest-worker.ts"], manifestWorkerBundle(outfile)),
+    // The image layer unpack thread (src/drivers/runtime/image/unpack-thread.ts).
+    worker(["src", "drivers", "runtime", "image", "unpack-worker.ts"], unpackWorkerBundle(outfile)),
+  ]);
 }
 
 /** The replication worker's bundle beside the server bundle `outfile`. */

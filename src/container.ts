@@ -596,6 +596,7 @@ export async function createApp(c: Container): Promise<App> {
     idempotency: c.idempotency,
     metrics: c.metrics,
     tracing: c.tracing,
+    publicApiUrl: c.config.publicApiUrl,
   });
   registerSystemRoutes(app, c.db);
   registerMetaRoutes(app, c.config, () => c.sessions.publicUrl());

@@ -9,8 +9,11 @@ import { mkdtemp, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
-import { runCli, WARREN_BIN } from "./support/cli.js";
+import { ensureCliBuilt, runCli, WARREN_BIN } from "./support/cli.js";
 import { type ApiServer, startApiServer } from "./support/sdk-server.js";
+
+// The compiled CLI, as users run it (built when stale).
+before(() => ensureCliBuilt());
 
 describe("warren sandbox exec, streamed [pglite, local runtime]", { timeout: 300_000 }, () => {
   let api: ApiServer;

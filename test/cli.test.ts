@@ -12,8 +12,11 @@ import type { Command } from "commander";
 import { buildProgram } from "../packages/cli/src/build.js";
 import { EXAMPLES } from "../packages/cli/src/program.js";
 import { Warren } from "../packages/sdk/src/index.js";
-import { type CliResult, runCli, WARREN_BIN } from "./support/cli.js";
+import { type CliResult, ensureCliBuilt, runCli, WARREN_BIN } from "./support/cli.js";
 import { type ApiServer, startApiServer } from "./support/sdk-server.js";
+
+// The compiled CLI, as users run it (built when stale).
+before(() => ensureCliBuilt());
 
 describe("warren CLI command tree", () => {
   it("ends quietly when its reader goes away (`warren ... | head`)", async () => {

@@ -12,7 +12,7 @@ import net from "node:net";
 import { it } from "node:test";
 import { forEachStore, type TestApp, type TestResponse } from "./harness.js";
 import { API_ONLY_RUNTIME } from "./support/fixtures.js";
-import { sample } from "./support/openapi.js";
+import { inlineRefs, sample } from "./support/openapi.js";
 
 type Json = Record<string, unknown>;
 interface Operation {
@@ -30,7 +30,7 @@ const DEEP = 100;
 
 function operationsOf(doc: Json): Operation[] {
   const out: Operation[] = [];
-  for (const [path, item] of Object.entries(doc.paths as Record<string, Json>)) {
+  for (const [path, item] of Object.entries(inlineRefs(doc).paths as Record<string, Json>)) {
     for (const [method, raw] of Object.entries(item)) {
       if (!METHODS.includes(method)) continue;
       const op = raw as Json;

@@ -11,8 +11,11 @@ import { after, before, describe, it } from "node:test";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { Warren } from "../packages/sdk/src/index.js";
-import { WARREN_BIN } from "./support/cli.js";
+import { ensureCliBuilt, WARREN_BIN } from "./support/cli.js";
 import { type ApiServer, startApiServer } from "./support/sdk-server.js";
+
+// The compiled CLI, as users run it (built when stale).
+before(() => ensureCliBuilt());
 
 type ToolResult = { isError?: boolean; content: { type: string; text: string }[] };
 

@@ -18,10 +18,13 @@ import { encodeTar } from "../src/drivers/runtime/image/tar.js";
 import { type RuntimeFixture, startRuntimeFixture } from "../src/drivers/runtime/local/test-support.js";
 import type { SandboxJson } from "../src/modules/sandboxes/schemas.js";
 import { STORE_KINDS, startTestApp, type TestApp } from "./harness.js";
-import { runCli, WARREN_BIN } from "./support/cli.js";
+import { ensureCliBuilt, runCli, WARREN_BIN } from "./support/cli.js";
 import { eventually } from "./support/eventually.js";
 import { freePort } from "./support/ports.js";
 import { busyboxLayer, pushImage } from "./support/registry.js";
+
+// The compiled CLI, as users run it (built when stale).
+before(() => ensureCliBuilt());
 
 /** A layer of `files` random 64 KiB files (big enough that half of it is a visible step). */
 const bigLayer = (files: number) =>

@@ -9,7 +9,7 @@ import type { SecretJson } from "../src/modules/secrets/schemas.js";
 import { BAD_CREDENTIALS, forEachStore, type KeyRole, type TestApp, type TestResponse } from "./harness.js";
 import { assertError } from "./support/assertions.js";
 import { API_ONLY_RUNTIME, sandboxScopedKey } from "./support/fixtures.js";
-import { sample } from "./support/openapi.js";
+import { inlineRefs, sample } from "./support/openapi.js";
 
 /** `allowed`: past authorization (any answer but 401/403); `denied`: 403 permission_denied. */
 type Access = "allowed" | "denied";
@@ -169,7 +169,9 @@ function withoutPathEcho(body: Record<string, unknown>, path: string): Record<st
 
 function operationsOf(doc: Record<string, unknown>): Operation[] {
   const out: Operation[] = [];
-  for (const [path, item] of Object.entries(doc.paths as Record<string, Record<string, Record<string, unknown>>>)) {
+  for (const [path, item] of Object.entries(
+    inlineRefs(doc).paths as Record<string, Record<string, Record<string, unknown>>>,
+  )) {
     for (const [method, op] of Object.entries(item)) {
       if (!["get", "put", "post", "delete", "patch"].includes(method)) continue;
       const tags = (op.tags as string[] | undefined) ?? [];

@@ -21,6 +21,7 @@ import type { IdentityService } from "../modules/identity/service.js";
 import type { WarrenMetrics } from "../modules/metrics/registry.js";
 import { type EnvelopeKind, errorBody, statusOf } from "./errors.js";
 import type { IdempotencyStore } from "./idempotency.js";
+import { API_TAGS, finishDocument } from "./openapi.js";
 import { EmptyObject, ErrorEnvelope, FlatErrorEnvelope } from "./schemas.js";
 import type { App, RouteSettings } from "./types.js";
 import { routeUpgrades } from "./upgrade.js";
@@ -43,6 +44,8 @@ export interface HttpDeps {
   metrics?: WarrenMetrics | null;
   /** A span per request when OpenTelemetry tracing is on. */
   tracing?: Tracing | null;
+  /** The API's public URL, the OpenAPI document's server (default http://127.0.0.1:8080). */
+  publicApiUrl?: string;
 }
 
 /**
@@ -323,8 +326,15 @@ export async function buildHttp(deps: HttpDeps): Promise<App> {
         title: API_TITLE,
         version: API_VERSION,
         description:
-          "Sandboxes, runs and their telemetry, scoped to the organization of the caller's credential. See docs/api-decisions.md for every choice the contract leaves open.",
+          "Sandboxes, runs and their telemetry, scoped to the organization of the caller's credential. See docs/api-decisions.md for every choice the contract leaves open.\n\nEvery success is 200, except DeleteSandbox (202 with Location and Retry-After), RemoveSandboxFile (204, no body) and StreamExecSandbox (101, a WebSocket). Errors use the flat envelope on sandbox and snapshot routes and the standard envelope elsewhere; a retryable error carries Retry-After.",
+        // No license has been chosen for Warren yet: the document names none it could point at.
+        license: { name: "Unlicensed: no license granted (all rights reserved)" },
+        contact: { name: "Warren maintainers" },
       },
+      servers: [
+        { url: deps.publicApiUrl ?? "http://127.0.0.1:8080", description: "This deployment (WARREN_PUBLIC_API_URL)" },
+      ],
+      tags: API_TAGS,
       components: {
         securitySchemes: {
           bearerAuth: { type: "http", scheme: "bearer", description: "Authorization: Bearer <API key>" },
@@ -332,17 +342,8 @@ export async function buildHttp(deps: HttpDeps): Promise<App> {
       },
       security: [{ bearerAuth: [] }],
     },
-    // Custom verbs are written `:verb` in fastify paths (escaped as `::`); the generator
-    // reads them as parameters, so they are put back to the contract's `{id}:verb` form.
-    transformObject: (documents) => {
-      const doc = "openapiObject" in documents ? documents.openapiObject : documents.swaggerObject;
-      if (doc.paths) {
-        doc.paths = Object.fromEntries(
-          Object.entries(doc.paths).map(([route, item]) => [route.replace(/\}:\{([a-z]+)\}$/i, "}:$1"), item]),
-        ) as typeof doc.paths;
-      }
-      return doc;
-    },
+    transformObject: (documents) =>
+      finishDocument("openapiObject" in documents ? documents.openapiObject : documents.swaggerObject),
     refResolver: {
       buildLocalReference: (json, _baseUri, _fragment, i) => (typeof json.$id === "string" ? json.$id : `def-${i}`),
     },

@@ -1,6 +1,7 @@
 // Shared wire schemas: the two error envelopes of contract 7.1 and helpers that attach them
 // to every route's responses, so the OpenAPI document states them for each operation.
 import { type TArray, type TSchema, type TString, Type } from "@sinclair/typebox";
+import { named } from "./openapi.js";
 
 export const ErrorEnvelope = Type.Object(
   {
@@ -88,20 +89,23 @@ export function PageOf<K extends string, T extends TSchema>(key: K, item: T) {
 
 export const FLAT = { envelope: "flat" as const };
 
-const FlatQuotaError = Type.Object(
-  {
-    code: Type.String(),
-    message: Type.String(),
-    request_id: Type.String(),
-    metric: Type.String({
-      description:
-        "sandboxes.running, sandboxes.total or sandboxes.workspace_capacity_gib; snapshots.total on CreateSandboxSnapshot",
-    }),
-    limit: Type.String({ description: "Configured limit for the organization (decimal string)" }),
-    retry_after_seconds: Type.Integer(),
-    details: Type.Object({ quota: Type.Object({ metric: Type.String() }) }),
-  },
-  { additionalProperties: false, description: "Quota rejection of sandbox or snapshot admission" },
+const FlatQuotaError = named(
+  "SandboxQuotaError",
+  Type.Object(
+    {
+      code: Type.String(),
+      message: Type.String(),
+      request_id: Type.String(),
+      metric: Type.String({
+        description:
+          "sandboxes.running, sandboxes.total or sandboxes.workspace_capacity_gib; snapshots.total on CreateSandboxSnapshot",
+      }),
+      limit: Type.String({ description: "Configured limit for the organization (decimal string)" }),
+      retry_after_seconds: Type.Integer(),
+      details: Type.Object({ quota: Type.Object({ metric: Type.String() }) }),
+    },
+    { additionalProperties: false, description: "Quota rejection of sandbox or snapshot admission" },
+  ),
 );
 
 /** Flat-envelope error responses for the sandbox routes. */

@@ -35,3 +35,28 @@ export function sample(schema: Json): unknown {
       return "x";
   }
 }
+
+/**
+ * The document with every `#/components/schemas/...` reference replaced by a copy of its
+ * schema (the document names its shapes; the samplers read them whole). Siblings of a
+ * reference (a description) are kept.
+ */
+export function inlineRefs<T>(doc: T): T {
+  const schemas = ((doc as Json).components as { schemas?: Record<string, unknown> } | undefined)?.schemas ?? {};
+  const inline = (node: unknown, seen: string[]): unknown => {
+    if (Array.isArray(node)) return node.map((item) => inline(item, seen));
+    if (typeof node !== "object" || node === null) return node;
+    const { $ref, ...rest } = node as Json;
+    const out: Json = {};
+    if (typeof $ref === "string" && $ref.startsWith("#/components/schemas/")) {
+      const name = $ref.slice("#/components/schemas/".length);
+      if (seen.includes(name)) throw new Error(`schema ${name} refers to itself`);
+      Object.assign(out, inline(schemas[name], [...seen, name]));
+    } else if ($ref !== undefined) {
+      out.$ref = $ref;
+    }
+    for (const [key, value] of Object.entries(rest)) out[key] = inline(value, seen);
+    return out;
+  };
+  return inline(doc, []) as T;
+}

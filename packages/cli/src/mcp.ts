@@ -15,13 +15,35 @@ type JsonSchema = { type?: string; properties?: Record<string, unknown>; require
 
 const OPENAPI = new URL("../../../docs/openapi.json", import.meta.url);
 
-/** The JSON request body schema of `operationId`. */
-function bodySchema(doc: { paths: Record<string, Record<string, Record<string, unknown>>> }, operationId: string) {
+type OpenApiDocument = {
+  paths: Record<string, Record<string, Record<string, unknown>>>;
+  components?: { schemas?: Record<string, unknown> };
+};
+const REF = "#/components/schemas/";
+
+/** `schema` with the document's named schemas (`$ref`) written out: a tool's schema stands alone. */
+function inlined(doc: OpenApiDocument, schema: unknown, seen: string[] = []): unknown {
+  if (Array.isArray(schema)) return schema.map((item) => inlined(doc, item, seen));
+  if (typeof schema !== "object" || schema === null) return schema;
+  const { $ref, ...rest } = schema as Record<string, unknown>;
+  const out: Record<string, unknown> = {};
+  if (typeof $ref === "string" && $ref.startsWith(REF)) {
+    const name = $ref.slice(REF.length);
+    if (seen.includes(name)) throw new Error(`docs/openapi.json: schema ${name} refers to itself`);
+    Object.assign(out, inlined(doc, doc.components?.schemas?.[name], [...seen, name]));
+  }
+  for (const [key, value] of Object.entries(rest)) out[key] = inlined(doc, value, seen);
+  return out;
+}
+
+/** The JSON request body schema of `operationId`, its named schemas written out. */
+function bodySchema(doc: OpenApiDocument, operationId: string): JsonSchema {
   for (const methods of Object.values(doc.paths)) {
     for (const op of Object.values(methods)) {
       if (op.operationId !== operationId) continue;
       const body = op.requestBody as { content: Record<string, { schema: JsonSchema }> } | undefined;
-      return body?.content["application/json"]?.schema ?? { type: "object", properties: {} };
+      const schema = body?.content["application/json"]?.schema;
+      return schema ? (inlined(doc, schema) as JsonSchema) : { type: "object", properties: {} };
     }
   }
   throw new Error(`docs/openapi.json has no operation ${operationId}`);

@@ -102,3 +102,37 @@ def test_async_tail_resumes_and_push_caches(api_url: str, owner_key: str, proxy:
             assert (first.uploaded_blobs, again.uploaded_blobs, again.reused_files) == (1, 0, 1)
 
     asyncio.run(main())
+
+
+def test_async_sandbox_files(api_url: str, owner_key: str) -> None:
+    async def main() -> None:
+        async with warren.AsyncWarren(owner_key, api_url) as w:
+            async with await w.sandboxes.create({"command": ["sleep", "3600"], "network_access": "none"}) as sbx:
+                info = await sbx.files.upload("/workspace/a/b.txt", "async file\n")
+                assert info["type"] == "file"
+                assert await sbx.files.read_text("/workspace/a/b.txt") == "async file\n"
+                assert [e.name for e in await sbx.files.list("/workspace/a")] == ["b.txt"]
+                await sbx.files.rename("/workspace/a/b.txt", "/workspace/a/c.txt")
+                assert (await sbx.files.stat("/workspace/a/c.txt"))["size"] == "11"
+                await sbx.files.remove("/workspace/a", recursive=True)
+                with pytest.raises(warren.NotFoundError):
+                    await sbx.files.stat("/workspace/a")
+
+    asyncio.run(main())
+
+
+def test_async_exec_stream(api_url: str, owner_key: str) -> None:
+    async def main() -> None:
+        async with warren.AsyncWarren(owner_key, api_url) as w:
+            async with await w.sandboxes.create({"command": ["sleep", "3600"], "network_access": "none"}) as sbx:
+                stream = await sbx.exec_stream(["sh", "-c", "read a; echo $a; echo e >&2; exit 3"])
+                await stream.write("streamed\n")
+                await stream.close_stdin()
+                chunks = [chunk async for chunk in stream.output()]
+                assert b"".join(c for s, c in chunks if s == "stdout") == b"streamed\n"
+                assert b"".join(c for s, c in chunks if s == "stderr") == b"e\n"
+                assert await stream.wait() == warren.ExecStreamResult("completed", 3)
+                with pytest.raises(warren.SpawnFailedError):
+                    await sbx.exec_stream(["/no/such/binary"])
+
+    asyncio.run(main())

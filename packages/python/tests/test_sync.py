@@ -188,3 +188,75 @@ def test_volume_push_uploads_only_what_is_missing_and_caches_hashes(client: warr
     third = client.volumes.push(volume["id"], str(tree), hash_cache=cache)
     assert (third.uploaded_blobs, third.reused_files) == (1, 1)
     assert warren.int64(client.volumes.get(volume["id"])["used_bytes"]) == 3000 + len("changed\n") + len("alpha\n")
+
+
+def test_sandbox_files_over_the_file_api(client: warren.Warren, tmp_path: Path) -> None:
+    import io
+    import tarfile
+
+    with client.sandboxes.create({"command": ["sleep", "3600"], "network_access": "none"}) as sbx:
+        files = sbx.files
+        blob = bytes(range(256)) * 4096  # every byte value, 1 MiB
+        info = files.upload("/workspace/deep/blob.bin", blob, mode=0o600)
+        assert (info["type"], info["size"], info["mode"][-3:]) == ("file", str(len(blob)), "600")
+        assert files.read("/workspace/deep/blob.bin") == blob
+        assert files.stat("/workspace/deep/blob.bin")["size"] == str(len(blob))
+        files.mkdir("/workspace/tree/a/b")
+        packed = io.BytesIO()
+        with tarfile.open(fileobj=packed, mode="w") as tar:
+            member = tarfile.TarInfo("x/hello.txt")
+            member.size = 6
+            tar.addfile(member, io.BytesIO(b"hello\n"))
+        files.upload_tar("/workspace/tree", packed.getvalue())
+        assert files.read_text("/workspace/tree/x/hello.txt") == "hello\n"
+        assert [(e.name, e.type) for e in files.list("/workspace/tree")] == [("a", "dir"), ("x", "dir")]
+        moved = files.rename("/workspace/tree/x/hello.txt", "/workspace/tree/a/hello.txt")
+        assert moved["path"] == "/workspace/tree/a/hello.txt"
+        with pytest.raises(warren.NotFoundError):
+            files.stat("/workspace/tree/x/hello.txt")
+        local = tmp_path / "tree.tar"
+        assert files.download_to("/workspace/tree", local) == "directory"
+        with tarfile.open(local) as tar:
+            assert any(name.endswith("a/hello.txt") for name in tar.getnames())
+        assert files.download_to("/workspace/deep/blob.bin", tmp_path / "blob.bin") == "file"
+        assert (tmp_path / "blob.bin").read_bytes() == blob
+        with pytest.raises(warren.FailedPreconditionError):
+            files.remove("/workspace/tree")  # not empty
+        files.remove("/workspace/tree", recursive=True)
+        with pytest.raises(warren.NotFoundError):
+            files.list("/workspace/tree")
+        token = warren.CancelToken()
+        seen: list[str] = []
+        for event in files.watch("/workspace/deep", interval_seconds=1, cancel=token):
+            seen.append(event.type)
+            if event.type == "ready":
+                files.write("/workspace/deep/new.txt", "new\n")
+            elif event.type == "created" and event.entry and event.entry["name"] == "new.txt":
+                token.cancel()
+                break
+        assert seen[0] == "ready" and "created" in seen
+
+
+def test_sandbox_exec_stream(client: warren.Warren) -> None:
+    with client.sandboxes.create({"command": ["sleep", "3600"], "network_access": "none"}) as sbx:
+        stream = sbx.exec_stream(
+            ["sh", "-c", 'read line; echo "got $line"; echo oops >&2; cat; exit 4'], env={"GREETING": "hi"}, stdin="hello\nrest\n"
+        )
+        out = bytearray()
+        err = bytearray()
+        for name, chunk in stream.output():
+            (out if name == "stdout" else err).extend(chunk)
+        assert (bytes(out), bytes(err)) == (b"got hello\nrest\n", b"oops\n")
+        assert stream.wait() == warren.ExecStreamResult("completed", 4)
+        echo = sbx.exec_stream(["sh", "-c", 'echo "$GREETING from $(pwd)"'], env={"GREETING": "hi"}, cwd="/tmp")
+        assert echo.wait().exit == 0 and bytes(echo.stdout) == b"hi from /tmp\n"
+        binary = bytes(range(256)) * 256
+        cat = sbx.exec_stream(["cat"], stdin=binary)
+        assert cat.wait().kind == "completed" and bytes(cat.stdout) == binary
+        slow = sbx.exec_stream(["sleep", "60"], timeout_seconds=1)
+        assert slow.wait().kind == "timed_out"
+        with pytest.raises(warren.SpawnFailedError):
+            sbx.exec_stream(["/no/such/binary"])
+        sbx.stop()
+        with pytest.raises(warren.SandboxNotRunningError):
+            sbx.exec_stream(["true"])

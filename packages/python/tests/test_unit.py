@@ -45,9 +45,12 @@ def test_models_change_with_the_document() -> None:
     gen = _generator()
     doc = json.loads(gen.OPENAPI.read_text())
     doc["paths"]["/v1/whoami"]["get"]["operationId"] = "WhoAmIRenamed"
+    doc["components"]["schemas"]["WhoAmI"]["properties"]["extra_field"] = {"type": "string"}
     text = gen.models_text(doc)
-    assert "class WhoAmIRenamedResponse(TypedDict):" in text
-    assert "class WhoAmIResponse(" not in text
+    # The answer is the named schema WhoAmI: the operation's name is an alias of it.
+    assert "WhoAmIRenamedResponse = WhoAmI" in text
+    assert "WhoAmIResponse" not in text
+    assert "    extra_field: NotRequired[str]" in text
 
 
 def test_sse_parser_frames_ids_events_and_bounds() -> None:
@@ -118,3 +121,31 @@ def test_exec_outcomes_are_told_apart_by_kind() -> None:
     assert exec_result({"exit": 3, "stdout": "o", "stderr": "", "truncated": False}).exit == 3
     assert exec_result({"timeout": True, "stdout": "", "stderr": "", "truncated": False}).kind == "timed_out"
     assert exec_result({"indeterminate": True, "stdout": "", "stderr": "", "truncated": True}).kind == "indeterminate"
+
+
+def test_websocket_frames_are_joined_and_bounded() -> None:
+    from warren import _ws
+
+    parser = _ws.FrameParser()
+    # A text message in two fragments around a ping, fed one byte at a time.
+    wire = bytes([0x01, 3]) + b"hel" + bytes([0x89, 1]) + b"p" + bytes([0x80, 2]) + b"lo"
+    got: list[tuple[int, bytes]] = []
+    for byte in wire:
+        got += parser.feed(bytes([byte]))
+    assert got == [(_ws.PING, b"p"), (_ws.TEXT, b"hello")]
+    # A 16-bit length, and what a client sends decodes as what it meant (unmasked here).
+    frame = _ws.encode_frame(_ws.BINARY, b"x" * 300)
+    assert frame[1] & 0x80 and frame[1] & 0x7F == 126
+    for hostile in (
+        bytes([0x82, 0x81, 0, 0, 0, 0, 0]),  # masked by the server
+        bytes([0x82, 127]) + (17 * 1_048_576).to_bytes(8, "big"),  # over 16 MiB
+        bytes([0x09, 0]),  # a fragmented control frame
+        bytes([0x80, 0]),  # a continuation of nothing
+        bytes([0xC2, 0]),  # a reserved bit
+    ):
+        with pytest.raises(warren.ConnectionError):
+            _ws.FrameParser().feed(hostile)
+    with pytest.raises(warren.ConnectionError):
+        _ws.parse_head(b"SSH-2.0-OpenSSH\r\n")
+    with pytest.raises(warren.ConnectionError):
+        _ws.check_upgrade(101, {"upgrade": "websocket", "sec-websocket-accept": "wrong"}, "key")

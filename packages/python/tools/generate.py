@@ -1,9 +1,11 @@
 #!/usr/bin/python3
 """Writes the Python SDK's generated files, or with --check fails when a committed one is stale:
 
-- ``warren/models.py``: TypedDicts of every operation's JSON request body (``<Op>Body``) and
-  2xx answer (``<Op>Response``), from docs/openapi.json (nested objects are named by their
-  path: ``GetSandboxResponseSandbox``), and short names for the common records.
+- ``warren/models.py``: TypedDicts of the document's named schemas (``components.schemas``:
+  ``Sandbox``, ``ExecResult``...), of every operation's JSON request body (``<Op>Body``) and
+  2xx answer (``<Op>Response``), from docs/openapi.json (a nested object without a name is
+  named by its path: ``GetUsageSnapshotResponseSnapshot``), and short names for the common
+  records.
 - ``warren/_sync/*.py``: the sync client, written from the async one (``warren/_async``) by
   token rewriting (as httpcore's unasync): one implementation, two surfaces.
 
@@ -28,20 +30,15 @@ SYNC_DIR = PACKAGE / "warren" / "_sync"
 
 # Short names for the records the SDK's methods return.
 ALIASES = {
-    "SandboxRecord": "GetSandboxResponseSandbox",
-    "SnapshotRecord": "ListSandboxSnapshotsResponseSnapshotsItem",
+    "SandboxRecord": "Sandbox",
+    "SnapshotRecord": "SandboxSnapshot",
     "CreateSandboxResult": "CreateSandboxResponse",
     "SnapshotResult": "CreateSandboxSnapshotResponse",
-    "Project": "GetProjectResponseProject",
-    "Run": "GetRunResponseRun",
-    "Volume": "GetVolumeResponseVolume",
-    "Workload": "GetWorkloadResponseWorkload",
-    "Secret": "CreateSandboxSecretResponseSecret",
-    "AnnotationSchema": "GetAnnotationSchemaResponseSchema",
-    "WhoAmI": "WhoAmIResponse",
+    "Secret": "SandboxSecret",
     "UsageSnapshot": "GetUsageSnapshotResponseSnapshot",
-    "SqlResult": "RunTelemetrySqlResponse",
+    "SqlResult": "QueryResult",
 }
+REF_PREFIX = "#/components/schemas/"
 
 
 def pascal(name: str) -> str:
@@ -50,13 +47,28 @@ def pascal(name: str) -> str:
 
 
 class Writer:
-    def __init__(self) -> None:
+    def __init__(self, components: dict[str, Any]) -> None:
         self.blocks: list[str] = []
         self.names: set[str] = set()
+        self.components = components
+        self.written: set[str] = set()
+
+    def component(self, name: str) -> str:
+        """The named schema ``name``, written (after the ones it refers to) the first time."""
+        if name not in self.written:
+            self.written.add(name)
+            t = self.type_of(self.components[name], name)
+            if t != name:
+                self.names.add(name)
+                self.blocks.append(f"{name} = {t}")
+        return name
 
     def type_of(self, schema: Any, name: str) -> str:
         if not isinstance(schema, dict):
             return "Any"
+        ref = schema.get("$ref")
+        if isinstance(ref, str) and ref.startswith(REF_PREFIX):
+            return self.component(ref[len(REF_PREFIX) :])
         for key in ("anyOf", "oneOf"):
             if key in schema:
                 options = schema[key]
@@ -127,7 +139,9 @@ class Writer:
 
 
 def models_text(doc: dict[str, Any]) -> str:
-    w = Writer()
+    w = Writer(doc.get("components", {}).get("schemas", {}))
+    for name in w.components:
+        w.component(name)
     ops: list[str] = []
     for route, methods in doc["paths"].items():
         for method, op in methods.items():

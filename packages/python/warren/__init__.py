@@ -2,11 +2,15 @@
 as the TypeScript SDK (packages/sdk). See packages/python/README.md."""
 
 from ._async.client import AsyncWarren
-from ._async.sandboxes import AsyncSandbox, AsyncSandboxFiles, FileEntry
+from ._async.exec_stream import AsyncExecStream
+from ._async.files import AsyncSandboxFiles, FileEntry, FileEvent
+from ._async.sandboxes import AsyncSandbox
 from ._async.volume_push import PushProgress, PushResult, default_hash_cache
-from ._shared import DEFAULT_BASE_URL, CancelToken, ExecResult, TailEvent, new_event_id
+from ._shared import DEFAULT_BASE_URL, CancelToken, ExecResult, ExecStreamResult, TailEvent, new_event_id
 from ._sync.client import Warren
-from ._sync.sandboxes import Sandbox, SandboxFiles
+from ._sync.exec_stream import ExecStream
+from ._sync.files import SandboxFiles
+from ._sync.sandboxes import Sandbox
 from .errors import *  # noqa: F403
 from .errors import ERROR_CLASSES, WarrenApiError, WarrenError, error_from_response
 from .numbers import int64, wire_int64
@@ -21,7 +25,11 @@ __all__ = [
     "AsyncWarren",
     "CancelToken",
     "ExecResult",
+    "AsyncExecStream",
+    "ExecStream",
+    "ExecStreamResult",
     "FileEntry",
+    "FileEvent",
     "PushProgress",
     "PushResult",
     "Sandbox",

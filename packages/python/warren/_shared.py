@@ -160,6 +160,15 @@ class ExecResult:
     exit: Optional[int] = None
 
 
+@dataclass(frozen=True)
+class ExecStreamResult:
+    """How a streamed command ended: ``completed`` (with ``exit``), ``timed_out`` or
+    ``indeterminate`` (ExecSandbox's outcomes; nothing streamed is ever truncated)."""
+
+    kind: Literal["completed", "timed_out", "indeterminate"]
+    exit: Optional[int] = None
+
+
 def exec_result(raw: Mapping[str, Any]) -> ExecResult:
     stdout = str(raw.get("stdout", ""))
     stderr = str(raw.get("stderr", ""))

@@ -4,8 +4,35 @@
 // flow-controlled: while more than HIGH_WATER bytes wait unread the socket is paused, so the
 // command inside the sandbox is held rather than this process's memory growing; a stream you
 // do not read still counts, so read both (or pass onStdout/onStderr, which take every chunk).
-import WebSocket from "ws";
+// The socket comes from the entry point (`socket-node.ts` over ws, `socket-browser.ts` over
+// the browser's WebSocket), so this file runs in both. In a browser the chunks are
+// Uint8Array (Buffer's base class) and reading is not flow-controlled (the browser's
+// WebSocket cannot pause).
 import { ConnectionError, errorFromResponse } from "./errors.js";
+
+/** What ExecStream needs of a WebSocket. */
+export interface StreamSocket {
+  readonly isOpen: boolean;
+  /** Resolves once the socket took the frame. */
+  send(data: string | Uint8Array): Promise<void>;
+  /** Stop reading (backpressure); a socket that cannot ignores it. */
+  pause(): void;
+  resume(): void;
+  /** Ends the connection at once. */
+  terminate(): void;
+}
+
+export interface StreamSocketEvents {
+  open(): void;
+  text(message: string): void;
+  binary(data: Uint8Array): void;
+  /** The connection failed (an error answer before the upgrade is an API error). */
+  failure(error: Error): void;
+  close(): void;
+}
+
+/** Opens the streaming exec's socket at `url` authenticated with `apiKey`. */
+export type StreamSocketOpener = (url: string, apiKey: string, events: StreamSocketEvents) => StreamSocket;
 
 /** Frame tags (the first byte of a binary frame). */
 const TAG = { stdin: 0, stdout: 1, stderr: 2, resize: 3, stdinClose: 4, kill: 5 } as const;
@@ -83,13 +110,14 @@ export class ExecStream {
   readonly stderr: AsyncIterable<Buffer>;
   /** Resolves once the command runs (rejects with the API's error when it did not start). */
   readonly started: Promise<void>;
-  private readonly ws: WebSocket;
+  private readonly ws: StreamSocket;
   private readonly out: ByteQueue;
   private readonly err: ByteQueue;
   private readonly ended: Promise<ExecStreamResult>;
   private paused = false;
 
   constructor(
+    open: StreamSocketOpener,
     url: string,
     apiKey: string,
     start: Record<string, unknown>,
@@ -105,39 +133,33 @@ export class ExecStream {
     this.err = new ByteQueue(resumeIfLow);
     this.stdout = this.out;
     this.stderr = this.err;
-    this.ws = new WebSocket(url, { headers: { authorization: `Bearer ${apiKey}` }, perMessageDeflate: false });
     let started!: { resolve(): void; reject(error: Error): void };
     this.started = new Promise((resolve, reject) => {
       started = { resolve, reject };
     });
     this.started.catch(() => undefined);
+    let settle!: { resolve(result: ExecStreamResult): void; reject(error: Error): void };
     this.ended = new Promise<ExecStreamResult>((resolve, reject) => {
-      let failure: Error | null = null;
-      let result: ExecStreamResult | null = null;
-      this.ws.on("unexpected-response", (_req, res) => {
-        const chunks: Buffer[] = [];
-        res.on("data", (chunk: Buffer) => chunks.length < 64 && chunks.push(chunk));
-        res.on("end", () => {
-          let body: unknown = null;
-          try {
-            body = JSON.parse(Buffer.concat(chunks).toString("utf8"));
-          } catch {
-            // Not JSON: the status alone names the error.
-          }
-          const header = res.headers["retry-after"];
-          failure = errorFromResponse(res.statusCode ?? 0, body, typeof header === "string" ? header : null);
+      settle = { resolve, reject };
+    });
+    let failure: Error | null = null;
+    let result: ExecStreamResult | null = null;
+    this.ws = open(url, apiKey, {
+      open: () => void this.ws.send(JSON.stringify(start)).catch(() => undefined),
+      binary: (data) => {
+        const chunk = data.subarray(1) as Buffer;
+        if (data[0] === TAG.stdout) this.deliver(this.out, options.onStdout, chunk);
+        else if (data[0] === TAG.stderr) this.deliver(this.err, options.onStderr, chunk);
+      },
+      text: (text) => {
+        let message: Record<string, unknown>;
+        try {
+          message = JSON.parse(text) as Record<string, unknown>;
+        } catch {
+          failure ??= new ConnectionError("the exec stream sent a message that is not JSON");
           this.ws.terminate();
-        });
-      });
-      this.ws.on("open", () => this.ws.send(JSON.stringify(start)));
-      this.ws.on("message", (data: Buffer, isBinary: boolean) => {
-        if (isBinary) {
-          const chunk = data.subarray(1);
-          if (data[0] === TAG.stdout) this.deliver(this.out, options.onStdout, chunk);
-          else if (data[0] === TAG.stderr) this.deliver(this.err, options.onStderr, chunk);
           return;
         }
-        const message = JSON.parse(data.toString("utf8")) as Record<string, unknown>;
         if (message.type === "started") {
           started.resolve();
           void this.feedStdin();
@@ -152,22 +174,22 @@ export class ExecStream {
           const envelope = message.error as Record<string, unknown>;
           failure = errorFromResponse(Number(message.status ?? 0), envelope, null);
         }
-      });
-      this.ws.on("error", (error: Error) => {
-        failure ??= new ConnectionError(`the exec stream failed: ${error.message}`, { cause: error });
-      });
-      this.ws.on("close", () => {
+      },
+      failure: (error) => {
+        failure ??= error;
+      },
+      close: () => {
         this.out.end();
         this.err.end();
         if (result) {
           started.resolve();
-          resolve(result);
+          settle.resolve(result);
           return;
         }
         const error = failure ?? new ConnectionError("the exec stream closed before the command's end");
         started.reject(error);
-        reject(error);
-      });
+        settle.reject(error);
+      },
     });
     this.ended.catch(() => undefined);
     options.signal?.addEventListener("abort", () => this.kill(), { once: true });
@@ -195,32 +217,31 @@ export class ExecStream {
 
   /** Sends bytes to the command's stdin; resolves once the socket took them (await it for backpressure). */
   write(data: string | Uint8Array): Promise<void> {
-    const bytes =
-      typeof data === "string" ? Buffer.from(data) : Buffer.from(data.buffer, data.byteOffset, data.byteLength);
-    return new Promise((resolve, reject) => {
-      if (this.ws.readyState !== WebSocket.OPEN) return reject(new ConnectionError("the exec stream is closed"));
-      this.ws.send(Buffer.concat([Buffer.of(TAG.stdin), bytes]), { binary: true }, (error) =>
-        error ? reject(error) : resolve(),
-      );
-    });
+    const bytes = typeof data === "string" ? new TextEncoder().encode(data) : data;
+    if (!this.ws.isOpen) return Promise.reject(new ConnectionError("the exec stream is closed"));
+    const frame = new Uint8Array(bytes.length + 1);
+    frame[0] = TAG.stdin;
+    frame.set(bytes, 1);
+    return this.ws.send(frame);
   }
 
   /** No more stdin (the command reads EOF once what was written is taken). */
   closeStdin(): void {
-    this.sendTag(Buffer.of(TAG.stdinClose));
+    this.sendTag(Uint8Array.of(TAG.stdinClose));
   }
 
   resize(rows: number, cols: number): void {
-    const frame = Buffer.alloc(5);
+    const frame = new Uint8Array(5);
+    const view = new DataView(frame.buffer);
     frame[0] = TAG.resize;
-    frame.writeUInt16BE(Math.max(1, Math.min(rows, 0xffff)), 1);
-    frame.writeUInt16BE(Math.max(1, Math.min(cols, 0xffff)), 3);
+    view.setUint16(1, Math.max(1, Math.min(rows, 0xffff)));
+    view.setUint16(3, Math.max(1, Math.min(cols, 0xffff)));
     this.sendTag(frame);
   }
 
   /** SIGKILL to the command's process group. */
   kill(): void {
-    this.sendTag(Buffer.of(TAG.kill));
+    this.sendTag(Uint8Array.of(TAG.kill));
   }
 
   /** The command's end (rejects with the API's error when it did not start, or a ConnectionError). */
@@ -228,8 +249,8 @@ export class ExecStream {
     return this.ended;
   }
 
-  private sendTag(frame: Buffer): void {
-    if (this.ws.readyState === WebSocket.OPEN) this.ws.send(frame, { binary: true });
+  private sendTag(frame: Uint8Array): void {
+    if (this.ws.isOpen) void this.ws.send(frame).catch(() => undefined);
   }
 }
 

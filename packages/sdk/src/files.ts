@@ -102,11 +102,11 @@ export class SandboxFiles {
     if (download.kind !== "file") throw new Error(`not a file: ${filePath}`);
     const chunks: Uint8Array[] = [];
     for await (const chunk of download.stream) chunks.push(chunk);
-    return Buffer.concat(chunks);
+    return concatBytes(chunks);
   }
 
   async readText(filePath: string, options: CallOptions = {}): Promise<string> {
-    return (await this.read(filePath, options)).toString("utf8");
+    return new TextDecoder().decode(await this.read(filePath, options));
   }
 
   async write(filePath: string, data: string | Uint8Array, options: UploadOptions = {}): Promise<void> {
@@ -194,13 +194,11 @@ export class SandboxFiles {
     data: UploadSource,
     options: UploadOptions,
   ): Promise<FileInfo> {
-    const total = typeof data === "string" ? Buffer.byteLength(data) : data instanceof Uint8Array ? data.length : null;
-    const source: AsyncIterable<Uint8Array> | Iterable<Uint8Array> =
-      typeof data === "string"
-        ? [Buffer.from(data)]
-        : data instanceof Uint8Array
-          ? [data]
-          : (data as AsyncIterable<Uint8Array>);
+    const whole = typeof data === "string" ? new TextEncoder().encode(data) : data instanceof Uint8Array ? data : null;
+    const total = whole ? whole.length : null;
+    const source: AsyncIterable<Uint8Array> | Iterable<Uint8Array> = whole
+      ? [whole]
+      : (data as AsyncIterable<Uint8Array>);
     const onProgress = options.onProgress;
     async function* pieces(): AsyncGenerator<Uint8Array> {
       let bytes = 0;
@@ -258,4 +256,17 @@ export class SandboxFiles {
     }
     return this.transport.error(response, parsed);
   }
+}
+
+/** The chunks as one Buffer in Node, one Uint8Array (Buffer's base class) in a browser. */
+function concatBytes(chunks: Uint8Array[]): Buffer {
+  const NodeBuffer = (globalThis as { Buffer?: typeof Buffer }).Buffer;
+  if (NodeBuffer) return NodeBuffer.concat(chunks);
+  const out = new Uint8Array(chunks.reduce((n, c) => n + c.length, 0));
+  let at = 0;
+  for (const chunk of chunks) {
+    out.set(chunk, at);
+    at += chunk.length;
+  }
+  return out as Buffer;
 }

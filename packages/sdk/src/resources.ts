@@ -1,11 +1,11 @@
 // Every contract group other than sandboxes: thin typed calls over the Transport.
-import { randomBytes } from "node:crypto";
+import { WarrenError } from "./errors.js";
 import { type Int64Input, wireInt64 } from "./numbers.js";
 import { pages } from "./pagination.js";
 import { type TailOptions, tailRun } from "./tail.js";
 import type { CallOptions, Transport } from "./transport.js";
 import type { Body, Ok, operations, Query } from "./types.js";
-import { defaultHashCache, type PushOptions, type PushResult, pushDirectory } from "./volume-push.js";
+import type { PushOptions, PushResult } from "./volume-push.js";
 
 const seg = encodeURIComponent;
 type ListQuery<Op extends keyof operations> = Omit<Query<Op>, "page_token">;
@@ -69,7 +69,7 @@ export function newEventId(now = Date.now()): string {
     time = alphabet[value % 32] + time;
     value = Math.floor(value / 32);
   }
-  const random = [...randomBytes(16)].map((byte) => alphabet[byte % 32]).join("");
+  const random = [...globalThis.crypto.getRandomValues(new Uint8Array(16))].map((byte) => alphabet[byte % 32]).join("");
   return time + random;
 }
 
@@ -149,6 +149,14 @@ export interface VolumePushOptions {
   signal?: AbortSignal;
 }
 
+/** Pushes a local directory as a volume's version (Node's entry point: volume-push.ts). */
+export type VolumePusher = (
+  t: Transport,
+  volumeId: string,
+  dir: string,
+  options: VolumePushOptions,
+) => Promise<PushResult>;
+
 export class Volumes {
   constructor(private readonly t: Transport) {}
   /** `quota_bytes`: a number (a safe integer), a bigint or a decimal string; sent as a decimal string. */
@@ -167,17 +175,9 @@ export class Volumes {
   }
   /** Pushes directory `dir` as the volume's new version: only blobs the organization lacks are uploaded. */
   push(volumeId: string, dir: string, options: VolumePushOptions = {}): Promise<PushResult> {
-    const cache = options.hashCache ?? true;
-    return pushDirectory({
-      apiUrl: this.t.baseUrl,
-      apiKey: this.t.apiKey,
-      volumeId,
-      dir,
-      ...(options.concurrency ? { concurrency: options.concurrency } : {}),
-      ...(cache ? { hashCache: typeof cache === "string" ? cache : defaultHashCache(dir) } : {}),
-      ...(options.onProgress ? { onProgress: options.onProgress } : {}),
-      ...(options.signal ? { signal: options.signal } : {}),
-    });
+    const push = this.t.pushVolume;
+    if (!push) return Promise.reject(new WarrenError("volumes.push reads a directory: it needs Node's entry point"));
+    return push(this.t, volumeId, dir, options);
   }
 }
 

@@ -1,6 +1,6 @@
 // Sandboxes: `warren.sandboxes.create(...)` returns a `Sandbox` handle (wait, exec, stop,
 // wake, snapshot, update, delete, `files` (files.ts), `await using` deletes it).
-import { SandboxStateError } from "./errors.js";
+import { SandboxStateError, WarrenError } from "./errors.js";
 import { ExecStream, type ExecStreamOptions, streamStart } from "./exec-stream.js";
 import { SandboxFiles } from "./files.js";
 import { pages } from "./pagination.js";
@@ -154,7 +154,9 @@ export class Sandbox {
    */
   execStream(cmd: string[], options: ExecStreamOptions = {}): ExecStream {
     const url = this.transport.url(`${path(this.id)}/exec/stream`).replace(/^http/, "ws");
-    return new ExecStream(url, this.transport.apiKey, streamStart(cmd, options), options);
+    const open = this.transport.openSocket;
+    if (!open) throw new WarrenError("this client has no WebSocket (pass openSocket to new Warren())");
+    return new ExecStream(open, url, this.transport.apiKey, streamStart(cmd, options), options);
   }
 
   async update(body: UpdateSandboxBody, options: CallOptions = {}): Promise<Ok<"UpdateSandbox">> {

@@ -4,8 +4,9 @@
 // operation_conflict with Retry-After on a keyed call (the first request with the key is still
 // in flight, or its holder crashed and the server has yet to notice), for a bounded time;
 // every call takes an AbortSignal.
-import { randomUUID } from "node:crypto";
 import { ConnectionError, errorFromResponse, type WarrenApiError } from "./errors.js";
+import type { StreamSocketOpener } from "./exec-stream.js";
+import type { VolumePusher } from "./resources.js";
 
 export interface TransportOptions {
   baseUrl: string;
@@ -23,6 +24,10 @@ export interface TransportOptions {
   inFlightRetrySeconds?: number;
   fetch?: typeof fetch;
   userAgent?: string;
+  /** The WebSocket of `execStream` (default: `ws` in Node, the browser's own in a browser). */
+  openSocket?: StreamSocketOpener;
+  /** What `volumes.push` runs (default: Node's directory push; none in a browser). */
+  pushVolume?: VolumePusher;
 }
 
 export interface CallOptions {
@@ -65,8 +70,12 @@ export class Transport {
   private readonly inFlightRetryMs: number;
   private readonly fetchImpl: typeof fetch;
   private readonly userAgent: string;
+  readonly openSocket: StreamSocketOpener | null;
+  readonly pushVolume: VolumePusher | null;
 
   constructor(options: TransportOptions) {
+    this.openSocket = options.openSocket ?? null;
+    this.pushVolume = options.pushVolume ?? null;
     this.baseUrl = options.baseUrl.replace(/\/+$/, "");
     this.apiKey = options.apiKey;
     this.maxRetries = options.maxRetries ?? 3;
@@ -97,7 +106,7 @@ export class Transport {
       ...init.headers,
     };
     const mutating = method !== "GET" && method !== "HEAD";
-    if (mutating) headers["idempotency-key"] = init.idempotencyKey ?? randomUUID();
+    if (mutating) headers["idempotency-key"] = init.idempotencyKey ?? globalThis.crypto.randomUUID();
     let body: string | undefined;
     if (init.body !== undefined) {
       headers["content-type"] = "application/json";

@@ -1,7 +1,9 @@
 // Names for the generated wire types (src/generated/openapi.ts, from docs/openapi.json).
-import type { operations } from "./generated/openapi.js";
+import type { components, operations } from "./generated/openapi.js";
 
-export type { operations, paths } from "./generated/openapi.js";
+export type { components, operations, paths } from "./generated/openapi.js";
+/** A named schema of the OpenAPI document (`components.schemas`), e.g. `Schema<"Sandbox">`. */
+export type Schema<Name extends keyof components["schemas"]> = components["schemas"][Name];
 
 type Json<T> = T extends { content: { "application/json": infer B } } ? B : never;
 /** The JSON body of operation `Op`'s 200 (or first 2xx) answer. */
@@ -21,18 +23,18 @@ export type Query<Op extends keyof operations> = operations[Op]["parameters"] ex
   ? NonNullable<Q>
   : never;
 
-export type SandboxRecord = Ok<"GetSandbox">["sandbox"];
+export type SandboxRecord = Schema<"Sandbox">;
 export type SandboxState = SandboxRecord["state"];
 export type CreateSandboxBody = Body<"CreateSandbox">;
 export type UpdateSandboxBody = Body<"UpdateSandbox">;
 export type ExecBody = Body<"ExecSandbox">;
-export type SnapshotRecord = Ok<"ListSandboxSnapshots">["snapshots"][number];
-export type Project = Ok<"GetProject">["project"];
-export type Run = Ok<"GetRun">["run"];
-export type Volume = Ok<"GetVolume">["volume"];
-export type Workload = Ok<"GetWorkload">["workload"];
-export type Secret = Ok<"CreateSandboxSecret">["secret"];
-export type AnnotationSchema = Ok<"GetAnnotationSchema">["schema"];
-export type WhoAmI = Ok<"WhoAmI">;
+export type SnapshotRecord = Schema<"SandboxSnapshot">;
+export type Project = Schema<"Project">;
+export type Run = Schema<"Run">;
+export type Volume = Schema<"Volume">;
+export type Workload = Schema<"Workload">;
+export type Secret = Schema<"SandboxSecret">;
+export type AnnotationSchema = Schema<"AnnotationSchema">;
+export type WhoAmI = Schema<"WhoAmI">;
 export type UsageSnapshot = Ok<"GetUsageSnapshot">;
-export type SqlResult = Ok<"RunTelemetrySql">;
+export type SqlResult = Schema<"QueryResult">;

@@ -13,6 +13,7 @@ import { mkdir, open, readdir, readFile, rename, writeFile } from "node:fs/promi
 import os from "node:os";
 import path from "node:path";
 import { Blake3Hasher, blake3 } from "@napi-rs/blake-hash";
+import type { VolumePusher } from "./resources.js";
 import { type Chunk, EarlyUploads, PushError, putChunk } from "./volume-upload.js";
 
 export { PushError } from "./volume-upload.js";
@@ -375,3 +376,18 @@ export async function pushDirectory(options: PushOptions): Promise<PushResult> {
   }
   throw new PushError(`gave up after ${MAX_REBASES} rebases: the volume keeps changing`);
 }
+
+/** `volumes.push` in Node: pushDirectory with the client's URL and key, and the default hash cache. */
+export const pushVolume: VolumePusher = (t, volumeId, dir, options) => {
+  const cache = options.hashCache ?? true;
+  return pushDirectory({
+    apiUrl: t.baseUrl,
+    apiKey: t.apiKey,
+    volumeId,
+    dir,
+    ...(options.concurrency ? { concurrency: options.concurrency } : {}),
+    ...(cache ? { hashCache: typeof cache === "string" ? cache : defaultHashCache(dir) } : {}),
+    ...(options.onProgress ? { onProgress: options.onProgress } : {}),
+    ...(options.signal ? { signal: options.signal } : {}),
+  });
+};

@@ -29,6 +29,8 @@ export function registerAdminRoutes(app: App, admin: AdminService): void {
       preValidation: operatorOnly,
       schema: {
         operationId: "AdminCreateOrganization",
+        description:
+          "Operator: creates an organization with its default project. 409 already_exists when the slug is taken. Operator key only (403 permission_denied).",
         tags: TAGS,
         summary: "Create an organization (with its default project)",
         body: Type.Object(
@@ -47,6 +49,7 @@ export function registerAdminRoutes(app: App, admin: AdminService): void {
       preValidation: operatorOnly,
       schema: {
         operationId: "AdminListOrganizations",
+        description: "Operator: lists every organization.",
         tags: TAGS,
         summary: "List organizations",
         response: standardResponses({ 200: Type.Object({ organizations: Type.Array(Organization) }) }),
@@ -61,6 +64,8 @@ export function registerAdminRoutes(app: App, admin: AdminService): void {
       preValidation: operatorOnly,
       schema: {
         operationId: "AdminCreateApiKey",
+        description:
+          "Operator: issues an API key for an organization; its secret is in this answer only. 404 not_found for an unknown organization.",
         tags: TAGS,
         summary: "Issue an API key (for a new principal, or an existing one); the secret is returned once",
         body: AdminCreateApiKeyRequest,
@@ -76,6 +81,7 @@ export function registerAdminRoutes(app: App, admin: AdminService): void {
       preValidation: operatorOnly,
       schema: {
         operationId: "AdminListApiKeys",
+        description: "Operator: lists an organization's API keys (never their secrets).",
         tags: TAGS,
         summary: "List an organization's API keys (never their secrets)",
         params: Type.Object({ organization: OrgRef }),
@@ -93,6 +99,7 @@ export function registerAdminRoutes(app: App, admin: AdminService): void {
       preValidation: operatorOnly,
       schema: {
         operationId: "AdminRevokeApiKey",
+        description: "Operator: revokes an API key; it stops authenticating at once. 404 not_found for an unknown key.",
         tags: TAGS,
         summary: "Revoke an API key; it is refused from then on",
         params: Type.Object({ key_id: Type.String({ minLength: 1, maxLength: 64 }) }),
@@ -111,6 +118,7 @@ export function registerAdminRoutes(app: App, admin: AdminService): void {
       preValidation: operatorOnly,
       schema: {
         operationId: "AdminRotateMasterKey",
+        description: "Operator: seals every stored secret and deployment key again under a new master key generation.",
         tags: TAGS,
         summary:
           "Re-wrap every secret data key under the current master key (a new one when keys live in the data dir)",
@@ -132,6 +140,10 @@ export function registerAdminRoutes(app: App, admin: AdminService): void {
         preValidation: operatorOnly,
         schema: {
           operationId: verb === "quarantine" ? "AdminQuarantineSandbox" : "AdminReleaseSandbox",
+          description:
+            verb === "quarantine"
+              ? "Operator: quarantines a sandbox (every mutating verb then answers 409 quarantined) with a reason."
+              : "Operator: releases a quarantined sandbox to the state it was in.",
           tags: TAGS,
           summary:
             verb === "quarantine"
@@ -158,6 +170,8 @@ export function registerAdminRoutes(app: App, admin: AdminService): void {
       preValidation: operatorOnly,
       schema: {
         operationId: "AdminListHosts",
+        description:
+          "Operator: every host of the deployment with its state, capacity, live sandboxes and heartbeat age.",
         tags: TAGS,
         summary:
           "List the hosts of the deployment: state, heartbeat, live sandboxes, and whether a draining one is drained",
@@ -171,11 +185,20 @@ export function registerAdminRoutes(app: App, admin: AdminService): void {
     drain: [
       "AdminDrainHost",
       "Drain a host: placement skips it, its warm pool empties, its pending replications finish",
+      "Operator: drains a host: no new sandbox is placed on it, its warm pool is emptied and its pending replications finish (drained says when); its sandboxes stay. 404 not_found for an unknown host.",
     ],
-    cordon: ["AdminCordonHost", "Cordon a host: placement skips it, nothing else changes"],
-    uncordon: ["AdminUncordonHost", "Return a draining or cordoned host to ready"],
+    cordon: [
+      "AdminCordonHost",
+      "Cordon a host: placement skips it, nothing else changes",
+      "Operator: cordons a host: no new sandbox is placed on it; nothing else changes. 404 not_found for an unknown host.",
+    ],
+    uncordon: [
+      "AdminUncordonHost",
+      "Return a draining or cordoned host to ready",
+      "Operator: takes a host back from draining or cordoned. 404 not_found for an unknown host.",
+    ],
   } as const;
-  for (const [action, [operationId, summary]] of Object.entries(hostActions) as [
+  for (const [action, [operationId, summary, description]] of Object.entries(hostActions) as [
     keyof typeof hostActions,
     (typeof hostActions)[keyof typeof hostActions],
   ][]) {
@@ -185,6 +208,7 @@ export function registerAdminRoutes(app: App, admin: AdminService): void {
         preValidation: operatorOnly,
         schema: {
           operationId,
+          description,
           tags: TAGS,
           summary,
           params: Type.Object({ host_id: HostId }),
@@ -201,6 +225,8 @@ export function registerAdminRoutes(app: App, admin: AdminService): void {
       preValidation: operatorOnly,
       schema: {
         operationId: "AdminSetQuota",
+        description:
+          "Operator: sets an organization's limit of one quota metric (decimal string). 400 invalid_argument for an unknown metric.",
         tags: TAGS,
         summary: "Set (or with limit null, reset to the default) one quota limit of an organization",
         params: Type.Object({
@@ -227,6 +253,7 @@ export function registerAdminRoutes(app: App, admin: AdminService): void {
       preValidation: operatorOnly,
       schema: {
         operationId: "AdminGetEgressAllowlist",
+        description: "Operator: the hosts an organization's gateway_only sandboxes may reach.",
         tags: TAGS,
         summary: "The hosts gateway_only sandboxes of an organization reach besides their secrets' hosts",
         params: Type.Object({ organization: OrgRef }),
@@ -242,6 +269,8 @@ export function registerAdminRoutes(app: App, admin: AdminService): void {
       preValidation: operatorOnly,
       schema: {
         operationId: "AdminSetEgressAllowlist",
+        description:
+          "Operator: replaces an organization's egress allowlist (exact host names and *.domain wildcards). 400 invalid_argument for a malformed host.",
         tags: TAGS,
         summary: "Replace an organization's egress allowlist (effective from the next request through the gateway)",
         params: Type.Object({ organization: OrgRef }),

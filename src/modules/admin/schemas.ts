@@ -1,20 +1,24 @@
 // Wire schemas of operator administration and their types, shared by the routes, the service
 // and the admin CLI.
 import { type Static, Type } from "@sinclair/typebox";
+import { named } from "../../http/openapi.js";
 import { Timestamp } from "../../http/schemas.js";
 
 export const OrgRef = Type.String({ minLength: 1, maxLength: 64, description: "Organization id or slug" });
 
-export const Organization = Type.Object(
-  {
-    id: Type.String(),
-    slug: Type.String(),
-    name: Type.String(),
-    is_operator: Type.Optional(Type.Boolean()),
-    default_project_id: Type.Optional(Type.String()),
-    created_at: Timestamp,
-  },
-  { additionalProperties: false },
+export const Organization = named(
+  "Organization",
+  Type.Object(
+    {
+      id: Type.String(),
+      slug: Type.String(),
+      name: Type.String(),
+      is_operator: Type.Optional(Type.Boolean()),
+      default_project_id: Type.Optional(Type.String()),
+      created_at: Timestamp,
+    },
+    { additionalProperties: false },
+  ),
 );
 
 export const AdminCreateApiKeyRequest = Type.Object(
@@ -34,14 +38,18 @@ export const AdminCreateApiKeyRequest = Type.Object(
 export type OrganizationJson = Static<typeof Organization>;
 export type AdminCreateApiKeyBody = Static<typeof AdminCreateApiKeyRequest>;
 
-export const EgressAllowlist = Type.Object(
-  {
-    organization_id: Type.String(),
-    hosts: Type.Array(Type.String(), {
-      description: "Exact lowercase host names and *.domain wildcards, sorted; empty: only the hosts of bound secrets",
-    }),
-  },
-  { additionalProperties: false },
+export const EgressAllowlist = named(
+  "EgressAllowlist",
+  Type.Object(
+    {
+      organization_id: Type.String(),
+      hosts: Type.Array(Type.String(), {
+        description:
+          "Exact lowercase host names and *.domain wildcards, sorted; empty: only the hosts of bound secrets",
+      }),
+    },
+    { additionalProperties: false },
+  ),
 );
 
 export const SetEgressAllowlistRequest = Type.Object(
@@ -56,45 +64,55 @@ export const SetEgressAllowlistRequest = Type.Object(
 
 export const HostId = Type.String({ pattern: "^h_[0-9a-f]{24}$", description: "A host id (h_ and 24 hex digits)" });
 
+const HostCapacity = named(
+  "HostCapacity",
+  Type.Object(
+    {
+      cpu_millis: Type.Optional(Type.Integer()),
+      memory_mib: Type.Optional(Type.Integer()),
+      storage_bytes: Type.Optional(Type.Integer()),
+    },
+    { additionalProperties: false },
+  ),
+);
+
 /** A host of the deployment as the operator sees it (GET /v1/admin/hosts). */
-export const Host = Type.Object(
-  {
-    id: Type.String(),
-    role: Type.String(),
-    state: Type.Union(
-      ["joining", "ready", "draining", "cordoned", "unreachable", "dead"].map((state) => Type.Literal(state)),
-    ),
-    operator_state: Type.Union([Type.Literal("draining"), Type.Literal("cordoned"), Type.Null()], {
-      description:
-        "What an operator asked (null: nothing); kept while the host is unreachable or dead, and taken again when it returns",
-    }),
-    epoch: Type.Integer(),
-    address: Type.Union([Type.String(), Type.Null()]),
-    plane_address: Type.Union([Type.String(), Type.Null()]),
-    ssh_address: Type.Union([Type.String(), Type.Null()]),
-    capacity: Type.Object(
-      {
-        cpu_millis: Type.Optional(Type.Integer()),
-        memory_mib: Type.Optional(Type.Integer()),
-        storage_bytes: Type.Optional(Type.Integer()),
-      },
-      { additionalProperties: false },
-    ),
-    joined_at: Timestamp,
-    heartbeat_at: Timestamp,
-    heartbeat_age_seconds: Type.Number({ description: "By the database's clock" }),
-    state_changed_at: Timestamp,
-    live_sandboxes: Type.Integer({ description: "Its sandboxes not terminated or failed" }),
-    pool_members: Type.Integer({ description: "Warm pool members, as of its last heartbeat" }),
-    pending_replications: Type.Integer({ description: "Its snapshots whose replication to the blob store is pending" }),
-    drained: Type.Boolean({
-      description: "Draining, with no warm pool member and no pending replication left (its sandboxes stay)",
-    }),
-    collection_leader: Type.Boolean({
-      description: "Whether this host's server holds the lease of blob and volume collection now",
-    }),
-  },
-  { additionalProperties: false },
+export const Host = named(
+  "Host",
+  Type.Object(
+    {
+      id: Type.String(),
+      role: Type.String(),
+      state: Type.Union(
+        ["joining", "ready", "draining", "cordoned", "unreachable", "dead"].map((state) => Type.Literal(state)),
+      ),
+      operator_state: Type.Union([Type.Literal("draining"), Type.Literal("cordoned"), Type.Null()], {
+        description:
+          "What an operator asked (null: nothing); kept while the host is unreachable or dead, and taken again when it returns",
+      }),
+      epoch: Type.Integer(),
+      address: Type.Union([Type.String(), Type.Null()]),
+      plane_address: Type.Union([Type.String(), Type.Null()]),
+      ssh_address: Type.Union([Type.String(), Type.Null()]),
+      capacity: HostCapacity,
+      joined_at: Timestamp,
+      heartbeat_at: Timestamp,
+      heartbeat_age_seconds: Type.Number({ description: "By the database's clock" }),
+      state_changed_at: Timestamp,
+      live_sandboxes: Type.Integer({ description: "Its sandboxes not terminated or failed" }),
+      pool_members: Type.Integer({ description: "Warm pool members, as of its last heartbeat" }),
+      pending_replications: Type.Integer({
+        description: "Its snapshots whose replication to the blob store is pending",
+      }),
+      drained: Type.Boolean({
+        description: "Draining, with no warm pool member and no pending replication left (its sandboxes stay)",
+      }),
+      collection_leader: Type.Boolean({
+        description: "Whether this host's server holds the lease of blob and volume collection now",
+      }),
+    },
+    { additionalProperties: false },
+  ),
 );
 
 export type HostJson = Static<typeof Host>;

@@ -33,6 +33,8 @@ export function registerAnnotationRoutes(
       config: { idempotentOperation: "RegisterAnnotationSchema" },
       schema: {
         operationId: "RegisterAnnotationSchema",
+        description:
+          "Registers a new version of an annotation schema (version 1 for a new name). A change that is not backward compatible with the latest live version is 400 failed_precondition; a json_schema that is not JSON Schema draft 2020-12 is 400 invalid_argument.",
         tags: SCHEMA_TAGS,
         summary:
           "Register a schema version; refused (failed_precondition) when not backward compatible with the latest live version",
@@ -48,6 +50,8 @@ export function registerAnnotationRoutes(
     {
       schema: {
         operationId: "GetAnnotationSchema",
+        description:
+          "Gets one annotation schema by name, at a version or the latest live one. 404 not_found for an unknown name or version.",
         tags: SCHEMA_TAGS,
         summary: "Get a schema version (default: the latest live one)",
         params: Type.Object({ name: SchemaName }),
@@ -65,6 +69,8 @@ export function registerAnnotationRoutes(
     {
       schema: {
         operationId: "ListAnnotationSchemas",
+        description:
+          "Lists annotation schemas: by default the latest live version per name; with include_archived every version, newest first.",
         tags: SCHEMA_TAGS,
         summary: "The latest live version per name; with include_archived every version, newest first",
         querystring: Type.Object({ include_archived: Type.Optional(Type.Boolean()) }, { additionalProperties: false }),
@@ -83,6 +89,8 @@ export function registerAnnotationRoutes(
     {
       schema: {
         operationId: "ArchiveAnnotationSchema",
+        description:
+          "Archives a schema version (0 or omitted: the latest live one): archived_at is stamped, nothing is deleted. 404 not_found for an unknown name or version.",
         tags: SCHEMA_TAGS,
         summary: "Stamp archived_at on a version (never deletes)",
         params: Type.Object({ name: SchemaName }),
@@ -106,6 +114,8 @@ export function registerAnnotationRoutes(
     {
       schema: {
         operationId: "Annotate",
+        description:
+          "Writes an annotation on a run (optionally on one of its events) or on a project; the payload is validated against the named schema at ingest (400 invalid_argument when it does not match). Resending the same event_id returns the existing annotation instead of a duplicate.",
         tags: TAGS,
         summary: "Annotate a run (or one of its events) or a project",
         body: AnnotateRequest,
@@ -120,6 +130,8 @@ export function registerAnnotationRoutes(
     {
       schema: {
         operationId: "AnnotateRange",
+        description:
+          "Writes an annotation over a window of a run: either range_start_ns and range_end_ns, or two event ids of the run (mutually exclusive; 400 invalid_argument otherwise). Resending the same event_id returns the existing annotation.",
         tags: TAGS,
         summary: "Annotate a time window of a run, by nanosecond bounds or by two of its events",
         body: AnnotateRangeRequest,
@@ -134,6 +146,8 @@ export function registerAnnotationRoutes(
     {
       schema: {
         operationId: "ListAnnotations",
+        description:
+          "Lists annotations newest first: the latest version per supersession key (superseded_count says how many were hidden), or every version with history. Rows that cannot be decoded are listed in skipped, never dropped.",
         tags: TAGS,
         summary: "Annotations newest first; by default the latest version per supersession key",
         querystring: ListAnnotationsQuery,

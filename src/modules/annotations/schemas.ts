@@ -1,6 +1,7 @@
 // Wire schemas of annotation schemas and annotations (contract 2.7) and their types, shared by
 // the routes and the services.
 import { type Static, Type } from "@sinclair/typebox";
+import { named } from "../../http/openapi.js";
 import { PageQuery } from "../../http/pagination.js";
 import { Timestamp } from "../../http/schemas.js";
 
@@ -16,28 +17,34 @@ const EventId = Type.String({ minLength: 1, maxLength: 64, description: "26-char
 const NsString = Type.String({ pattern: "^[0-9]{1,19}$", description: "Wall-clock nanoseconds as a decimal string" });
 const PayloadJson = Type.String({ minLength: 2, maxLength: 262_144, description: "A JSON object as a string" });
 
-export const PromotedField = Type.Object(
-  {
-    field: Type.String(),
-    identity: Type.Boolean(),
-    bloom: Type.Boolean(),
-    slot: Type.String({ description: "Indexed column assigned by the server; stable for the schema name" }),
-  },
-  { additionalProperties: false },
+export const PromotedField = named(
+  "PromotedField",
+  Type.Object(
+    {
+      field: Type.String(),
+      identity: Type.Boolean(),
+      bloom: Type.Boolean(),
+      slot: Type.String({ description: "Indexed column assigned by the server; stable for the schema name" }),
+    },
+    { additionalProperties: false },
+  ),
 );
 
-export const AnnotationSchema = Type.Object(
-  {
-    id: Type.String(),
-    name: Type.String(),
-    version: Type.String({ description: "Monotonic per organization and name, from 1 (decimal string)" }),
-    description: Type.String(),
-    json_schema: Type.String({ description: "JSON Schema draft 2020-12 document" }),
-    promoted_fields: Type.Array(PromotedField),
-    created_at: Timestamp,
-    archived_at: Type.Optional(Timestamp),
-  },
-  { additionalProperties: false },
+export const AnnotationSchema = named(
+  "AnnotationSchema",
+  Type.Object(
+    {
+      id: Type.String(),
+      name: Type.String(),
+      version: Type.String({ description: "Monotonic per organization and name, from 1 (decimal string)" }),
+      description: Type.String(),
+      json_schema: Type.String({ description: "JSON Schema draft 2020-12 document" }),
+      promoted_fields: Type.Array(PromotedField),
+      created_at: Timestamp,
+      archived_at: Type.Optional(Timestamp),
+    },
+    { additionalProperties: false },
+  ),
 );
 
 export const RegisterAnnotationSchemaRequest = Type.Object(
@@ -62,24 +69,27 @@ export const RegisterAnnotationSchemaRequest = Type.Object(
   { additionalProperties: false },
 );
 
-export const Annotation = Type.Object(
-  {
-    event_id: Type.String(),
-    run_id: Type.Optional(Type.String()),
-    project_id: Type.String(),
-    lineage_path: Type.Optional(Type.String()),
-    schema_name: Type.String(),
-    schema_version: Type.Optional(Type.String()),
-    ts_wall_ns: Type.String(),
-    principal: Type.Optional(Type.String()),
-    target_event_id: Type.Optional(Type.String()),
-    range_start_ns: Type.Optional(Type.String()),
-    range_end_ns: Type.Optional(Type.String()),
-    range_start_event_id: Type.Optional(Type.String()),
-    range_end_event_id: Type.Optional(Type.String()),
-    payload_json: Type.String({ description: "The annotated JSON object exactly as sent" }),
-  },
-  { additionalProperties: false },
+export const Annotation = named(
+  "Annotation",
+  Type.Object(
+    {
+      event_id: Type.String(),
+      run_id: Type.Optional(Type.String()),
+      project_id: Type.String(),
+      lineage_path: Type.Optional(Type.String()),
+      schema_name: Type.String(),
+      schema_version: Type.Optional(Type.String()),
+      ts_wall_ns: Type.String(),
+      principal: Type.Optional(Type.String()),
+      target_event_id: Type.Optional(Type.String()),
+      range_start_ns: Type.Optional(Type.String()),
+      range_end_ns: Type.Optional(Type.String()),
+      range_start_event_id: Type.Optional(Type.String()),
+      range_end_event_id: Type.Optional(Type.String()),
+      payload_json: Type.String({ description: "The annotated JSON object exactly as sent" }),
+    },
+    { additionalProperties: false },
+  ),
 );
 
 export const EventIdResponse = Type.Object({ event_id: Type.String() }, { additionalProperties: false });
@@ -130,12 +140,21 @@ export const ListAnnotationsQuery = Type.Object(
   },
 );
 
+const SkippedAnnotation = named(
+  "SkippedAnnotation",
+  Type.Object(
+    { event_id: Type.String(), reason: Type.String() },
+    {
+      additionalProperties: false,
+      description: "A stored row that could not be decoded here, named rather than dropped",
+    },
+  ),
+);
+
 export const ListAnnotationsResponse = Type.Object(
   {
     annotations: Type.Array(Annotation),
-    skipped: Type.Array(
-      Type.Object({ event_id: Type.String(), reason: Type.String() }, { additionalProperties: false }),
-    ),
+    skipped: Type.Array(SkippedAnnotation),
     superseded_count: Type.String({ description: "Stored versions hidden behind the rows of this page" }),
     next_page_token: Type.String(),
   },

@@ -1,5 +1,6 @@
 // Wire schemas of feedback and their types, shared by the routes and the service.
 import { type Static, Type } from "@sinclair/typebox";
+import { named } from "../../http/openapi.js";
 
 export const FEEDBACK_SURFACES = ["cli", "api", "web", "sandbox", "telemetry", "annotations", "docs", "other"] as const;
 export const FEEDBACK_SEVERITIES = ["critical", "high", "medium", "low", ""] as const;
@@ -27,9 +28,9 @@ export const CreateFeedbackRequest = Type.Object(
   { additionalProperties: false },
 );
 
-export const FeedbackCreated = Type.Object(
-  { id: Type.String(), relayed: Type.Boolean() },
-  { additionalProperties: false },
+export const FeedbackCreated = named(
+  "FeedbackCreated",
+  Type.Object({ id: Type.String(), relayed: Type.Boolean() }, { additionalProperties: false }),
 );
 
 export type CreateFeedbackBody = Static<typeof CreateFeedbackRequest>;

@@ -59,6 +59,8 @@ export function registerFileRoutes(app: App, files: FileService): void {
         config: FLAT,
         schema: {
           operationId: "WriteSandboxFile",
+          description:
+            "Writes one file in a running sandbox from the raw request body (streamed; parents created; renamed into place once whole) and answers its FileInfo. 409 sandbox_not_running, 413 payload_too_large past the file limit, 403 permission_denied when the sandbox's user may not write there, 400 failed_precondition when the path is a directory.",
           tags: TAGS,
           summary:
             "Write one file from the raw request body (streamed; parents created; renamed into place once whole)",
@@ -79,6 +81,8 @@ export function registerFileRoutes(app: App, files: FileService): void {
         config: FLAT,
         schema: {
           operationId: "UploadSandboxArchive",
+          description:
+            "Unpacks a tar stream (the request body, application/x-tar) into a directory of a running sandbox. Entries that would leave the directory are refused; 409 sandbox_not_running, 413 payload_too_large past the upload limit.",
           tags: TAGS,
           summary:
             "Extract a tar stream (the raw request body) under a directory, created with its parents; modes kept",
@@ -146,6 +150,8 @@ export function registerFileRoutes(app: App, files: FileService): void {
       config: FLAT,
       schema: {
         operationId: "StatSandboxFile",
+        description:
+          "The FileInfo of one path in a running sandbox. 404 not_found when nothing is there; 409 sandbox_not_running.",
         tags: TAGS,
         summary: "A file's type, size, mode, times and owner (a symlink itself, with its target)",
         params: IdParams,
@@ -162,6 +168,8 @@ export function registerFileRoutes(app: App, files: FileService): void {
       config: FLAT,
       schema: {
         operationId: "ListSandboxFiles",
+        description:
+          "Lists a directory of a running sandbox (optionally recursive, bounded). 404 not_found for a missing directory, 400 failed_precondition for a path that is not one; 409 sandbox_not_running.",
         tags: TAGS,
         summary: "A directory's entries (sorted by name), at most `limit`; `truncated` when there were more",
         params: IdParams,
@@ -193,6 +201,8 @@ export function registerFileRoutes(app: App, files: FileService): void {
       config: FLAT,
       schema: {
         operationId: "MakeSandboxDirectory",
+        description:
+          "Creates a directory and its parents in a running sandbox (an existing directory is fine) and answers its FileInfo. 409 sandbox_not_running; 403 permission_denied when the sandbox's user may not write there.",
         tags: TAGS,
         summary: "Make a directory and its parents (an existing directory is fine)",
         params: IdParams,
@@ -209,6 +219,8 @@ export function registerFileRoutes(app: App, files: FileService): void {
       config: FLAT,
       schema: {
         operationId: "RemoveSandboxFile",
+        description:
+          "Removes a file or directory in a running sandbox; a non-empty directory needs recursive (400 failed_precondition otherwise). 204 with no body. 404 not_found when nothing is there.",
         tags: TAGS,
         summary: "Remove a file, a symlink (never its target), an empty directory, or with recursive a tree",
         params: IdParams,
@@ -231,6 +243,8 @@ export function registerFileRoutes(app: App, files: FileService): void {
       config: FLAT,
       schema: {
         operationId: "RenameSandboxFile",
+        description:
+          "Renames (moves) a path within a running sandbox and answers the new path's FileInfo. 404 not_found for a missing source; 409 already_exists when the target exists and overwrite is not set.",
         tags: TAGS,
         summary: "Rename (move) a file or directory; parents of `to` created; an existing `to` only with overwrite",
         params: IdParams,

@@ -9,6 +9,8 @@ export function registerIdentityRoutes(app: App): void {
     {
       schema: {
         operationId: "WhoAmI",
+        description:
+          "The caller's organization and principal, resolved from the bearer credential. 401 unauthenticated without a valid key.",
         tags: ["IdentityService"],
         summary: "The organization and principal of the calling credential",
         response: standardResponses({ 200: WhoAmIResponse }),

@@ -28,6 +28,8 @@ export function registerMetaRoutes(app: App, config: Config, sessionPlaneUrl: ()
       config: { auth: false },
       schema: {
         operationId: "GetServiceConfig",
+        description:
+          "Discovery: the client-visible service URLs of this deployment (API, session plane, SSH gateway) and the API version. Unauthenticated.",
         tags: ["MetaService"],
         summary: "Client-visible sibling service URLs (unauthenticated discovery)",
         security: [],

@@ -15,6 +15,8 @@ export function registerMetricsRoutes(app: App, metrics: MetricsService): void {
       onRequest: async (request: FastifyRequest) => metrics.authorize(bearerSecret(request.headers.authorization)),
       schema: {
         operationId: "GetMetrics",
+        description:
+          "Prometheus metrics of this server (text format 0.0.4), for WARREN_METRICS_TOKEN or an owner key of the operator organization.",
         tags: ["AdminService"],
         summary:
           "Prometheus metrics (text format 0.0.4); WARREN_METRICS_TOKEN or an owner key of the operator organization",

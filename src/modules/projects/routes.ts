@@ -21,6 +21,8 @@ export function registerProjectRoutes(app: App, projects: ProjectService): void 
       config: { idempotentOperation: "CreateProject" },
       schema: {
         operationId: "CreateProject",
+        description:
+          "Creates a project in the caller's organization. 409 already_exists when the slug is taken (slugs are unique per organization and immutable).",
         tags: TAGS,
         summary: "Create a project",
         body: Type.Object(
@@ -42,6 +44,7 @@ export function registerProjectRoutes(app: App, projects: ProjectService): void 
     {
       schema: {
         operationId: "GetProject",
+        description: "Gets one project by id. 404 not_found for an unknown id or another organization's.",
         tags: TAGS,
         summary: "Get a project; the ETag header carries its version",
         params: IdParams,
@@ -60,6 +63,8 @@ export function registerProjectRoutes(app: App, projects: ProjectService): void 
     {
       schema: {
         operationId: "ListProjects",
+        description:
+          "Lists the organization's projects, newest first, a page at a time (empty next_page_token on the last page).",
         tags: TAGS,
         summary: "List projects, newest first",
         querystring: Type.Object(PageQuery, { additionalProperties: false }),
@@ -77,6 +82,8 @@ export function registerProjectRoutes(app: App, projects: ProjectService): void 
     {
       schema: {
         operationId: "UpdateProject",
+        description:
+          "Changes a project's name or description (omitted fields unchanged, an empty description clears it; the slug is immutable). With If-Match: <version>, 412 precondition_failed when the project changed meanwhile. 404 not_found for an unknown id.",
         tags: TAGS,
         summary: "Update name or description; If-Match makes it conditional on the version",
         params: IdParams,
@@ -112,6 +119,8 @@ export function registerProjectRoutes(app: App, projects: ProjectService): void 
     {
       schema: {
         operationId: "DeleteProject",
+        description:
+          "Deletes a project. Without cascade only a project with no runs, API keys or volumes (else 400 failed_precondition); with cascade=true its dependents too, counted in the answer as decimal strings. The organization's default project cannot be deleted (400 failed_precondition).",
         tags: TAGS,
         summary: "Delete a project; with cascade=true also its runs, events and project-bound API keys",
         params: IdParams,

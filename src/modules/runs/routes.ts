@@ -18,6 +18,8 @@ export function registerRunRoutes(app: App, runs: RunService): void {
       config: { idempotentOperation: "StartRun" },
       schema: {
         operationId: "StartRun",
+        description:
+          "Starts a run in a project (default: the credential's), as a new tree root or under parent_run_id; with execute_as_workload the caller must hold launch rights on that workload (403 permission_denied). 404 not_found for an unknown project, parent or workload.",
         tags: TAGS,
         summary: "Start a run: a new tree root, or a child of parent_run_id",
         body: StartRunRequest,
@@ -33,6 +35,8 @@ export function registerRunRoutes(app: App, runs: RunService): void {
       config: { idempotentOperation: "CompleteRun" },
       schema: {
         operationId: "CompleteRun",
+        description:
+          "Records a run's terminal status (succeeded, failed or canceled) and its end time. 400 failed_precondition when the run is already completed; 404 not_found for an unknown run.",
         tags: TAGS,
         summary: "Record a run's terminal status and end time (once)",
         params: Type.Object({ id: RunId }),
@@ -55,6 +59,7 @@ export function registerRunRoutes(app: App, runs: RunService): void {
     {
       schema: {
         operationId: "GetRun",
+        description: "Gets one run with its lineage fields. 404 not_found for an unknown id or another organization's.",
         tags: TAGS,
         summary: "Get a run",
         params: Type.Object({ id: RunId }),
@@ -69,6 +74,7 @@ export function registerRunRoutes(app: App, runs: RunService): void {
     {
       schema: {
         operationId: "ListRuns",
+        description: "Lists the organization's runs, newest first, a page at a time.",
         tags: TAGS,
         summary: "List runs, newest first",
         querystring: Type.Object(

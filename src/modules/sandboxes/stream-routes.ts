@@ -165,6 +165,9 @@ export function registerExecStreamRoute(app: App, streams: ExecStreamService, so
           "WebSocket (Upgrade: websocket): a command with stdin, separate stdout and stderr streams, an optional terminal, and its exit at the end",
         description:
           'After the 101 the client sends the start (StreamExecStart) as one text message, then binary frames whose first byte is a tag: 0 stdin, 3 resize (u16 rows, u16 cols, big-endian), 4 stdin close, 5 kill. The server sends {"type":"started"}, binary frames 1 stdout and 2 stderr, and a final text message {"type":"exit",exit|timeout|indeterminate,truncated:false} or {"type":"error",status,error:{code,message,request_id}}. Browsers may offer the subprotocols warren.v1 and warren.bearer.<API key> instead of the Authorization header (warren.v1 is answered). See docs/api-decisions.md "Streaming exec".',
+        // The WebSocket's first text message, which OpenAPI has no place for: named here so
+        // clients can generate its type.
+        "x-warren-websocket-start": { $ref: "#/components/schemas/StreamExecStart" },
         params: Type.Object({ id: Type.String({ maxLength: 64 }) }),
         response: flatResponses({ 101: Type.Null({ description: "Switching Protocols (WebSocket)" }) }),
       },

@@ -30,6 +30,8 @@ export function registerSecretRoutes(app: App, secrets: SecretService): void {
       config: { idempotentOperation: "CreateSandboxSecret" },
       schema: {
         operationId: "CreateSandboxSecret",
+        description:
+          "Stores a write-only secret bound to one delivery (and, for egress, one exact HTTPS host); the value is never returned. Owner or admin only (403 permission_denied); the creator is granted it. 409 already_exists when the name is taken.",
         tags: TAGS,
         summary: "Create a write-only secret (owner or admin); the creator is granted it",
         body: CreateSecretRequest,
@@ -44,6 +46,7 @@ export function registerSecretRoutes(app: App, secrets: SecretService): void {
     {
       schema: {
         operationId: "ListSandboxSecrets",
+        description: "Lists the organization's secrets, newest first, metadata only (never a value).",
         tags: TAGS,
         summary: "List secrets, newest first (metadata only)",
         querystring: Type.Object(PageQuery, { additionalProperties: false }),
@@ -59,6 +62,8 @@ export function registerSecretRoutes(app: App, secrets: SecretService): void {
     {
       schema: {
         operationId: "GrantSandboxSecret",
+        description:
+          "Grants a subject (user, service account or workload) the use of a secret; idempotent. At most 200 grants per secret, the creator's included (400 invalid_argument past it); 400 failed_precondition for a revoked secret.",
         tags: TAGS,
         summary: `Grant a subject the use of a secret (owner or admin; idempotent; at most ${MAX_GRANTS} grants)`,
         params: IdParams,
@@ -87,6 +92,7 @@ export function registerSecretRoutes(app: App, secrets: SecretService): void {
     {
       schema: {
         operationId: "UngrantSandboxSecret",
+        description: "Removes one subject's grant of a secret. 404 not_found for an unknown secret.",
         tags: TAGS,
         summary: "Remove a subject's grant (owner or admin; idempotent)",
         params: Type.Object({
@@ -109,6 +115,8 @@ export function registerSecretRoutes(app: App, secrets: SecretService): void {
     {
       schema: {
         operationId: "ListSandboxSecretGrants",
+        description:
+          "Lists a secret's grants, sorted by subject kind and id (at most 200). 404 not_found for an unknown secret.",
         tags: TAGS,
         summary: "List a secret's grants, sorted by subject kind then id",
         params: IdParams,
@@ -125,6 +133,8 @@ export function registerSecretRoutes(app: App, secrets: SecretService): void {
     {
       schema: {
         operationId: "RotateSandboxSecret",
+        description:
+          "Replaces a secret's value: current_version is incremented and rotated_at stamped; the value is never returned. Owner or admin only; 400 failed_precondition for a revoked secret.",
         tags: TAGS,
         summary: "Replace the value (owner or admin): current_version + 1, rotated_at stamped",
         params: IdParams,
@@ -146,6 +156,8 @@ export function registerSecretRoutes(app: App, secrets: SecretService): void {
     {
       schema: {
         operationId: "RevokeSandboxSecret",
+        description:
+          "Revokes a secret: revoked_at is stamped and it can no longer be delivered or granted. Owner or admin only (403 permission_denied).",
         tags: TAGS,
         summary: "Revoke a secret (owner or admin): revoked_at stamped; it can never be delivered again",
         params: IdParams,

@@ -46,6 +46,8 @@ export function registerSessionRoutes(app: App, sessions: SessionService): void 
       config: FLAT,
       schema: {
         operationId: "IssueSshToken",
+        description:
+          "Issues a short-lived token for an SSH session into a running sandbox through the SSH gateway. 409 sandbox_not_running; 503 host_unavailable when its host cannot be reached.",
         tags: ["SandboxService"],
         summary: "Issue a short-lived token that logs in to the SSH gateway as one sandbox",
         params: Type.Object({ id: Type.String({ minLength: 1, maxLength: 128, description: "Sandbox id" }) }),
@@ -69,6 +71,8 @@ export function registerSessionRoutes(app: App, sessions: SessionService): void 
       config: FLAT,
       schema: {
         operationId: "IssueEndpointToken",
+        description:
+          "Issues a short-lived token for one port endpoint of a sandbox on the session plane. 400 failed_precondition for a sandbox with network_access none; 403 permission_denied for a sandbox-scoped credential.",
         tags: ["SandboxService"],
         summary: "Issue a short-lived token that opens one port endpoint of one sandbox",
         params: Type.Object({

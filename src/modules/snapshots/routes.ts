@@ -34,6 +34,8 @@ export function registerSnapshotRoutes(app: App, snapshots: SnapshotService): vo
       config: FLAT,
       schema: {
         operationId: "ListSandboxSnapshots",
+        description:
+          "Lists snapshots, created_at descending then id descending, with the parent lineage edges of the page; filters: exact name, source sandbox. A sandbox-scoped credential sees its own lineage only.",
         tags: TAGS,
         summary: "List the project's snapshots, created_at descending then id descending, with parent edges",
         querystring: ListSnapshotsQuery,
@@ -49,6 +51,8 @@ export function registerSnapshotRoutes(app: App, snapshots: SnapshotService): vo
       config: FLAT,
       schema: {
         operationId: "DeleteSandboxSnapshot",
+        description:
+          "Deletes a snapshot. 409 snapshot_in_use while a live restore needs it or its replication may still publish; 404 not_found for an unknown id. Not for sandbox-scoped credentials (403 permission_denied).",
         tags: TAGS,
         summary: "Delete a snapshot (409 snapshot_in_use while a restore still reads it)",
         params: Type.Object({ id: Type.String({ minLength: 1, maxLength: 128, description: "Snapshot id" }) }),

@@ -1,12 +1,16 @@
 // Wire schemas of the snapshot operations (contract 2.2, 4.1, 4.2, 7.2, 8).
 import { type Static, Type } from "@sinclair/typebox";
+import { named } from "../../http/openapi.js";
 import { Timestamp } from "../../http/schemas.js";
 
 export const SNAPSHOT_ID_PATTERN = "^snp-[0-9a-f]{40}$";
 
-export const Durability = Type.Union([Type.Literal("local"), Type.Literal("replicated")], {
-  description: "Strongest durability confirmed: local once sealed on the host, replicated once in the blob store",
-});
+export const Durability = named(
+  "SnapshotDurability",
+  Type.Union([Type.Literal("local"), Type.Literal("replicated")], {
+    description: "Strongest durability confirmed: local once sealed on the host, replicated once in the blob store",
+  }),
+);
 
 export const CreateSnapshotRequest = Type.Object(
   {
@@ -26,28 +30,39 @@ export const CreateSnapshotResponse = Type.Object(
   { additionalProperties: false },
 );
 
-export const Snapshot = Type.Object(
-  {
-    id: Type.String({ pattern: SNAPSHOT_ID_PATTERN }),
-    created_at: Timestamp,
-    durability: Durability,
-    image: Type.String({ description: "Workload image of the lineage, inherited by children" }),
-    lineage_path: Type.String({ description: "The source sandbox's lineage_path" }),
-    source_sandbox_id: Type.String(),
-    name: Type.Optional(Type.String()),
-    parent_snapshot_id: Type.Optional(
-      Type.String({ description: "Snapshot the source sandbox was restored from; omitted for an image-created root" }),
-    ),
-  },
-  { additionalProperties: false },
+export const Snapshot = named(
+  "SandboxSnapshot",
+  Type.Object(
+    {
+      id: Type.String({ pattern: SNAPSHOT_ID_PATTERN }),
+      created_at: Timestamp,
+      durability: Durability,
+      image: Type.String({ description: "Workload image of the lineage, inherited by children" }),
+      lineage_path: Type.String({ description: "The source sandbox's lineage_path" }),
+      source_sandbox_id: Type.String(),
+      name: Type.Optional(Type.String()),
+      parent_snapshot_id: Type.Optional(
+        Type.String({
+          description: "Snapshot the source sandbox was restored from; omitted for an image-created root",
+        }),
+      ),
+    },
+    { additionalProperties: false },
+  ),
 );
 
-export const SnapshotEdge = Type.Object(
-  {
-    snapshot_id: Type.String(),
-    parent_snapshot_id: Type.String(),
-  },
-  { additionalProperties: false, description: "A parent lineage edge: snapshot_id's source was restored from parent" },
+export const SnapshotEdge = named(
+  "SandboxSnapshotEdge",
+  Type.Object(
+    {
+      snapshot_id: Type.String(),
+      parent_snapshot_id: Type.String(),
+    },
+    {
+      additionalProperties: false,
+      description: "A parent lineage edge: snapshot_id's source was restored from parent",
+    },
+  ),
 );
 
 export const ListSnapshotsQuery = Type.Object(

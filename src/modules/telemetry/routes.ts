@@ -21,6 +21,8 @@ export function registerTelemetryRoutes(app: App, views: TelemetryViewService): 
     {
       schema: {
         operationId: "PutDataView",
+        description:
+          "Creates or replaces a data view (a SELECT spec); the SQL is validated against the current column allowlist (400 invalid_argument) and spec_version bumped on every upsert.",
         tags: TAGS,
         summary:
           "Create or replace a data view by name (spec_version bumped); the spec is validated through the gateway",
@@ -37,6 +39,7 @@ export function registerTelemetryRoutes(app: App, views: TelemetryViewService): 
     {
       schema: {
         operationId: "ListDataViews",
+        description: "Lists the organization's data views by name.",
         tags: TAGS,
         summary: "Every data view of the organization, by name",
         response: standardResponses({ 200: DataViewList }),
@@ -50,6 +53,8 @@ export function registerTelemetryRoutes(app: App, views: TelemetryViewService): 
     {
       schema: {
         operationId: "RunDataView",
+        description:
+          "Runs a data view: its spec is validated and compiled again under the forced-organization SQL gateway, so a view over a dropped column fails with 400 invalid_argument. 504 deadline_exceeded when the statement runs past its timeout.",
         tags: TAGS,
         summary: "Compile the view's spec fresh and run it under the forced-organization gateway",
         params: NameParams,
@@ -65,6 +70,7 @@ export function registerTelemetryRoutes(app: App, views: TelemetryViewService): 
     {
       schema: {
         operationId: "DeleteDataView",
+        description: "Deletes a data view. 404 not_found for an unknown name.",
         tags: TAGS,
         summary: "Delete a data view; its name is free again",
         params: NameParams,
@@ -82,6 +88,8 @@ export function registerTelemetryRoutes(app: App, views: TelemetryViewService): 
     {
       schema: {
         operationId: "RunTelemetrySql",
+        description:
+          "Runs one caller-written SELECT over the telemetry relations under the forced-organization SQL gateway, with row and byte caps (truncated says when they cut the result). 400 invalid_argument for anything but one allowed SELECT; 504 deadline_exceeded past the statement timeout.",
         tags: TAGS,
         summary: "Run one untrusted SELECT under the gateway with stricter caps; never stored",
         body: RunTelemetrySqlRequest,

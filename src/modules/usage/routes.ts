@@ -11,6 +11,8 @@ export function registerUsageRoutes(app: App, quotas: QuotaService): void {
     {
       schema: {
         operationId: "GetUsageSnapshot",
+        description:
+          "Every configured product quota of the caller's organization with its current and reserved use (decimal strings).",
         tags: ["UsageService"],
         summary: "Every configured product quota of the organization with its limit and current use",
         response: standardResponses({

@@ -36,6 +36,8 @@ export function registerVolumeRoutes(app: App, volumes: VolumeService): void {
       config: { idempotentOperation: "CreateVolume" },
       schema: {
         operationId: "CreateVolume",
+        description:
+          "Creates a volume in a project with a quota of at most 2 TiB (decimal string). 409 already_exists when the name is taken in the project.",
         tags: TAGS,
         summary: "Create a volume (no version until the first publish)",
         body: Type.Object(
@@ -61,6 +63,7 @@ export function registerVolumeRoutes(app: App, volumes: VolumeService): void {
     {
       schema: {
         operationId: "GetVolume",
+        description: "Gets one volume. 404 not_found for an unknown id or another organization's.",
         tags: TAGS,
         summary: "Get a volume",
         params: IdParams,
@@ -75,6 +78,7 @@ export function registerVolumeRoutes(app: App, volumes: VolumeService): void {
     {
       schema: {
         operationId: "ListVolumes",
+        description: "Lists the organization's volumes, newest first, a page at a time.",
         tags: TAGS,
         summary: "List a project's volumes, newest first",
         querystring: Type.Object(
@@ -97,6 +101,8 @@ export function registerVolumeRoutes(app: App, volumes: VolumeService): void {
     {
       schema: {
         operationId: "DeleteVolume",
+        description:
+          "Deletes a volume and its versions (their content is collected later). 404 not_found for an unknown id.",
         tags: TAGS,
         summary: "Delete a volume; sandboxes that pinned one of its versions keep it",
         params: IdParams,
@@ -111,6 +117,8 @@ export function registerVolumeRoutes(app: App, volumes: VolumeService): void {
     {
       schema: {
         operationId: "StartVolumePush",
+        description:
+          "Starts a push of a new version of a volume: a manifest upload URL and its byte limit. Upload the manifest, then the blobs RequestVolumeBlobUploads asks for, then PublishVolumeVersion. 404 not_found for an unknown volume.",
         tags: TAGS,
         summary: "Open a push: the manifest's upload URL, how long the push stays open, the manifest's size limit",
         params: IdParams,
@@ -140,6 +148,8 @@ export function registerVolumeRoutes(app: App, volumes: VolumeService): void {
     {
       schema: {
         operationId: "RequestVolumeBlobUploads",
+        description:
+          "For each blob of the pushed manifest, whether it is already stored (present: skip it) or a short-lived presigned PUT URL. 400 failed_precondition when the push expired or its manifest is not uploaded.",
         tags: TAGS,
         summary: "For each blob: present (skip it) or a presigned PUT URL bound to its content address",
         params: PushParams,
@@ -167,6 +177,8 @@ export function registerVolumeRoutes(app: App, volumes: VolumeService): void {
     {
       schema: {
         operationId: "PublishVolumeVersion",
+        description:
+          "Publishes the push's version once its manifest and every blob are stored and verified: it becomes the volume's current version. 400 failed_precondition when blobs are missing, the push expired or was already published; 429 quota_exceeded past the volume's quota.",
         tags: TAGS,
         summary: "Verify the push's manifest and blobs and make it the volume's current version",
         params: PushParams,

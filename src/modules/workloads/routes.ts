@@ -29,6 +29,8 @@ export function registerWorkloadRoutes(app: App, workloads: WorkloadService): vo
       config: { idempotentOperation: "CreateWorkload" },
       schema: {
         operationId: "CreateWorkload",
+        description:
+          "Registers a workload identity with the default launch ACL (any member may launch). Open to any organization member; a sandbox-scoped credential is refused (403 permission_denied). 409 already_exists when the name is taken.",
         tags: TAGS,
         summary: "Register a workload identity (any member); it starts with the default MEMBERS launch ACL",
         body: CreateWorkloadRequest,
@@ -43,6 +45,7 @@ export function registerWorkloadRoutes(app: App, workloads: WorkloadService): vo
     {
       schema: {
         operationId: "GetWorkload",
+        description: "Gets one workload by name, its launch ACL included. 404 not_found for an unknown name.",
         tags: TAGS,
         summary: "Get a workload, including its launch ACL",
         params: NameParams,
@@ -57,6 +60,7 @@ export function registerWorkloadRoutes(app: App, workloads: WorkloadService): vo
     {
       schema: {
         operationId: "ListWorkloads",
+        description: "Lists the organization's workloads by name, with their launch ACLs and federation configs.",
         tags: TAGS,
         summary: "List workloads by name",
         querystring: Type.Object(PageQuery, { additionalProperties: false }),
@@ -72,6 +76,8 @@ export function registerWorkloadRoutes(app: App, workloads: WorkloadService): vo
     {
       schema: {
         operationId: "DeleteWorkload",
+        description:
+          "Deletes a workload and its federation configs. Owner or admin only (403 permission_denied). 404 not_found for an unknown name.",
         tags: TAGS,
         summary: "Delete a workload and its federation configs (owner or admin)",
         params: NameParams,
@@ -89,6 +95,8 @@ export function registerWorkloadRoutes(app: App, workloads: WorkloadService): vo
     {
       schema: {
         operationId: "SetWorkloadLaunchAcl",
+        description:
+          "Replaces a workload's launch ACL: RESTRICTED must list at least one launcher and MEMBERS none (400 invalid_argument). Owner or admin only (403 permission_denied).",
         tags: TAGS,
         summary: "Replace the launch ACL (owner or admin)",
         params: NameParams,
@@ -108,6 +116,8 @@ export function registerWorkloadRoutes(app: App, workloads: WorkloadService): vo
       config: { idempotentOperation: "AddWorkloadFederation" },
       schema: {
         operationId: "AddWorkloadFederation",
+        description:
+          "Registers a cloud federation config for a workload; the server derives the audience from the cloud and descriptor (only the selected cloud's fields may be set, else 400 invalid_argument). A retry with the same Idempotency-Key and request returns the same row.",
         tags: TAGS,
         summary: "Register a cloud federation config (owner or admin); the server derives the audience",
         params: NameParams,
@@ -134,6 +144,8 @@ export function registerWorkloadRoutes(app: App, workloads: WorkloadService): vo
     {
       schema: {
         operationId: "ListWorkloadFederation",
+        description:
+          "Lists a workload's live federation configs in creation order. 404 not_found for an unknown workload.",
         tags: TAGS,
         summary: "List the workload's live federation configs in creation order",
         params: NameParams,
@@ -152,6 +164,8 @@ export function registerWorkloadRoutes(app: App, workloads: WorkloadService): vo
     {
       schema: {
         operationId: "RemoveWorkloadFederation",
+        description:
+          "Removes a federation config; removing an already removed config of the right workload succeeds again. A wrong workload or another organization's id is 404 not_found.",
         tags: TAGS,
         summary: "Remove a federation config; idempotent for the right workload",
         params: Type.Object({ name: Name, federation_id: Type.String({ minLength: 1, maxLength: 64 }) }),

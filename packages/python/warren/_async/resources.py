@@ -7,7 +7,7 @@ Every call takes ``timeout`` (seconds for the whole logical call, its retries in
 from __future__ import annotations
 
 import json
-from typing import Any, AsyncIterator, Callable, Mapping, Optional, Union
+from typing import Any, AsyncIterator, Callable, Generic, Mapping, Optional, TypeVar, Union, cast
 
 from .. import models as m
 from .._shared import CancelToken, QueryValue, TailEvent, new_event_id, seg
@@ -42,21 +42,71 @@ async def pages(
             return
 
 
-class AsyncProjects:
+R = TypeVar("R")
+
+
+class AsyncRecords(Generic[R]):
+    """A group whose records live at ``route`` (``/v1/volumes``): a call answers one as
+    ``{item: record}``, a list as ``{items: [...], next_page_token}``. ``list`` is the same in
+    every such group, and so are a get and a delete by id where the API has them (``_get``,
+    ``_delete``); each group adds its own calls over ``_record``."""
+
+    route = ""
+    item = ""
+    items = ""
+
     def __init__(self, t: AsyncTransport) -> None:
         self._t = t
+
+    async def _record(
+        self,
+        method: str,
+        path: str = "",
+        *,
+        body: object = None,
+        headers: Optional[Mapping[str, str]] = None,
+        timeout: Timeout = None,
+        cancel: Cancel = None,
+        idempotency_key: Key = None,
+        retry_on_connection_error: bool = True,
+    ) -> R:
+        """The record answered by ``method`` on ``route + path``."""
+        r = await self._t.json(
+            method,
+            self.route + path,
+            body=body,
+            headers=headers,
+            timeout=timeout,
+            cancel=cancel,
+            idempotency_key=idempotency_key,
+            retry_on_connection_error=retry_on_connection_error,
+        )
+        return cast(R, r[self.item])
+
+    async def _get(self, id: str, timeout: Timeout, cancel: Cancel) -> R:
+        return await self._record("GET", f"/{seg(id)}", timeout=timeout, cancel=cancel)
+
+    def list(
+        self, query: Optional[Mapping[str, QueryValue]] = None, *, timeout: Timeout = None, cancel: Cancel = None
+    ) -> AsyncIterator[R]:
+        return pages(self._t, self.route, query, self.items, timeout, cancel)
+
+    async def _delete(self, id: str, timeout: Timeout, cancel: Cancel, idempotency_key: Key) -> None:
+        await self._t.json(
+            "DELETE", f"{self.route}/{seg(id)}", timeout=timeout, cancel=cancel, idempotency_key=idempotency_key
+        )
+
+
+class AsyncProjects(AsyncRecords[m.Project]):
+    route, item, items = "/v1/projects", "project", "projects"
 
     async def create(
         self, body: m.CreateProjectBody, *, timeout: Timeout = None, cancel: Cancel = None, idempotency_key: Key = None
     ) -> m.Project:
-        r = await self._t.json(
-            "POST", "/v1/projects", body=body, timeout=timeout, cancel=cancel, idempotency_key=idempotency_key
-        )
-        return r["project"]  # type: ignore[no-any-return]
+        return await self._record("POST", body=body, timeout=timeout, cancel=cancel, idempotency_key=idempotency_key)
 
     async def get(self, id: str, *, timeout: Timeout = None, cancel: Cancel = None) -> m.Project:
-        r = await self._t.json("GET", f"/v1/projects/{seg(id)}", timeout=timeout, cancel=cancel)
-        return r["project"]  # type: ignore[no-any-return]
+        return await self._get(id, timeout, cancel)
 
     async def update(
         self,
@@ -70,16 +120,15 @@ class AsyncProjects:
     ) -> m.Project:
         """``if_match``: the project's ``version``; a change meanwhile is PreconditionFailedError."""
         headers = {"if-match": str(if_match)} if if_match is not None else None
-        r = await self._t.json(
+        return await self._record(
             "PATCH",
-            f"/v1/projects/{seg(id)}",
+            f"/{seg(id)}",
             body=body,
             headers=headers,
             timeout=timeout,
             cancel=cancel,
             idempotency_key=idempotency_key,
         )
-        return r["project"]  # type: ignore[no-any-return]
 
     async def delete(
         self, id: str, *, cascade: bool = False, timeout: Timeout = None, cancel: Cancel = None, idempotency_key: Key = None
@@ -94,15 +143,9 @@ class AsyncProjects:
             idempotency_key=idempotency_key,
         )
 
-    def list(
-        self, query: Optional[Mapping[str, QueryValue]] = None, *, timeout: Timeout = None, cancel: Cancel = None
-    ) -> AsyncIterator[m.Project]:
-        return pages(self._t, "/v1/projects", query, "projects", timeout, cancel)
 
-
-class AsyncRuns:
-    def __init__(self, t: AsyncTransport) -> None:
-        self._t = t
+class AsyncRuns(AsyncRecords[m.Run]):
+    route, item, items = "/v1/runs", "run", "runs"
 
     async def start(
         self,
@@ -112,32 +155,22 @@ class AsyncRuns:
         cancel: Cancel = None,
         idempotency_key: Key = None,
     ) -> m.Run:
-        r = await self._t.json(
-            "POST", "/v1/runs", body=body or {}, timeout=timeout, cancel=cancel, idempotency_key=idempotency_key
-        )
-        return r["run"]  # type: ignore[no-any-return]
+        return await self._record("POST", body=body or {}, timeout=timeout, cancel=cancel, idempotency_key=idempotency_key)
 
     async def complete(
         self, id: str, status: str, *, timeout: Timeout = None, cancel: Cancel = None, idempotency_key: Key = None
     ) -> m.Run:
-        r = await self._t.json(
+        return await self._record(
             "POST",
-            f"/v1/runs/{seg(id)}:complete",
+            f"/{seg(id)}:complete",
             body={"status": status},
             timeout=timeout,
             cancel=cancel,
             idempotency_key=idempotency_key,
         )
-        return r["run"]  # type: ignore[no-any-return]
 
     async def get(self, id: str, *, timeout: Timeout = None, cancel: Cancel = None) -> m.Run:
-        r = await self._t.json("GET", f"/v1/runs/{seg(id)}", timeout=timeout, cancel=cancel)
-        return r["run"]  # type: ignore[no-any-return]
-
-    def list(
-        self, query: Optional[Mapping[str, QueryValue]] = None, *, timeout: Timeout = None, cancel: Cancel = None
-    ) -> AsyncIterator[m.Run]:
-        return pages(self._t, "/v1/runs", query, "runs", timeout, cancel)
+        return await self._get(id, timeout, cancel)
 
     def tail(
         self,
@@ -308,9 +341,16 @@ class AsyncDataViews:
         )
 
 
-class AsyncVolumes:
-    def __init__(self, t: AsyncTransport) -> None:
-        self._t = t
+class AsyncVolumes(AsyncRecords[m.Volume]):
+    route, item, items = "/v1/volumes", "volume", "volumes"
+
+    async def get(self, id: str, *, timeout: Timeout = None, cancel: Cancel = None) -> m.Volume:
+        return await self._get(id, timeout, cancel)
+
+    async def delete(
+        self, id: str, *, timeout: Timeout = None, cancel: Cancel = None, idempotency_key: Key = None
+    ) -> None:
+        await self._delete(id, timeout, cancel, idempotency_key)
 
     async def create(
         self,
@@ -329,26 +369,7 @@ class AsyncVolumes:
             body["project_id"] = project_id
         if description is not None:
             body["description"] = description
-        r = await self._t.json(
-            "POST", "/v1/volumes", body=body, timeout=timeout, cancel=cancel, idempotency_key=idempotency_key
-        )
-        return r["volume"]  # type: ignore[no-any-return]
-
-    async def get(self, id: str, *, timeout: Timeout = None, cancel: Cancel = None) -> m.Volume:
-        r = await self._t.json("GET", f"/v1/volumes/{seg(id)}", timeout=timeout, cancel=cancel)
-        return r["volume"]  # type: ignore[no-any-return]
-
-    def list(
-        self, query: Optional[Mapping[str, QueryValue]] = None, *, timeout: Timeout = None, cancel: Cancel = None
-    ) -> AsyncIterator[m.Volume]:
-        return pages(self._t, "/v1/volumes", query, "volumes", timeout, cancel)
-
-    async def delete(
-        self, id: str, *, timeout: Timeout = None, cancel: Cancel = None, idempotency_key: Key = None
-    ) -> None:
-        await self._t.json(
-            "DELETE", f"/v1/volumes/{seg(id)}", timeout=timeout, cancel=cancel, idempotency_key=idempotency_key
-        )
+        return await self._record("POST", body=body, timeout=timeout, cancel=cancel, idempotency_key=idempotency_key)
 
     async def push(
         self,
@@ -368,9 +389,8 @@ class AsyncVolumes:
         )
 
 
-class AsyncSecrets:
-    def __init__(self, t: AsyncTransport) -> None:
-        self._t = t
+class AsyncSecrets(AsyncRecords[m.Secret]):
+    route, item, items = "/v1/secrets", "secret", "secrets"
 
     async def create(
         self,
@@ -381,15 +401,7 @@ class AsyncSecrets:
         idempotency_key: Key = None,
     ) -> m.Secret:
         """The value is write-only: no answer ever carries it."""
-        r = await self._t.json(
-            "POST", "/v1/secrets", body=body, timeout=timeout, cancel=cancel, idempotency_key=idempotency_key
-        )
-        return r["secret"]  # type: ignore[no-any-return]
-
-    def list(
-        self, query: Optional[Mapping[str, QueryValue]] = None, *, timeout: Timeout = None, cancel: Cancel = None
-    ) -> AsyncIterator[m.Secret]:
-        return pages(self._t, "/v1/secrets", query, "secrets", timeout, cancel)
+        return await self._record("POST", body=body, timeout=timeout, cancel=cancel, idempotency_key=idempotency_key)
 
     async def grant(
         self,
@@ -437,71 +449,56 @@ class AsyncSecrets:
         self, id: str, value: str, *, timeout: Timeout = None, cancel: Cancel = None, idempotency_key: Key = None
     ) -> m.Secret:
         """Not retried after a connection failure: the server cannot tell a retried rotation from a second one."""
-        r = await self._t.json(
+        return await self._record(
             "POST",
-            f"/v1/secrets/{seg(id)}:rotate",
+            f"/{seg(id)}:rotate",
             body={"value": value},
             timeout=timeout,
             cancel=cancel,
             idempotency_key=idempotency_key,
             retry_on_connection_error=False,
         )
-        return r["secret"]  # type: ignore[no-any-return]
 
     async def revoke(
         self, id: str, *, timeout: Timeout = None, cancel: Cancel = None, idempotency_key: Key = None
     ) -> m.Secret:
-        r = await self._t.json(
+        return await self._record(
             "POST",
-            f"/v1/secrets/{seg(id)}:revoke",
+            f"/{seg(id)}:revoke",
             body={},
             timeout=timeout,
             cancel=cancel,
             idempotency_key=idempotency_key,
         )
-        return r["secret"]  # type: ignore[no-any-return]
 
 
-class AsyncWorkloads:
-    def __init__(self, t: AsyncTransport) -> None:
-        self._t = t
+class AsyncWorkloads(AsyncRecords[m.Workload]):
+    route, item, items = "/v1/workloads", "workload", "workloads"
 
     async def create(
         self, body: m.CreateWorkloadBody, *, timeout: Timeout = None, cancel: Cancel = None, idempotency_key: Key = None
     ) -> m.Workload:
-        r = await self._t.json(
-            "POST", "/v1/workloads", body=body, timeout=timeout, cancel=cancel, idempotency_key=idempotency_key
-        )
-        return r["workload"]  # type: ignore[no-any-return]
+        return await self._record("POST", body=body, timeout=timeout, cancel=cancel, idempotency_key=idempotency_key)
 
     async def get(self, name: str, *, timeout: Timeout = None, cancel: Cancel = None) -> m.Workload:
-        r = await self._t.json("GET", f"/v1/workloads/{seg(name)}", timeout=timeout, cancel=cancel)
-        return r["workload"]  # type: ignore[no-any-return]
-
-    def list(
-        self, query: Optional[Mapping[str, QueryValue]] = None, *, timeout: Timeout = None, cancel: Cancel = None
-    ) -> AsyncIterator[m.Workload]:
-        return pages(self._t, "/v1/workloads", query, "workloads", timeout, cancel)
+        return await self._get(name, timeout, cancel)
 
     async def delete(
         self, name: str, *, timeout: Timeout = None, cancel: Cancel = None, idempotency_key: Key = None
     ) -> None:
-        await self._t.json(
-            "DELETE", f"/v1/workloads/{seg(name)}", timeout=timeout, cancel=cancel, idempotency_key=idempotency_key
-        )
+        await self._delete(name, timeout, cancel, idempotency_key)
 
     async def set_launch_acl(
         self, name: str, acl: Any, *, timeout: Timeout = None, cancel: Cancel = None, idempotency_key: Key = None
     ) -> m.Workload:
-        r = await self._t.json(
+        return await self._record(
             "PUT",
-            f"/v1/workloads/{seg(name)}/launch-acl",
+            f"/{seg(name)}/launch-acl",
             body={"acl": acl},
             timeout=timeout,
             cancel=cancel,
             idempotency_key=idempotency_key,
         )
-        return r["workload"]  # type: ignore[no-any-return]
 
     async def add_federation(
         self,

@@ -3,16 +3,15 @@ stop, wake, snapshot, update, delete; as a context manager it deletes the sandbo
 
 from __future__ import annotations
 
-import base64
-import re
 import time
-from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, AsyncIterator, Callable, Literal, Mapping, Optional, Sequence, Union, cast
+from typing import Any, AsyncIterator, Callable, Mapping, Optional, Sequence, Union, cast
 
 from .. import models as m
 from .._shared import CancelToken, ExecResult, QueryValue, exec_result, seg
-from ..errors import NotFoundError, SandboxStateError, WarrenError
+from ..errors import NotFoundError, SandboxStateError
+from .exec_stream import AsyncExecStream
+from .files import AsyncSandboxFiles
 from .resources import pages
 from .transport import AsyncTransport
 
@@ -29,14 +28,6 @@ def _path(id: str) -> str:
     return f"/v1/sandboxes/{seg(id)}"
 
 
-@dataclass(frozen=True)
-class FileEntry:
-    name: str
-    path: str
-    type: Literal["file", "dir", "symlink", "other"]
-    size: int
-
-
 class AsyncSandbox:
     """A sandbox by id; ``record`` is the record as last read (create, get, list, wait_until and
     refresh update it), ``run_id`` the ambient run receiving its telemetry (known after create)."""
@@ -46,9 +37,9 @@ class AsyncSandbox:
         self.id = id
         self.record = record
         self.run_id: Optional[str] = None
-        self.files = AsyncSandboxFiles(self)
+        self.files = AsyncSandboxFiles(transport, id)
         # Process handles (the processes issue, being built on another branch) belong here as
-        # `self.processes`; the file and stream routes of that issue will back `self.files`.
+        # `self.processes`.
 
     def __repr__(self) -> str:
         return f"Sandbox({self.id!r}, state={self.state!r})"
@@ -123,6 +114,39 @@ class AsyncSandbox:
             "POST", f"{_path(self.id)}:exec", body=body, timeout=timeout, cancel=cancel, idempotency_key=idempotency_key
         )
         return exec_result(raw)
+
+    async def exec_stream(
+        self,
+        cmd: Sequence[str],
+        *,
+        env: Optional[Mapping[str, str]] = None,
+        cwd: Optional[str] = None,
+        tty: Optional[tuple[int, int]] = None,
+        timeout_seconds: Optional[int] = None,
+        secret_environment: Optional[Sequence[Mapping[str, str]]] = None,
+        stdin: Union[str, bytes, None] = None,
+        connect_timeout: Optional[float] = 30.0,
+    ) -> AsyncExecStream:
+        """Runs ``cmd`` over the streaming exec: output as it comes, stdin, an optional terminal
+        (``tty=(rows, cols)``). ``stdin`` is written and closed at once. Not retried: a stream
+        that broke may have run."""
+        start: dict[str, Any] = {"cmd": list(cmd)}
+        if env:
+            start["env"] = dict(env)
+        if cwd:
+            start["cwd"] = cwd
+        if tty:
+            start["tty"] = {"rows": tty[0], "cols": tty[1]}
+        if timeout_seconds is not None:
+            start["timeout_seconds"] = timeout_seconds
+        if secret_environment:
+            start["secret_environment"] = [dict(e) for e in secret_environment]
+        url = f"{self._t.base_url}{_path(self.id)}/exec/stream"
+        stream = await AsyncExecStream.open(url, self._t.api_key, start, timeout=connect_timeout)
+        if stdin is not None:
+            await stream.write(stdin)
+            await stream.close_stdin()
+        return stream
 
     async def update(
         self, body: m.UpdateSandboxBody, *, timeout: Timeout = None, cancel: Cancel = None, idempotency_key: Key = None
@@ -202,72 +226,6 @@ class AsyncSandbox:
         except NotFoundError:
             pass
 
-
-# Argv entries are at most 4096 characters and a body at most 1 MiB by default: a write is
-# sent as base64 pieces of 4096 characters, at most WRITE_PIECES per exec.
-PIECE_CHARS = 4096
-WRITE_PIECES = 240
-# base64 from the image, else busybox's applet (minimal images link only some applets).
-B64 = 'b64() { if command -v base64 >/dev/null 2>&1; then base64 "$@"; else busybox base64 "$@"; fi; }; '
-_STAT_LINE = re.compile(r"^([0-9a-f]+) (\d+) (.*)$")
-
-
-class AsyncSandboxFiles:
-    """Files inside the sandbox, over exec (the API has no file route yet): ``base64`` (or
-    ``busybox base64``), ``sh`` and ``stat`` of the sandbox's own image. A read is capped by the
-    exec output cap (1 MiB of base64 by default, ~750 KiB of file)."""
-
-    def __init__(self, sandbox: AsyncSandbox) -> None:
-        self._sandbox = sandbox
-
-    async def _run(self, cmd: list[str], what: str, cancel: Cancel) -> str:
-        result = await self._sandbox.exec(cmd, cancel=cancel)
-        if result.kind != "completed" or result.exit != 0 or result.truncated:
-            reason: str
-            if result.kind != "completed":
-                reason = result.kind
-            elif result.truncated:
-                reason = "output over the exec cap"
-            else:
-                reason = result.stderr.strip() or f"exit {result.exit}"
-            raise WarrenError(f"{what}: {reason}")
-        return result.stdout
-
-    async def read(self, path: str, *, cancel: Cancel = None) -> bytes:
-        script = f'{B64}[ -f "$1" ] || {{ echo "not a file: $1" >&2; exit 1; }}; b64 < "$1"'
-        out = await self._run(["sh", "-c", script, "sh", path], f"read {path}", cancel)
-        return base64.b64decode("".join(out.split()))
-
-    async def read_text(self, path: str, *, cancel: Cancel = None) -> str:
-        return (await self.read(path, cancel=cancel)).decode("utf-8")
-
-    async def write(self, path: str, data: Union[str, bytes], *, cancel: Cancel = None) -> None:
-        encoded = base64.b64encode(data.encode() if isinstance(data, str) else data).decode()
-        pieces = [encoded[at : at + PIECE_CHARS] for at in range(0, len(encoded), PIECE_CHARS)] or [""]
-        for at in range(0, len(pieces), WRITE_PIECES):
-            redirect = ">" if at == 0 else ">>"
-            script = f'{B64}f=$1; shift; for p in "$@"; do printf %s "$p"; done | b64 -d {redirect} "$f"'
-            await self._run(["sh", "-c", script, "sh", path, *pieces[at : at + WRITE_PIECES]], f"write {path}", cancel)
-
-    async def list(self, path: str, *, cancel: Cancel = None) -> list[FileEntry]:
-        """The entries of directory ``path`` (not recursive; a name holding a newline is skipped)."""
-        script = (
-            'cd -- "$1" || exit 1; for f in * .*; do case "$f" in .|..) continue;; esac; '
-            '[ -e "$f" ] || [ -L "$f" ] || continue; stat -c "%f %s %n" -- "$f"; done'
-        )
-        out = await self._run(["sh", "-c", script, "sh", path], f"list {path}", cancel)
-        base = path if path.endswith("/") else f"{path}/"
-        entries: list[FileEntry] = []
-        for line in out.split("\n"):
-            match = _STAT_LINE.match(line)
-            if not match:
-                continue
-            mode = int(match[1], 16) & 0o170000
-            kind: Literal["file", "dir", "symlink", "other"] = (
-                "dir" if mode == 0o040000 else "file" if mode == 0o100000 else "symlink" if mode == 0o120000 else "other"
-            )
-            entries.append(FileEntry(match[3], f"{base}{match[3]}", kind, int(match[2])))
-        return sorted(entries, key=lambda e: e.name)
 
 
 class AsyncSandboxes:

@@ -82,13 +82,19 @@ class AsyncTransport:
         cancel: Optional[CancelToken] = None,
         retry_on_connection_error: bool = True,
         read_timeout: Optional[float] = None,
+        content: Optional[bytes] = None,
+        content_type: Optional[str] = None,
     ) -> httpx.Response:
         """Sends one logical call (retrying as described above) and returns the last attempt's
-        response, streaming: its body is unread (the caller reads or closes it)."""
+        response, streaming: its body is unread (the caller reads or closes it). ``body`` is
+        sent as JSON; ``content`` as raw bytes of ``content_type`` instead."""
         all_headers = _shared.request_headers(self.api_key, method, idempotency_key, headers)
-        content = _shared.encode_body(body)
-        if content is not None:
-            all_headers["content-type"] = "application/json"
+        if content is None:
+            content = _shared.encode_body(body)
+            if content is not None:
+                all_headers["content-type"] = "application/json"
+        else:
+            all_headers["content-type"] = content_type or "application/octet-stream"
         mutating = method not in ("GET", "HEAD")
         params = _shared.clean_query(query)
         url = self.base_url + path
@@ -139,6 +145,10 @@ class AsyncTransport:
             await response.aclose()
             await sleep(wait, cancel, deadline)
             attempt += 1
+
+    async def read_bounded(self, response: httpx.Response) -> bytes:
+        """The body of ``response``, at most 64 MiB (more is an error, never buffered whole)."""
+        return await self._read(response)
 
     async def _read(self, response: httpx.Response) -> bytes:
         """The body, bounded (a larger one is an error, never buffered whole)."""

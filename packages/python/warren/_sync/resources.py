@@ -8,7 +8,7 @@ Every call takes ``timeout`` (seconds for the whole logical call, its retries in
 from __future__ import annotations
 
 import json
-from typing import Any, Iterator, Callable, Mapping, Optional, Union
+from typing import Any, Iterator, Callable, Generic, Mapping, Optional, TypeVar, Union, cast
 
 from .. import models as m
 from .._shared import CancelToken, QueryValue, TailEvent, new_event_id, seg
@@ -43,21 +43,71 @@ def pages(
             return
 
 
-class Projects:
+R = TypeVar("R")
+
+
+class Records(Generic[R]):
+    """A group whose records live at ``route`` (``/v1/volumes``): a call answers one as
+    ``{item: record}``, a list as ``{items: [...], next_page_token}``. ``list`` is the same in
+    every such group, and so are a get and a delete by id where the API has them (``_get``,
+    ``_delete``); each group adds its own calls over ``_record``."""
+
+    route = ""
+    item = ""
+    items = ""
+
     def __init__(self, t: Transport) -> None:
         self._t = t
+
+    def _record(
+        self,
+        method: str,
+        path: str = "",
+        *,
+        body: object = None,
+        headers: Optional[Mapping[str, str]] = None,
+        timeout: Timeout = None,
+        cancel: Cancel = None,
+        idempotency_key: Key = None,
+        retry_on_connection_error: bool = True,
+    ) -> R:
+        """The record answered by ``method`` on ``route + path``."""
+        r = self._t.json(
+            method,
+            self.route + path,
+            body=body,
+            headers=headers,
+            timeout=timeout,
+            cancel=cancel,
+            idempotency_key=idempotency_key,
+            retry_on_connection_error=retry_on_connection_error,
+        )
+        return cast(R, r[self.item])
+
+    def _get(self, id: str, timeout: Timeout, cancel: Cancel) -> R:
+        return self._record("GET", f"/{seg(id)}", timeout=timeout, cancel=cancel)
+
+    def list(
+        self, query: Optional[Mapping[str, QueryValue]] = None, *, timeout: Timeout = None, cancel: Cancel = None
+    ) -> Iterator[R]:
+        return pages(self._t, self.route, query, self.items, timeout, cancel)
+
+    def _delete(self, id: str, timeout: Timeout, cancel: Cancel, idempotency_key: Key) -> None:
+        self._t.json(
+            "DELETE", f"{self.route}/{seg(id)}", timeout=timeout, cancel=cancel, idempotency_key=idempotency_key
+        )
+
+
+class Projects(Records[m.Project]):
+    route, item, items = "/v1/projects", "project", "projects"
 
     def create(
         self, body: m.CreateProjectBody, *, timeout: Timeout = None, cancel: Cancel = None, idempotency_key: Key = None
     ) -> m.Project:
-        r = self._t.json(
-            "POST", "/v1/projects", body=body, timeout=timeout, cancel=cancel, idempotency_key=idempotency_key
-        )
-        return r["project"]  # type: ignore[no-any-return]
+        return self._record("POST", body=body, timeout=timeout, cancel=cancel, idempotency_key=idempotency_key)
 
     def get(self, id: str, *, timeout: Timeout = None, cancel: Cancel = None) -> m.Project:
-        r = self._t.json("GET", f"/v1/projects/{seg(id)}", timeout=timeout, cancel=cancel)
-        return r["project"]  # type: ignore[no-any-return]
+        return self._get(id, timeout, cancel)
 
     def update(
         self,
@@ -71,16 +121,15 @@ class Projects:
     ) -> m.Project:
         """``if_match``: the project's ``version``; a change meanwhile is PreconditionFailedError."""
         headers = {"if-match": str(if_match)} if if_match is not None else None
-        r = self._t.json(
+        return self._record(
             "PATCH",
-            f"/v1/projects/{seg(id)}",
+            f"/{seg(id)}",
             body=body,
             headers=headers,
             timeout=timeout,
             cancel=cancel,
             idempotency_key=idempotency_key,
         )
-        return r["project"]  # type: ignore[no-any-return]
 
     def delete(
         self, id: str, *, cascade: bool = False, timeout: Timeout = None, cancel: Cancel = None, idempotency_key: Key = None
@@ -95,15 +144,9 @@ class Projects:
             idempotency_key=idempotency_key,
         )
 
-    def list(
-        self, query: Optional[Mapping[str, QueryValue]] = None, *, timeout: Timeout = None, cancel: Cancel = None
-    ) -> Iterator[m.Project]:
-        return pages(self._t, "/v1/projects", query, "projects", timeout, cancel)
 
-
-class Runs:
-    def __init__(self, t: Transport) -> None:
-        self._t = t
+class Runs(Records[m.Run]):
+    route, item, items = "/v1/runs", "run", "runs"
 
     def start(
         self,
@@ -113,32 +156,22 @@ class Runs:
         cancel: Cancel = None,
         idempotency_key: Key = None,
     ) -> m.Run:
-        r = self._t.json(
-            "POST", "/v1/runs", body=body or {}, timeout=timeout, cancel=cancel, idempotency_key=idempotency_key
-        )
-        return r["run"]  # type: ignore[no-any-return]
+        return self._record("POST", body=body or {}, timeout=timeout, cancel=cancel, idempotency_key=idempotency_key)
 
     def complete(
         self, id: str, status: str, *, timeout: Timeout = None, cancel: Cancel = None, idempotency_key: Key = None
     ) -> m.Run:
-        r = self._t.json(
+        return self._record(
             "POST",
-            f"/v1/runs/{seg(id)}:complete",
+            f"/{seg(id)}:complete",
             body={"status": status},
             timeout=timeout,
             cancel=cancel,
             idempotency_key=idempotency_key,
         )
-        return r["run"]  # type: ignore[no-any-return]
 
     def get(self, id: str, *, timeout: Timeout = None, cancel: Cancel = None) -> m.Run:
-        r = self._t.json("GET", f"/v1/runs/{seg(id)}", timeout=timeout, cancel=cancel)
-        return r["run"]  # type: ignore[no-any-return]
-
-    def list(
-        self, query: Optional[Mapping[str, QueryValue]] = None, *, timeout: Timeout = None, cancel: Cancel = None
-    ) -> Iterator[m.Run]:
-        return pages(self._t, "/v1/runs", query, "runs", timeout, cancel)
+        return self._get(id, timeout, cancel)
 
     def tail(
         self,
@@ -309,9 +342,16 @@ class DataViews:
         )
 
 
-class Volumes:
-    def __init__(self, t: Transport) -> None:
-        self._t = t
+class Volumes(Records[m.Volume]):
+    route, item, items = "/v1/volumes", "volume", "volumes"
+
+    def get(self, id: str, *, timeout: Timeout = None, cancel: Cancel = None) -> m.Volume:
+        return self._get(id, timeout, cancel)
+
+    def delete(
+        self, id: str, *, timeout: Timeout = None, cancel: Cancel = None, idempotency_key: Key = None
+    ) -> None:
+        self._delete(id, timeout, cancel, idempotency_key)
 
     def create(
         self,
@@ -330,26 +370,7 @@ class Volumes:
             body["project_id"] = project_id
         if description is not None:
             body["description"] = description
-        r = self._t.json(
-            "POST", "/v1/volumes", body=body, timeout=timeout, cancel=cancel, idempotency_key=idempotency_key
-        )
-        return r["volume"]  # type: ignore[no-any-return]
-
-    def get(self, id: str, *, timeout: Timeout = None, cancel: Cancel = None) -> m.Volume:
-        r = self._t.json("GET", f"/v1/volumes/{seg(id)}", timeout=timeout, cancel=cancel)
-        return r["volume"]  # type: ignore[no-any-return]
-
-    def list(
-        self, query: Optional[Mapping[str, QueryValue]] = None, *, timeout: Timeout = None, cancel: Cancel = None
-    ) -> Iterator[m.Volume]:
-        return pages(self._t, "/v1/volumes", query, "volumes", timeout, cancel)
-
-    def delete(
-        self, id: str, *, timeout: Timeout = None, cancel: Cancel = None, idempotency_key: Key = None
-    ) -> None:
-        self._t.json(
-            "DELETE", f"/v1/volumes/{seg(id)}", timeout=timeout, cancel=cancel, idempotency_key=idempotency_key
-        )
+        return self._record("POST", body=body, timeout=timeout, cancel=cancel, idempotency_key=idempotency_key)
 
     def push(
         self,
@@ -369,9 +390,8 @@ class Volumes:
         )
 
 
-class Secrets:
-    def __init__(self, t: Transport) -> None:
-        self._t = t
+class Secrets(Records[m.Secret]):
+    route, item, items = "/v1/secrets", "secret", "secrets"
 
     def create(
         self,
@@ -382,15 +402,7 @@ class Secrets:
         idempotency_key: Key = None,
     ) -> m.Secret:
         """The value is write-only: no answer ever carries it."""
-        r = self._t.json(
-            "POST", "/v1/secrets", body=body, timeout=timeout, cancel=cancel, idempotency_key=idempotency_key
-        )
-        return r["secret"]  # type: ignore[no-any-return]
-
-    def list(
-        self, query: Optional[Mapping[str, QueryValue]] = None, *, timeout: Timeout = None, cancel: Cancel = None
-    ) -> Iterator[m.Secret]:
-        return pages(self._t, "/v1/secrets", query, "secrets", timeout, cancel)
+        return self._record("POST", body=body, timeout=timeout, cancel=cancel, idempotency_key=idempotency_key)
 
     def grant(
         self,
@@ -438,71 +450,56 @@ class Secrets:
         self, id: str, value: str, *, timeout: Timeout = None, cancel: Cancel = None, idempotency_key: Key = None
     ) -> m.Secret:
         """Not retried after a connection failure: the server cannot tell a retried rotation from a second one."""
-        r = self._t.json(
+        return self._record(
             "POST",
-            f"/v1/secrets/{seg(id)}:rotate",
+            f"/{seg(id)}:rotate",
             body={"value": value},
             timeout=timeout,
             cancel=cancel,
             idempotency_key=idempotency_key,
             retry_on_connection_error=False,
         )
-        return r["secret"]  # type: ignore[no-any-return]
 
     def revoke(
         self, id: str, *, timeout: Timeout = None, cancel: Cancel = None, idempotency_key: Key = None
     ) -> m.Secret:
-        r = self._t.json(
+        return self._record(
             "POST",
-            f"/v1/secrets/{seg(id)}:revoke",
+            f"/{seg(id)}:revoke",
             body={},
             timeout=timeout,
             cancel=cancel,
             idempotency_key=idempotency_key,
         )
-        return r["secret"]  # type: ignore[no-any-return]
 
 
-class Workloads:
-    def __init__(self, t: Transport) -> None:
-        self._t = t
+class Workloads(Records[m.Workload]):
+    route, item, items = "/v1/workloads", "workload", "workloads"
 
     def create(
         self, body: m.CreateWorkloadBody, *, timeout: Timeout = None, cancel: Cancel = None, idempotency_key: Key = None
     ) -> m.Workload:
-        r = self._t.json(
-            "POST", "/v1/workloads", body=body, timeout=timeout, cancel=cancel, idempotency_key=idempotency_key
-        )
-        return r["workload"]  # type: ignore[no-any-return]
+        return self._record("POST", body=body, timeout=timeout, cancel=cancel, idempotency_key=idempotency_key)
 
     def get(self, name: str, *, timeout: Timeout = None, cancel: Cancel = None) -> m.Workload:
-        r = self._t.json("GET", f"/v1/workloads/{seg(name)}", timeout=timeout, cancel=cancel)
-        return r["workload"]  # type: ignore[no-any-return]
-
-    def list(
-        self, query: Optional[Mapping[str, QueryValue]] = None, *, timeout: Timeout = None, cancel: Cancel = None
-    ) -> Iterator[m.Workload]:
-        return pages(self._t, "/v1/workloads", query, "workloads", timeout, cancel)
+        return self._get(name, timeout, cancel)
 
     def delete(
         self, name: str, *, timeout: Timeout = None, cancel: Cancel = None, idempotency_key: Key = None
     ) -> None:
-        self._t.json(
-            "DELETE", f"/v1/workloads/{seg(name)}", timeout=timeout, cancel=cancel, idempotency_key=idempotency_key
-        )
+        self._delete(name, timeout, cancel, idempotency_key)
 
     def set_launch_acl(
         self, name: str, acl: Any, *, timeout: Timeout = None, cancel: Cancel = None, idempotency_key: Key = None
     ) -> m.Workload:
-        r = self._t.json(
+        return self._record(
             "PUT",
-            f"/v1/workloads/{seg(name)}/launch-acl",
+            f"/{seg(name)}/launch-acl",
             body={"acl": acl},
             timeout=timeout,
             cancel=cancel,
             idempotency_key=idempotency_key,
         )
-        return r["workload"]  # type: ignore[no-any-return]
 
     def add_federation(
         self,

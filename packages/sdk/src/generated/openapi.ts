@@ -8,7 +8,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Client-visible sibling service URLs (unauthenticated discovery) */
+        /**
+         * Client-visible sibling service URLs (unauthenticated discovery)
+         * @description Discovery: the client-visible service URLs of this deployment (API, session plane, SSH gateway) and the API version. Unauthenticated.
+         */
         get: operations["GetServiceConfig"];
         put?: never;
         post?: never;
@@ -25,7 +28,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The organization and principal of the calling credential */
+        /**
+         * The organization and principal of the calling credential
+         * @description The caller's organization and principal, resolved from the bearer credential. 401 unauthenticated without a valid key.
+         */
         get: operations["WhoAmI"];
         put?: never;
         post?: never;
@@ -42,7 +48,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Every configured product quota of the organization with its limit and current use */
+        /**
+         * Every configured product quota of the organization with its limit and current use
+         * @description Every configured product quota of the caller's organization with its current and reserved use (decimal strings).
+         */
         get: operations["GetUsageSnapshot"];
         put?: never;
         post?: never;
@@ -61,7 +70,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Submit product feedback; a repeated fingerprint returns the original report's id */
+        /**
+         * Submit product feedback; a repeated fingerprint returns the original report's id
+         * @description Stores a product-feedback report. A fingerprint already stored (given, or derived from the content when omitted) returns the original report's id and stores no duplicate; `relayed` says whether it reached the review channel. Any organization-scoped credential may send one, a sandbox-scoped one included. 400 invalid_argument past the limits of contract 8.
+         */
         post: operations["CreateFeedback"];
         delete?: never;
         options?: never;
@@ -76,10 +88,16 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List projects, newest first */
+        /**
+         * List projects, newest first
+         * @description Lists the organization's projects, newest first, a page at a time (empty next_page_token on the last page).
+         */
         get: operations["ListProjects"];
         put?: never;
-        /** Create a project */
+        /**
+         * Create a project
+         * @description Creates a project in the caller's organization. 409 already_exists when the slug is taken (slugs are unique per organization and immutable).
+         */
         post: operations["CreateProject"];
         delete?: never;
         options?: never;
@@ -94,15 +112,24 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Get a project; the ETag header carries its version */
+        /**
+         * Get a project; the ETag header carries its version
+         * @description Gets one project by id. 404 not_found for an unknown id or another organization's.
+         */
         get: operations["GetProject"];
         put?: never;
         post?: never;
-        /** Delete a project; with cascade=true also its runs, events and project-bound API keys */
+        /**
+         * Delete a project; with cascade=true also its runs, events and project-bound API keys
+         * @description Deletes a project. Without cascade only a project with no runs, API keys or volumes (else 400 failed_precondition); with cascade=true its dependents too, counted in the answer as decimal strings. The organization's default project cannot be deleted (400 failed_precondition).
+         */
         delete: operations["DeleteProject"];
         options?: never;
         head?: never;
-        /** Update name or description; If-Match makes it conditional on the version */
+        /**
+         * Update name or description; If-Match makes it conditional on the version
+         * @description Changes a project's name or description (omitted fields unchanged, an empty description clears it; the slug is immutable). With If-Match: <version>, 412 precondition_failed when the project changed meanwhile. 404 not_found for an unknown id.
+         */
         patch: operations["UpdateProject"];
         trace?: never;
     };
@@ -113,10 +140,16 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List runs, newest first */
+        /**
+         * List runs, newest first
+         * @description Lists the organization's runs, newest first, a page at a time.
+         */
         get: operations["ListRuns"];
         put?: never;
-        /** Start a run: a new tree root, or a child of parent_run_id */
+        /**
+         * Start a run: a new tree root, or a child of parent_run_id
+         * @description Starts a run in a project (default: the credential's), as a new tree root or under parent_run_id; with execute_as_workload the caller must hold launch rights on that workload (403 permission_denied). 404 not_found for an unknown project, parent or workload.
+         */
         post: operations["StartRun"];
         delete?: never;
         options?: never;
@@ -133,7 +166,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Record a run's terminal status and end time (once) */
+        /**
+         * Record a run's terminal status and end time (once)
+         * @description Records a run's terminal status (succeeded, failed or canceled) and its end time. 400 failed_precondition when the run is already completed; 404 not_found for an unknown run.
+         */
         post: operations["CompleteRun"];
         delete?: never;
         options?: never;
@@ -148,7 +184,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Get a run */
+        /**
+         * Get a run
+         * @description Gets one run with its lineage fields. 404 not_found for an unknown id or another organization's.
+         */
         get: operations["GetRun"];
         put?: never;
         post?: never;
@@ -165,10 +204,16 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List workloads by name */
+        /**
+         * List workloads by name
+         * @description Lists the organization's workloads by name, with their launch ACLs and federation configs.
+         */
         get: operations["ListWorkloads"];
         put?: never;
-        /** Register a workload identity (any member); it starts with the default MEMBERS launch ACL */
+        /**
+         * Register a workload identity (any member); it starts with the default MEMBERS launch ACL
+         * @description Registers a workload identity with the default launch ACL (any member may launch). Open to any organization member; a sandbox-scoped credential is refused (403 permission_denied). 409 already_exists when the name is taken.
+         */
         post: operations["CreateWorkload"];
         delete?: never;
         options?: never;
@@ -183,11 +228,17 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Get a workload, including its launch ACL */
+        /**
+         * Get a workload, including its launch ACL
+         * @description Gets one workload by name, its launch ACL included. 404 not_found for an unknown name.
+         */
         get: operations["GetWorkload"];
         put?: never;
         post?: never;
-        /** Delete a workload and its federation configs (owner or admin) */
+        /**
+         * Delete a workload and its federation configs (owner or admin)
+         * @description Deletes a workload and its federation configs. Owner or admin only (403 permission_denied). 404 not_found for an unknown name.
+         */
         delete: operations["DeleteWorkload"];
         options?: never;
         head?: never;
@@ -202,7 +253,10 @@ export interface paths {
             cookie?: never;
         };
         get?: never;
-        /** Replace the launch ACL (owner or admin) */
+        /**
+         * Replace the launch ACL (owner or admin)
+         * @description Replaces a workload's launch ACL: RESTRICTED must list at least one launcher and MEMBERS none (400 invalid_argument). Owner or admin only (403 permission_denied).
+         */
         put: operations["SetWorkloadLaunchAcl"];
         post?: never;
         delete?: never;
@@ -218,10 +272,16 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List the workload's live federation configs in creation order */
+        /**
+         * List the workload's live federation configs in creation order
+         * @description Lists a workload's live federation configs in creation order. 404 not_found for an unknown workload.
+         */
         get: operations["ListWorkloadFederation"];
         put?: never;
-        /** Register a cloud federation config (owner or admin); the server derives the audience */
+        /**
+         * Register a cloud federation config (owner or admin); the server derives the audience
+         * @description Registers a cloud federation config for a workload; the server derives the audience from the cloud and descriptor (only the selected cloud's fields may be set, else 400 invalid_argument). A retry with the same Idempotency-Key and request returns the same row.
+         */
         post: operations["AddWorkloadFederation"];
         delete?: never;
         options?: never;
@@ -239,7 +299,10 @@ export interface paths {
         get?: never;
         put?: never;
         post?: never;
-        /** Remove a federation config; idempotent for the right workload */
+        /**
+         * Remove a federation config; idempotent for the right workload
+         * @description Removes a federation config; removing an already removed config of the right workload succeeds again. A wrong workload or another organization's id is 404 not_found.
+         */
         delete: operations["RemoveWorkloadFederation"];
         options?: never;
         head?: never;
@@ -253,10 +316,16 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List secrets, newest first (metadata only) */
+        /**
+         * List secrets, newest first (metadata only)
+         * @description Lists the organization's secrets, newest first, metadata only (never a value).
+         */
         get: operations["ListSandboxSecrets"];
         put?: never;
-        /** Create a write-only secret (owner or admin); the creator is granted it */
+        /**
+         * Create a write-only secret (owner or admin); the creator is granted it
+         * @description Stores a write-only secret bound to one delivery (and, for egress, one exact HTTPS host); the value is never returned. Owner or admin only (403 permission_denied); the creator is granted it. 409 already_exists when the name is taken.
+         */
         post: operations["CreateSandboxSecret"];
         delete?: never;
         options?: never;
@@ -271,10 +340,16 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List a secret's grants, sorted by subject kind then id */
+        /**
+         * List a secret's grants, sorted by subject kind then id
+         * @description Lists a secret's grants, sorted by subject kind and id (at most 200). 404 not_found for an unknown secret.
+         */
         get: operations["ListSandboxSecretGrants"];
         put?: never;
-        /** Grant a subject the use of a secret (owner or admin; idempotent; at most 200 grants) */
+        /**
+         * Grant a subject the use of a secret (owner or admin; idempotent; at most 200 grants)
+         * @description Grants a subject (user, service account or workload) the use of a secret; idempotent. At most 200 grants per secret, the creator's included (400 invalid_argument past it); 400 failed_precondition for a revoked secret.
+         */
         post: operations["GrantSandboxSecret"];
         delete?: never;
         options?: never;
@@ -292,7 +367,10 @@ export interface paths {
         get?: never;
         put?: never;
         post?: never;
-        /** Remove a subject's grant (owner or admin; idempotent) */
+        /**
+         * Remove a subject's grant (owner or admin; idempotent)
+         * @description Removes one subject's grant of a secret. 404 not_found for an unknown secret.
+         */
         delete: operations["UngrantSandboxSecret"];
         options?: never;
         head?: never;
@@ -308,7 +386,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Replace the value (owner or admin): current_version + 1, rotated_at stamped */
+        /**
+         * Replace the value (owner or admin): current_version + 1, rotated_at stamped
+         * @description Replaces a secret's value: current_version is incremented and rotated_at stamped; the value is never returned. Owner or admin only; 400 failed_precondition for a revoked secret.
+         */
         post: operations["RotateSandboxSecret"];
         delete?: never;
         options?: never;
@@ -325,7 +406,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Revoke a secret (owner or admin): revoked_at stamped; it can never be delivered again */
+        /**
+         * Revoke a secret (owner or admin): revoked_at stamped; it can never be delivered again
+         * @description Revokes a secret: revoked_at is stamped and it can no longer be delivered or granted. Owner or admin only (403 permission_denied).
+         */
         post: operations["RevokeSandboxSecret"];
         delete?: never;
         options?: never;
@@ -340,10 +424,16 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The latest live version per name; with include_archived every version, newest first */
+        /**
+         * The latest live version per name; with include_archived every version, newest first
+         * @description Lists annotation schemas: by default the latest live version per name; with include_archived every version, newest first.
+         */
         get: operations["ListAnnotationSchemas"];
         put?: never;
-        /** Register a schema version; refused (failed_precondition) when not backward compatible with the latest live version */
+        /**
+         * Register a schema version; refused (failed_precondition) when not backward compatible with the latest live version
+         * @description Registers a new version of an annotation schema (version 1 for a new name). A change that is not backward compatible with the latest live version is 400 failed_precondition; a json_schema that is not JSON Schema draft 2020-12 is 400 invalid_argument.
+         */
         post: operations["RegisterAnnotationSchema"];
         delete?: never;
         options?: never;
@@ -358,7 +448,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Get a schema version (default: the latest live one) */
+        /**
+         * Get a schema version (default: the latest live one)
+         * @description Gets one annotation schema by name, at a version or the latest live one. 404 not_found for an unknown name or version.
+         */
         get: operations["GetAnnotationSchema"];
         put?: never;
         post?: never;
@@ -377,7 +470,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Stamp archived_at on a version (never deletes) */
+        /**
+         * Stamp archived_at on a version (never deletes)
+         * @description Archives a schema version (0 or omitted: the latest live one): archived_at is stamped, nothing is deleted. 404 not_found for an unknown name or version.
+         */
         post: operations["ArchiveAnnotationSchema"];
         delete?: never;
         options?: never;
@@ -392,10 +488,16 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Annotations newest first; by default the latest version per supersession key */
+        /**
+         * Annotations newest first; by default the latest version per supersession key
+         * @description Lists annotations newest first: the latest version per supersession key (superseded_count says how many were hidden), or every version with history. Rows that cannot be decoded are listed in skipped, never dropped.
+         */
         get: operations["ListAnnotations"];
         put?: never;
-        /** Annotate a run (or one of its events) or a project */
+        /**
+         * Annotate a run (or one of its events) or a project
+         * @description Writes an annotation on a run (optionally on one of its events) or on a project; the payload is validated against the named schema at ingest (400 invalid_argument when it does not match). Resending the same event_id returns the existing annotation instead of a duplicate.
+         */
         post: operations["Annotate"];
         delete?: never;
         options?: never;
@@ -412,7 +514,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Annotate a time window of a run, by nanosecond bounds or by two of its events */
+        /**
+         * Annotate a time window of a run, by nanosecond bounds or by two of its events
+         * @description Writes an annotation over a window of a run: either range_start_ns and range_end_ns, or two event ids of the run (mutually exclusive; 400 invalid_argument otherwise). Resending the same event_id returns the existing annotation.
+         */
         post: operations["AnnotateRange"];
         delete?: never;
         options?: never;
@@ -428,10 +533,16 @@ export interface paths {
             cookie?: never;
         };
         get?: never;
-        /** Create or replace a data view by name (spec_version bumped); the spec is validated through the gateway */
+        /**
+         * Create or replace a data view by name (spec_version bumped); the spec is validated through the gateway
+         * @description Creates or replaces a data view (a SELECT spec); the SQL is validated against the current column allowlist (400 invalid_argument) and spec_version bumped on every upsert.
+         */
         put: operations["PutDataView"];
         post?: never;
-        /** Delete a data view; its name is free again */
+        /**
+         * Delete a data view; its name is free again
+         * @description Deletes a data view. 404 not_found for an unknown name.
+         */
         delete: operations["DeleteDataView"];
         options?: never;
         head?: never;
@@ -445,7 +556,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Every data view of the organization, by name */
+        /**
+         * Every data view of the organization, by name
+         * @description Lists the organization's data views by name.
+         */
         get: operations["ListDataViews"];
         put?: never;
         post?: never;
@@ -464,7 +578,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Compile the view's spec fresh and run it under the forced-organization gateway */
+        /**
+         * Compile the view's spec fresh and run it under the forced-organization gateway
+         * @description Runs a data view: its spec is validated and compiled again under the forced-organization SQL gateway, so a view over a dropped column fails with 400 invalid_argument. 504 deadline_exceeded when the statement runs past its timeout.
+         */
         post: operations["RunDataView"];
         delete?: never;
         options?: never;
@@ -481,7 +598,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Run one untrusted SELECT under the gateway with stricter caps; never stored */
+        /**
+         * Run one untrusted SELECT under the gateway with stricter caps; never stored
+         * @description Runs one caller-written SELECT over the telemetry relations under the forced-organization SQL gateway, with row and byte caps (truncated says when they cut the result). 400 invalid_argument for anything but one allowed SELECT; 504 deadline_exceeded past the statement timeout.
+         */
         post: operations["RunTelemetrySql"];
         delete?: never;
         options?: never;
@@ -496,10 +616,16 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List the selected project's sandboxes, created_at descending then id descending */
+        /**
+         * List the selected project's sandboxes, created_at descending then id descending
+         * @description Lists the selected project's sandboxes in every visible state, created_at descending then id descending, a page at a time; name is an exact filter.
+         */
         get: operations["ListSandboxes"];
         put?: never;
-        /** Create a sandbox from an image (or, with snapshot_id, from a snapshot); returns at once */
+        /**
+         * Create a sandbox from an image (or, with snapshot_id, from a snapshot); returns at once
+         * @description Creates a sandbox from an image (or, with snapshot_id, from a snapshot) and returns at once with request_state requested and the sandbox's ambient run; poll GetSandbox for the observed state. 409 name_conflict for a duplicate name in the project, 422 unsupported_capability for a GPU request the deployment cannot schedule, 429 quota_exceeded (metric sandboxes.running, sandboxes.total or sandboxes.workspace_capacity_gib). A retry with the same Idempotency-Key returns the same sandbox and run.
+         */
         post: operations["CreateSandbox"];
         delete?: never;
         options?: never;
@@ -514,15 +640,24 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Get a sandbox by id, or by name within the selected project; optionally wait for a state */
+        /**
+         * Get a sandbox by id, or by name within the selected project; optionally wait for a state
+         * @description Gets a sandbox by id, or by name within the selected project. With wait_state and wait_timeout_seconds it answers as soon as that state is observed, or with the current row at the deadline. 404 not_found for an unknown sandbox, another organization's, or a failed or terminated one past retention.
+         */
         get: operations["GetSandbox"];
         put?: never;
         post?: never;
-        /** Delete a sandbox: terminating, then terminated */
+        /**
+         * Delete a sandbox: terminating, then terminated
+         * @description Deletes a sandbox: 202 with Location and Retry-After; it is terminating, then terminated. Accepted once: a second delete is 404 not_found. 409 quarantined for a quarantined sandbox.
+         */
         delete: operations["DeleteSandbox"];
         options?: never;
         head?: never;
-        /** Stop, wake, or change timeouts, metadata, workspace capacity or (alone) network access */
+        /**
+         * Stop, wake, or change timeouts, metadata, workspace capacity or (alone) network access
+         * @description Stops or wakes a sandbox, or changes its timeouts, metadata (a full replacement) or workspace capacity; network_access must be the only field and answers with a receipt. Asynchronous: poll GetSandbox. 409 quarantined, 409 workspace_shrink_unsupported below the current capacity, 409 operation_conflict when another change is in flight, 429 quota_exceeded on a wake or growth.
+         */
         patch: operations["UpdateSandbox"];
         trace?: never;
     };
@@ -535,7 +670,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Run a command in a running sandbox; completed, timed-out or indeterminate (all 200) */
+        /**
+         * Run a command in a running sandbox; completed, timed-out or indeterminate (all 200)
+         * @description Runs a command in a running sandbox and answers 200 with one of three outcomes: completed (exit code), timed out or indeterminate (dispatched, outcome unread), each with stdout, stderr and truncated. Send an Idempotency-Key so a retry replays the recorded outcome instead of running the command again. 409 sandbox_not_running (never wakes it), 409 quarantined; spawn_failed (422) and sandbox_stopped (409) mean the command did not run.
+         */
         post: operations["ExecSandbox"];
         delete?: never;
         options?: never;
@@ -575,7 +713,10 @@ export interface paths {
          * @description `x-warren-file-type` says which: `file` (application/octet-stream, content-length its size at open) or `directory` (application/x-tar). A stream cut short is an error, never a short success.
          */
         get: operations["ReadSandboxFile"];
-        /** Write one file from the raw request body (streamed; parents created; renamed into place once whole) */
+        /**
+         * Write one file from the raw request body (streamed; parents created; renamed into place once whole)
+         * @description Writes one file in a running sandbox from the raw request body (streamed; parents created; renamed into place once whole) and answers its FileInfo. 409 sandbox_not_running, 413 payload_too_large past the file limit, 403 permission_denied when the sandbox's user may not write there, 400 failed_precondition when the path is a directory.
+         */
         put: operations["WriteSandboxFile"];
         post?: never;
         delete?: never;
@@ -591,7 +732,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** A file's type, size, mode, times and owner (a symlink itself, with its target) */
+        /**
+         * A file's type, size, mode, times and owner (a symlink itself, with its target)
+         * @description The FileInfo of one path in a running sandbox. 404 not_found when nothing is there; 409 sandbox_not_running.
+         */
         get: operations["StatSandboxFile"];
         put?: never;
         post?: never;
@@ -608,7 +752,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** A directory's entries (sorted by name), at most `limit`; `truncated` when there were more */
+        /**
+         * A directory's entries (sorted by name), at most `limit`; `truncated` when there were more
+         * @description Lists a directory of a running sandbox (optionally recursive, bounded). 404 not_found for a missing directory, 400 failed_precondition for a path that is not one; 409 sandbox_not_running.
+         */
         get: operations["ListSandboxFiles"];
         put?: never;
         post?: never;
@@ -627,7 +774,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Make a directory and its parents (an existing directory is fine) */
+        /**
+         * Make a directory and its parents (an existing directory is fine)
+         * @description Creates a directory and its parents in a running sandbox (an existing directory is fine) and answers its FileInfo. 409 sandbox_not_running; 403 permission_denied when the sandbox's user may not write there.
+         */
         post: operations["MakeSandboxDirectory"];
         delete?: never;
         options?: never;
@@ -644,7 +794,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Remove a file, a symlink (never its target), an empty directory, or with recursive a tree */
+        /**
+         * Remove a file, a symlink (never its target), an empty directory, or with recursive a tree
+         * @description Removes a file or directory in a running sandbox; a non-empty directory needs recursive (400 failed_precondition otherwise). 204 with no body. 404 not_found when nothing is there.
+         */
         post: operations["RemoveSandboxFile"];
         delete?: never;
         options?: never;
@@ -661,7 +814,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Rename (move) a file or directory; parents of `to` created; an existing `to` only with overwrite */
+        /**
+         * Rename (move) a file or directory; parents of `to` created; an existing `to` only with overwrite
+         * @description Renames (moves) a path within a running sandbox and answers the new path's FileInfo. 404 not_found for a missing source; 409 already_exists when the target exists and overwrite is not set.
+         */
         post: operations["RenameSandboxFile"];
         delete?: never;
         options?: never;
@@ -716,7 +872,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List the project's snapshots, created_at descending then id descending, with parent edges */
+        /**
+         * List the project's snapshots, created_at descending then id descending, with parent edges
+         * @description Lists snapshots, created_at descending then id descending, with the parent lineage edges of the page; filters: exact name, source sandbox. A sandbox-scoped credential sees its own lineage only.
+         */
         get: operations["ListSandboxSnapshots"];
         put?: never;
         post?: never;
@@ -736,7 +895,10 @@ export interface paths {
         get?: never;
         put?: never;
         post?: never;
-        /** Delete a snapshot (409 snapshot_in_use while a restore still reads it) */
+        /**
+         * Delete a snapshot (409 snapshot_in_use while a restore still reads it)
+         * @description Deletes a snapshot. 409 snapshot_in_use while a live restore needs it or its replication may still publish; 404 not_found for an unknown id. Not for sandbox-scoped credentials (403 permission_denied).
+         */
         delete: operations["DeleteSandboxSnapshot"];
         options?: never;
         head?: never;
@@ -750,10 +912,16 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List organizations */
+        /**
+         * List organizations
+         * @description Operator: lists every organization.
+         */
         get: operations["AdminListOrganizations"];
         put?: never;
-        /** Create an organization (with its default project) */
+        /**
+         * Create an organization (with its default project)
+         * @description Operator: creates an organization with its default project. 409 already_exists when the slug is taken. Operator key only (403 permission_denied).
+         */
         post: operations["AdminCreateOrganization"];
         delete?: never;
         options?: never;
@@ -770,7 +938,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Issue an API key (for a new principal, or an existing one); the secret is returned once */
+        /**
+         * Issue an API key (for a new principal, or an existing one); the secret is returned once
+         * @description Operator: issues an API key for an organization; its secret is in this answer only. 404 not_found for an unknown organization.
+         */
         post: operations["AdminCreateApiKey"];
         delete?: never;
         options?: never;
@@ -785,7 +956,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List an organization's API keys (never their secrets) */
+        /**
+         * List an organization's API keys (never their secrets)
+         * @description Operator: lists an organization's API keys (never their secrets).
+         */
         get: operations["AdminListApiKeys"];
         put?: never;
         post?: never;
@@ -804,7 +978,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Revoke an API key; it is refused from then on */
+        /**
+         * Revoke an API key; it is refused from then on
+         * @description Operator: revokes an API key; it stops authenticating at once. 404 not_found for an unknown key.
+         */
         post: operations["AdminRevokeApiKey"];
         delete?: never;
         options?: never;
@@ -821,7 +998,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Re-wrap every secret data key under the current master key (a new one when keys live in the data dir) */
+        /**
+         * Re-wrap every secret data key under the current master key (a new one when keys live in the data dir)
+         * @description Operator: seals every stored secret and deployment key again under a new master key generation.
+         */
         post: operations["AdminRotateMasterKey"];
         delete?: never;
         options?: never;
@@ -838,7 +1018,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Quarantine a sandbox: the reconciler leaves it alone and every mutating verb is 409 quarantined */
+        /**
+         * Quarantine a sandbox: the reconciler leaves it alone and every mutating verb is 409 quarantined
+         * @description Operator: quarantines a sandbox (every mutating verb then answers 409 quarantined) with a reason.
+         */
         post: operations["AdminQuarantineSandbox"];
         delete?: never;
         options?: never;
@@ -855,7 +1038,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Release a quarantined sandbox */
+        /**
+         * Release a quarantined sandbox
+         * @description Operator: releases a quarantined sandbox to the state it was in.
+         */
         post: operations["AdminReleaseSandbox"];
         delete?: never;
         options?: never;
@@ -870,7 +1056,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List the hosts of the deployment: state, heartbeat, live sandboxes, and whether a draining one is drained */
+        /**
+         * List the hosts of the deployment: state, heartbeat, live sandboxes, and whether a draining one is drained
+         * @description Operator: every host of the deployment with its state, capacity, live sandboxes and heartbeat age.
+         */
         get: operations["AdminListHosts"];
         put?: never;
         post?: never;
@@ -889,7 +1078,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Drain a host: placement skips it, its warm pool empties, its pending replications finish */
+        /**
+         * Drain a host: placement skips it, its warm pool empties, its pending replications finish
+         * @description Operator: drains a host: no new sandbox is placed on it, its warm pool is emptied and its pending replications finish (drained says when); its sandboxes stay. 404 not_found for an unknown host.
+         */
         post: operations["AdminDrainHost"];
         delete?: never;
         options?: never;
@@ -906,7 +1098,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Cordon a host: placement skips it, nothing else changes */
+        /**
+         * Cordon a host: placement skips it, nothing else changes
+         * @description Operator: cordons a host: no new sandbox is placed on it; nothing else changes. 404 not_found for an unknown host.
+         */
         post: operations["AdminCordonHost"];
         delete?: never;
         options?: never;
@@ -923,7 +1118,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Return a draining or cordoned host to ready */
+        /**
+         * Return a draining or cordoned host to ready
+         * @description Operator: takes a host back from draining or cordoned. 404 not_found for an unknown host.
+         */
         post: operations["AdminUncordonHost"];
         delete?: never;
         options?: never;
@@ -939,7 +1137,10 @@ export interface paths {
             cookie?: never;
         };
         get?: never;
-        /** Set (or with limit null, reset to the default) one quota limit of an organization */
+        /**
+         * Set (or with limit null, reset to the default) one quota limit of an organization
+         * @description Operator: sets an organization's limit of one quota metric (decimal string). 400 invalid_argument for an unknown metric.
+         */
         put: operations["AdminSetQuota"];
         post?: never;
         delete?: never;
@@ -955,9 +1156,15 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The hosts gateway_only sandboxes of an organization reach besides their secrets' hosts */
+        /**
+         * The hosts gateway_only sandboxes of an organization reach besides their secrets' hosts
+         * @description Operator: the hosts an organization's gateway_only sandboxes may reach.
+         */
         get: operations["AdminGetEgressAllowlist"];
-        /** Replace an organization's egress allowlist (effective from the next request through the gateway) */
+        /**
+         * Replace an organization's egress allowlist (effective from the next request through the gateway)
+         * @description Operator: replaces an organization's egress allowlist (exact host names and *.domain wildcards). 400 invalid_argument for a malformed host.
+         */
         put: operations["AdminSetEgressAllowlist"];
         post?: never;
         delete?: never;
@@ -993,10 +1200,16 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List a project's volumes, newest first */
+        /**
+         * List a project's volumes, newest first
+         * @description Lists the organization's volumes, newest first, a page at a time.
+         */
         get: operations["ListVolumes"];
         put?: never;
-        /** Create a volume (no version until the first publish) */
+        /**
+         * Create a volume (no version until the first publish)
+         * @description Creates a volume in a project with a quota of at most 2 TiB (decimal string). 409 already_exists when the name is taken in the project.
+         */
         post: operations["CreateVolume"];
         delete?: never;
         options?: never;
@@ -1011,11 +1224,17 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Get a volume */
+        /**
+         * Get a volume
+         * @description Gets one volume. 404 not_found for an unknown id or another organization's.
+         */
         get: operations["GetVolume"];
         put?: never;
         post?: never;
-        /** Delete a volume; sandboxes that pinned one of its versions keep it */
+        /**
+         * Delete a volume; sandboxes that pinned one of its versions keep it
+         * @description Deletes a volume and its versions (their content is collected later). 404 not_found for an unknown id.
+         */
         delete: operations["DeleteVolume"];
         options?: never;
         head?: never;
@@ -1031,7 +1250,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Open a push: the manifest's upload URL, how long the push stays open, the manifest's size limit */
+        /**
+         * Open a push: the manifest's upload URL, how long the push stays open, the manifest's size limit
+         * @description Starts a push of a new version of a volume: a manifest upload URL and its byte limit. Upload the manifest, then the blobs RequestVolumeBlobUploads asks for, then PublishVolumeVersion. 404 not_found for an unknown volume.
+         */
         post: operations["StartVolumePush"];
         delete?: never;
         options?: never;
@@ -1048,7 +1270,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** For each blob: present (skip it) or a presigned PUT URL bound to its content address */
+        /**
+         * For each blob: present (skip it) or a presigned PUT URL bound to its content address
+         * @description For each blob of the pushed manifest, whether it is already stored (present: skip it) or a short-lived presigned PUT URL. 400 failed_precondition when the push expired or its manifest is not uploaded.
+         */
         post: operations["RequestVolumeBlobUploads"];
         delete?: never;
         options?: never;
@@ -1065,7 +1290,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Verify the push's manifest and blobs and make it the volume's current version */
+        /**
+         * Verify the push's manifest and blobs and make it the volume's current version
+         * @description Publishes the push's version once its manifest and every blob are stored and verified: it becomes the volume's current version. 400 failed_precondition when blobs are missing, the push expired or was already published; 429 quota_exceeded past the volume's quota.
+         */
         post: operations["PublishVolumeVersion"];
         delete?: never;
         options?: never;
@@ -1082,7 +1310,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Issue a short-lived token that logs in to the SSH gateway as one sandbox */
+        /**
+         * Issue a short-lived token that logs in to the SSH gateway as one sandbox
+         * @description Issues a short-lived token for an SSH session into a running sandbox through the SSH gateway. 409 sandbox_not_running; 503 host_unavailable when its host cannot be reached.
+         */
         post: operations["IssueSshToken"];
         delete?: never;
         options?: never;
@@ -1099,7 +1330,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Issue a short-lived token that opens one port endpoint of one sandbox */
+        /**
+         * Issue a short-lived token that opens one port endpoint of one sandbox
+         * @description Issues a short-lived token for one port endpoint of a sandbox on the session plane. 400 failed_precondition for a sandbox with network_access none; 403 permission_denied for a sandbox-scoped credential.
+         */
         post: operations["IssueEndpointToken"];
         delete?: never;
         options?: never;
@@ -1114,7 +1348,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Prometheus metrics (text format 0.0.4); WARREN_METRICS_TOKEN or an owner key of the operator organization */
+        /**
+         * Prometheus metrics (text format 0.0.4); WARREN_METRICS_TOKEN or an owner key of the operator organization
+         * @description Prometheus metrics of this server (text format 0.0.4), for WARREN_METRICS_TOKEN or an owner key of the operator organization.
+         */
         get: operations["GetMetrics"];
         put?: never;
         post?: never;
@@ -1133,7 +1370,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Extract a tar stream (the raw request body) under a directory, created with its parents; modes kept */
+        /**
+         * Extract a tar stream (the raw request body) under a directory, created with its parents; modes kept
+         * @description Unpacks a tar stream (the request body, application/x-tar) into a directory of a running sandbox. Entries that would leave the directory are refused; 409 sandbox_not_running, 413 payload_too_large past the upload limit.
+         */
         post: operations["UploadSandboxArchive"];
         delete?: never;
         options?: never;
@@ -1145,6 +1385,373 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        /** AddWorkloadFederationRequest */
+        AddWorkloadFederationRequest: {
+            /** @description When present, must equal the path name */
+            name?: string;
+            cloud: components["schemas"]["WorkloadCloud"];
+            descriptor: components["schemas"]["WorkloadFederationDescriptor"];
+        };
+        /** AddWorkloadFederationResponse */
+        AddWorkloadFederationResponse: {
+            federation_config: components["schemas"]["WorkloadFederationConfig"];
+        };
+        /** AdminCordonHostResponse */
+        AdminCordonHostResponse: {
+            host: components["schemas"]["Host"];
+        };
+        /** AdminCreateApiKeyRequest */
+        AdminCreateApiKeyRequest: {
+            /** @description Organization id or slug */
+            organization: string;
+            name: string;
+            kind?: "user" | "service_account" | "workload";
+            role?: "owner" | "admin" | "member";
+            /** Format: email */
+            email?: string;
+            workload_name?: string;
+            principal_id?: string;
+            /** @description Default project of the key */
+            project_id?: string;
+        };
+        /** AdminCreateOrganizationRequest */
+        AdminCreateOrganizationRequest: {
+            slug: string;
+            name?: string;
+        };
+        /** AdminCreateOrganizationResponse */
+        AdminCreateOrganizationResponse: {
+            organization: components["schemas"]["Organization"];
+        };
+        /** AdminDrainHostResponse */
+        AdminDrainHostResponse: {
+            host: components["schemas"]["Host"];
+        };
+        /** AdminListApiKeysResponse */
+        AdminListApiKeysResponse: {
+            api_keys: components["schemas"]["ApiKeyInfo"][];
+        };
+        /** AdminListHostsResponse */
+        AdminListHostsResponse: {
+            hosts: components["schemas"]["Host"][];
+        };
+        /** AdminListOrganizationsResponse */
+        AdminListOrganizationsResponse: {
+            organizations: components["schemas"]["Organization"][];
+        };
+        /** AdminQuarantineSandboxRequest */
+        AdminQuarantineSandboxRequest: {
+            reason?: string;
+        };
+        /** AdminQuarantineSandboxResponse */
+        AdminQuarantineSandboxResponse: Record<string, never>;
+        /** AdminReleaseSandboxRequest */
+        AdminReleaseSandboxRequest: {
+            reason?: string;
+        };
+        /** AdminReleaseSandboxResponse */
+        AdminReleaseSandboxResponse: Record<string, never>;
+        /** AdminRevokeApiKeyResponse */
+        AdminRevokeApiKeyResponse: Record<string, never>;
+        /** AdminRotateMasterKeyResponse */
+        AdminRotateMasterKeyResponse: {
+            master_key_id: string;
+            data_keys_rewrapped: number;
+        };
+        /** AdminSetEgressAllowlistRequest */
+        AdminSetEgressAllowlistRequest: {
+            /** @description The whole list (it replaces the current one) */
+            hosts: string[];
+        };
+        /** AdminSetQuotaRequest */
+        AdminSetQuotaRequest: {
+            limit: number | null;
+        };
+        /** AdminSetQuotaResponse */
+        AdminSetQuotaResponse: {
+            snapshot: {
+                limits: components["schemas"]["QuotaLimit"][];
+            };
+        };
+        /** AdminUncordonHostResponse */
+        AdminUncordonHostResponse: {
+            host: components["schemas"]["Host"];
+        };
+        /** AnnotateRangeRequest */
+        AnnotateRangeRequest: {
+            run_id: string;
+            schema_name: string;
+            /** @description A JSON object as a string */
+            payload_json: string;
+            /** @description 26-character ULID */
+            event_id?: string;
+            /** @description Wall-clock nanoseconds as a decimal string */
+            range_start_ns?: string;
+            /** @description Wall-clock nanoseconds as a decimal string */
+            range_end_ns?: string;
+            /** @description 26-character ULID */
+            range_start_event_id?: string;
+            /** @description 26-character ULID */
+            range_end_event_id?: string;
+        };
+        /** AnnotateRangeResponse */
+        AnnotateRangeResponse: {
+            event_id: string;
+        };
+        /** AnnotateRequest */
+        AnnotateRequest: {
+            schema_name: string;
+            /** @description A JSON object as a string */
+            payload_json: string;
+            /** @description 26-character ULID */
+            event_id?: string;
+            run_id?: string;
+            project_id?: string;
+            /** @description 26-character ULID */
+            target_event_id?: string;
+        };
+        /** AnnotateResponse */
+        AnnotateResponse: {
+            event_id: string;
+        };
+        /** Annotation */
+        Annotation: {
+            event_id: string;
+            run_id?: string;
+            project_id: string;
+            lineage_path?: string;
+            schema_name: string;
+            schema_version?: string;
+            ts_wall_ns: string;
+            principal?: string;
+            target_event_id?: string;
+            range_start_ns?: string;
+            range_end_ns?: string;
+            range_start_event_id?: string;
+            range_end_event_id?: string;
+            /** @description The annotated JSON object exactly as sent */
+            payload_json: string;
+        };
+        /** AnnotationSchema */
+        AnnotationSchema: {
+            id: string;
+            name: string;
+            /** @description Monotonic per organization and name, from 1 (decimal string) */
+            version: string;
+            description: string;
+            /** @description JSON Schema draft 2020-12 document */
+            json_schema: string;
+            promoted_fields: components["schemas"]["PromotedField"][];
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            archived_at?: string;
+        };
+        /** ApiKeyInfo */
+        ApiKeyInfo: {
+            key_id: string;
+            key_name: string;
+            principal_id: string;
+            kind: string;
+            role: string;
+            email: string;
+            workload_name: string;
+            project_id: string;
+            /** Format: date-time */
+            created_at: string;
+            /** @description Empty while the key is live */
+            revoked_at: string;
+        };
+        /** ArchiveAnnotationSchemaRequest */
+        ArchiveAnnotationSchemaRequest: {
+            name?: string;
+            /** @description Decimal string; 0 or omitted means the latest live version */
+            version?: string;
+        };
+        /** ArchiveAnnotationSchemaResponse */
+        ArchiveAnnotationSchemaResponse: {
+            schema: components["schemas"]["AnnotationSchema"];
+        };
+        /** CompleteRunRequest */
+        CompleteRunRequest: {
+            /** @description When present, must equal the path id */
+            id?: string;
+            status: "succeeded" | "failed" | "canceled";
+        };
+        /** CompleteRunResponse */
+        CompleteRunResponse: {
+            run: components["schemas"]["Run"];
+        };
+        /** CreateFeedbackRequest */
+        CreateFeedbackRequest: {
+            title: string;
+            surface: "cli" | "api" | "web" | "sandbox" | "telemetry" | "annotations" | "docs" | "other";
+            body?: string;
+            expected?: string;
+            actual?: string;
+            repro?: string;
+            /** @description Empty for general feedback */
+            severity?: "critical" | "high" | "medium" | "low" | "";
+            fingerprint?: string;
+            svc_version?: string;
+            evidence?: string[];
+        };
+        /** CreateProjectRequest */
+        CreateProjectRequest: {
+            name: string;
+            slug: string;
+            /** @description At most 4 KiB (UTF-8 bytes) */
+            description?: string;
+        };
+        /** CreateProjectResponse */
+        CreateProjectResponse: {
+            project: components["schemas"]["Project"];
+        };
+        /** CreateSandboxRequest */
+        CreateSandboxRequest: {
+            /** @description From-image variant: OCI reference; omit for the platform default image */
+            image?: string;
+            /** @description From-snapshot variant (required there) */
+            snapshot_id?: string;
+            /** @description From-snapshot variant only */
+            image_override?: string;
+            /** @description Omit for the credential's or organization's default project */
+            project_id?: string;
+            command?: string[];
+            idle_timeout_seconds?: number;
+            /** @description At most 50 entries, keys 1 to 128 characters, at most 4096 bytes of values in total */
+            metadata?: {
+                [key: string]: string;
+            };
+            name?: string;
+            network_access?: components["schemas"]["NetworkAccess"];
+            placement_class?: "standard" | "non_preemptible";
+            ports?: number[];
+            resources?: components["schemas"]["ResourceSpec"];
+            secrets?: components["schemas"]["SandboxSecretBinding"][];
+            shared_filesystems?: components["schemas"]["SandboxSharedFilesystemMountRequest"][];
+            storage_class?: "standard" | "durable";
+            ttl_seconds?: number;
+            volumes?: components["schemas"]["SandboxVolumeMount"][];
+            workspace_capacity_gib?: number;
+        };
+        /** CreateSandboxResponse */
+        CreateSandboxResponse: {
+            id: string;
+            /** @enum {string} */
+            request_state: "requested";
+            run_id: string;
+        };
+        /** CreateSandboxSecretRequest */
+        CreateSandboxSecretRequest: {
+            name: string;
+            /** @description Write-only; never returned */
+            value: string;
+            delivery?: components["schemas"]["SandboxSecretDelivery"];
+            dest_host?: string;
+            /** Format: date-time */
+            expires_at?: string;
+        };
+        /** CreateSandboxSecretResponse */
+        CreateSandboxSecretResponse: {
+            secret: components["schemas"]["SandboxSecret"];
+        };
+        /** CreateSandboxSnapshotRequest */
+        CreateSandboxSnapshotRequest: {
+            name?: string;
+            /** @description Answer once the snapshot is replicated, or at wait_timeout_seconds */
+            wait_remote?: boolean;
+            /** @description How long wait_remote waits (default 25) */
+            wait_timeout_seconds?: number;
+        };
+        /** CreateSandboxSnapshotResponse */
+        CreateSandboxSnapshotResponse: {
+            snapshot_id: string;
+            durability: components["schemas"]["SnapshotDurability"];
+        };
+        /** CreateVolumeRequest */
+        CreateVolumeRequest: {
+            /** @description Unique in the project */
+            name: string;
+            /** @description Default: the credential's project */
+            project_id?: string;
+            /** @description Decimal string, at most 2 TiB; a cap, not an allocation */
+            quota_bytes: string;
+            /** @description At most 4 KiB (UTF-8 bytes) */
+            description?: string;
+        };
+        /** CreateVolumeResponse */
+        CreateVolumeResponse: {
+            volume: components["schemas"]["Volume"];
+        };
+        /** CreateWorkloadRequest */
+        CreateWorkloadRequest: {
+            name: string;
+            description?: string;
+        };
+        /** CreateWorkloadResponse */
+        CreateWorkloadResponse: {
+            workload: components["schemas"]["Workload"];
+        };
+        /** DataView */
+        DataView: {
+            name: string;
+            description: string;
+            spec: components["schemas"]["DataViewSpec"];
+            /** @description Bumped on each upsert */
+            spec_version: number;
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            updated_at: string;
+        };
+        /** DataViewParam */
+        DataViewParam: {
+            /** @description Bound as $n, n its 1-based place in params */
+            name: string;
+            /** @description The SQL type the value is cast to */
+            type: "text" | "bigint" | "double precision" | "numeric" | "boolean" | "timestamptz" | "jsonb";
+        };
+        /** DataViewSpec */
+        DataViewSpec: {
+            /**
+             * @description The tag of the spec format
+             * @enum {string}
+             */
+            type: "sql.v1";
+            /** @description One SELECT over the published relations */
+            sql: string;
+            params?: components["schemas"]["DataViewParam"][];
+            /** @description Opaque render config, stored as sent */
+            render?: {
+                [key: string]: unknown;
+            };
+        };
+        /** DeleteDataViewResponse */
+        DeleteDataViewResponse: Record<string, never>;
+        /** DeleteProjectResponse */
+        DeleteProjectResponse: {
+            /** @description 64-bit integer as a decimal string */
+            api_keys_deleted: string;
+            /** @description 64-bit integer as a decimal string */
+            runs_deleted: string;
+            /** @description 64-bit integer as a decimal string */
+            secrets_deleted: string;
+            /** @description 64-bit integer as a decimal string */
+            volumes_deleted: string;
+        };
+        /** DeleteSandboxSnapshotResponse */
+        DeleteSandboxSnapshotResponse: Record<string, never>;
+        /** DeleteVolumeResponse */
+        DeleteVolumeResponse: Record<string, never>;
+        /** DeleteWorkloadResponse */
+        DeleteWorkloadResponse: Record<string, never>;
+        /** EgressAllowlist */
+        EgressAllowlist: {
+            organization_id: string;
+            /** @description Exact lowercase host names and *.domain wildcards, sorted; empty: only the hosts of bound secrets */
+            hosts: string[];
+        };
         /** @description Error envelope of the non-sandbox services */
         ErrorEnvelope: {
             /** @description Stable snake_case machine code */
@@ -1168,6 +1775,68 @@ export interface components {
             /** @description Correlation id (also in the x-request-id header) */
             request_id?: string;
         };
+        /**
+         * ExecCompleted
+         * @description The command finished
+         */
+        ExecCompleted: {
+            /** @description The command's real exit code, 0 included */
+            exit: number;
+            stdout: string;
+            stderr: string;
+            truncated: boolean;
+        };
+        /**
+         * ExecIndeterminate
+         * @description Dispatched, but its outcome could not be read (it may have completed): partial output; an Idempotency-Key retry replays it
+         */
+        ExecIndeterminate: {
+            indeterminate: Record<string, never>;
+            stdout: string;
+            stderr: string;
+            truncated: boolean;
+        };
+        /** ExecResult */
+        ExecResult: components["schemas"]["ExecCompleted"] | components["schemas"]["ExecTimedOut"] | components["schemas"]["ExecIndeterminate"];
+        /** ExecSandboxRequest */
+        ExecSandboxRequest: {
+            cmd: string[];
+            secret_environment?: components["schemas"]["SandboxExecSecretEnvironment"][];
+            timeout_seconds?: number;
+        };
+        /**
+         * ExecTimedOut
+         * @description timeout_seconds passed before the command exited: partial output
+         */
+        ExecTimedOut: {
+            timeout: Record<string, never>;
+            stdout: string;
+            stderr: string;
+            truncated: boolean;
+        };
+        /** FeedbackCreated */
+        FeedbackCreated: {
+            id: string;
+            relayed: boolean;
+        };
+        FileInfo: {
+            path: string;
+            name: string;
+            type: "file" | "directory" | "symlink" | "fifo" | "socket" | "char_device" | "block_device";
+            /** @description Bytes, as a decimal string */
+            size: string;
+            /** @description Permission bits in octal (four digits) */
+            mode: string;
+            /** Format: date-time */
+            modified_at: string;
+            /** Format: date-time */
+            accessed_at: string;
+            uid: number;
+            gid: number;
+            links: number;
+            /** @description A symlink's target, as stored (never followed) */
+            link_target?: string;
+        };
         /** @description Flat error envelope of sandbox and snapshot routes */
         FlatErrorEnvelope: {
             /** @description Stable snake_case machine code */
@@ -1176,6 +1845,688 @@ export interface components {
             message: string;
             /** @description Correlation id */
             request_id: string;
+        };
+        /** GetAnnotationSchemaResponse */
+        GetAnnotationSchemaResponse: {
+            schema: components["schemas"]["AnnotationSchema"];
+        };
+        /** GetProjectResponse */
+        GetProjectResponse: {
+            project: components["schemas"]["Project"];
+        };
+        /** GetRunResponse */
+        GetRunResponse: {
+            run: components["schemas"]["Run"];
+        };
+        /** GetSandboxResponse */
+        GetSandboxResponse: {
+            sandbox: components["schemas"]["Sandbox"];
+        };
+        /** GetServiceConfigResponse */
+        GetServiceConfigResponse: {
+            /** @description Base URL of this API (the /v1 routes hang off it) */
+            api_base_url: string;
+            /** @description Session-plane base URL; empty when none is deployed */
+            session_plane_url: string;
+            /** @description SSH gateway host; empty when none is deployed */
+            ssh_host: string;
+            api_version: string;
+        };
+        /** GetUsageSnapshotResponse */
+        GetUsageSnapshotResponse: {
+            snapshot: {
+                limits: components["schemas"]["QuotaLimit"][];
+            };
+        };
+        /** GetVolumeResponse */
+        GetVolumeResponse: {
+            volume: components["schemas"]["Volume"];
+        };
+        /** GetWorkloadResponse */
+        GetWorkloadResponse: {
+            workload: components["schemas"]["Workload"];
+        };
+        /** GpuSpec */
+        GpuSpec: {
+            /** @description Integral accelerator count */
+            count: number;
+            /** @description Ordered fallback list of models; empty accepts any advertised model */
+            models?: string[];
+        };
+        /** GrantSandboxSecretRequest */
+        GrantSandboxSecretRequest: {
+            /** @description When present, must equal the path id */
+            id?: string;
+            subject_kind: components["schemas"]["SandboxSecretGrantSubjectKind"];
+            subject_id: string;
+        };
+        /** GrantSandboxSecretResponse */
+        GrantSandboxSecretResponse: {
+            grant: components["schemas"]["SandboxSecretGrant"];
+        };
+        /** Host */
+        Host: {
+            id: string;
+            role: string;
+            state: "joining" | "ready" | "draining" | "cordoned" | "unreachable" | "dead";
+            /** @description What an operator asked (null: nothing); kept while the host is unreachable or dead, and taken again when it returns */
+            operator_state: "draining" | "cordoned" | null;
+            epoch: number;
+            address: string | null;
+            plane_address: string | null;
+            ssh_address: string | null;
+            capacity: components["schemas"]["HostCapacity"];
+            /** Format: date-time */
+            joined_at: string;
+            /** Format: date-time */
+            heartbeat_at: string;
+            /** @description By the database's clock */
+            heartbeat_age_seconds: number;
+            /** Format: date-time */
+            state_changed_at: string;
+            /** @description Its sandboxes not terminated or failed */
+            live_sandboxes: number;
+            /** @description Warm pool members, as of its last heartbeat */
+            pool_members: number;
+            /** @description Its snapshots whose replication to the blob store is pending */
+            pending_replications: number;
+            /** @description Draining, with no warm pool member and no pending replication left (its sandboxes stay) */
+            drained: boolean;
+            /** @description Whether this host's server holds the lease of blob and volume collection now */
+            collection_leader: boolean;
+        };
+        /** HostCapacity */
+        HostCapacity: {
+            cpu_millis?: number;
+            memory_mib?: number;
+            storage_bytes?: number;
+        };
+        /** IssueEndpointTokenRequest */
+        IssueEndpointTokenRequest: {
+            /** @description Lifetime of the token; default 900 */
+            ttl_seconds?: number;
+        };
+        /** IssueEndpointTokenResponse */
+        IssueEndpointTokenResponse: {
+            /** @description Pass as Authorization: Bearer, the warren_token query parameter, or the cookie */
+            token: string;
+            /** @description The endpoint's URL with the token as warren_token (a GET moves it to a cookie) */
+            url: string;
+            /** Format: date-time */
+            expires_at: string;
+        };
+        /** IssueSshTokenRequest */
+        IssueSshTokenRequest: {
+            /** @description Lifetime of the token; default 900 */
+            ttl_seconds?: number;
+        };
+        /** IssueSshTokenResponse */
+        IssueSshTokenResponse: {
+            /** @description The password for the SSH gateway (user: the sandbox id) */
+            token: string;
+            /** @description The SSH user: the sandbox id */
+            user: string;
+            /** Format: date-time */
+            expires_at: string;
+        };
+        /** IssuedApiKey */
+        IssuedApiKey: {
+            key_id: string;
+            key_name: string;
+            principal_id: string;
+            org_id: string;
+            /** @description The secret; shown only in this response */
+            api_key: string;
+        };
+        /** ListAnnotationSchemasResponse */
+        ListAnnotationSchemasResponse: {
+            schemas: components["schemas"]["AnnotationSchema"][];
+        };
+        /** ListAnnotationsResponse */
+        ListAnnotationsResponse: {
+            annotations: components["schemas"]["Annotation"][];
+            skipped: components["schemas"]["SkippedAnnotation"][];
+            /** @description Stored versions hidden behind the rows of this page */
+            superseded_count: string;
+            next_page_token: string;
+        };
+        /** ListDataViewsResponse */
+        ListDataViewsResponse: {
+            views: components["schemas"]["DataView"][];
+        };
+        /** ListProjectsResponse */
+        ListProjectsResponse: {
+            projects: components["schemas"]["Project"][];
+            next_page_token: string;
+        };
+        /** ListRunsResponse */
+        ListRunsResponse: {
+            runs: components["schemas"]["Run"][];
+            next_page_token: string;
+        };
+        /** ListSandboxFilesResponse */
+        ListSandboxFilesResponse: {
+            path: string;
+            entries: components["schemas"]["FileInfo"][];
+            truncated: boolean;
+        };
+        /** ListSandboxSecretGrantsResponse */
+        ListSandboxSecretGrantsResponse: {
+            grants: components["schemas"]["SandboxSecretGrant"][];
+        };
+        /** ListSandboxSecretsResponse */
+        ListSandboxSecretsResponse: {
+            secrets: components["schemas"]["SandboxSecret"][];
+            next_page_token: string;
+        };
+        /** ListSandboxSnapshotsResponse */
+        ListSandboxSnapshotsResponse: {
+            snapshots: components["schemas"]["SandboxSnapshot"][];
+            /** @description Parent edges of the snapshots on this page */
+            edges: components["schemas"]["SandboxSnapshotEdge"][];
+            next_page_token: string;
+        };
+        /** ListSandboxesResponse */
+        ListSandboxesResponse: {
+            sandboxes: components["schemas"]["Sandbox"][];
+            next_page_token: string;
+        };
+        /** ListVolumesResponse */
+        ListVolumesResponse: {
+            volumes: components["schemas"]["Volume"][];
+            next_page_token: string;
+        };
+        /** ListWorkloadFederationResponse */
+        ListWorkloadFederationResponse: {
+            federation_configs: components["schemas"]["WorkloadFederationConfig"][];
+        };
+        /** ListWorkloadsResponse */
+        ListWorkloadsResponse: {
+            workloads: components["schemas"]["Workload"][];
+            next_page_token: string;
+        };
+        /** MakeSandboxDirectoryRequest */
+        MakeSandboxDirectoryRequest: {
+            /** @description Absolute path inside the sandbox (at most 4096 bytes; no NUL, no . or .. segment) */
+            path: string;
+            /** @description Octal permission bits, e.g. 644 or 0755 */
+            mode?: string;
+        };
+        /** NetworkAccess */
+        NetworkAccess: "public" | "gateway_only" | "none";
+        /** NetworkAccessPolicy */
+        NetworkAccessPolicy: {
+            policy_name: string;
+            policy_endpoint_name: string;
+            policy_endpoint_uid: string;
+            policy_endpoint_resource_version: string;
+        };
+        /**
+         * NetworkAccessReceipt
+         * @description Policy objects select the sandbox now: an observation, not proof of data-plane enforcement
+         */
+        NetworkAccessReceipt: {
+            network_access: string;
+            pod_uid: string;
+            pod_resource_version: string;
+            policies: components["schemas"]["NetworkAccessPolicy"][];
+        };
+        /** OrgRef */
+        OrgRef: {
+            id: string;
+            slug: string;
+        };
+        /** Organization */
+        Organization: {
+            id: string;
+            slug: string;
+            name: string;
+            is_operator?: boolean;
+            default_project_id?: string;
+            /** Format: date-time */
+            created_at: string;
+        };
+        /** Principal */
+        Principal: {
+            id: string;
+            kind: "user" | "service_account" | "workload";
+            /** @description Empty for non-users */
+            email: string;
+            /** @description Empty for a browser session */
+            key_id: string;
+            /** @description Empty for a browser session */
+            key_name: string;
+            /** @description Empty unless bound to a registered workload */
+            workload_name: string;
+        };
+        /** Project */
+        Project: {
+            id: string;
+            name: string;
+            slug: string;
+            description: string;
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            updated_at: string;
+            created_by: string;
+            /** Format: date-time */
+            last_run_at?: string;
+            /** @description 64-bit integer as a decimal string */
+            run_count: string;
+            /** @description 64-bit integer as a decimal string */
+            version: string;
+            /** @description The organization's default project */
+            is_default: boolean;
+        };
+        /** PromotedField */
+        PromotedField: {
+            field: string;
+            identity: boolean;
+            bloom: boolean;
+            /** @description Indexed column assigned by the server; stable for the schema name */
+            slot: string;
+        };
+        /** PublishVolumeVersionRequest */
+        PublishVolumeVersionRequest: {
+            /** @description When present, must equal the path's push_id */
+            push_id?: string;
+        };
+        /** PublishVolumeVersionResponse */
+        PublishVolumeVersionResponse: {
+            version: components["schemas"]["VolumeVersion"];
+        };
+        /** PutDataViewRequest */
+        PutDataViewRequest: {
+            /** @description When present, equal to the path name */
+            name?: string;
+            description?: string;
+            spec: components["schemas"]["DataViewSpec"];
+        };
+        /** PutDataViewResponse */
+        PutDataViewResponse: {
+            view: components["schemas"]["DataView"];
+        };
+        /** QueryColumn */
+        QueryColumn: {
+            name: string;
+            /** @description PostgreSQL type name (format_type) */
+            type: string;
+        };
+        /** QueryResult */
+        QueryResult: {
+            columns: components["schemas"]["QueryColumn"][];
+            /** @description Rows as arrays in column order */
+            rows: unknown[][];
+            row_count: number;
+            /** @description True when a row or byte cap cut the result */
+            truncated: boolean;
+            truncated_reason?: "row_limit" | "byte_limit";
+            /** @description The view version that ran (RunDataView) */
+            spec_version?: number;
+        };
+        /** QuotaLimit */
+        QuotaLimit: {
+            /** @description Stable quota name, e.g. sandboxes.running */
+            metric: string;
+            unit: string;
+            /** @description 64-bit integer as a decimal string */
+            limit: string;
+            /** @description 64-bit integer as a decimal string */
+            current: string;
+            /** @description 64-bit integer as a decimal string */
+            reserved: string;
+        };
+        /** RegisterAnnotationSchemaRequest */
+        RegisterAnnotationSchemaRequest: {
+            name: string;
+            description?: string;
+            json_schema: string;
+            promoted_fields?: {
+                field: string;
+                identity?: boolean;
+                bloom?: boolean;
+            }[];
+        };
+        /** RegisterAnnotationSchemaResponse */
+        RegisterAnnotationSchemaResponse: {
+            schema: components["schemas"]["AnnotationSchema"];
+        };
+        /** RemoveSandboxFileRequest */
+        RemoveSandboxFileRequest: {
+            /** @description Absolute path inside the sandbox (at most 4096 bytes; no NUL, no . or .. segment) */
+            path: string;
+            recursive?: boolean;
+        };
+        /** RemoveWorkloadFederationResponse */
+        RemoveWorkloadFederationResponse: Record<string, never>;
+        /** RenameSandboxFileRequest */
+        RenameSandboxFileRequest: {
+            /** @description Absolute path inside the sandbox (at most 4096 bytes; no NUL, no . or .. segment) */
+            from: string;
+            /** @description Absolute path inside the sandbox (at most 4096 bytes; no NUL, no . or .. segment) */
+            to: string;
+            overwrite?: boolean;
+        };
+        /** RequestVolumeBlobUploadsRequest */
+        RequestVolumeBlobUploadsRequest: {
+            /** @description When present, must equal the path's push_id */
+            push_id?: string;
+            blobs: components["schemas"]["VolumeBlobRef"][];
+        };
+        /** RequestVolumeBlobUploadsResponse */
+        RequestVolumeBlobUploadsResponse: {
+            uploads: components["schemas"]["VolumeBlobUpload"][];
+        };
+        /** ResourceSpec */
+        ResourceSpec: {
+            memory_mb?: number;
+            cpu_millis?: number;
+            gpus?: components["schemas"]["GpuSpec"];
+        };
+        /** RevokeSandboxSecretRequest */
+        RevokeSandboxSecretRequest: {
+            /** @description When present, must equal the path id */
+            id?: string;
+        };
+        /** RevokeSandboxSecretResponse */
+        RevokeSandboxSecretResponse: {
+            secret: components["schemas"]["SandboxSecret"];
+        };
+        /** RotateSandboxSecretRequest */
+        RotateSandboxSecretRequest: {
+            /** @description When present, must equal the path id */
+            id?: string;
+            /** @description Write-only; never returned */
+            value: string;
+        };
+        /** RotateSandboxSecretResponse */
+        RotateSandboxSecretResponse: {
+            secret: components["schemas"]["SandboxSecret"];
+        };
+        /** Run */
+        Run: {
+            id: string;
+            project_id: string;
+            label: string;
+            parent_run_id?: string;
+            root_run_id: string;
+            /** @description Dotted run ids from the tree root to this run */
+            lineage_path: string;
+            /** @description 0 for a root run */
+            depth: number;
+            status: "running" | "succeeded" | "failed" | "canceled";
+            /** Format: date-time */
+            started_at: string;
+            /** Format: date-time */
+            ended_at?: string;
+            created_by: string;
+            execute_as_workload?: string;
+        };
+        /** RunDataViewRequest */
+        RunDataViewRequest: {
+            /** @description Values of the view's declared params by name; a missing one is null */
+            params?: {
+                [key: string]: string | number | boolean | null;
+            };
+            /** @description Row cap (default 1000) */
+            limit?: number;
+        };
+        /** RunTelemetrySqlRequest */
+        RunTelemetrySqlRequest: {
+            sql: string;
+            /** @description Row cap (default 100) */
+            limit?: number;
+        };
+        /** Sandbox */
+        Sandbox: {
+            id: string;
+            state: components["schemas"]["SandboxState"];
+            /** @description Root sandboxes only */
+            image?: string;
+            /** @description Child sandboxes only */
+            snapshot_id?: string;
+            storage_class: "standard" | "durable";
+            placement_class: "standard" | "non_preemptible";
+            endpoints: components["schemas"]["SandboxEndpoint"][];
+            lineage_path: string;
+            metadata: {
+                [key: string]: string;
+            };
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            updated_at: string;
+            volumes: components["schemas"]["SandboxPinnedVolume"][];
+            workload_image: string;
+            network_access: components["schemas"]["NetworkAccess"];
+            /** @description The ports asked for at create; endpoints shows those served now */
+            ports: number[];
+            /** Format: date-time */
+            expires_at?: string;
+            ssh?: components["schemas"]["SandboxSshConnection"];
+            state_reason?: components["schemas"]["SandboxStateReason"];
+            progress?: components["schemas"]["SandboxProgress"];
+            name?: string;
+            resources?: components["schemas"]["ResourceSpec"];
+            created_by?: string;
+            last_activity?: components["schemas"]["SandboxActivity"];
+            workspace_capacity_gib?: number;
+            idle_timeout_seconds?: number;
+            /** Format: date-time */
+            idle_deadline?: string;
+            /** @description State of the host that runs a live sandbox (docs/hosts.md): unreachable while its host is silent (exec, SSH and endpoints answer 503 host_unavailable; the sandbox keeps its last state), dead once it was given up. Omitted on finished sandboxes and those without a host */
+            host_state?: "ready" | "draining" | "cordoned" | "unreachable" | "dead";
+            shared_filesystems?: components["schemas"]["SandboxSharedFilesystemMount"][];
+        };
+        /** SandboxActivity */
+        SandboxActivity: {
+            /** Format: date-time */
+            at: string;
+            source: "exec" | "session" | "update";
+        };
+        /** SandboxEndpoint */
+        SandboxEndpoint: {
+            /** @description Guest TCP port */
+            port: number;
+            /** @description Authenticated session-plane URL */
+            url: string;
+        };
+        /** SandboxExecSecretEnvironment */
+        SandboxExecSecretEnvironment: {
+            secret_name: string;
+            variable_name: string;
+        };
+        /** SandboxPinnedVolume */
+        SandboxPinnedVolume: {
+            volume_id: string;
+            /** @description The immutable version pinned at admission */
+            version: string;
+            target_path: string;
+            /** @description The name resolved at admission; empty when none */
+            name?: string;
+        };
+        /**
+         * SandboxProgress
+         * @description How far a materializing sandbox's image pull is
+         */
+        SandboxProgress: {
+            /** @enum {string} */
+            phase: "pulling_image";
+            bytes_done: number;
+            bytes_total: number;
+        };
+        /**
+         * SandboxQuotaError
+         * @description Quota rejection of sandbox or snapshot admission
+         */
+        SandboxQuotaError: {
+            code: string;
+            message: string;
+            request_id: string;
+            /** @description sandboxes.running, sandboxes.total or sandboxes.workspace_capacity_gib; snapshots.total on CreateSandboxSnapshot */
+            metric: string;
+            /** @description Configured limit for the organization (decimal string) */
+            limit: string;
+            retry_after_seconds: number;
+            details: {
+                quota: {
+                    metric: string;
+                };
+            };
+        };
+        /** SandboxRequestState */
+        SandboxRequestState: {
+            id: string;
+            /** @enum {string} */
+            request_state: "requested";
+        };
+        /**
+         * SandboxSecret
+         * @description Metadata only: the value is never returned
+         */
+        SandboxSecret: {
+            id: string;
+            name: string;
+            delivery: components["schemas"]["SandboxSecretDelivery"];
+            /** @description Exact public HTTPS host; empty for sandbox-environment delivery */
+            dest_host: string;
+            current_version: number;
+            created_by: string;
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            rotated_at?: string;
+            /** Format: date-time */
+            expires_at?: string;
+            /** Format: date-time */
+            revoked_at?: string;
+        };
+        /** SandboxSecretBinding */
+        SandboxSecretBinding: {
+            /** @description A registered secret's name */
+            name: string;
+        };
+        /** SandboxSecretDelivery */
+        SandboxSecretDelivery: "SANDBOX_SECRET_DELIVERY_UNSPECIFIED" | "SANDBOX_SECRET_DELIVERY_SECRET_EGRESS" | "SANDBOX_SECRET_DELIVERY_MODEL_GATEWAY" | "SANDBOX_SECRET_DELIVERY_SANDBOX_ENVIRONMENT";
+        /** SandboxSecretGrant */
+        SandboxSecretGrant: {
+            secret_id: string;
+            subject_kind: components["schemas"]["SandboxSecretGrantSubjectKind"];
+            subject_id: string;
+        };
+        /** SandboxSecretGrantSubjectKind */
+        SandboxSecretGrantSubjectKind: "SANDBOX_SECRET_GRANT_SUBJECT_KIND_UNSPECIFIED" | "SANDBOX_SECRET_GRANT_SUBJECT_KIND_USER" | "SANDBOX_SECRET_GRANT_SUBJECT_KIND_SERVICE_ACCOUNT" | "SANDBOX_SECRET_GRANT_SUBJECT_KIND_WORKLOAD";
+        /** SandboxSharedFilesystemMount */
+        SandboxSharedFilesystemMount: {
+            filesystem_id: string;
+            subdirectory: string;
+            target_path: string;
+        };
+        /** SandboxSharedFilesystemMountRequest */
+        SandboxSharedFilesystemMountRequest: {
+            filesystem_id: string;
+            subdirectory: string;
+            target_path: string;
+        };
+        /** SandboxSnapshot */
+        SandboxSnapshot: {
+            id: string;
+            /** Format: date-time */
+            created_at: string;
+            durability: components["schemas"]["SnapshotDurability"];
+            /** @description Workload image of the lineage, inherited by children */
+            image: string;
+            /** @description The source sandbox's lineage_path */
+            lineage_path: string;
+            source_sandbox_id: string;
+            name?: string;
+            /** @description Snapshot the source sandbox was restored from; omitted for an image-created root */
+            parent_snapshot_id?: string;
+        };
+        /**
+         * SandboxSnapshotEdge
+         * @description A parent lineage edge: snapshot_id's source was restored from parent
+         */
+        SandboxSnapshotEdge: {
+            snapshot_id: string;
+            parent_snapshot_id: string;
+        };
+        /** SandboxSshConnection */
+        SandboxSshConnection: {
+            host: string;
+            port: number;
+            user: string;
+        };
+        /** SandboxState */
+        SandboxState: "requested" | "reserved" | "materializing" | "ready" | "running" | "stopped" | "terminating" | "failed" | "terminated" | "quarantined" | "attention";
+        /** SandboxStateReason */
+        SandboxStateReason: {
+            /** @description snake_case */
+            code: string;
+            /** @description Not for parsing */
+            message: string;
+        };
+        /** SandboxVolumeMount */
+        SandboxVolumeMount: {
+            volume_id: string;
+            target_path: string;
+        };
+        /** SetWorkloadLaunchAclRequest */
+        SetWorkloadLaunchAclRequest: {
+            /** @description When present, must equal the path name */
+            name?: string;
+            acl: {
+                policy: components["schemas"]["WorkloadLaunchPolicy"];
+                launchers?: {
+                    kind?: string;
+                    principal_id: string;
+                }[];
+            };
+        };
+        /** SetWorkloadLaunchAclResponse */
+        SetWorkloadLaunchAclResponse: {
+            workload: components["schemas"]["Workload"];
+        };
+        /**
+         * SkippedAnnotation
+         * @description A stored row that could not be decoded here, named rather than dropped
+         */
+        SkippedAnnotation: {
+            event_id: string;
+            reason: string;
+        };
+        /**
+         * SnapshotDurability
+         * @description Strongest durability confirmed: local once sealed on the host, replicated once in the blob store
+         */
+        SnapshotDurability: "local" | "replicated";
+        /** StartRunRequest */
+        StartRunRequest: {
+            /** @description Omit for the default project */
+            project_id?: string;
+            label?: string;
+            /** @description Empty starts a new tree root */
+            parent_run_id?: string;
+            /** @description Registered workload name; empty runs as the caller */
+            execute_as_workload?: string;
+        };
+        /** StartRunResponse */
+        StartRunResponse: {
+            run: components["schemas"]["Run"];
+        };
+        /** StartVolumePushRequest */
+        StartVolumePushRequest: {
+            /** @description When present, must equal the path id */
+            volume_id?: string;
+        };
+        /** StartVolumePushResponse */
+        StartVolumePushResponse: {
+            push_id: string;
+            manifest_upload_url: string;
+            expires_in_seconds: number;
+            /** @description 64-bit integer as a decimal string */
+            max_manifest_bytes: string;
         };
         /** StreamExecStart */
         StreamExecStart: {
@@ -1197,23 +2548,155 @@ export interface components {
                 variable_name: string;
             }[];
         };
-        FileInfo: {
-            path: string;
+        /** UngrantSandboxSecretResponse */
+        UngrantSandboxSecretResponse: Record<string, never>;
+        /** UpdateProjectRequest */
+        UpdateProjectRequest: {
+            /** @description When present, must equal the path id */
+            id?: string;
+            name?: string;
+            /** @description At most 4 KiB (UTF-8 bytes) */
+            description?: string;
+        };
+        /** UpdateProjectResponse */
+        UpdateProjectResponse: {
+            project: components["schemas"]["Project"];
+        };
+        /** UpdateSandboxRequest */
+        UpdateSandboxRequest: {
+            state?: "running" | "stopped";
+            idle_timeout_seconds?: number;
+            ttl_seconds?: number;
+            /** @description At most 50 entries, keys 1 to 128 characters, at most 4096 bytes of values in total */
+            metadata?: {
+                [key: string]: string;
+            };
+            workspace_capacity_gib?: number;
+            network_access?: components["schemas"]["NetworkAccess"];
+        };
+        /** UpdateSandboxResponse */
+        UpdateSandboxResponse: {
+            id: string;
+            /** @enum {string} */
+            request_state: "requested";
+            network_access_receipt?: components["schemas"]["NetworkAccessReceipt"];
+        };
+        /** Volume */
+        Volume: {
+            id?: string;
+            name?: string;
+            project_id?: string;
+            description?: string;
+            /** @description 64-bit integer as a decimal string */
+            quota_bytes?: string;
+            /** @description 64-bit integer as a decimal string */
+            used_bytes?: string;
+            /** @description Empty until the first publish */
+            current_version_digest?: string;
+            /** Format: date-time */
+            created_at?: string;
+            /** Format: date-time */
+            updated_at?: string;
+            created_by?: string;
+        };
+        /** VolumeBlobRef */
+        VolumeBlobRef: {
+            digest: string;
+            /** @description Decimal string; verified against the stored bytes */
+            size_bytes: string;
+        };
+        /** VolumeBlobUpload */
+        VolumeBlobUpload: {
+            digest: string;
+            /** @description True when the blob is stored and verified: skip its upload */
+            present: boolean;
+            /** @description Presigned PUT of this one blob; empty when present */
+            upload_url: string;
+        };
+        /** VolumeVersion */
+        VolumeVersion: {
+            volume_id: string;
+            /** @description BLAKE3 of the stored canonical manifest: the version's identity */
+            version_digest: string;
+            /** @description Empty for the first version */
+            parent_version_digest: string;
+            /** @description 64-bit integer as a decimal string */
+            file_count: string;
+            /** @description 64-bit integer as a decimal string */
+            size_bytes: string;
+            /** Format: date-time */
+            created_at: string;
+            created_by: string;
+        };
+        /** WhoAmI */
+        WhoAmI: {
+            organization: components["schemas"]["OrgRef"];
+            principal: components["schemas"]["Principal"];
+        };
+        /** Workload */
+        Workload: {
+            id: string;
             name: string;
-            type: "file" | "directory" | "symlink" | "fifo" | "socket" | "char_device" | "block_device";
-            /** @description Bytes, as a decimal string */
-            size: string;
-            /** @description Permission bits in octal (four digits) */
-            mode: string;
+            description: string;
+            launch_acl: components["schemas"]["WorkloadLaunchAcl"];
+            federation_configs: components["schemas"]["WorkloadFederationConfig"][];
+            created_by: string;
             /** Format: date-time */
-            modified_at: string;
+            created_at: string;
             /** Format: date-time */
-            accessed_at: string;
-            uid: number;
-            gid: number;
-            links: number;
-            /** @description A symlink's target, as stored (never followed) */
-            link_target?: string;
+            updated_at: string;
+        };
+        /** WorkloadCloud */
+        WorkloadCloud: "aws" | "gcp" | "azure";
+        /** WorkloadFederationConfig */
+        WorkloadFederationConfig: {
+            id: string;
+            workload_id: string;
+            cloud: components["schemas"]["WorkloadCloud"];
+            /** @description Provider-canonical audience derived by the server */
+            audience: string;
+            descriptor: components["schemas"]["WorkloadFederationDescriptor"];
+            created_by: string;
+            /** Format: date-time */
+            created_at: string;
+        };
+        /**
+         * WorkloadFederationDescriptor
+         * @description Only the selected cloud's fields may be set
+         */
+        WorkloadFederationDescriptor: {
+            /** @description aws: IAM role ARN (required) */
+            role_arn?: string;
+            /** @description aws: region; empty means us-east-1 */
+            region?: string;
+            /** @description gcp: project id (required) */
+            project_id?: string;
+            /** @description gcp: project number (required) */
+            project_number?: string;
+            /** @description gcp: workload identity pool id (required) */
+            pool_id?: string;
+            /** @description gcp: pool provider id (required) */
+            provider_id?: string;
+            /** @description gcp: service account to impersonate (optional) */
+            service_account_email?: string;
+            /** @description azure: Entra application (client) id (required) */
+            application_id?: string;
+            /** @description azure: Entra tenant id (required) */
+            entra_tenant_id?: string;
+        };
+        /** WorkloadLaunchAcl */
+        WorkloadLaunchAcl: {
+            policy: components["schemas"]["WorkloadLaunchPolicy"];
+            /** @description Meaningful only for RESTRICTED; empty otherwise */
+            launchers: components["schemas"]["WorkloadLauncher"][];
+        };
+        /** WorkloadLaunchPolicy */
+        WorkloadLaunchPolicy: "WORKLOAD_LAUNCH_POLICY_UNSPECIFIED" | "WORKLOAD_LAUNCH_POLICY_MEMBERS" | "WORKLOAD_LAUNCH_POLICY_RESTRICTED";
+        /** WorkloadLauncher */
+        WorkloadLauncher: {
+            /** @description "user" (or empty): a member by user id; "service_account": a key id */
+            kind: string;
+            principal_id: string;
         };
     };
     responses: never;
@@ -1239,15 +2722,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @description Base URL of this API (the /v1 routes hang off it) */
-                        api_base_url: string;
-                        /** @description Session-plane base URL; empty when none is deployed */
-                        session_plane_url: string;
-                        /** @description SSH gateway host; empty when none is deployed */
-                        ssh_host: string;
-                        api_version: string;
-                    };
+                    "application/json": components["schemas"]["GetServiceConfigResponse"];
                 };
             };
             /** @description Quota or rate-limit rejection */
@@ -1285,24 +2760,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        organization: {
-                            id: string;
-                            slug: string;
-                        };
-                        principal: {
-                            id: string;
-                            kind: "user" | "service_account" | "workload";
-                            /** @description Empty for non-users */
-                            email: string;
-                            /** @description Empty for a browser session */
-                            key_id: string;
-                            /** @description Empty for a browser session */
-                            key_name: string;
-                            /** @description Empty unless bound to a registered workload */
-                            workload_name: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["WhoAmI"];
                 };
             };
             /** @description Quota or rate-limit rejection */
@@ -1340,21 +2798,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        snapshot: {
-                            limits: {
-                                /** @description Stable quota name, e.g. sandboxes.running */
-                                metric: string;
-                                unit: string;
-                                /** @description 64-bit integer as a decimal string */
-                                limit: string;
-                                /** @description 64-bit integer as a decimal string */
-                                current: string;
-                                /** @description 64-bit integer as a decimal string */
-                                reserved: string;
-                            }[];
-                        };
-                    };
+                    "application/json": components["schemas"]["GetUsageSnapshotResponse"];
                 };
             };
             /** @description Quota or rate-limit rejection */
@@ -1386,19 +2830,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    title: string;
-                    surface: "cli" | "api" | "web" | "sandbox" | "telemetry" | "annotations" | "docs" | "other";
-                    body?: string;
-                    expected?: string;
-                    actual?: string;
-                    repro?: string;
-                    /** @description Empty for general feedback */
-                    severity?: "critical" | "high" | "medium" | "low" | "";
-                    fingerprint?: string;
-                    svc_version?: string;
-                    evidence?: string[];
-                };
+                "application/json": components["schemas"]["CreateFeedbackRequest"];
             };
         };
         responses: {
@@ -1408,10 +2840,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        id: string;
-                        relayed: boolean;
-                    };
+                    "application/json": components["schemas"]["FeedbackCreated"];
                 };
             };
             /** @description Quota or rate-limit rejection */
@@ -1454,28 +2883,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        projects: {
-                            id: string;
-                            name: string;
-                            slug: string;
-                            description: string;
-                            /** Format: date-time */
-                            created_at: string;
-                            /** Format: date-time */
-                            updated_at: string;
-                            created_by: string;
-                            /** Format: date-time */
-                            last_run_at?: string;
-                            /** @description 64-bit integer as a decimal string */
-                            run_count: string;
-                            /** @description 64-bit integer as a decimal string */
-                            version: string;
-                            /** @description The organization's default project */
-                            is_default: boolean;
-                        }[];
-                        next_page_token: string;
-                    };
+                    "application/json": components["schemas"]["ListProjectsResponse"];
                 };
             };
             /** @description Quota or rate-limit rejection */
@@ -1507,12 +2915,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    name: string;
-                    slug: string;
-                    /** @description At most 4 KiB (UTF-8 bytes) */
-                    description?: string;
-                };
+                "application/json": components["schemas"]["CreateProjectRequest"];
             };
         };
         responses: {
@@ -1522,27 +2925,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        project: {
-                            id: string;
-                            name: string;
-                            slug: string;
-                            description: string;
-                            /** Format: date-time */
-                            created_at: string;
-                            /** Format: date-time */
-                            updated_at: string;
-                            created_by: string;
-                            /** Format: date-time */
-                            last_run_at?: string;
-                            /** @description 64-bit integer as a decimal string */
-                            run_count: string;
-                            /** @description 64-bit integer as a decimal string */
-                            version: string;
-                            /** @description The organization's default project */
-                            is_default: boolean;
-                        };
-                    };
+                    "application/json": components["schemas"]["CreateProjectResponse"];
                 };
             };
             /** @description Quota or rate-limit rejection */
@@ -1582,27 +2965,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        project: {
-                            id: string;
-                            name: string;
-                            slug: string;
-                            description: string;
-                            /** Format: date-time */
-                            created_at: string;
-                            /** Format: date-time */
-                            updated_at: string;
-                            created_by: string;
-                            /** Format: date-time */
-                            last_run_at?: string;
-                            /** @description 64-bit integer as a decimal string */
-                            run_count: string;
-                            /** @description 64-bit integer as a decimal string */
-                            version: string;
-                            /** @description The organization's default project */
-                            is_default: boolean;
-                        };
-                    };
+                    "application/json": components["schemas"]["GetProjectResponse"];
                 };
             };
             /** @description Quota or rate-limit rejection */
@@ -1645,16 +3008,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @description 64-bit integer as a decimal string */
-                        api_keys_deleted: string;
-                        /** @description 64-bit integer as a decimal string */
-                        runs_deleted: string;
-                        /** @description 64-bit integer as a decimal string */
-                        secrets_deleted: string;
-                        /** @description 64-bit integer as a decimal string */
-                        volumes_deleted: string;
-                    };
+                    "application/json": components["schemas"]["DeleteProjectResponse"];
                 };
             };
             /** @description Quota or rate-limit rejection */
@@ -1691,13 +3045,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    /** @description When present, must equal the path id */
-                    id?: string;
-                    name?: string;
-                    /** @description At most 4 KiB (UTF-8 bytes) */
-                    description?: string;
-                };
+                "application/json": components["schemas"]["UpdateProjectRequest"];
             };
         };
         responses: {
@@ -1707,27 +3055,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        project: {
-                            id: string;
-                            name: string;
-                            slug: string;
-                            description: string;
-                            /** Format: date-time */
-                            created_at: string;
-                            /** Format: date-time */
-                            updated_at: string;
-                            created_by: string;
-                            /** Format: date-time */
-                            last_run_at?: string;
-                            /** @description 64-bit integer as a decimal string */
-                            run_count: string;
-                            /** @description 64-bit integer as a decimal string */
-                            version: string;
-                            /** @description The organization's default project */
-                            is_default: boolean;
-                        };
-                    };
+                    "application/json": components["schemas"]["UpdateProjectResponse"];
                 };
             };
             /** @description Quota or rate-limit rejection */
@@ -1774,27 +3102,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        runs: {
-                            id: string;
-                            project_id: string;
-                            label: string;
-                            parent_run_id?: string;
-                            root_run_id: string;
-                            /** @description Dotted run ids from the tree root to this run */
-                            lineage_path: string;
-                            /** @description 0 for a root run */
-                            depth: number;
-                            status: "running" | "succeeded" | "failed" | "canceled";
-                            /** Format: date-time */
-                            started_at: string;
-                            /** Format: date-time */
-                            ended_at?: string;
-                            created_by: string;
-                            execute_as_workload?: string;
-                        }[];
-                        next_page_token: string;
-                    };
+                    "application/json": components["schemas"]["ListRunsResponse"];
                 };
             };
             /** @description Quota or rate-limit rejection */
@@ -1826,15 +3134,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    /** @description Omit for the default project */
-                    project_id?: string;
-                    label?: string;
-                    /** @description Empty starts a new tree root */
-                    parent_run_id?: string;
-                    /** @description Registered workload name; empty runs as the caller */
-                    execute_as_workload?: string;
-                };
+                "application/json": components["schemas"]["StartRunRequest"];
             };
         };
         responses: {
@@ -1844,26 +3144,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        run: {
-                            id: string;
-                            project_id: string;
-                            label: string;
-                            parent_run_id?: string;
-                            root_run_id: string;
-                            /** @description Dotted run ids from the tree root to this run */
-                            lineage_path: string;
-                            /** @description 0 for a root run */
-                            depth: number;
-                            status: "running" | "succeeded" | "failed" | "canceled";
-                            /** Format: date-time */
-                            started_at: string;
-                            /** Format: date-time */
-                            ended_at?: string;
-                            created_by: string;
-                            execute_as_workload?: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["StartRunResponse"];
                 };
             };
             /** @description Quota or rate-limit rejection */
@@ -1897,11 +3178,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    /** @description When present, must equal the path id */
-                    id?: string;
-                    status: "succeeded" | "failed" | "canceled";
-                };
+                "application/json": components["schemas"]["CompleteRunRequest"];
             };
         };
         responses: {
@@ -1911,26 +3188,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        run: {
-                            id: string;
-                            project_id: string;
-                            label: string;
-                            parent_run_id?: string;
-                            root_run_id: string;
-                            /** @description Dotted run ids from the tree root to this run */
-                            lineage_path: string;
-                            /** @description 0 for a root run */
-                            depth: number;
-                            status: "running" | "succeeded" | "failed" | "canceled";
-                            /** Format: date-time */
-                            started_at: string;
-                            /** Format: date-time */
-                            ended_at?: string;
-                            created_by: string;
-                            execute_as_workload?: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["CompleteRunResponse"];
                 };
             };
             /** @description Quota or rate-limit rejection */
@@ -1970,26 +3228,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        run: {
-                            id: string;
-                            project_id: string;
-                            label: string;
-                            parent_run_id?: string;
-                            root_run_id: string;
-                            /** @description Dotted run ids from the tree root to this run */
-                            lineage_path: string;
-                            /** @description 0 for a root run */
-                            depth: number;
-                            status: "running" | "succeeded" | "failed" | "canceled";
-                            /** Format: date-time */
-                            started_at: string;
-                            /** Format: date-time */
-                            ended_at?: string;
-                            created_by: string;
-                            execute_as_workload?: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["GetRunResponse"];
                 };
             };
             /** @description Quota or rate-limit rejection */
@@ -2032,58 +3271,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        workloads: {
-                            id: string;
-                            name: string;
-                            description: string;
-                            launch_acl: {
-                                policy: "WORKLOAD_LAUNCH_POLICY_UNSPECIFIED" | "WORKLOAD_LAUNCH_POLICY_MEMBERS" | "WORKLOAD_LAUNCH_POLICY_RESTRICTED";
-                                launchers: {
-                                    /** @description "user" (or empty): a member by user id; "service_account": a key id */
-                                    kind: string;
-                                    principal_id: string;
-                                }[];
-                            };
-                            federation_configs: {
-                                id: string;
-                                workload_id: string;
-                                cloud: "aws" | "gcp" | "azure";
-                                /** @description Provider-canonical audience derived by the server */
-                                audience: string;
-                                /** @description Only the selected cloud's fields may be set */
-                                descriptor: {
-                                    /** @description aws: IAM role ARN (required) */
-                                    role_arn?: string;
-                                    /** @description aws: region; empty means us-east-1 */
-                                    region?: string;
-                                    /** @description gcp: project id (required) */
-                                    project_id?: string;
-                                    /** @description gcp: project number (required) */
-                                    project_number?: string;
-                                    /** @description gcp: workload identity pool id (required) */
-                                    pool_id?: string;
-                                    /** @description gcp: pool provider id (required) */
-                                    provider_id?: string;
-                                    /** @description gcp: service account to impersonate (optional) */
-                                    service_account_email?: string;
-                                    /** @description azure: Entra application (client) id (required) */
-                                    application_id?: string;
-                                    /** @description azure: Entra tenant id (required) */
-                                    entra_tenant_id?: string;
-                                };
-                                created_by: string;
-                                /** Format: date-time */
-                                created_at: string;
-                            }[];
-                            created_by: string;
-                            /** Format: date-time */
-                            created_at: string;
-                            /** Format: date-time */
-                            updated_at: string;
-                        }[];
-                        next_page_token: string;
-                    };
+                    "application/json": components["schemas"]["ListWorkloadsResponse"];
                 };
             };
             /** @description Quota or rate-limit rejection */
@@ -2115,10 +3303,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    name: string;
-                    description?: string;
-                };
+                "application/json": components["schemas"]["CreateWorkloadRequest"];
             };
         };
         responses: {
@@ -2128,57 +3313,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        workload: {
-                            id: string;
-                            name: string;
-                            description: string;
-                            launch_acl: {
-                                policy: "WORKLOAD_LAUNCH_POLICY_UNSPECIFIED" | "WORKLOAD_LAUNCH_POLICY_MEMBERS" | "WORKLOAD_LAUNCH_POLICY_RESTRICTED";
-                                launchers: {
-                                    /** @description "user" (or empty): a member by user id; "service_account": a key id */
-                                    kind: string;
-                                    principal_id: string;
-                                }[];
-                            };
-                            federation_configs: {
-                                id: string;
-                                workload_id: string;
-                                cloud: "aws" | "gcp" | "azure";
-                                /** @description Provider-canonical audience derived by the server */
-                                audience: string;
-                                /** @description Only the selected cloud's fields may be set */
-                                descriptor: {
-                                    /** @description aws: IAM role ARN (required) */
-                                    role_arn?: string;
-                                    /** @description aws: region; empty means us-east-1 */
-                                    region?: string;
-                                    /** @description gcp: project id (required) */
-                                    project_id?: string;
-                                    /** @description gcp: project number (required) */
-                                    project_number?: string;
-                                    /** @description gcp: workload identity pool id (required) */
-                                    pool_id?: string;
-                                    /** @description gcp: pool provider id (required) */
-                                    provider_id?: string;
-                                    /** @description gcp: service account to impersonate (optional) */
-                                    service_account_email?: string;
-                                    /** @description azure: Entra application (client) id (required) */
-                                    application_id?: string;
-                                    /** @description azure: Entra tenant id (required) */
-                                    entra_tenant_id?: string;
-                                };
-                                created_by: string;
-                                /** Format: date-time */
-                                created_at: string;
-                            }[];
-                            created_by: string;
-                            /** Format: date-time */
-                            created_at: string;
-                            /** Format: date-time */
-                            updated_at: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["CreateWorkloadResponse"];
                 };
             };
             /** @description Quota or rate-limit rejection */
@@ -2218,57 +3353,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        workload: {
-                            id: string;
-                            name: string;
-                            description: string;
-                            launch_acl: {
-                                policy: "WORKLOAD_LAUNCH_POLICY_UNSPECIFIED" | "WORKLOAD_LAUNCH_POLICY_MEMBERS" | "WORKLOAD_LAUNCH_POLICY_RESTRICTED";
-                                launchers: {
-                                    /** @description "user" (or empty): a member by user id; "service_account": a key id */
-                                    kind: string;
-                                    principal_id: string;
-                                }[];
-                            };
-                            federation_configs: {
-                                id: string;
-                                workload_id: string;
-                                cloud: "aws" | "gcp" | "azure";
-                                /** @description Provider-canonical audience derived by the server */
-                                audience: string;
-                                /** @description Only the selected cloud's fields may be set */
-                                descriptor: {
-                                    /** @description aws: IAM role ARN (required) */
-                                    role_arn?: string;
-                                    /** @description aws: region; empty means us-east-1 */
-                                    region?: string;
-                                    /** @description gcp: project id (required) */
-                                    project_id?: string;
-                                    /** @description gcp: project number (required) */
-                                    project_number?: string;
-                                    /** @description gcp: workload identity pool id (required) */
-                                    pool_id?: string;
-                                    /** @description gcp: pool provider id (required) */
-                                    provider_id?: string;
-                                    /** @description gcp: service account to impersonate (optional) */
-                                    service_account_email?: string;
-                                    /** @description azure: Entra application (client) id (required) */
-                                    application_id?: string;
-                                    /** @description azure: Entra tenant id (required) */
-                                    entra_tenant_id?: string;
-                                };
-                                created_by: string;
-                                /** Format: date-time */
-                                created_at: string;
-                            }[];
-                            created_by: string;
-                            /** Format: date-time */
-                            created_at: string;
-                            /** Format: date-time */
-                            updated_at: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["GetWorkloadResponse"];
                 };
             };
             /** @description Quota or rate-limit rejection */
@@ -2308,7 +3393,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": Record<string, never>;
+                    "application/json": components["schemas"]["DeleteWorkloadResponse"];
                 };
             };
             /** @description Quota or rate-limit rejection */
@@ -2342,17 +3427,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    /** @description When present, must equal the path name */
-                    name?: string;
-                    acl: {
-                        policy: "WORKLOAD_LAUNCH_POLICY_UNSPECIFIED" | "WORKLOAD_LAUNCH_POLICY_MEMBERS" | "WORKLOAD_LAUNCH_POLICY_RESTRICTED";
-                        launchers?: {
-                            kind?: string;
-                            principal_id: string;
-                        }[];
-                    };
-                };
+                "application/json": components["schemas"]["SetWorkloadLaunchAclRequest"];
             };
         };
         responses: {
@@ -2362,57 +3437,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        workload: {
-                            id: string;
-                            name: string;
-                            description: string;
-                            launch_acl: {
-                                policy: "WORKLOAD_LAUNCH_POLICY_UNSPECIFIED" | "WORKLOAD_LAUNCH_POLICY_MEMBERS" | "WORKLOAD_LAUNCH_POLICY_RESTRICTED";
-                                launchers: {
-                                    /** @description "user" (or empty): a member by user id; "service_account": a key id */
-                                    kind: string;
-                                    principal_id: string;
-                                }[];
-                            };
-                            federation_configs: {
-                                id: string;
-                                workload_id: string;
-                                cloud: "aws" | "gcp" | "azure";
-                                /** @description Provider-canonical audience derived by the server */
-                                audience: string;
-                                /** @description Only the selected cloud's fields may be set */
-                                descriptor: {
-                                    /** @description aws: IAM role ARN (required) */
-                                    role_arn?: string;
-                                    /** @description aws: region; empty means us-east-1 */
-                                    region?: string;
-                                    /** @description gcp: project id (required) */
-                                    project_id?: string;
-                                    /** @description gcp: project number (required) */
-                                    project_number?: string;
-                                    /** @description gcp: workload identity pool id (required) */
-                                    pool_id?: string;
-                                    /** @description gcp: pool provider id (required) */
-                                    provider_id?: string;
-                                    /** @description gcp: service account to impersonate (optional) */
-                                    service_account_email?: string;
-                                    /** @description azure: Entra application (client) id (required) */
-                                    application_id?: string;
-                                    /** @description azure: Entra tenant id (required) */
-                                    entra_tenant_id?: string;
-                                };
-                                created_by: string;
-                                /** Format: date-time */
-                                created_at: string;
-                            }[];
-                            created_by: string;
-                            /** Format: date-time */
-                            created_at: string;
-                            /** Format: date-time */
-                            updated_at: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["SetWorkloadLaunchAclResponse"];
                 };
             };
             /** @description Quota or rate-limit rejection */
@@ -2452,39 +3477,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        federation_configs: {
-                            id: string;
-                            workload_id: string;
-                            cloud: "aws" | "gcp" | "azure";
-                            /** @description Provider-canonical audience derived by the server */
-                            audience: string;
-                            /** @description Only the selected cloud's fields may be set */
-                            descriptor: {
-                                /** @description aws: IAM role ARN (required) */
-                                role_arn?: string;
-                                /** @description aws: region; empty means us-east-1 */
-                                region?: string;
-                                /** @description gcp: project id (required) */
-                                project_id?: string;
-                                /** @description gcp: project number (required) */
-                                project_number?: string;
-                                /** @description gcp: workload identity pool id (required) */
-                                pool_id?: string;
-                                /** @description gcp: pool provider id (required) */
-                                provider_id?: string;
-                                /** @description gcp: service account to impersonate (optional) */
-                                service_account_email?: string;
-                                /** @description azure: Entra application (client) id (required) */
-                                application_id?: string;
-                                /** @description azure: Entra tenant id (required) */
-                                entra_tenant_id?: string;
-                            };
-                            created_by: string;
-                            /** Format: date-time */
-                            created_at: string;
-                        }[];
-                    };
+                    "application/json": components["schemas"]["ListWorkloadFederationResponse"];
                 };
             };
             /** @description Quota or rate-limit rejection */
@@ -2518,32 +3511,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    /** @description When present, must equal the path name */
-                    name?: string;
-                    cloud: "aws" | "gcp" | "azure";
-                    /** @description Only the selected cloud's fields may be set */
-                    descriptor: {
-                        /** @description aws: IAM role ARN (required) */
-                        role_arn?: string;
-                        /** @description aws: region; empty means us-east-1 */
-                        region?: string;
-                        /** @description gcp: project id (required) */
-                        project_id?: string;
-                        /** @description gcp: project number (required) */
-                        project_number?: string;
-                        /** @description gcp: workload identity pool id (required) */
-                        pool_id?: string;
-                        /** @description gcp: pool provider id (required) */
-                        provider_id?: string;
-                        /** @description gcp: service account to impersonate (optional) */
-                        service_account_email?: string;
-                        /** @description azure: Entra application (client) id (required) */
-                        application_id?: string;
-                        /** @description azure: Entra tenant id (required) */
-                        entra_tenant_id?: string;
-                    };
-                };
+                "application/json": components["schemas"]["AddWorkloadFederationRequest"];
             };
         };
         responses: {
@@ -2553,39 +3521,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        federation_config: {
-                            id: string;
-                            workload_id: string;
-                            cloud: "aws" | "gcp" | "azure";
-                            /** @description Provider-canonical audience derived by the server */
-                            audience: string;
-                            /** @description Only the selected cloud's fields may be set */
-                            descriptor: {
-                                /** @description aws: IAM role ARN (required) */
-                                role_arn?: string;
-                                /** @description aws: region; empty means us-east-1 */
-                                region?: string;
-                                /** @description gcp: project id (required) */
-                                project_id?: string;
-                                /** @description gcp: project number (required) */
-                                project_number?: string;
-                                /** @description gcp: workload identity pool id (required) */
-                                pool_id?: string;
-                                /** @description gcp: pool provider id (required) */
-                                provider_id?: string;
-                                /** @description gcp: service account to impersonate (optional) */
-                                service_account_email?: string;
-                                /** @description azure: Entra application (client) id (required) */
-                                application_id?: string;
-                                /** @description azure: Entra tenant id (required) */
-                                entra_tenant_id?: string;
-                            };
-                            created_by: string;
-                            /** Format: date-time */
-                            created_at: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["AddWorkloadFederationResponse"];
                 };
             };
             /** @description Quota or rate-limit rejection */
@@ -2626,7 +3562,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": Record<string, never>;
+                    "application/json": components["schemas"]["RemoveWorkloadFederationResponse"];
                 };
             };
             /** @description Quota or rate-limit rejection */
@@ -2669,26 +3605,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        secrets: {
-                            id: string;
-                            name: string;
-                            delivery: "SANDBOX_SECRET_DELIVERY_UNSPECIFIED" | "SANDBOX_SECRET_DELIVERY_SECRET_EGRESS" | "SANDBOX_SECRET_DELIVERY_MODEL_GATEWAY" | "SANDBOX_SECRET_DELIVERY_SANDBOX_ENVIRONMENT";
-                            /** @description Exact public HTTPS host; empty for sandbox-environment delivery */
-                            dest_host: string;
-                            current_version: number;
-                            created_by: string;
-                            /** Format: date-time */
-                            created_at: string;
-                            /** Format: date-time */
-                            rotated_at?: string;
-                            /** Format: date-time */
-                            expires_at?: string;
-                            /** Format: date-time */
-                            revoked_at?: string;
-                        }[];
-                        next_page_token: string;
-                    };
+                    "application/json": components["schemas"]["ListSandboxSecretsResponse"];
                 };
             };
             /** @description Quota or rate-limit rejection */
@@ -2720,15 +3637,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    name: string;
-                    /** @description Write-only; never returned */
-                    value: string;
-                    delivery?: "SANDBOX_SECRET_DELIVERY_UNSPECIFIED" | "SANDBOX_SECRET_DELIVERY_SECRET_EGRESS" | "SANDBOX_SECRET_DELIVERY_MODEL_GATEWAY" | "SANDBOX_SECRET_DELIVERY_SANDBOX_ENVIRONMENT";
-                    dest_host?: string;
-                    /** Format: date-time */
-                    expires_at?: string;
-                };
+                "application/json": components["schemas"]["CreateSandboxSecretRequest"];
             };
         };
         responses: {
@@ -2738,26 +3647,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @description Metadata only: the value is never returned */
-                        secret: {
-                            id: string;
-                            name: string;
-                            delivery: "SANDBOX_SECRET_DELIVERY_UNSPECIFIED" | "SANDBOX_SECRET_DELIVERY_SECRET_EGRESS" | "SANDBOX_SECRET_DELIVERY_MODEL_GATEWAY" | "SANDBOX_SECRET_DELIVERY_SANDBOX_ENVIRONMENT";
-                            /** @description Exact public HTTPS host; empty for sandbox-environment delivery */
-                            dest_host: string;
-                            current_version: number;
-                            created_by: string;
-                            /** Format: date-time */
-                            created_at: string;
-                            /** Format: date-time */
-                            rotated_at?: string;
-                            /** Format: date-time */
-                            expires_at?: string;
-                            /** Format: date-time */
-                            revoked_at?: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["CreateSandboxSecretResponse"];
                 };
             };
             /** @description Quota or rate-limit rejection */
@@ -2797,13 +3687,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        grants: {
-                            secret_id: string;
-                            subject_kind: "SANDBOX_SECRET_GRANT_SUBJECT_KIND_UNSPECIFIED" | "SANDBOX_SECRET_GRANT_SUBJECT_KIND_USER" | "SANDBOX_SECRET_GRANT_SUBJECT_KIND_SERVICE_ACCOUNT" | "SANDBOX_SECRET_GRANT_SUBJECT_KIND_WORKLOAD";
-                            subject_id: string;
-                        }[];
-                    };
+                    "application/json": components["schemas"]["ListSandboxSecretGrantsResponse"];
                 };
             };
             /** @description Quota or rate-limit rejection */
@@ -2837,12 +3721,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    /** @description When present, must equal the path id */
-                    id?: string;
-                    subject_kind: "SANDBOX_SECRET_GRANT_SUBJECT_KIND_UNSPECIFIED" | "SANDBOX_SECRET_GRANT_SUBJECT_KIND_USER" | "SANDBOX_SECRET_GRANT_SUBJECT_KIND_SERVICE_ACCOUNT" | "SANDBOX_SECRET_GRANT_SUBJECT_KIND_WORKLOAD";
-                    subject_id: string;
-                };
+                "application/json": components["schemas"]["GrantSandboxSecretRequest"];
             };
         };
         responses: {
@@ -2852,13 +3731,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        grant: {
-                            secret_id: string;
-                            subject_kind: "SANDBOX_SECRET_GRANT_SUBJECT_KIND_UNSPECIFIED" | "SANDBOX_SECRET_GRANT_SUBJECT_KIND_USER" | "SANDBOX_SECRET_GRANT_SUBJECT_KIND_SERVICE_ACCOUNT" | "SANDBOX_SECRET_GRANT_SUBJECT_KIND_WORKLOAD";
-                            subject_id: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["GrantSandboxSecretResponse"];
                 };
             };
             /** @description Quota or rate-limit rejection */
@@ -2887,7 +3760,7 @@ export interface operations {
             header?: never;
             path: {
                 id: string;
-                subject_kind: "SANDBOX_SECRET_GRANT_SUBJECT_KIND_UNSPECIFIED" | "SANDBOX_SECRET_GRANT_SUBJECT_KIND_USER" | "SANDBOX_SECRET_GRANT_SUBJECT_KIND_SERVICE_ACCOUNT" | "SANDBOX_SECRET_GRANT_SUBJECT_KIND_WORKLOAD";
+                subject_kind: components["schemas"]["SandboxSecretGrantSubjectKind"];
                 subject_id: string;
             };
             cookie?: never;
@@ -2900,7 +3773,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": Record<string, never>;
+                    "application/json": components["schemas"]["UngrantSandboxSecretResponse"];
                 };
             };
             /** @description Quota or rate-limit rejection */
@@ -2934,12 +3807,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    /** @description When present, must equal the path id */
-                    id?: string;
-                    /** @description Write-only; never returned */
-                    value: string;
-                };
+                "application/json": components["schemas"]["RotateSandboxSecretRequest"];
             };
         };
         responses: {
@@ -2949,26 +3817,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @description Metadata only: the value is never returned */
-                        secret: {
-                            id: string;
-                            name: string;
-                            delivery: "SANDBOX_SECRET_DELIVERY_UNSPECIFIED" | "SANDBOX_SECRET_DELIVERY_SECRET_EGRESS" | "SANDBOX_SECRET_DELIVERY_MODEL_GATEWAY" | "SANDBOX_SECRET_DELIVERY_SANDBOX_ENVIRONMENT";
-                            /** @description Exact public HTTPS host; empty for sandbox-environment delivery */
-                            dest_host: string;
-                            current_version: number;
-                            created_by: string;
-                            /** Format: date-time */
-                            created_at: string;
-                            /** Format: date-time */
-                            rotated_at?: string;
-                            /** Format: date-time */
-                            expires_at?: string;
-                            /** Format: date-time */
-                            revoked_at?: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["RotateSandboxSecretResponse"];
                 };
             };
             /** @description Quota or rate-limit rejection */
@@ -3002,10 +3851,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    /** @description When present, must equal the path id */
-                    id?: string;
-                };
+                "application/json": components["schemas"]["RevokeSandboxSecretRequest"];
             };
         };
         responses: {
@@ -3015,26 +3861,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @description Metadata only: the value is never returned */
-                        secret: {
-                            id: string;
-                            name: string;
-                            delivery: "SANDBOX_SECRET_DELIVERY_UNSPECIFIED" | "SANDBOX_SECRET_DELIVERY_SECRET_EGRESS" | "SANDBOX_SECRET_DELIVERY_MODEL_GATEWAY" | "SANDBOX_SECRET_DELIVERY_SANDBOX_ENVIRONMENT";
-                            /** @description Exact public HTTPS host; empty for sandbox-environment delivery */
-                            dest_host: string;
-                            current_version: number;
-                            created_by: string;
-                            /** Format: date-time */
-                            created_at: string;
-                            /** Format: date-time */
-                            rotated_at?: string;
-                            /** Format: date-time */
-                            expires_at?: string;
-                            /** Format: date-time */
-                            revoked_at?: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["RevokeSandboxSecretResponse"];
                 };
             };
             /** @description Quota or rate-limit rejection */
@@ -3074,28 +3901,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        schemas: {
-                            id: string;
-                            name: string;
-                            /** @description Monotonic per organization and name, from 1 (decimal string) */
-                            version: string;
-                            description: string;
-                            /** @description JSON Schema draft 2020-12 document */
-                            json_schema: string;
-                            promoted_fields: {
-                                field: string;
-                                identity: boolean;
-                                bloom: boolean;
-                                /** @description Indexed column assigned by the server; stable for the schema name */
-                                slot: string;
-                            }[];
-                            /** Format: date-time */
-                            created_at: string;
-                            /** Format: date-time */
-                            archived_at?: string;
-                        }[];
-                    };
+                    "application/json": components["schemas"]["ListAnnotationSchemasResponse"];
                 };
             };
             /** @description Quota or rate-limit rejection */
@@ -3127,16 +3933,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    name: string;
-                    description?: string;
-                    json_schema: string;
-                    promoted_fields?: {
-                        field: string;
-                        identity?: boolean;
-                        bloom?: boolean;
-                    }[];
-                };
+                "application/json": components["schemas"]["RegisterAnnotationSchemaRequest"];
             };
         };
         responses: {
@@ -3146,28 +3943,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        schema: {
-                            id: string;
-                            name: string;
-                            /** @description Monotonic per organization and name, from 1 (decimal string) */
-                            version: string;
-                            description: string;
-                            /** @description JSON Schema draft 2020-12 document */
-                            json_schema: string;
-                            promoted_fields: {
-                                field: string;
-                                identity: boolean;
-                                bloom: boolean;
-                                /** @description Indexed column assigned by the server; stable for the schema name */
-                                slot: string;
-                            }[];
-                            /** Format: date-time */
-                            created_at: string;
-                            /** Format: date-time */
-                            archived_at?: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["RegisterAnnotationSchemaResponse"];
                 };
             };
             /** @description Quota or rate-limit rejection */
@@ -3210,28 +3986,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        schema: {
-                            id: string;
-                            name: string;
-                            /** @description Monotonic per organization and name, from 1 (decimal string) */
-                            version: string;
-                            description: string;
-                            /** @description JSON Schema draft 2020-12 document */
-                            json_schema: string;
-                            promoted_fields: {
-                                field: string;
-                                identity: boolean;
-                                bloom: boolean;
-                                /** @description Indexed column assigned by the server; stable for the schema name */
-                                slot: string;
-                            }[];
-                            /** Format: date-time */
-                            created_at: string;
-                            /** Format: date-time */
-                            archived_at?: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["GetAnnotationSchemaResponse"];
                 };
             };
             /** @description Quota or rate-limit rejection */
@@ -3265,11 +4020,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    name?: string;
-                    /** @description Decimal string; 0 or omitted means the latest live version */
-                    version?: string;
-                };
+                "application/json": components["schemas"]["ArchiveAnnotationSchemaRequest"];
             };
         };
         responses: {
@@ -3279,28 +4030,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        schema: {
-                            id: string;
-                            name: string;
-                            /** @description Monotonic per organization and name, from 1 (decimal string) */
-                            version: string;
-                            description: string;
-                            /** @description JSON Schema draft 2020-12 document */
-                            json_schema: string;
-                            promoted_fields: {
-                                field: string;
-                                identity: boolean;
-                                bloom: boolean;
-                                /** @description Indexed column assigned by the server; stable for the schema name */
-                                slot: string;
-                            }[];
-                            /** Format: date-time */
-                            created_at: string;
-                            /** Format: date-time */
-                            archived_at?: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["ArchiveAnnotationSchemaResponse"];
                 };
             };
             /** @description Quota or rate-limit rejection */
@@ -3350,32 +4080,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        annotations: {
-                            event_id: string;
-                            run_id?: string;
-                            project_id: string;
-                            lineage_path?: string;
-                            schema_name: string;
-                            schema_version?: string;
-                            ts_wall_ns: string;
-                            principal?: string;
-                            target_event_id?: string;
-                            range_start_ns?: string;
-                            range_end_ns?: string;
-                            range_start_event_id?: string;
-                            range_end_event_id?: string;
-                            /** @description The annotated JSON object exactly as sent */
-                            payload_json: string;
-                        }[];
-                        skipped: {
-                            event_id: string;
-                            reason: string;
-                        }[];
-                        /** @description Stored versions hidden behind the rows of this page */
-                        superseded_count: string;
-                        next_page_token: string;
-                    };
+                    "application/json": components["schemas"]["ListAnnotationsResponse"];
                 };
             };
             /** @description Quota or rate-limit rejection */
@@ -3407,17 +4112,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    schema_name: string;
-                    /** @description A JSON object as a string */
-                    payload_json: string;
-                    /** @description 26-character ULID */
-                    event_id?: string;
-                    run_id?: string;
-                    project_id?: string;
-                    /** @description 26-character ULID */
-                    target_event_id?: string;
-                };
+                "application/json": components["schemas"]["AnnotateRequest"];
             };
         };
         responses: {
@@ -3427,9 +4122,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        event_id: string;
-                    };
+                    "application/json": components["schemas"]["AnnotateResponse"];
                 };
             };
             /** @description Quota or rate-limit rejection */
@@ -3461,22 +4154,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    run_id: string;
-                    schema_name: string;
-                    /** @description A JSON object as a string */
-                    payload_json: string;
-                    /** @description 26-character ULID */
-                    event_id?: string;
-                    /** @description Wall-clock nanoseconds as a decimal string */
-                    range_start_ns?: string;
-                    /** @description Wall-clock nanoseconds as a decimal string */
-                    range_end_ns?: string;
-                    /** @description 26-character ULID */
-                    range_start_event_id?: string;
-                    /** @description 26-character ULID */
-                    range_end_event_id?: string;
-                };
+                "application/json": components["schemas"]["AnnotateRangeRequest"];
             };
         };
         responses: {
@@ -3486,9 +4164,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        event_id: string;
-                    };
+                    "application/json": components["schemas"]["AnnotateRangeResponse"];
                 };
             };
             /** @description Quota or rate-limit rejection */
@@ -3522,30 +4198,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    /** @description When present, equal to the path name */
-                    name?: string;
-                    description?: string;
-                    spec: {
-                        /**
-                         * @description The tag of the spec format
-                         * @enum {string}
-                         */
-                        type: "sql.v1";
-                        /** @description One SELECT over the published relations */
-                        sql: string;
-                        params?: {
-                            /** @description Bound as $n, n its 1-based place in params */
-                            name: string;
-                            /** @description The SQL type the value is cast to */
-                            type: "text" | "bigint" | "double precision" | "numeric" | "boolean" | "timestamptz" | "jsonb";
-                        }[];
-                        /** @description Opaque render config, stored as sent */
-                        render?: {
-                            [key: string]: unknown;
-                        };
-                    };
-                };
+                "application/json": components["schemas"]["PutDataViewRequest"];
             };
         };
         responses: {
@@ -3555,37 +4208,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        view: {
-                            name: string;
-                            description: string;
-                            spec: {
-                                /**
-                                 * @description The tag of the spec format
-                                 * @enum {string}
-                                 */
-                                type: "sql.v1";
-                                /** @description One SELECT over the published relations */
-                                sql: string;
-                                params?: {
-                                    /** @description Bound as $n, n its 1-based place in params */
-                                    name: string;
-                                    /** @description The SQL type the value is cast to */
-                                    type: "text" | "bigint" | "double precision" | "numeric" | "boolean" | "timestamptz" | "jsonb";
-                                }[];
-                                /** @description Opaque render config, stored as sent */
-                                render?: {
-                                    [key: string]: unknown;
-                                };
-                            };
-                            /** @description Bumped on each upsert */
-                            spec_version: number;
-                            /** Format: date-time */
-                            created_at: string;
-                            /** Format: date-time */
-                            updated_at: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["PutDataViewResponse"];
                 };
             };
             /** @description Quota or rate-limit rejection */
@@ -3625,7 +4248,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": Record<string, never>;
+                    "application/json": components["schemas"]["DeleteDataViewResponse"];
                 };
             };
             /** @description Quota or rate-limit rejection */
@@ -3663,37 +4286,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        views: {
-                            name: string;
-                            description: string;
-                            spec: {
-                                /**
-                                 * @description The tag of the spec format
-                                 * @enum {string}
-                                 */
-                                type: "sql.v1";
-                                /** @description One SELECT over the published relations */
-                                sql: string;
-                                params?: {
-                                    /** @description Bound as $n, n its 1-based place in params */
-                                    name: string;
-                                    /** @description The SQL type the value is cast to */
-                                    type: "text" | "bigint" | "double precision" | "numeric" | "boolean" | "timestamptz" | "jsonb";
-                                }[];
-                                /** @description Opaque render config, stored as sent */
-                                render?: {
-                                    [key: string]: unknown;
-                                };
-                            };
-                            /** @description Bumped on each upsert */
-                            spec_version: number;
-                            /** Format: date-time */
-                            created_at: string;
-                            /** Format: date-time */
-                            updated_at: string;
-                        }[];
-                    };
+                    "application/json": components["schemas"]["ListDataViewsResponse"];
                 };
             };
             /** @description Quota or rate-limit rejection */
@@ -3727,14 +4320,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    /** @description Values of the view's declared params by name; a missing one is null */
-                    params?: {
-                        [key: string]: string | number | boolean | null;
-                    };
-                    /** @description Row cap (default 1000) */
-                    limit?: number;
-                };
+                "application/json": components["schemas"]["RunDataViewRequest"];
             };
         };
         responses: {
@@ -3744,21 +4330,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        columns: {
-                            name: string;
-                            /** @description PostgreSQL type name (format_type) */
-                            type: string;
-                        }[];
-                        /** @description Rows as arrays in column order */
-                        rows: unknown[][];
-                        row_count: number;
-                        /** @description True when a row or byte cap cut the result */
-                        truncated: boolean;
-                        truncated_reason?: "row_limit" | "byte_limit";
-                        /** @description The view version that ran (RunDataView) */
-                        spec_version?: number;
-                    };
+                    "application/json": components["schemas"]["QueryResult"];
                 };
             };
             /** @description Quota or rate-limit rejection */
@@ -3790,11 +4362,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    sql: string;
-                    /** @description Row cap (default 100) */
-                    limit?: number;
-                };
+                "application/json": components["schemas"]["RunTelemetrySqlRequest"];
             };
         };
         responses: {
@@ -3804,21 +4372,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        columns: {
-                            name: string;
-                            /** @description PostgreSQL type name (format_type) */
-                            type: string;
-                        }[];
-                        /** @description Rows as arrays in column order */
-                        rows: unknown[][];
-                        row_count: number;
-                        /** @description True when a row or byte cap cut the result */
-                        truncated: boolean;
-                        truncated_reason?: "row_limit" | "byte_limit";
-                        /** @description The view version that ran (RunDataView) */
-                        spec_version?: number;
-                    };
+                    "application/json": components["schemas"]["QueryResult"];
                 };
             };
             /** @description Quota or rate-limit rejection */
@@ -3864,84 +4418,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        sandboxes: {
-                            id: string;
-                            state: "requested" | "reserved" | "materializing" | "ready" | "running" | "stopped" | "terminating" | "failed" | "terminated" | "quarantined" | "attention";
-                            /** @description Root sandboxes only */
-                            image?: string;
-                            /** @description Child sandboxes only */
-                            snapshot_id?: string;
-                            storage_class: "standard" | "durable";
-                            placement_class: "standard" | "non_preemptible";
-                            endpoints: {
-                                port: number;
-                                url: string;
-                            }[];
-                            lineage_path: string;
-                            metadata: {
-                                [key: string]: string;
-                            };
-                            /** Format: date-time */
-                            created_at: string;
-                            /** Format: date-time */
-                            updated_at: string;
-                            volumes: {
-                                volume_id: string;
-                                version: string;
-                                target_path: string;
-                                name?: string;
-                            }[];
-                            workload_image: string;
-                            network_access: "public" | "gateway_only" | "none";
-                            /** @description The ports asked for at create; endpoints shows those served now */
-                            ports: number[];
-                            /** Format: date-time */
-                            expires_at?: string;
-                            ssh?: {
-                                host: string;
-                                port: number;
-                                user: string;
-                            };
-                            state_reason?: {
-                                code: string;
-                                message: string;
-                            };
-                            progress?: {
-                                /** @enum {string} */
-                                phase: "pulling_image";
-                                bytes_done: number;
-                                bytes_total: number;
-                            };
-                            name?: string;
-                            resources?: {
-                                memory_mb?: number;
-                                cpu_millis?: number;
-                                gpus?: {
-                                    count: number;
-                                    models?: string[];
-                                };
-                            };
-                            created_by?: string;
-                            last_activity?: {
-                                /** Format: date-time */
-                                at: string;
-                                source: "exec" | "session" | "update";
-                            };
-                            workspace_capacity_gib?: number;
-                            idle_timeout_seconds?: number;
-                            /** Format: date-time */
-                            idle_deadline?: string;
-                            /** @description State of the host that runs a live sandbox (docs/hosts.md): unreachable while its host is silent (exec, SSH and endpoints answer 503 host_unavailable; the sandbox keeps its last state), dead once it was given up. Omitted on finished sandboxes and those without a host */
-                            host_state?: "ready" | "draining" | "cordoned" | "unreachable" | "dead";
-                            shared_filesystems?: {
-                                filesystem_id: string;
-                                subdirectory: string;
-                                target_path: string;
-                            }[];
-                        }[];
-                        next_page_token: string;
-                    };
+                    "application/json": components["schemas"]["ListSandboxesResponse"];
                 };
             };
             /** @description Rate limited */
@@ -3973,49 +4450,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    /** @description From-image variant: OCI reference; omit for the platform default image */
-                    image?: string;
-                    /** @description From-snapshot variant (required there) */
-                    snapshot_id?: string;
-                    /** @description From-snapshot variant only */
-                    image_override?: string;
-                    /** @description Omit for the credential's or organization's default project */
-                    project_id?: string;
-                    command?: string[];
-                    idle_timeout_seconds?: number;
-                    /** @description At most 50 entries, keys 1 to 128 characters, at most 4096 bytes of values in total */
-                    metadata?: {
-                        [key: string]: string;
-                    };
-                    name?: string;
-                    network_access?: "public" | "gateway_only" | "none";
-                    placement_class?: "standard" | "non_preemptible";
-                    ports?: number[];
-                    resources?: {
-                        memory_mb?: number;
-                        cpu_millis?: number;
-                        gpus?: {
-                            count: number;
-                            models?: string[];
-                        };
-                    };
-                    secrets?: {
-                        name: string;
-                    }[];
-                    shared_filesystems?: {
-                        filesystem_id: string;
-                        subdirectory: string;
-                        target_path: string;
-                    }[];
-                    storage_class?: "standard" | "durable";
-                    ttl_seconds?: number;
-                    volumes?: {
-                        volume_id: string;
-                        target_path: string;
-                    }[];
-                    workspace_capacity_gib?: number;
-                };
+                "application/json": components["schemas"]["CreateSandboxRequest"];
             };
         };
         responses: {
@@ -4025,12 +4460,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        id: string;
-                        /** @enum {string} */
-                        request_state: "requested";
-                        run_id: string;
-                    };
+                    "application/json": components["schemas"]["CreateSandboxResponse"];
                 };
             };
             /** @description Quota rejection of sandbox or snapshot admission */
@@ -4039,21 +4469,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        code: string;
-                        message: string;
-                        request_id: string;
-                        /** @description sandboxes.running, sandboxes.total or sandboxes.workspace_capacity_gib; snapshots.total on CreateSandboxSnapshot */
-                        metric: string;
-                        /** @description Configured limit for the organization (decimal string) */
-                        limit: string;
-                        retry_after_seconds: number;
-                        details: {
-                            quota: {
-                                metric: string;
-                            };
-                        };
-                    };
+                    "application/json": components["schemas"]["SandboxQuotaError"];
                 };
             };
             /** @description Error (flat envelope) */
@@ -4070,7 +4486,7 @@ export interface operations {
     GetSandbox: {
         parameters: {
             query?: {
-                wait_state?: "requested" | "reserved" | "materializing" | "ready" | "running" | "stopped" | "terminating" | "failed" | "terminated" | "quarantined" | "attention";
+                wait_state?: components["schemas"]["SandboxState"];
                 wait_timeout_seconds?: number;
                 /** @description Project a name is resolved in */
                 project_id?: string;
@@ -4090,83 +4506,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        sandbox: {
-                            id: string;
-                            state: "requested" | "reserved" | "materializing" | "ready" | "running" | "stopped" | "terminating" | "failed" | "terminated" | "quarantined" | "attention";
-                            /** @description Root sandboxes only */
-                            image?: string;
-                            /** @description Child sandboxes only */
-                            snapshot_id?: string;
-                            storage_class: "standard" | "durable";
-                            placement_class: "standard" | "non_preemptible";
-                            endpoints: {
-                                port: number;
-                                url: string;
-                            }[];
-                            lineage_path: string;
-                            metadata: {
-                                [key: string]: string;
-                            };
-                            /** Format: date-time */
-                            created_at: string;
-                            /** Format: date-time */
-                            updated_at: string;
-                            volumes: {
-                                volume_id: string;
-                                version: string;
-                                target_path: string;
-                                name?: string;
-                            }[];
-                            workload_image: string;
-                            network_access: "public" | "gateway_only" | "none";
-                            /** @description The ports asked for at create; endpoints shows those served now */
-                            ports: number[];
-                            /** Format: date-time */
-                            expires_at?: string;
-                            ssh?: {
-                                host: string;
-                                port: number;
-                                user: string;
-                            };
-                            state_reason?: {
-                                code: string;
-                                message: string;
-                            };
-                            progress?: {
-                                /** @enum {string} */
-                                phase: "pulling_image";
-                                bytes_done: number;
-                                bytes_total: number;
-                            };
-                            name?: string;
-                            resources?: {
-                                memory_mb?: number;
-                                cpu_millis?: number;
-                                gpus?: {
-                                    count: number;
-                                    models?: string[];
-                                };
-                            };
-                            created_by?: string;
-                            last_activity?: {
-                                /** Format: date-time */
-                                at: string;
-                                source: "exec" | "session" | "update";
-                            };
-                            workspace_capacity_gib?: number;
-                            idle_timeout_seconds?: number;
-                            /** Format: date-time */
-                            idle_deadline?: string;
-                            /** @description State of the host that runs a live sandbox (docs/hosts.md): unreachable while its host is silent (exec, SSH and endpoints answer 503 host_unavailable; the sandbox keeps its last state), dead once it was given up. Omitted on finished sandboxes and those without a host */
-                            host_state?: "ready" | "draining" | "cordoned" | "unreachable" | "dead";
-                            shared_filesystems?: {
-                                filesystem_id: string;
-                                subdirectory: string;
-                                target_path: string;
-                            }[];
-                        };
-                    };
+                    "application/json": components["schemas"]["GetSandboxResponse"];
                 };
             };
             /** @description Rate limited */
@@ -4207,11 +4547,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        id: string;
-                        /** @enum {string} */
-                        request_state: "requested";
-                    };
+                    "application/json": components["schemas"]["SandboxRequestState"];
                 };
             };
             /** @description Rate limited */
@@ -4246,17 +4582,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    state?: "running" | "stopped";
-                    idle_timeout_seconds?: number;
-                    ttl_seconds?: number;
-                    /** @description At most 50 entries, keys 1 to 128 characters, at most 4096 bytes of values in total */
-                    metadata?: {
-                        [key: string]: string;
-                    };
-                    workspace_capacity_gib?: number;
-                    network_access?: "public" | "gateway_only" | "none";
-                };
+                "application/json": components["schemas"]["UpdateSandboxRequest"];
             };
         };
         responses: {
@@ -4266,22 +4592,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        id: string;
-                        /** @enum {string} */
-                        request_state: "requested";
-                        network_access_receipt?: {
-                            network_access: string;
-                            pod_uid: string;
-                            pod_resource_version: string;
-                            policies: {
-                                policy_name: string;
-                                policy_endpoint_name: string;
-                                policy_endpoint_uid: string;
-                                policy_endpoint_resource_version: string;
-                            }[];
-                        };
-                    };
+                    "application/json": components["schemas"]["UpdateSandboxResponse"];
                 };
             };
             /** @description Quota rejection of sandbox or snapshot admission */
@@ -4290,21 +4601,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        code: string;
-                        message: string;
-                        request_id: string;
-                        /** @description sandboxes.running, sandboxes.total or sandboxes.workspace_capacity_gib; snapshots.total on CreateSandboxSnapshot */
-                        metric: string;
-                        /** @description Configured limit for the organization (decimal string) */
-                        limit: string;
-                        retry_after_seconds: number;
-                        details: {
-                            quota: {
-                                metric: string;
-                            };
-                        };
-                    };
+                    "application/json": components["schemas"]["SandboxQuotaError"];
                 };
             };
             /** @description Error (flat envelope) */
@@ -4330,14 +4627,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    cmd: string[];
-                    secret_environment?: {
-                        secret_name: string;
-                        variable_name: string;
-                    }[];
-                    timeout_seconds?: number;
-                };
+                "application/json": components["schemas"]["ExecSandboxRequest"];
             };
         };
         responses: {
@@ -4347,22 +4637,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        exit: number;
-                        stdout: string;
-                        stderr: string;
-                        truncated: boolean;
-                    } | {
-                        timeout: Record<string, never>;
-                        stdout: string;
-                        stderr: string;
-                        truncated: boolean;
-                    } | {
-                        indeterminate: Record<string, never>;
-                        stdout: string;
-                        stderr: string;
-                        truncated: boolean;
-                    };
+                    "application/json": components["schemas"]["ExecResult"];
                 };
             };
             /** @description Rate limited */
@@ -4580,11 +4855,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        path: string;
-                        entries: components["schemas"]["FileInfo"][];
-                        truncated: boolean;
-                    };
+                    "application/json": components["schemas"]["ListSandboxFilesResponse"];
                 };
             };
             /** @description Rate limited */
@@ -4619,12 +4890,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    /** @description Absolute path inside the sandbox (at most 4096 bytes; no NUL, no . or .. segment) */
-                    path: string;
-                    /** @description Octal permission bits, e.g. 644 or 0755 */
-                    mode?: string;
-                };
+                "application/json": components["schemas"]["MakeSandboxDirectoryRequest"];
             };
         };
         responses: {
@@ -4669,11 +4935,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    /** @description Absolute path inside the sandbox (at most 4096 bytes; no NUL, no . or .. segment) */
-                    path: string;
-                    recursive?: boolean;
-                };
+                "application/json": components["schemas"]["RemoveSandboxFileRequest"];
             };
         };
         responses: {
@@ -4716,13 +4978,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    /** @description Absolute path inside the sandbox (at most 4096 bytes; no NUL, no . or .. segment) */
-                    from: string;
-                    /** @description Absolute path inside the sandbox (at most 4096 bytes; no NUL, no . or .. segment) */
-                    to: string;
-                    overwrite?: boolean;
-                };
+                "application/json": components["schemas"]["RenameSandboxFileRequest"];
             };
         };
         responses: {
@@ -4812,13 +5068,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    name?: string;
-                    /** @description Answer once the snapshot is replicated, or at wait_timeout_seconds */
-                    wait_remote?: boolean;
-                    /** @description How long wait_remote waits (default 25) */
-                    wait_timeout_seconds?: number;
-                };
+                "application/json": components["schemas"]["CreateSandboxSnapshotRequest"];
             };
         };
         responses: {
@@ -4828,11 +5078,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        snapshot_id: string;
-                        /** @description Strongest durability confirmed: local once sealed on the host, replicated once in the blob store */
-                        durability: "local" | "replicated";
-                    };
+                    "application/json": components["schemas"]["CreateSandboxSnapshotResponse"];
                 };
             };
             /** @description Quota rejection of sandbox or snapshot admission */
@@ -4841,21 +5087,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        code: string;
-                        message: string;
-                        request_id: string;
-                        /** @description sandboxes.running, sandboxes.total or sandboxes.workspace_capacity_gib; snapshots.total on CreateSandboxSnapshot */
-                        metric: string;
-                        /** @description Configured limit for the organization (decimal string) */
-                        limit: string;
-                        retry_after_seconds: number;
-                        details: {
-                            quota: {
-                                metric: string;
-                            };
-                        };
-                    };
+                    "application/json": components["schemas"]["SandboxQuotaError"];
                 };
             };
             /** @description Error (flat envelope) */
@@ -4893,29 +5125,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        snapshots: {
-                            id: string;
-                            /** Format: date-time */
-                            created_at: string;
-                            /** @description Strongest durability confirmed: local once sealed on the host, replicated once in the blob store */
-                            durability: "local" | "replicated";
-                            /** @description Workload image of the lineage, inherited by children */
-                            image: string;
-                            /** @description The source sandbox's lineage_path */
-                            lineage_path: string;
-                            source_sandbox_id: string;
-                            name?: string;
-                            /** @description Snapshot the source sandbox was restored from; omitted for an image-created root */
-                            parent_snapshot_id?: string;
-                        }[];
-                        /** @description Parent edges of the snapshots on this page */
-                        edges: {
-                            snapshot_id: string;
-                            parent_snapshot_id: string;
-                        }[];
-                        next_page_token: string;
-                    };
+                    "application/json": components["schemas"]["ListSandboxSnapshotsResponse"];
                 };
             };
             /** @description Rate limited */
@@ -4956,7 +5166,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": Record<string, never>;
+                    "application/json": components["schemas"]["DeleteSandboxSnapshotResponse"];
                 };
             };
             /** @description Rate limited */
@@ -4994,17 +5204,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        organizations: {
-                            id: string;
-                            slug: string;
-                            name: string;
-                            is_operator?: boolean;
-                            default_project_id?: string;
-                            /** Format: date-time */
-                            created_at: string;
-                        }[];
-                    };
+                    "application/json": components["schemas"]["AdminListOrganizationsResponse"];
                 };
             };
             /** @description Quota or rate-limit rejection */
@@ -5036,10 +5236,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    slug: string;
-                    name?: string;
-                };
+                "application/json": components["schemas"]["AdminCreateOrganizationRequest"];
             };
         };
         responses: {
@@ -5049,17 +5246,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        organization: {
-                            id: string;
-                            slug: string;
-                            name: string;
-                            is_operator?: boolean;
-                            default_project_id?: string;
-                            /** Format: date-time */
-                            created_at: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["AdminCreateOrganizationResponse"];
                 };
             };
             /** @description Quota or rate-limit rejection */
@@ -5091,19 +5278,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    /** @description Organization id or slug */
-                    organization: string;
-                    name: string;
-                    kind?: "user" | "service_account" | "workload";
-                    role?: "owner" | "admin" | "member";
-                    /** Format: email */
-                    email?: string;
-                    workload_name?: string;
-                    principal_id?: string;
-                    /** @description Default project of the key */
-                    project_id?: string;
-                };
+                "application/json": components["schemas"]["AdminCreateApiKeyRequest"];
             };
         };
         responses: {
@@ -5113,14 +5288,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        key_id: string;
-                        key_name: string;
-                        principal_id: string;
-                        org_id: string;
-                        /** @description The secret; shown only in this response */
-                        api_key: string;
-                    };
+                    "application/json": components["schemas"]["IssuedApiKey"];
                 };
             };
             /** @description Quota or rate-limit rejection */
@@ -5161,22 +5329,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        api_keys: {
-                            key_id: string;
-                            key_name: string;
-                            principal_id: string;
-                            kind: string;
-                            role: string;
-                            email: string;
-                            workload_name: string;
-                            project_id: string;
-                            /** Format: date-time */
-                            created_at: string;
-                            /** @description Empty while the key is live */
-                            revoked_at: string;
-                        }[];
-                    };
+                    "application/json": components["schemas"]["AdminListApiKeysResponse"];
                 };
             };
             /** @description Quota or rate-limit rejection */
@@ -5216,7 +5369,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": Record<string, never>;
+                    "application/json": components["schemas"]["AdminRevokeApiKeyResponse"];
                 };
             };
             /** @description Quota or rate-limit rejection */
@@ -5254,10 +5407,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        master_key_id: string;
-                        data_keys_rewrapped: number;
-                    };
+                    "application/json": components["schemas"]["AdminRotateMasterKeyResponse"];
                 };
             };
             /** @description Quota or rate-limit rejection */
@@ -5291,9 +5441,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    reason?: string;
-                };
+                "application/json": components["schemas"]["AdminQuarantineSandboxRequest"];
             };
         };
         responses: {
@@ -5303,7 +5451,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": Record<string, never>;
+                    "application/json": components["schemas"]["AdminQuarantineSandboxResponse"];
                 };
             };
             /** @description Quota or rate-limit rejection */
@@ -5337,9 +5485,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    reason?: string;
-                };
+                "application/json": components["schemas"]["AdminReleaseSandboxRequest"];
             };
         };
         responses: {
@@ -5349,7 +5495,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": Record<string, never>;
+                    "application/json": components["schemas"]["AdminReleaseSandboxResponse"];
                 };
             };
             /** @description Quota or rate-limit rejection */
@@ -5387,42 +5533,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        hosts: {
-                            id: string;
-                            role: string;
-                            state: "joining" | "ready" | "draining" | "cordoned" | "unreachable" | "dead";
-                            /** @description What an operator asked (null: nothing); kept while the host is unreachable or dead, and taken again when it returns */
-                            operator_state: "draining" | "cordoned" | null;
-                            epoch: number;
-                            address: string | null;
-                            plane_address: string | null;
-                            ssh_address: string | null;
-                            capacity: {
-                                cpu_millis?: number;
-                                memory_mib?: number;
-                                storage_bytes?: number;
-                            };
-                            /** Format: date-time */
-                            joined_at: string;
-                            /** Format: date-time */
-                            heartbeat_at: string;
-                            /** @description By the database's clock */
-                            heartbeat_age_seconds: number;
-                            /** Format: date-time */
-                            state_changed_at: string;
-                            /** @description Its sandboxes not terminated or failed */
-                            live_sandboxes: number;
-                            /** @description Warm pool members, as of its last heartbeat */
-                            pool_members: number;
-                            /** @description Its snapshots whose replication to the blob store is pending */
-                            pending_replications: number;
-                            /** @description Draining, with no warm pool member and no pending replication left (its sandboxes stay) */
-                            drained: boolean;
-                            /** @description Whether this host's server holds the lease of blob and volume collection now */
-                            collection_leader: boolean;
-                        }[];
-                    };
+                    "application/json": components["schemas"]["AdminListHostsResponse"];
                 };
             };
             /** @description Quota or rate-limit rejection */
@@ -5463,42 +5574,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        host: {
-                            id: string;
-                            role: string;
-                            state: "joining" | "ready" | "draining" | "cordoned" | "unreachable" | "dead";
-                            /** @description What an operator asked (null: nothing); kept while the host is unreachable or dead, and taken again when it returns */
-                            operator_state: "draining" | "cordoned" | null;
-                            epoch: number;
-                            address: string | null;
-                            plane_address: string | null;
-                            ssh_address: string | null;
-                            capacity: {
-                                cpu_millis?: number;
-                                memory_mib?: number;
-                                storage_bytes?: number;
-                            };
-                            /** Format: date-time */
-                            joined_at: string;
-                            /** Format: date-time */
-                            heartbeat_at: string;
-                            /** @description By the database's clock */
-                            heartbeat_age_seconds: number;
-                            /** Format: date-time */
-                            state_changed_at: string;
-                            /** @description Its sandboxes not terminated or failed */
-                            live_sandboxes: number;
-                            /** @description Warm pool members, as of its last heartbeat */
-                            pool_members: number;
-                            /** @description Its snapshots whose replication to the blob store is pending */
-                            pending_replications: number;
-                            /** @description Draining, with no warm pool member and no pending replication left (its sandboxes stay) */
-                            drained: boolean;
-                            /** @description Whether this host's server holds the lease of blob and volume collection now */
-                            collection_leader: boolean;
-                        };
-                    };
+                    "application/json": components["schemas"]["AdminDrainHostResponse"];
                 };
             };
             /** @description Quota or rate-limit rejection */
@@ -5539,42 +5615,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        host: {
-                            id: string;
-                            role: string;
-                            state: "joining" | "ready" | "draining" | "cordoned" | "unreachable" | "dead";
-                            /** @description What an operator asked (null: nothing); kept while the host is unreachable or dead, and taken again when it returns */
-                            operator_state: "draining" | "cordoned" | null;
-                            epoch: number;
-                            address: string | null;
-                            plane_address: string | null;
-                            ssh_address: string | null;
-                            capacity: {
-                                cpu_millis?: number;
-                                memory_mib?: number;
-                                storage_bytes?: number;
-                            };
-                            /** Format: date-time */
-                            joined_at: string;
-                            /** Format: date-time */
-                            heartbeat_at: string;
-                            /** @description By the database's clock */
-                            heartbeat_age_seconds: number;
-                            /** Format: date-time */
-                            state_changed_at: string;
-                            /** @description Its sandboxes not terminated or failed */
-                            live_sandboxes: number;
-                            /** @description Warm pool members, as of its last heartbeat */
-                            pool_members: number;
-                            /** @description Its snapshots whose replication to the blob store is pending */
-                            pending_replications: number;
-                            /** @description Draining, with no warm pool member and no pending replication left (its sandboxes stay) */
-                            drained: boolean;
-                            /** @description Whether this host's server holds the lease of blob and volume collection now */
-                            collection_leader: boolean;
-                        };
-                    };
+                    "application/json": components["schemas"]["AdminCordonHostResponse"];
                 };
             };
             /** @description Quota or rate-limit rejection */
@@ -5615,42 +5656,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        host: {
-                            id: string;
-                            role: string;
-                            state: "joining" | "ready" | "draining" | "cordoned" | "unreachable" | "dead";
-                            /** @description What an operator asked (null: nothing); kept while the host is unreachable or dead, and taken again when it returns */
-                            operator_state: "draining" | "cordoned" | null;
-                            epoch: number;
-                            address: string | null;
-                            plane_address: string | null;
-                            ssh_address: string | null;
-                            capacity: {
-                                cpu_millis?: number;
-                                memory_mib?: number;
-                                storage_bytes?: number;
-                            };
-                            /** Format: date-time */
-                            joined_at: string;
-                            /** Format: date-time */
-                            heartbeat_at: string;
-                            /** @description By the database's clock */
-                            heartbeat_age_seconds: number;
-                            /** Format: date-time */
-                            state_changed_at: string;
-                            /** @description Its sandboxes not terminated or failed */
-                            live_sandboxes: number;
-                            /** @description Warm pool members, as of its last heartbeat */
-                            pool_members: number;
-                            /** @description Its snapshots whose replication to the blob store is pending */
-                            pending_replications: number;
-                            /** @description Draining, with no warm pool member and no pending replication left (its sandboxes stay) */
-                            drained: boolean;
-                            /** @description Whether this host's server holds the lease of blob and volume collection now */
-                            collection_leader: boolean;
-                        };
-                    };
+                    "application/json": components["schemas"]["AdminUncordonHostResponse"];
                 };
             };
             /** @description Quota or rate-limit rejection */
@@ -5686,9 +5692,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    limit: number | null;
-                };
+                "application/json": components["schemas"]["AdminSetQuotaRequest"];
             };
         };
         responses: {
@@ -5698,21 +5702,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        snapshot: {
-                            limits: {
-                                /** @description Stable quota name, e.g. sandboxes.running */
-                                metric: string;
-                                unit: string;
-                                /** @description 64-bit integer as a decimal string */
-                                limit: string;
-                                /** @description 64-bit integer as a decimal string */
-                                current: string;
-                                /** @description 64-bit integer as a decimal string */
-                                reserved: string;
-                            }[];
-                        };
-                    };
+                    "application/json": components["schemas"]["AdminSetQuotaResponse"];
                 };
             };
             /** @description Quota or rate-limit rejection */
@@ -5753,11 +5743,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        organization_id: string;
-                        /** @description Exact lowercase host names and *.domain wildcards, sorted; empty: only the hosts of bound secrets */
-                        hosts: string[];
-                    };
+                    "application/json": components["schemas"]["EgressAllowlist"];
                 };
             };
             /** @description Quota or rate-limit rejection */
@@ -5792,10 +5778,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    /** @description The whole list (it replaces the current one) */
-                    hosts: string[];
-                };
+                "application/json": components["schemas"]["AdminSetEgressAllowlistRequest"];
             };
         };
         responses: {
@@ -5805,11 +5788,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        organization_id: string;
-                        /** @description Exact lowercase host names and *.domain wildcards, sorted; empty: only the hosts of bound secrets */
-                        hosts: string[];
-                    };
+                    "application/json": components["schemas"]["EgressAllowlist"];
                 };
             };
             /** @description Quota or rate-limit rejection */
@@ -5901,26 +5880,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        volumes: {
-                            id?: string;
-                            name?: string;
-                            project_id?: string;
-                            description?: string;
-                            /** @description 64-bit integer as a decimal string */
-                            quota_bytes?: string;
-                            /** @description 64-bit integer as a decimal string */
-                            used_bytes?: string;
-                            /** @description Empty until the first publish */
-                            current_version_digest?: string;
-                            /** Format: date-time */
-                            created_at?: string;
-                            /** Format: date-time */
-                            updated_at?: string;
-                            created_by?: string;
-                        }[];
-                        next_page_token: string;
-                    };
+                    "application/json": components["schemas"]["ListVolumesResponse"];
                 };
             };
             /** @description Quota or rate-limit rejection */
@@ -5952,16 +5912,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    /** @description Unique in the project */
-                    name: string;
-                    /** @description Default: the credential's project */
-                    project_id?: string;
-                    /** @description Decimal string, at most 2 TiB; a cap, not an allocation */
-                    quota_bytes: string;
-                    /** @description At most 4 KiB (UTF-8 bytes) */
-                    description?: string;
-                };
+                "application/json": components["schemas"]["CreateVolumeRequest"];
             };
         };
         responses: {
@@ -5971,25 +5922,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        volume: {
-                            id?: string;
-                            name?: string;
-                            project_id?: string;
-                            description?: string;
-                            /** @description 64-bit integer as a decimal string */
-                            quota_bytes?: string;
-                            /** @description 64-bit integer as a decimal string */
-                            used_bytes?: string;
-                            /** @description Empty until the first publish */
-                            current_version_digest?: string;
-                            /** Format: date-time */
-                            created_at?: string;
-                            /** Format: date-time */
-                            updated_at?: string;
-                            created_by?: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["CreateVolumeResponse"];
                 };
             };
             /** @description Quota or rate-limit rejection */
@@ -6029,25 +5962,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        volume: {
-                            id?: string;
-                            name?: string;
-                            project_id?: string;
-                            description?: string;
-                            /** @description 64-bit integer as a decimal string */
-                            quota_bytes?: string;
-                            /** @description 64-bit integer as a decimal string */
-                            used_bytes?: string;
-                            /** @description Empty until the first publish */
-                            current_version_digest?: string;
-                            /** Format: date-time */
-                            created_at?: string;
-                            /** Format: date-time */
-                            updated_at?: string;
-                            created_by?: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["GetVolumeResponse"];
                 };
             };
             /** @description Quota or rate-limit rejection */
@@ -6087,7 +6002,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": Record<string, never>;
+                    "application/json": components["schemas"]["DeleteVolumeResponse"];
                 };
             };
             /** @description Quota or rate-limit rejection */
@@ -6121,10 +6036,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    /** @description When present, must equal the path id */
-                    volume_id?: string;
-                };
+                "application/json": components["schemas"]["StartVolumePushRequest"];
             };
         };
         responses: {
@@ -6134,13 +6046,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        push_id: string;
-                        manifest_upload_url: string;
-                        expires_in_seconds: number;
-                        /** @description 64-bit integer as a decimal string */
-                        max_manifest_bytes: string;
-                    };
+                    "application/json": components["schemas"]["StartVolumePushResponse"];
                 };
             };
             /** @description Quota or rate-limit rejection */
@@ -6174,15 +6080,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    /** @description When present, must equal the path's push_id */
-                    push_id?: string;
-                    blobs: {
-                        digest: string;
-                        /** @description Decimal string; verified against the stored bytes */
-                        size_bytes: string;
-                    }[];
-                };
+                "application/json": components["schemas"]["RequestVolumeBlobUploadsRequest"];
             };
         };
         responses: {
@@ -6192,15 +6090,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        uploads: {
-                            digest: string;
-                            /** @description True when the blob is stored and verified: skip its upload */
-                            present: boolean;
-                            /** @description Presigned PUT of this one blob; empty when present */
-                            upload_url: string;
-                        }[];
-                    };
+                    "application/json": components["schemas"]["RequestVolumeBlobUploadsResponse"];
                 };
             };
             /** @description Quota or rate-limit rejection */
@@ -6234,10 +6124,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    /** @description When present, must equal the path's push_id */
-                    push_id?: string;
-                };
+                "application/json": components["schemas"]["PublishVolumeVersionRequest"];
             };
         };
         responses: {
@@ -6247,22 +6134,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        version: {
-                            volume_id: string;
-                            /** @description BLAKE3 of the stored canonical manifest: the version's identity */
-                            version_digest: string;
-                            /** @description Empty for the first version */
-                            parent_version_digest: string;
-                            /** @description 64-bit integer as a decimal string */
-                            file_count: string;
-                            /** @description 64-bit integer as a decimal string */
-                            size_bytes: string;
-                            /** Format: date-time */
-                            created_at: string;
-                            created_by: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["PublishVolumeVersionResponse"];
                 };
             };
             /** @description Quota or rate-limit rejection */
@@ -6297,10 +6169,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    /** @description Lifetime of the token; default 900 */
-                    ttl_seconds?: number;
-                };
+                "application/json": components["schemas"]["IssueSshTokenRequest"];
             };
         };
         responses: {
@@ -6310,14 +6179,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @description The password for the SSH gateway (user: the sandbox id) */
-                        token: string;
-                        /** @description The SSH user: the sandbox id */
-                        user: string;
-                        /** Format: date-time */
-                        expires_at: string;
-                    };
+                    "application/json": components["schemas"]["IssueSshTokenResponse"];
                 };
             };
             /** @description Rate limited */
@@ -6354,10 +6216,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    /** @description Lifetime of the token; default 900 */
-                    ttl_seconds?: number;
-                };
+                "application/json": components["schemas"]["IssueEndpointTokenRequest"];
             };
         };
         responses: {
@@ -6367,14 +6226,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @description Pass as Authorization: Bearer, the warren_token query parameter, or the cookie */
-                        token: string;
-                        /** @description The endpoint's URL with the token as warren_token (a GET moves it to a cookie) */
-                        url: string;
-                        /** Format: date-time */
-                        expires_at: string;
-                    };
+                    "application/json": components["schemas"]["IssueEndpointTokenResponse"];
                 };
             };
             /** @description Rate limited */
