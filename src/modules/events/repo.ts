@@ -107,3 +107,81 @@ export async function appendEvents(q: Queryable, list: NewEvent[]): Promise<void
   });
   await q.query(`${EVENT_INSERT} VALUES ${values.join(", ")}`, params);
 }
+
+/** A span as a telemetry event (src/modules/otlp/): its event columns and its typed ones. */
+export interface NewSpanEvent {
+  orgId: string;
+  eventId: string;
+  projectId: string;
+  runId: string;
+  lineagePath: string;
+  startNs: bigint;
+  endNs: bigint;
+  principal: string;
+  /** The span as JSON text (built once, by the ingest). */
+  payloadJson: string;
+  traceId: string;
+  spanId: string;
+  parentSpanId: string | null;
+  spanKind: string;
+  statusCode: string;
+  spanType: string | null;
+  operation: string | null;
+  system: string | null;
+  model: string | null;
+  inputTokens: number | null;
+  outputTokens: number | null;
+  totalTokens: number | null;
+  costUsd: number | null;
+  input: string | null;
+  output: string | null;
+  userId: string | null;
+  sessionId: string | null;
+  tags: string[] | null;
+}
+
+/**
+ * Spans written as one statement whatever their number: the rows go as one JSON parameter.
+ * A span whose event id is taken (the same span sent again) writes nothing. Returns how many
+ * rows were written.
+ */
+export async function appendSpanEvents(q: Queryable, list: NewSpanEvent[]): Promise<number> {
+  if (list.length === 0) return 0;
+  // Hand-built JSON: the payload is already JSON text, and bigints go as decimal strings.
+  const rows = list.map(
+    (s) =>
+      `{"org_id":${JSON.stringify(s.orgId)},"event_id":${JSON.stringify(s.eventId)},"project_id":${JSON.stringify(s.projectId)},` +
+      `"run_id":${JSON.stringify(s.runId)},"lineage_path":${JSON.stringify(s.lineagePath)},"start_ns":"${s.startNs}",` +
+      `"end_ns":"${s.endNs}","principal":${JSON.stringify(s.principal)},"payload":${s.payloadJson},` +
+      `"trace_id":"${s.traceId}","span_id":"${s.spanId}","parent_span_id":${JSON.stringify(s.parentSpanId)},` +
+      `"span_kind":"${s.spanKind}","status_code":"${s.statusCode}","span_type":${JSON.stringify(s.spanType)},` +
+      `"gen_ai_operation":${JSON.stringify(s.operation)},"gen_ai_system":${JSON.stringify(s.system)},` +
+      `"model":${JSON.stringify(s.model)},"input_tokens":${s.inputTokens},"output_tokens":${s.outputTokens},` +
+      `"total_tokens":${s.totalTokens},"cost_usd":${s.costUsd},"input":${JSON.stringify(s.input)},` +
+      `"output":${JSON.stringify(s.output)},"user_id":${JSON.stringify(s.userId)},` +
+      `"session_id":${JSON.stringify(s.sessionId)},"tags":${JSON.stringify(s.tags)}}`,
+  );
+  const { rows: written } = await q.query<{ n: string }>(
+    `WITH written AS (
+       INSERT INTO events (org_id, event_id, project_id, run_id, lineage_path, ts_wall_ns, name, principal, payload, kind,
+                           trace_id, span_id, parent_span_id, span_kind, status_code, end_ns, span_type,
+                           gen_ai_operation, gen_ai_system, model, input_tokens, output_tokens, total_tokens, cost_usd,
+                           input, output, user_id, session_id, tags)
+       SELECT x.org_id, x.event_id, x.project_id, x.run_id, x.lineage_path, x.start_ns, 'span', x.principal, x.payload,
+              'span', x.trace_id, x.span_id, x.parent_span_id, x.span_kind, x.status_code, x.end_ns, x.span_type,
+              x.gen_ai_operation, x.gen_ai_system, x.model, x.input_tokens, x.output_tokens, x.total_tokens, x.cost_usd,
+              x.input, x.output, x.user_id, x.session_id, x.tags
+         FROM jsonb_to_recordset($1::jsonb) AS x(org_id text, event_id text, project_id text, run_id text,
+              lineage_path text, start_ns bigint, end_ns bigint, principal text, payload jsonb, trace_id text,
+              span_id text, parent_span_id text, span_kind text, status_code text, span_type text,
+              gen_ai_operation text, gen_ai_system text, model text, input_tokens bigint, output_tokens bigint,
+              total_tokens bigint, cost_usd double precision, input text, output text, user_id text,
+              session_id text, tags jsonb)
+        ORDER BY x.event_id
+       ON CONFLICT DO NOTHING RETURNING 1
+     )
+     SELECT count(*)::text AS n FROM written`,
+    [`[${rows.join(",")}]`],
+  );
+  return Number(written[0]?.n ?? 0);
+}

@@ -14,6 +14,7 @@ export const REPLICATED_TABLES = [
   { name: "events", key: ["org_id", "event_id"] },
   { name: "sandboxes", key: ["id"] },
   { name: "sandbox_snapshots", key: ["id"] },
+  { name: "otlp_traces", key: ["org_id", "trace_id"] },
 ] as const;
 
 export type ReplicatedTable = (typeof REPLICATED_TABLES)[number]["name"];
