@@ -1962,6 +1962,15 @@ class IssueEndpointTokenResponse(TypedDict):
 UploadSandboxArchiveResponse = Any
 
 
+class ExportTracesResponsePartialSuccess(TypedDict):
+    rejectedSpans: NotRequired[str]
+    errorMessage: NotRequired[str]
+
+
+class ExportTracesResponse(TypedDict):
+    partialSuccess: NotRequired[ExportTracesResponsePartialSuccess]
+
+
 SandboxRecord = GetSandboxResponseSandbox
 SnapshotRecord = ListSandboxSnapshotsResponseSnapshotsItem
 CreateSandboxResult = CreateSandboxResponse
@@ -2063,4 +2072,5 @@ OPERATIONS: dict[str, tuple[str, str]] = {
     "IssueEndpointToken": ("POST", "/v1/sandboxes/{id}/endpoints/{port}:token"),
     "GetMetrics": ("GET", "/metrics"),
     "UploadSandboxArchive": ("POST", "/v1/sandboxes/{id}/files:upload"),
+    "ExportTraces": ("POST", "/v1/traces"),
 }
