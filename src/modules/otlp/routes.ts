@@ -14,7 +14,8 @@ import { decodeProtobufRequest } from "./decode-proto.js";
 import type { IngestResult, OtlpService } from "./service.js";
 import { MalformedBody, WireWriter } from "./wire.js";
 
-const TAGS = ["TraceService"];
+// Under the telemetry group, beside the run tail: the contract has no trace group (docs/api-decisions.md).
+const TAGS = ["TelemetryViewService"];
 export const TRACES_PATH = "/v1/traces";
 
 type Format = "protobuf" | "json";
