@@ -2,6 +2,9 @@
 // span, span event, link, status, every AnyValue variant), written once as OTLP/JSON and once
 // as protobuf (field numbers from opentelemetry-proto trace/v1/trace.proto, encoded here by
 // hand), so both decoders can be checked against the same expected rows.
+import type { Credential } from "../../src/modules/identity/credential.js";
+import { decodeJsonRequest } from "../../src/modules/otlp/decode-json.js";
+import type { OtlpService } from "../../src/modules/otlp/service.js";
 import { WireWriter } from "../../src/modules/otlp/wire.js";
 
 export interface FixtureIds {
@@ -262,4 +265,23 @@ export function protobufFixture(ids: FixtureIds, runId?: string): Buffer {
   const scopeSpans = msg(len(1, scope), len(2, root), len(2, child), str(3, "https://opentelemetry.io/schemas/1.31.0"));
   const resourceSpans = msg(len(1, resource), len(2, scopeSpans), str(3, "https://opentelemetry.io/schemas/1.30.0"));
   return msg(len(1, resourceSpans));
+}
+
+/**
+ * Stores the fixture's two spans in `runId` through the ingest itself (OtlpService), with each
+ * text value passed through `mark` (the SQL tests' organization marker) and ids from `seed`.
+ */
+export async function seedSpans(
+  t: { c: { otlp: OtlpService; identity: { authenticate(key: string): Promise<Credential> } } },
+  ownerKey: string,
+  runId: string,
+  seed: number,
+  mark: (text: string) => string,
+): Promise<void> {
+  const words = ["root", "chat model-x", "fixture-svc", "sess-1", "resource-user", "t1", "hello", "boom", "model-x"];
+  let text = JSON.stringify(jsonFixture(fixtureIds(seed), runId));
+  for (const w of words) text = text.replaceAll(`"${w}"`, JSON.stringify(mark(w)));
+  const cred = await t.c.identity.authenticate(ownerKey);
+  const result = await t.c.otlp.ingest(cred, decodeJsonRequest(JSON.parse(text), { maxSpans: 100, maxValues: 10_000 }));
+  if (result.rejectedSpans !== 0) throw new Error(`seeded spans rejected: ${result.errorMessage}`);
 }
