@@ -11,6 +11,7 @@ import { eventually } from "./support/eventually.js";
 import { API_ONLY_RUNTIME, sandboxScopedKey } from "./support/fixtures.js";
 import { baseUrl, type ExporterKind, sdkProvider, sql } from "./support/otlp.js";
 import { fixtureIds, jsonFixture, protobufFixture, START_NS } from "./support/otlp-fixtures.js";
+import { openSse } from "./support/sse.js";
 
 async function post(t: TestApp, key: string, body: Buffer | string, contentType: string, headers = {}) {
   const res = await t.app.inject({
@@ -274,6 +275,33 @@ forEachStore(
       assert.equal(partial.rejectedSpans, "2");
       assert.match(partial.errorMessage, /not found/);
       assert.equal((await sql(t(), owner(), `SELECT 1 FROM spans WHERE run_id = '${other}'`)).length, 0);
+    });
+
+    it("streams spans in the run tail as they arrive", async () => {
+      const runId = await startRun(t(), owner());
+      const url = await baseUrl(t());
+      const stream = await openSse(`${url}/v1/runs/${runId}/tail`, { authorization: `Bearer ${owner()}` });
+      assert.equal(stream.status, 200, stream.body);
+      try {
+        assert.equal((await stream.next(30_000))?.data.name, "run.started");
+        const { provider } = sdkProvider("protobuf", url, owner(), { "warren.run_id": runId });
+        const tracer = provider.getTracer("tail-test");
+        for (const name of ["first", "second"]) {
+          const span = tracer.startSpan(name, { attributes: { "gen_ai.request.model": "m" } });
+          span.end();
+          await provider.forceFlush();
+          const item = await stream.next(30_000);
+          assert.equal(item?.data.kind, "span");
+          assert.equal(item?.data.name, "span");
+          const payload = item?.data.payload as Record<string, unknown>;
+          assert.equal(payload.name, name);
+          assert.equal(payload.span_id, span.spanContext().spanId);
+          assert.deepEqual(payload.attributes, { "gen_ai.request.model": "m" });
+        }
+        await provider.shutdown();
+      } finally {
+        stream.close();
+      }
     });
 
     it("lets an annotation target a span", async () => {
