@@ -3,10 +3,14 @@
 // encodings, the trace-to-run mapping, resends stored once, the GenAI columns and trace-level
 // copy-down, and the spans in telemetry SQL. Refusals are in test/otlp-refusals.test.ts.
 import assert from "node:assert/strict";
+import { mkdtemp, rm } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
 import { it } from "node:test";
 import { gzipSync } from "node:zlib";
 import { context, SpanKind, SpanStatusCode, trace } from "@opentelemetry/api";
 import { forEachStore, type TestApp } from "./harness.js";
+import { runCli } from "./support/cli.js";
 import { eventually } from "./support/eventually.js";
 import { API_ONLY_RUNTIME, sandboxScopedKey } from "./support/fixtures.js";
 import { baseUrl, type ExporterKind, sdkProvider, sql } from "./support/otlp.js";
@@ -301,6 +305,36 @@ forEachStore(
         await provider.shutdown();
       } finally {
         stream.close();
+      }
+    });
+
+    it("dumps a run as OTLP/JSON with `warren run traces`, which an OTLP receiver takes back as the same spans", async () => {
+      const ids = fixtureIds(7);
+      const res = await post(t(), owner(), protobufFixture(ids), "application/x-protobuf");
+      assert.equal(res.statusCode, 200);
+      const [first] = await sql(t(), owner(), `SELECT run_id FROM spans WHERE trace_id = '${ids.traceId}'`);
+      const home = await mkdtemp(path.join(os.tmpdir(), "warren-otlp-cli-"));
+      try {
+        const dumped = await runCli(
+          ["--url", await baseUrl(t()), "--api-key", owner(), "run", "traces", String(first?.run_id)],
+          {
+            home,
+          },
+        );
+        assert.equal(dumped.code, 0, dumped.stderr);
+        // Forwarded to an OTLP receiver: Warren itself, as another organization.
+        const forwarded = await post(t(), t().orgB.keys.owner, dumped.stdout, "application/json");
+        assert.equal(forwarded.statusCode, 200, forwarded.body);
+        assert.deepEqual(JSON.parse(forwarded.body), {});
+        const columns = SPAN_COLUMNS.replace("run_id, ", "");
+        const query = `SELECT ${columns} FROM spans WHERE trace_id = '${ids.traceId}' ORDER BY span_id`;
+        assert.deepEqual(await sql(t(), t().orgB.keys.owner, query), await sql(t(), owner(), query));
+        const missing = await runCli(["--url", await baseUrl(t()), "--api-key", owner(), "run", "traces", "run_nope"], {
+          home,
+        });
+        assert.equal(missing.code, 3, missing.stderr);
+      } finally {
+        await rm(home, { recursive: true, force: true });
       }
     });
 
