@@ -30,7 +30,7 @@ export interface AmbientRuns {
   egressIdentity(id: string): Promise<{ orgId: string; projectId: string; runId: string } | null>;
 }
 
-interface RunPlace {
+export interface RunPlace {
   id: string;
   projectId: string;
   lineagePath: string;
@@ -144,36 +144,7 @@ export class OtlpService {
         unknownRun++;
         continue;
       }
-      const c = s.conventions;
-      rows.push({
-        orgId: cred.orgId,
-        eventId: s.eventId,
-        projectId: run.projectId,
-        runId: run.id,
-        lineagePath: run.lineagePath,
-        startNs: s.span.startNs,
-        endNs: s.span.endNs,
-        principal: cred.principalId,
-        payloadJson: s.payloadJson,
-        traceId: s.span.traceId,
-        spanId: s.span.spanId,
-        parentSpanId: s.span.parentSpanId || null,
-        spanKind: SPAN_KINDS[s.span.kind] ?? "unspecified",
-        statusCode: STATUS_CODES[s.span.status.code] ?? "unset",
-        spanType: c.spanType,
-        operation: c.operation,
-        system: c.system,
-        model: c.model,
-        inputTokens: c.inputTokens,
-        outputTokens: c.outputTokens,
-        totalTokens: c.totalTokens,
-        costUsd: c.costUsd,
-        input: c.input,
-        output: c.output,
-        userId: c.userId,
-        sessionId: c.sessionId,
-        tags: c.tags,
-      });
+      rows.push(spanEventOf(cred.orgId, cred.principalId, run, s));
     }
     const written = await events.appendSpanEvents(q, rows);
     await repo.mergeTraceValues(q, cred.orgId, traceValuesOf(byTrace));
@@ -208,4 +179,38 @@ function traceValuesOf(byTrace: Map<string, AcceptedSpan[]>): repo.TraceValues[]
     if (v.userId !== null || v.sessionId !== null || v.tags !== null) out.push(v);
   }
   return out;
+}
+
+/** The events row of an accepted span in `run` (pure: the benchmark builds the same rows). */
+export function spanEventOf(orgId: string, principal: string, run: RunPlace, s: AcceptedSpan): events.NewSpanEvent {
+  const c = s.conventions;
+  return {
+    orgId,
+    eventId: s.eventId,
+    projectId: run.projectId,
+    runId: run.id,
+    lineagePath: run.lineagePath,
+    startNs: s.span.startNs,
+    endNs: s.span.endNs,
+    principal,
+    payloadJson: s.payloadJson,
+    traceId: s.span.traceId,
+    spanId: s.span.spanId,
+    parentSpanId: s.span.parentSpanId || null,
+    spanKind: SPAN_KINDS[s.span.kind] ?? "unspecified",
+    statusCode: STATUS_CODES[s.span.status.code] ?? "unset",
+    spanType: c.spanType,
+    operation: c.operation,
+    system: c.system,
+    model: c.model,
+    inputTokens: c.inputTokens,
+    outputTokens: c.outputTokens,
+    totalTokens: c.totalTokens,
+    costUsd: c.costUsd,
+    input: c.input,
+    output: c.output,
+    userId: c.userId,
+    sessionId: c.sessionId,
+    tags: c.tags,
+  };
 }
