@@ -141,47 +141,64 @@ export interface NewSpanEvent {
 }
 
 /**
- * Spans written as one statement whatever their number: the rows go as one JSON parameter.
- * A span whose event id is taken (the same span sent again) writes nothing. Returns how many
+ * Spans written as one statement whatever their number. A span whose event id is taken (the same span sent again) writes nothing. Returns how many
  * rows were written.
  */
 export async function appendSpanEvents(q: Queryable, list: NewSpanEvent[]): Promise<number> {
   if (list.length === 0) return 0;
-  // Hand-built JSON: the payload is already JSON text, and bigints go as decimal strings.
-  const rows = list.map(
-    (s) =>
-      `{"org_id":${JSON.stringify(s.orgId)},"event_id":${JSON.stringify(s.eventId)},"project_id":${JSON.stringify(s.projectId)},` +
-      `"run_id":${JSON.stringify(s.runId)},"lineage_path":${JSON.stringify(s.lineagePath)},"start_ns":"${s.startNs}",` +
-      `"end_ns":"${s.endNs}","principal":${JSON.stringify(s.principal)},"payload":${s.payloadJson},` +
-      `"trace_id":"${s.traceId}","span_id":"${s.spanId}","parent_span_id":${JSON.stringify(s.parentSpanId)},` +
-      `"span_kind":"${s.spanKind}","status_code":"${s.statusCode}","span_type":${JSON.stringify(s.spanType)},` +
-      `"gen_ai_operation":${JSON.stringify(s.operation)},"gen_ai_system":${JSON.stringify(s.system)},` +
-      `"model":${JSON.stringify(s.model)},"input_tokens":${s.inputTokens},"output_tokens":${s.outputTokens},` +
-      `"total_tokens":${s.totalTokens},"cost_usd":${s.costUsd},"input":${JSON.stringify(s.input)},` +
-      `"output":${JSON.stringify(s.output)},"user_id":${JSON.stringify(s.userId)},` +
-      `"session_id":${JSON.stringify(s.sessionId)},"tags":${JSON.stringify(s.tags)}}`,
-  );
+  // One array per column, unnested: cheaper for the store than one JSON document of rows,
+  // and the payloads go as the JSON text they already are.
+  const column = <T>(get: (s: NewSpanEvent) => T) => list.map(get);
   const { rows: written } = await q.query<{ n: string }>(
     `WITH written AS (
        INSERT INTO events (org_id, event_id, project_id, run_id, lineage_path, ts_wall_ns, name, principal, payload, kind,
                            trace_id, span_id, parent_span_id, span_kind, status_code, end_ns, span_type,
                            gen_ai_operation, gen_ai_system, model, input_tokens, output_tokens, total_tokens, cost_usd,
                            input, output, user_id, session_id, tags)
-       SELECT x.org_id, x.event_id, x.project_id, x.run_id, x.lineage_path, x.start_ns, 'span', x.principal, x.payload,
+       SELECT x.org_id, x.event_id, x.project_id, x.run_id, x.lineage_path, x.start_ns, 'span', x.principal, x.payload::jsonb,
               'span', x.trace_id, x.span_id, x.parent_span_id, x.span_kind, x.status_code, x.end_ns, x.span_type,
               x.gen_ai_operation, x.gen_ai_system, x.model, x.input_tokens, x.output_tokens, x.total_tokens, x.cost_usd,
-              x.input, x.output, x.user_id, x.session_id, x.tags
-         FROM jsonb_to_recordset($1::jsonb) AS x(org_id text, event_id text, project_id text, run_id text,
-              lineage_path text, start_ns bigint, end_ns bigint, principal text, payload jsonb, trace_id text,
-              span_id text, parent_span_id text, span_kind text, status_code text, span_type text,
-              gen_ai_operation text, gen_ai_system text, model text, input_tokens bigint, output_tokens bigint,
-              total_tokens bigint, cost_usd double precision, input text, output text, user_id text,
-              session_id text, tags jsonb)
+              x.input, x.output, x.user_id, x.session_id, x.tags::jsonb
+         FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::bigint[], $8::text[],
+                     $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[], $15::text[],
+                     $16::text[], $17::text[], $18::text[], $19::bigint[], $20::bigint[], $21::bigint[],
+                     $22::float8[], $23::text[], $24::text[], $25::text[], $26::text[], $27::text[])
+           AS x(org_id, event_id, project_id, run_id, lineage_path, start_ns, end_ns, principal, payload, trace_id,
+                span_id, parent_span_id, span_kind, status_code, span_type, gen_ai_operation, gen_ai_system, model,
+                input_tokens, output_tokens, total_tokens, cost_usd, input, output, user_id, session_id, tags)
         ORDER BY x.event_id
        ON CONFLICT DO NOTHING RETURNING 1
      )
      SELECT count(*)::text AS n FROM written`,
-    [`[${rows.join(",")}]`],
+    [
+      column((s) => s.orgId),
+      column((s) => s.eventId),
+      column((s) => s.projectId),
+      column((s) => s.runId),
+      column((s) => s.lineagePath),
+      column((s) => s.startNs.toString()),
+      column((s) => s.endNs.toString()),
+      column((s) => s.principal),
+      column((s) => s.payloadJson),
+      column((s) => s.traceId),
+      column((s) => s.spanId),
+      column((s) => s.parentSpanId),
+      column((s) => s.spanKind),
+      column((s) => s.statusCode),
+      column((s) => s.spanType),
+      column((s) => s.operation),
+      column((s) => s.system),
+      column((s) => s.model),
+      column((s) => s.inputTokens),
+      column((s) => s.outputTokens),
+      column((s) => s.totalTokens),
+      column((s) => s.costUsd),
+      column((s) => s.input),
+      column((s) => s.output),
+      column((s) => s.userId),
+      column((s) => s.sessionId),
+      column((s) => (s.tags === null ? null : JSON.stringify(s.tags))),
+    ],
   );
   return Number(written[0]?.n ?? 0);
 }

@@ -46,16 +46,22 @@ const CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";
  * same span sent again gets the same id, so the events table's key stores it once.
  */
 export function spanEventId(traceId: string, spanId: string, startNs: bigint): string {
-  let ms = startNs / 1_000_000n;
-  if (ms > 2n ** 48n - 1n) ms = 2n ** 48n - 1n;
-  const digest = createHash("sha256").update(`${traceId}:${spanId}`).digest();
-  let value = (ms << 80n) | BigInt(`0x${digest.subarray(0, 10).toString("hex")}`);
-  const out: string[] = [];
-  for (let i = 0; i < 26; i++) {
-    out.push(CROCKFORD[Number(value & 31n)] as string);
-    value >>= 5n;
+  const ms = Number(startNs / 1_000_000n);
+  let time = Math.min(ms, 2 ** 48 - 1);
+  const out = new Array<string>(26);
+  for (let i = 9; i >= 0; i--) {
+    out[i] = CROCKFORD[time % 32] as string;
+    time = Math.floor(time / 32);
   }
-  return out.reverse().join("");
+  // 80 bits of the digest, five at a time, most significant first.
+  const digest = createHash("sha256").update(`${traceId}:${spanId}`).digest();
+  for (let i = 0; i < 16; i++) {
+    const bit = i * 5;
+    const byte = bit >> 3;
+    const pair = ((digest[byte] as number) << 8) | (digest[byte + 1] as number);
+    out[10 + i] = CROCKFORD[(pair >> (11 - (bit & 7))) & 31] as string;
+  }
+  return out.join("");
 }
 
 const UNSTORABLE = /\0|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;

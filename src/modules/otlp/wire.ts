@@ -31,11 +31,38 @@ export class WireReader {
 
   /** The next field's number and wire type. */
   tag(): { field: number; wire: number } {
-    const tag = this.varint();
-    const field = Number(tag >> 3n);
-    const wire = Number(tag & 7n);
+    const byte = this.bytes[this.at];
+    // One-byte tags (fields 1 to 15) are nearly all of them.
+    let tag: number;
+    if (byte !== undefined && byte < 0x80 && this.at < this.end) {
+      tag = byte;
+      this.at++;
+    } else tag = this.wideTag();
+    const field = Math.floor(tag / 8);
     if (field === 0 || field > 536_870_911) throw new MalformedBody("a field number is out of range");
-    return { field, wire };
+    return { field, wire: tag % 8 };
+  }
+
+  private wideTag(): number {
+    const tag = this.varint();
+    if (tag > 0xffff_ffffn) throw new MalformedBody("a field number is out of range");
+    return Number(tag);
+  }
+
+  /**
+   * A varint's low 32 bits as a number (lengths, tags, enums, counts): the common one- to
+   * four-byte case without a bigint; longer ones go through varint().
+   */
+  uint32(): number {
+    let result = 0;
+    for (let i = 0; i < 4; i++) {
+      if (this.at >= this.end) throw new MalformedBody("a varint runs past the end of its message");
+      const byte = this.bytes[this.at++] as number;
+      result += (byte & 0x7f) * 2 ** (7 * i);
+      if ((byte & 0x80) === 0) return result;
+    }
+    this.at -= 4;
+    return Number(this.varint() & 0xffff_ffffn);
   }
 
   /** An unsigned varint of at most ten bytes, as a bigint. */
@@ -48,11 +75,6 @@ export class WireReader {
       if ((byte & 0x80) === 0) return result & 0xffff_ffff_ffff_ffffn;
     }
     throw new MalformedBody("a varint is longer than ten bytes");
-  }
-
-  /** A varint that must fit in 32 bits (lengths, enums, counts). */
-  uint32(): number {
-    return Number(this.varint() & 0xffff_ffffn);
   }
 
   int64(): bigint {
@@ -82,10 +104,14 @@ export class WireReader {
 
   /** A length-delimited field's bounds, checked against the enclosing message. */
   span(): { start: number; end: number } {
-    const length = this.varint();
-    if (length > BigInt(this.end - this.at)) throw new MalformedBody("a length runs past the end of its message");
+    const start0 = this.at;
+    const length = this.uint32();
+    // A length of five or more varint bytes is at least 2^28: larger than any bounded body.
+    if (this.at - start0 > 4 || length > this.end - this.at) {
+      throw new MalformedBody("a length runs past the end of its message");
+    }
     const start = this.at;
-    this.at += Number(length);
+    this.at += length;
     return { start, end: this.at };
   }
 
