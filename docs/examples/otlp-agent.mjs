@@ -6,9 +6,16 @@
 //   OTEL_SERVICE_NAME=my-agent node docs/examples/otlp-agent.mjs
 import { context, trace } from "@opentelemetry/api";
 import { OTLPTraceExporter } from "@opentelemetry/exporter-trace-otlp-proto";
+import { defaultResource, detectResources, envDetector } from "@opentelemetry/resources";
 import { BasicTracerProvider, BatchSpanProcessor } from "@opentelemetry/sdk-trace-base";
 
-const provider = new BasicTracerProvider({ spanProcessors: [new BatchSpanProcessor(new OTLPTraceExporter())] });
+// OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES (e.g. warren.run_id=run_... to send the spans
+// to an existing run) are read by the environment detector, as the SDK's NodeSDK does.
+const resource = defaultResource().merge(detectResources({ detectors: [envDetector] }));
+const provider = new BasicTracerProvider({
+  resource,
+  spanProcessors: [new BatchSpanProcessor(new OTLPTraceExporter())],
+});
 const tracer = provider.getTracer("otlp-agent-example", "1.0.0");
 
 const turn = tracer.startSpan("agent turn", { attributes: { "user.id": "alice", "session.id": "s-42" } });
