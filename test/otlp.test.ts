@@ -338,6 +338,32 @@ forEachStore(
       }
     });
 
+    it("removes a project's spans and traces with the project", async () => {
+      const project = await t().request("POST", "/v1/projects", {
+        key: owner(),
+        body: { name: "otlp-gone", slug: "otlp-gone" },
+      });
+      assert.equal(project.status, 200, project.raw);
+      const projectId = (project.body.project as { id: string }).id;
+      const scoped = await t().issueKey(t().orgA, { role: "owner", kind: "user", projectId });
+      const ids = fixtureIds(8);
+      assert.equal((await post(t(), scoped.key, protobufFixture(ids), "application/x-protobuf")).statusCode, 200);
+      const before = await sql(t(), owner(), `SELECT project_id FROM spans WHERE trace_id = '${ids.traceId}'`);
+      assert.deepEqual(
+        before.map((r) => r.project_id),
+        [projectId, projectId],
+        "a new trace's run is in the key's project",
+      );
+      const deleted = await t().request("DELETE", `/v1/projects/${projectId}`, {
+        key: owner(),
+        query: { cascade: "true" },
+      });
+      assert.equal(deleted.status, 200, deleted.raw);
+      assert.equal((await sql(t(), owner(), `SELECT 1 FROM spans WHERE trace_id = '${ids.traceId}'`)).length, 0);
+      const { rows } = await t().c.db.query("SELECT 1 FROM otlp_traces WHERE trace_id = $1", [ids.traceId]);
+      assert.equal(rows.length, 0);
+    });
+
     it("lets an annotation target a span", async () => {
       const runId = await startRun(t(), owner());
       const ids = fixtureIds(6);
