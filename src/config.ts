@@ -184,6 +184,8 @@ export interface OtlpSettings {
   maxSpans: number;
   /** Attribute values, array elements, span events and links one request may hold together. */
   maxValues: number;
+  /** Requests this server reads, decodes and stores at once; more are 503 with Retry-After (OTLP retries them). */
+  maxConcurrentRequests: number;
 }
 
 /** Secret egress (src/modules/egress/, docs/secret-egress.md). */
@@ -702,6 +704,7 @@ export function loadConfig(env: Env = process.env): Config {
       maxDecodedBytes: intSetting(env, "WARREN_OTLP_MAX_DECODED_BYTES", 32 * 1_048_576, 1024, 4096 * 1_048_576),
       maxSpans: intSetting(env, "WARREN_OTLP_MAX_SPANS", 10_000, 1, 1_000_000),
       maxValues: intSetting(env, "WARREN_OTLP_MAX_VALUES", 500_000, 1, 100_000_000),
+      maxConcurrentRequests: intSetting(env, "WARREN_OTLP_MAX_CONCURRENT", 8, 1, 10_000),
     },
     secretEgress: secretEgressSettings(env),
     egress: egressSettings(env),

@@ -5,16 +5,24 @@
 // bodies, none of which may be a 500. A protobuf request's error is a google.rpc.Status.
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
+import net from "node:net";
 import { it } from "node:test";
 import { deflateSync, gzipSync } from "node:zlib";
 import { loadConfig } from "../src/config.js";
 import { WireReader, WireWriter } from "../src/modules/otlp/wire.js";
 import { forEachStore, type TestApp } from "./harness.js";
+import { eventually } from "./support/eventually.js";
 import { API_ONLY_RUNTIME } from "./support/fixtures.js";
-import { sql } from "./support/otlp.js";
+import { baseUrl, sql } from "./support/otlp.js";
 import { fixtureIds, jsonFixture, protobufFixture } from "./support/otlp-fixtures.js";
 
-const LIMITS = { maxBodyBytes: 64 * 1024, maxDecodedBytes: 256 * 1024, maxSpans: 50, maxValues: 5000 };
+const LIMITS = {
+  maxBodyBytes: 64 * 1024,
+  maxDecodedBytes: 256 * 1024,
+  maxSpans: 50,
+  maxValues: 5000,
+  maxConcurrentRequests: 1,
+};
 
 async function post(t: TestApp, key: string | null, body: Buffer | string, contentType: string, headers = {}) {
   return t.app.inject({
@@ -216,6 +224,38 @@ forEachStore(
       const res = await post(t(), owner(), JSON.stringify(request), "application/json");
       assert.equal(res.statusCode, 200, res.body);
       assert.equal(JSON.parse(res.body).partialSuccess.rejectedSpans, "4");
+    });
+
+    it("answers 503 with Retry-After past the requests in progress, and takes requests again once one ends", async () => {
+      const url = new URL(await baseUrl(t()));
+      const body = JSON.stringify(jsonFixture(fixtureIds(18)));
+      // A client that sends its headers and part of its body, then waits: its request holds the
+      // one place. A probe that raced it in may take the place first and the slow request is
+      // answered 503 instead; then a new slow request tries again.
+      let slow: net.Socket | null = null;
+      const busy = await eventually("a 503 while a slow request is read", async () => {
+        if (!slow || slow.destroyed) {
+          const socket = net.connect(Number(url.port), url.hostname);
+          socket.on("error", () => undefined);
+          socket.on("data", () => socket.destroy());
+          socket.write(
+            `POST /v1/traces HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${owner()}\r\n` +
+              `Content-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body.slice(0, 10)}`,
+          );
+          slow = socket;
+        }
+        const res = await post(t(), owner(), body, "application/json");
+        return res.statusCode === 503 && !slow.destroyed ? res : null;
+      });
+      assertJsonError(busy, 503, "unavailable");
+      assert.equal(busy.headers["retry-after"], "1");
+      (slow as net.Socket | null)?.end(body.slice(10));
+      const after = await eventually("a 200 once the slow request ended", async () => {
+        const res = await post(t(), owner(), body, "application/json");
+        return res.statusCode === 200 ? res : null;
+      });
+      assert.equal(after.statusCode, 200);
+      (slow as net.Socket | null)?.destroy();
     });
 
     it("never answers a mutated body with a 500", async () => {

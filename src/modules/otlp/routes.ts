@@ -9,6 +9,7 @@ import type { FastifyReply, FastifyRequest } from "fastify";
 import type { OtlpSettings } from "../../config.js";
 import { type App, credentialOf } from "../../http/types.js";
 import { AppError } from "../../lib/errors.js";
+import type { Credential } from "../identity/credential.js";
 import { decodeJsonRequest } from "./decode-json.js";
 import { decodeProtobufRequest } from "./decode-proto.js";
 import type { IngestResult, OtlpService } from "./service.js";
@@ -126,6 +127,9 @@ export function statusMessage(
 }
 
 export function registerOtlpRoutes(app: App, otlp: OtlpService, settings: OtlpSettings): void {
+  // Requests being read, decoded and stored: each may hold its body as sent and decompressed
+  // (up to maxBodyBytes + maxDecodedBytes) and the decoded spans, so the count bounds memory.
+  let inFlight = 0;
   void app.register(async (scope) => {
     scope.removeAllContentTypeParsers();
     scope.addContentTypeParser("*", (_request, _payload, done) => done(null, undefined));
@@ -188,35 +192,48 @@ export function registerOtlpRoutes(app: App, otlp: OtlpService, settings: OtlpSe
           );
         }
         const cred = credentialOf(request);
-        const raw = await readBody(request, settings.maxBodyBytes);
-        const encoding = String(request.headers["content-encoding"] ?? "")
-          .trim()
-          .toLowerCase();
-        const body = await decompressed(raw, encoding, settings.maxDecodedBytes);
-        const limits = { maxSpans: settings.maxSpans, maxValues: settings.maxValues };
-        let decoded: ReturnType<typeof decodeProtobufRequest>;
-        try {
-          if (format === "protobuf") decoded = decodeProtobufRequest(body, limits);
-          else {
-            let json: unknown;
-            try {
-              json = JSON.parse(STRICT_UTF8.decode(body));
-            } catch {
-              throw new MalformedBody("the body is not JSON (UTF-8)");
-            }
-            decoded = decodeJsonRequest(json, limits);
-          }
-        } catch (error) {
-          if (error instanceof MalformedBody)
-            throw new AppError("invalid_argument", `malformed OTLP: ${error.message}`);
-          throw error;
+        if (inFlight >= settings.maxConcurrentRequests) {
+          throw new AppError("unavailable", "too many trace exports in progress on this server; retry", {
+            retryAfterSeconds: 1,
+          });
         }
-        const result = await otlp.ingest(cred, decoded);
-        return reply
-          .code(200)
-          .type(format === "json" ? "application/json" : "application/x-protobuf")
-          .send(responseBody(format, result));
+        inFlight++;
+        try {
+          return await ingest(request, reply, format, cred);
+        } finally {
+          inFlight--;
+        }
       },
     );
   });
+
+  async function ingest(request: FastifyRequest, reply: FastifyReply, format: Format, cred: Credential) {
+    const raw = await readBody(request, settings.maxBodyBytes);
+    const encoding = String(request.headers["content-encoding"] ?? "")
+      .trim()
+      .toLowerCase();
+    const body = await decompressed(raw, encoding, settings.maxDecodedBytes);
+    const limits = { maxSpans: settings.maxSpans, maxValues: settings.maxValues };
+    let decoded: ReturnType<typeof decodeProtobufRequest>;
+    try {
+      if (format === "protobuf") decoded = decodeProtobufRequest(body, limits);
+      else {
+        let json: unknown;
+        try {
+          json = JSON.parse(STRICT_UTF8.decode(body));
+        } catch {
+          throw new MalformedBody("the body is not JSON (UTF-8)");
+        }
+        decoded = decodeJsonRequest(json, limits);
+      }
+    } catch (error) {
+      if (error instanceof MalformedBody) throw new AppError("invalid_argument", `malformed OTLP: ${error.message}`);
+      throw error;
+    }
+    const result = await otlp.ingest(cred, decoded);
+    return reply
+      .code(200)
+      .type(format === "json" ? "application/json" : "application/x-protobuf")
+      .send(responseBody(format, result));
+  }
 }
