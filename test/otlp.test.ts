@@ -279,6 +279,24 @@ forEachStore(
       assert.equal(partial.rejectedSpans, "2");
       assert.match(partial.errorMessage, /not found/);
       assert.equal((await sql(t(), owner(), `SELECT 1 FROM spans WHERE run_id = '${other}'`)).length, 0);
+      // A second sandbox sending spans of the same trace (propagated to it) keeps them in its own run.
+      const second = await t().request("POST", "/v1/sandboxes", { key: owner(), body: {} });
+      const secondKey = await sandboxScopedKey(t(), t().orgA, second.body.id as string);
+      const same = JSON.stringify(jsonFixture(ids))
+        .replaceAll(ids.rootId, "77".repeat(8))
+        .replaceAll(ids.childId, "78".repeat(8));
+      assert.equal((await post(t(), secondKey, Buffer.from(same), "application/json")).statusCode, 200);
+      const both = await sql(
+        t(),
+        owner(),
+        `SELECT span_id, run_id FROM spans WHERE trace_id = '${ids.traceId}' ORDER BY span_id`,
+      );
+      assert.deepEqual(
+        both.map((r) => r.run_id),
+        [ids.rootId, ids.childId, "77".repeat(8), "78".repeat(8)]
+          .sort()
+          .map((span) => (span === "77".repeat(8) || span === "78".repeat(8) ? second.body.run_id : ambient)),
+      );
     });
 
     it("streams spans in the run tail as they arrive", async () => {

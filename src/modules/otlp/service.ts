@@ -138,7 +138,9 @@ export class OtlpService {
         unknownRun++;
         continue;
       }
-      const traceRunId = traceRun.get(s.span.traceId);
+      // A sandbox credential's spans go to its ambient run even when another sandbox (or a
+      // host) sent the same trace first: the trace's recorded run is another's.
+      const traceRunId = ambientRunId ?? traceRun.get(s.span.traceId);
       const run = named ?? (traceRunId ? await place(traceRunId) : null);
       if (!run) {
         unknownRun++;
