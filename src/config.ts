@@ -174,6 +174,20 @@ export interface TailSettings {
   maxBufferedBytesPerOrg: number;
 }
 
+/** OTLP trace ingest, POST /v1/traces (src/modules/otlp/). */
+export interface OtlpSettings {
+  /** Bytes of a request body as sent (compressed or not); past it the request is 413. */
+  maxBodyBytes: number;
+  /** Bytes of a body once decompressed; past it the request is 413. */
+  maxDecodedBytes: number;
+  /** Spans one request may hold. */
+  maxSpans: number;
+  /** Attribute values, array elements, span events and links one request may hold together. */
+  maxValues: number;
+  /** Requests this server reads, decodes and stores at once; more are 503 with Retry-After (OTLP retries them). */
+  maxConcurrentRequests: number;
+}
+
 /** Secret egress (src/modules/egress/, docs/secret-egress.md). */
 export interface SecretEgressSettings {
   /** The host MODEL_GATEWAY secrets are injected for (WARREN_MODEL_GATEWAY_HOST); empty: such bindings are 422. */
@@ -302,6 +316,7 @@ export interface Config {
   blobs: BlobSettings;
   volumes: VolumeSettings;
   tail: TailSettings;
+  otlp: OtlpSettings;
   secretEgress: SecretEgressSettings;
   egress: EgressSettings;
   /**
@@ -683,6 +698,13 @@ export function loadConfig(env: Env = process.env): Config {
         1024,
         2 ** 40,
       ),
+    },
+    otlp: {
+      maxBodyBytes: intSetting(env, "WARREN_OTLP_MAX_BODY_BYTES", 8 * 1_048_576, 1024, 1024 * 1_048_576),
+      maxDecodedBytes: intSetting(env, "WARREN_OTLP_MAX_DECODED_BYTES", 32 * 1_048_576, 1024, 4096 * 1_048_576),
+      maxSpans: intSetting(env, "WARREN_OTLP_MAX_SPANS", 10_000, 1, 1_000_000),
+      maxValues: intSetting(env, "WARREN_OTLP_MAX_VALUES", 500_000, 1, 100_000_000),
+      maxConcurrentRequests: intSetting(env, "WARREN_OTLP_MAX_CONCURRENT", 8, 1, 10_000),
     },
     secretEgress: secretEgressSettings(env),
     egress: egressSettings(env),

@@ -50,6 +50,8 @@ import { WarrenMetrics } from "./modules/metrics/registry.js";
 import { countSandboxesByState } from "./modules/metrics/repo.js";
 import { registerMetricsRoutes } from "./modules/metrics/routes.js";
 import { MetricsService } from "./modules/metrics/service.js";
+import { registerOtlpRoutes } from "./modules/otlp/routes.js";
+import { OtlpService } from "./modules/otlp/service.js";
 import { registerProjectRoutes } from "./modules/projects/routes.js";
 import { ProjectService } from "./modules/projects/service.js";
 import { registerRunRoutes } from "./modules/runs/routes.js";
@@ -138,6 +140,7 @@ export interface Container {
   /** Run tails (server-sent events); the hub holds this process's notification listener. */
   tails: TailService;
   tailHub: TailHub;
+  otlp: OtlpService;
   volumes: VolumeService;
   /** This host's materialized volume versions, mounted read-only into sandboxes. */
   volumeCache: VolumeCache;
@@ -491,6 +494,7 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
   // The gateway hands CONNECTs to bound secrets' hosts to secret egress, and records refusals in the ledger.
   egress?.use({ interceptor: secretEgress, ledger: egressLedger });
   const tails = new TailService(db, tailHub, config.tail, runs, sandboxes);
+  const otlp = new OtlpService(db, clock, runs, sandboxes);
   const sessions = new SessionService(
     identity,
     sandboxes,
@@ -572,6 +576,7 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
     snapshotReplication,
     tails,
     tailHub,
+    otlp,
     volumes,
     volumeCache,
     sshHostKey: () => openHostKey(db, keyring, clock, config.dataDir),
@@ -615,6 +620,7 @@ export async function createApp(c: Container): Promise<App> {
   registerSnapshotRoutes(app, c.snapshots);
   registerAdminRoutes(app, c.admin);
   registerTailRoutes(app, c.tails);
+  registerOtlpRoutes(app, c.otlp, c.config.otlp);
   registerVolumeRoutes(app, c.volumes);
   registerSessionRoutes(app, c.sessions);
   if (c.signedBlobs) registerBlobRoutes(app, c.signedBlobs);

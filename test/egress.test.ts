@@ -150,10 +150,15 @@ describe("egress gateway and gateway_only", () => {
       `no_proxy=${GATEWAY},localhost,127.0.0.1`,
       `WARREN_API_URL=http://${GATEWAY}`,
       `WARREN_SANDBOX_ID=${id}`,
+      `OTEL_EXPORTER_OTLP_ENDPOINT=http://${GATEWAY}`,
+      "OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf",
     ]) {
       assert.ok(env.split("\n").includes(line), `${line} in\n${env}`);
     }
     assert.match(env, /^WARREN_SANDBOX_TOKEN=\S+$/m);
+    // The OTLP exporters' header: the same credential, percent-encoded (W3C baggage form).
+    const token = /^WARREN_SANDBOX_TOKEN=(\S+)$/m.exec(env)?.[1];
+    assert.ok(env.split("\n").includes(`OTEL_EXPORTER_OTLP_HEADERS=Authorization=Bearer%20${token}`), env);
     // none: nothing at all, the gateway included.
     assert.match(await http(id, "/v1/whoami", ["Authorization: Bearer $WARREN_SANDBOX_TOKEN"]), /^FAIL/);
     const out = await sh(id, `nc -w 2 ${peer.address} ${peer.port} 2>&1; echo done`);

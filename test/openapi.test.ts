@@ -78,6 +78,8 @@ const WARREN_EXTENSIONS: [group: string, operationId: string][] = [
   ["SandboxService", "IssueEndpointToken"],
   ["SandboxService", "IssueSshToken"],
   ["SandboxService", "StreamExecSandbox"],
+  // OTLP/HTTP trace ingest (issue 29): spans into runs, beside the run tail.
+  ["TelemetryViewService", "ExportTraces"],
   ...[
     "WriteSandboxFile",
     "UploadSandboxArchive",
@@ -100,6 +102,7 @@ const REQUIRED: [operationId: string, method: string, path: string][] = [
   ["IssueSshToken", "post", "/v1/sandboxes/{id}:issueSshToken"],
   ["StreamExecSandbox", "get", "/v1/sandboxes/{id}/exec/stream"],
   ["WriteSandboxFile", "put", "/v1/sandboxes/{id}/files"],
+  ["ExportTraces", "post", "/v1/traces"],
   ["UploadSandboxArchive", "post", "/v1/sandboxes/{id}/files:upload"],
   ["ReadSandboxFile", "get", "/v1/sandboxes/{id}/files"],
   ["StatSandboxFile", "get", "/v1/sandboxes/{id}/files:stat"],

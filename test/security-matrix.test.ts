@@ -107,6 +107,9 @@ const MATRIX: Record<string, Entry> = {
   WatchSandboxDirectory: everyone("not_found", "allowed"),
   // Past authorization a scoped key gets 404 for any run but its sandbox's own.
   TailRun: everyone("not_found", "allowed"),
+  // OTLP ingest: any credential of the organization; a sandbox-scoped one writes into its ambient
+  // run only. Another organization's run named in a span is a rejected span, not a path id.
+  ExportTraces: everyone(null, "allowed"),
   ListSandboxSnapshots: everyone(null, "allowed"),
   DeleteSandboxSnapshot: everyone("not_found"),
   CreateVolume: everyone(null),

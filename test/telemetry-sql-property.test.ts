@@ -17,6 +17,7 @@ import { catalogOf, type PublishedRelation } from "../src/modules/telemetry/sql/
 import type { Db, Queryable } from "../src/store/db.js";
 import { forEachStore, type TestApp, type TestOrg } from "./harness.js";
 import { API_ONLY_RUNTIME } from "./support/fixtures.js";
+import { seedSpans } from "./support/otlp-fixtures.js";
 import { generateQuery } from "./support/sql-generator.js";
 import { MARKER } from "./support/telemetry-corpus.js";
 
@@ -109,6 +110,7 @@ async function seed(t: TestApp, org: TestOrg, which: "a" | "b"): Promise<void> {
       ],
     );
   }
+  await seedSpans(t, org.keys.owner, runs[0] as string, which === "a" ? 201 : 202, (word) => text(which, word));
   for (let i = 0; i < 2; i++) {
     const sandbox = await t.request("POST", "/v1/sandboxes", {
       key: org.keys.owner,
@@ -174,7 +176,7 @@ function compare(
   else if (rowForRow && h !== want[1]) fail(`${what}: the rows differ from those of org A's data alone`);
 }
 
-const RLS_TABLES = ["runs", "events", "sandboxes", "sandbox_snapshots"];
+const RLS_TABLES = ["runs", "events", "sandboxes", "sandbox_snapshots", "otlp_traces"];
 
 /** In the caller's transaction, a permissive policy lets the views' owner see every row. */
 async function liftLayer2(q: Queryable): Promise<void> {

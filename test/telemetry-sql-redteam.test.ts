@@ -454,3 +454,53 @@ describe("telemetry SQL red team: a connection lost under a query, and queries a
     }
   });
 });
+
+describe("telemetry SQL red team: spans and the traces under them (layer 2 alone)", () => {
+  for (const store of STORE_KINDS) {
+    it(`[${store}] held: org A's spans never take org B's trace-level values, even for the same trace id, and the traces table is not readable`, async () => {
+      const testStore = await openTestStore(store);
+      try {
+        const db = testStore.db;
+        if (store === "postgres") await migrate(db);
+        const trace = "ab".repeat(16);
+        for (const [org, mark] of [
+          [ORG_A, "a"],
+          [ORG_B, MARKER],
+        ] as const) {
+          await db.query("INSERT INTO organizations (id, slug, created_at) VALUES ($1, $1, now())", [org]);
+          await db.query(
+            `INSERT INTO projects (id, org_id, name, slug, created_at, updated_at) VALUES ($1, $2, 'p', 'p', now(), now())`,
+            [`prj_${org}`, org],
+          );
+          await db.query(
+            `INSERT INTO runs (id, org_id, project_id, root_run_id, lineage_path, status, started_at)
+             VALUES ($1, $2, $3, $1, $1, 'running', now())`,
+            [`run_${org}`, org, `prj_${org}`],
+          );
+          // Org B's trace row carries values; org A's has none, so a join that crossed
+          // organizations would show org B's in org A's spans.
+          await db.query(
+            "INSERT INTO otlp_traces (org_id, trace_id, run_id, user_id, session_id, tags, created_at) VALUES ($1, $2, $3, $4, $4, $5::jsonb, now())",
+            [org, trace, `run_${org}`, org === ORG_B ? MARKER : null, org === ORG_B ? JSON.stringify([MARKER]) : null],
+          );
+          await db.query(
+            `INSERT INTO events (org_id, event_id, project_id, run_id, ts_wall_ns, name, kind, payload, trace_id, span_id, end_ns)
+             VALUES ($1, $2, $3, $4, 1, 'span', 'span', $5::jsonb, $6, $7, 2)`,
+            [org, `ev_${org}`, `prj_${org}`, `run_${org}`, JSON.stringify({ name: mark }), trace, "cd".repeat(8)],
+          );
+        }
+        const a = await asReader(db, "SELECT * FROM telemetry_sql.spans");
+        assert.ok(!a.includes(MARKER), a);
+        assert.equal(
+          await asReader(db, "SELECT user_id, session_id, tags, name FROM telemetry_sql.spans"),
+          JSON.stringify([[null, null, null, "a"]]),
+        );
+        assert.match(await asReader(db, "SELECT * FROM public.otlp_traces"), /^refused: 42501 permission denied/);
+        const b = await asReader(db, "SELECT user_id FROM telemetry_sql.spans", ORG_B);
+        assert.equal(b, JSON.stringify([[MARKER]]), "org B's own query sees its value");
+      } finally {
+        await testStore.close();
+      }
+    });
+  }
+});

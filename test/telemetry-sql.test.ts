@@ -12,6 +12,7 @@ import { EMBEDDED_MAX_COST, RAW_LIMITS, TelemetryViewService, VIEW_LIMITS } from
 import { forEachStore, startTestApp, type TestApp, type TestOrg } from "./harness.js";
 import { assertError } from "./support/assertions.js";
 import { API_ONLY_RUNTIME } from "./support/fixtures.js";
+import { seedSpans } from "./support/otlp-fixtures.js";
 import { CORPUS, MARKER } from "./support/telemetry-corpus.js";
 
 const REVIEW_SCHEMA = {
@@ -59,6 +60,8 @@ async function seed(t: TestApp, org: TestOrg, tag: string): Promise<void> {
       JSON.stringify({ score: 7, note: tag }),
     ],
   );
+  // OTLP spans through the ingest, their text marked (the spans relation, and otlp_traces under it).
+  await seedSpans(t, key, runId, org === t.orgA ? 101 : 102, (word) => `${word}-${tag}`);
   const sandbox = await t.request("POST", "/v1/sandboxes", { key, body: { metadata: { m: tag } } });
   assert.equal(sandbox.status, 200, sandbox.raw);
   await t.c.db.query(
@@ -111,7 +114,7 @@ forEachStore(
     });
 
     it("answers the caller's own rows of every published relation", async () => {
-      for (const relation of ["runs", "events", "annotations", "sandboxes", "snapshots", "review"]) {
+      for (const relation of ["runs", "events", "annotations", "spans", "sandboxes", "snapshots", "review"]) {
         const res = await sql(`SELECT count(*) AS n FROM ${relation}`);
         assert.equal(res.status, 200, res.raw);
         assert.ok(Number((res.body.rows as string[][])[0]?.[0]) >= 1, `${relation}: ${res.raw}`);

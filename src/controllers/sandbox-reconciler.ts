@@ -12,7 +12,7 @@ import { RuntimeError } from "../drivers/runtime/interface.js";
 import type { Clock } from "../lib/clock.js";
 import type { Logger } from "../lib/logger.js";
 import { SpanStatusCode, type Tracing } from "../lib/tracing.js";
-import { DEFAULT_GATEWAY_ADDRESS, gatewayEnv } from "../modules/egress/env.js";
+import { DEFAULT_GATEWAY_ADDRESS, gatewayEnv, otlpEnv } from "../modules/egress/env.js";
 import { HOST_KICKS_CHANNEL, parseHostKick } from "../modules/hosts/kicks.js";
 import type { HostMembership, HostOwner } from "../modules/hosts/membership.js";
 import type { IdentityService } from "../modules/identity/service.js";
@@ -571,6 +571,7 @@ export class SandboxReconciler {
         WARREN_SANDBOX_ID: row.id,
         WARREN_RUN_ID: row.run_id,
         WARREN_SANDBOX_TOKEN: key.api_key,
+        ...otlpEnv(this.options.gatewayAddress ?? DEFAULT_GATEWAY_ADDRESS, key.api_key),
       },
       resources: {
         memoryMiB: row.resources.memory_mb,

@@ -4,6 +4,7 @@ import { Command } from "commander";
 import { adminCommand } from "../../../src/cli/admin.js";
 import { registerDataCommands } from "./commands/data.js";
 import { registerSandboxCommands } from "./commands/sandbox.js";
+import { registerTraceCommands } from "./commands/traces.js";
 import { completionScript } from "./completion.js";
 import { client, type GlobalOptions, readStoredConfig, resolveTarget, UsageError } from "./context.js";
 import { action, example } from "./program.js";
@@ -59,6 +60,7 @@ Example:
   );
   registerSandboxCommands(program, action);
   registerDataCommands(program, action);
+  registerTraceCommands(program, action);
   example(
     program.command("mcp").description("serve sandbox and telemetry tools to an agent over MCP (stdio)"),
     "claude mcp add warren -- warren mcp",

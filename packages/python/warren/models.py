@@ -664,6 +664,15 @@ class ExecSandboxRequest(TypedDict):
     timeout_seconds: NotRequired[int]
 
 
+class ExportTracesResponsePartialSuccess(TypedDict):
+    rejectedSpans: NotRequired[str]
+    errorMessage: NotRequired[str]
+
+
+class ExportTracesResponse(TypedDict):
+    partialSuccess: NotRequired[ExportTracesResponsePartialSuccess]
+
+
 class FeedbackCreated(TypedDict):
     id: str
     relayed: bool
@@ -1531,4 +1540,5 @@ OPERATIONS: dict[str, tuple[str, str]] = {
     "IssueEndpointToken": ("POST", "/v1/sandboxes/{id}/endpoints/{port}:token"),
     "GetMetrics": ("GET", "/metrics"),
     "UploadSandboxArchive": ("POST", "/v1/sandboxes/{id}/files:upload"),
+    "ExportTraces": ("POST", "/v1/traces"),
 }

@@ -17,3 +17,17 @@ export function gatewayEnv(gatewayAddress: string): Record<string, string> {
     WARREN_API_URL: `http://${gatewayAddress}`,
   };
 }
+
+/**
+ * The OpenTelemetry exporter settings every sandbox gets (OTEL_* are read by every OTLP SDK):
+ * spans go over OTLP/HTTP protobuf to Warren's POST /v1/traces through the gateway's API
+ * relay, authenticated by the sandbox's own credential, and land in its ambient run. The
+ * header value is percent-encoded, as OTEL_EXPORTER_OTLP_HEADERS (W3C baggage form) wants.
+ */
+export function otlpEnv(gatewayAddress: string, sandboxToken: string): Record<string, string> {
+  return {
+    OTEL_EXPORTER_OTLP_ENDPOINT: `http://${gatewayAddress}`,
+    OTEL_EXPORTER_OTLP_PROTOCOL: "http/protobuf",
+    OTEL_EXPORTER_OTLP_HEADERS: `Authorization=${encodeURIComponent(`Bearer ${sandboxToken}`)}`,
+  };
+}

@@ -22,3 +22,10 @@ export function listRunEvents(q: Queryable, orgId: string, runId: string): Promi
 export function deleteProjectEvents(q: Queryable, orgId: string, projectId: string): Promise<void> {
   return repo.deleteProjectEvents(q, orgId, projectId);
 }
+
+export type { NewSpanEvent } from "./repo.js";
+
+/** Spans as events of their runs (src/modules/otlp/), one statement; returns the rows written. */
+export function appendSpanEvents(q: Queryable, list: repo.NewSpanEvent[]): Promise<number> {
+  return repo.appendSpanEvents(q, list);
+}

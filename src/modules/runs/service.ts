@@ -79,8 +79,11 @@ export class RunService {
     return this.db.tx((q) => this.startIn(q, cred, input));
   }
 
-  /** Starts a run inside the caller's transaction (sandboxes start their ambient run this way). */
-  async startIn(q: Queryable, cred: Credential, input: StartRunBody): Promise<RunJson> {
+  /**
+   * Starts a run inside the caller's transaction (sandboxes start their ambient run this way;
+   * OTLP ingest passes the id it already recorded for a new trace).
+   */
+  async startIn(q: Queryable, cred: Credential, input: StartRunBody, id = newId("run")): Promise<RunJson> {
     let parent: repo.RunRow | null = null;
     if (input.parent_run_id) {
       parent = await repo.getRun(q, cred.orgId, input.parent_run_id);
@@ -96,7 +99,6 @@ export class RunService {
     const workload = input.execute_as_workload ?? "";
     if (workload) await this.workloads.authorizeLaunch(q, cred, workload);
 
-    const id = newId("run");
     const startedAt = this.clock.now();
     const row: repo.RunRow = {
       id,

@@ -26,7 +26,9 @@ export const TailEvent = named(
   Type.Object({
     event_id: Type.String(),
     name: Type.String(),
-    kind: Type.Union([Type.Literal("event"), Type.Literal("annotation")]),
+    kind: Type.Union([Type.Literal("event"), Type.Literal("annotation"), Type.Literal("span")], {
+      description: "span: an OpenTelemetry span ingested by POST /v1/traces (the payload is the span)",
+    }),
     project_id: Type.String(),
     run_id: Type.String(),
     lineage_path: Type.String(),

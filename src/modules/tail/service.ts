@@ -342,7 +342,7 @@ function eventData(row: repo.TailRow): TailEvent {
   return {
     event_id: row.event_id,
     name: row.name,
-    kind: row.kind === "annotation" ? "annotation" : "event",
+    kind: row.kind === "annotation" || row.kind === "span" ? row.kind : "event",
     project_id: row.project_id,
     run_id: row.run_id,
     lineage_path: row.lineage_path,

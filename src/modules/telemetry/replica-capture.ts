@@ -1,5 +1,5 @@
 // What keeps the telemetry replica (replica.ts) current: on the embedded store, statement
-// triggers on the four tables the telemetry views read note the key of every row a statement
+// triggers on the tables the telemetry views read (REPLICATED_TABLES) note the key of every row a statement
 // inserted, updated or deleted in `warren_replica.changes`; before each telemetry query the
 // server reads the noted keys and those rows' current state in one transaction of the store,
 // deletes the notes, and the replica (in its worker) replaces those keys' rows with that
@@ -14,6 +14,7 @@ export const REPLICATED_TABLES = [
   { name: "events", key: ["org_id", "event_id"] },
   { name: "sandboxes", key: ["id"] },
   { name: "sandbox_snapshots", key: ["id"] },
+  { name: "otlp_traces", key: ["org_id", "trace_id"] },
 ] as const;
 
 export type ReplicatedTable = (typeof REPLICATED_TABLES)[number]["name"];

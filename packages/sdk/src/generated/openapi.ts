@@ -1381,6 +1381,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/traces": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Ingest OpenTelemetry spans (OTLP/HTTP: protobuf or JSON, gzip or deflate)
+         * @description The body is an OTLP ExportTraceServiceRequest as `application/x-protobuf` or `application/json`, optionally with `Content-Encoding: gzip` or `deflate`; the answer (ExportTraceServiceResponse, with partialSuccess when spans were rejected) is in the request's content type. A span goes to the run its `warren.run_id` attribute (or its resource's) names, else to its trace's run: a sandbox credential's ambient run, or a run the trace gets when first seen. docs/api-decisions.md, OpenTelemetry ingest.
+         */
+        post: operations["ExportTraces"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -1813,6 +1833,13 @@ export interface components {
             stdout: string;
             stderr: string;
             truncated: boolean;
+        };
+        /** ExportTracesResponse */
+        ExportTracesResponse: {
+            partialSuccess?: {
+                rejectedSpans?: string;
+                errorMessage?: string;
+            };
         };
         /** FeedbackCreated */
         FeedbackCreated: {
@@ -6327,6 +6354,45 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["FlatErrorEnvelope"];
+                };
+            };
+        };
+    };
+    ExportTraces: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description ExportTraceServiceResponse, in the request's content type */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ExportTracesResponse"];
+                    "application/x-protobuf": string;
+                };
+            };
+            /** @description Quota or rate-limit rejection */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error (a google.rpc.Status for protobuf requests) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
         };
