@@ -173,6 +173,7 @@ static unsigned char chunk[CHUNK];
 static int devnull = -1;
 static int sigfd = -1;
 static sigset_t old_mask;
+static pid_t child_pdeath; /* the agent's pid, when the child is a background process */
 
 static int64_t now_ms(void) {
 	struct timespec ts;
@@ -315,6 +316,9 @@ static const char *look_path(const char *name, char *const env[]) {
 static void child(char *const argv[], char *const env[], const char *cwd, int in, int out, int err, int fail,
                   const char *tty) {
 	if (sigprocmask(SIG_SETMASK, &old_mask, NULL) != 0) child_fail(fail, 3, errno);
+	/* A background process ends with the agent that keeps it: none runs on without its keeper. */
+	if (child_pdeath && (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0 || getppid() != child_pdeath))
+		child_fail(fail, 3, errno ? errno : ESRCH);
 	if (signal(SIGPIPE, SIG_DFL) == SIG_ERR) child_fail(fail, 3, errno);
 	if (setsid() < 0) child_fail(fail, 3, errno);
 	if (tty) {
@@ -415,6 +419,7 @@ static void run_request(uint32_t id, const unsigned char *p, size_t len, const u
 		snprintf(message, sizeof message, "pipe: %s", strerror(errno));
 		goto failed;
 	}
+	child_pdeath = background ? getpid() : 0;
 	pid_t pid = fork();
 	if (pid < 0) {
 		snprintf(message, sizeof message, "fork: %s", strerror(errno));

@@ -309,6 +309,8 @@ export class ExecAgent {
       }
       if (!Number.isInteger(hostPid) || hostPid <= 0) throw new AgentUnavailableError("no pid of the agent");
       agent.pid = hostPid;
+      // Beside the keeper's socket, for a server that reattaches (diagnostics and tests).
+      if (input.keeperPath) await writeFile(`${input.keeperPath}.pid`, String(hostPid), { mode: 0o600 });
       return agent;
     } catch (error) {
       socket?.destroy();
@@ -490,6 +492,8 @@ export class ExecAgent {
       clearTimeout(timer);
     }
     socket.unref();
+    const pid = Number((await readFile(`${keeperPath}.pid`, "utf8").catch(() => "")).trim());
+    if (Number.isInteger(pid) && pid > 0) agent.pid = pid;
     return agent;
   }
 
