@@ -144,7 +144,7 @@ describe("processes across a server restart [pglite]", () => {
       (text) => /tick (\d+)\n$/.test(text) && text.split("\n").length > 20,
     );
     const ticks = (before.text + afterRestart.text).trim().split("\n");
-    ticks.forEach((line, i) => assert.equal(line, `tick ${i}`));
+    for (const [i, line] of ticks.entries()) assert.equal(line, `tick ${i}`);
     // Stdin of the re-adopted cat still works.
     const wrote = await api("POST", `/v1/sandboxes/${id}/processes/${cat}:stdin`, { data: "again\n", close: true });
     assert.equal(wrote.status, 200, wrote.raw);

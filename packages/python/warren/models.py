@@ -1467,6 +1467,88 @@ RenameSandboxFileBody = TypedDict("RenameSandboxFileBody", {"from": str, "to": s
 RenameSandboxFileResponse = Any
 
 
+class StartSandboxProcessBodyPtyVariant1(TypedDict):
+    rows: int
+    cols: int
+
+
+class StartSandboxProcessBody(TypedDict):
+    cmd: list[str]
+    env: NotRequired[dict[str, str]]
+    cwd: NotRequired[str]
+    stdin: NotRequired[bool]
+    "Give it a stdin pipe (fed by :stdin); else /dev/null"
+    pty: NotRequired[Union[StartSandboxProcessBodyPtyVariant1, None]]
+    timeout_seconds: NotRequired[int]
+
+
+StartSandboxProcessResponse = Any
+
+
+class ListSandboxProcessesResponse(TypedDict):
+    processes: list[Any]
+    next_page_token: str
+
+
+GetSandboxProcessResponse = Any
+
+
+class SignalSandboxProcessBody(TypedDict):
+    signal: Literal["SIGHUP", "SIGINT", "SIGQUIT", "SIGKILL", "SIGUSR1", "SIGUSR2", "SIGTERM", "SIGCONT", "SIGSTOP", "SIGWINCH"]
+
+
+SignalSandboxProcessResponse = Any
+
+
+KillSandboxProcessResponse = Any
+
+
+class WriteSandboxProcessStdinBody(TypedDict):
+    data: NotRequired[str]
+    "Text (UTF-8)"
+    data_base64: NotRequired[str]
+    "Bytes, base64"
+    close: NotRequired[bool]
+    "Close stdin after the data (EOF)"
+
+
+class WriteSandboxProcessStdinResponse(TypedDict):
+    written: int
+    closed: bool
+
+
+class ResizeSandboxProcessBody(TypedDict):
+    rows: int
+    cols: int
+
+
+ResizeSandboxProcessResponse = Any
+
+
+class WaitSandboxProcessBody(TypedDict):
+    timeout_seconds: NotRequired[int]
+
+
+WaitSandboxProcessResponse = Any
+
+
+class ReadSandboxProcessOutputResponseChunksItem(TypedDict):
+    offset: int
+    stream: Literal["stdout", "stderr"]
+    data: str
+    "base64"
+
+
+class ReadSandboxProcessOutputResponse(TypedDict):
+    offset: int
+    next_offset: int
+    dropped_bytes: int
+    chunks: list[ReadSandboxProcessOutputResponseChunksItem]
+    complete: bool
+    "The process ended and every byte up to next_offset was read"
+    process: Any
+
+
 class CreateSandboxSnapshotBody(TypedDict):
     name: NotRequired[str]
     wait_remote: NotRequired[bool]
@@ -2033,6 +2115,16 @@ OPERATIONS: dict[str, tuple[str, str]] = {
     "RemoveSandboxFile": ("POST", "/v1/sandboxes/{id}/files:remove"),
     "RenameSandboxFile": ("POST", "/v1/sandboxes/{id}/files:rename"),
     "WatchSandboxDirectory": ("GET", "/v1/sandboxes/{id}/files:watch"),
+    "StartSandboxProcess": ("POST", "/v1/sandboxes/{id}/processes"),
+    "ListSandboxProcesses": ("GET", "/v1/sandboxes/{id}/processes"),
+    "GetSandboxProcess": ("GET", "/v1/sandboxes/{id}/processes/{process_id}"),
+    "SignalSandboxProcess": ("POST", "/v1/sandboxes/{id}/processes/{process_id}:signal"),
+    "KillSandboxProcess": ("POST", "/v1/sandboxes/{id}/processes/{process_id}:kill"),
+    "WriteSandboxProcessStdin": ("POST", "/v1/sandboxes/{id}/processes/{process_id}:stdin"),
+    "ResizeSandboxProcess": ("POST", "/v1/sandboxes/{id}/processes/{process_id}:resize"),
+    "WaitSandboxProcess": ("POST", "/v1/sandboxes/{id}/processes/{process_id}:wait"),
+    "ReadSandboxProcessOutput": ("GET", "/v1/sandboxes/{id}/processes/{process_id}/output"),
+    "StreamSandboxProcessOutput": ("GET", "/v1/sandboxes/{id}/processes/{process_id}/output:stream"),
     "CreateSandboxSnapshot": ("POST", "/v1/sandboxes/{id}:snapshot"),
     "ListSandboxSnapshots": ("GET", "/v1/snapshots"),
     "DeleteSandboxSnapshot": ("DELETE", "/v1/snapshots/{id}"),

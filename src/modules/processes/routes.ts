@@ -196,14 +196,7 @@ export function registerProcessRoutes(app: App, processes: ProcessService): void
     },
     async (request) => {
       const body = request.body as { data?: string; data_base64?: string; close?: boolean };
-      if (body.data !== undefined && body.data_base64 !== undefined)
-        throw new AppError("invalid_argument", "give data or data_base64, not both");
-      const data =
-        body.data_base64 !== undefined ? decodeBase64(body.data_base64) : Buffer.from(body.data ?? "", "utf8");
-      return processes.stdin(credentialOf(request), request.params.id, request.params.process_id, {
-        data,
-        close: body.close === true,
-      });
+      return processes.stdin(credentialOf(request), request.params.id, request.params.process_id, body);
     },
   );
 
@@ -384,12 +377,6 @@ export function registerProcessRoutes(app: App, processes: ProcessService): void
       }
     },
   );
-}
-
-function decodeBase64(text: string): Buffer {
-  if (!/^[A-Za-z0-9+/]*={0,2}$/.test(text) || text.length % 4 !== 0)
-    throw new AppError("invalid_argument", "data_base64 is not base64");
-  return Buffer.from(text, "base64");
 }
 
 function writeDrained(res: ServerResponse, text: string): Promise<void> {

@@ -197,10 +197,11 @@ export class ProcessService {
   // ---- the API ----
 
   async start(cred: Credential, sandboxId: string, body: ProcessStart): Promise<ProcessView> {
+    // The sandbox first: another organization's is not_found whatever the body holds.
+    const sandbox = await this.sandbox(cred, sandboxId);
     checkStreamStart({ cmd: body.cmd, env: body.env, cwd: body.cwd, tty: body.pty ?? null });
     if (body.timeout_seconds !== undefined && !(Number.isInteger(body.timeout_seconds) && body.timeout_seconds >= 1))
       throw new AppError("invalid_argument", "timeout_seconds: a whole number of seconds, at least 1");
-    const sandbox = await this.sandbox(cred, sandboxId);
     this.checkActive(sandbox);
     const runtime = this.runtimeFor(sandbox);
     const { db, clock, host } = this.deps;
@@ -285,9 +286,9 @@ export class ProcessService {
 
   /** A signal to the process's group; `kill` is SIGKILL (its end then reads `killed`). */
   async signal(cred: Credential, sandboxId: string, processId: string, signal: string): Promise<ProcessView> {
+    const { sandbox, row } = await this.processRow(cred, sandboxId, processId);
     const number = SIGNALS[signal];
     if (number === undefined) throw new AppError("invalid_argument", `signal: one of ${SIGNAL_NAMES.join(", ")}`);
-    const { sandbox, row } = await this.processRow(cred, sandboxId, processId);
     if (sandbox.quarantined) throw new AppError("quarantined", "the sandbox is quarantined");
     if (row.state !== "running") return processView(row);
     const runtime = this.runtimeFor(sandbox);
@@ -301,11 +302,17 @@ export class ProcessService {
     cred: Credential,
     sandboxId: string,
     processId: string,
-    input: { data: Buffer; close: boolean },
+    body: { data?: string | undefined; data_base64?: string | undefined; close?: boolean | undefined },
   ): Promise<{ written: number; closed: boolean }> {
+    const { sandbox, row } = await this.processRow(cred, sandboxId, processId);
+    if (body.data !== undefined && body.data_base64 !== undefined)
+      throw new AppError("invalid_argument", "give data or data_base64, not both");
+    const input = {
+      data: body.data_base64 !== undefined ? decodeBase64(body.data_base64) : Buffer.from(body.data ?? "", "utf8"),
+      close: body.close === true,
+    };
     if (input.data.length > MAX_STDIN_BYTES)
       throw new AppError("invalid_argument", `data: at most ${MAX_STDIN_BYTES} bytes per call`);
-    const { sandbox, row } = await this.processRow(cred, sandboxId, processId);
     this.checkActive(sandbox);
     if (!row.stdin) throw new AppError("failed_precondition", "the process was started without stdin");
     if (row.state !== "running") throw new AppError("failed_precondition", "the process is not running");
@@ -653,6 +660,12 @@ export class ProcessService {
   close(): void {
     for (const live of this.live.values()) if (live.timer) clearTimeout(live.timer);
   }
+}
+
+function decodeBase64(text: string): Buffer {
+  if (!/^[A-Za-z0-9+/]*={0,2}$/.test(text) || text.length % 4 !== 0)
+    throw new AppError("invalid_argument", "data_base64 is not base64");
+  return Buffer.from(text, "base64");
 }
 
 function refKey(sandboxId: string, ref: ProcessRef): string {

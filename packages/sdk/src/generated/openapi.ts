@@ -689,6 +689,166 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/sandboxes/{id}/processes": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The sandbox's processes, newest first */
+        get: operations["ListSandboxProcesses"];
+        put?: never;
+        /** Start a background process; answers at once with its id (it outlives every connection) */
+        post: operations["StartSandboxProcess"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sandboxes/{id}/processes/{process_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One process: state, exit code, start and end */
+        get: operations["GetSandboxProcess"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sandboxes/{id}/processes/{process_id}:signal": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Send a signal to the process's group (a process that already ended is answered as it is) */
+        post: operations["SignalSandboxProcess"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sandboxes/{id}/processes/{process_id}:kill": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** SIGKILL to the process's group */
+        post: operations["KillSandboxProcess"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sandboxes/{id}/processes/{process_id}:stdin": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Write to the process's stdin (at most 65536 bytes a call), and/or close it */
+        post: operations["WriteSandboxProcessStdin"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sandboxes/{id}/processes/{process_id}:resize": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Resize the process's terminal */
+        post: operations["ResizeSandboxProcess"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sandboxes/{id}/processes/{process_id}:wait": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** The process once it ended, or as it is after timeout_seconds (a long poll) */
+        post: operations["WaitSandboxProcess"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sandboxes/{id}/processes/{process_id}/output": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * One read of output from an offset (base64 chunks), as soon as there is some or wait_seconds passed
+         * @description `dropped_bytes` counts bytes before the first chunk that are no longer kept (a gap). Read on from `next_offset`.
+         */
+        get: operations["ReadSandboxProcessOutput"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sandboxes/{id}/processes/{process_id}/output:stream": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The output from an offset as server-sent events, until the process ends (or the client leaves)
+         * @description Events: `stdout` / `stderr` (data: {offset, data: base64}), `gap` ({from, to}: bytes no longer kept), `end` ({offset, process}). Every event's id is the offset after it: reconnect with `Last-Event-ID` (or `offset`) to go on without a byte lost or repeated while the bytes are kept.
+         */
+        get: operations["StreamSandboxProcessOutput"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/sandboxes/{id}:snapshot": {
         parameters: {
             query?: never;
@@ -1214,6 +1374,32 @@ export interface components {
             links: number;
             /** @description A symlink's target, as stored (never followed) */
             link_target?: string;
+        };
+        SandboxProcess: {
+            id: string;
+            sandbox_id: string;
+            state: "starting" | "running" | "exited" | "lost";
+            cmd: string[];
+            cwd: string | null;
+            pty: {
+                rows: number;
+                cols: number;
+            } | null;
+            /** @description Whether stdin is a pipe fed by :stdin (always with a pty) */
+            stdin: boolean;
+            /** @description In the sandbox's PID namespace */
+            pid: number | null;
+            /** @description 128 + signal when a signal ended it */
+            exit_code: number | null;
+            /** @description lost: no agent kept it any more (the sandbox's agent died); its outcome is not known */
+            end_reason: "exited" | "killed" | "timeout" | "sandbox_stopped" | "lost" | null;
+            /** @description Whether its output can still be read */
+            output_kept: boolean;
+            timeout_seconds: number | null;
+            /** Format: date-time */
+            created_at: string;
+            started_at: string | null;
+            ended_at: string | null;
         };
     };
     responses: never;
@@ -4772,6 +4958,510 @@ export interface operations {
         requestBody?: never;
         responses: {
             /** @description text/event-stream: event ready | created | modified | deleted | error, data JSON */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": string;
+                };
+            };
+            /** @description Rate limited */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FlatErrorEnvelope"];
+                };
+            };
+            /** @description Error (flat envelope) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FlatErrorEnvelope"];
+                };
+            };
+        };
+    };
+    ListSandboxProcesses: {
+        parameters: {
+            query?: {
+                page_size?: number;
+                page_token?: string;
+            };
+            header?: never;
+            path: {
+                /** @description Sandbox id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        processes: components["schemas"]["SandboxProcess"][];
+                        next_page_token: string;
+                    };
+                };
+            };
+            /** @description Rate limited */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FlatErrorEnvelope"];
+                };
+            };
+            /** @description Error (flat envelope) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FlatErrorEnvelope"];
+                };
+            };
+        };
+    };
+    StartSandboxProcess: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Sandbox id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    cmd: string[];
+                    env?: {
+                        [key: string]: string;
+                    };
+                    cwd?: string;
+                    /** @description Give it a stdin pipe (fed by :stdin); else /dev/null */
+                    stdin?: boolean;
+                    pty?: {
+                        rows: number;
+                        cols: number;
+                    } | null;
+                    timeout_seconds?: number;
+                };
+            };
+        };
+        responses: {
+            /** @description Default Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SandboxProcess"];
+                };
+            };
+            /** @description Rate limited */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FlatErrorEnvelope"];
+                };
+            };
+            /** @description Error (flat envelope) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FlatErrorEnvelope"];
+                };
+            };
+        };
+    };
+    GetSandboxProcess: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Sandbox id */
+                id: string;
+                /** @description Process id (proc_...) */
+                process_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SandboxProcess"];
+                };
+            };
+            /** @description Rate limited */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FlatErrorEnvelope"];
+                };
+            };
+            /** @description Error (flat envelope) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FlatErrorEnvelope"];
+                };
+            };
+        };
+    };
+    SignalSandboxProcess: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Sandbox id */
+                id: string;
+                /** @description Process id (proc_...) */
+                process_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    signal: "SIGHUP" | "SIGINT" | "SIGQUIT" | "SIGKILL" | "SIGUSR1" | "SIGUSR2" | "SIGTERM" | "SIGCONT" | "SIGSTOP" | "SIGWINCH";
+                };
+            };
+        };
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SandboxProcess"];
+                };
+            };
+            /** @description Rate limited */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FlatErrorEnvelope"];
+                };
+            };
+            /** @description Error (flat envelope) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FlatErrorEnvelope"];
+                };
+            };
+        };
+    };
+    KillSandboxProcess: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Sandbox id */
+                id: string;
+                /** @description Process id (proc_...) */
+                process_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SandboxProcess"];
+                };
+            };
+            /** @description Rate limited */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FlatErrorEnvelope"];
+                };
+            };
+            /** @description Error (flat envelope) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FlatErrorEnvelope"];
+                };
+            };
+        };
+    };
+    WriteSandboxProcessStdin: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Sandbox id */
+                id: string;
+                /** @description Process id (proc_...) */
+                process_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description Text (UTF-8) */
+                    data?: string;
+                    /** @description Bytes, base64 */
+                    data_base64?: string;
+                    /** @description Close stdin after the data (EOF) */
+                    close?: boolean;
+                };
+            };
+        };
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        written: number;
+                        closed: boolean;
+                    };
+                };
+            };
+            /** @description Rate limited */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FlatErrorEnvelope"];
+                };
+            };
+            /** @description Error (flat envelope) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FlatErrorEnvelope"];
+                };
+            };
+        };
+    };
+    ResizeSandboxProcess: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Sandbox id */
+                id: string;
+                /** @description Process id (proc_...) */
+                process_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    rows: number;
+                    cols: number;
+                };
+            };
+        };
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SandboxProcess"];
+                };
+            };
+            /** @description Rate limited */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FlatErrorEnvelope"];
+                };
+            };
+            /** @description Error (flat envelope) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FlatErrorEnvelope"];
+                };
+            };
+        };
+    };
+    WaitSandboxProcess: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Sandbox id */
+                id: string;
+                /** @description Process id (proc_...) */
+                process_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @default 30 */
+                    timeout_seconds?: number;
+                };
+            };
+        };
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SandboxProcess"];
+                };
+            };
+            /** @description Rate limited */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FlatErrorEnvelope"];
+                };
+            };
+            /** @description Error (flat envelope) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FlatErrorEnvelope"];
+                };
+            };
+        };
+    };
+    ReadSandboxProcessOutput: {
+        parameters: {
+            query?: {
+                /** @description Output byte offset */
+                offset?: number;
+                max_bytes?: number;
+                wait_seconds?: number;
+            };
+            header?: never;
+            path: {
+                /** @description Sandbox id */
+                id: string;
+                /** @description Process id (proc_...) */
+                process_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        offset: number;
+                        next_offset: number;
+                        dropped_bytes: number;
+                        chunks: {
+                            offset: number;
+                            stream: "stdout" | "stderr";
+                            /** @description base64 */
+                            data: string;
+                        }[];
+                        /** @description The process ended and every byte up to next_offset was read */
+                        complete: boolean;
+                        process: components["schemas"]["SandboxProcess"];
+                    };
+                };
+            };
+            /** @description Rate limited */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FlatErrorEnvelope"];
+                };
+            };
+            /** @description Error (flat envelope) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FlatErrorEnvelope"];
+                };
+            };
+        };
+    };
+    StreamSandboxProcessOutput: {
+        parameters: {
+            query?: {
+                /** @description Output byte offset */
+                offset?: number;
+            };
+            header?: never;
+            path: {
+                /** @description Sandbox id */
+                id: string;
+                /** @description Process id (proc_...) */
+                process_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description text/event-stream */
             200: {
                 headers: {
                     [name: string]: unknown;
