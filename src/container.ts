@@ -427,17 +427,18 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
     router,
     inFlight: execsInFlight as ExecsInFlight<unknown>,
   });
+  const processRuntime = processRuntimeOf(runtime);
   const processes = new ProcessService({
     db,
     clock,
     log,
     defaults: config.sandbox,
     sandboxes,
-    runtime: processRuntimeOf(runtime),
+    runtime: processRuntime,
     host,
     inFlight: execsInFlight as ExecsInFlight<unknown>,
   });
-  if (runtime) {
+  if (runtime && processRuntime) {
     runtime.onExit((id) => {
       void processes
         .sandboxStopped(id)
