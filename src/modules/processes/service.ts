@@ -390,6 +390,9 @@ export class ProcessService {
       closed = true;
       reader.close();
     };
+    // The exit comes before the output's end ('q' before the last 'h'), but its row is written
+    // meanwhile: the end waits (bounded) for it, so whoever reads the process then sees its exit.
+    const settled = () => (this.live.has(row.id) ? this.untilEnded(sandbox.id, row.id, 10_000) : Promise.resolve());
     async function* events(): AsyncGenerator<OutputEvent> {
       let at = offset;
       try {
@@ -405,6 +408,7 @@ export class ProcessService {
             at = result.next;
           }
           if (result.complete) {
+            await settled();
             yield { kind: "end", offset: at };
             return;
           }
