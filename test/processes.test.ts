@@ -4,6 +4,7 @@
 // dropped-output gap; hostile input (contract section 8's argv and env limits, bad ids, base64,
 // the per-sandbox limit), another organization and a sandbox-scoped key of another sandbox.
 import assert from "node:assert/strict";
+import http from "node:http";
 import { after, before, describe, it } from "node:test";
 import type { SandboxReconciler } from "../src/controllers/sandbox-reconciler.js";
 import { type RuntimeFixture, startRuntimeFixture } from "../src/drivers/runtime/local/test-support.js";
@@ -270,6 +271,53 @@ describe("sandbox processes", () => {
     assert.equal((await call("GET", `${procs()}/${proc.id}`, undefined, own.key)).status, 200);
     await call("POST", `${procs()}/${proc.id}:kill`);
     await waitEnd(proc.id);
+  });
+
+  it("holds a process whose reader does not read, never the server; it goes on once the reader leaves", async () => {
+    const proc = await start({ cmd: ["sh", "-c", "head -c 200000000 /dev/zero; echo done"] });
+    // A reader that never reads: the response is paused, its socket buffers fill.
+    const reader = http.get(`${base}${procs()}/${proc.id}/output:stream`, {
+      headers: { authorization: `Bearer ${owner()}` },
+    });
+    const response = await new Promise<http.IncomingMessage>((resolve) => reader.once("response", resolve));
+    response.pause();
+    // Only an absence can be shown here: for 3 s it does not end (200 MB at pipe speed takes far less).
+    const held = await call("POST", `${procs()}/${proc.id}:wait`, { timeout_seconds: 3 });
+    assert.equal(held.body.state, "running", held.raw);
+    // What was dropped is only what the reader took (into the sockets' buffers, a few MiB): the
+    // process waits at the reader's place plus the ring, far short of its 200 MB.
+    const read = await call("GET", `${procs()}/${proc.id}/output?offset=0&max_bytes=16`);
+    assert.equal(read.status, 200, read.raw);
+    assert.ok((read.body.next_offset as number) < 32 * 1024 * 1024, read.raw);
+    reader.destroy();
+    const ended = await waitEnd(proc.id);
+    assert.equal(ended.exit_code, 0);
+  });
+
+  it("ends a sandbox's processes when it stops", async () => {
+    const res = await t.request("POST", "/v1/sandboxes", {
+      key: owner(),
+      body: { command: ["sleep", "3600"], network_access: "none" },
+    });
+    const other = res.body.id as string;
+    await eventually(
+      `sandbox ${other} running`,
+      async () =>
+        ((await t.request("GET", `/v1/sandboxes/${other}`, { key: owner() })).body.sandbox as { state: string })
+          .state === "running",
+      90_000,
+    );
+    const proc = await start({ cmd: ["sleep", "600"] }, other);
+    const stopped = await t.request("PATCH", `/v1/sandboxes/${other}`, { key: owner(), body: { state: "stopped" } });
+    assert.equal(stopped.status, 200, stopped.raw);
+    await eventually(
+      "the process to end with its sandbox",
+      async () => (await call("GET", `${procs(other)}/${proc.id}`)).body.state !== "running",
+      90_000,
+    );
+    const shown = await call("GET", `${procs(other)}/${proc.id}`);
+    assert.equal(shown.body.end_reason, "sandbox_stopped", shown.raw);
+    expectError(await call("POST", procs(other), { cmd: ["true"] }), 409, "sandbox_not_running");
   });
 
   it("holds a sandbox to its process limit", async () => {
