@@ -7,7 +7,7 @@ import { PIDS_PER_SANDBOX_FLOOR } from "./controllers/sandbox-reconciler.js";
 import { FsBlobStore } from "./drivers/blobs/fs.js";
 import { BLOB_SIGNING_KEY_LABEL, openBlobStore } from "./drivers/blobs/index.js";
 import type { BlobStore } from "./drivers/blobs/interface.js";
-import type { RuntimeDriver } from "./drivers/runtime/interface.js";
+import type { RuntimeDriver, SandboxProcesses } from "./drivers/runtime/interface.js";
 import { LocalRuntimeDriver } from "./drivers/runtime/local/driver.js";
 import { PooledRuntime, poolSupported } from "./drivers/runtime/local/pool.js";
 import { API_VERSION, buildHttp } from "./http/app.js";
@@ -52,6 +52,8 @@ import { registerMetricsRoutes } from "./modules/metrics/routes.js";
 import { MetricsService } from "./modules/metrics/service.js";
 import { registerOtlpRoutes } from "./modules/otlp/routes.js";
 import { OtlpService } from "./modules/otlp/service.js";
+import { registerProcessRoutes } from "./modules/processes/routes.js";
+import { ProcessService } from "./modules/processes/service.js";
 import { registerProjectRoutes } from "./modules/projects/routes.js";
 import { ProjectService } from "./modules/projects/service.js";
 import { registerRunRoutes } from "./modules/runs/routes.js";
@@ -115,6 +117,8 @@ export interface Container {
   execs: ExecService;
   /** The streaming exec (GET /v1/sandboxes/{id}/exec/stream) and its open WebSockets. */
   execStreams: ExecStreamService;
+  /** Background processes of sandboxes (docs/api-decisions.md "Processes"), kept by their agents. */
+  processes: ProcessService;
   streamSockets: StreamSockets;
   /** The file API of sandboxes (sessions in the sandbox, routed to its owner). */
   files: FileService;
@@ -426,6 +430,30 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
     router,
     inFlight: execsInFlight as ExecsInFlight<unknown>,
   });
+  const processRuntime = processRuntimeOf(runtime);
+  const processes = new ProcessService({
+    db,
+    clock,
+    log,
+    defaults: config.sandbox,
+    sandboxes,
+    runtime: processRuntime,
+    host,
+    inFlight: execsInFlight as ExecsInFlight<unknown>,
+  });
+  if (runtime && processRuntime) {
+    runtime.onExit((id) => {
+      void processes
+        .sandboxStopped(id)
+        .catch((error: unknown) =>
+          log.warn({ sandbox_id: id, err: (error as Error).message }, "could not end a stopped sandbox's processes"),
+        );
+    });
+    // The processes the agents kept while this server was away: re-adopted, or marked lost.
+    void processes
+      .adopt()
+      .catch((error: unknown) => log.error({ err: (error as Error).message }, "could not take over processes"));
+  }
   const annotationSchemas = new AnnotationSchemaService(db, clock);
   const annotations = new AnnotationService(db, clock, projects, runs);
   const relay =
@@ -559,6 +587,7 @@ export async function createContainer(config: Config, log: Logger, overrides: Co
     reconcileQueue,
     execs,
     execStreams,
+    processes,
     streamSockets: new StreamSockets(),
     files,
     runtime,
@@ -617,6 +646,7 @@ export async function createApp(c: Container): Promise<App> {
   registerSandboxRoutes(app, c.sandboxes, c.execs);
   registerExecStreamRoute(app, c.execStreams, c.streamSockets);
   registerFileRoutes(app, c.files);
+  registerProcessRoutes(app, c.processes);
   registerSnapshotRoutes(app, c.snapshots);
   registerAdminRoutes(app, c.admin);
   registerTailRoutes(app, c.tails);
@@ -633,6 +663,7 @@ export async function createApp(c: Container): Promise<App> {
   app.addHook("onClose", () => c.telemetryViews.close());
   app.addHook("onClose", () => c.egressLedger.close());
   app.addHook("onClose", () => c.idempotency.stop());
+  app.addHook("onClose", async () => c.processes.close());
   app.addHook("onClose", () => c.host?.stop());
   app.addHook("onClose", () => c.router.close());
   app.addHook("onClose", () => {
@@ -671,6 +702,12 @@ async function serveInternalApi(app: App, c: Container): Promise<void> {
  * the bytes of sandbox images its pool can promise in all (what its live images promise now
  * plus what it could still back), which placement compares with the reservations of its rows.
  */
+/** The runtime's background processes (the local driver's, behind the pool too), or null. */
+function processRuntimeOf(runtime: RuntimeDriver | null): SandboxProcesses | null {
+  const driver = runtime instanceof PooledRuntime ? runtime.driver : runtime;
+  return driver && "startProcess" in driver ? (driver as unknown as SandboxProcesses) : null;
+}
+
 async function publishedCapacity(runtime: RuntimeDriver | null): Promise<HostCapacity> {
   const compute = runtime?.hostCompute?.();
   const capacity: HostCapacity = compute ? { cpu_millis: compute.cpuMillis, memory_mib: compute.memoryMiB } : {};

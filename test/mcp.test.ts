@@ -66,6 +66,9 @@ describe("warren mcp [pglite, local runtime]", () => {
       "sandbox_exec",
       "sandbox_list",
       "sandbox_list_files",
+      "sandbox_process_kill",
+      "sandbox_process_output",
+      "sandbox_process_start",
       "sandbox_read_file",
       "sandbox_restore",
       "sandbox_snapshot",
@@ -147,6 +150,48 @@ describe("warren mcp [pglite, local runtime]", () => {
       cmd: ["true"],
     });
     assert.equal(again.exit, 0);
+    await value("sandbox_delete", { sandbox_id: created.id });
+  });
+
+  it("starts a background process and reads its output from an offset", async () => {
+    const created = await value<{ id: string }>("sandbox_create", {
+      name: "mcp-procs",
+      command: ["sleep", "3600"],
+      network_access: "none",
+    });
+    const started = await value<{ id: string; state: string }>("sandbox_process_start", {
+      sandbox_id: "mcp-procs",
+      cmd: ["sh", "-c", "echo serving; sleep 0.2; echo warn >&2; sleep 600"],
+    });
+    assert.equal(started.state, "running");
+    let read = { output: "", next_offset: 0, complete: false, dropped_bytes: 0, state: "", stderr: "" };
+    let text = "";
+    while (!text.includes("warn")) {
+      read = await value("sandbox_process_output", {
+        sandbox_id: created.id,
+        process_id: started.id,
+        offset: read.next_offset,
+        wait_seconds: 10,
+      });
+      text += read.output;
+    }
+    assert.equal(text, "serving\nwarn\n");
+    assert.equal(read.dropped_bytes, 0);
+    assert.equal(read.state, "running");
+    const later = await value<{ output: string }>("sandbox_process_output", {
+      sandbox_id: created.id,
+      process_id: started.id,
+      offset: 8,
+    });
+    assert.equal(later.output, "warn\n");
+    const killed = await value<{ id: string }>("sandbox_process_kill", {
+      sandbox_id: created.id,
+      process_id: started.id,
+      force: true,
+    });
+    assert.equal(killed.id, started.id);
+    const missing = await failure("sandbox_process_output", { sandbox_id: created.id, process_id: "proc_nope" });
+    assert.equal(missing.code, "not_found");
     await value("sandbox_delete", { sandbox_id: created.id });
   });
 

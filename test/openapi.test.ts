@@ -74,6 +74,19 @@ const CONTRACT_OPERATIONS: [group: string, operationId: string][] = [
 // Warren's own operations where the contract leaves the surface open, under the group they
 // extend: IssueEndpointToken and IssueSshToken issue credentials (contract 5.13, "how credentials
 // are issued: not shown"); StreamExecSandbox streams an exec over a WebSocket (issue 26).
+// Background processes of a sandbox (issue 26, docs/api-decisions.md "Processes").
+const PROCESS_OPERATIONS: [operationId: string, method: string, path: string][] = [
+  ["StartSandboxProcess", "post", "/v1/sandboxes/{id}/processes"],
+  ["ListSandboxProcesses", "get", "/v1/sandboxes/{id}/processes"],
+  ["GetSandboxProcess", "get", "/v1/sandboxes/{id}/processes/{process_id}"],
+  ["SignalSandboxProcess", "post", "/v1/sandboxes/{id}/processes/{process_id}:signal"],
+  ["KillSandboxProcess", "post", "/v1/sandboxes/{id}/processes/{process_id}:kill"],
+  ["WriteSandboxProcessStdin", "post", "/v1/sandboxes/{id}/processes/{process_id}:stdin"],
+  ["ResizeSandboxProcess", "post", "/v1/sandboxes/{id}/processes/{process_id}:resize"],
+  ["WaitSandboxProcess", "post", "/v1/sandboxes/{id}/processes/{process_id}:wait"],
+  ["ReadSandboxProcessOutput", "get", "/v1/sandboxes/{id}/processes/{process_id}/output"],
+  ["StreamSandboxProcessOutput", "get", "/v1/sandboxes/{id}/processes/{process_id}/output:stream"],
+];
 const WARREN_EXTENSIONS: [group: string, operationId: string][] = [
   ["SandboxService", "IssueEndpointToken"],
   ["SandboxService", "IssueSshToken"],
@@ -90,6 +103,7 @@ const WARREN_EXTENSIONS: [group: string, operationId: string][] = [
     "RemoveSandboxFile",
     "RenameSandboxFile",
     "WatchSandboxDirectory",
+    ...PROCESS_OPERATIONS.map(([id]) => id),
   ].map((id): [string, string] => ["SandboxService", id]),
 ];
 const CONTRACT_GROUP = new Map([...CONTRACT_OPERATIONS, ...WARREN_EXTENSIONS].map(([group, op]) => [op, group]));
@@ -111,6 +125,7 @@ const REQUIRED: [operationId: string, method: string, path: string][] = [
   ["RemoveSandboxFile", "post", "/v1/sandboxes/{id}/files:remove"],
   ["RenameSandboxFile", "post", "/v1/sandboxes/{id}/files:rename"],
   ["WatchSandboxDirectory", "get", "/v1/sandboxes/{id}/files:watch"],
+  ...PROCESS_OPERATIONS,
   ["GetUsageSnapshot", "get", "/v1/usage"],
   ["CreateFeedback", "post", "/v1/feedback"],
   ["CreateProject", "post", "/v1/projects"],

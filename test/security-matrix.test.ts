@@ -105,6 +105,17 @@ const MATRIX: Record<string, Entry> = {
   RemoveSandboxFile: everyone("not_found", "allowed"),
   RenameSandboxFile: everyone("not_found", "allowed"),
   WatchSandboxDirectory: everyone("not_found", "allowed"),
+  // Processes are exec's too (docs/api-decisions.md "Processes").
+  StartSandboxProcess: everyone("not_found", "allowed"),
+  ListSandboxProcesses: everyone("not_found", "allowed"),
+  GetSandboxProcess: everyone("not_found", "allowed"),
+  SignalSandboxProcess: everyone("not_found", "allowed"),
+  KillSandboxProcess: everyone("not_found", "allowed"),
+  WriteSandboxProcessStdin: everyone("not_found", "allowed"),
+  ResizeSandboxProcess: everyone("not_found", "allowed"),
+  WaitSandboxProcess: everyone("not_found", "allowed"),
+  ReadSandboxProcessOutput: everyone("not_found", "allowed"),
+  StreamSandboxProcessOutput: everyone("not_found", "allowed"),
   // Past authorization a scoped key gets 404 for any run but its sandbox's own.
   TailRun: everyone("not_found", "allowed"),
   // OTLP ingest: any credential of the organization; a sandbox-scoped one writes into its ambient

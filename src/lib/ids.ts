@@ -30,7 +30,8 @@ export type IdPrefix =
   | "sch"
   | "exe"
   | "vol"
-  | "vpu";
+  | "vpu"
+  | "proc";
 
 export function newId(prefix: IdPrefix): string {
   return `${prefix}_${nextUlid().toLowerCase()}`;

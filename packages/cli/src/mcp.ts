@@ -1,5 +1,5 @@
 // `warren mcp`: a stdio Model Context Protocol server giving an agent sandboxes as tools
-// (create, exec, read/write/list files, list, snapshot, restore, delete) and telemetry tools
+// (create, exec, background processes, read/write/list files, list, snapshot, restore, delete) and telemetry tools
 // (annotate, sql). Each tool's input schema is built from the request schema of its API
 // operation in docs/openapi.json (the schema the server validates with), converted by zod's
 // fromJSONSchema, so a bad input is refused before any request. Failures are tool errors
@@ -170,6 +170,91 @@ export function createMcpServer(warren: Warren): McpServer {
       return execText(
         await s.exec(args.cmd, args.timeout_seconds !== undefined ? { timeoutSeconds: args.timeout_seconds } : {}),
       );
+    }),
+  );
+  const PROCESS_ID = {
+    process_id: { type: "string", minLength: 1, maxLength: 64, description: "process id (proc_...)" },
+  };
+  server.registerTool(
+    "sandbox_process_start",
+    {
+      description:
+        'Start a background process (argv, not a shell line: use ["sh","-c","..."]) in a running sandbox, e.g. a dev server. Returns its id at once; it keeps running after this call. Read its output with sandbox_process_output.',
+      inputSchema: toolSchema(bodySchema(doc, "StartSandboxProcess"), SANDBOX_ID, ["sandbox_id"]),
+    },
+    handle(async (args: Record<string, unknown> & { sandbox_id: string; cmd: string[] }) => {
+      const s = await warren.sandboxes.get(args.sandbox_id);
+      const { sandbox_id: _, cmd, timeout_seconds, ...rest } = args;
+      const proc = await s.processes.start(cmd, {
+        ...(rest as object),
+        ...(timeout_seconds !== undefined ? { timeoutSeconds: timeout_seconds as number } : {}),
+      });
+      return { id: proc.id, sandbox_id: s.id, state: proc.state, pid: proc.record?.pid ?? null };
+    }),
+  );
+  server.registerTool(
+    "sandbox_process_output",
+    {
+      description:
+        "Read a background process's output from a byte offset (0: everything still kept). Returns output (stdout and stderr as they came), next_offset to read on from, dropped_bytes (output no longer kept), complete (it ended and all was read), state and exit_code. wait_seconds waits for new output.",
+      inputSchema: toolSchema(
+        {},
+        {
+          ...SANDBOX_ID,
+          ...PROCESS_ID,
+          offset: { type: "integer", minimum: 0, maximum: Number.MAX_SAFE_INTEGER },
+          max_bytes: { type: "integer", minimum: 1, maximum: 1_048_576 },
+          wait_seconds: { type: "integer", minimum: 0, maximum: 60 },
+        },
+        ["sandbox_id", "process_id"],
+      ),
+    },
+    handle(
+      async (args: {
+        sandbox_id: string;
+        process_id: string;
+        offset?: number;
+        max_bytes?: number;
+        wait_seconds?: number;
+      }) => {
+        const s = await warren.sandboxes.get(args.sandbox_id);
+        const proc = await s.processes.get(args.process_id);
+        const read = await proc.read({
+          offset: args.offset ?? 0,
+          ...(args.max_bytes ? { maxBytes: args.max_bytes } : {}),
+          ...(args.wait_seconds ? { waitSeconds: args.wait_seconds } : {}),
+        });
+        const text = (stream?: string) =>
+          Buffer.concat(
+            read.chunks.filter((c) => !stream || c.stream === stream).map((c) => Buffer.from(c.data, "base64")),
+          ).toString("utf8");
+        return {
+          output: text(),
+          stderr: text("stderr"),
+          offset: read.offset,
+          next_offset: read.next_offset,
+          dropped_bytes: read.dropped_bytes,
+          complete: read.complete,
+          state: read.process.state,
+          exit_code: read.process.exit_code,
+        };
+      },
+    ),
+  );
+  server.registerTool(
+    "sandbox_process_kill",
+    {
+      description: "Stop a background process (SIGTERM, or SIGKILL with force).",
+      inputSchema: toolSchema({}, { ...SANDBOX_ID, ...PROCESS_ID, force: { type: "boolean" } }, [
+        "sandbox_id",
+        "process_id",
+      ]),
+    },
+    handle(async (args: { sandbox_id: string; process_id: string; force?: boolean }) => {
+      const s = await warren.sandboxes.get(args.sandbox_id);
+      const proc = await s.processes.get(args.process_id);
+      const record = await proc.signal(args.force ? "SIGKILL" : "SIGTERM");
+      return { id: record.id, state: record.state, exit_code: record.exit_code };
     }),
   );
   server.registerTool(

@@ -925,6 +925,39 @@ class ListSandboxFilesResponse(TypedDict):
     truncated: bool
 
 
+class SandboxProcessPtyVariant1(TypedDict):
+    rows: int
+    cols: int
+
+
+class SandboxProcess(TypedDict):
+    id: str
+    sandbox_id: str
+    state: Literal["starting", "running", "exited", "lost"]
+    cmd: list[str]
+    cwd: Union[str, None]
+    pty: Union[SandboxProcessPtyVariant1, None]
+    stdin: bool
+    "Whether stdin is a pipe fed by :stdin (always with a pty)"
+    pid: Union[int, None]
+    "In the sandbox's PID namespace"
+    exit_code: Union[int, None]
+    "128 + signal when a signal ended it"
+    end_reason: Union[Literal["exited"], Literal["killed"], Literal["timeout"], Literal["sandbox_stopped"], Literal["lost"], None]
+    "lost: no agent kept it any more (the sandbox's agent died); its outcome is not known"
+    output_kept: bool
+    "Whether its output can still be read"
+    timeout_seconds: Union[int, None]
+    created_at: str
+    started_at: Union[str, None]
+    ended_at: Union[str, None]
+
+
+class ListSandboxProcessesResponse(TypedDict):
+    processes: list[SandboxProcess]
+    next_page_token: str
+
+
 class ListSandboxSecretGrantsResponse(TypedDict):
     grants: list[SandboxSecretGrant]
 
@@ -1072,6 +1105,23 @@ class QueryResult(TypedDict):
     "The view version that ran (RunDataView)"
 
 
+class ReadSandboxProcessOutputResponseChunksItem(TypedDict):
+    offset: int
+    stream: Literal["stdout", "stderr"]
+    data: str
+    "base64"
+
+
+class ReadSandboxProcessOutputResponse(TypedDict):
+    offset: int
+    next_offset: int
+    dropped_bytes: int
+    chunks: list[ReadSandboxProcessOutputResponseChunksItem]
+    complete: bool
+    "The process ended and every byte up to next_offset was read"
+    process: SandboxProcess
+
+
 class RegisterAnnotationSchemaRequestPromotedFieldsItem(TypedDict):
     field: str
     identity: NotRequired[bool]
@@ -1123,6 +1173,11 @@ class VolumeBlobUpload(TypedDict):
 
 class RequestVolumeBlobUploadsResponse(TypedDict):
     uploads: list[VolumeBlobUpload]
+
+
+class ResizeSandboxProcessRequest(TypedDict):
+    rows: int
+    cols: int
 
 
 class RevokeSandboxSecretRequest(TypedDict):
@@ -1204,6 +1259,10 @@ class SetWorkloadLaunchAclResponse(TypedDict):
     workload: Workload
 
 
+class SignalSandboxProcessRequest(TypedDict):
+    signal: Literal["SIGHUP", "SIGINT", "SIGQUIT", "SIGKILL", "SIGUSR1", "SIGUSR2", "SIGTERM", "SIGCONT", "SIGSTOP", "SIGWINCH"]
+
+
 class StartRunRequest(TypedDict):
     project_id: NotRequired[str]
     "Omit for the default project"
@@ -1216,6 +1275,21 @@ class StartRunRequest(TypedDict):
 
 class StartRunResponse(TypedDict):
     run: Run
+
+
+class StartSandboxProcessRequestPtyVariant1(TypedDict):
+    rows: int
+    cols: int
+
+
+class StartSandboxProcessRequest(TypedDict):
+    cmd: list[str]
+    env: NotRequired[dict[str, str]]
+    cwd: NotRequired[str]
+    stdin: NotRequired[bool]
+    "Give it a stdin pipe (fed by :stdin); else /dev/null"
+    pty: NotRequired[Union[StartSandboxProcessRequestPtyVariant1, None]]
+    timeout_seconds: NotRequired[int]
 
 
 class StartVolumePushRequest(TypedDict):
@@ -1284,9 +1358,27 @@ class UpdateSandboxResponse(TypedDict):
     network_access_receipt: NotRequired[NetworkAccessReceipt]
 
 
+class WaitSandboxProcessRequest(TypedDict):
+    timeout_seconds: NotRequired[int]
+
+
 class WhoAmI(TypedDict):
     organization: OrgRef
     principal: Principal
+
+
+class WriteSandboxProcessStdinRequest(TypedDict):
+    data: NotRequired[str]
+    "Text (UTF-8)"
+    data_base64: NotRequired[str]
+    "Bytes, base64"
+    close: NotRequired[bool]
+    "Close stdin after the data (EOF)"
+
+
+class WriteSandboxProcessStdinResponse(TypedDict):
+    written: int
+    closed: bool
 
 
 WhoAmIResponse = WhoAmI
@@ -1392,6 +1484,39 @@ RenameSandboxFileBody = RenameSandboxFileRequest
 
 
 RenameSandboxFileResponse = FileInfo
+
+
+StartSandboxProcessBody = StartSandboxProcessRequest
+
+
+StartSandboxProcessResponse = SandboxProcess
+
+
+GetSandboxProcessResponse = SandboxProcess
+
+
+SignalSandboxProcessBody = SignalSandboxProcessRequest
+
+
+SignalSandboxProcessResponse = SandboxProcess
+
+
+KillSandboxProcessResponse = SandboxProcess
+
+
+WriteSandboxProcessStdinBody = WriteSandboxProcessStdinRequest
+
+
+ResizeSandboxProcessBody = ResizeSandboxProcessRequest
+
+
+ResizeSandboxProcessResponse = SandboxProcess
+
+
+WaitSandboxProcessBody = WaitSandboxProcessRequest
+
+
+WaitSandboxProcessResponse = SandboxProcess
 
 
 CreateSandboxSnapshotBody = CreateSandboxSnapshotRequest
@@ -1510,6 +1635,16 @@ OPERATIONS: dict[str, tuple[str, str]] = {
     "RemoveSandboxFile": ("POST", "/v1/sandboxes/{id}/files:remove"),
     "RenameSandboxFile": ("POST", "/v1/sandboxes/{id}/files:rename"),
     "WatchSandboxDirectory": ("GET", "/v1/sandboxes/{id}/files:watch"),
+    "StartSandboxProcess": ("POST", "/v1/sandboxes/{id}/processes"),
+    "ListSandboxProcesses": ("GET", "/v1/sandboxes/{id}/processes"),
+    "GetSandboxProcess": ("GET", "/v1/sandboxes/{id}/processes/{process_id}"),
+    "SignalSandboxProcess": ("POST", "/v1/sandboxes/{id}/processes/{process_id}:signal"),
+    "KillSandboxProcess": ("POST", "/v1/sandboxes/{id}/processes/{process_id}:kill"),
+    "WriteSandboxProcessStdin": ("POST", "/v1/sandboxes/{id}/processes/{process_id}:stdin"),
+    "ResizeSandboxProcess": ("POST", "/v1/sandboxes/{id}/processes/{process_id}:resize"),
+    "WaitSandboxProcess": ("POST", "/v1/sandboxes/{id}/processes/{process_id}:wait"),
+    "ReadSandboxProcessOutput": ("GET", "/v1/sandboxes/{id}/processes/{process_id}/output"),
+    "StreamSandboxProcessOutput": ("GET", "/v1/sandboxes/{id}/processes/{process_id}/output:stream"),
     "CreateSandboxSnapshot": ("POST", "/v1/sandboxes/{id}:snapshot"),
     "ListSandboxSnapshots": ("GET", "/v1/snapshots"),
     "DeleteSandboxSnapshot": ("DELETE", "/v1/snapshots/{id}"),

@@ -22,6 +22,15 @@ export {
 } from "./files.js";
 export { type Int64Input, int64, wireInt64 } from "./numbers.js";
 export { toArray } from "./pagination.js";
+export {
+  type OutputOptions,
+  Process,
+  type ProcessOutput,
+  type ProcessRecord,
+  type ProcessSignal,
+  SandboxProcesses,
+  type StartProcessOptions,
+} from "./processes.js";
 export { newEventId } from "./resources.js";
 export {
   type CreateOptions,

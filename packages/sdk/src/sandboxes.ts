@@ -4,6 +4,7 @@ import { SandboxStateError, WarrenError } from "./errors.js";
 import { ExecStream, type ExecStreamOptions, streamStart } from "./exec-stream.js";
 import { SandboxFiles } from "./files.js";
 import { pages } from "./pagination.js";
+import { SandboxProcesses } from "./processes.js";
 import type { CallOptions, Transport } from "./transport.js";
 import type {
   Body,
@@ -68,6 +69,8 @@ export class Sandbox {
   /** The ambient run receiving this sandbox's telemetry (known after create). */
   runId: string | undefined;
   readonly files: SandboxFiles;
+  /** Background processes (processes.ts): start, get by id, list. */
+  readonly processes: SandboxProcesses;
 
   constructor(
     private readonly transport: Transport,
@@ -76,6 +79,7 @@ export class Sandbox {
   ) {
     this.record = record;
     this.files = new SandboxFiles(transport, id);
+    this.processes = new SandboxProcesses(transport, id);
   }
 
   get state(): SandboxState | undefined {

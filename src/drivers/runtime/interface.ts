@@ -158,6 +158,69 @@ export interface SessionRequest {
   pty: { rows: number; cols: number } | null;
 }
 
+/** A background process to start (SandboxProcesses.startProcess). */
+export interface ProcessStartRequest extends SessionRequest {
+  /** Whether the process's stdin is a pipe the caller feeds (else /dev/null; a pty always takes input). */
+  stdin: boolean;
+}
+
+/** Which agent run keeps a process, and its number there; a process row stores both. */
+export interface ProcessRef {
+  /** The boot id of the sandbox's exec agent (another one means the process is gone). */
+  agent: string;
+  serial: number;
+}
+
+export interface KeptProcess extends ProcessRef {
+  pid: number;
+  exited: boolean;
+  exitCode: number | null;
+  firstOffset: number;
+  endOffset: number;
+  /** No more output comes. */
+  done: boolean;
+}
+
+export interface ProcessOutputChunk {
+  offset: number;
+  stream: "stdout" | "stderr";
+  data: Buffer;
+}
+
+export interface ProcessReader {
+  /**
+   * Output at or after `offset` (at most `max` bytes) as soon as there is some; a first chunk
+   * past `offset` means the bytes between were dropped. `complete`: nothing more comes.
+   */
+  read(offset: number, max: number): Promise<{ chunks: ProcessOutputChunk[]; next: number; complete: boolean }>;
+  close(): void;
+}
+
+/**
+ * Background processes kept by a running sandbox's exec agent across server restarts
+ * (docs/api-decisions.md "Processes"). RuntimeError not_running when the sandbox does not
+ * run, not_found when the process's agent is gone, unsupported for a run whose agent keeps none.
+ */
+export interface SandboxProcesses {
+  startProcess(id: string, request: ProcessStartRequest): Promise<KeptProcess>;
+  /** The processes the sandbox's agent keeps, or null when the sandbox has no (kept) agent now. */
+  listProcesses(id: string): Promise<{ agent: string; processes: KeptProcess[] } | null>;
+  /** 'signal' (signo), 'stdin' (bytes: taken whole, or 0 when the agent has no room), 'close', 'resize', 'release'. */
+  controlProcess(
+    id: string,
+    ref: ProcessRef,
+    op:
+      | { kind: "signal"; signal: number }
+      | { kind: "stdin"; data: Buffer }
+      | { kind: "close" }
+      | { kind: "resize"; rows: number; cols: number }
+      | { kind: "release" },
+  ): Promise<number>;
+  openProcessReader(id: string, ref: ProcessRef): Promise<ProcessReader>;
+  /** Called with each kept process's exit as the agent reports it. */
+  onProcessExit(listener: (id: string, ref: ProcessRef, exitCode: number) => void): void;
+}
+
 export interface SessionHandlers {
   /**
    * Output as it comes. `done` must be called once the caller has passed the bytes on: the

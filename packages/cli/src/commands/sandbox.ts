@@ -21,6 +21,7 @@ import {
 import { type Action, example } from "../program.js";
 import { registerCp } from "./cp.js";
 import { streamExec } from "./exec-stream.js";
+import { registerProcessCommands } from "./processes.js";
 
 const SANDBOX_COLUMNS = ["id", "name", "state", "image", "created_at"];
 
@@ -332,6 +333,7 @@ export function registerSandboxCommands(program: Command, action: (fn: Action) =
 
   // Last of the sandbox commands: the help and the completion list them in this order.
   registerCp(sandbox, action);
+  registerProcessCommands(sandbox, action);
 
   const snapshot = program.command("snapshot").description("sandbox snapshots");
   example(snapshot.command("list").description("list snapshots, newest first"), "warren snapshot list")

@@ -845,6 +845,166 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/sandboxes/{id}/processes": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The sandbox's processes, newest first */
+        get: operations["ListSandboxProcesses"];
+        put?: never;
+        /** Start a background process; answers at once with its id (it outlives every connection) */
+        post: operations["StartSandboxProcess"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sandboxes/{id}/processes/{process_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One process: state, exit code, start and end */
+        get: operations["GetSandboxProcess"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sandboxes/{id}/processes/{process_id}:signal": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Send a signal to the process's group (a process that already ended is answered as it is) */
+        post: operations["SignalSandboxProcess"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sandboxes/{id}/processes/{process_id}:kill": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** SIGKILL to the process's group */
+        post: operations["KillSandboxProcess"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sandboxes/{id}/processes/{process_id}:stdin": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Write to the process's stdin (at most 65536 bytes a call), and/or close it */
+        post: operations["WriteSandboxProcessStdin"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sandboxes/{id}/processes/{process_id}:resize": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Resize the process's terminal */
+        post: operations["ResizeSandboxProcess"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sandboxes/{id}/processes/{process_id}:wait": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** The process once it ended, or as it is after timeout_seconds (a long poll) */
+        post: operations["WaitSandboxProcess"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sandboxes/{id}/processes/{process_id}/output": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * One read of output from an offset (base64 chunks), as soon as there is some or wait_seconds passed
+         * @description `dropped_bytes` counts bytes before the first chunk that are no longer kept (a gap). Read on from `next_offset`.
+         */
+        get: operations["ReadSandboxProcessOutput"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sandboxes/{id}/processes/{process_id}/output:stream": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The output from an offset as server-sent events, until the process ends (or the client leaves)
+         * @description Events: `stdout` / `stderr` (data: {offset, data: base64}), `gap` ({from, to}: bytes no longer kept), `end` ({offset, process}). Every event's id is the offset after it: reconnect with `Last-Event-ID` (or `offset`) to go on without a byte lost or repeated while the bytes are kept.
+         */
+        get: operations["StreamSandboxProcessOutput"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/sandboxes/{id}:snapshot": {
         parameters: {
             query?: never;
@@ -2037,6 +2197,11 @@ export interface components {
             entries: components["schemas"]["FileInfo"][];
             truncated: boolean;
         };
+        /** ListSandboxProcessesResponse */
+        ListSandboxProcessesResponse: {
+            processes: components["schemas"]["SandboxProcess"][];
+            next_page_token: string;
+        };
         /** ListSandboxSecretGrantsResponse */
         ListSandboxSecretGrantsResponse: {
             grants: components["schemas"]["SandboxSecretGrant"][];
@@ -2204,6 +2369,21 @@ export interface components {
             /** @description 64-bit integer as a decimal string */
             reserved: string;
         };
+        /** ReadSandboxProcessOutputResponse */
+        ReadSandboxProcessOutputResponse: {
+            offset: number;
+            next_offset: number;
+            dropped_bytes: number;
+            chunks: {
+                offset: number;
+                stream: "stdout" | "stderr";
+                /** @description base64 */
+                data: string;
+            }[];
+            /** @description The process ended and every byte up to next_offset was read */
+            complete: boolean;
+            process: components["schemas"]["SandboxProcess"];
+        };
         /** RegisterAnnotationSchemaRequest */
         RegisterAnnotationSchemaRequest: {
             name: string;
@@ -2244,6 +2424,11 @@ export interface components {
         /** RequestVolumeBlobUploadsResponse */
         RequestVolumeBlobUploadsResponse: {
             uploads: components["schemas"]["VolumeBlobUpload"][];
+        };
+        /** ResizeSandboxProcessRequest */
+        ResizeSandboxProcessRequest: {
+            rows: number;
+            cols: number;
         };
         /** ResourceSpec */
         ResourceSpec: {
@@ -2372,6 +2557,32 @@ export interface components {
             target_path: string;
             /** @description The name resolved at admission; empty when none */
             name?: string;
+        };
+        SandboxProcess: {
+            id: string;
+            sandbox_id: string;
+            state: "starting" | "running" | "exited" | "lost";
+            cmd: string[];
+            cwd: string | null;
+            pty: {
+                rows: number;
+                cols: number;
+            } | null;
+            /** @description Whether stdin is a pipe fed by :stdin (always with a pty) */
+            stdin: boolean;
+            /** @description In the sandbox's PID namespace */
+            pid: number | null;
+            /** @description 128 + signal when a signal ended it */
+            exit_code: number | null;
+            /** @description lost: no agent kept it any more (the sandbox's agent died); its outcome is not known */
+            end_reason: "exited" | "killed" | "timeout" | "sandbox_stopped" | "lost" | null;
+            /** @description Whether its output can still be read */
+            output_kept: boolean;
+            timeout_seconds: number | null;
+            /** Format: date-time */
+            created_at: string;
+            started_at: string | null;
+            ended_at: string | null;
         };
         /**
          * SandboxProgress
@@ -2515,6 +2726,10 @@ export interface components {
         SetWorkloadLaunchAclResponse: {
             workload: components["schemas"]["Workload"];
         };
+        /** SignalSandboxProcessRequest */
+        SignalSandboxProcessRequest: {
+            signal: "SIGHUP" | "SIGINT" | "SIGQUIT" | "SIGKILL" | "SIGUSR1" | "SIGUSR2" | "SIGTERM" | "SIGCONT" | "SIGSTOP" | "SIGWINCH";
+        };
         /**
          * SkippedAnnotation
          * @description A stored row that could not be decoded here, named rather than dropped
@@ -2541,6 +2756,21 @@ export interface components {
         /** StartRunResponse */
         StartRunResponse: {
             run: components["schemas"]["Run"];
+        };
+        /** StartSandboxProcessRequest */
+        StartSandboxProcessRequest: {
+            cmd: string[];
+            env?: {
+                [key: string]: string;
+            };
+            cwd?: string;
+            /** @description Give it a stdin pipe (fed by :stdin); else /dev/null */
+            stdin?: boolean;
+            pty?: {
+                rows: number;
+                cols: number;
+            } | null;
+            timeout_seconds?: number;
         };
         /** StartVolumePushRequest */
         StartVolumePushRequest: {
@@ -2655,6 +2885,11 @@ export interface components {
             created_at: string;
             created_by: string;
         };
+        /** WaitSandboxProcessRequest */
+        WaitSandboxProcessRequest: {
+            /** @default 30 */
+            timeout_seconds: number;
+        };
         /** WhoAmI */
         WhoAmI: {
             organization: components["schemas"]["OrgRef"];
@@ -2724,6 +2959,20 @@ export interface components {
             /** @description "user" (or empty): a member by user id; "service_account": a key id */
             kind: string;
             principal_id: string;
+        };
+        /** WriteSandboxProcessStdinRequest */
+        WriteSandboxProcessStdinRequest: {
+            /** @description Text (UTF-8) */
+            data?: string;
+            /** @description Bytes, base64 */
+            data_base64?: string;
+            /** @description Close stdin after the data (EOF) */
+            close?: boolean;
+        };
+        /** WriteSandboxProcessStdinResponse */
+        WriteSandboxProcessStdinResponse: {
+            written: number;
+            closed: boolean;
         };
     };
     responses: never;
@@ -5055,6 +5304,463 @@ export interface operations {
         requestBody?: never;
         responses: {
             /** @description text/event-stream: event ready | created | modified | deleted | error, data JSON */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": string;
+                };
+            };
+            /** @description Rate limited */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FlatErrorEnvelope"];
+                };
+            };
+            /** @description Error (flat envelope) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FlatErrorEnvelope"];
+                };
+            };
+        };
+    };
+    ListSandboxProcesses: {
+        parameters: {
+            query?: {
+                page_size?: number;
+                page_token?: string;
+            };
+            header?: never;
+            path: {
+                /** @description Sandbox id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ListSandboxProcessesResponse"];
+                };
+            };
+            /** @description Rate limited */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FlatErrorEnvelope"];
+                };
+            };
+            /** @description Error (flat envelope) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FlatErrorEnvelope"];
+                };
+            };
+        };
+    };
+    StartSandboxProcess: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Sandbox id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["StartSandboxProcessRequest"];
+            };
+        };
+        responses: {
+            /** @description Default Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SandboxProcess"];
+                };
+            };
+            /** @description Rate limited */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FlatErrorEnvelope"];
+                };
+            };
+            /** @description Error (flat envelope) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FlatErrorEnvelope"];
+                };
+            };
+        };
+    };
+    GetSandboxProcess: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Sandbox id */
+                id: string;
+                /** @description Process id (proc_...) */
+                process_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SandboxProcess"];
+                };
+            };
+            /** @description Rate limited */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FlatErrorEnvelope"];
+                };
+            };
+            /** @description Error (flat envelope) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FlatErrorEnvelope"];
+                };
+            };
+        };
+    };
+    SignalSandboxProcess: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Sandbox id */
+                id: string;
+                /** @description Process id (proc_...) */
+                process_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SignalSandboxProcessRequest"];
+            };
+        };
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SandboxProcess"];
+                };
+            };
+            /** @description Rate limited */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FlatErrorEnvelope"];
+                };
+            };
+            /** @description Error (flat envelope) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FlatErrorEnvelope"];
+                };
+            };
+        };
+    };
+    KillSandboxProcess: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Sandbox id */
+                id: string;
+                /** @description Process id (proc_...) */
+                process_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SandboxProcess"];
+                };
+            };
+            /** @description Rate limited */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FlatErrorEnvelope"];
+                };
+            };
+            /** @description Error (flat envelope) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FlatErrorEnvelope"];
+                };
+            };
+        };
+    };
+    WriteSandboxProcessStdin: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Sandbox id */
+                id: string;
+                /** @description Process id (proc_...) */
+                process_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WriteSandboxProcessStdinRequest"];
+            };
+        };
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WriteSandboxProcessStdinResponse"];
+                };
+            };
+            /** @description Rate limited */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FlatErrorEnvelope"];
+                };
+            };
+            /** @description Error (flat envelope) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FlatErrorEnvelope"];
+                };
+            };
+        };
+    };
+    ResizeSandboxProcess: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Sandbox id */
+                id: string;
+                /** @description Process id (proc_...) */
+                process_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ResizeSandboxProcessRequest"];
+            };
+        };
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SandboxProcess"];
+                };
+            };
+            /** @description Rate limited */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FlatErrorEnvelope"];
+                };
+            };
+            /** @description Error (flat envelope) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FlatErrorEnvelope"];
+                };
+            };
+        };
+    };
+    WaitSandboxProcess: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Sandbox id */
+                id: string;
+                /** @description Process id (proc_...) */
+                process_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WaitSandboxProcessRequest"];
+            };
+        };
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SandboxProcess"];
+                };
+            };
+            /** @description Rate limited */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FlatErrorEnvelope"];
+                };
+            };
+            /** @description Error (flat envelope) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FlatErrorEnvelope"];
+                };
+            };
+        };
+    };
+    ReadSandboxProcessOutput: {
+        parameters: {
+            query?: {
+                /** @description Output byte offset */
+                offset?: number;
+                max_bytes?: number;
+                wait_seconds?: number;
+            };
+            header?: never;
+            path: {
+                /** @description Sandbox id */
+                id: string;
+                /** @description Process id (proc_...) */
+                process_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ReadSandboxProcessOutputResponse"];
+                };
+            };
+            /** @description Rate limited */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FlatErrorEnvelope"];
+                };
+            };
+            /** @description Error (flat envelope) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FlatErrorEnvelope"];
+                };
+            };
+        };
+    };
+    StreamSandboxProcessOutput: {
+        parameters: {
+            query?: {
+                /** @description Output byte offset */
+                offset?: number;
+            };
+            header?: never;
+            path: {
+                /** @description Sandbox id */
+                id: string;
+                /** @description Process id (proc_...) */
+                process_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description text/event-stream */
             200: {
                 headers: {
                     [name: string]: unknown;

@@ -32,14 +32,19 @@ import {
   type ExecOutcome,
   type ExecRequest,
   type ExitListener,
+  type KeptProcess,
   type LocalSnapshot,
   type NetworkMode,
   type NetworkReceipt,
   type PreparedImage,
   type PrepareImageOptions,
+  type ProcessReader,
+  type ProcessRef,
+  type ProcessStartRequest,
   type RuntimeDriver,
   RuntimeError,
   type SandboxObservation,
+  type SandboxProcesses,
   type SandboxSession,
   type SandboxSpec,
   type SessionHandlers,
@@ -111,7 +116,7 @@ function hostCpuMillis(): number {
   return os.availableParallelism() * 1000;
 }
 
-export class LocalRuntimeDriver implements RuntimeDriver {
+export class LocalRuntimeDriver implements RuntimeDriver, SandboxProcesses {
   readonly kind = "local";
   readonly layout: Layout;
   readonly network: SandboxNetwork;
@@ -525,6 +530,32 @@ export class LocalRuntimeDriver implements RuntimeDriver {
 
   openSession(id: string, request: SessionRequest, handlers: SessionHandlers): Promise<SandboxSession> {
     return this.execs.openSession(id, request, handlers);
+  }
+
+  // ---- background processes (SandboxProcesses, exec-runner.ts) ----
+
+  startProcess(id: string, request: ProcessStartRequest): Promise<KeptProcess> {
+    assertSandboxId(id);
+    return this.execs.startProcess(id, request);
+  }
+
+  listProcesses(id: string): Promise<{ agent: string; processes: KeptProcess[] } | null> {
+    assertSandboxId(id);
+    return this.execs.listProcesses(id);
+  }
+
+  controlProcess(id: string, ref: ProcessRef, op: Parameters<SandboxProcesses["controlProcess"]>[2]): Promise<number> {
+    assertSandboxId(id);
+    return this.execs.controlProcess(id, ref, op);
+  }
+
+  openProcessReader(id: string, ref: ProcessRef): Promise<ProcessReader> {
+    assertSandboxId(id);
+    return this.execs.openProcessReader(id, ref);
+  }
+
+  onProcessExit(listener: (id: string, ref: ProcessRef, exitCode: number) => void): void {
+    this.execs.onProcessExit(listener);
   }
 
   /** The host PID of the sandbox's live exec agent, if it has one (for tests and diagnostics). */

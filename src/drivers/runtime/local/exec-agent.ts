@@ -22,10 +22,23 @@ import {
   encodeRequest,
   type Frame,
   FrameDecoder,
+  type FrameType,
   MAX_AGENT_EXECS,
   MAX_REQUEST_PAYLOAD,
 } from "./exec-frames.js";
-import { AgentSession, encodeSessionHeader } from "./exec-session.js";
+import {
+  type AgentProcessInfo,
+  controlAnswer,
+  encodeProcessHeader,
+  listAnswer,
+  type Pending,
+  type ReadResult,
+  readAnswer,
+  startAnswer,
+  u32,
+  u64,
+} from "./exec-processes.js";
+import { AgentSession, encodeSessionHeader, SessionLostError, SessionSpawnError } from "./exec-session.js";
 import { TOOLS } from "./host.js";
 import type { OciProcess } from "./oci-config.js";
 import { runcExecCall } from "./runc.js";
@@ -61,11 +74,15 @@ const MAX_FAILURE_MESSAGE = 8191;
 const MAX_UNSENT_BYTES = 2 * MAX_REQUEST_PAYLOAD;
 /** Execs given up on before their last frame, whose late frames are still expected (and dropped). */
 const MAX_ABANDONED_EXECS = 1024;
+/** Requests and reads in flight on one agent (beyond MAX_AGENT_EXECS' execs and sessions). */
+const MAX_PENDING_REQUESTS = 4096;
 /** Version 1 (an agent of a run started before sessions existed) runs execs only. */
 const HELLOS = new Map([
   ["warren-exec-agent 1", 1],
   ["warren-exec-agent 2", 2],
 ]);
+/** Version 3 keeps background processes and names its boot (16 hex digits) in the hello. */
+const HELLO_3 = /^warren-exec-agent 3 ([0-9a-f]{16})$/;
 
 // ---- building ----
 
@@ -129,6 +146,12 @@ export interface ExecAgentStartInput {
    */
   socketDir?: string;
   timeoutMs?: number;
+  /**
+   * Where the agent's keeper listens (exec-agent.c `--listen`), so a restarted server
+   * reattaches (ExecAgent.attach): the agent then keeps its background processes across
+   * connections. Absent: the agent ends with its connection, as version 2 did.
+   */
+  keeperPath?: string;
 }
 
 interface PendingExec {
@@ -170,11 +193,16 @@ export class ExecAgent {
   private readonly socket: net.Socket;
   private readonly decoder = new FrameDecoder();
   private readonly pending = new Map<number, PendingExec>();
+  /** Process requests and reads in flight (exec-processes.ts), apart from the execs' count. */
+  private readonly requests = new Map<number, Pending>();
   /** Ids given up on before their last frame, oldest first (a Map keeps insertion order). */
   private readonly abandoned = new Map<number, true>();
   private nextId = 1;
   private greeted = false;
   private version = 0;
+  private boot = "";
+  /** A background process's exit ('q': its serial, its code), for whoever keeps its row. */
+  onProcessExit: ((serial: number, code: number) => void) | null = null;
   private gone = false;
   private whyGone = "";
   private helloResult: { resolve(): void; reject(error: Error): void } | null = null;
@@ -244,7 +272,13 @@ export class ExecAgent {
       // runc hands its stdio (the connection) to the agent as they are (--detach without a
       // terminal). The agent binary's --reap mode runs runc and then reaps the orphaned agent
       // (see exec-agent.c); in its own session, it outlives a crash of the server.
-      const args = ["--connect", listener.file, "--reap", TOOLS.runc, ...call.args];
+      const runcArgs = [...call.args];
+      const keeper: string[] = [];
+      if (input.keeperPath) {
+        runcArgs.splice(runcArgs.indexOf("exec") + 1, 0, "--preserve-fds", "1");
+        keeper.push("--listen", input.keeperPath);
+      }
+      const args = ["--connect", listener.file, ...keeper, "--reap", TOOLS.runc, ...runcArgs];
       try {
         await spawner.detach(input.binary, args, {});
       } catch (error) {
@@ -275,6 +309,8 @@ export class ExecAgent {
       }
       if (!Number.isInteger(hostPid) || hostPid <= 0) throw new AgentUnavailableError("no pid of the agent");
       agent.pid = hostPid;
+      // Beside the keeper's socket, for a server that reattaches (diagnostics and tests).
+      if (input.keeperPath) await writeFile(`${input.keeperPath}.pid`, String(hostPid), { mode: 0o600 });
       return agent;
     } catch (error) {
       socket?.destroy();
@@ -434,6 +470,143 @@ export class ExecAgent {
     return session;
   }
 
+  /**
+   * Reattaches to a kept agent through its keeper's socket (a server restarted while the
+   * agent kept background processes); resolves once the agent said hello on the new connection.
+   */
+  static async attach(keeperPath: string, timeoutMs = START_TIMEOUT_MS): Promise<ExecAgent> {
+    const socket = net.connect(keeperPath);
+    const agent = new ExecAgent(socket);
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      await Promise.race([
+        agent.hello,
+        new Promise<never>((_, reject) => {
+          timer = setTimeout(() => reject(new AgentUnavailableError("the kept agent did not say hello")), timeoutMs);
+        }),
+      ]);
+    } catch (error) {
+      socket.destroy();
+      throw error instanceof AgentUnavailableError ? error : new AgentUnavailableError(String(error));
+    } finally {
+      clearTimeout(timer);
+    }
+    socket.unref();
+    const pid = Number((await readFile(`${keeperPath}.pid`, "utf8").catch(() => "")).trim());
+    if (Number.isInteger(pid) && pid > 0) agent.pid = pid;
+    return agent;
+  }
+
+  /** This agent's boot id (version 3), "" before: a process row names the agent that keeps it. */
+  get bootId(): string {
+    return this.boot;
+  }
+
+  /** Whether this agent keeps background processes (version 3). */
+  get keepsProcesses(): boolean {
+    return this.version >= 3;
+  }
+
+  private request<T>(
+    type: FrameType,
+    payload: Buffer,
+    answer: (resolve: (value: T) => void, reject: (error: Error) => void) => Pending,
+  ): Promise<T> {
+    if (this.gone) return Promise.reject(new AgentUnavailableError("the exec agent is gone"));
+    if (!this.keepsProcesses) return Promise.reject(new AgentUnavailableError("the exec agent keeps no processes"));
+    if (this.requests.size >= MAX_PENDING_REQUESTS)
+      return Promise.reject(new AgentUnavailableError("the agent is busy"));
+    const id = this.nextId;
+    this.nextId = this.nextId >= 0xffff_fff0 ? 1 : this.nextId + 1;
+    return new Promise<T>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        if (this.requests.delete(id)) {
+          this.abandon(id);
+          reject(
+            new AgentLostError(
+              "the exec agent did not answer in time",
+              { stdout: "", stderr: "", truncated: false },
+              false,
+              null,
+            ),
+          );
+        }
+      }, START_TIMEOUT_MS);
+      const done =
+        <V>(settle: (value: V) => void) =>
+        (value: V) => {
+          clearTimeout(timer);
+          this.requests.delete(id);
+          settle(value);
+        };
+      this.requests.set(id, answer(done(resolve), done(reject)));
+      this.send(encodeFrame(id, type, payload));
+    });
+  }
+
+  /** Starts a background process ('B'); rejects with SessionSpawnError when it did not start. */
+  startProcess(
+    request: AgentRequest,
+    options: { pty: { rows: number; cols: number } | null; stdin: boolean },
+  ): Promise<{ serial: number; pid: number }> {
+    const payload = Buffer.concat([encodeProcessHeader(options.pty, options.stdin), encodeRequest(request)]);
+    if (payload.length > MAX_REQUEST_PAYLOAD)
+      return Promise.reject(new AgentUnavailableError("the request is too large for the agent"));
+    return this.request("B", payload, (resolve, reject) =>
+      startAnswer(
+        resolve,
+        reject,
+        (message) => new SessionSpawnError(message),
+        (reason) => new SessionLostError(reason),
+      ),
+    );
+  }
+
+  /** 'N' signal, 'J' stdin bytes, 'Y' close stdin, 'V' resize, 'U' release: the agent's answer ('j'). */
+  controlProcess(type: "N" | "J" | "Y" | "V" | "U", serial: number, args: Buffer = Buffer.alloc(0)): Promise<number> {
+    return this.request(type, Buffer.concat([u32(serial), args]), controlAnswer);
+  }
+
+  /** The background processes the agent keeps. */
+  listProcesses(): Promise<AgentProcessInfo[]> {
+    return this.request("L", Buffer.alloc(0), listAnswer);
+  }
+
+  /**
+   * A reader of one process's output: each read() answers as soon as there is output at or
+   * after `offset` (at most `max` bytes), or the output is complete. While it is open the
+   * agent keeps every byte from its offset on (the process waits instead); close() lets go.
+   */
+  openReader(serial: number): { read(offset: number, max: number): Promise<ReadResult>; close(): void } {
+    const id = this.nextId;
+    this.nextId = this.nextId >= 0xffff_fff0 ? 1 : this.nextId + 1;
+    let closed = false;
+    return {
+      read: (offset, max) => {
+        if (this.gone || closed) return Promise.reject(new AgentUnavailableError("the exec agent is gone"));
+        if (this.requests.has(id)) return Promise.reject(new Error("a read is in flight"));
+        return new Promise<ReadResult>((resolve, reject) => {
+          const settle =
+            <V>(f: (value: V) => void) =>
+            (value: V) => {
+              this.requests.delete(id);
+              f(value);
+            };
+          this.requests.set(id, readAnswer(offset, max, settle(resolve), settle(reject)));
+          this.send(encodeFrame(id, "G", Buffer.concat([u32(serial), u64(offset), u32(max)])));
+        });
+      },
+      close: () => {
+        if (closed) return;
+        closed = true;
+        const pending = this.requests.get(id);
+        this.requests.delete(id);
+        pending?.onLost("the reader was closed");
+        this.send(encodeFrame(id, "C"));
+      },
+    };
+  }
+
   /** Ends the agent: it exits on stdin EOF (running commands keep running). */
   close(): void {
     this.socket.end();
@@ -465,17 +638,34 @@ export class ExecAgent {
   /** Hands a frame to its exec; a non-null answer says how the frame broke the protocol. */
   private dispatch(frame: Frame): string | null {
     if (!this.greeted) {
-      const version = HELLOS.get(frame.payload.toString("latin1"));
+      const text = frame.payload.toString("latin1");
+      const boot = HELLO_3.exec(text)?.[1];
+      const version = boot ? 3 : HELLOS.get(text);
       if (frame.type !== "H" || frame.execId !== 0 || version === undefined) return "no hello first";
       this.version = version;
+      this.boot = boot ?? "";
       this.greeted = true;
       this.helloResult?.resolve();
       return null;
     }
-    const exec = this.pending.get(frame.execId);
+    if (frame.type === "q") {
+      if (frame.payload.length !== 4) return "a malformed process exit";
+      const code = frame.payload.readInt32LE(0);
+      if (code < 0 || code > 255) return `an exit code of ${code}`;
+      this.onProcessExit?.(frame.execId, code);
+      return null;
+    }
+    const exec = this.pending.get(frame.execId) ?? this.requests.get(frame.execId);
     if (exec) return exec.onFrame(frame);
+    // A read given up on (its reader dropped) may still have frames on the way.
+    if (frame.type === "g" || frame.type === "h") return null;
     if (this.abandoned.has(frame.execId)) {
-      if (frame.type === "D" || frame.type === "F") this.abandoned.delete(frame.execId);
+      if (frame.type === "Q" && frame.payload.length === 8) {
+        // A process started after its request was given up on: nothing owns it, so it ends.
+        this.send(encodeFrame(frame.execId, "U", frame.payload.subarray(0, 4)));
+        return null; // its 'j' comes under the same id
+      }
+      if ("DFj".includes(frame.type)) this.abandoned.delete(frame.execId);
       return null;
     }
     return frame.type === "H" ? "a second hello" : `a frame of type ${JSON.stringify(frame.type)} for no exec`;
@@ -497,5 +687,7 @@ export class ExecAgent {
     this.socket.destroy();
     this.helloResult?.reject(new AgentUnavailableError(reason));
     for (const exec of [...this.pending.values()]) exec.onLost(reason);
+    for (const request of [...this.requests.values()]) request.onLost(reason);
+    this.requests.clear();
   }
 }

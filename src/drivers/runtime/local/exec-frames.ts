@@ -7,7 +7,31 @@ export const FRAME_HEADER = 9;
 export const MAX_REQUEST_PAYLOAD = 4 << 20;
 /** How many execs one agent runs at once (MAX_EXECS in exec-agent.c); beyond, runc exec is used. */
 export const MAX_AGENT_EXECS = 256;
-export type FrameType = "R" | "K" | "H" | "P" | "O" | "E" | "X" | "F" | "D" | "S" | "I" | "W" | "A" | "a";
+export type FrameType =
+  | "R"
+  | "K"
+  | "H"
+  | "P"
+  | "O"
+  | "E"
+  | "X"
+  | "F"
+  | "D"
+  | "S"
+  | "I"
+  | "W"
+  | "A"
+  | "a"
+  // Background processes (version 3).
+  | "B"
+  | "G"
+  | "C"
+  | "N"
+  | "J"
+  | "Y"
+  | "V"
+  | "U"
+  | "L";
 
 export interface Frame {
   execId: number;

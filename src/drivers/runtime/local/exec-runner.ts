@@ -10,7 +10,12 @@ import { exists } from "../../../lib/fs.js";
 import {
   type ExecOutcome,
   type ExecRequest,
+  type KeptProcess,
+  type ProcessReader,
+  type ProcessRef,
+  type ProcessStartRequest,
   RuntimeError,
+  type SandboxProcesses,
   type SandboxSession,
   type SessionHandlers,
   type SessionRequest,
@@ -53,8 +58,9 @@ export interface ExecRunnerOptions {
   prestart: boolean;
 }
 
-export class ExecRunner {
+export class ExecRunner implements SandboxProcesses {
   private readonly agents = new Map<string, AgentEntry>();
+  private readonly exitListeners: ((id: string, ref: ProcessRef, exitCode: number) => void)[] = [];
   /** The run each sandbox was last seen in by exec, valid while its init lives (see liveRun). */
   private readonly liveRuns = new Map<string, LiveRun>();
   private readonly enabled: boolean;
@@ -137,6 +143,95 @@ export class ExecRunner {
       }
       throw error;
     }
+  }
+
+  // ---- background processes (exec-processes.ts) ----
+
+  /** The run's agent if it keeps processes; RuntimeError otherwise. */
+  private async keepingAgent(id: string): Promise<ExecAgent> {
+    const { record, paths, state } = this.seenRun(id) ?? (await this.liveRun(id));
+    if (!state) throw new RuntimeError("not_running", `sandbox ${id} is not running`);
+    const agent = this.readyAgent(id, state) ?? (await this.agentFor(id, record, paths, state));
+    if (!agent?.keepsProcesses)
+      throw new RuntimeError("unsupported", `sandbox ${id} has no exec agent that keeps processes`);
+    return agent;
+  }
+
+  private async agentOf(id: string, ref: ProcessRef): Promise<ExecAgent> {
+    const agent = await this.keepingAgent(id);
+    if (agent.bootId !== ref.agent) throw new RuntimeError("not_found", `the agent of process ${ref.serial} is gone`);
+    return agent;
+  }
+
+  async startProcess(id: string, request: ProcessStartRequest): Promise<KeptProcess> {
+    const { record } = this.seenRun(id) ?? (await this.liveRun(id));
+    const processSpec = execProcessSpec(record.identity, request);
+    const agent = await this.keepingAgent(id);
+    try {
+      const started = await agent.startProcess(
+        { argv: processSpec.args, env: processSpec.env, cwd: processSpec.cwd },
+        { pty: request.pty, stdin: request.stdin },
+      );
+      return {
+        agent: agent.bootId,
+        serial: started.serial,
+        pid: started.pid,
+        exited: false,
+        exitCode: null,
+        firstOffset: 0,
+        endOffset: 0,
+        done: false,
+      };
+    } catch (error) {
+      if (error instanceof SessionSpawnError) throw new RuntimeError("start_failed", error.message);
+      throw new RuntimeError("host_failure", `sandbox ${id}: ${(error as Error).message}`);
+    }
+  }
+
+  async listProcesses(id: string): Promise<{ agent: string; processes: KeptProcess[] } | null> {
+    let agent: ExecAgent;
+    try {
+      agent = await this.keepingAgent(id);
+    } catch (error) {
+      if (error instanceof RuntimeError && ["not_running", "unsupported", "not_found"].includes(error.code))
+        return null;
+      throw error;
+    }
+    const list = await agent.listProcesses();
+    return { agent: agent.bootId, processes: list.map((p) => ({ agent: agent.bootId, ...p })) };
+  }
+
+  async controlProcess(
+    id: string,
+    ref: ProcessRef,
+    op: Parameters<SandboxProcesses["controlProcess"]>[2],
+  ): Promise<number> {
+    const agent = await this.agentOf(id, ref);
+    const args = Buffer.alloc(8);
+    switch (op.kind) {
+      case "signal":
+        args.writeUInt32LE(op.signal, 0);
+        return agent.controlProcess("N", ref.serial, args.subarray(0, 4));
+      case "stdin":
+        return agent.controlProcess("J", ref.serial, op.data);
+      case "close":
+        return agent.controlProcess("Y", ref.serial);
+      case "resize":
+        args.writeUInt32LE(Math.min(Math.max(op.rows, 0), 0xffff), 0);
+        args.writeUInt32LE(Math.min(Math.max(op.cols, 0), 0xffff), 4);
+        return agent.controlProcess("V", ref.serial, args);
+      case "release":
+        return agent.controlProcess("U", ref.serial);
+    }
+  }
+
+  async openProcessReader(id: string, ref: ProcessRef): Promise<ProcessReader> {
+    const agent = await this.agentOf(id, ref);
+    return agent.openReader(ref.serial);
+  }
+
+  onProcessExit(listener: (id: string, ref: ProcessRef, exitCode: number) => void): void {
+    this.exitListeners.push(listener);
   }
 
   /**
@@ -248,15 +343,25 @@ export class ExecRunner {
       const binary = await this.agentBinary();
       if (!binary || !(await exists(`/proc/${state.initPid}/root${EXEC_AGENT_PATH}`))) return null;
       this.agentSocketDir ??= this.makeAgentSocketDir();
-      const agent = await ExecAgent.start({
+      const socketDir = await this.agentSocketDir;
+      const keeperPath = path.join(socketDir, `k-${id}.sock`);
+      // A kept agent of this run (the server restarted while it kept processes) is reattached.
+      let agent: ExecAgent | null = null;
+      if (await exists(keeperPath)) agent = await ExecAgent.attach(keeperPath, 3000).catch(() => null);
+      agent ??= await ExecAgent.start({
         binary,
-        socketDir: await this.agentSocketDir,
+        socketDir,
+        keeperPath,
         runcRoot: this.layout.runcRoot,
         id,
         execDir: paths.execDir,
         // The sandbox identity and environment of any exec; each request brings its own cwd.
-        process: execProcessSpec(record.identity, { argv: [EXEC_AGENT_PATH], cwd: "/" }),
+        process: execProcessSpec(record.identity, { argv: [EXEC_AGENT_PATH, "--kept"], cwd: "/" }),
       });
+      const kept = agent;
+      kept.onProcessExit = (serial, code) => {
+        for (const listener of this.exitListeners) listener(id, { agent: kept.bootId, serial }, code);
+      };
       if (this.agents.get(id) !== entry) {
         // Stopped, destroyed or closed meanwhile.
         agent.close();
