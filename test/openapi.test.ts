@@ -73,8 +73,11 @@ const CONTRACT_OPERATIONS: [group: string, operationId: string][] = [
 ];
 // Warren's own operations where the contract leaves the surface open, under the group they
 // extend: IssueEndpointToken and IssueSshToken issue credentials (contract 5.13, "how credentials
-// are issued: not shown"); StreamExecSandbox streams an exec over a WebSocket (issue 26).
+// are issued: not shown"); StreamExecSandbox streams an exec over a WebSocket (issue 26); the
+// console's sessions are a credential issued and revoked (issue 28).
 const WARREN_EXTENSIONS: [group: string, operationId: string][] = [
+  ["IdentityService", "CreateConsoleSession"],
+  ["IdentityService", "DeleteConsoleSession"],
   ["SandboxService", "IssueEndpointToken"],
   ["SandboxService", "IssueSshToken"],
   ["SandboxService", "StreamExecSandbox"],
@@ -99,6 +102,8 @@ const REQUIRED: [operationId: string, method: string, path: string][] = [
   ["IssueEndpointToken", "post", "/v1/sandboxes/{id}/endpoints/{port}:token"],
   ["IssueSshToken", "post", "/v1/sandboxes/{id}:issueSshToken"],
   ["StreamExecSandbox", "get", "/v1/sandboxes/{id}/exec/stream"],
+  ["CreateConsoleSession", "post", "/v1/console/sessions"],
+  ["DeleteConsoleSession", "delete", "/v1/console/sessions/current"],
   ["WriteSandboxFile", "put", "/v1/sandboxes/{id}/files"],
   ["UploadSandboxArchive", "post", "/v1/sandboxes/{id}/files:upload"],
   ["ReadSandboxFile", "get", "/v1/sandboxes/{id}/files"],
