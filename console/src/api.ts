@@ -4,13 +4,18 @@
 import { Warren, WarrenApiError } from "@warren/sdk";
 
 const origin = location.origin;
+/**
+ * The SDK keeps `fetch` as a field and calls it as a method, which a browser refuses ("Illegal
+ * invocation": window.fetch must be called on window); a wrapper calls it unbound.
+ */
+const browserFetch: typeof fetch = (input, init) => fetch(input, init);
 
 /** The client every page uses: no key, so the browser's cookie is the credential. */
-export const api = new Warren({ apiKey: "", baseUrl: origin, maxRetries: 1 });
+export const api = new Warren({ apiKey: "", baseUrl: origin, maxRetries: 1, fetch: browserFetch });
 
 /** Exchanges an API key for the session cookie (POST /v1/console/sessions). */
 export async function signIn(apiKey: string): Promise<void> {
-  const once = new Warren({ apiKey, baseUrl: origin, maxRetries: 0 });
+  const once = new Warren({ apiKey, baseUrl: origin, maxRetries: 0, fetch: browserFetch });
   await once.transport.json("POST", "/v1/console/sessions");
 }
 
