@@ -112,6 +112,8 @@ describe("the web console in a real browser [pglite]", () => {
   it("creates a sandbox and types in its terminal", async () => {
     await page.getByRole("button", { name: "New sandbox" }).click();
     await page.getByLabel("Name").last().fill("console-e2e");
+    // The test image's command is a shell that ends at once without a terminal.
+    await page.getByLabel("Command").fill("sleep 3600");
     await page.getByRole("button", { name: "Create" }).click();
     await page.waitForURL(/\/console\/sandboxes\/sbx-[0-9a-f]{40}$/, { timeout: LONG });
     sandboxId = /sbx-[0-9a-f]{40}/.exec(page.url())?.[0] ?? "";
@@ -154,6 +156,7 @@ describe("the web console in a real browser [pglite]", () => {
   it("snapshots the sandbox and restores the snapshot into a new one", async () => {
     await page.getByRole("link", { name: "Overview" }).click();
     await page.getByRole("button", { name: "Snapshot" }).click();
+    await page.getByLabel("Command of a restored sandbox").fill("sleep 3600");
     const restore = page.getByRole("button", { name: /^Restore / }).first();
     await restore.waitFor({ timeout: LONG });
     await restore.click();

@@ -236,6 +236,7 @@ function Overview(props: { s: SandboxRecord; reload: () => Promise<void> }) {
 function Snapshots(props: { sandboxId: string }) {
   const pager = usePager();
   const [error, setError] = useState<unknown>(null);
+  const [command, setCommand] = useState("");
   const list = useLoad(
     () => listPage<SnapshotRecord>("/v1/snapshots", "snapshots", pager.token, { sandbox_id: props.sandboxId }, 20),
     [pager.token, props.sandboxId],
@@ -245,6 +246,14 @@ function Snapshots(props: { sandboxId: string }) {
     <section aria-labelledby="snapshots-title">
       <h2 id="snapshots-title">Snapshots</h2>
       <ErrorLine error={list.error ?? error} />
+      <label>
+        Command of a restored sandbox{" "}
+        <input
+          value={command}
+          placeholder="the image's (words split on spaces)"
+          onInput={(e) => setCommand((e.target as HTMLInputElement).value)}
+        />
+      </label>
       {list.data && list.data.items.length === 0 ? <Empty>No snapshots of this sandbox.</Empty> : null}
       {list.data && list.data.items.length > 0 ? (
         <table>
@@ -269,7 +278,8 @@ function Snapshots(props: { sandboxId: string }) {
                     type="button"
                     onClick={async () => {
                       try {
-                        const child = await api.sandboxes.fromSnapshot(snap.id, {}, { wait: false });
+                        const body = command.trim() ? { command: command.trim().split(/\s+/) } : {};
+                        const child = await api.sandboxes.fromSnapshot(snap.id, body, { wait: false });
                         navigate(`/sandboxes/${child.id}`);
                       } catch (err) {
                         setError(err);

@@ -97,6 +97,7 @@ function CreateSandbox() {
   const [image, setImage] = useState("");
   const [name, setName] = useState("");
   const [network, setNetwork] = useState("");
+  const [command, setCommand] = useState("");
   const [error, setError] = useState<unknown>(null);
   const [busy, setBusy] = useState(false);
   if (!open) {
@@ -119,6 +120,7 @@ function CreateSandbox() {
           if (image) body.image = image;
           if (name) body.name = name;
           if (network) body.network_access = network;
+          if (command.trim()) body.command = command.trim().split(/\s+/);
           const sandbox = await api.sandboxes.create(body, { wait: false });
           navigate(`/sandboxes/${sandbox.id}`);
         } catch (err) {
@@ -138,6 +140,14 @@ function CreateSandbox() {
       </label>
       <label>
         Name <input value={name} onInput={(e) => setName((e.target as HTMLInputElement).value)} />
+      </label>
+      <label>
+        Command{" "}
+        <input
+          value={command}
+          placeholder="the image's (words split on spaces)"
+          onInput={(e) => setCommand((e.target as HTMLInputElement).value)}
+        />
       </label>
       <label>
         Network
