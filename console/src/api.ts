@@ -1,7 +1,7 @@
 // The console's one client of the API: the SDK (packages/sdk), authenticated by the session
 // cookie (no key is ever kept in the browser: the key typed at sign-in is sent once, to
 // exchange it for the cookie, and dropped).
-import { Warren, WarrenApiError } from "@warren/sdk";
+import { errorFromResponse, Warren, WarrenApiError } from "@warren/sdk";
 
 const origin = location.origin;
 /**
@@ -47,4 +47,28 @@ export async function listPage<T>(
     query: { ...query, page_size: pageSize, ...(pageToken ? { page_token: pageToken } : {}) },
   });
   return { items: (page[key] as T[] | undefined) ?? [], next: String(page.next_page_token ?? "") };
+}
+
+/**
+ * Writes a file of a sandbox (PUT /v1/sandboxes/{id}/files, WriteSandboxFile) with the bytes as
+ * one body. Not the SDK's `files.upload`: it streams its body (Chrome sends a streamed request
+ * body only over HTTP/2, and the API speaks HTTP/1.1) and always sends `Authorization: Bearer
+ * <key>` (empty here, which the server reads as a bad key instead of taking the cookie).
+ */
+export async function uploadFile(sandboxId: string, filePath: string, bytes: Uint8Array): Promise<void> {
+  const url = api.transport.url(`/v1/sandboxes/${encodeURIComponent(sandboxId)}/files`, { path: filePath });
+  const response = await fetch(url, {
+    method: "PUT",
+    headers: { "content-type": "application/octet-stream", accept: "application/json" },
+    body: new Blob([new Uint8Array(bytes)]),
+  });
+  if (response.ok) return;
+  const text = await response.text();
+  let parsed: unknown = {};
+  try {
+    parsed = text ? JSON.parse(text) : {};
+  } catch {
+    parsed = { message: text.slice(0, 200) };
+  }
+  throw errorFromResponse(response.status, parsed, response.headers.get("retry-after"));
 }

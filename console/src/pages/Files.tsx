@@ -2,7 +2,7 @@
 // entries, drag-and-drop (or chosen) uploads into it, downloads, and text files viewed inline.
 import type { FileEntry } from "@warren/sdk";
 import { useState } from "preact/hooks";
-import { api } from "../api.js";
+import { api, uploadFile } from "../api.js";
 import { Empty, ErrorLine, useLoad } from "../components/common.js";
 
 /** Files larger than this are downloaded, not shown. */
@@ -20,9 +20,12 @@ export function Files(props: { sandboxId: string }) {
     if (!chosen) return;
     setError(null);
     try {
-      const f = await files();
       for (const file of Array.from(chosen)) {
-        await f.upload(`${dir.replace(/\/$/, "")}/${file.name}`, new Uint8Array(await file.arrayBuffer()));
+        await uploadFile(
+          props.sandboxId,
+          `${dir.replace(/\/$/, "")}/${file.name}`,
+          new Uint8Array(await file.arrayBuffer()),
+        );
         setNotice(`uploaded ${file.name}`);
       }
       await list.reload();
