@@ -111,9 +111,10 @@ describe("the web console in a real browser [pglite]", () => {
 
   it("creates a sandbox and types in its terminal", async () => {
     await page.getByRole("button", { name: "New sandbox" }).click();
-    await page.getByLabel("Name").last().fill("console-e2e");
+    const form = page.getByRole("form", { name: "New sandbox" });
+    await form.getByLabel("Name").fill("console-e2e");
     // The test image's command is a shell that ends at once without a terminal.
-    await page.getByLabel("Command").fill("sleep 3600");
+    await form.getByLabel("Command").fill("sleep 3600");
     await page.getByRole("button", { name: "Create" }).click();
     await page.waitForURL(/\/console\/sandboxes\/sbx-[0-9a-f]{40}$/, { timeout: LONG });
     sandboxId = /sbx-[0-9a-f]{40}/.exec(page.url())?.[0] ?? "";
@@ -143,7 +144,7 @@ describe("the web console in a real browser [pglite]", () => {
       const zone = document.querySelector(".dropzone") as HTMLElement;
       zone.dispatchEvent(new DragEvent("drop", { dataTransfer: data, bubbles: true, cancelable: true }));
     });
-    await page.getByRole("button", { name: "dropped.txt" }).click({ timeout: LONG });
+    await page.getByRole("button", { name: "dropped.txt", exact: true }).click({ timeout: LONG });
     await page.getByTestId("file-view").filter({ hasText: "hello from the browser" }).waitFor({ timeout: LONG });
     const read = await fetch(`${base}/v1/sandboxes/${sandboxId}/files?path=/workspace/dropped.txt`, {
       headers: { authorization: `Bearer ${apiKey}` },
@@ -165,6 +166,7 @@ describe("the web console in a real browser [pglite]", () => {
     });
     await page.getByTestId("sandbox-state").filter({ hasText: "running" }).waitFor({ timeout: LONG });
     const childId = /sbx-[0-9a-f]{40}/.exec(page.url())?.[0] ?? "";
+    await rig.server.waitFor(childId, "running");
     const child = await api("GET", `/v1/sandboxes/${childId}`);
     assert.ok(String((child.body.sandbox as { snapshot_id?: string }).snapshot_id).startsWith("snp-"), child.raw);
     const file = await fetch(`${base}/v1/sandboxes/${childId}/files?path=/workspace/dropped.txt`, {

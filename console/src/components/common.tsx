@@ -38,6 +38,8 @@ export function useLoad<T>(load: () => Promise<T>, deps: unknown[], pollMs = 0) 
     }
   }, deps);
   useEffect(() => {
+    // New deps: the last answer is another's (a sandbox page showing the previous sandbox's state).
+    setData(null);
     setLoading(true);
     void run();
     if (pollMs <= 0) return;
