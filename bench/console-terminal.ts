@@ -87,16 +87,22 @@ try {
   await page.goto(`${server.baseUrl}/console/sandboxes/${created.id}/terminal`);
   await page.getByTestId("terminal-status").filter({ hasText: "connected" }).waitFor({ timeout: 120_000 });
   await page.locator(".xterm-helper-textarea").focus();
-  const drawnXs = () =>
-    page.evaluate(() => (document.querySelector(".xterm-rows")?.textContent ?? "").split("x").length - 1);
+  // The x's typed on the prompt's line (after the last "# "), as xterm draws them.
+  const typedXs = (): number => {
+    const text = document.querySelector(".xterm-rows")?.textContent ?? "";
+    return text.slice(text.lastIndexOf("# ") + 2).split("x").length - 1;
+  };
   const consoleKey = async () => {
-    const before = await drawnXs();
+    const before = await page.evaluate(typedXs);
     const started = performance.now();
-    await page.keyboard.press("x");
+    await page.keyboard.type("x");
     await page.waitForFunction(
-      (n) => (document.querySelector(".xterm-rows")?.textContent ?? "").split("x").length - 1 > n,
+      (n) => {
+        const text = document.querySelector(".xterm-rows")?.textContent ?? "";
+        return text.slice(text.lastIndexOf("# ") + 2).split("x").length - 1 > n;
+      },
       before,
-      { polling: "raf" },
+      { polling: "raf", timeout: 60_000 },
     );
     return performance.now() - started;
   };
@@ -126,6 +132,14 @@ try {
     // A fresh line now and then, so the shell's line stays short (Ctrl-U on both).
     shell.write("\u0015");
     await page.keyboard.press("Control+U");
+    await page.waitForFunction(
+      () => {
+        const text = document.querySelector(".xterm-rows")?.textContent ?? "";
+        return text.slice(text.lastIndexOf("# ") + 2).split("x").length - 1 === 0;
+      },
+      undefined,
+      { polling: "raf", timeout: 60_000 },
+    );
   }
   client.end();
   const consoleSummary = summary(times.console);
