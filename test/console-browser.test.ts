@@ -1,7 +1,7 @@
 // The web console end to end in a real browser (Chromium, headless, playwright-core) against
 // the real server (the bundle, as `make run` starts it) with real sandboxes: sign in with a
 // key (by keyboard), create a sandbox, type in its terminal, upload a file by drag and drop
-// and read it back, snapshot and restore, watch a new annotation appear on the ambient run,
+// and read it back, snapshot and restore, switch the restored one's network, watch a new annotation appear on the ambient run,
 // run a saved view and see its chart, sign out and find the session revoked. axe-core on
 // every page (zero serious violations), no CSP violation, screenshots into docs/console/.
 import assert from "node:assert/strict";
@@ -173,6 +173,18 @@ describe("the web console in a real browser [pglite]", () => {
       headers: { authorization: `Bearer ${apiKey}` },
     });
     assert.equal(await file.text(), "hello from the browser\n", "the restored sandbox holds the uploaded file");
+    // The network switch, confirmed in its dialog, with the receipt shown.
+    await page.getByLabel("Network mode").selectOption("none");
+    await page.getByRole("button", { name: "Switch network" }).click();
+    await page.getByRole("dialog").getByRole("button", { name: "Switch network" }).click();
+    await page.getByRole("status").filter({ hasText: "Network none: requested" }).waitFor({ timeout: LONG });
+    await eventually(
+      "the switch applied",
+      async () =>
+        ((await api("GET", `/v1/sandboxes/${childId}`)).body.sandbox as { network_access: string }).network_access ===
+        "none",
+      LONG,
+    );
   });
 
   it("opens the ambient run and shows a new annotation live", async () => {

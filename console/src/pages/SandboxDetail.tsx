@@ -119,6 +119,7 @@ function Overview(props: { s: SandboxRecord; reload: () => Promise<void> }) {
           }
         />
       </div>
+      <Change s={s} onDone={props.reload} onError={setError} onNotice={setNotice} />
       <ErrorLine error={error} />
       {notice ? (
         <p role="status" class="notice">
@@ -296,5 +297,60 @@ function Snapshots(props: { sandboxId: string }) {
       ) : null}
       <Pager pager={pager} next={list.data?.next ?? ""} label="Snapshots" />
     </section>
+  );
+}
+
+/** Grow the durable workspace or switch the network mode (UpdateSandbox), with the switch's receipt. */
+function Change(props: {
+  s: SandboxRecord;
+  onDone: () => Promise<void>;
+  onError: (error: unknown) => void;
+  onNotice: (text: string) => void;
+}) {
+  const { s } = props;
+  const [network, setNetwork] = useState<string>(s.network_access);
+  const [gib, setGib] = useState(String(s.workspace_capacity_gib ?? ""));
+  const update = async (body: Record<string, unknown>, what: string) => {
+    props.onError(null);
+    try {
+      const sandbox = await api.sandboxes.get(s.id);
+      const answer = (await sandbox.update(body as never)) as { network_access_receipt?: unknown };
+      props.onNotice(
+        `${what}: requested${answer.network_access_receipt ? `; receipt ${JSON.stringify(answer.network_access_receipt)}` : ""}`,
+      );
+      await props.onDone();
+    } catch (e) {
+      props.onError(e);
+    }
+  };
+  return (
+    <div class="row actions">
+      <label>
+        Network mode
+        <select value={network} onChange={(e) => setNetwork((e.target as HTMLSelectElement).value)}>
+          <option value="public">public</option>
+          <option value="gateway_only">gateway_only</option>
+          <option value="none">none</option>
+        </select>
+      </label>
+      <ConfirmButton
+        label="Switch network"
+        question={`Switch ${s.name || s.id} to network mode ${network}? Connections the new mode forbids are cut.`}
+        onConfirm={() => update({ network_access: network }, `Network ${network}`)}
+      />
+      {s.storage_class === "durable" ? (
+        <>
+          <label>
+            Workspace GiB
+            <input type="number" min={1} value={gib} onInput={(e) => setGib((e.target as HTMLInputElement).value)} />
+          </label>
+          <ConfirmButton
+            label="Grow workspace"
+            question={`Grow the workspace of ${s.name || s.id} to ${gib} GiB? It cannot shrink again.`}
+            onConfirm={() => update({ workspace_capacity_gib: Number(gib) }, `Workspace ${gib} GiB`)}
+          />
+        </>
+      ) : null}
+    </div>
   );
 }
