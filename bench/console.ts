@@ -121,10 +121,12 @@ try {
     await page.goto(`${base}/console/runs/${runId}`);
     await page.locator(".vrow").first().waitFor({ timeout: 300_000 });
     const firstEventsMs = await page.evaluate(() => performance.now());
-    await page
-      .getByTestId("tail-status")
-      .filter({ hasText: `${EVENTS} events` })
-      .waitFor({ timeout: 600_000 });
+    // The run's own events (its start) come beside the annotations.
+    await page.waitForFunction(
+      (want) => Number.parseInt(document.querySelector("[data-testid=tail-status]")?.textContent ?? "0", 10) >= want,
+      EVENTS,
+      { timeout: 600_000, polling: 50 },
+    );
     opens.push({ firstEventsMs, allEventsMs: await page.evaluate(() => performance.now()) });
   }
   const fps = await page.evaluate(
