@@ -129,22 +129,21 @@ try {
     );
     opens.push({ firstEventsMs, allEventsMs: await page.evaluate(() => performance.now()) });
   }
-  const fps = await page.evaluate(
-    () =>
-      new Promise<number>((resolve) => {
-        const list = document.querySelector("[data-testid=vlist]") as HTMLElement;
-        list.scrollTop = 0;
-        let frames = 0;
-        const started = performance.now();
-        const step = () => {
-          frames++;
-          list.scrollTop += 400;
-          if (performance.now() - started < 3000) requestAnimationFrame(step);
-          else resolve((frames * 1000) / (performance.now() - started));
-        };
-        requestAnimationFrame(step);
-      }),
-  );
+  process.stdout.write(`opens: ${JSON.stringify(opens)}\n`);
+  // A string, not a function: tsx's names helper (__name) does not exist in the page.
+  const fps = (await page.evaluate(`new Promise((resolve) => {
+    const list = document.querySelector("[data-testid=vlist]");
+    list.scrollTop = 0;
+    let frames = 0;
+    const started = performance.now();
+    const step = () => {
+      frames++;
+      list.scrollTop += 400;
+      if (performance.now() - started < 3000) requestAnimationFrame(step);
+      else resolve((frames * 1000) / (performance.now() - started));
+    };
+    requestAnimationFrame(step);
+  })`)) as number;
   results.run = {
     events: EVENTS,
     writeSecondsThroughApi: Math.round(writeSeconds),
