@@ -7,7 +7,7 @@ NODE := node --import tsx
 DEPS_STAMP := node_modules/.package-lock.json
 APT_INSTALL := DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends
 
-.PHONY: run build test deps runtime-deps test-deps typecheck lint format openapi sdk-types sdk cli bench admin offline-image
+.PHONY: run build test deps console runtime-deps test-deps typecheck lint format openapi sdk-types sdk cli bench admin offline-image
 
 # `npm ci` only: it installs exactly the lock and never rewrites it (a refused `npm ci` means
 # package.json and the lock disagree; regenerate the lock with `npm install`, on purpose, and
@@ -28,6 +28,8 @@ RUNTIME_TOOLS := /usr/sbin/runc:runc /usr/bin/tini-static:tini /usr/sbin/nft:nft
 # sandbox pool's launcher) also builds the test images; the stock OpenSSH client drives the
 # SSH gateway's tests and benchmark.
 TEST_TOOLS := /usr/bin/docker-registry:docker-registry /usr/bin/ssh:openssh-client
+# The console's browser tests (test/console-browser.test.ts) drive Debian's Chromium headless.
+TEST_TOOLS += /usr/bin/chromium:chromium
 # The Python SDK's test (test/python-sdk.test.ts) builds its wheel offline, installs it in a
 # venv and runs pytest and mypy there: Debian's packages only (nothing from PyPI).
 PY_DIST := /usr/lib/python3/dist-packages
@@ -55,9 +57,18 @@ test-deps: runtime-deps
 
 # The server runs as one bundled ES module (scripts/server-bundle.ts): without the TypeScript
 # loader it is ready ~0.8 s sooner. Rebuilt on every run (0.3 s), so it is never stale.
-build: deps
+build: deps console
 	$(NODE) scripts/build-server.ts
 	$(NODE) scripts/cli-bundle.ts
+
+# The web console (console/, Preact with Vite), served by the server at /console: rebuilt
+# only when its sources, the SDK's or the lock changed.
+CONSOLE_SOURCES := $(shell find console/src packages/sdk/src -type f 2>/dev/null) console/index.html console/vite.config.ts
+console/dist/index.html: $(DEPS_STAMP) $(CONSOLE_SOURCES)
+	npx vite build --config console/vite.config.ts --logLevel warn
+	@touch $@
+
+console: console/dist/index.html
 
 # The `warren` command (packages/cli): the CLI compiled to JavaScript (scripts/cli-bundle.ts,
 # packages/cli/dist: plain node, no TypeScript loader) and a two-line wrapper in $(BIN_DIR)
@@ -95,13 +106,15 @@ run: deps runtime-deps build cli $(if $(OFFLINE),offline-image)
 	UV_THREADPOOL_SIZE=$${UV_THREADPOOL_SIZE:-16} WARREN_SESSION_LISTEN=$${WARREN_SESSION_LISTEN:-127.0.0.1:7081} \
 	  WARREN_SSH_LISTEN=$${WARREN_SSH_LISTEN-127.0.0.1:2222} $(OFFLINE_ENV) node --enable-source-maps build/warren.mjs
 
-test: deps test-deps
+test: deps test-deps console
 	npx tsc --noEmit
+	npx tsc --noEmit -p console
 	npx biome ci .
 	$(NODE) test/run.ts
 
 typecheck: deps
 	npx tsc --noEmit
+	npx tsc --noEmit -p console
 
 lint: deps
 	npx biome check .

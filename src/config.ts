@@ -301,6 +301,8 @@ export interface Config {
   bodyLimitBytes: number;
   idempotencyRetentionHours: number;
   authCacheTtlMs: number;
+  /** How long a console session (the browser's cookie, exchanged for an API key) lives. */
+  consoleSessionTtlSeconds: number;
   /**
    * Embedded store only: seconds between VACUUM (ANALYZE) passes (PGlite has no
    * autovacuum). Default 600; 0 turns them off.
@@ -624,6 +626,7 @@ export function loadConfig(env: Env = process.env): Config {
     bodyLimitBytes: intSetting(env, "WARREN_BODY_LIMIT_BYTES", 1_048_576, 1024, 64 * 1_048_576),
     idempotencyRetentionHours: intSetting(env, "WARREN_IDEMPOTENCY_RETENTION_HOURS", 24, 1, 24 * 30),
     authCacheTtlMs: intSetting(env, "WARREN_AUTH_CACHE_TTL_MS", 2000, 0, 60000),
+    consoleSessionTtlSeconds: intSetting(env, "WARREN_CONSOLE_SESSION_TTL_SECONDS", 43_200, 60, 30 * 86_400),
     pgliteVacuumIntervalSeconds: intSetting(env, "WARREN_PGLITE_VACUUM_INTERVAL_SECONDS", 600, 0, 86_400),
     masterKey: env.WARREN_MASTER_KEY || "",
     masterKeyPrevious: (env.WARREN_MASTER_KEY_PREVIOUS || "").split(",").filter((key) => key.length > 0),

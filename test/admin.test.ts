@@ -9,9 +9,11 @@ import { forEachStore, type TestApp } from "./harness.js";
 import { assertErrorEnvelope, fieldOf } from "./support/assertions.js";
 
 const SANDBOX_ID = `sbx-${"b".repeat(40)}`;
+// expires_at and session_of_key_id: set on console sessions, listed with the keys (issue 28).
 const KEY_INFO_FIELDS = [
   "created_at",
   "email",
+  "expires_at",
   "key_id",
   "key_name",
   "kind",
@@ -19,6 +21,7 @@ const KEY_INFO_FIELDS = [
   "project_id",
   "revoked_at",
   "role",
+  "session_of_key_id",
   "workload_name",
 ];
 

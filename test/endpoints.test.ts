@@ -12,6 +12,7 @@ import type { SandboxReconciler } from "../src/controllers/sandbox-reconciler.js
 import { type RuntimeFixture, startRuntimeFixture } from "../src/drivers/runtime/local/test-support.js";
 import { type SessionPlane, startSessionPlane } from "../src/http/session-plane.js";
 import type { TestApp } from "./harness.js";
+import { openSession } from "./support/console-session.js";
 import { eventually } from "./support/eventually.js";
 import { pushHttpEchoImage } from "./support/http-echo.js";
 import { startRuntimeApp } from "./support/runtime-app.js";
@@ -259,9 +260,13 @@ describe("port endpoints", () => {
     });
     assert.equal(withKey.status, 200, withKey.text);
     assert.ok(!withKey.text.includes(owner()), "the API key is not forwarded");
-    // Nor in any other form: no scheme, quoted, Basic, another header, a cookie of the app's.
+    // Nor in any other form: no scheme, quoted, Basic, another header, a cookie of the app's,
+    // the console's session cookie (issue 28) under either of its names.
     const sessionToken = token;
+    const consoleSession = await openSession(t, owner());
     for (const [name, value] of [
+      ["cookie", consoleSession.cookie],
+      ["cookie", `__Host-warren_console=${consoleSession.secret}`],
       ["authorization", owner()],
       ["authorization", `Bearer "${owner()}"`],
       ["authorization", `"${owner()}"`],
@@ -277,6 +282,7 @@ describe("port endpoints", () => {
       const leaked = await viaPlane(host, "/headers", headers);
       assert.equal(leaked.status, 200, leaked.text);
       assert.ok(!leaked.text.includes(owner()), `${name}: ${value} is not forwarded: ${leaked.text}`);
+      assert.ok(!leaked.text.includes(consoleSession.secret), `${name}: the console's session is not forwarded`);
       assert.ok(!leaked.text.includes(sessionToken), `${name}: ${value} is not forwarded`);
       assert.ok(!leaked.text.includes(encodeURIComponent(sessionToken)), `${name}: ${value} is not forwarded`);
       assert.match(leaked.text, /\r\nCookie: app=1\r\n/i, "the app's own cookie still is");

@@ -73,7 +73,8 @@ const CONTRACT_OPERATIONS: [group: string, operationId: string][] = [
 ];
 // Warren's own operations where the contract leaves the surface open, under the group they
 // extend: IssueEndpointToken and IssueSshToken issue credentials (contract 5.13, "how credentials
-// are issued: not shown"); StreamExecSandbox streams an exec over a WebSocket (issue 26).
+// are issued: not shown"); StreamExecSandbox streams an exec over a WebSocket (issue 26); the
+// console's sessions are a credential issued and revoked (issue 28).
 // Background processes of a sandbox (issue 26, docs/api-decisions.md "Processes").
 const PROCESS_OPERATIONS: [operationId: string, method: string, path: string][] = [
   ["StartSandboxProcess", "post", "/v1/sandboxes/{id}/processes"],
@@ -88,6 +89,8 @@ const PROCESS_OPERATIONS: [operationId: string, method: string, path: string][] 
   ["StreamSandboxProcessOutput", "get", "/v1/sandboxes/{id}/processes/{process_id}/output:stream"],
 ];
 const WARREN_EXTENSIONS: [group: string, operationId: string][] = [
+  ["IdentityService", "CreateConsoleSession"],
+  ["IdentityService", "DeleteConsoleSession"],
   ["SandboxService", "IssueEndpointToken"],
   ["SandboxService", "IssueSshToken"],
   ["SandboxService", "StreamExecSandbox"],
@@ -115,6 +118,8 @@ const REQUIRED: [operationId: string, method: string, path: string][] = [
   ["IssueEndpointToken", "post", "/v1/sandboxes/{id}/endpoints/{port}:token"],
   ["IssueSshToken", "post", "/v1/sandboxes/{id}:issueSshToken"],
   ["StreamExecSandbox", "get", "/v1/sandboxes/{id}/exec/stream"],
+  ["CreateConsoleSession", "post", "/v1/console/sessions"],
+  ["DeleteConsoleSession", "delete", "/v1/console/sessions/current"],
   ["WriteSandboxFile", "put", "/v1/sandboxes/{id}/files"],
   ["ExportTraces", "post", "/v1/traces"],
   ["UploadSandboxArchive", "post", "/v1/sandboxes/{id}/files:upload"],

@@ -8,6 +8,7 @@ import type { RunJson } from "../src/modules/runs/schemas.js";
 import type { SecretJson } from "../src/modules/secrets/schemas.js";
 import { BAD_CREDENTIALS, forEachStore, type KeyRole, type TestApp, type TestResponse } from "./harness.js";
 import { assertError } from "./support/assertions.js";
+import { openSession, sameOrigin } from "./support/console-session.js";
 import { API_ONLY_RUNTIME, sandboxScopedKey } from "./support/fixtures.js";
 import { inlineRefs, sample } from "./support/openapi.js";
 
@@ -46,6 +47,9 @@ const operator: Entry = {
 const MATRIX: Record<string, Entry> = {
   GetServiceConfig: { ...everyone(null, "allowed"), auth: false },
   WhoAmI: everyone(null, "allowed"),
+  // Opened with an API key (a session opens none); closing one with a key is 400 failed_precondition.
+  CreateConsoleSession: everyone(null),
+  DeleteConsoleSession: everyone(null),
   GetUsageSnapshot: everyone(null),
   CreateFeedback: everyone(null, "allowed"),
   CreateProject: everyone(null),
@@ -207,8 +211,19 @@ function operationsOf(doc: Record<string, unknown>): Operation[] {
   return out;
 }
 
-/** Org B's resources, named in org A's requests as "another organization's ids". */
-async function orgBIds(t: TestApp): Promise<Record<string, string>> {
+const orgBIdsOf = new WeakMap<TestApp, Promise<Record<string, string>>>();
+
+/** Org B's resources, named in org A's requests as "another organization's ids" (made once per app). */
+function orgBIds(t: TestApp): Promise<Record<string, string>> {
+  let ids = orgBIdsOf.get(t);
+  if (!ids) {
+    ids = makeOrgBIds(t);
+    orgBIdsOf.set(t, ids);
+  }
+  return ids;
+}
+
+async function makeOrgBIds(t: TestApp): Promise<Record<string, string>> {
   const key = t.orgB.keys.owner;
   const run = await t.request("POST", "/v1/runs", { key, body: { label: "b" } });
   const workload = await t.request("POST", "/v1/workloads", { key, body: { name: "only-in-b" } });
@@ -401,6 +416,50 @@ forEachStore(
       assertEnvelope(await exec(scoped), FLAT_OP, 400, "invalid_argument", "sandbox-scoped, after the grant");
       const memberScoped = await sandboxScopedKey(t(), org, id, "member");
       assertEnvelope(await exec(memberScoped), FLAT_OP, 400, "invalid_argument", "a member's sandbox-scoped key");
+    });
+
+    // A console session (docs/api-decisions.md "Console sessions") answers every operation as
+    // its key's role does; from another origin, expired or revoked, it is refused everywhere.
+    it("answers each operation by a console session's cookie as by its key, and refuses a dead or foreign one", async () => {
+      // Not DeleteConsoleSession (it would sign the sessions out), nor GetMetrics (read by
+      // Prometheus with a bearer credential only: no cookie is read there).
+      const ops = (await served()).filter((op) => op.id !== "DeleteConsoleSession" && op.id !== "GetMetrics");
+      const b = await orgBIds(t());
+      const sessions = {} as Record<KeyRole, Awaited<ReturnType<typeof openSession>>>;
+      for (const role of ROLES) sessions[role] = await openSession(t(), t().orgA.keys[role]);
+      const expired = await openSession(t(), t().orgA.keys.owner);
+      await t().c.db.query("UPDATE api_keys SET expires_at = now() - interval '1 second' WHERE id = $1", [
+        expired.sessionId,
+      ]);
+      const revoked = await openSession(t(), t().orgA.keys.owner);
+      await t().c.identity.revokeKey(revoked.sessionId);
+      for (const op of ops) {
+        const entry = MATRIX[op.id] as Entry;
+        if (!entry.auth) continue;
+        const url = urlWith(op.path, "x") + (QUERIES[op.id] ?? "");
+        const send = (headers: Record<string, string>, target = url) =>
+          t().request(op.method, target, { headers, ...(op.body ? { body: op.body } : {}) });
+        for (const role of ROLES) {
+          const res = await send(sameOrigin(sessions[role]));
+          const label = `${op.id} by the ${role}'s session`;
+          // A session opens no session (permission_denied), whatever the role.
+          if (entry.roles[role] === "denied" || op.id === "CreateConsoleSession") {
+            assertEnvelope(res, op, 403, "permission_denied", label);
+          } else assert.ok(![401, 403].includes(res.status) && res.status < 500, `${label}: ${res.status} ${res.raw}`);
+        }
+        assertEnvelope(await send(sameOrigin(expired)), op, 401, "unauthenticated", `${op.id} expired session`);
+        assertEnvelope(await send(sameOrigin(revoked)), op, 401, "unauthenticated", `${op.id} revoked session`);
+        const foreign = { ...sameOrigin(sessions.owner), origin: "http://8080-sbx-x.localhost:7081" };
+        assertEnvelope(await send(foreign), op, 403, "permission_denied", `${op.id} from a sandbox endpoint's origin`);
+        if (entry.otherOrg === "not_found") {
+          const prefix = Object.keys(b).find((p) => op.path.startsWith(p)) as string;
+          const res = await send(
+            sameOrigin(sessions.owner),
+            urlWith(op.path, b[prefix] as string) + (QUERIES[op.id] ?? ""),
+          );
+          assertEnvelope(res, op, 404, "not_found", `${op.id} by a session with another organization's id`);
+        }
+      }
     });
   },
   { overrides: { runtime: API_ONLY_RUNTIME } },

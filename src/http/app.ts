@@ -19,6 +19,7 @@ import { findTextProblem } from "../lib/text.js";
 import { type Span, SpanStatusCode, type Tracing } from "../lib/tracing.js";
 import type { IdentityService } from "../modules/identity/service.js";
 import type { WarrenMetrics } from "../modules/metrics/registry.js";
+import { checkConsoleOrigin, consoleCookieSecret } from "./console-auth.js";
 import { type EnvelopeKind, errorBody, statusOf } from "./errors.js";
 import type { IdempotencyStore } from "./idempotency.js";
 import { API_TAGS, finishDocument } from "./openapi.js";
@@ -436,6 +437,14 @@ export async function buildHttp(deps: HttpDeps): Promise<App> {
   app.addHook("onRequest", async (request, reply) => {
     reply.header("x-request-id", request.id);
     if (request.routeOptions.config?.auth === false || !request.routeOptions.url) return;
+    // The console's cookie, when no Authorization header is sent (src/http/console-auth.ts).
+    const cookieSecret =
+      request.headers.authorization === undefined ? consoleCookieSecret(request.headers.cookie) : null;
+    if (cookieSecret !== null) {
+      checkConsoleOrigin(request);
+      request.credential = await deps.identity.authenticate(cookieSecret, "session");
+      return;
+    }
     const secret = bearerSecret(request.headers.authorization);
     const cred = await deps.identity.authenticate(secret);
     request.credential = cred;

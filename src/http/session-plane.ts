@@ -5,6 +5,7 @@
 // credential is taken from the request and never forwarded, hop-by-hop headers are dropped,
 // header sizes and idle times are bounded, and whatever the sandbox sends is hostile (its
 // response head is parsed with the same header cap, and a bad one ends that request only).
+
 import http from "node:http";
 import net from "node:net";
 import {
@@ -28,6 +29,7 @@ import {
   type SessionTarget,
 } from "../modules/sessions/service.js";
 import { TOKEN_PREFIX } from "../modules/sessions/tokens.js";
+import { CONSOLE_COOKIE, CONSOLE_COOKIE_SECURE } from "./console-auth.js";
 import { errorBody, statusOf } from "./errors.js";
 
 /** Largest request or response head (request line or status line plus headers). */
@@ -348,12 +350,17 @@ function pathWithoutToken(url: string): string {
   return rest ? `${url.slice(0, queryAt)}?${rest}` : url.slice(0, queryAt);
 }
 
-/** The Cookie header without the endpoint cookie, nor any cookie carrying a Warren credential (null when nothing is left). */
+/** The Cookie header without the endpoint cookie, the console's, nor any cookie carrying a Warren credential (null when nothing is left). */
 function cookiesWithoutToken(cookie: string): string | null {
   const kept = cookie
     .split(";")
     .map((part) => part.trim())
-    .filter((part) => part.length > 0 && part.split("=")[0] !== ENDPOINT_COOKIE && !carriesWarrenCredential(part));
+    .filter((part) => {
+      const name = part.split("=")[0];
+      // The console's session cookie never reaches a sandbox (its value is a Warren secret too).
+      if (name === CONSOLE_COOKIE || name === CONSOLE_COOKIE_SECURE) return false;
+      return part.length > 0 && name !== ENDPOINT_COOKIE && !carriesWarrenCredential(part);
+    });
   return kept.length > 0 ? kept.join("; ") : null;
 }
 

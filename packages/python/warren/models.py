@@ -142,6 +142,10 @@ class ApiKeyInfo(TypedDict):
     created_at: str
     revoked_at: str
     "Empty while the key is live"
+    expires_at: str
+    "A console session's expiry; empty for an API key (keys do not expire)"
+    session_of_key_id: str
+    "A console session: the API key it was exchanged for (and acts as); empty for an API key"
 
 
 class AdminListApiKeysResponse(TypedDict):
@@ -322,6 +326,17 @@ class Run(TypedDict):
 
 class CompleteRunResponse(TypedDict):
     run: Run
+
+
+class ConsoleSession(TypedDict):
+    session_id: str
+    "Listed and revoked with the API keys (AdminListApiKeys)"
+    expires_at: str
+    created_at: str
+
+
+class CreateConsoleSessionResponse(TypedDict):
+    session: ConsoleSession
 
 
 class CreateFeedbackRequest(TypedDict):
@@ -568,6 +583,9 @@ class DataView(TypedDict):
     "Bumped on each upsert"
     created_at: str
     updated_at: str
+
+
+DeleteConsoleSessionResponse = dict[str, Any]
 
 
 DeleteDataViewResponse = dict[str, Any]
@@ -1582,6 +1600,8 @@ SqlResult = QueryResult
 OPERATIONS: dict[str, tuple[str, str]] = {
     "GetServiceConfig": ("GET", "/v1/service-config"),
     "WhoAmI": ("GET", "/v1/whoami"),
+    "CreateConsoleSession": ("POST", "/v1/console/sessions"),
+    "DeleteConsoleSession": ("DELETE", "/v1/console/sessions/current"),
     "GetUsageSnapshot": ("GET", "/v1/usage"),
     "CreateFeedback": ("POST", "/v1/feedback"),
     "CreateProject": ("POST", "/v1/projects"),

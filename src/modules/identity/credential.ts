@@ -21,6 +21,11 @@ export interface Credential {
   projectId: string | null;
   /** Present only on sandbox-scoped credentials. */
   sandbox: { sandboxId: string; lineagePath: string } | null;
+  /**
+   * Present only on a console session (the browser's cookie): its own id and expiry. keyId and
+   * keyName are then those of the API key it was exchanged for, whose authority it carries.
+   */
+  session?: { sessionId: string; expiresAt: Date } | null;
 }
 
 const ROLE_RANK: Record<Role, number> = { member: 0, admin: 1, owner: 2 };

@@ -48,6 +48,12 @@ export const ApiKeyInfo = named(
       project_id: Type.String(),
       created_at: Timestamp,
       revoked_at: Type.String({ description: "Empty while the key is live" }),
+      expires_at: Type.String({
+        description: "A console session's expiry; empty for an API key (keys do not expire)",
+      }),
+      session_of_key_id: Type.String({
+        description: "A console session: the API key it was exchanged for (and acts as); empty for an API key",
+      }),
     },
     { additionalProperties: false },
   ),
@@ -62,6 +68,18 @@ export const IssuedApiKey = named(
       principal_id: Type.String(),
       org_id: Type.String(),
       api_key: Type.String({ description: "The secret; shown only in this response" }),
+    },
+    { additionalProperties: false },
+  ),
+);
+
+export const ConsoleSession = named(
+  "ConsoleSession",
+  Type.Object(
+    {
+      session_id: Type.String({ description: "Listed and revoked with the API keys (AdminListApiKeys)" }),
+      expires_at: Timestamp,
+      created_at: Timestamp,
     },
     { additionalProperties: false },
   ),

@@ -14,6 +14,8 @@ import * as repo from "./repo.js";
 import type { ApiKeyInfoJson, IssuedApiKeyJson, WhoAmIJson } from "./schemas.js";
 
 const MAX_CACHED_CREDENTIALS = 10_000;
+/** Console sessions expired or revoked longer ago than this are deleted when the key opens another. */
+const STALE_SESSION_RETENTION_MS = 7 * 86_400_000;
 
 export function whoAmIView(cred: Credential): WhoAmIJson {
   return {
@@ -22,8 +24,9 @@ export function whoAmIView(cred: Credential): WhoAmIJson {
       id: cred.principalId,
       kind: cred.principalKind,
       email: cred.principalKind === "user" ? cred.email : "",
-      key_id: cred.keyId,
-      key_name: cred.keyName,
+      // Contract 2.9: empty for a browser session.
+      key_id: cred.session ? "" : cred.keyId,
+      key_name: cred.session ? "" : cred.keyName,
       workload_name: cred.workloadName,
     },
   };
@@ -63,23 +66,91 @@ export class IdentityService {
     private readonly cacheTtlMs: number,
   ) {}
 
-  /** Resolves a bearer secret to its credential; unknown or revoked is UNAUTHENTICATED. */
-  async authenticate(secret: string): Promise<Credential> {
+  /**
+   * Resolves a secret to its credential; unknown, revoked or expired is UNAUTHENTICATED.
+   * `as`: what the secret arrived as. A bearer header takes API keys only and the console
+   * cookie console sessions only, so neither kind of secret works in the other's place.
+   */
+  async authenticate(secret: string, as: "key" | "session" = "key"): Promise<Credential> {
     const hash = sha256Hex(secret);
     const nowMs = Date.now();
     const hit = this.cache.get(hash);
-    if (hit && hit.expiresAtMs > nowMs) return hit.cred;
-    const cred = await repo.findCredentialByHash(this.db, hash);
+    let cred = hit && hit.expiresAtMs > nowMs ? hit.cred : null;
     if (!cred) {
-      this.cache.delete(hash);
-      throw new AppError("unauthenticated", "the API key is unknown or revoked");
+      cred = await repo.findCredentialByHash(this.db, hash, this.clock.now());
+      if (!cred) {
+        this.cache.delete(hash);
+        throw new AppError(
+          "unauthenticated",
+          as === "session" ? "the console session is unknown, expired or revoked" : "the API key is unknown or revoked",
+        );
+      }
+      if (this.cacheTtlMs > 0) {
+        if (this.cache.size >= MAX_CACHED_CREDENTIALS) this.cache.clear();
+        this.cache.set(hash, { cred, expiresAtMs: nowMs + this.cacheTtlMs });
+      }
     }
     if (!cred.orgId) throw new AppError("unauthenticated", "the credential has no organization scope");
-    if (this.cacheTtlMs > 0) {
-      if (this.cache.size >= MAX_CACHED_CREDENTIALS) this.cache.clear();
-      this.cache.set(hash, { cred, expiresAtMs: nowMs + this.cacheTtlMs });
+    // A cached session is still checked against its expiry.
+    if (cred.session && cred.session.expiresAt.getTime() <= this.clock.now().getTime()) {
+      this.cache.delete(hash);
+      throw new AppError("unauthenticated", "the console session is unknown, expired or revoked");
     }
+    if (as === "key" && cred.session) {
+      throw new AppError("unauthenticated", "a console session is sent as its cookie, not as a bearer credential");
+    }
+    if (as === "session" && !cred.session) throw new AppError("unauthenticated", "the console cookie holds no session");
     return cred;
+  }
+
+  /**
+   * Exchanges the calling API key for a console session (docs/api-decisions.md "Console
+   * sessions"): a row of api_keys of the key's principal and project, expiring after
+   * `ttlSeconds`, revoked with the key. Returns the secret (for the cookie only) and its row.
+   */
+  async openConsoleSession(
+    cred: Credential,
+    ttlSeconds: number,
+  ): Promise<{ secret: string; sessionId: string; expiresAt: Date; createdAt: Date }> {
+    if (cred.session)
+      throw new AppError("permission_denied", "a console session is opened with an API key, not another session");
+    if (cred.sandbox)
+      throw new AppError("permission_denied", "a sandbox-scoped credential may not open a console session");
+    const now = this.clock.now();
+    const expiresAt = new Date(now.getTime() + ttlSeconds * 1000);
+    const secret = newApiKeySecret();
+    const sessionId = newId("key");
+    await this.db.tx(async (q) => {
+      await repo.deleteStaleSessions(q, cred.keyId, new Date(now.getTime() - STALE_SESSION_RETENTION_MS));
+      await repo.insertApiKey(q, {
+        id: sessionId,
+        org_id: cred.orgId,
+        principal_id: cred.principalId,
+        name: `console session (${cred.keyName || cred.keyId})`.slice(0, 200),
+        key_hash: sha256Hex(secret),
+        project_id: cred.projectId,
+        sandbox_id: null,
+        lineage_path: null,
+        created_at: now,
+        revoked_at: null,
+        expires_at: expiresAt,
+        session_of_key_id: cred.keyId,
+      });
+    });
+    return { secret, sessionId, expiresAt, createdAt: now };
+  }
+
+  /** Revokes the calling console session (sign-out). */
+  async closeConsoleSession(cred: Credential): Promise<void> {
+    if (!cred.session) throw new AppError("failed_precondition", "the request carries no console session to close");
+    await this.revokeKeyOf(cred.session.sessionId, cred.orgId);
+  }
+
+  /** Revokes a key or session of the organization (another organization's is not_found). */
+  async revokeKeyOf(keyId: string, orgId: string | null): Promise<void> {
+    const hashes = await repo.revokeApiKey(this.db, keyId, this.clock.now(), orgId);
+    if (hashes.length === 0) throw notFound("API key");
+    for (const hash of hashes) this.cache.delete(hash);
   }
 
   async createOrganization(input: { slug: string; name?: string; isOperator?: boolean }) {
@@ -162,10 +233,9 @@ export class IdentityService {
     return { key_id: keyId, key_name: input.name, principal_id: principalId, org_id: input.orgId, api_key: secret };
   }
 
-  async revokeKey(keyId: string): Promise<void> {
-    const hash = await repo.revokeApiKey(this.db, keyId, this.clock.now());
-    if (!hash) throw notFound("API key");
-    this.cache.delete(hash);
+  /** Revokes any organization's key (the operator's route) and the sessions exchanged for it. */
+  revokeKey(keyId: string): Promise<void> {
+    return this.revokeKeyOf(keyId, null);
   }
 
   async listKeys(orgId: string): Promise<ApiKeyInfoJson[]> {
@@ -181,6 +251,8 @@ export class IdentityService {
       project_id: row.project_id ?? "",
       created_at: row.created_at.toISOString(),
       revoked_at: row.revoked_at ? row.revoked_at.toISOString() : "",
+      expires_at: row.expires_at ? row.expires_at.toISOString() : "",
+      session_of_key_id: row.session_of_key_id ?? "",
     }));
   }
 

@@ -41,6 +41,40 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/console/sessions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Exchange the calling API key for a console session: an HttpOnly, SameSite=Strict cookie acting as the key (its organization, principal and role) until it expires or is revoked */
+        post: operations["CreateConsoleSession"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/sessions/current": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Sign out: revoke the calling console session (sent as its cookie) and clear the cookie */
+        delete: operations["DeleteConsoleSession"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/usage": {
         parameters: {
             query?: never;
@@ -1741,6 +1775,10 @@ export interface components {
             created_at: string;
             /** @description Empty while the key is live */
             revoked_at: string;
+            /** @description A console session's expiry; empty for an API key (keys do not expire) */
+            expires_at: string;
+            /** @description A console session: the API key it was exchanged for (and acts as); empty for an API key */
+            session_of_key_id: string;
         };
         /** ArchiveAnnotationSchemaRequest */
         ArchiveAnnotationSchemaRequest: {
@@ -1761,6 +1799,19 @@ export interface components {
         /** CompleteRunResponse */
         CompleteRunResponse: {
             run: components["schemas"]["Run"];
+        };
+        /** ConsoleSession */
+        ConsoleSession: {
+            /** @description Listed and revoked with the API keys (AdminListApiKeys) */
+            session_id: string;
+            /** Format: date-time */
+            expires_at: string;
+            /** Format: date-time */
+            created_at: string;
+        };
+        /** CreateConsoleSessionResponse */
+        CreateConsoleSessionResponse: {
+            session: components["schemas"]["ConsoleSession"];
         };
         /** CreateFeedbackRequest */
         CreateFeedbackRequest: {
@@ -1907,6 +1958,8 @@ export interface components {
                 [key: string]: unknown;
             };
         };
+        /** DeleteConsoleSessionResponse */
+        DeleteConsoleSessionResponse: Record<string, never>;
         /** DeleteDataViewResponse */
         DeleteDataViewResponse: Record<string, never>;
         /** DeleteProjectResponse */
@@ -3037,6 +3090,82 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["WhoAmI"];
+                };
+            };
+            /** @description Quota or rate-limit rejection */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    CreateConsoleSession: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CreateConsoleSessionResponse"];
+                };
+            };
+            /** @description Quota or rate-limit rejection */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Error */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    DeleteConsoleSession: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeleteConsoleSessionResponse"];
                 };
             };
             /** @description Quota or rate-limit rejection */
