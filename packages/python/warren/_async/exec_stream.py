@@ -86,7 +86,9 @@ class AsyncExecStream:
         """The command's output as it comes, until it ends (then ``result`` is set)."""
         while self._early:
             yield self._early.pop(0)
-        while self.result is None and self._failure is None:
+        # Until the server closes (as the TypeScript SDK does): output may still come after
+        # the exit message, which is sent once the command ended, not once its pipes drained.
+        while True:
             message = await self._connection.recv()
             if message is None:
                 break
@@ -99,7 +101,7 @@ class AsyncExecStream:
 
     async def wait(self) -> ExecStreamResult:
         """Reads the rest of the output into ``stdout`` and ``stderr`` and returns the end."""
-        if self.result is None:
+        if not self._connection.closed:
             async for stream, chunk in self.output():
                 (self.stdout if stream == "stdout" else self.stderr).extend(chunk)
         if self.result is None:

@@ -87,7 +87,9 @@ class ExecStream:
         """The command's output as it comes, until it ends (then ``result`` is set)."""
         while self._early:
             yield self._early.pop(0)
-        while self.result is None and self._failure is None:
+        # Until the server closes (as the TypeScript SDK does): output may still come after
+        # the exit message, which is sent once the command ended, not once its pipes drained.
+        while True:
             message = self._connection.recv()
             if message is None:
                 break
@@ -100,7 +102,7 @@ class ExecStream:
 
     def wait(self) -> ExecStreamResult:
         """Reads the rest of the output into ``stdout`` and ``stderr`` and returns the end."""
-        if self.result is None:
+        if not self._connection.closed:
             for stream, chunk in self.output():
                 (self.stdout if stream == "stdout" else self.stderr).extend(chunk)
         if self.result is None:
