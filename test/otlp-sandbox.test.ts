@@ -142,5 +142,12 @@ describe("OTLP from inside a sandbox", () => {
     );
     assert.equal(rows[1]?.model, "tiny-model");
     assert.equal(String(rows[1]?.input_tokens), "3");
+    // Joinable with the sandbox whose ambient run they are in.
+    const joined = await sql(
+      t,
+      owner(),
+      `SELECT DISTINCT b.id FROM spans s JOIN sandboxes b ON b.run_id = s.run_id WHERE s.trace_id = '${traceId}'`,
+    );
+    assert.deepEqual(joined, [{ id }]);
   });
 });
