@@ -21,6 +21,8 @@ export function registerConsoleSessionRoutes(app: App, identity: IdentityService
         tags: TAGS,
         summary:
           "Exchange the calling API key for a console session: an HttpOnly, SameSite=Strict cookie acting as the key (its organization, principal and role) until it expires or is revoked",
+        description:
+          "Exchanges the API key that authenticates the call for a browser session of the web console: a cookie (HttpOnly, SameSite=Strict, Secure over TLS) that acts as the key until it expires or is revoked; the key itself is never stored in the browser. Listed and revoked with the API keys. Errors: unauthenticated.",
         response: standardResponses({ 200: Type.Object({ session: ConsoleSession }, { additionalProperties: false }) }),
       },
     },
@@ -48,6 +50,8 @@ export function registerConsoleSessionRoutes(app: App, identity: IdentityService
         operationId: "DeleteConsoleSession",
         tags: TAGS,
         summary: "Sign out: revoke the calling console session (sent as its cookie) and clear the cookie",
+        description:
+          "Revokes the console session of the calling cookie (sign-out) and clears the cookie; later requests with it are unauthenticated. Errors: unauthenticated when the call carries no live session.",
         response: standardResponses({ 200: EmptyObject }),
       },
     },

@@ -67,6 +67,8 @@ export function registerProcessRoutes(app: App, processes: ProcessService): void
         operationId: "StartSandboxProcess",
         tags: TAGS,
         summary: "Start a background process; answers at once with its id (it outlives every connection)",
+        description:
+          "Starts `cmd` in the running sandbox (with `env`, `cwd`, an optional stdin pipe, an optional terminal and `timeout_seconds`) and answers 201 with the process at once; the exec agent keeps it and its last 1 MiB of output across client connections and server restarts. Errors: not_found (another organization's sandbox), sandbox_not_running, quarantined, invalid_argument (argv and env past the contract's limits), failed_precondition (the sandbox already has 32 live processes).",
         params: Params,
         body: Type.Object(
           {
@@ -96,6 +98,8 @@ export function registerProcessRoutes(app: App, processes: ProcessService): void
         operationId: "ListSandboxProcesses",
         tags: TAGS,
         summary: "The sandbox's processes, newest first",
+        description:
+          "Lists the sandbox's processes newest first, running and ended, paginated with page_size and page_token like the other lists. Errors: not_found for another organization's sandbox or a sandbox-scoped credential of another sandbox.",
         params: Params,
         querystring: Type.Object(
           {
@@ -123,6 +127,8 @@ export function registerProcessRoutes(app: App, processes: ProcessService): void
         operationId: "GetSandboxProcess",
         tags: TAGS,
         summary: "One process: state, exit code, start and end",
+        description:
+          "Answers one process: its state (starting, running, exited, lost), exit code, end reason, and start and end times. Errors: not_found for an unknown process or another organization's sandbox.",
         params: ProcessParams,
         response: flatResponses({ 200: ProcessRef }),
       },
@@ -138,6 +144,8 @@ export function registerProcessRoutes(app: App, processes: ProcessService): void
         operationId: "SignalSandboxProcess",
         tags: TAGS,
         summary: "Send a signal to the process's group (a process that already ended is answered as it is)",
+        description:
+          "Sends one of the allowed signals to the process's group; a process that already ended is answered as it is. Errors: not_found, invalid_argument for a signal outside the list, sandbox_not_running.",
         params: ProcessParams,
         body: Type.Object(
           { signal: Type.Union(SIGNAL_NAMES.map((name) => Type.Literal(name))) },
@@ -163,6 +171,8 @@ export function registerProcessRoutes(app: App, processes: ProcessService): void
         operationId: "KillSandboxProcess",
         tags: TAGS,
         summary: "SIGKILL to the process's group",
+        description:
+          "Sends SIGKILL to the process's group and answers the process; its end is recorded as killed. Errors: not_found, sandbox_not_running.",
         params: ProcessParams,
         response: flatResponses({ 200: ProcessRef }),
       },
@@ -178,6 +188,8 @@ export function registerProcessRoutes(app: App, processes: ProcessService): void
         operationId: "WriteSandboxProcessStdin",
         tags: TAGS,
         summary: `Write to the process's stdin (at most ${MAX_STDIN_BYTES} bytes a call), and/or close it`,
+        description:
+          "Writes text or base64 bytes (at most 64 KiB a call) to the stdin pipe or terminal of a process started with stdin, and/or closes it. Errors: not_found, failed_precondition when the process has no stdin, closed it or ended, operation_conflict while it has not read earlier input (retry), invalid_argument for both data forms at once.",
         params: ProcessParams,
         body: Type.Object(
           {
@@ -208,6 +220,8 @@ export function registerProcessRoutes(app: App, processes: ProcessService): void
         operationId: "ResizeSandboxProcess",
         tags: TAGS,
         summary: "Resize the process's terminal",
+        description:
+          "Sets the rows and columns of the terminal of a process started with a pty. Errors: not_found, failed_precondition for a process without a terminal, invalid_argument for sizes out of range.",
         params: ProcessParams,
         body: Pty,
         response: flatResponses({ 200: ProcessRef }),
@@ -230,6 +244,8 @@ export function registerProcessRoutes(app: App, processes: ProcessService): void
         operationId: "WaitSandboxProcess",
         tags: TAGS,
         summary: "The process once it ended, or as it is after timeout_seconds (a long poll)",
+        description:
+          "Long-polls until the process ends or timeout_seconds (1-60) pass, then answers it as it is (check its state). Errors: not_found.",
         params: ProcessParams,
         body: Type.Object(
           { timeout_seconds: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_WAIT_SECONDS, default: 30 })) },

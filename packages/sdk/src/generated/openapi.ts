@@ -50,7 +50,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Exchange the calling API key for a console session: an HttpOnly, SameSite=Strict cookie acting as the key (its organization, principal and role) until it expires or is revoked */
+        /**
+         * Exchange the calling API key for a console session: an HttpOnly, SameSite=Strict cookie acting as the key (its organization, principal and role) until it expires or is revoked
+         * @description Exchanges the API key that authenticates the call for a browser session of the web console: a cookie (HttpOnly, SameSite=Strict, Secure over TLS) that acts as the key until it expires or is revoked; the key itself is never stored in the browser. Listed and revoked with the API keys. Errors: unauthenticated.
+         */
         post: operations["CreateConsoleSession"];
         delete?: never;
         options?: never;
@@ -68,7 +71,10 @@ export interface paths {
         get?: never;
         put?: never;
         post?: never;
-        /** Sign out: revoke the calling console session (sent as its cookie) and clear the cookie */
+        /**
+         * Sign out: revoke the calling console session (sent as its cookie) and clear the cookie
+         * @description Revokes the console session of the calling cookie (sign-out) and clears the cookie; later requests with it are unauthenticated. Errors: unauthenticated when the call carries no live session.
+         */
         delete: operations["DeleteConsoleSession"];
         options?: never;
         head?: never;
@@ -886,10 +892,16 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The sandbox's processes, newest first */
+        /**
+         * The sandbox's processes, newest first
+         * @description Lists the sandbox's processes newest first, running and ended, paginated with page_size and page_token like the other lists. Errors: not_found for another organization's sandbox or a sandbox-scoped credential of another sandbox.
+         */
         get: operations["ListSandboxProcesses"];
         put?: never;
-        /** Start a background process; answers at once with its id (it outlives every connection) */
+        /**
+         * Start a background process; answers at once with its id (it outlives every connection)
+         * @description Starts `cmd` in the running sandbox (with `env`, `cwd`, an optional stdin pipe, an optional terminal and `timeout_seconds`) and answers 201 with the process at once; the exec agent keeps it and its last 1 MiB of output across client connections and server restarts. Errors: not_found (another organization's sandbox), sandbox_not_running, quarantined, invalid_argument (argv and env past the contract's limits), failed_precondition (the sandbox already has 32 live processes).
+         */
         post: operations["StartSandboxProcess"];
         delete?: never;
         options?: never;
@@ -904,7 +916,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** One process: state, exit code, start and end */
+        /**
+         * One process: state, exit code, start and end
+         * @description Answers one process: its state (starting, running, exited, lost), exit code, end reason, and start and end times. Errors: not_found for an unknown process or another organization's sandbox.
+         */
         get: operations["GetSandboxProcess"];
         put?: never;
         post?: never;
@@ -923,7 +938,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Send a signal to the process's group (a process that already ended is answered as it is) */
+        /**
+         * Send a signal to the process's group (a process that already ended is answered as it is)
+         * @description Sends one of the allowed signals to the process's group; a process that already ended is answered as it is. Errors: not_found, invalid_argument for a signal outside the list, sandbox_not_running.
+         */
         post: operations["SignalSandboxProcess"];
         delete?: never;
         options?: never;
@@ -940,7 +958,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** SIGKILL to the process's group */
+        /**
+         * SIGKILL to the process's group
+         * @description Sends SIGKILL to the process's group and answers the process; its end is recorded as killed. Errors: not_found, sandbox_not_running.
+         */
         post: operations["KillSandboxProcess"];
         delete?: never;
         options?: never;
@@ -957,7 +978,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Write to the process's stdin (at most 65536 bytes a call), and/or close it */
+        /**
+         * Write to the process's stdin (at most 65536 bytes a call), and/or close it
+         * @description Writes text or base64 bytes (at most 64 KiB a call) to the stdin pipe or terminal of a process started with stdin, and/or closes it. Errors: not_found, failed_precondition when the process has no stdin, closed it or ended, operation_conflict while it has not read earlier input (retry), invalid_argument for both data forms at once.
+         */
         post: operations["WriteSandboxProcessStdin"];
         delete?: never;
         options?: never;
@@ -974,7 +998,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Resize the process's terminal */
+        /**
+         * Resize the process's terminal
+         * @description Sets the rows and columns of the terminal of a process started with a pty. Errors: not_found, failed_precondition for a process without a terminal, invalid_argument for sizes out of range.
+         */
         post: operations["ResizeSandboxProcess"];
         delete?: never;
         options?: never;
@@ -991,7 +1018,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** The process once it ended, or as it is after timeout_seconds (a long poll) */
+        /**
+         * The process once it ended, or as it is after timeout_seconds (a long poll)
+         * @description Long-polls until the process ends or timeout_seconds (1-60) pass, then answers it as it is (check its state). Errors: not_found.
+         */
         post: operations["WaitSandboxProcess"];
         delete?: never;
         options?: never;
