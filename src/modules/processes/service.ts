@@ -31,6 +31,8 @@ import * as repo from "./repo.js";
 export const MAX_PROCESSES_PER_SANDBOX = 32;
 /** Ended processes whose output a sandbox's agent keeps; beyond, the oldest are released. */
 export const MAX_KEPT_ENDED = 16;
+/** Exits remembered for processes not yet tracked. */
+const MAX_EARLY_EXITS = 1024;
 /** The most one output read returns. */
 export const MAX_READ_BYTES = 1 << 20;
 /** The longest :wait and output long-poll. */
@@ -147,13 +149,25 @@ export class ProcessService {
   private readonly live = new Map<string, Live>();
   /** Process ids by `sandbox agent serial`, for the agent's exit reports. */
   private readonly byRef = new Map<string, string>();
+  /** Exits reported before their process was tracked (oldest first, bounded). */
+  private readonly earlyExits = new Map<string, number>();
   /** Callbacks waiting for a process's end (wait, output streams). */
   private readonly waiters = new Map<string, Set<() => void>>();
 
   constructor(private readonly deps: ProcessServiceDeps) {
     deps.runtime?.onProcessExit((sandboxId, ref, code) => {
-      const id = this.byRef.get(refKey(sandboxId, ref));
-      if (id) void this.ended(id, { state: "exited", exitCode: code });
+      const key = refKey(sandboxId, ref);
+      const id = this.byRef.get(key);
+      if (id) {
+        void this.ended(id, { state: "exited", exitCode: code });
+        return;
+      }
+      // A quick process exits before its row is marked running and tracked: kept for track().
+      this.earlyExits.set(key, code);
+      if (this.earlyExits.size > MAX_EARLY_EXITS) {
+        const oldest = this.earlyExits.keys().next().value;
+        if (oldest !== undefined) this.earlyExits.delete(oldest);
+      }
     });
   }
 
@@ -518,8 +532,14 @@ export class ProcessService {
     });
     const live: Live = { row, timer: null, endingAs: null, ended };
     this.live.set(row.id, live);
-    this.byRef.set(refKey(row.sandbox_id, { agent: row.agent_id, serial: row.agent_serial }), row.id);
+    const key = refKey(row.sandbox_id, { agent: row.agent_id, serial: row.agent_serial });
+    this.byRef.set(key, row.id);
     this.deps.inFlight.began(row.id, row.sandbox_id, done);
+    const early = this.earlyExits.get(key);
+    if (early !== undefined) {
+      this.earlyExits.delete(key);
+      void this.ended(row.id, { state: "exited", exitCode: early });
+    }
     if (row.deadline) {
       const left = Math.max(0, row.deadline.getTime() - this.deps.clock.now().getTime());
       live.timer = setTimeout(() => {
