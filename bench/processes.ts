@@ -42,7 +42,15 @@ const rig = await openBenchRig("processes", ROOT);
 const { registry, key } = rig;
 try {
   await pushTestImages(registry);
-  const server = await rig.start({ WARREN_SANDBOX_POOL_SIZE: "0", WARREN_SANDBOX_MEMORY_MB: "64" });
+  const server = await rig.start({
+    WARREN_SANDBOX_POOL_SIZE: "0",
+    WARREN_SANDBOX_MEMORY_MB: "64",
+    WARREN_SANDBOX_CPU_MILLIS: "100",
+    WARREN_STORAGE_OVERCOMMIT: "1000",
+    WARREN_QUOTA_SANDBOXES_RUNNING: "100",
+    WARREN_QUOTA_SANDBOXES_TOTAL: "1000",
+    WARREN_QUOTA_WORKSPACE_GIB: "100000",
+  });
   const api = async (method: string, url: string, body?: unknown) => {
     const response = await call<Record<string, unknown>>(server.baseUrl, key, method, url, body);
     if (response.status >= 300)
@@ -164,7 +172,7 @@ try {
     console.log(JSON.stringify(results.idle));
     for (const id of ids) await api("DELETE", `/v1/sandboxes/${id}`);
   }
-  await recordResults("processes.json", results);
+  await recordResults(PART === "both" ? "processes.json" : `processes-${PART}.json`, results);
 } finally {
   await rig.close();
 }

@@ -196,6 +196,14 @@ describe("sandbox processes", () => {
     assert.notEqual((next.body.processes as Json[])[0]?.id, proc.id);
   });
 
+  it("records the exit of processes that end at once (before their row is marked running)", async () => {
+    const quick = await Promise.all(Array.from({ length: 8 }, (_, i) => start({ cmd: ["sh", "-c", `exit ${i}`] })));
+    for (const [i, proc] of quick.entries()) {
+      const ended = await waitEnd(proc.id);
+      assert.equal(ended.exit_code, i);
+    }
+  });
+
   it("signals, kills and times out", async () => {
     const term = await start({ cmd: ["sleep", "600"] });
     const signalled = await call("POST", `${procs()}/${term.id}:signal`, { signal: "SIGTERM" });

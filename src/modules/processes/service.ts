@@ -10,7 +10,6 @@ import type { SandboxDefaults } from "../../config.js";
 import {
   type KeptProcess,
   type ProcessOutputChunk,
-  type ProcessRef,
   RuntimeError,
   type SandboxProcesses,
 } from "../../drivers/runtime/interface.js";
@@ -26,67 +25,37 @@ import { checkStreamStart } from "../sandboxes/exec-stream.js";
 import type { ExecsInFlight } from "../sandboxes/execs-in-flight.js";
 import { isVisible, SANDBOX_ID } from "../sandboxes/view.js";
 import * as repo from "./repo.js";
+import {
+  decodeBase64,
+  MAX_EARLY_EXITS,
+  MAX_KEPT_ENDED,
+  MAX_PROCESSES_PER_SANDBOX,
+  MAX_READ_BYTES,
+  MAX_STDIN_BYTES,
+  type OutputEvent,
+  PROCESS_ID,
+  type ProcessStart,
+  type ProcessView,
+  processView,
+  refKey,
+  runtimeError,
+  SIGNAL_NAMES,
+  SIGNALS,
+  STDIN_ROOM_DEADLINE_MS,
+  startError,
+} from "./views.js";
 
-/** Live (starting or running) processes one sandbox may have. */
-export const MAX_PROCESSES_PER_SANDBOX = 32;
-/** Ended processes whose output a sandbox's agent keeps; beyond, the oldest are released. */
-export const MAX_KEPT_ENDED = 16;
-/** The most one output read returns. */
-export const MAX_READ_BYTES = 1 << 20;
-/** The longest :wait and output long-poll. */
-export const MAX_WAIT_SECONDS = 60;
-/** Stdin bytes one :stdin call may carry (the agent's input buffer). */
-export const MAX_STDIN_BYTES = 64 << 10;
-/** How long :stdin waits for the agent's input buffer to have room. */
-const STDIN_ROOM_DEADLINE_MS = 10_000;
-const PROCESS_ID = /^proc_[0-9a-z]{26}$/;
-
-const SIGNALS: Record<string, number> = {
-  SIGHUP: 1,
-  SIGINT: 2,
-  SIGQUIT: 3,
-  SIGKILL: 9,
-  SIGUSR1: 10,
-  SIGUSR2: 12,
-  SIGTERM: 15,
-  SIGCONT: 18,
-  SIGSTOP: 19,
-  SIGWINCH: 28,
-};
-export const SIGNAL_NAMES = Object.keys(SIGNALS);
-
-export interface ProcessStart {
-  cmd: string[];
-  env?: Record<string, string> | undefined;
-  cwd?: string | undefined;
-  stdin?: boolean | undefined;
-  pty?: { rows: number; cols: number } | null | undefined;
-  timeout_seconds?: number | undefined;
-}
-
-export interface ProcessView {
-  id: string;
-  sandbox_id: string;
-  state: repo.ProcessState;
-  cmd: string[];
-  cwd: string | null;
-  pty: { rows: number; cols: number } | null;
-  stdin: boolean;
-  pid: number | null;
-  exit_code: number | null;
-  end_reason: repo.EndReason | null;
-  output_kept: boolean;
-  timeout_seconds: number | null;
-  created_at: string;
-  started_at: string | null;
-  ended_at: string | null;
-}
-
-/** One event of an output stream: bytes at an offset, a gap (bytes dropped), or the end. */
-export type OutputEvent =
-  | { kind: "output"; offset: number; stream: "stdout" | "stderr"; data: Buffer }
-  | { kind: "gap"; from: number; to: number }
-  | { kind: "end"; offset: number };
+export {
+  MAX_PROCESSES_PER_SANDBOX,
+  MAX_READ_BYTES,
+  MAX_STDIN_BYTES,
+  MAX_WAIT_SECONDS,
+  type OutputEvent,
+  type ProcessStart,
+  type ProcessView,
+  processView,
+  SIGNAL_NAMES,
+} from "./views.js";
 
 export interface ProcessTarget {
   id: string;
@@ -114,26 +83,6 @@ export interface ProcessServiceDeps {
   inFlight: ExecsInFlight<unknown>;
 }
 
-export function processView(row: repo.ProcessRow): ProcessView {
-  return {
-    id: row.id,
-    sandbox_id: row.sandbox_id,
-    state: row.state,
-    cmd: row.argv,
-    cwd: row.cwd,
-    pty: row.pty,
-    stdin: row.stdin,
-    pid: row.pid,
-    exit_code: row.exit_code,
-    end_reason: row.end_reason,
-    output_kept: row.output_kept,
-    timeout_seconds: row.timeout_seconds,
-    created_at: row.created_at.toISOString(),
-    started_at: row.started_at?.toISOString() ?? null,
-    ended_at: row.ended_at?.toISOString() ?? null,
-  };
-}
-
 interface Live {
   row: repo.ProcessRow;
   timer: NodeJS.Timeout | null;
@@ -147,13 +96,25 @@ export class ProcessService {
   private readonly live = new Map<string, Live>();
   /** Process ids by `sandbox agent serial`, for the agent's exit reports. */
   private readonly byRef = new Map<string, string>();
+  /** Exits reported before their process was tracked (oldest first, bounded). */
+  private readonly earlyExits = new Map<string, number>();
   /** Callbacks waiting for a process's end (wait, output streams). */
   private readonly waiters = new Map<string, Set<() => void>>();
 
   constructor(private readonly deps: ProcessServiceDeps) {
     deps.runtime?.onProcessExit((sandboxId, ref, code) => {
-      const id = this.byRef.get(refKey(sandboxId, ref));
-      if (id) void this.ended(id, { state: "exited", exitCode: code });
+      const key = refKey(sandboxId, ref);
+      const id = this.byRef.get(key);
+      if (id) {
+        void this.ended(id, { state: "exited", exitCode: code });
+        return;
+      }
+      // A quick process exits before its row is marked running and tracked: kept for track().
+      this.earlyExits.set(key, code);
+      if (this.earlyExits.size > MAX_EARLY_EXITS) {
+        const oldest = this.earlyExits.keys().next().value;
+        if (oldest !== undefined) this.earlyExits.delete(oldest);
+      }
     });
   }
 
@@ -382,6 +343,11 @@ export class ProcessService {
     try {
       reader = await runtime.openProcessReader(sandbox.id, { agent: row.agent_id, serial: row.agent_serial });
     } catch (error) {
+      if (error instanceof RuntimeError && error.code === "not_found") {
+        // The agent that kept it is gone (and the process with it: PDEATHSIG).
+        if (row.state === "running") await this.ended(row.id, { state: "lost", exitCode: null });
+        throw new AppError("failed_precondition", "the process's output is no longer kept (its agent ended)");
+      }
       throw runtimeError(error);
     }
     let closed = false;
@@ -518,8 +484,14 @@ export class ProcessService {
     });
     const live: Live = { row, timer: null, endingAs: null, ended };
     this.live.set(row.id, live);
-    this.byRef.set(refKey(row.sandbox_id, { agent: row.agent_id, serial: row.agent_serial }), row.id);
+    const key = refKey(row.sandbox_id, { agent: row.agent_id, serial: row.agent_serial });
+    this.byRef.set(key, row.id);
     this.deps.inFlight.began(row.id, row.sandbox_id, done);
+    const early = this.earlyExits.get(key);
+    if (early !== undefined) {
+      this.earlyExits.delete(key);
+      void this.ended(row.id, { state: "exited", exitCode: early });
+    }
     if (row.deadline) {
       const left = Math.max(0, row.deadline.getTime() - this.deps.clock.now().getTime());
       live.timer = setTimeout(() => {
@@ -664,38 +636,4 @@ export class ProcessService {
   close(): void {
     for (const live of this.live.values()) if (live.timer) clearTimeout(live.timer);
   }
-}
-
-function decodeBase64(text: string): Buffer {
-  if (!/^[A-Za-z0-9+/]*={0,2}$/.test(text) || text.length % 4 !== 0)
-    throw new AppError("invalid_argument", "data_base64 is not base64");
-  return Buffer.from(text, "base64");
-}
-
-function refKey(sandboxId: string, ref: ProcessRef): string {
-  return `${sandboxId} ${ref.agent} ${ref.serial}`;
-}
-
-function startError(error: unknown): Error {
-  if (error instanceof RuntimeError) {
-    switch (error.code) {
-      case "start_failed":
-        return new AppError("spawn_failed", `the command could not be started: ${error.message}`);
-      case "not_running":
-      case "not_found":
-        return new AppError("sandbox_stopped", "the sandbox stopped before the process started");
-      case "unsupported":
-        return new AppError("failed_precondition", "this sandbox run cannot keep processes (restart the sandbox)");
-    }
-  }
-  return runtimeError(error);
-}
-
-function runtimeError(error: unknown): Error {
-  if (error instanceof AppError) return error;
-  if (error instanceof RuntimeError && (error.code === "not_running" || error.code === "not_found"))
-    return new AppError("sandbox_not_running", "the sandbox is not running");
-  if (error instanceof RuntimeError && error.code === "unsupported")
-    return new AppError("failed_precondition", "this sandbox run cannot keep processes (restart the sandbox)");
-  return hostUnavailable();
 }
