@@ -43,6 +43,20 @@ class WhoAmIResponse(TypedDict):
     principal: WhoAmIResponsePrincipal
 
 
+class CreateConsoleSessionResponseSession(TypedDict):
+    session_id: str
+    "Listed and revoked with the API keys (AdminListApiKeys)"
+    expires_at: str
+    created_at: str
+
+
+class CreateConsoleSessionResponse(TypedDict):
+    session: CreateConsoleSessionResponseSession
+
+
+DeleteConsoleSessionResponse = dict[str, Any]
+
+
 class GetUsageSnapshotResponseSnapshotLimitsItem(TypedDict):
     metric: str
     "Stable quota name, e.g. sandboxes.running"
@@ -1577,6 +1591,10 @@ class AdminListApiKeysResponseApiKeysItem(TypedDict):
     created_at: str
     revoked_at: str
     "Empty while the key is live"
+    expires_at: str
+    "A console session's expiry; empty for an API key (keys do not expire)"
+    session_of_key_id: str
+    "A console session: the API key it was exchanged for (and acts as); empty for an API key"
 
 
 class AdminListApiKeysResponse(TypedDict):
@@ -1980,6 +1998,8 @@ SqlResult = RunTelemetrySqlResponse
 OPERATIONS: dict[str, tuple[str, str]] = {
     "GetServiceConfig": ("GET", "/v1/service-config"),
     "WhoAmI": ("GET", "/v1/whoami"),
+    "CreateConsoleSession": ("POST", "/v1/console/sessions"),
+    "DeleteConsoleSession": ("DELETE", "/v1/console/sessions/current"),
     "GetUsageSnapshot": ("GET", "/v1/usage"),
     "CreateFeedback": ("POST", "/v1/feedback"),
     "CreateProject": ("POST", "/v1/projects"),
