@@ -26,7 +26,7 @@ import { registerAnnotationRoutes } from "./modules/annotations/routes.js";
 import { AnnotationSchemaService } from "./modules/annotations/schema-service.js";
 import { registerBlobRoutes } from "./modules/blobs/routes.js";
 import { SignedBlobService } from "./modules/blobs/service.js";
-import { registerConsoleAssets } from "./modules/console/assets.js";
+import { registerConsoleAssets } from "./modules/console/asset-routes.js";
 import { registerConsoleSessionRoutes } from "./modules/console/session-routes.js";
 import { EgressCa } from "./modules/egress/ca.js";
 import { callerDirectory } from "./modules/egress/callers.js";

@@ -140,6 +140,15 @@ forEachStore(
       assertError(bSandbox, 404, "not_found");
     });
 
+    it("serves the console's index to a deep link, with its CSP, and no credential needed", async () => {
+      const page = await t().request("GET", "/console/runs/run_x?event=1");
+      assert.equal(page.status, 200, page.raw.slice(0, 200));
+      assert.match(String(page.headers["content-type"]), /^text\/html/);
+      assert.match(String(page.headers["content-security-policy"]), /script-src 'self';/);
+      assert.match(page.raw, /<div id="app"><\/div>/);
+      assertError(await t().request("GET", "/console/assets/missing.js"), 404, "not_found");
+    });
+
     it("takes no secret in the wrong place, and no session from a session or a sandbox-scoped key", async () => {
       const session = await openSession(t(), t().orgA.keys.owner);
       assertError(await t().request("GET", "/v1/whoami", { key: session.secret }), 401, "unauthenticated");

@@ -7,6 +7,8 @@ const OVERSCAN = 10;
 
 export function VirtualList<T>(props: {
   items: T[];
+  /** How many of `items` to show (an array that grows in place passes its length here, so a render sees it). */
+  count?: number;
   rowHeight: number;
   height: number;
   label: string;
@@ -18,12 +20,13 @@ export function VirtualList<T>(props: {
   const [top, setTop] = useState(0);
   const atBottom = useRef(true);
   const { items, rowHeight, height } = props;
+  const length = props.count ?? items.length;
   useEffect(() => {
     const el = box.current;
     if (el && props.follow && atBottom.current) el.scrollTop = el.scrollHeight;
-  }, [items.length, props.follow]);
+  }, [length, props.follow]);
   const first = Math.max(0, Math.floor(top / rowHeight) - OVERSCAN);
-  const last = Math.min(items.length, Math.ceil((top + height) / rowHeight) + OVERSCAN);
+  const last = Math.min(length, Math.ceil((top + height) / rowHeight) + OVERSCAN);
   const rows: ComponentChildren[] = [];
   for (let i = first; i < last; i++) {
     rows.push(
@@ -48,7 +51,7 @@ export function VirtualList<T>(props: {
         setTop(el.scrollTop);
       }}
     >
-      <ul class="vlist-rows" style={{ height: `${items.length * rowHeight}px` }}>
+      <ul class="vlist-rows" style={{ height: `${length * rowHeight}px` }}>
         {rows}
       </ul>
     </section>

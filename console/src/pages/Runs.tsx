@@ -53,19 +53,27 @@ interface TimelineEvent {
   payload?: unknown;
 }
 
-/** Events of the tail appended in batches, one render per animation frame however fast they come. */
+/** Annotations listed under the timeline: the latest ones (the timeline holds them all). */
+const LISTED_ANNOTATIONS = 100;
+
+/**
+ * The tail's events kept in one array that only grows (never copied: a run of 100,000 events
+ * would copy them every frame); a render is asked once per animation frame with the count.
+ */
 function useRunTail(runId: string) {
-  const [events, setEvents] = useState<TimelineEvent[]>([]);
+  const [count, setCount] = useState(0);
   const [status, setStatus] = useState("connecting");
   const all = useRef<TimelineEvent[]>([]);
+  const annotations = useRef<TimelineEvent[]>([]);
   useEffect(() => {
     all.current = [];
-    setEvents([]);
+    annotations.current = [];
+    setCount(0);
     const abort = new AbortController();
     let frame = 0;
     const flush = () => {
       frame = 0;
-      setEvents(all.current.slice());
+      setCount(all.current.length);
     };
     void (async () => {
       try {
@@ -77,7 +85,9 @@ function useRunTail(runId: string) {
             setStatus(`ended (${String(item.data.reason ?? "")})`);
             break;
           }
-          all.current.push(item.data as unknown as TimelineEvent);
+          const event = item.data as unknown as TimelineEvent;
+          all.current.push(event);
+          if (event.kind === "annotation") annotations.current.push(event);
           if (!frame) frame = requestAnimationFrame(flush);
         }
       } catch (error) {
@@ -91,7 +101,7 @@ function useRunTail(runId: string) {
       if (frame) cancelAnimationFrame(frame);
     };
   }, [runId]);
-  return { events, status };
+  return { events: all.current, annotations: annotations.current, count, status };
 }
 
 function when(ns: string): string {
@@ -102,9 +112,9 @@ function when(ns: string): string {
 export function RunPage(props: { id: string }) {
   const run = useLoad(async () => (await api.runs.get(props.id)) as Run, [props.id], 5000);
   const children = useLoad(() => listPage<Run>("/v1/runs", "runs", "", { parent_run_id: props.id }, 20), [props.id]);
-  const { events, status } = useRunTail(props.id);
+  const { events, annotations, count, status } = useRunTail(props.id);
   const [selected, setSelected] = useState<TimelineEvent | null>(null);
-  const annotations = events.filter((e) => e.kind === "annotation");
+  const listed = annotations.slice(-LISTED_ANNOTATIONS).reverse();
   const r = run.data;
   return (
     <section aria-labelledby="run-title">
@@ -139,11 +149,12 @@ export function RunPage(props: { id: string }) {
       ) : null}
       <h2>Timeline</h2>
       <p role="status" data-testid="tail-status">
-        {events.length} events · tail {status}
+        {count} events · tail {status}
       </p>
-      {events.length === 0 ? <Empty>No events yet; new ones appear here as they commit.</Empty> : null}
+      {count === 0 ? <Empty>No events yet; new ones appear here as they commit.</Empty> : null}
       <VirtualList
         items={events}
+        count={count}
         rowHeight={28}
         height={360}
         follow
@@ -174,8 +185,13 @@ export function RunPage(props: { id: string }) {
       ) : null}
       <h2>Annotations</h2>
       {annotations.length === 0 ? <Empty>No annotations on this run.</Empty> : null}
+      {annotations.length > LISTED_ANNOTATIONS ? (
+        <p class="hint">
+          {annotations.length} annotations; the latest {LISTED_ANNOTATIONS} are listed (all are on the timeline).
+        </p>
+      ) : null}
       <ul class="annotations" data-testid="annotations">
-        {annotations.map((a) => (
+        {listed.map((a) => (
           <li key={a.event_id}>
             <strong>{a.schema_name}</strong> at {when(a.ts_wall_ns)}: <code>{JSON.stringify(a.payload)}</code>
           </li>

@@ -1,15 +1,10 @@
-// The web console's built files (console/dist, from `make build`), served at /console on the
-// API's listener, so the console and the API share one origin and the session cookie never
-// leaves it. Files are read once at start into memory (with a gzip copy of text ones);
-// only those files are served, so no request path reaches the file system. Hashed assets
-// (/console/assets/*) are cached for a year; everything else, and every path that names no
-// file (a deep link: /console/sandboxes/sbx-...), is the index, never cached.
+// The web console's built files (console/dist, from `make build`), read once at start into
+// memory (with a gzip copy of text ones), and the page's Content-Security-Policy;
+// asset-routes.ts serves them at /console. Only these files are served, so no request path
+// reaches the file system. Hashed assets (assets/*) are cached for a year, the rest never.
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import path from "node:path";
 import { gzipSync } from "node:zlib";
-import type { FastifyReply, FastifyRequest } from "fastify";
-import type { App } from "../../http/types.js";
-import { AppError } from "../../lib/errors.js";
 
 /**
  * No inline script, no eval, nothing from another origin. Styles allow 'unsafe-inline': the
@@ -44,7 +39,7 @@ const IMMUTABLE = "public, max-age=31536000, immutable";
 /** A built console larger than this is refused at start rather than held in memory. */
 const MAX_TOTAL_BYTES = 64 * 1_048_576;
 
-interface Asset {
+export interface Asset {
   body: Buffer;
   gzip: Buffer | null;
   type: string;
@@ -84,37 +79,4 @@ export function loadConsoleAssets(dir: string): Map<string, Asset> {
   }
   walk(dir);
   return assets;
-}
-
-function send(request: FastifyRequest, reply: FastifyReply, asset: Asset) {
-  const gzip = asset.gzip !== null && /\bgzip\b/.test(String(request.headers["accept-encoding"] ?? ""));
-  void reply
-    .header("content-type", asset.type)
-    .header("cache-control", asset.cacheControl)
-    .header("content-security-policy", CONSOLE_CSP)
-    .header("x-content-type-options", "nosniff")
-    .header("referrer-policy", "no-referrer")
-    .header("x-frame-options", "DENY")
-    .header("vary", "accept-encoding");
-  if (gzip) void reply.header("content-encoding", "gzip");
-  return reply.send(gzip ? asset.gzip : asset.body);
-}
-
-export function registerConsoleAssets(app: App, dir: string): void {
-  const assets = loadConsoleAssets(dir);
-  const index = assets.get("index.html");
-  const schema = { hide: true, querystring: { type: "object" } } as Record<string, unknown>;
-  const serve = async (request: FastifyRequest<{ Params: { "*"?: string } }>, reply: FastifyReply) => {
-    if (!index) {
-      throw new AppError("not_found", "the console is not built in this checkout: run make build (it builds console/)");
-    }
-    const rel = request.params["*"] ?? "";
-    const asset = assets.get(rel);
-    if (asset) return send(request, reply, asset);
-    // A missing hashed file is a 404 (an old page asking for a script of an earlier build), not the index.
-    if (rel.startsWith("assets/")) throw new AppError("not_found", `no console file ${rel}`);
-    return send(request, reply, index);
-  };
-  app.get("/console", { config: { auth: false }, schema }, serve);
-  app.get("/console/*", { config: { auth: false }, schema }, serve);
 }
