@@ -4,18 +4,13 @@
 import { errorFromResponse, Warren, WarrenApiError } from "@warren/sdk";
 
 const origin = location.origin;
-/**
- * The SDK keeps `fetch` as a field and calls it as a method, which a browser refuses ("Illegal
- * invocation": window.fetch must be called on window); a wrapper calls it unbound.
- */
-const browserFetch: typeof fetch = (input, init) => fetch(input, init);
 
 /** The client every page uses: no key, so the browser's cookie is the credential. */
-export const api = new Warren({ apiKey: "", baseUrl: origin, maxRetries: 1, fetch: browserFetch });
+export const api = new Warren({ apiKey: "", baseUrl: origin, maxRetries: 1 });
 
 /** Exchanges an API key for the session cookie (POST /v1/console/sessions). */
 export async function signIn(apiKey: string): Promise<void> {
-  const once = new Warren({ apiKey, baseUrl: origin, maxRetries: 0, fetch: browserFetch });
+  const once = new Warren({ apiKey, baseUrl: origin, maxRetries: 0 });
   await once.transport.json("POST", "/v1/console/sessions");
 }
 
@@ -51,9 +46,8 @@ export async function listPage<T>(
 
 /**
  * Writes a file of a sandbox (PUT /v1/sandboxes/{id}/files, WriteSandboxFile) with the bytes as
- * one body. Not the SDK's `files.upload`: it streams its body (Chrome sends a streamed request
- * body only over HTTP/2, and the API speaks HTTP/1.1) and always sends `Authorization: Bearer
- * <key>` (empty here, which the server reads as a bad key instead of taking the cookie).
+ * one body. Not the SDK's `files.upload`: it streams its body, and Chrome sends a streamed
+ * request body only over HTTP/2 (the API speaks HTTP/1.1).
  */
 export async function uploadFile(sandboxId: string, filePath: string, bytes: Uint8Array): Promise<void> {
   const url = api.transport.url(`/v1/sandboxes/${encodeURIComponent(sandboxId)}/files`, { path: filePath });

@@ -227,7 +227,8 @@ export class SandboxFiles {
     const response = await fetch(this.transport.url(route, query), {
       method,
       headers: {
-        authorization: `Bearer ${this.transport.apiKey}`,
+        // No key (a browser session): the cookie is the credential.
+        ...(this.transport.apiKey ? { authorization: `Bearer ${this.transport.apiKey}` } : {}),
         "content-type": "application/octet-stream",
         accept: "application/json",
       },

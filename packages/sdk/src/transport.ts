@@ -82,7 +82,9 @@ export class Transport {
     this.retryBaseDelayMs = options.retryBaseDelayMs ?? 250;
     this.maxRetryAfterMs = (options.maxRetryAfterSeconds ?? 10) * 1000;
     this.inFlightRetryMs = (options.inFlightRetrySeconds ?? 30) * 1000;
-    this.fetchImpl = options.fetch ?? fetch;
+    // Called unbound: a browser's fetch refuses to run as a method of another object ("Illegal invocation").
+    const fetchOf = options.fetch ?? fetch;
+    this.fetchImpl = (input, init) => fetchOf(input, init);
     this.userAgent = options.userAgent ?? "warren-sdk/0.1";
   }
 
