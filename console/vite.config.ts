@@ -1,7 +1,6 @@
 // The console's build (`make build`): Preact with Vite, served by Warren at /console. The SDK
 // is imported from its source, through its browser entry (packages/sdk/src/browser.ts: the
-// browser's fetch and WebSocket, no Node module); src/shims/globals.ts gives it the one Node
-// global its file and process reads still use (Buffer).
+// browser's fetch and WebSocket, no Node module or global).
 import { fileURLToPath } from "node:url";
 import preact from "@preact/preset-vite";
 import { defineConfig } from "vite";

@@ -1,6 +1,5 @@
 // The console's entry: the session check (WhoAmI by cookie), sign-in when there is none, and
 // the shell: navigation, the signed-in organization, sign-out and the routed page.
-import "./shims/globals.js";
 import "./style.css";
 import type { WhoAmI } from "@warren/sdk";
 import { render } from "preact";

@@ -4,6 +4,8 @@
 // iterator of the output from an offset over server-sent events, reconnecting from the last
 // offset when the connection drops (never a byte lost or repeated while the server keeps it;
 // bytes it no longer keeps come as a `gap`).
+
+import { bytesOf, fromBase64, toBase64 } from "./bytes.js";
 import { ConnectionError, errorFromResponse, WarrenApiError } from "./errors.js";
 import { parseSse } from "./tail.js";
 import type { CallOptions, Transport } from "./transport.js";
@@ -111,11 +113,11 @@ export class Process {
     this.stdin = {
       write: async (data) => {
         let written = 0;
-        const bytes = typeof data === "string" ? Buffer.from(data) : Buffer.from(data);
+        const bytes = bytesOf(data);
         // At most 64 KiB a call (the server's limit).
         for (let at = 0; at < bytes.length; at += 64 << 10) {
           const piece = bytes.subarray(at, at + (64 << 10));
-          const res = await this.verb<{ written: number }>("stdin", { data_base64: piece.toString("base64") });
+          const res = await this.verb<{ written: number }>("stdin", { data_base64: toBase64(piece) });
           written += res.written;
         }
         return written;
@@ -211,7 +213,7 @@ export class Process {
         for await (const event of parseSse(response.body)) {
           const data = event.data as Record<string, unknown>;
           if (event.event === "stdout" || event.event === "stderr") {
-            const bytes = Buffer.from(String(data.data), "base64");
+            const bytes = fromBase64(String(data.data)) as Buffer;
             const at = Number(data.offset);
             offset = at + bytes.length;
             failures = 0;

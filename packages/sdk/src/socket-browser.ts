@@ -24,7 +24,8 @@ const SEND_BUFFER_BYTES = 1 << 20;
 export const openBrowserSocket: StreamSocketOpener = (url, apiKey, events) => {
   const Socket = (globalThis as { WebSocket?: BrowserWebSocketClass }).WebSocket;
   if (!Socket) throw new ConnectionError("this runtime has no WebSocket");
-  const ws = new Socket(url, ["warren.v1", `warren.bearer.${apiKey}`]);
+  // No key (the web console): the session cookie, which the browser sends itself, is the credential.
+  const ws = new Socket(url, apiKey ? ["warren.v1", `warren.bearer.${apiKey}`] : ["warren.v1"]);
   ws.binaryType = "arraybuffer";
   ws.addEventListener("open", () => events.open());
   ws.addEventListener("message", (event) => {
