@@ -160,5 +160,16 @@ def test_async_background_processes(api_url: str, owner_key: str) -> None:
                 ended = await sleeper.wait(30)
                 assert (ended["state"], ended["exit_code"]) == ("exited", 137)
                 assert [r["id"] for r in await sbx.processes.list()][:2] == [sleeper.id, p.id]
+                # 3 MiB with no reader attached: the server keeps the last 1 MiB, and says so.
+                big = await sbx.processes.start(["head", "-c", str(3 << 20), "/dev/zero"])
+                assert (await big.wait(30))["exit_code"] == 0
+                first = await big.read(0)
+                assert first["dropped_bytes"] > 0 and first["chunks"][0]["offset"] == first["dropped_bytes"]
+                seen = [item async for item in big.output()]
+                assert seen[0].type == "gap" and seen[0].offset == 0 and seen[0].end == first["dropped_bytes"]
+                assert not [i for i in seen[1:] if i.type == "gap"] and seen[-1].end == 3 << 20
+                assert seen[0].end + sum(len(i.data) for i in seen[1:]) == 3 << 20
+                with pytest.raises(warren.WarrenError, match="no longer kept"):
+                    await big.output_text()
 
     asyncio.run(main())
