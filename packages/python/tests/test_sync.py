@@ -293,6 +293,9 @@ def test_sandbox_background_processes(client: warren.Warren, proxy: Proxy, owner
         assert b"".join(base64.b64decode(c["data"]) for c in again.read(items[2].offset)["chunks"]) == b"got there\n"
         # kill(), signal() and a pty's resize().
         sleeper = sbx.processes.start(["sleep", "600"])
+        started = time.monotonic()
+        assert sleeper.wait(1)["state"] == "running", "as it is at the deadline"
+        assert 0.9 <= time.monotonic() - started < 10
         killed = sleeper.kill()
         assert killed["id"] == sleeper.id
         ended = sleeper.wait(30)
