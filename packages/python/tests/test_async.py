@@ -136,3 +136,40 @@ def test_async_exec_stream(api_url: str, owner_key: str) -> None:
                     await sbx.exec_stream(["/no/such/binary"])
 
     asyncio.run(main())
+
+
+def test_async_background_processes(api_url: str, owner_key: str) -> None:
+    async def main() -> None:
+        async with warren.AsyncWarren(owner_key, api_url) as w:
+            async with await w.sandboxes.create({"command": ["sleep", "3600"]}) as sbx:
+                p = await sbx.processes.start(["sh", "-c", 'echo "a $(cat)"; echo b >&2'], stdin=True)
+                assert p.state == "running"
+                assert await p.stdin.write(b"async\n") == 6
+                await p.stdin.close()
+                items = [item async for item in p.output()]
+                assert b"".join(i.data for i in items) == b"a async\nb\n"
+                assert {i.type for i in items} == {"stdout", "stderr"}
+                assert (await p.wait(10))["exit_code"] == 0
+                r = await p.read(0)
+                assert r["complete"] and r["next_offset"] == items[-1].end and r["dropped_bytes"] == 0
+                again = await sbx.processes.get(p.id)
+                assert await again.output_text(items[-1].offset) == items[-1].data.decode()
+                assert await again.read_text(0) == "a async\nb\n"
+                sleeper = await sbx.processes.start(["sleep", "600"], timeout_seconds=300)
+                assert (await sleeper.signal("SIGKILL"))["id"] == sleeper.id
+                ended = await sleeper.wait(30)
+                assert (ended["state"], ended["exit_code"]) == ("exited", 137)
+                assert [r["id"] for r in await sbx.processes.list()][:2] == [sleeper.id, p.id]
+                # 3 MiB with no reader attached: the server keeps the last 1 MiB, and says so.
+                big = await sbx.processes.start(["head", "-c", str(3 << 20), "/dev/zero"])
+                assert (await big.wait(30))["exit_code"] == 0
+                first = await big.read(0)
+                assert first["dropped_bytes"] > 0 and first["chunks"][0]["offset"] == first["dropped_bytes"]
+                seen = [item async for item in big.output()]
+                assert seen[0].type == "gap" and seen[0].offset == 0 and seen[0].end == first["dropped_bytes"]
+                assert not [i for i in seen[1:] if i.type == "gap"] and seen[-1].end == 3 << 20
+                assert seen[0].end + sum(len(i.data) for i in seen[1:]) == 3 << 20
+                with pytest.raises(warren.WarrenError, match="no longer kept"):
+                    await big.output_text()
+
+    asyncio.run(main())

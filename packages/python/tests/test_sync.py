@@ -3,6 +3,7 @@ and cancellation, the Sandbox handle on real runc sandboxes, the run tail resumi
 
 from __future__ import annotations
 
+import base64
 import os
 import threading
 import time
@@ -260,3 +261,63 @@ def test_sandbox_exec_stream(client: warren.Warren) -> None:
         sbx.stop()
         with pytest.raises(warren.SandboxNotRunningError):
             sbx.exec_stream(["true"])
+
+
+def test_sandbox_background_processes(client: warren.Warren, proxy: Proxy, owner_key: str) -> None:
+    with client.sandboxes.create({"command": ["sleep", "3600"]}) as sbx:
+        script = 'echo "one $G $(pwd)"; sleep 0.3; echo two >&2; echo "got $(cat)"; exit 3'
+        p = sbx.processes.start(["sh", "-c", script], stdin=True, env={"G": "hi"}, cwd="/tmp")
+        assert p.id.startswith("proc_") and p.state == "running"
+        # read(): from offset 0 until both first lines are there.
+        offset, text = 0, b""
+        while b"two" not in text:
+            r = p.read(offset, max_bytes=1 << 20, wait_seconds=10)
+            assert r["dropped_bytes"] == 0 and r["next_offset"] >= offset
+            text += b"".join(base64.b64decode(c["data"]) for c in r["chunks"])
+            offset = r["next_offset"]
+        assert text == b"one hi /tmp\ntwo\n"
+        assert p.stdin.write("there\n") == 6
+        p.stdin.close()
+        # The iterator over the stream: every chunk from 0 with its stream, until the end.
+        items = list(p.output())
+        assert [i.type for i in items] == ["stdout", "stderr", "stdout"]
+        assert b"".join(i.data for i in items) == b"one hi /tmp\ntwo\ngot there\n"
+        assert all(a.end == b.offset for a, b in zip(items, items[1:])), "contiguous offsets"
+        assert p.record and p.record["state"] == "exited" and p.exit_code == 3
+        done = p.wait(10)
+        assert (done["state"], done["exit_code"], done["end_reason"]) == ("exited", 3, "exited")
+        # Re-attach by id from an offset: the rest, not a byte lost or repeated.
+        again = sbx.processes.get(p.id)
+        assert again.state == "exited"
+        assert again.output_text(items[1].offset) == "two\ngot there\n"
+        assert b"".join(base64.b64decode(c["data"]) for c in again.read(items[2].offset)["chunks"]) == b"got there\n"
+        # kill(), signal() and a pty's resize().
+        sleeper = sbx.processes.start(["sleep", "600"])
+        started = time.monotonic()
+        assert sleeper.wait(1)["state"] == "running", "as it is at the deadline"
+        assert 0.9 <= time.monotonic() - started < 10
+        killed = sleeper.kill()
+        assert killed["id"] == sleeper.id
+        ended = sleeper.wait(30)
+        assert (ended["state"], ended["end_reason"], ended["exit_code"]) == ("exited", "killed", 137)
+        tty = sbx.processes.start(["sh", "-c", "read x; stty size"], pty=(24, 80))
+        assert tty.resize(30, 100)["id"] == tty.id  # (the record keeps the size it started with)
+        tty.stdin.write("\n")
+        assert "30 100" in tty.output_text()
+        term = sbx.processes.start(["sleep", "600"])
+        term.signal("SIGTERM")
+        assert term.wait(30)["exit_code"] == 143
+        ids = [r["id"] for r in sbx.processes.list()]
+        assert {p.id, sleeper.id, tty.id, term.id} <= set(ids) and ids[0] == term.id, "newest first"
+        with pytest.raises(warren.NotFoundError):
+            sbx.processes.get("proc_01JZZZZZZZZZZZZZZZZZZZZZZZ")
+        # A dropped stream reconnects from its last offset: every line once, in order.
+        ticker = sbx.processes.start(["sh", "-c", "for i in 1 2 3 4 5 6; do echo $i; sleep 0.4; done"])
+        with warren.Warren(owner_key, proxy.url) as through:
+            seen: list[warren.ProcessOutput] = []
+            for item in through.sandboxes.get(sbx.id).processes.get(ticker.id).output():
+                seen.append(item)
+                if len(seen) == 2:
+                    proxy.drop_streams()
+        assert b"".join(i.data for i in seen) == b"1\n2\n3\n4\n5\n6\n"
+        assert not [i for i in seen if i.type == "gap"]

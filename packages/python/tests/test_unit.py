@@ -13,7 +13,7 @@ import pytest
 
 import warren
 from warren import _blake3
-from warren._shared import SseParser, exec_result, in_flight_delay, retry_delay
+from warren._shared import SseParser, exec_result, in_flight_delay, process_output, retry_delay
 
 
 def _generator() -> ModuleType:
@@ -61,6 +61,23 @@ def test_sse_parser_frames_ids_events_and_bounds() -> None:
     assert [(i.id, i.event, i.data) for i in items] == [("1", None, {"name": "a"}), (None, "end", {})]
     with pytest.raises(warren.WarrenError):
         SseParser().feed(b"x" * (4 * 1_048_576 + 1))
+
+
+def test_process_output_events_become_chunks_and_gaps() -> None:
+    parser = SseParser()
+    events = parser.feed(
+        b'event: stdout\nid: 3\ndata: {"offset":0,"data":"aGkK"}\n\n: heartbeat\n\n'
+        b'event: gap\nid: 90\ndata: {"kind":"gap","from":3,"to":90}\n\n'
+        b'event: stderr\nid: 92\ndata: {"offset":90,"data":"eQo="}\n\nevent: end\nid: 92\ndata: {"offset":92}\n\n'
+    )
+    items = [process_output(e) for e in events]
+    assert items == [
+        warren.ProcessOutput("stdout", 0, 3, b"hi\n"),
+        warren.ProcessOutput("gap", 3, 90),
+        warren.ProcessOutput("stderr", 90, 92, b"y\n"),
+        None,
+    ]
+    assert [e.id for e in events] == ["3", "90", "92", "92"]
 
 
 def test_blake3_matches_the_reference_vectors() -> None:

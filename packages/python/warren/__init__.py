@@ -4,12 +4,14 @@ as the TypeScript SDK (packages/sdk). See packages/python/README.md."""
 from ._async.client import AsyncWarren
 from ._async.exec_stream import AsyncExecStream
 from ._async.files import AsyncSandboxFiles, FileEntry, FileEvent
+from ._async.processes import AsyncProcess, AsyncProcessStdin, AsyncSandboxProcesses
 from ._async.sandboxes import AsyncSandbox
 from ._async.volume_push import PushProgress, PushResult, default_hash_cache
-from ._shared import DEFAULT_BASE_URL, CancelToken, ExecResult, ExecStreamResult, TailEvent, new_event_id
+from ._shared import DEFAULT_BASE_URL, CancelToken, ExecResult, ExecStreamResult, ProcessOutput, TailEvent, new_event_id
 from ._sync.client import Warren
 from ._sync.exec_stream import ExecStream
 from ._sync.files import SandboxFiles
+from ._sync.processes import Process, ProcessStdin, SandboxProcesses
 from ._sync.sandboxes import Sandbox
 from .errors import *  # noqa: F403
 from .errors import ERROR_CLASSES, WarrenApiError, WarrenError, error_from_response
@@ -20,7 +22,10 @@ __version__ = "0.1.0"
 __all__ = [
     "DEFAULT_BASE_URL",
     "ERROR_CLASSES",
+    "AsyncProcess",
+    "AsyncProcessStdin",
     "AsyncSandbox",
+    "AsyncSandboxProcesses",
     "AsyncSandboxFiles",
     "AsyncWarren",
     "CancelToken",
@@ -30,10 +35,14 @@ __all__ = [
     "ExecStreamResult",
     "FileEntry",
     "FileEvent",
+    "Process",
+    "ProcessOutput",
+    "ProcessStdin",
     "PushProgress",
     "PushResult",
     "Sandbox",
     "SandboxFiles",
+    "SandboxProcesses",
     "TailEvent",
     "Warren",
     "WarrenApiError",

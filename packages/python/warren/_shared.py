@@ -3,6 +3,7 @@ exec outcomes, the SSE parser, event ids and the cancel token."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -240,6 +241,29 @@ class SseParser:
         elif field == "event":
             self._event = value
         return None
+
+
+@dataclass(frozen=True)
+class ProcessOutput:
+    """One item of a background process's output: a ``stdout``/``stderr`` chunk (``data`` the
+    bytes from ``offset`` to ``end``) or a ``gap``: bytes ``offset`` to ``end`` the server no
+    longer keeps (the reader fell behind its 1 MiB buffer), ``data`` empty."""
+
+    type: Literal["stdout", "stderr", "gap"]
+    offset: int
+    end: int
+    data: bytes = b""
+
+
+def process_output(event: TailEvent) -> Optional[ProcessOutput]:
+    """The output item of one event of a process's output stream (None for other events)."""
+    if event.event in ("stdout", "stderr"):
+        data = base64.b64decode(str(event.data.get("data", "")))
+        at = int(event.data["offset"])
+        return ProcessOutput("stdout" if event.event == "stdout" else "stderr", at, at + len(data), data)
+    if event.event == "gap":
+        return ProcessOutput("gap", int(event.data["from"]), int(event.data["to"]))
+    return None
 
 
 _ULID = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"

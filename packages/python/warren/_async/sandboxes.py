@@ -1,5 +1,5 @@
 """Sandboxes: ``warren.sandboxes.create(...)`` returns a Sandbox handle (wait, exec, files,
-stop, wake, snapshot, update, delete; as a context manager it deletes the sandbox)."""
+processes, stop, wake, snapshot, update, delete; as a context manager it deletes the sandbox)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from .._shared import CancelToken, ExecResult, QueryValue, exec_result, seg
 from ..errors import NotFoundError, SandboxStateError
 from .exec_stream import AsyncExecStream
 from .files import AsyncSandboxFiles
+from .processes import AsyncSandboxProcesses
 from .resources import pages
 from .transport import AsyncTransport
 
@@ -38,8 +39,7 @@ class AsyncSandbox:
         self.record = record
         self.run_id: Optional[str] = None
         self.files = AsyncSandboxFiles(transport, id)
-        # Process handles (the processes issue, being built on another branch) belong here as
-        # `self.processes`.
+        self.processes = AsyncSandboxProcesses(transport, id)
 
     def __repr__(self) -> str:
         return f"Sandbox({self.id!r}, state={self.state!r})"

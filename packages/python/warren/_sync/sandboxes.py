@@ -1,6 +1,6 @@
 # Generated from the async client by packages/python/tools/generate.py: do not edit.
 """Sandboxes: ``warren.sandboxes.create(...)`` returns a Sandbox handle (wait, exec, files,
-stop, wake, snapshot, update, delete; as a context manager it deletes the sandbox)."""
+processes, stop, wake, snapshot, update, delete; as a context manager it deletes the sandbox)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from .._shared import CancelToken, ExecResult, QueryValue, exec_result, seg
 from ..errors import NotFoundError, SandboxStateError
 from .exec_stream import ExecStream
 from .files import SandboxFiles
+from .processes import SandboxProcesses
 from .resources import pages
 from .transport import Transport
 
@@ -39,8 +40,7 @@ class Sandbox:
         self.record = record
         self.run_id: Optional[str] = None
         self.files = SandboxFiles(transport, id)
-        # Process handles (the processes issue, being built on another branch) belong here as
-        # `self.processes`.
+        self.processes = SandboxProcesses(transport, id)
 
     def __repr__(self) -> str:
         return f"Sandbox({self.id!r}, state={self.state!r})"
