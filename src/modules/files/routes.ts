@@ -3,11 +3,11 @@
 // no body parser: no request cap, the sandbox's disk bounds them), piped into the sandbox with
 // backpressure; a download and a watch are hijacked streams whose every write is awaited
 // (drained) before the sandbox's output is acknowledged.
-import type { ServerResponse } from "node:http";
 import { Type } from "@sinclair/typebox";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { FLAT, flatResponses } from "../../http/schemas.js";
 import { type App, credentialOf } from "../../http/types.js";
+import { writeDrained } from "../../http/write-drained.js";
 import { AppError } from "../../lib/errors.js";
 import { MAX_PATH_BYTES } from "./records.js";
 import type { FileService } from "./service.js";
@@ -338,22 +338,4 @@ function eventText(event: WatchEvent): string {
   if (event.kind === "ready")
     return `event: ready\ndata: ${JSON.stringify({ path: event.path, entries: event.entries })}\n\n`;
   return `event: ${event.kind}\ndata: ${JSON.stringify(event.entry)}\n\n`;
-}
-
-/** Writes and resolves once the response took it (drained when it was full); rejects once it closed. */
-function writeDrained(res: ServerResponse, data: Buffer): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (res.destroyed) return reject(new Error("the client went away"));
-    if (res.write(data)) return resolve();
-    const onDrain = () => {
-      res.off("close", onClose);
-      resolve();
-    };
-    const onClose = () => {
-      res.off("drain", onDrain);
-      reject(new Error("the client went away"));
-    };
-    res.once("drain", onDrain);
-    res.once("close", onClose);
-  });
 }

@@ -2,11 +2,11 @@
 // routes' flat envelope: start, list, get, :signal, :kill, :stdin, :resize, :wait, one output
 // read (JSON, base64 bytes) and the output as server-sent events from an offset (re-attach
 // with `offset` or Last-Event-ID: every event's id is the offset after it).
-import type { ServerResponse } from "node:http";
 import { Type } from "@sinclair/typebox";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { FLAT, flatResponses } from "../../http/schemas.js";
 import { type App, credentialOf, verbPath } from "../../http/types.js";
+import { writeDrained } from "../../http/write-drained.js";
 import { AppError } from "../../lib/errors.js";
 import {
   MAX_READ_BYTES,
@@ -393,21 +393,4 @@ export function registerProcessRoutes(app: App, processes: ProcessService): void
       }
     },
   );
-}
-
-function writeDrained(res: ServerResponse, text: string): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (res.destroyed) return reject(new Error("the client went away"));
-    if (res.write(text)) return resolve();
-    const onDrain = () => {
-      res.off("close", onClose);
-      resolve();
-    };
-    const onClose = () => {
-      res.off("drain", onDrain);
-      reject(new Error("the client went away"));
-    };
-    res.once("drain", onDrain);
-    res.once("close", onClose);
-  });
 }
